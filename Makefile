@@ -1,0 +1,45 @@
+# sa-jobqueue developer commands. `make help` lists them.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install test lint typecheck pytest check demo bench chaos clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+
+$(STAMP): pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)  ## create .venv and install the project with its test extra
+
+lint: $(STAMP)  ## ruff check and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)  ## mypy (strict)
+	$(BIN)/mypy
+
+pytest: $(STAMP)  ## the test suite only
+	$(BIN)/pytest
+
+check: lint typecheck pytest  ## everything CI runs
+
+test: check  ## ruff, mypy and pytest: the README's test command
+
+demo: $(STAMP)  ## the lesson end to end with real worker processes
+	$(BIN)/python examples/demo.py
+
+bench: $(STAMP)  ## throughput and latency benchmarks (bench/results.md)
+	$(BIN)/python bench/run.py
+
+chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
+	$(BIN)/python bench/chaos.py
+
+clean:  ## remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist

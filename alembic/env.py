@@ -1,0 +1,31 @@
+"""Alembic environment for `sa-jobqueue migrate` (the library's own revisions).
+
+Users who run Alembic themselves do not use this file: they add the versions
+directory to their own environment's ``version_locations`` (docs/migrations.md).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import create_engine, pool
+
+from alembic import context
+from sa_jobqueue.migration import version_table
+
+config = context.config
+url = config.attributes.get("sa_jobqueue_url") or config.get_main_option("sqlalchemy.url")
+table = config.attributes.get("sa_jobqueue_table", "jobs")
+
+if not url:
+    raise RuntimeError("no database URL: pass --database-url or set DATABASE_URL")
+
+if context.is_offline_mode():
+    context.configure(url=url, version_table=version_table(table), literal_binds=True)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    engine = create_engine(url, poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(connection=connection, version_table=version_table(table))
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()

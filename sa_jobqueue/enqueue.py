@@ -1,0 +1,169 @@
+"""Session-scoped enqueue: validate, insert in the caller's transaction, never commit.
+
+A job enqueued here commits or rolls back with the caller's unit of work: it is
+invisible to workers until that transaction commits, and never existed if it rolls
+back. Everything is validated before the session is touched, so a rejected call
+leaves the caller's transaction usable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Insert, Select, select
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import statements, validation
+from sa_jobqueue.errors import JobQueueError, ValidationError
+from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
+from sa_jobqueue.registry import Registry
+
+__all__ = ["Inserter", "JobSpec", "prepare", "prepare_many"]
+
+JobT = TypeVar("JobT", bound=JobMixin)
+
+_OPTIONS = frozenset(
+    {"kind", "payload", "queue", "priority", "run_at", "delay", "max_attempts", "idempotency_key"}
+)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One validated job, ready to insert."""
+
+    kind: str
+    queue: str
+    payload: str
+    priority: int
+    max_attempts: int
+    run_at: datetime | None
+    delay: float
+    idempotency_key: str | None
+
+
+def prepare(
+    registry: Registry,
+    max_payload_bytes: int,
+    kind: object,
+    payload: Any = None,
+    *,
+    queue: object = None,
+    priority: object = 0,
+    run_at: object = None,
+    delay: object = None,
+    max_attempts: object = None,
+    idempotency_key: object = None,
+) -> JobSpec:
+    """Validate one job's arguments; fill queue and max_attempts from its task."""
+    kind = validation.check_name("kind", kind)
+    task = registry.get(kind)
+    if queue is None:
+        queue = task.queue if task else DEFAULT_QUEUE
+    if max_attempts is None:
+        max_attempts = task.max_attempts if task and task.max_attempts else DEFAULT_MAX_ATTEMPTS
+    if run_at is not None and delay is not None:
+        raise ValidationError("delay", delay, "give either run_at or delay, not both")
+    return JobSpec(
+        kind=kind,
+        queue=validation.check_name("queue", queue),
+        payload=validation.dump_payload({} if payload is None else payload, max_payload_bytes),
+        priority=validation.check_priority(priority),
+        max_attempts=validation.check_max_attempts(max_attempts),
+        run_at=None if run_at is None else validation.check_aware("run_at", run_at),
+        delay=0.0 if delay is None else validation.check_delay("delay", delay),
+        idempotency_key=validation.check_key(idempotency_key),
+    )
+
+
+def prepare_many(registry: Registry, max_payload_bytes: int, items: object) -> list[JobSpec]:
+    """Validate `items`: ``(kind, payload)`` pairs or dicts of `prepare`'s keywords."""
+    if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
+        raise ValidationError("items", items, "must be a list of (kind, payload) pairs or of dicts")
+    specs = []
+    for index, item in enumerate(items):
+        try:
+            specs.append(_prepare_item(registry, max_payload_bytes, item))
+        except ValidationError as exc:
+            exc.args = (f"items[{index}]: {exc.args[0]}",)
+            raise
+    return specs
+
+
+def _prepare_item(registry: Registry, max_payload_bytes: int, item: object) -> JobSpec:
+    if isinstance(item, Mapping):
+        unknown = set(item) - _OPTIONS
+        if unknown:
+            raise ValidationError("item", item, f"unknown keys {sorted(map(str, unknown))}")
+        if "kind" not in item:
+            raise ValidationError("item", item, "has no 'kind'")
+        options = dict(item)
+        return prepare(registry, max_payload_bytes, options.pop("kind"), **options)
+    if isinstance(item, Sequence) and not isinstance(item, (str, bytes)) and len(item) == 2:
+        return prepare(registry, max_payload_bytes, item[0], item[1])
+    raise ValidationError("item", item, "must be a (kind, payload) pair or a dict")
+
+
+class Inserter:
+    """Runs the batched INSERT for one model; statements are built once."""
+
+    def __init__(self, model: type[JobMixin]) -> None:
+        self.model = model
+        self._insert: Insert = statements.enqueue(model).returning(model)
+        self._load: Select[Any] = select(model).from_statement(self._insert)
+        self._by_keys = statements.by_keys(model)
+
+    def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
+        """Insert `specs` in `session`'s transaction; return one row per spec, in order.
+
+        A spec whose idempotency key already exists (committed, or inserted by a
+        concurrent transaction that then commits) gets the existing row back,
+        unchanged. One round trip, plus one more when some keys already existed.
+        """
+        if not specs:
+            return []
+        params = {
+            "kind": [s.kind for s in specs],
+            "queue": [s.queue for s in specs],
+            "payload": [s.payload for s in specs],
+            "priority": [s.priority for s in specs],
+            "max_attempts": [s.max_attempts for s in specs],
+            "run_at": [s.run_at for s in specs],
+            "delay": [s.delay for s in specs],
+            "key": [s.idempotency_key for s in specs],
+        }
+        inserted = sorted(session.scalars(self._load, params).all(), key=lambda job: job.id)
+        if len(inserted) == len(specs):
+            return inserted
+        return self._match(session, specs, inserted)
+
+    def _match(self, session: Session, specs: Sequence[JobSpec], inserted: list[Any]) -> list[Any]:
+        # Rows come back in id order, which is the batch's order; rows whose key
+        # was taken (before, or earlier in this batch) were skipped by ON CONFLICT.
+        new_keys = {job.idempotency_key for job in inserted if job.idempotency_key is not None}
+        by_key: dict[str, Any] = {}
+        missing = sorted(
+            {s.idempotency_key for s in specs if s.idempotency_key not in new_keys} - {None}
+        )
+        if missing:
+            for job in session.scalars(self._by_keys, {"keys": missing}):
+                by_key[job.idempotency_key] = job
+        rows = iter(inserted)
+        result = []
+        for spec in specs:
+            key = spec.idempotency_key
+            if key is None or (key in new_keys and key not in by_key):
+                job = next(rows)
+                if key is not None:
+                    by_key[key] = job
+            elif key in by_key:
+                job = by_key[key]
+            else:
+                # The row that held the key was deleted between our INSERT and SELECT.
+                raise JobQueueError(
+                    f"idempotency key {key!r} conflicted, but its row vanished; enqueue again"
+                )
+            result.append(job)
+        return result

@@ -1,0 +1,188 @@
+"""`JobQueue`: binds the queue API to the application's job model."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.model import JobMixin, JobT
+from sa_jobqueue.registry import Handler, Registry, TaskDef
+from sa_jobqueue.retry import BackoffPolicy
+from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES
+
+if TYPE_CHECKING:
+    from sa_jobqueue.worker import Worker
+
+__all__ = ["JobQueue"]
+
+
+class JobQueue(Generic[JobT]):
+    """The queue API for one jobs model: tasks, enqueue and workers.
+
+    Example:
+        >>> jobs = JobQueue(Job)                                    # doctest: +SKIP
+        >>> @jobs.task("send_receipt", queue="mail")                # doctest: +SKIP
+        ... def send_receipt(ctx): ...
+        >>> with Session(engine) as session, session.begin():       # doctest: +SKIP
+        ...     session.add(Order(id=4))
+        ...     jobs.enqueue(session, "send_receipt", {"order_id": 4})
+
+    Args:
+        model: the application's mapped class that mixes in `JobMixin`.
+        max_payload_bytes: the largest payload accepted, in bytes of JSON text.
+    """
+
+    def __init__(
+        self, model: type[JobT], *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    ) -> None:
+        if not (isinstance(model, type) and issubclass(model, JobMixin)):
+            raise ConfigurationError(f"JobQueue needs a mapped class using JobMixin, not {model!r}")
+        if getattr(model, "__table__", None) is None:
+            raise ConfigurationError(f"{model.__name__} is not mapped to a table")
+        if not (isinstance(max_payload_bytes, int) and max_payload_bytes > 0):
+            raise ConfigurationError(
+                f"max_payload_bytes must be a positive int, not {max_payload_bytes!r}"
+            )
+        self.model = model
+        self.registry = Registry()
+        self.max_payload_bytes = max_payload_bytes
+        self._inserter = Inserter(model)
+
+    def __repr__(self) -> str:
+        name, table = self.model.__name__, self.table_name
+        return f"JobQueue({name}, table={table!r}, tasks={len(self.registry)})"
+
+    @property
+    def table_name(self) -> str:
+        """The jobs table's name."""
+        return str(self.model.__tablename__)
+
+    def task(
+        self,
+        kind: str,
+        *,
+        queue: str = "default",
+        max_attempts: int | None = None,
+        lease: timedelta | float = timedelta(minutes=5),
+        transactional: bool = False,
+        backoff: BackoffPolicy | None = None,
+    ) -> Callable[[Handler], Handler]:
+        """Register the decorated function as the handler of `kind`.
+
+        Args:
+            kind: the stable name jobs are enqueued under (not an import path).
+            queue: the queue its jobs go to when `enqueue` names none.
+            max_attempts: attempts before dead-lettering, written into each job's
+                row at enqueue (None: the column default, 20).
+            lease: how long a claim lasts without a heartbeat; heartbeats extend it
+                while the handler runs, so it only bounds recovery after a crash.
+            transactional: run the handler in the same transaction as the job's
+                ``done`` mark (exactly-once for work in this database).
+            backoff: attempt number -> seconds to wait after a failure
+                (default: `sa_jobqueue.retry.exponential`).
+
+        Raises:
+            ConfigurationError: `kind` is already registered, or an option is invalid.
+        """
+
+        def register(handler: Handler) -> Handler:
+            self.registry.register(
+                kind,
+                handler,
+                queue=queue,
+                max_attempts=max_attempts,
+                lease=lease,
+                transactional=transactional,
+                backoff=backoff,
+            )
+            return handler
+
+        return register
+
+    def get_task(self, kind: str) -> TaskDef | None:
+        """The task registered for `kind`, or None."""
+        return self.registry.get(kind)
+
+    def enqueue(
+        self,
+        session: Session,
+        kind: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> JobT:
+        """Add a job to `session`'s transaction and return its row.
+
+        The job commits or rolls back with the caller's unit of work; this never
+        commits and never opens a transaction of its own. Workers cannot see it
+        before the commit.
+
+        Args:
+            session: the caller's session.
+            kind: the task's name.
+            payload: a JSON value (default ``{}``).
+            queue: default: the task's queue, else ``"default"``.
+            priority: lower runs first (a smallint).
+            run_at: when it becomes due (timezone-aware); default now.
+            delay: or: due this long after now (a timedelta or seconds).
+            max_attempts: default: the task's, else 20.
+            idempotency_key: names the side effect; when a job with this key exists
+                already, that job is returned unchanged and nothing is inserted.
+
+        Raises:
+            ValidationError: (a `ValueError`) naming the bad argument, before the
+                session is touched.
+        """
+        spec = prepare(
+            self.registry,
+            self.max_payload_bytes,
+            kind,
+            payload,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+        )
+        job: JobT = self._inserter.insert(session, [spec])[0]
+        return job
+
+    def enqueue_many(self, session: Session, items: Iterable[Any]) -> list[JobT]:
+        """Add many jobs in one round trip; return their rows in the order given.
+
+        `items` are ``(kind, payload)`` pairs or dicts of `enqueue`'s keywords plus
+        ``kind``. Fan-out (one event, one job per consumer) is one call::
+
+            jobs.enqueue_many(session, [(kind, {"order_id": 4}) for kind in consumers])
+
+        Same transaction rules and idempotency as `enqueue`; one bad item rejects
+        the whole call before the session is touched.
+        """
+        specs = prepare_many(self.registry, self.max_payload_bytes, items)
+        rows: list[JobT] = self._inserter.insert(session, specs)
+        return rows
+
+    def worker(
+        self,
+        engine: Engine,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 1,
+        **options: Any,
+    ) -> Worker[JobT]:
+        """A worker running this queue's tasks against `engine`; see `Worker`."""
+        from sa_jobqueue.worker import Worker
+
+        return Worker(self, engine, queues=queues, concurrency=concurrency, **options)

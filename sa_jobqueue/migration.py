@@ -1,0 +1,226 @@
+"""The shipped Alembic migration: where its scripts are, and the helpers they call.
+
+Two ways to migrate (see docs/migrations.md):
+
+* ``sa-jobqueue migrate --database-url URL [--table NAME]`` runs the library's
+  own revisions with a version table of their own (`upgrade`).
+* A user's Alembic environment adds `versions_location()` to its
+  ``version_locations`` and runs ``alembic upgrade heads``; or, for a jobs table
+  of its own, calls `create_jobs_table` / `drop_jobs_table` from its own revision.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Index, MetaData, Table, text
+from sqlalchemy.orm import DeclarativeBase
+
+from alembic import op
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.model import JobMixin, Status, table_args
+
+__all__ = [
+    "channel_name",
+    "check_identifier",
+    "create_jobs_table",
+    "create_notify_trigger",
+    "drop_jobs_table",
+    "drop_notify_trigger",
+    "jobs_table",
+    "script_location",
+    "set_autovacuum",
+    "upgrade",
+    "version_table",
+    "versions_location",
+]
+
+#: Autovacuum settings for a high-churn queue table (see docs/operations.md):
+#: vacuum after 1 % of rows changed (+1,000) instead of 20 %, analyze after 2 %.
+AUTOVACUUM = {
+    "autovacuum_vacuum_scale_factor": "0.01",
+    "autovacuum_vacuum_threshold": "1000",
+    "autovacuum_analyze_scale_factor": "0.02",
+    "autovacuum_vacuum_insert_scale_factor": "0.05",
+}
+
+_IDENTIFIER_MAX = 63
+
+
+def script_location() -> Path:
+    """The directory holding the shipped ``env.py`` and ``versions/``.
+
+    Inside the wheel it is ``sa_jobqueue/_alembic``; an editable install or a
+    checkout uses the repository's top-level ``alembic/``.
+    """
+    packaged = Path(__file__).resolve().parent / "_alembic"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent / "alembic"
+    if (checkout / "env.py").is_file():
+        return checkout
+    raise FileNotFoundError("sa_jobqueue's Alembic scripts are missing from this install")
+
+
+def versions_location() -> Path:
+    """The directory to add to a user environment's ``version_locations``."""
+    return script_location() / "versions"
+
+
+def version_table(table: str) -> str:
+    """The version table `sa-jobqueue migrate` records its revisions in for `table`."""
+    return f"sa_jobqueue_version_{table}"[:_IDENTIFIER_MAX]
+
+
+def channel_name(table: str) -> str:
+    """The LISTEN/NOTIFY channel on which inserts into `table` are announced."""
+    return f"sa_jobqueue_{table}"[:_IDENTIFIER_MAX]
+
+
+def _function_name(table: str) -> str:
+    return f"sa_jobqueue_notify_{table}"[:_IDENTIFIER_MAX]
+
+
+def jobs_table(name: str = "jobs", *, schema: str | None = None) -> Table:
+    """The `Table` that `JobMixin` declares under `name`, in a fresh `MetaData`."""
+
+    class Base(DeclarativeBase):
+        metadata = MetaData(schema=schema)
+
+    model: Any = type(f"Job_{name}", (JobMixin, Base), {"__tablename__": name})
+    table: Table = model.__table__
+    return table
+
+
+def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Create the jobs table `name`, its indexes, notify trigger and autovacuum settings.
+
+    Call it from an Alembic revision (``upgrade()``); `drop_jobs_table` undoes it.
+    """
+    _qualified(name, schema)
+    table = jobs_table(name, schema=schema)
+    columns = [column._copy() for column in table.columns]
+    constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
+    op.create_table(name, *columns, *constraints, schema=schema)
+    for index in sorted(table.indexes, key=lambda i: str(i.name)):
+        _create_index(index, name, schema)
+    set_autovacuum(name, schema=schema)
+    create_notify_trigger(name, schema=schema)
+
+
+def _create_index(index: Index, table: str, schema: str | None) -> None:
+    where = index.dialect_options["postgresql"]["where"]
+    op.create_index(
+        str(index.name),
+        table,
+        [column.name for column in index.columns],
+        schema=schema,
+        postgresql_where=where,
+    )
+
+
+def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Drop the jobs table `name` and its notify trigger function."""
+    drop_notify_trigger(name, schema=schema)
+    op.drop_table(name, schema=schema)
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_identifier(name: str) -> str:
+    """Return `name` if it is a plain SQL identifier (a table or schema name), else raise.
+
+    DDL cannot bind identifiers as parameters, so the helpers accept only names that
+    need no quoting tricks: letters, digits and ``_``, at most 63 characters.
+    """
+    if not (isinstance(name, str) and _IDENTIFIER.fullmatch(name) and len(name) <= 63):
+        raise ConfigurationError(
+            f"table/schema name {name!r} must be letters, digits and _ (at most 63), "
+            "not starting with a digit"
+        )
+    return name
+
+
+def _qualified(name: str, schema: str | None) -> str:
+    quoted = f'"{check_identifier(name)}"'
+    return f'"{check_identifier(schema)}".{quoted}' if schema else quoted
+
+
+def set_autovacuum(name: str, *, schema: str | None = None) -> None:
+    """Apply `AUTOVACUUM` to the jobs table `name`."""
+    settings = ", ".join(f"{key} = {value}" for key, value in AUTOVACUUM.items())
+    op.execute(text(f"ALTER TABLE {_qualified(name, schema)} SET ({settings})"))
+
+
+def create_notify_trigger(name: str, *, schema: str | None = None) -> None:
+    """Announce committed inserts into `name` on `channel_name(name)`.
+
+    A statement-level trigger: one ``pg_notify`` per queue per INSERT statement,
+    never one per row, and PostgreSQL folds identical notifications of one
+    transaction into one. Listeners hear it only when the transaction commits.
+    The payload is the queue name.
+    """
+    function = _qualified(_function_name(name), schema)
+    channel = channel_name(name)
+    pending = Status.PENDING.value
+    # Identifiers were checked by _qualified; the rest are our own constants.
+    op.execute(
+        text(
+            f"""
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('{channel}', queue)
+    FROM (SELECT DISTINCT queue FROM sa_jobqueue_new_rows WHERE status = '{pending}') AS queues;
+    RETURN NULL;
+END
+$$"""  # noqa: S608
+        )
+    )
+    op.execute(
+        text(
+            f"""
+CREATE TRIGGER sa_jobqueue_notify AFTER INSERT ON {_qualified(name, schema)}
+REFERENCING NEW TABLE AS sa_jobqueue_new_rows
+FOR EACH STATEMENT EXECUTE FUNCTION {function}()"""
+        )
+    )
+
+
+def drop_notify_trigger(name: str, *, schema: str | None = None) -> None:
+    """Remove the trigger `create_notify_trigger` made (its function drops with it)."""
+    function = _qualified(_function_name(name), schema)
+    op.execute(text(f"DROP FUNCTION IF EXISTS {function}() CASCADE"))
+
+
+def upgrade(url: str, *, table: str = "jobs", revision: str = "heads") -> None:
+    """Run the shipped revisions against `url` for the jobs table `table`.
+
+    Revisions are recorded in `version_table(table)`, apart from the
+    application's own ``alembic_version``.
+    """
+    from alembic.config import Config
+
+    from alembic import command
+
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    config.attributes["sa_jobqueue_url"] = url
+    config.attributes["sa_jobqueue_table"] = table
+    command.upgrade(config, revision)
+
+
+def downgrade(url: str, *, table: str = "jobs", revision: str = "base") -> None:
+    """Undo the shipped revisions for `table` down to `revision` (default: all)."""
+    from alembic.config import Config
+
+    from alembic import command
+
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    config.attributes["sa_jobqueue_url"] = url
+    config.attributes["sa_jobqueue_table"] = table
+    command.downgrade(config, revision)

@@ -1,0 +1,109 @@
+"""Task definitions and their options."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from sa_jobqueue.context import JobContext
+from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.retry import BackoffPolicy, exponential
+from sa_jobqueue.validation import check_delay, check_max_attempts, check_name
+
+__all__ = ["Handler", "Registry", "TaskDef"]
+
+#: A task's handler: called with the job's context; its return value is ignored.
+Handler = Callable[[JobContext], Any]
+
+
+@dataclass(frozen=True)
+class TaskDef:
+    """A registered task: a handler and the options its jobs run with.
+
+    Attributes:
+        kind: the stable name jobs refer to.
+        handler: the function that runs a job.
+        queue: the queue its jobs go to when the caller names none.
+        max_attempts: written into its jobs' rows at enqueue (None: column default).
+        lease: seconds a claim lasts before heartbeats must extend it.
+        transactional: run in one transaction with the ``done`` mark.
+        backoff: delay policy after a failure.
+    """
+
+    kind: str
+    handler: Handler
+    queue: str
+    max_attempts: int | None
+    lease: float
+    transactional: bool
+    backoff: BackoffPolicy
+
+
+class Registry:
+    """Tasks by kind. Registering a kind twice is a `ConfigurationError`."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, TaskDef] = {}
+
+    def register(
+        self,
+        kind: str,
+        handler: Handler,
+        *,
+        queue: str,
+        max_attempts: int | None,
+        lease: timedelta | float,
+        transactional: bool,
+        backoff: BackoffPolicy | None,
+    ) -> TaskDef:
+        """Validate the options and add the task; return its definition."""
+        try:
+            check_name("kind", kind)
+            check_name("queue", queue)
+            if max_attempts is not None:
+                check_max_attempts(max_attempts)
+            lease_seconds = check_delay("lease", lease)
+        except ValidationError as exc:
+            raise ConfigurationError(f"task {kind!r}: {exc}") from None
+        if lease_seconds < 1:
+            raise ConfigurationError(f"task {kind!r}: lease must be at least 1 second")
+        if not callable(handler):
+            raise ConfigurationError(f"task {kind!r}: handler {handler!r} is not callable")
+        if kind in self._tasks:
+            existing = self._tasks[kind].handler
+            raise ConfigurationError(
+                f"task {kind!r} is already registered (by {_name(existing)}); "
+                f"cannot register {_name(handler)}"
+            )
+        task = TaskDef(
+            kind=kind,
+            handler=handler,
+            queue=queue,
+            max_attempts=max_attempts,
+            lease=lease_seconds,
+            transactional=bool(transactional),
+            backoff=backoff or exponential,
+        )
+        self._tasks[kind] = task
+        return task
+
+    def get(self, kind: str) -> TaskDef | None:
+        """The task registered as `kind`, or None."""
+        return self._tasks.get(kind)
+
+    def __iter__(self) -> Iterator[TaskDef]:
+        return iter(self._tasks.values())
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def queues(self) -> list[str]:
+        """The queues the registered tasks use, sorted (``["default"]`` when none)."""
+        return sorted({task.queue for task in self._tasks.values()}) or ["default"]
+
+
+def _name(handler: Handler) -> str:
+    module = getattr(handler, "__module__", "?")
+    return f"{module}.{getattr(handler, '__qualname__', repr(handler))}"

@@ -1,0 +1,373 @@
+"""Every SQL statement the queue runs, built with SQLAlchemy Core.
+
+Each builder takes the mapped class and returns a construct for the caller to
+execute; values that vary per call are bound parameters (named in each docstring),
+so SQLAlchemy compiles each statement once and reuses it. Time always comes from
+the database (`now()`), never from a worker's clock.
+
+Every statement that changes a claimed job is *fenced*: it matches `id`,
+`attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
+lost (and whose job was claimed again) touches no row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Delete,
+    Float,
+    Integer,
+    Select,
+    SmallInteger,
+    Text,
+    Update,
+    bindparam,
+    case,
+    cast,
+    delete,
+    func,
+    literal,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
+from sqlalchemy.dialects.postgresql import Insert as PgInsert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from sa_jobqueue.model import FINISHED, JobMixin, Status
+
+__all__ = [
+    "CLAIMED_COLUMNS",
+    "claim",
+    "complete",
+    "discard",
+    "enqueue",
+    "fail",
+    "heartbeat",
+    "prune",
+    "release",
+    "retry_later",
+    "seconds",
+    "sweep_expired",
+]
+
+FINISHED_VALUES = tuple(s.value for s in FINISHED)
+
+#: The columns a claim returns: what the executor needs to run and fence a job.
+CLAIMED_COLUMNS = (
+    "id",
+    "kind",
+    "queue",
+    "payload",
+    "attempts",
+    "max_attempts",
+    "idempotency_key",
+)
+
+
+def seconds(value: Any) -> ColumnElement[Any]:
+    """An interval of `value` seconds (a float, column or bound parameter)."""
+    return func.make_interval(0, 0, 0, 0, 0, 0, value)
+
+
+def _owned(model: type[JobMixin], ids: Any, attempts: Any) -> list[ColumnElement[bool]]:
+    """The fence: this attempt of this job, still running and leased to `:owner`."""
+    return [
+        model.id == ids,
+        model.attempts == attempts,
+        model.locked_by == bindparam("owner", type_=Text),
+        model.status == Status.RUNNING.value,
+    ]
+
+
+def _batch(**arrays: Any) -> Any:
+    """`unnest(:a, :b, ...) AS batch(a, b, ...)`: many rows in one bound parameter each."""
+    params = [bindparam(name, type_=ARRAY(type_)) for name, type_ in arrays.items()]
+    return func.unnest(*params).table_valued(*arrays).render_derived(name="batch")
+
+
+def enqueue(model: type[JobMixin]) -> PgInsert:
+    """Insert a batch of jobs; a duplicate idempotency key inserts nothing.
+
+    Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
+    ``payloads`` (JSON text), ``priorities``, ``max_attempts``, ``run_ats`` (NULL for
+    "now plus delay"), ``delays`` (seconds), ``keys``. Returns the inserted rows, in
+    insertion order of their ids.
+    """
+    batch = _batch(
+        kind=Text,
+        queue=Text,
+        payload=Text,
+        priority=SmallInteger,
+        max_attempts=Integer,
+        run_at=TIMESTAMP(timezone=True),
+        delay=Float,
+        key=Text,
+    )
+    rows = select(
+        batch.c.kind,
+        batch.c.queue,
+        cast(batch.c.payload, JSONB),
+        batch.c.priority,
+        batch.c.max_attempts,
+        func.coalesce(batch.c.run_at, func.now() + seconds(batch.c.delay)),
+        batch.c.key,
+        literal(Status.PENDING.value, Text),
+        literal(0, Integer),
+    )
+    columns = [
+        "kind",
+        "queue",
+        "payload",
+        "priority",
+        "max_attempts",
+        "run_at",
+        "idempotency_key",
+        "status",
+        "attempts",
+    ]
+    return (
+        pg_insert(model)
+        .from_select(columns, rows)
+        .on_conflict_do_nothing(index_elements=[model.idempotency_key])
+    )
+
+
+def by_keys(model: type[JobMixin]) -> Select[Any]:
+    """Jobs whose idempotency key is in ``:keys`` (an array)."""
+    return select(model).where(
+        model.idempotency_key == func.any(bindparam("keys", type_=ARRAY(Text)))
+    )
+
+
+def claim(
+    model: type[JobMixin],
+    *,
+    queues: Sequence[str],
+    leases: Mapping[str, float],
+    default_lease: float,
+) -> Update:
+    """Lease up to ``:limit`` due pending jobs of `queues` to ``:owner``; return them.
+
+    The lease of each job is its kind's lease from `leases` (seconds), else
+    `default_lease`. Rows locked by another claimer are skipped, never waited on.
+    """
+    # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
+    # update more rows than it locked.
+    due = (
+        select(model.id)
+        .where(model.status == Status.PENDING.value, model.queue.in_(list(queues)))
+        .where(model.run_at <= func.now())
+        .order_by(model.priority, model.run_at, model.id)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+        .cte("due")
+    )
+    lease: ColumnElement[Any] = literal(float(default_lease), Float)
+    if leases:
+        lease = case(
+            {kind: literal(float(value), Float) for kind, value in leases.items()},
+            value=model.kind,
+            else_=lease,
+        )
+    leased = {
+        model.status: Status.RUNNING.value,
+        model.attempts: model.attempts + 1,
+        model.locked_by: bindparam("owner", type_=Text),
+        model.locked_until: func.now() + seconds(lease),
+        model.updated_at: func.now(),
+    }
+    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
+    return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+
+
+def heartbeat(model: type[JobMixin]) -> Update:
+    """Extend the leases of ``:owner``'s running jobs; return the ids still held.
+
+    Parameters: ``ids``, ``attempts`` and ``leases`` (seconds), arrays of one element
+    per job. A job missing from the result was lost (reclaimed, cancelled).
+    """
+    batch = _batch(id=BigInteger, attempts=Integer, lease=Float)
+    return (
+        update(model)
+        .where(*_owned(model, batch.c.id, batch.c.attempts))
+        .values(locked_until=func.now() + seconds(batch.c.lease), updated_at=func.now())
+        .returning(model.id)
+    )
+
+
+def complete(model: type[JobMixin]) -> Update:
+    """Mark ``:owner``'s jobs done; return the ids that were still held.
+
+    Parameters: ``ids`` and ``attempts``, arrays: one fenced UPDATE acknowledges
+    many jobs.
+    """
+    batch = _batch(id=BigInteger, attempts=Integer)
+    return (
+        update(model)
+        .where(*_owned(model, batch.c.id, batch.c.attempts))
+        .values(
+            status=Status.DONE.value,
+            locked_until=None,
+            finished_at=func.now(),
+            updated_at=func.now(),
+        )
+        .returning(model.id)
+    )
+
+
+def _one(model: type[JobMixin]) -> list[ColumnElement[bool]]:
+    return _owned(model, bindparam("id", type_=BigInteger), bindparam("attempts", type_=Integer))
+
+
+def fail(model: type[JobMixin]) -> Update:
+    """Record a failed attempt of ``:id``/``:attempts``; retry later or dead-letter.
+
+    The job is due again after ``:delay`` seconds, or moves to ``failed`` (dead
+    letter) when ``attempts >= max_attempts``. ``:error`` becomes
+    ``last_error``. Returns the id and the new status.
+    """
+    exhausted = model.attempts >= model.max_attempts
+    return (
+        update(model)
+        .where(*_one(model))
+        .values(
+            status=case((exhausted, Status.FAILED.value), else_=Status.PENDING.value),
+            run_at=case(
+                (exhausted, model.run_at),
+                else_=func.now() + seconds(bindparam("delay", type_=Float)),
+            ),
+            finished_at=case((exhausted, func.now()), else_=None),
+            locked_until=None,
+            last_error=bindparam("error", type_=Text),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status, model.run_at)
+    )
+
+
+def retry_later(model: type[JobMixin]) -> Update:
+    """Put ``:id``/``:attempts`` back to pending after ``:delay`` seconds (a `Retry`).
+
+    ``max_attempts`` grows by one, so a snooze does not use up the failure budget.
+    """
+    return (
+        update(model)
+        .where(*_one(model))
+        .values(
+            status=Status.PENDING.value,
+            run_at=func.now() + seconds(bindparam("delay", type_=Float)),
+            max_attempts=model.max_attempts + 1,
+            locked_until=None,
+            last_error=bindparam("error", type_=Text),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status, model.run_at)
+    )
+
+
+def release(model: type[JobMixin]) -> Update:
+    """Give ``:owner``'s unfinished jobs back at shutdown: pending and due at once.
+
+    Parameters: ``ids`` and ``attempts`` arrays. Like `retry_later`, the interrupted
+    attempt does not use up the failure budget.
+    """
+    batch = _batch(id=BigInteger, attempts=Integer)
+    return (
+        update(model)
+        .where(*_owned(model, batch.c.id, batch.c.attempts))
+        .values(
+            status=Status.PENDING.value,
+            run_at=func.now(),
+            max_attempts=model.max_attempts + 1,
+            locked_until=None,
+            last_error="released at worker shutdown",
+            updated_at=func.now(),
+        )
+        .returning(model.id)
+    )
+
+
+def discard(model: type[JobMixin]) -> Update:
+    """Dead-letter ``:id``/``:attempts`` at once, keeping ``:error`` (a `Discard`)."""
+    return (
+        update(model)
+        .where(*_one(model))
+        .values(
+            status=Status.FAILED.value,
+            locked_until=None,
+            finished_at=func.now(),
+            last_error=bindparam("error", type_=Text),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status, model.run_at)
+    )
+
+
+def sweep_expired(model: type[JobMixin]) -> Update:
+    """Recover up to ``:limit`` running jobs whose lease expired.
+
+    Each goes back to ``pending`` (due now), or to ``failed`` when its attempts are
+    used up.
+    Rows a live worker has locked are skipped, and the UPDATE re-checks the
+    expiry, so a lease extended meanwhile is never overwritten.
+    """
+    expired = (
+        select(model.id)
+        .where(model.status == Status.RUNNING.value, model.locked_until < func.now())
+        .order_by(model.locked_until)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+        .cte("expired")
+    )
+    exhausted = model.attempts >= model.max_attempts
+    return (
+        update(model)
+        .where(model.id == expired.c.id)
+        .where(model.status == Status.RUNNING.value, model.locked_until < func.now())
+        .values(
+            status=case((exhausted, Status.FAILED.value), else_=Status.PENDING.value),
+            run_at=case((exhausted, model.run_at), else_=func.now()),
+            finished_at=case((exhausted, func.now()), else_=None),
+            last_error=func.concat(
+                "lease expired (worker ", func.coalesce(model.locked_by, "?"), " stopped reporting)"
+            ),
+            locked_until=None,
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.kind, model.status, model.attempts)
+    )
+
+
+def prune(
+    model: type[JobMixin], *, statuses: Sequence[str] = tuple(s.value for s in FINISHED)
+) -> Delete:
+    """Delete up to ``:limit`` finished jobs (`statuses`) finished before ``:before``.
+
+    Never touches pending or running rows; skips rows locked by anyone.
+    """
+    if not set(statuses) <= set(FINISHED_VALUES):
+        raise ValueError(f"prune only deletes finished statuses, not {sorted(statuses)!r}")
+    old = (
+        select(model.id)
+        .where(model.status.in_(list(statuses)))
+        .where(model.finished_at < bindparam("before", type_=TIMESTAMP(timezone=True)))
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+        .cte("old")
+    )
+    return delete(model).where(model.id == old.c.id).returning(model.id)
+
+
+def advisory_lock_key(model: type[JobMixin], purpose: str) -> ColumnElement[Any]:
+    """A stable 64-bit advisory-lock key for `purpose` on this model's table."""
+    return func.hashtextextended(f"sa_jobqueue:{model.__tablename__}:{purpose}", 0)
+
+
+def try_advisory_xact_lock(model: type[JobMixin], purpose: str) -> Select[Any]:
+    """``pg_try_advisory_xact_lock``: true if this transaction now holds `purpose`'s lock."""
+    return select(func.pg_try_advisory_xact_lock(advisory_lock_key(model, purpose)))

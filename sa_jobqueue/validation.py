@@ -1,0 +1,174 @@
+"""The rules every enqueued value must pass, checked before anything touches a session.
+
+Names (``kind``, ``queue``) are 1 to 128 characters: ASCII letters, digits and
+``_ . : / -``, starting with a letter, digit or underscore. Idempotency keys are
+1 to 512 characters of any text except NUL. Payloads are JSON values (dicts with
+string keys, lists, strings, finite numbers, booleans, None) whose UTF-8 JSON text
+is at most `JobQueue`'s ``max_payload_bytes`` (1 MiB by default).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from datetime import datetime, timedelta
+from typing import Any
+
+from sa_jobqueue.errors import PayloadError, ValidationError
+
+__all__ = [
+    "DEFAULT_MAX_PAYLOAD_BYTES",
+    "MAX_KEY_LENGTH",
+    "MAX_NAME_LENGTH",
+    "NAME_PATTERN",
+    "check_aware",
+    "check_delay",
+    "check_key",
+    "check_max_attempts",
+    "check_name",
+    "check_priority",
+    "dump_payload",
+]
+
+DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
+MAX_NAME_LENGTH = 128
+MAX_KEY_LENGTH = 512
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
+_SMALLINT = (-(2**15), 2**15 - 1)
+_INT4_MAX = 2**31 - 1
+MAX_DEPTH = 200
+
+
+def check_name(field: str, value: object) -> str:
+    """Return `value` if it is a valid kind or queue name, else raise `ValidationError`."""
+    if not isinstance(value, str):
+        raise ValidationError(field, value, f"must be a str, not {type(value).__name__}")
+    if not value:
+        raise ValidationError(field, value, "must not be empty")
+    if len(value) > MAX_NAME_LENGTH:
+        raise ValidationError(field, value, f"must be at most {MAX_NAME_LENGTH} characters")
+    if not NAME_PATTERN.fullmatch(value):
+        raise ValidationError(
+            field,
+            value,
+            "may only hold ASCII letters, digits and _ . : / - "
+            "(and start with a letter, digit or _)",
+        )
+    return value
+
+
+def check_key(value: object) -> str | None:
+    """Return a valid idempotency key (or None), else raise `ValidationError`."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(
+            "idempotency_key", value, f"must be a str or None, not {type(value).__name__}"
+        )
+    if not value:
+        raise ValidationError("idempotency_key", value, "must not be empty (use None for no key)")
+    if len(value) > MAX_KEY_LENGTH:
+        raise ValidationError("idempotency_key", value, f"must be at most {MAX_KEY_LENGTH} chars")
+    _check_text("idempotency_key", value, value)
+    return value
+
+
+def check_priority(value: object) -> int:
+    """Return a valid priority (a smallint; lower runs first), else raise."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError("priority", value, f"must be an int, not {type(value).__name__}")
+    low, high = _SMALLINT
+    if not low <= value <= high:
+        raise ValidationError("priority", value, f"must be between {low} and {high}")
+    return value
+
+
+def check_max_attempts(value: object) -> int:
+    """Return a valid ``max_attempts`` (1 to 2**31 - 1), else raise."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError("max_attempts", value, f"must be an int, not {type(value).__name__}")
+    if not 1 <= value <= _INT4_MAX:
+        raise ValidationError("max_attempts", value, f"must be between 1 and {_INT4_MAX}")
+    return value
+
+
+def check_aware(field: str, value: object) -> datetime:
+    """Return `value` if it is a timezone-aware datetime, else raise."""
+    if not isinstance(value, datetime):
+        raise ValidationError(field, value, f"must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(
+            field, value, "must be timezone-aware (e.g. datetime.now(timezone.utc))"
+        )
+    return value
+
+
+def check_delay(field: str, value: object) -> float:
+    """Return `value` (a timedelta or seconds) as finite, non-negative seconds."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        raise ValidationError(
+            field, value, f"must be a timedelta or seconds, not {type(value).__name__}"
+        )
+    if not math.isfinite(seconds):
+        raise ValidationError(field, value, "must be finite")
+    if seconds < 0:
+        raise ValidationError(field, value, "must not be negative")
+    return seconds
+
+
+def _check_text(path: str, text: str, shown: object) -> None:
+    if "\x00" in text:
+        raise PayloadError(path, shown, "holds a NUL character (\\u0000), which PostgreSQL refuses")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise PayloadError(
+            path, shown, "holds a lone surrogate, which is not valid Unicode text"
+        ) from None
+
+
+def _walk(value: Any, path: str, depth: int = 0) -> None:
+    """Raise `PayloadError` at the first value that JSON/JSONB cannot store exactly."""
+    if depth > MAX_DEPTH:
+        raise PayloadError(path, "...", f"is nested deeper than {MAX_DEPTH} levels (or circular)")
+    if value is None or isinstance(value, (bool, int)):
+        return
+    if isinstance(value, str):
+        _check_text(path, value, value)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise PayloadError(path, value, "NaN and Infinity are not JSON")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise PayloadError(
+                    path, key, f"has a {type(key).__name__} key; JSON object keys must be str"
+                )
+            _check_text(f"{path}[{key!r}]", key, key)
+            _walk(item, f"{path}[{key!r}]", depth + 1)
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            _walk(item, f"{path}[{index}]", depth + 1)
+    else:
+        raise PayloadError(path, value, f"{type(value).__name__} is not JSON-serialisable")
+
+
+def dump_payload(payload: Any, max_bytes: int) -> str:
+    """Validate `payload` and return its JSON text, or raise `PayloadError`.
+
+    >>> dump_payload({"order_id": 4}, 1024)
+    '{"order_id":4}'
+    """
+    _walk(payload, "payload")
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    size = len(text.encode("utf-8"))
+    if size > max_bytes:
+        raise PayloadError(
+            "payload", f"<{size} bytes of JSON>", f"is larger than the {max_bytes}-byte limit"
+        )
+    return text
