@@ -78,9 +78,11 @@ class Retry(Exception):
     __module__ = "sa_jobqueue"
 
     def __init__(self, delay: timedelta | float = 0.0, reason: str = "") -> None:
-        seconds = delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
-        if not seconds >= 0 or seconds == float("inf"):
-            raise ValidationError("delay", delay, "must be a finite, non-negative duration")
+        # The same rule as enqueue's delay: the database adds it to now(), so it must
+        # stay within 100 years or the fenced retry update itself would fail.
+        from sa_jobqueue.validation import check_delay
+
+        seconds = check_delay("delay", delay)
         self.delay = seconds
         self.reason = reason
         super().__init__(reason or f"retry in {seconds:g}s")

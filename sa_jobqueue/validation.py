@@ -4,7 +4,9 @@ Names (``kind``, ``queue``) are 1 to 128 characters: ASCII letters, digits and
 ``_ . : / -``, starting with a letter, digit or underscore. Idempotency keys are
 1 to 512 characters of any text except NUL. Payloads are JSON values (dicts with
 string keys, lists, strings, finite numbers, booleans, None) whose UTF-8 JSON text
-is at most `JobQueue`'s ``max_payload_bytes`` (1 MiB by default).
+is at most `JobQueue`'s ``max_payload_bytes`` (1 MiB by default). A ``delay`` is
+0 to 100 years (`MAX_DELAY_SECONDS`): the database adds it to ``now()``, and a later
+``run_at`` would overflow the timestamp or fail to load back into Python.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from sa_jobqueue.errors import PayloadError, ValidationError
 
 __all__ = [
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "MAX_DELAY_SECONDS",
     "MAX_KEY_LENGTH",
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
@@ -34,6 +37,10 @@ __all__ = [
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_NAME_LENGTH = 128
 MAX_KEY_LENGTH = 512
+#: The longest delay (100 years): PostgreSQL computes ``now() + delay`` inside the
+#: INSERT, so a larger one would abort the caller's transaction (timestamp out of
+#: range) or insert a row whose ``run_at`` Python cannot load (after year 9999).
+MAX_DELAY_SECONDS = 100 * 365.25 * 86400
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 _SMALLINT = (-(2**15), 2**15 - 1)
 _INT4_MAX = 2**31 - 1
@@ -70,7 +77,7 @@ def check_key(value: object) -> str | None:
         raise ValidationError("idempotency_key", value, "must not be empty (use None for no key)")
     if len(value) > MAX_KEY_LENGTH:
         raise ValidationError("idempotency_key", value, f"must be at most {MAX_KEY_LENGTH} chars")
-    _check_text("idempotency_key", value, value)
+    _check_text("idempotency_key", value, value, ValidationError)
     return value
 
 
@@ -109,7 +116,10 @@ def check_delay(field: str, value: object) -> float:
     if isinstance(value, timedelta):
         seconds = value.total_seconds()
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        seconds = float(value)
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int beyond float range
+            seconds = math.inf if value > 0 else -math.inf
     else:
         raise ValidationError(
             field, value, f"must be a timedelta or seconds, not {type(value).__name__}"
@@ -118,16 +128,20 @@ def check_delay(field: str, value: object) -> float:
         raise ValidationError(field, value, "must be finite")
     if seconds < 0:
         raise ValidationError(field, value, "must not be negative")
+    if seconds > MAX_DELAY_SECONDS:
+        raise ValidationError(field, value, f"must be at most {MAX_DELAY_SECONDS:.0f}s (100 years)")
     return seconds
 
 
-def _check_text(path: str, text: str, shown: object) -> None:
+def _check_text(
+    path: str, text: str, shown: object, error: type[ValidationError] = PayloadError
+) -> None:
     if "\x00" in text:
-        raise PayloadError(path, shown, "holds a NUL character (\\u0000), which PostgreSQL refuses")
+        raise error(path, shown, "holds a NUL character (\\u0000), which PostgreSQL refuses")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise PayloadError(
+        raise error(
             path, shown, "holds a lone surrogate, which is not valid Unicode text"
         ) from None
 
@@ -165,7 +179,10 @@ def dump_payload(payload: Any, max_bytes: int) -> str:
     '{"order_id":4}'
     """
     _walk(payload, "payload")
-    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:  # an int too long to print (sys.get_int_max_str_digits())
+        raise PayloadError("payload", "<a very long int>", str(exc)) from None
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadError(
