@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import Insert, Select, select
+from sqlalchemy import Insert, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements, validation
@@ -112,7 +112,7 @@ class Inserter:
     def __init__(self, model: type[JobMixin]) -> None:
         self.model = model
         self._insert: Insert = statements.enqueue(model).returning(model)
-        self._load: Select[Any] = select(model).from_statement(self._insert)
+        self._load = select(model).from_statement(self._insert)
         self._by_keys = statements.by_keys(model)
 
     def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
@@ -125,14 +125,14 @@ class Inserter:
         if not specs:
             return []
         params = {
-            "kind": [s.kind for s in specs],
-            "queue": [s.queue for s in specs],
-            "payload": [s.payload for s in specs],
-            "priority": [s.priority for s in specs],
-            "max_attempts": [s.max_attempts for s in specs],
-            "run_at": [s.run_at for s in specs],
-            "delay": [s.delay for s in specs],
-            "key": [s.idempotency_key for s in specs],
+            "kinds": [s.kind for s in specs],
+            "queues": [s.queue for s in specs],
+            "payloads": [s.payload for s in specs],
+            "priorities": [s.priority for s in specs],
+            "max_attempts_list": [s.max_attempts for s in specs],
+            "run_ats": [s.run_at for s in specs],
+            "delays": [s.delay for s in specs],
+            "keys": [s.idempotency_key for s in specs],
         }
         inserted = sorted(session.scalars(self._load, params).all(), key=lambda job: job.id)
         if len(inserted) == len(specs):
@@ -145,7 +145,7 @@ class Inserter:
         new_keys = {job.idempotency_key for job in inserted if job.idempotency_key is not None}
         by_key: dict[str, Any] = {}
         missing = sorted(
-            {s.idempotency_key for s in specs if s.idempotency_key not in new_keys} - {None}
+            {s.idempotency_key for s in specs if s.idempotency_key is not None} - new_keys
         )
         if missing:
             for job in session.scalars(self._by_keys, {"keys": missing}):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from datetime import datetime
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from sqlalchemy import (
     JSON,
@@ -15,6 +15,7 @@ from sqlalchemy import (
     Index,
     Integer,
     SmallInteger,
+    Table,
     Text,
     UniqueConstraint,
     text,
@@ -68,6 +69,10 @@ class JobMixin:
     Timestamps come from the database clock.
     """
 
+    if TYPE_CHECKING:
+        __tablename__: ClassVar[str]
+        __table__: ClassVar[Table]
+
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     queue: Mapped[str] = mapped_column(
         Text, default=DEFAULT_QUEUE, server_default=DEFAULT_QUEUE, nullable=False
@@ -110,7 +115,7 @@ class JobMixin:
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
-        return table_args(cls.__tablename__)  # type: ignore[attr-defined]
+        return table_args(cls.__tablename__)
 
     def __repr__(self) -> str:
         return (

@@ -18,7 +18,6 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
-    Delete,
     Float,
     Integer,
     Select,
@@ -37,6 +36,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
 from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.dml import ReturningDelete
 
 from sa_jobqueue.model import FINISHED, JobMixin, Status
 
@@ -84,29 +84,34 @@ def _owned(model: type[JobMixin], ids: Any, attempts: Any) -> list[ColumnElement
     ]
 
 
-def _batch(**arrays: Any) -> Any:
-    """`unnest(:a, :b, ...) AS batch(a, b, ...)`: many rows in one bound parameter each."""
-    params = [bindparam(name, type_=ARRAY(type_)) for name, type_ in arrays.items()]
-    return func.unnest(*params).table_valued(*arrays).render_derived(name="batch")
+def _batch(*arrays: tuple[str, str, Any]) -> Any:
+    """``unnest(:param, ...) AS batch(column, ...)`` for ``(param, column, type)`` triples.
+
+    Many rows travel in one array parameter per column. Parameter names must differ
+    from column names (SQLAlchemy reserves those in UPDATE/INSERT).
+    """
+    params = [bindparam(param, type_=ARRAY(type_)) for param, _, type_ in arrays]
+    columns = [column for _, column, _ in arrays]
+    return func.unnest(*params).table_valued(*columns).render_derived(name="batch")
 
 
 def enqueue(model: type[JobMixin]) -> PgInsert:
     """Insert a batch of jobs; a duplicate idempotency key inserts nothing.
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
-    ``payloads`` (JSON text), ``priorities``, ``max_attempts``, ``run_ats`` (NULL for
-    "now plus delay"), ``delays`` (seconds), ``keys``. Returns the inserted rows, in
+    ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
+    for "now plus delay"), ``delays`` (seconds), ``keys``. Returns the inserted rows, in
     insertion order of their ids.
     """
     batch = _batch(
-        kind=Text,
-        queue=Text,
-        payload=Text,
-        priority=SmallInteger,
-        max_attempts=Integer,
-        run_at=TIMESTAMP(timezone=True),
-        delay=Float,
-        key=Text,
+        ("kinds", "kind", Text),
+        ("queues", "queue", Text),
+        ("payloads", "payload", Text),
+        ("priorities", "priority", SmallInteger),
+        ("max_attempts_list", "max_attempts", Integer),
+        ("run_ats", "run_at", TIMESTAMP(timezone=True)),
+        ("delays", "delay", Float),
+        ("keys", "key", Text),
     )
     rows = select(
         batch.c.kind,
@@ -188,10 +193,14 @@ def claim(
 def heartbeat(model: type[JobMixin]) -> Update:
     """Extend the leases of ``:owner``'s running jobs; return the ids still held.
 
-    Parameters: ``ids``, ``attempts`` and ``leases`` (seconds), arrays of one element
+    Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one element
     per job. A job missing from the result was lost (reclaimed, cancelled).
     """
-    batch = _batch(id=BigInteger, attempts=Integer, lease=Float)
+    batch = _batch(
+        ("ids", "id", BigInteger),
+        ("attempt_numbers", "attempts", Integer),
+        ("leases", "lease", Float),
+    )
     return (
         update(model)
         .where(*_owned(model, batch.c.id, batch.c.attempts))
@@ -203,10 +212,10 @@ def heartbeat(model: type[JobMixin]) -> Update:
 def complete(model: type[JobMixin]) -> Update:
     """Mark ``:owner``'s jobs done; return the ids that were still held.
 
-    Parameters: ``ids`` and ``attempts``, arrays: one fenced UPDATE acknowledges
+    Parameters: ``ids`` and ``attempt_numbers``, arrays: one fenced UPDATE acknowledges
     many jobs.
     """
-    batch = _batch(id=BigInteger, attempts=Integer)
+    batch = _batch(("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
     return (
         update(model)
         .where(*_owned(model, batch.c.id, batch.c.attempts))
@@ -221,11 +230,11 @@ def complete(model: type[JobMixin]) -> Update:
 
 
 def _one(model: type[JobMixin]) -> list[ColumnElement[bool]]:
-    return _owned(model, bindparam("id", type_=BigInteger), bindparam("attempts", type_=Integer))
+    return _owned(model, bindparam("job_id", type_=BigInteger), bindparam("attempt", type_=Integer))
 
 
 def fail(model: type[JobMixin]) -> Update:
-    """Record a failed attempt of ``:id``/``:attempts``; retry later or dead-letter.
+    """Record a failed attempt of ``:job_id``/``:attempt``; retry later or dead-letter.
 
     The job is due again after ``:delay`` seconds, or moves to ``failed`` (dead
     letter) when ``attempts >= max_attempts``. ``:error`` becomes
@@ -251,7 +260,7 @@ def fail(model: type[JobMixin]) -> Update:
 
 
 def retry_later(model: type[JobMixin]) -> Update:
-    """Put ``:id``/``:attempts`` back to pending after ``:delay`` seconds (a `Retry`).
+    """Put ``:job_id``/``:attempt`` back to pending after ``:delay`` seconds (a `Retry`).
 
     ``max_attempts`` grows by one, so a snooze does not use up the failure budget.
     """
@@ -273,10 +282,10 @@ def retry_later(model: type[JobMixin]) -> Update:
 def release(model: type[JobMixin]) -> Update:
     """Give ``:owner``'s unfinished jobs back at shutdown: pending and due at once.
 
-    Parameters: ``ids`` and ``attempts`` arrays. Like `retry_later`, the interrupted
+    Parameters: ``ids`` and ``attempt_numbers`` arrays. Like `retry_later`, the interrupted
     attempt does not use up the failure budget.
     """
-    batch = _batch(id=BigInteger, attempts=Integer)
+    batch = _batch(("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
     return (
         update(model)
         .where(*_owned(model, batch.c.id, batch.c.attempts))
@@ -293,7 +302,7 @@ def release(model: type[JobMixin]) -> Update:
 
 
 def discard(model: type[JobMixin]) -> Update:
-    """Dead-letter ``:id``/``:attempts`` at once, keeping ``:error`` (a `Discard`)."""
+    """Dead-letter ``:job_id``/``:attempt`` at once, keeping ``:error`` (a `Discard`)."""
     return (
         update(model)
         .where(*_one(model))
@@ -344,8 +353,8 @@ def sweep_expired(model: type[JobMixin]) -> Update:
 
 
 def prune(
-    model: type[JobMixin], *, statuses: Sequence[str] = tuple(s.value for s in FINISHED)
-) -> Delete:
+    model: type[JobMixin], *, statuses: Sequence[str] = FINISHED_VALUES
+) -> ReturningDelete[Any]:
     """Delete up to ``:limit`` finished jobs (`statuses`) finished before ``:before``.
 
     Never touches pending or running rows; skips rows locked by anyone.
@@ -365,7 +374,7 @@ def prune(
 
 def advisory_lock_key(model: type[JobMixin], purpose: str) -> ColumnElement[Any]:
     """A stable 64-bit advisory-lock key for `purpose` on this model's table."""
-    return func.hashtextextended(f"sa_jobqueue:{model.__tablename__}:{purpose}", 0)
+    return func.hashtextextended(f"sa_jobqueue:{model.__table__.name}:{purpose}", 0)
 
 
 def try_advisory_xact_lock(model: type[JobMixin], purpose: str) -> Select[Any]:

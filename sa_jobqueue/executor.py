@@ -1,0 +1,185 @@
+"""Run one claimed job, in lease mode or transactional mode, and say how it ended.
+
+Lease mode runs the handler outside any queue transaction and returns an
+`Outcome`; the worker's loop then records it with a fenced statement (batched
+for successes). Transactional mode runs the handler in a session whose
+transaction also carries the fenced ``done`` update, so the handler's writes and
+the ``done`` mark commit together or not at all.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Row, Update
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.context import JobContext
+from sa_jobqueue.errors import Discard, Retry
+from sa_jobqueue.registry import TaskDef
+from sa_jobqueue.retry import exponential
+
+__all__ = ["MAX_ERROR_LENGTH", "Claimed", "Executor", "Outcome", "Result", "format_error"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+#: ``last_error`` keeps at most this many characters.
+MAX_ERROR_LENGTH = 4000
+
+
+class Result(enum.Enum):
+    """How an attempt ended."""
+
+    DONE = "done"  # lease mode: the loop must still mark it done
+    COMMITTED = "committed"  # transactional mode: done, already committed
+    LOST = "lost"  # transactional mode: the fence matched no row; writes rolled back
+    FAIL = "fail"  # retry with backoff, or dead-letter when attempts are used up
+    RETRY = "retry"  # a Retry signal: snooze
+    DISCARD = "discard"  # a Discard signal: dead-letter now
+    RELEASE = "release"  # not started before shutdown: give it back
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job as the claim returned it: what is needed to run and fence it."""
+
+    id: int
+    kind: str
+    queue: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    idempotency_key: str | None
+    lease: float
+
+    @classmethod
+    def from_row(cls, row: Row[Any], lease: float) -> Claimed:
+        """Build from a row of `statements.claim`."""
+        return cls(
+            row.id,
+            row.kind,
+            row.queue,
+            row.payload,
+            row.attempts,
+            row.max_attempts,
+            row.idempotency_key,
+            lease,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The end of one attempt, for the loop to record."""
+
+    job: Claimed
+    result: Result
+    delay: float = 0.0
+    error: str | None = None
+    duration: float = 0.0
+
+
+def format_error(exc: BaseException, limit: int = MAX_ERROR_LENGTH) -> str:
+    """``Type: message`` and the tail of the traceback, at most `limit` characters."""
+    head = f"{type(exc).__qualname__}: {exc}"
+    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = f"{head}\n{trace}" if trace else head
+    if len(text) <= limit:
+        return text
+    keep = limit - len(head) - 6
+    return f"{head}\n...\n{trace[-keep:]}" if keep > 0 else head[:limit]
+
+
+class Executor:
+    """Runs claimed jobs with their registered handlers.
+
+    Args:
+        tasks: kind -> task definition (the registry's content).
+        session_factory: makes the session for transactional handlers.
+        complete: the fenced ``done`` statement (`statements.complete`).
+        owner: this worker's id, for the fence and the context.
+        table: the jobs table's name, for derived idempotency keys.
+    """
+
+    def __init__(
+        self,
+        tasks: Callable[[str], TaskDef | None],
+        session_factory: Callable[[], Session],
+        complete: Update,
+        owner: str,
+        table: str,
+    ) -> None:
+        self._tasks = tasks
+        self._session_factory = session_factory
+        self._complete = complete
+        self._owner = owner
+        self._table = table
+
+    def context(self, job: Claimed, session: Session | None = None) -> JobContext:
+        """The handler's view of `job`."""
+        return JobContext(
+            id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            payload=job.payload,
+            attempt=job.attempts,
+            idempotency_key=job.idempotency_key or f"{self._table}:{job.id}",
+            max_attempts=job.max_attempts,
+            worker_id=self._owner,
+            _session=session,
+        )
+
+    def run(self, job: Claimed) -> Outcome:
+        """Run one attempt of `job`; never raises (a handler's error is an outcome)."""
+        started = time.perf_counter()
+        task = self._tasks(job.kind)
+        if task is None:
+            # A deploy may be in flight: retry later rather than lose the job.
+            delay = exponential(job.attempts)
+            error = f"no handler registered for kind {job.kind!r} on worker {self._owner}"
+            return Outcome(job, Result.FAIL, delay, error, time.perf_counter() - started)
+        try:
+            if task.transactional:
+                result = self._run_transactional(task, job)
+            else:
+                task.handler(self.context(job))
+                result = Result.DONE
+        except Retry as signal:
+            return Outcome(job, Result.RETRY, signal.delay, signal.reason or None, _since(started))
+        except Discard as signal:
+            return Outcome(job, Result.DISCARD, 0.0, f"discarded: {signal.reason}", _since(started))
+        except Exception as exc:  # noqa: BLE001 - a handler's error must never kill the worker
+            return Outcome(
+                job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started)
+            )
+        return Outcome(job, result, duration=_since(started))
+
+    def _run_transactional(self, task: TaskDef, job: Claimed) -> Result:
+        # The handler's writes and the fenced "done" share one transaction: a crash
+        # anywhere before COMMIT leaves neither; a lost lease rolls both back.
+        try:
+            with self._session_factory() as session, session.begin():
+                task.handler(self.context(job, session))
+                session.flush()
+                held = session.execute(
+                    self._complete,
+                    {"ids": [job.id], "attempt_numbers": [job.attempts], "owner": self._owner},
+                ).first()
+                if held is None:
+                    raise _LeaseLostError
+        except _LeaseLostError:
+            return Result.LOST
+        return Result.COMMITTED
+
+
+class _LeaseLostError(Exception):
+    """The fenced done matched no row: roll the handler's writes back."""
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started

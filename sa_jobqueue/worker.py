@@ -1,0 +1,561 @@
+"""The worker: claim loop, handler threads, heartbeats, sweeper and shutdown.
+
+One loop thread owns one connection and, in one short transaction per round,
+acknowledges the jobs that finished (one fenced UPDATE for all of them) and
+claims as many due jobs as there are idle handler threads. Handlers run in
+`concurrency` threads, outside any queue transaction (lease mode) or inside
+their own transaction with the ``done`` mark (transactional mode). A
+maintenance thread with its own connection extends the leases of running jobs
+and sweeps expired leases; a listener thread wakes the loop on NOTIFY.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import queue as stdlib_queue
+import secrets
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Generic
+
+from sqlalchemy import Connection, Engine, Row, exc
+from sqlalchemy.orm import Session, sessionmaker
+
+from sa_jobqueue import statements
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.executor import Claimed, Executor, Outcome, Result
+from sa_jobqueue.model import JobT
+from sa_jobqueue.notifier import Listener
+from sa_jobqueue.validation import check_name
+
+if TYPE_CHECKING:
+    from sa_jobqueue.jobqueue import JobQueue
+
+__all__ = ["Worker", "make_worker_id"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+_STOP = object()
+
+
+def make_worker_id() -> str:
+    """``host:pid:random``: unique per process start, readable in ``locked_by``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Worker(Generic[JobT]):
+    """Runs a `JobQueue`'s jobs; make one with ``jobs.worker(engine, ...)``.
+
+    Args:
+        jobqueue: the queue whose tasks run.
+        engine: a PostgreSQL engine. Its pool must hold ``concurrency + 2``
+            connections when tasks are transactional (handlers each use one).
+        queues: the queues to claim from (default: every registered task's queue).
+        concurrency: handler threads; also the most jobs held at once.
+        poll_interval: seconds between polls when no notification arrives.
+        shutdown_timeout: seconds `run` lets running handlers finish after a
+            stop signal before releasing their jobs back to ``pending``.
+        listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler).
+        sweep_interval: seconds between sweeps of expired leases.
+        session_factory: makes transactional handlers' sessions (default:
+            ``sessionmaker(engine)``).
+        worker_id: the ``locked_by`` value (default: `make_worker_id`).
+
+    Guarantees: every job is claimed by one worker at a time, its claim commits
+    before the handler starts, every later change is fenced by ``attempts`` and
+    ``locked_by``, and a crash loses nothing (the lease expires, the sweeper
+    makes the job due again).
+    """
+
+    def __init__(
+        self,
+        jobqueue: JobQueue[JobT],
+        engine: Engine,
+        *,
+        queues: Sequence[str] | None = None,
+        concurrency: int = 1,
+        poll_interval: float = 2.0,
+        shutdown_timeout: float = 30.0,
+        listen: bool = True,
+        sweep_interval: float = 30.0,
+        session_factory: Callable[[], Session] | None = None,
+        worker_id: str | None = None,
+    ) -> None:
+        if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+            raise ConfigurationError(f"concurrency must be an int >= 1, not {concurrency!r}")
+        for name, value in (
+            ("poll_interval", poll_interval),
+            ("shutdown_timeout", shutdown_timeout),
+            ("sweep_interval", sweep_interval),
+        ):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigurationError(f"{name} must be a positive number, not {value!r}")
+        if queues is not None and (isinstance(queues, str) or not queues):
+            raise ConfigurationError(f"queues must be a non-empty list of names, not {queues!r}")
+        try:
+            self.queues = sorted({check_name("queue", q) for q in (queues or [])}) or (
+                jobqueue.registry.queues()
+            )
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+        self.jobqueue = jobqueue
+        self.model = jobqueue.model
+        self.engine = engine
+        self.concurrency = concurrency
+        self.poll_interval = float(poll_interval)
+        self.shutdown_timeout = float(shutdown_timeout)
+        self.listen = listen
+        self.sweep_interval = float(sweep_interval)
+        self.worker_id = worker_id or make_worker_id()
+
+        tasks = list(jobqueue.registry)
+        self.default_lease = max([t.lease for t in tasks], default=300.0)
+        self._leases = {t.kind: t.lease for t in tasks}
+        self._claim = statements.claim(
+            self.model,
+            queues=self.queues,
+            leases=self._leases,
+            default_lease=self.default_lease,
+        )
+        self._complete = statements.complete(self.model)
+        self._fail = statements.fail(self.model)
+        self._retry_later = statements.retry_later(self.model)
+        self._discard = statements.discard(self.model)
+        self._release = statements.release(self.model)
+        self._heartbeat = statements.heartbeat(self.model)
+        self._sweep = statements.sweep_expired(self.model)
+        self._sweep_lock = statements.try_advisory_xact_lock(self.model, "sweep")
+        self._executor = Executor(
+            jobqueue.registry.get,
+            session_factory or sessionmaker(engine),
+            self._complete,
+            self.worker_id,
+            jobqueue.table_name,
+        )
+
+        self._inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
+        self._outbox: stdlib_queue.SimpleQueue[Outcome] = stdlib_queue.SimpleQueue()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._running: dict[int, Claimed] = {}  # claimed, not yet recorded
+        self._pending_reports: list[Outcome] = []
+        self._threads: list[threading.Thread] = []
+        self._listener: Listener | None = None
+        self._conn: Connection | None = None
+        self._signals = 0
+        self.processed = 0
+
+    def __repr__(self) -> str:
+        return (
+            f"<Worker {self.worker_id} queues={self.queues} concurrency={self.concurrency} "
+            f"running={len(self._running)}>"
+        )
+
+    # -- public API --------------------------------------------------------
+
+    def run(self) -> None:
+        """Process jobs until `stop` is called or SIGTERM/SIGINT arrives.
+
+        Signal handlers are installed only when called from the main thread. The
+        first signal stops claiming, lets running handlers finish within
+        `shutdown_timeout`, releases the rest back to ``pending`` and returns;
+        a second signal exits the process at once (leases recover its jobs).
+        """
+        restore = self._install_signals()
+        try:
+            self._serve(until_empty=False)
+        finally:
+            restore()
+
+    def drain(self) -> int:
+        """Sweep expired leases once, then run due jobs until none is left.
+
+        Returns:
+            How many attempts ran (successful or not).
+        """
+        self._serve(until_empty=True)
+        return self.processed
+
+    def stop(self) -> None:
+        """Ask `run` to shut down gracefully; safe from any thread or signal handler."""
+        self._stopping.set()
+        self._wake.set()
+
+    # -- the loop ----------------------------------------------------------
+
+    def _serve(self, *, until_empty: bool) -> None:
+        self._stopping.clear()
+        self._stopped.clear()
+        self.processed = 0
+        self._start_threads(maintenance=not until_empty)
+        log.info(
+            "worker %s started: queues=%s concurrency=%d",
+            self.worker_id,
+            self.queues,
+            self.concurrency,
+        )
+        try:
+            self._sweep_once()
+            self._loop(until_empty)
+        finally:
+            self._shutdown(wait=None if until_empty else self.shutdown_timeout)
+        log.info("worker %s stopped after %d jobs", self.worker_id, self.processed)
+
+    def _loop(self, until_empty: bool) -> None:
+        failures = 0
+        while not self._stopping.is_set():
+            try:
+                claimed, free = self._round()
+                failures = 0
+            except exc.DBAPIError as error:
+                failures += 1
+                self._reset_connection()
+                delay = min(5.0, 0.05 * 2**failures)
+                log.warning(
+                    "database error in the claim loop (%s); retrying in %.2fs", error, delay
+                )
+                self._stopping.wait(delay)
+                continue
+            if until_empty and claimed == 0 and not self._running and self._outbox.empty():
+                return
+            if claimed and claimed == free:
+                continue  # a full batch: more may be due right now
+            self._wake.wait(self.poll_interval)
+            self._wake.clear()
+
+    def _round(self) -> tuple[int, int]:
+        """Record finished jobs and claim new ones, in one short transaction."""
+        reports = self._collect()
+        free = self.concurrency - len(self._running) + len(reports)
+        conn = self._connection()
+        with conn.begin():
+            if reports:
+                self._record(conn, reports)
+            rows: Sequence[Row[Any]] = ()
+            if free > 0 and not self._stopping.is_set():
+                rows = conn.execute(self._claim, {"limit": free, "owner": self.worker_id}).all()
+        self._pending_reports.clear()
+        self._forget(reports)
+        for row in rows:
+            job = Claimed.from_row(row, self._leases.get(row.kind, self.default_lease))
+            with self._lock:
+                self._running[job.id] = job
+            log.info("job %d %s attempt %d claimed", job.id, job.kind, job.attempts)
+            self._inbox.put(job)
+        return len(rows), free
+
+    def _collect(self) -> list[Outcome]:
+        """Finished jobs to record: last round's unrecorded ones, then new ones."""
+        # Reports whose transaction failed stay pending and are retried (they are fenced).
+        while True:
+            try:
+                self._pending_reports.append(self._outbox.get_nowait())
+            except stdlib_queue.Empty:
+                return list(self._pending_reports)
+
+    def _forget(self, reports: list[Outcome]) -> None:
+        if not reports:
+            return
+        with self._lock:
+            for outcome in reports:
+                self._running.pop(outcome.job.id, None)
+        self.processed += sum(1 for o in reports if o.result is not Result.RELEASE)
+
+    def _record(self, conn: Connection, reports: list[Outcome]) -> None:
+        owner = self.worker_id
+        done = [o for o in reports if o.result is Result.DONE]
+        if done:
+            held = set(
+                conn.execute(
+                    self._complete,
+                    {
+                        "ids": [o.job.id for o in done],
+                        "attempt_numbers": [o.job.attempts for o in done],
+                        "owner": owner,
+                    },
+                ).scalars()
+            )
+            for o in done:
+                if o.job.id in held:
+                    _log_job(logging.INFO, o, "done in %.1f ms", o.duration * 1000)
+                else:
+                    _log_job(logging.WARNING, o, "finished but its lease was lost; not marked done")
+        released = [o for o in reports if o.result is Result.RELEASE]
+        if released:
+            conn.execute(
+                self._release,
+                {
+                    "ids": [o.job.id for o in released],
+                    "attempt_numbers": [o.job.attempts for o in released],
+                    "owner": owner,
+                },
+            )
+        for o in reports:
+            if o.result is Result.COMMITTED:
+                _log_job(logging.INFO, o, "done in %.1f ms (transactional)", o.duration * 1000)
+            elif o.result is Result.LOST:
+                _log_job(logging.WARNING, o, "lease lost; its transaction was rolled back")
+            elif o.result in (Result.FAIL, Result.RETRY, Result.DISCARD):
+                self._record_failure(conn, o)
+
+    def _record_failure(self, conn: Connection, o: Outcome) -> None:
+        statement = {
+            Result.FAIL: self._fail,
+            Result.RETRY: self._retry_later,
+            Result.DISCARD: self._discard,
+        }[o.result]
+        params = {
+            "job_id": o.job.id,
+            "attempt": o.job.attempts,
+            "owner": self.worker_id,
+            "delay": o.delay,
+            "error": o.error,
+        }
+        row = conn.execute(statement, params).first()
+        first_line = (o.error or "").split("\n", 1)[0]
+        if row is None:
+            _log_job(logging.WARNING, o, "ended (%s) but its lease was lost", first_line)
+        elif row.status == "failed":
+            _log_job(logging.ERROR, o, "failed for good (dead letter): %s", first_line)
+        elif o.result is Result.RETRY:
+            _log_job(logging.INFO, o, "retry requested, due in %.1fs", o.delay)
+        else:
+            _log_job(logging.WARNING, o, "failed, retrying in %.1fs: %s", o.delay, first_line)
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def _reset_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:
+                log.debug("closing a broken connection failed", exc_info=True)
+
+    # -- handler threads ----------------------------------------------------
+
+    def _handle(self) -> None:
+        while True:
+            job = self._inbox.get()
+            if job is _STOP:
+                return
+            if self._stopping.is_set() and not self._draining:
+                outcome = Outcome(job, Result.RELEASE)
+            else:
+                outcome = self._executor.run(job)
+            self._outbox.put(outcome)
+            self._wake.set()
+
+    _draining = False
+
+    # -- maintenance: heartbeats and the sweeper ------------------------------
+
+    def _maintain(self) -> None:
+        last_sweep = time.monotonic()
+        conn: Connection | None = None
+        failures = 0
+        while not self._stopped.is_set():
+            with self._lock:
+                jobs = list(self._running.values())
+            lease = min((job.lease for job in jobs), default=self.default_lease)
+            interval = max(0.05, min(lease / 3, self.sweep_interval, 30.0))
+            if self._stopped.wait(interval if failures == 0 else min(interval, 1.0)):
+                return
+            try:
+                if conn is None or conn.invalidated or conn.closed:
+                    conn = self.engine.connect()
+                with self._lock:
+                    jobs = list(self._running.values())
+                if jobs:
+                    self._extend(conn, jobs)
+                if time.monotonic() - last_sweep >= self.sweep_interval:
+                    self._sweep_on(conn)
+                    last_sweep = time.monotonic()
+                failures = 0
+            except exc.DBAPIError as error:
+                failures += 1
+                log.warning("database error in heartbeats/sweeper (%s); retrying", error)
+                if conn is not None:
+                    conn.invalidate()
+                    conn.close()
+                conn = None
+        if conn is not None:
+            conn.close()
+
+    def _extend(self, conn: Connection, jobs: list[Claimed]) -> None:
+        with conn.begin():
+            held = set(
+                conn.execute(
+                    self._heartbeat,
+                    {
+                        "ids": [j.id for j in jobs],
+                        "attempt_numbers": [j.attempts for j in jobs],
+                        "leases": [j.lease for j in jobs],
+                        "owner": self.worker_id,
+                    },
+                ).scalars()
+            )
+        for job in jobs:
+            if job.id not in held:
+                with self._lock:
+                    still_ours = job.id in self._running
+                if still_ours:
+                    log.warning(
+                        "job %d %s attempt %d: heartbeat found the lease lost "
+                        "(expired and reclaimed, or cancelled)",
+                        job.id,
+                        job.kind,
+                        job.attempts,
+                    )
+
+    def _sweep_once(self) -> None:
+        try:
+            with self.engine.connect() as conn:
+                self._sweep_on(conn)
+        except exc.DBAPIError as error:
+            log.warning("sweeping expired leases failed (%s); will retry", error)
+
+    def _sweep_on(self, conn: Connection) -> int:
+        """Recover expired leases, if no other worker is sweeping; return how many."""
+        recovered = 0
+        with conn.begin():
+            if not conn.execute(self._sweep_lock).scalar():
+                return 0
+            while True:
+                rows = conn.execute(self._sweep, {"limit": 500}).all()
+                for row in rows:
+                    log.warning(
+                        "job %d %s attempt %d: lease expired, now %s",
+                        row.id,
+                        row.kind,
+                        row.attempts,
+                        row.status,
+                    )
+                recovered += len(rows)
+                if len(rows) < 500:
+                    break
+        if recovered:
+            self._wake.set()
+        return recovered
+
+    # -- start and stop -------------------------------------------------------
+
+    def _start_threads(self, *, maintenance: bool) -> None:
+        self._draining = not maintenance
+        self._threads = [
+            threading.Thread(target=self._handle, name=f"sa_jobqueue-handler-{i}", daemon=True)
+            for i in range(self.concurrency)
+        ]
+        self._threads.append(
+            threading.Thread(target=self._maintain, name="sa_jobqueue-maintenance", daemon=True)
+        )
+        for thread in self._threads:
+            thread.start()
+        if self.listen and not self._draining:
+            self._listener = Listener(
+                self.engine, self.jobqueue.table_name, self.queues, self._on_notify
+            )
+            self._listener.start()
+
+    def _on_notify(self, queue: str | None) -> None:
+        self._wake.set()
+
+    def _shutdown(self, wait: float | None) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        deadline = None if wait is None else time.monotonic() + wait
+        # Let running handlers finish (recording what they report), then release
+        # whatever is still running when the deadline passes.
+        while self._running:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            self._wake.wait(0.05 if remaining is None else min(0.05, remaining))
+            self._wake.clear()
+            self._flush_reports()
+        self._flush_reports()
+        leftover = [Outcome(job, Result.RELEASE) for job in list(self._running.values())]
+        if leftover:
+            log.warning(
+                "shutdown timeout: releasing %d running jobs back to pending", len(leftover)
+            )
+            self._pending_reports.extend(leftover)
+            self._flush_reports()
+        for _ in range(self.concurrency):
+            self._inbox.put(_STOP)
+        self._stopped.set()
+        for thread in self._threads:
+            if thread.name == "sa_jobqueue-maintenance":
+                thread.join(5)
+        self._reset_connection_gracefully()
+
+    def _flush_reports(self) -> None:
+        reports = self._collect()
+        if not reports:
+            return
+        for attempt in range(5):
+            try:
+                conn = self._connection()
+                with conn.begin():
+                    self._record(conn, reports)
+                break
+            except exc.DBAPIError as error:
+                log.warning("recording finished jobs failed (%s); retrying", error)
+                self._reset_connection()
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+        self._pending_reports.clear()
+        self._forget(reports)
+
+    def _reset_connection_gracefully(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _install_signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def handle(signum: int, frame: FrameType | None) -> None:
+            self._signals += 1
+            if self._signals > 1:
+                log.warning("second signal: exiting now; leases will recover running jobs")
+                os._exit(1)
+            log.info("signal %d: finishing running jobs, then stopping", signum)
+            self.stop()
+
+        for sig in previous:
+            signal.signal(sig, handle)
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+        return restore
+
+
+def _log_job(level: int, outcome: Outcome, message: str, *args: Any) -> None:
+    if log.isEnabledFor(level):
+        job = outcome.job
+        log.log(
+            level,
+            "job %d %s attempt %d " + message,
+            job.id,
+            job.kind,
+            job.attempts,
+            *args,
+            extra={"job_id": job.id, "kind": job.kind, "attempt": job.attempts},
+        )
