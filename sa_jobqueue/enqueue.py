@@ -106,6 +106,17 @@ def _prepare_item(registry: Registry, max_payload_bytes: int, item: object) -> J
     raise ValidationError("item", item, "must be a (kind, payload) pair or a dict")
 
 
+def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
+    """Positions of `specs` in insertion order: keyed specs sorted by key, in their slots."""
+    keyed = [i for i, spec in enumerate(specs) if spec.idempotency_key is not None]
+    order = list(range(len(specs)))
+    # A stable sort: of two specs with one key, the first given is inserted.
+    by_key = sorted(keyed, key=lambda i: str(specs[i].idempotency_key))
+    for slot, index in zip(keyed, by_key, strict=True):
+        order[slot] = index
+    return order
+
+
 class Inserter:
     """Runs the batched INSERT for one model; statements are built once."""
 
@@ -124,6 +135,20 @@ class Inserter:
         """
         if not specs:
             return []
+        # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
+        # a key keep their place): ON CONFLICT waits on a concurrent transaction's
+        # uncommitted key, and two batches taking the same keys in different orders
+        # would otherwise deadlock, aborting one caller's transaction.
+        order = _lock_order(specs)
+        if order != sorted(order):
+            rows = self._insert_in_order(session, [specs[i] for i in order])
+            result: list[Any] = [None] * len(specs)
+            for position, index in enumerate(order):
+                result[index] = rows[position]
+            return result
+        return self._insert_in_order(session, specs)
+
+    def _insert_in_order(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
         params = {
             "kinds": [s.kind for s in specs],
             "queues": [s.queue for s in specs],
