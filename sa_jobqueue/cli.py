@@ -105,6 +105,13 @@ def migrate(database_url: str, table: str, revision: str) -> None:
     show_default=True,
 )
 @click.option(
+    "--sweep-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds between sweeps of expired leases (how soon a dead worker's jobs return).",
+)
+@click.option(
     "--listen/--no-listen",
     default=True,
     show_default=True,
@@ -123,6 +130,7 @@ def worker(
     concurrency: int,
     poll_interval: float,
     shutdown_timeout: float,
+    sweep_interval: float,
     listen: bool,
     log_level: str,
 ) -> None:
@@ -141,6 +149,7 @@ def worker(
             concurrency=concurrency,
             poll_interval=poll_interval,
             shutdown_timeout=shutdown_timeout,
+            sweep_interval=sweep_interval,
             listen=listen,
         )
         runner.run()
