@@ -214,7 +214,11 @@ def upgrade(url: str, *, table: str = "jobs", revision: str = "heads") -> None:
 
 
 def downgrade(url: str, *, table: str = "jobs", revision: str = "base") -> None:
-    """Undo the shipped revisions for `table` down to `revision` (default: all)."""
+    """Undo the shipped revisions for `table` down to `revision` (default: all).
+
+    Down to ``base``, the emptied `version_table(table)` is dropped as well, so a
+    full round trip leaves no table behind.
+    """
     from alembic.config import Config
 
     from alembic import command
@@ -224,3 +228,25 @@ def downgrade(url: str, *, table: str = "jobs", revision: str = "base") -> None:
     config.attributes["sa_jobqueue_url"] = url
     config.attributes["sa_jobqueue_table"] = table
     command.downgrade(config, revision)
+    if revision == "base":
+        _drop_version_table(url, table)
+
+
+def _drop_version_table(url: str, table: str) -> None:
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    # Alembic keeps its version table even when it is empty; this one is ours alone.
+    name = version_table(check_identifier(table))
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as connection:
+            mine = (
+                "SELECT 1 FROM pg_tables WHERE tablename = :name AND schemaname = current_schema()"
+            )
+            if not connection.scalar(text(mine), {"name": name}):
+                return
+            if connection.scalar(text(f'SELECT count(*) FROM "{name}"')) == 0:  # noqa: S608
+                connection.execute(text(f'DROP TABLE "{name}"'))
+    finally:
+        engine.dispose()
