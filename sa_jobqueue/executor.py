@@ -14,7 +14,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Row, Update
@@ -57,6 +57,8 @@ class Claimed:
     max_attempts: int
     idempotency_key: str | None
     lease: float
+    #: `time.monotonic()` when the claim returned: the heartbeat schedule starts here.
+    claimed_at: float = field(default_factory=time.monotonic, compare=False)
 
     @classmethod
     def from_row(cls, row: Row[Any], lease: float) -> Claimed:
@@ -153,7 +155,8 @@ class Executor:
             return Outcome(job, Result.RETRY, signal.delay, signal.reason or None, _since(started))
         except Discard as signal:
             return Outcome(job, Result.DISCARD, 0.0, f"discarded: {signal.reason}", _since(started))
-        except Exception as exc:  # noqa: BLE001 - a handler's error must never kill the worker
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
+            # sys.exit() in it) must never kill the worker nor strand its job.
             return Outcome(
                 job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started)
             )

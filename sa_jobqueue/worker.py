@@ -11,10 +11,12 @@ and sweeps expired leases; a listener thread wakes the loop on NOTIFY.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import queue as stdlib_queue
+import random
 import secrets
 import signal
 import socket
@@ -29,9 +31,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue import statements
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.executor import Claimed, Executor, Outcome, Result
+from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, format_error
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener
+from sa_jobqueue.retry import exponential
 from sa_jobqueue.validation import check_name
 
 if TYPE_CHECKING:
@@ -54,8 +57,9 @@ class Worker(Generic[JobT]):
 
     Args:
         jobqueue: the queue whose tasks run.
-        engine: a PostgreSQL engine. Its pool must hold ``concurrency + 2``
-            connections when tasks are transactional (handlers each use one).
+        engine: a PostgreSQL engine. The worker holds up to ``concurrency + 3``
+            connections: the claim loop, heartbeats/sweeper, the listener, and
+            one per handler thread in transactional mode. Size the pool so.
         queues: the queues to claim from (default: every registered task's queue).
         concurrency: handler threads; also the most jobs held at once.
         poll_interval: seconds between polls when no notification arrives.
@@ -141,7 +145,14 @@ class Worker(Generic[JobT]):
 
         self._inbox: stdlib_queue.SimpleQueue[Any] = stdlib_queue.SimpleQueue()
         self._outbox: stdlib_queue.SimpleQueue[Outcome] = stdlib_queue.SimpleQueue()
-        self._wake = threading.Event()
+        self._wake = _Wake()
+        # The wait logic (`_wait`): when to poll next, the earliest known future run_at.
+        self._next_run_at = statements.next_run_at(self.model, queues=self.queues)
+        self._poll_at = 0.0  # time.monotonic() of the next poll
+        self._due_at: float | None = None  # time.monotonic() of the earliest known run_at
+        self._refresh_due = True  # ask the database for the earliest run_at when idle
+        self._seen_processed = -1
+        self._due_misses = 0
         self._stopping = threading.Event()
         self._stopped = threading.Event()
         self._lock = threading.Lock()
@@ -195,18 +206,24 @@ class Worker(Generic[JobT]):
         self._stopping.clear()
         self._stopped.clear()
         self.processed = 0
-        self._start_threads(maintenance=not until_empty)
+        self._start_threads(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
             self.worker_id,
             self.queues,
             self.concurrency,
         )
+        wait: float | None = self.shutdown_timeout
         try:
             self._sweep_once()
             self._loop(until_empty)
+            if until_empty and not self._stopping.is_set():
+                wait = None  # a finished drain: nothing runs any more
+        except BaseException:
+            self._stopping.set()  # e.g. Ctrl-C in drain(): give unstarted jobs back
+            raise
         finally:
-            self._shutdown(wait=None if until_empty else self.shutdown_timeout)
+            self._shutdown(wait)
         log.info("worker %s stopped after %d jobs", self.worker_id, self.processed)
 
     def _loop(self, until_empty: bool) -> None:
@@ -215,7 +232,9 @@ class Worker(Generic[JobT]):
             try:
                 claimed, free = self._round()
                 failures = 0
-            except exc.DBAPIError as error:
+            except exc.SQLAlchemyError as error:
+                # Connection lost, server restarting, pool exhausted: never fatal.
+                # Unrecorded reports stay in _pending_reports (fenced, so safe to redo).
                 failures += 1
                 self._reset_connection()
                 delay = min(5.0, 0.05 * 2**failures)
@@ -228,8 +247,75 @@ class Worker(Generic[JobT]):
                 return
             if claimed and claimed == free:
                 continue  # a full batch: more may be due right now
-            self._wake.wait(self.poll_interval)
-            self._wake.clear()
+            self._wait(claimed, free)
+
+    # -- waiting: notifications, scheduled jobs, polling ----------------------
+
+    def _wait(self, claimed: int, free: int) -> None:
+        """Sleep until a claim round is worth running.
+
+        That is: a notification of a due job, a handler finishing, a stop, the
+        earliest known ``run_at`` of a scheduled job, or the next poll. A
+        notification of a job scheduled for later only shortens the sleep; it
+        costs no claim query now.
+        """
+        now = time.monotonic()
+        # Jitter, so that workers started together do not poll in step.
+        self._poll_at = now + self.poll_interval * random.uniform(0.9, 1.0)  # noqa: S311
+        with self._lock:
+            if self._due_at is not None and self._due_at <= now:
+                self._due_at = None  # its round just ran
+        if claimed:
+            self._due_misses = 0
+        if claimed < free and (self._refresh_due or self.processed != self._seen_processed):
+            # Nothing more is due: learn when the next scheduled job is. Not after a
+            # mere notification (its payload said when), so that one notification
+            # costs each worker one claim query and nothing else.
+            self._learn_next_run_at()
+        while not self._stopping.is_set():
+            if not self._wake.wait(self._next_wait()):
+                self._refresh_due = True  # a poll or a scheduled time: look again after
+                return
+            if self._wake.take():
+                return
+            # Only nudged: a sooner run_at was learned; sleep again, shorter.
+
+    def _next_wait(self) -> float:
+        """Seconds until the next poll, or until the earliest known run_at if sooner."""
+        deadline = self._poll_at
+        with self._lock:
+            if self._due_at is not None:
+                deadline = min(deadline, self._due_at)
+        return max(0.0, deadline - time.monotonic())
+
+    def _learn_next_run_at(self) -> None:
+        """Ask the database how long until the earliest pending job of our queues is due."""
+        try:
+            conn = self._connection()
+            with conn.begin():
+                seconds = conn.execute(self._next_run_at).scalar()
+        except exc.SQLAlchemyError as error:
+            log.warning("reading the next run_at failed (%s); polling", error)
+            self._reset_connection()  # the next round reconnects
+            return
+        self._refresh_due = False
+        self._seen_processed = self.processed
+        if seconds is None:
+            self._due_misses = 0
+            return
+        if seconds <= 0:
+            # Due, yet not claimed: locked by a claim in flight, or due a moment
+            # after our claim. Look again soon, backing off while it stays so.
+            self._due_misses += 1
+            self._refresh_due = True
+            seconds = min(self.poll_interval, 0.01 * 2 ** min(self._due_misses, 12))
+        else:
+            self._due_misses = 0
+        due = time.monotonic() + seconds
+        with self._lock:
+            # Keep a sooner time a notification brought meanwhile.
+            if self._due_at is None or due < self._due_at:
+                self._due_at = due
 
     def _round(self) -> tuple[int, int]:
         """Record finished jobs and claim new ones, in one short transaction."""
@@ -351,52 +437,106 @@ class Worker(Generic[JobT]):
             job = self._inbox.get()
             if job is _STOP:
                 return
-            if self._stopping.is_set() and not self._draining:
+            if self._stopping.is_set():
+                # Claimed but not started before shutdown: give it back, fenced.
                 outcome = Outcome(job, Result.RELEASE)
             else:
-                outcome = self._executor.run(job)
+                try:
+                    outcome = self._executor.run(job)
+                except BaseException as error:  # noqa: BLE001 - the executor never raises by
+                    # design; should it, the job must still be reported, or it would stay
+                    # in _running (and be heartbeated) forever.
+                    delay = exponential(job.attempts)
+                    outcome = Outcome(job, Result.FAIL, delay, format_error(error))
             self._outbox.put(outcome)
             self._wake.set()
 
-    _draining = False
-
     # -- maintenance: heartbeats and the sweeper ------------------------------
 
+    def _heartbeat_tick(self) -> float:
+        """Seconds between maintenance passes: a third of the shortest lease, or less."""
+        leases = [*self._leases.values(), self.default_lease]
+        return max(0.05, min(min(leases) / 3, self.sweep_interval))
+
     def _maintain(self) -> None:
+        """Heartbeats and periodic sweeps, on one connection of this thread's own.
+
+        Each running job's lease is extended once a third of it has passed since its
+        claim (or its last extension), so a live job's lease never runs out while
+        one heartbeat may fail. The tick is fixed from the registered leases, so a
+        job claimed right after a pass is still extended in time.
+        """
+        tick = self._heartbeat_tick()
         last_sweep = time.monotonic()
+        beats: dict[tuple[int, int], float] = {}  # (id, attempt) -> last extension
+        lost: set[tuple[int, int]] = set()
         conn: Connection | None = None
         failures = 0
-        while not self._stopped.is_set():
-            with self._lock:
-                jobs = list(self._running.values())
-            lease = min((job.lease for job in jobs), default=self.default_lease)
-            interval = max(0.05, min(lease / 3, self.sweep_interval, 30.0))
-            if self._stopped.wait(interval if failures == 0 else min(interval, 1.0)):
-                return
+        with contextlib.suppress(exc.SQLAlchemyError):
+            conn = self.engine.connect()  # take it before the handlers fill the pool
+        while not self._stopped.wait(tick if failures == 0 else min(tick, 0.5)):
             try:
                 if conn is None or conn.invalidated or conn.closed:
                     conn = self.engine.connect()
-                with self._lock:
-                    jobs = list(self._running.values())
-                if jobs:
-                    self._extend(conn, jobs)
+                self._beat(conn, beats, lost)
                 if time.monotonic() - last_sweep >= self.sweep_interval:
                     self._sweep_on(conn)
                     last_sweep = time.monotonic()
                 failures = 0
-            except exc.DBAPIError as error:
+            except Exception as error:  # noqa: BLE001 - this thread keeps the leases alive;
+                # it must outlive any error (connection lost, server restarting, a bug).
                 failures += 1
                 log.warning("database error in heartbeats/sweeper (%s); retrying", error)
                 if conn is not None:
-                    conn.invalidate()
-                    conn.close()
+                    with contextlib.suppress(Exception):
+                        conn.invalidate()
+                        conn.close()
                 conn = None
         if conn is not None:
-            conn.close()
+            with contextlib.suppress(Exception):
+                conn.close()
 
-    def _extend(self, conn: Connection, jobs: list[Claimed]) -> None:
+    def _beat(
+        self, conn: Connection, beats: dict[tuple[int, int], float], lost: set[tuple[int, int]]
+    ) -> None:
+        """Extend the leases that are a third used up; log each lease found lost once."""
+        now = time.monotonic()
+        with self._lock:
+            jobs = list(self._running.values())
+        live = {(j.id, j.attempts) for j in jobs}
+        for key in [k for k in beats if k not in live]:
+            del beats[key]
+        lost &= live
+        due = [
+            j
+            for j in jobs
+            if (j.id, j.attempts) not in lost
+            and now - beats.get((j.id, j.attempts), j.claimed_at) >= j.lease / 3
+        ]
+        if not due:
+            return
+        held = self._extend(conn, due)
+        for job in due:
+            key = (job.id, job.attempts)
+            if job.id in held:
+                beats[key] = now
+                continue
+            with self._lock:
+                still_ours = job.id in self._running
+            if still_ours:
+                lost.add(key)
+                log.warning(
+                    "job %d %s attempt %d: heartbeat found the lease lost "
+                    "(expired and reclaimed, or cancelled)",
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                )
+
+    def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[int]:
+        """Run the fenced heartbeat for `jobs`; return the ids still held."""
         with conn.begin():
-            held = set(
+            return set(
                 conn.execute(
                     self._heartbeat,
                     {
@@ -407,24 +547,12 @@ class Worker(Generic[JobT]):
                     },
                 ).scalars()
             )
-        for job in jobs:
-            if job.id not in held:
-                with self._lock:
-                    still_ours = job.id in self._running
-                if still_ours:
-                    log.warning(
-                        "job %d %s attempt %d: heartbeat found the lease lost "
-                        "(expired and reclaimed, or cancelled)",
-                        job.id,
-                        job.kind,
-                        job.attempts,
-                    )
 
     def _sweep_once(self) -> None:
         try:
             with self.engine.connect() as conn:
                 self._sweep_on(conn)
-        except exc.DBAPIError as error:
+        except exc.SQLAlchemyError as error:
             log.warning("sweeping expired leases failed (%s); will retry", error)
 
     def _sweep_on(self, conn: Connection) -> int:
@@ -452,8 +580,7 @@ class Worker(Generic[JobT]):
 
     # -- start and stop -------------------------------------------------------
 
-    def _start_threads(self, *, maintenance: bool) -> None:
-        self._draining = not maintenance
+    def _start_threads(self, *, listen: bool) -> None:
         self._threads = [
             threading.Thread(target=self._handle, name=f"sa_jobqueue-handler-{i}", daemon=True)
             for i in range(self.concurrency)
@@ -463,14 +590,33 @@ class Worker(Generic[JobT]):
         )
         for thread in self._threads:
             thread.start()
-        if self.listen and not self._draining:
+        if self.listen and listen:
             self._listener = Listener(
                 self.engine, self.jobqueue.table_name, self.queues, self._on_notify
             )
             self._listener.start()
 
-    def _on_notify(self, queue: str | None) -> None:
-        self._wake.set()
+    def _on_notify(self, queue: str | None, run_at: float | None = None) -> None:
+        """The listener's callback (its thread): wake the claim loop, or reschedule it.
+
+        `queue` None means the listener (re)connected: poll now, and re-learn the
+        next run_at. A `run_at` (Unix seconds, database clock) means the notified
+        jobs are scheduled for later: shorten the loop's sleep to that time, without
+        a claim round now.
+        """
+        if queue is None:
+            self._refresh_due = True
+            self._wake.set()
+            return
+        if run_at is None:
+            self._wake.set()
+            return
+        due = time.monotonic() + max(0.0, run_at - time.time())
+        with self._lock:
+            if self._due_at is not None and self._due_at <= due:
+                return  # already waking sooner
+            self._due_at = due
+        self._wake.nudge()
 
     def _shutdown(self, wait: float | None) -> None:
         if self._listener is not None:
@@ -512,7 +658,7 @@ class Worker(Generic[JobT]):
                 with conn.begin():
                     self._record(conn, reports)
                 break
-            except exc.DBAPIError as error:
+            except exc.SQLAlchemyError as error:
                 log.warning("recording finished jobs failed (%s); retrying", error)
                 self._reset_connection()
                 time.sleep(min(2.0, 0.1 * 2**attempt))
@@ -532,8 +678,11 @@ class Worker(Generic[JobT]):
         def handle(signum: int, frame: FrameType | None) -> None:
             self._signals += 1
             if self._signals > 1:
+                # The operator insists: no cleanup at all. Jobs still held come back
+                # when their leases expire (the sweeper of any worker).
                 log.warning("second signal: exiting now; leases will recover running jobs")
-                os._exit(1)
+                logging.shutdown()
+                os._exit(128 + signum)
             log.info("signal %d: finishing running jobs, then stopping", signum)
             self.stop()
 
@@ -545,6 +694,37 @@ class Worker(Generic[JobT]):
                 signal.signal(sig, handler)
 
         return restore
+
+
+class _Wake(threading.Event):
+    """The claim loop's wake-up: `set` asks for a claim round, `nudge` only for a new sleep.
+
+    A notification of a job scheduled for later must shorten the loop's sleep
+    without costing a claim query now; every other waker (handlers, the sweeper,
+    `stop`, due notifications) calls `set`.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._claim = False
+        self._claim_lock = threading.Lock()
+
+    def set(self) -> None:
+        """Wake the loop for a claim round."""
+        with self._claim_lock:
+            self._claim = True
+        super().set()
+
+    def nudge(self) -> None:
+        """Wake the loop only to recompute how long to sleep."""
+        super().set()
+
+    def take(self) -> bool:
+        """Clear the event; return whether `set` was called since the last `take`."""
+        with self._claim_lock:
+            super().clear()
+            claim, self._claim = self._claim, False
+        return claim
 
 
 def _log_job(level: int, outcome: Outcome, message: str, *args: Any) -> None:
