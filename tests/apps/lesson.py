@@ -42,8 +42,12 @@ def _effect(ctx: JobContext, note: str = "") -> None:
 
 @jobs.task("record", lease=LEASE, backoff=FAST)
 def record(ctx: JobContext) -> None:
-    """Sleep ``payload["sleep"]`` seconds (default 0), then write one Effect."""
-    time.sleep(float(ctx.payload.get("sleep", 0)))
+    """Sleep ``payload["sleep"]`` seconds (default 0), then write one Effect.
+
+    With ``payload["only_attempt"]`` the sleep happens on that attempt only.
+    """
+    if ctx.payload.get("only_attempt", ctx.attempt) == ctx.attempt:
+        time.sleep(float(ctx.payload.get("sleep", 0)))
     _effect(ctx, str(ctx.payload.get("note", "")))
 
 
