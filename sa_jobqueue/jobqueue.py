@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
+from sa_jobqueue import admin
 from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, JobT
@@ -186,3 +187,73 @@ class JobQueue(Generic[JobT]):
         from sa_jobqueue.worker import Worker
 
         return Worker(self, engine, queues=queues, concurrency=concurrency, **options)
+
+    # -- operations (see sa_jobqueue.admin and docs/operations.md) ------------
+
+    def stats(self, session: Session) -> admin.Stats:
+        """Counts per queue and status, queue lag, expired leases, recent dead letters.
+
+        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number.
+        """
+        return admin.stats(session, self.model)
+
+    def list_jobs(
+        self,
+        session: Session,
+        *,
+        status: Sequence[str] | str | None = None,
+        queue: Sequence[str] | str | None = None,
+        kind: Sequence[str] | str | None = None,
+        limit: int = 50,
+    ) -> list[admin.JobInfo]:
+        """Up to `limit` jobs matching every filter given, newest first, as plain data."""
+        return admin.list_jobs(
+            session, self.model, status=status, queue=queue, kind=kind, limit=limit
+        )
+
+    def show(self, session: Session, job_id: int) -> admin.JobInfo | None:
+        """The job `job_id` as plain data (payload, times, ``last_error`` in full), or None."""
+        return admin.get_job(session, self.model, job_id)
+
+    def retry(self, session: Session, ids: Iterable[int]) -> admin.Changed:
+        """Move ``failed``/``cancelled`` jobs among `ids` back to ``pending``, due now.
+
+        One more attempt is allowed; ``last_error`` is kept. Never commits: the
+        change (and the NOTIFY that wakes idle workers) takes effect when the
+        caller's transaction commits. Jobs in other statuses come back in
+        ``skipped``, unknown ids in ``missing``.
+        """
+        return admin.retry(session, self.model, ids)
+
+    def retry_failed(
+        self, session: Session, *, queue: str | None = None, kind: str | None = None
+    ) -> admin.Changed:
+        """`retry` every ``failed`` job (of `queue` and/or `kind`); never commits."""
+        return admin.retry_failed(session, self.model, queue=queue, kind=kind)
+
+    def cancel(self, session: Session, ids: Iterable[int]) -> admin.Changed:
+        """Cancel ``pending`` or ``running`` jobs among `ids`; never commits.
+
+        A running job is cancelled at once; its handler is not interrupted, but its
+        later report changes nothing and the job is not retried (``was_running``
+        lists such jobs).
+        """
+        return admin.cancel(session, self.model, ids)
+
+    def prune(
+        self,
+        engine: Engine | Connection,
+        *,
+        older_than: timedelta | Mapping[str, timedelta],
+        statuses: Iterable[str] | None = None,
+        batch_size: int = admin.DEFAULT_BATCH_SIZE,
+    ) -> admin.PruneResult:
+        """Delete finished jobs older than `older_than` in short batches; see `admin.prune`.
+
+        Commits each batch itself (hence an engine, not a session). Never touches
+        ``pending`` or ``running`` rows, never blocks a claim, and only one pruner
+        per table runs at a time (``locked_out`` tells the others).
+        """
+        return admin.prune(
+            engine, self.model, older_than=older_than, statuses=statuses, batch_size=batch_size
+        )

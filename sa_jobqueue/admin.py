@@ -1,0 +1,578 @@
+"""Operating a queue: stats, inspect, retry, cancel, prune, and enqueue from the shell.
+
+Every function returns plain data (dataclasses with a ``to_dict()`` for JSON). Those
+that take a `Session` run in its transaction and never commit, like ``enqueue``;
+`prune` takes an `Engine` (or a `Connection`) because it commits in short batches.
+The command line (``sa-jobqueue stats``, ``jobs list``, ``retry``, ...) and the
+`JobQueue` methods of the same names are thin over this module; the SQL behind each
+is in `sa_jobqueue.statements` and spelled out in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timedelta
+from functools import cache
+from typing import Any
+
+from sqlalchemy import Connection, Engine, MetaData, exc
+from sqlalchemy.orm import DeclarativeBase, Session
+from sqlalchemy.orm.util import identity_key
+
+from sa_jobqueue import statements
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.model import FINISHED, JobMixin, Status
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_PRUNE_INTERVAL",
+    "DEFAULT_RETENTION",
+    "Changed",
+    "JobInfo",
+    "PruneResult",
+    "Pruner",
+    "QueueStats",
+    "Stats",
+    "cancel",
+    "get_job",
+    "list_jobs",
+    "model_for_table",
+    "parse_duration",
+    "prune",
+    "retry",
+    "retry_failed",
+    "stats",
+]
+
+#: How long workers keep finished jobs before pruning them (``Worker(retention=...)``).
+DEFAULT_RETENTION: Mapping[str, timedelta] = {
+    Status.DONE.value: timedelta(days=1),
+    Status.FAILED.value: timedelta(days=30),
+    Status.CANCELLED.value: timedelta(days=7),
+}
+#: Seconds between a worker's prune runs (``Worker(prune_interval=...)``).
+DEFAULT_PRUNE_INTERVAL = 300.0
+#: Rows deleted per prune transaction.
+DEFAULT_BATCH_SIZE = 1000
+
+_FINISHED_VALUES = tuple(s.value for s in FINISHED)
+_PRUNE_LOCK = "prune"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+# -- results -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue's numbers (or the totals, with ``queue="*"``).
+
+    Attributes:
+        queue: the queue's name.
+        pending: jobs waiting, due or scheduled later.
+        due: pending jobs whose ``run_at`` has passed (claimable now).
+        running: jobs leased to a worker.
+        expired_leases: running jobs whose lease has run out (a worker died or
+            stalled; the sweeper will make them due again).
+        done: finished successfully, not yet pruned.
+        failed: dead letters (attempts used up, or discarded), not yet pruned.
+        cancelled: cancelled by an operator, not yet pruned.
+        failed_last_hour: jobs that became dead letters within the last hour.
+        retrying: pending jobs whose last attempt failed (waiting for their backoff).
+        lag_seconds: age of the oldest due pending job; None when nothing is due.
+    """
+
+    queue: str
+    pending: int = 0
+    due: int = 0
+    running: int = 0
+    expired_leases: int = 0
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    failed_last_hour: int = 0
+    retrying: int = 0
+    lag_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A snapshot of the whole table, taken in one statement.
+
+    Attributes:
+        at: the database clock when it was taken.
+        queues: one `QueueStats` per queue that has any row, by name.
+    """
+
+    at: datetime
+    queues: list[QueueStats]
+
+    @property
+    def total(self) -> QueueStats:
+        """The sums over all queues; ``lag_seconds`` is the largest lag."""
+        counts = {
+            f.name: sum(getattr(q, f.name) for q in self.queues)
+            for f in fields(QueueStats)
+            if f.name not in ("queue", "lag_seconds")
+        }
+        lags = [q.lag_seconds for q in self.queues if q.lag_seconds is not None]
+        return QueueStats("*", **counts, lag_seconds=max(lags, default=None))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"at": ..., "queues": [...], "total": {...}}``, JSON-ready."""
+        return {
+            "at": self.at.isoformat(),
+            "queues": [q.to_dict() for q in self.queues],
+            "total": self.total.to_dict(),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """One job row, detached from any session; the fields are `JobMixin`'s columns."""
+
+    id: int
+    queue: str
+    kind: str
+    payload: Any
+    status: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    locked_until: datetime | None
+    locked_by: str | None
+    idempotency_key: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> JobInfo:
+        """Build from a result row of the table's columns."""
+        mapping = row._mapping
+        return cls(**{f.name: mapping[f.name] for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict (timestamps in ISO 8601)."""
+        return {key: _plain(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """What a `retry` or `cancel` did, id by id.
+
+    Attributes:
+        ids: the jobs changed, in ascending order.
+        was_running: of those, the ones `cancel` took from ``running``: their
+            handlers may still be finishing, and their reports will be ignored.
+        skipped: jobs left alone, with the status that made them ineligible.
+        missing: ids that match no job.
+    """
+
+    ids: list[int] = field(default_factory=list)
+    was_running: list[int] = field(default_factory=list)
+    skipped: dict[int, str] = field(default_factory=dict)
+    missing: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict (``skipped`` keys become strings)."""
+        return {
+            "ids": self.ids,
+            "was_running": self.was_running,
+            "skipped": {str(k): v for k, v in self.skipped.items()},
+            "missing": self.missing,
+        }
+
+
+@dataclass(slots=True)
+class PruneResult:
+    """What `prune` did.
+
+    Attributes:
+        deleted: rows deleted, by status.
+        batches: transactions committed.
+        locked_out: True when another pruner held the lock, so nothing was done.
+        complete: False when a time budget stopped it with rows possibly left.
+    """
+
+    deleted: dict[str, int] = field(default_factory=dict)
+    batches: int = 0
+    locked_out: bool = False
+    complete: bool = True
+
+    @property
+    def total(self) -> int:
+        """All rows deleted."""
+        return sum(self.deleted.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields (and ``total``) as a JSON-ready dict."""
+        return {**asdict(self), "total": self.total}
+
+
+# -- models without an application -------------------------------------------------
+
+
+@cache
+def model_for_table(table: str = "jobs", schema: str | None = None) -> type[JobMixin]:
+    """A mapped `JobMixin` class for the jobs table `table`, for tools with no app model.
+
+    The command line uses it when it is given ``--table`` rather than ``--app``.
+    One class per name, made once (mapping it again would warn).
+    """
+    from sa_jobqueue.migration import check_identifier  # imports Alembic: only when needed
+
+    check_identifier(table)
+    if schema is not None:
+        check_identifier(schema)
+
+    class Base(DeclarativeBase):
+        metadata = MetaData(schema=schema)
+
+    model: type[JobMixin] = type(f"Job_{table}", (JobMixin, Base), {"__tablename__": table})
+    return model
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms)", re.IGNORECASE)
+_UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse ``7d``, ``12h``, ``1h30m``, ``45s``, ``500ms`` or plain seconds into a timedelta.
+
+    >>> parse_duration("1d12h")
+    datetime.timedelta(days=1, seconds=43200)
+    >>> parse_duration("90")
+    datetime.timedelta(seconds=90)
+
+    Raises:
+        ValueError: `text` is not such a duration.
+    """
+    cleaned = text.strip()
+    try:
+        return timedelta(seconds=float(cleaned))
+    except ValueError:
+        pass
+    position, total = 0, 0.0
+    for match in _DURATION.finditer(cleaned):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
+        position = match.end()
+    if not cleaned or position != len(cleaned):
+        raise ValueError(f"{text!r} is not a duration (examples: 7d, 12h, 1h30m, 45s)")
+    return timedelta(seconds=total)
+
+
+# -- reading -------------------------------------------------------------------------
+
+
+def stats(session: Session, model: type[JobMixin]) -> Stats:
+    """Counts per queue and status, lag, expired leases and recent dead letters.
+
+    One statement, a single pass over the table: cheap for a queue pruned to
+    a retention window, and a sequential scan on a very large one.
+    """
+    now = session.execute(statements.db_now()).scalar_one()
+    rows = session.execute(statements.stats(model)).all()
+    return Stats(at=now, queues=[QueueStats(**row._asdict()) for row in rows])
+
+
+def list_jobs(
+    session: Session,
+    model: type[JobMixin],
+    *,
+    status: Sequence[str] | str | None = None,
+    queue: Sequence[str] | str | None = None,
+    kind: Sequence[str] | str | None = None,
+    limit: int = 50,
+) -> list[JobInfo]:
+    """Jobs matching every filter given (each a name or a list of names), newest first."""
+    filters = {"statuses": status, "queues": queue, "kinds": kind}
+    params: dict[str, Any] = {
+        name: [value] if isinstance(value, str) else list(value)
+        for name, value in filters.items()
+        if value is not None
+    }
+    if "statuses" in params:
+        _check_statuses(params["statuses"], tuple(s.value for s in Status))
+    if not (isinstance(limit, int) and limit >= 1):
+        raise ConfigurationError(f"limit must be a positive int, not {limit!r}")
+    query = statements.list_jobs(
+        model,
+        by_status="statuses" in params,
+        by_queue="queues" in params,
+        by_kind="kinds" in params,
+    )
+    rows = session.execute(query, {**params, "limit": limit}).all()
+    return [JobInfo.from_row(row) for row in rows]
+
+
+def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | None:
+    """The job `job_id`, or None."""
+    row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
+    return None if row is None else JobInfo.from_row(row)
+
+
+# -- changing ------------------------------------------------------------------------
+
+
+def retry(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
+    """Move the ``failed`` or ``cancelled`` jobs among `ids` back to ``pending``, due now.
+
+    Each gets one more attempt than it has made (``max_attempts`` is raised if
+    needed); ``attempts`` and ``last_error`` stay as history, ``finished_at`` is
+    cleared. Jobs in another status are reported in ``skipped``. Idle workers are
+    notified when the caller commits; this never commits.
+    """
+    wanted = _ids(ids)
+    rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
+    return _finish(session, model, wanted, rows, notify=True)
+
+
+def retry_failed(
+    session: Session, model: type[JobMixin], *, queue: str | None = None, kind: str | None = None
+) -> Changed:
+    """Like `retry`, for every ``failed`` job (of `queue` and/or `kind` when given)."""
+    query = statements.requeue_failed(model, by_queue=queue is not None, by_kind=kind is not None)
+    rows = session.execute(query, {"queue_name": queue, "kind_name": kind}).all()
+    return _finish(session, model, [], rows, notify=True)
+
+
+def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
+    """Cancel the ``pending`` or ``running`` jobs among `ids`; never commits.
+
+    A pending job will not run. A running job is marked ``cancelled`` at once:
+    its handler is not interrupted, but everything it reports afterwards
+    (done, failure, heartbeat) is fenced on ``status = 'running'`` and changes
+    nothing, so it is not retried. Such jobs are listed in ``was_running``.
+    Finished jobs are reported in ``skipped``.
+    """
+    wanted = _ids(ids)
+    rows = session.execute(statements.cancel(model), {"ids": wanted}).all()
+    result = _finish(session, model, wanted, rows, notify=False)
+    result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
+    return result
+
+
+def _ids(ids: Iterable[int]) -> list[int]:
+    wanted = sorted(set(ids))
+    for job_id in wanted:
+        if not isinstance(job_id, int) or isinstance(job_id, bool):
+            raise ConfigurationError(f"job ids must be ints, not {job_id!r}")
+    return wanted
+
+
+def _finish(
+    session: Session, model: type[JobMixin], wanted: list[int], rows: Sequence[Any], notify: bool
+) -> Changed:
+    changed = sorted(row.id for row in rows)
+    # Objects this session already loaded would show the old status: reload on access.
+    for job_id in changed:
+        loaded = session.identity_map.get(identity_key(model, job_id))
+        if loaded is not None:
+            session.expire(loaded)
+    if notify and rows:
+        from sa_jobqueue.migration import channel_name  # imports Alembic: only when needed
+
+        queues = sorted({row.queue for row in rows})
+        session.execute(statements.notify(channel_name(model.__table__.name)), {"queues": queues})
+    result = Changed(ids=changed)
+    rest = sorted(set(wanted) - set(changed))
+    if rest:
+        found: dict[int, str] = {
+            row.id: row.status
+            for row in session.execute(statements.statuses_of(model), {"ids": rest})
+        }
+        result.skipped.update({job_id: found[job_id] for job_id in rest if job_id in found})
+        result.missing.extend(job_id for job_id in rest if job_id not in found)
+    return result
+
+
+# -- pruning -------------------------------------------------------------------------
+
+
+def _check_statuses(values: Iterable[str], allowed: tuple[str, ...]) -> list[str]:
+    values = [str(v) for v in values]
+    bad = sorted(set(values) - set(allowed))
+    if bad or not values:
+        raise ConfigurationError(f"status must be among {', '.join(allowed)}, not {bad or values}")
+    return values
+
+
+def _retention(
+    older_than: timedelta | Mapping[str, timedelta], statuses: Iterable[str] | None
+) -> dict[str, timedelta]:
+    if isinstance(older_than, Mapping):
+        if statuses is not None:
+            raise ConfigurationError("give statuses only with a single older_than")
+        ages = dict(older_than)
+    else:
+        chosen = _FINISHED_VALUES if statuses is None else statuses
+        ages = dict.fromkeys(_check_statuses(chosen, _FINISHED_VALUES), older_than)
+    _check_statuses(ages, _FINISHED_VALUES)
+    for status, age in ages.items():
+        if not isinstance(age, timedelta) or age < timedelta(0):
+            raise ConfigurationError(f"retention of {status!r} must be a timedelta >= 0: {age!r}")
+    return ages
+
+
+@contextmanager
+def _session_lock(conn: Connection, model: type[JobMixin], purpose: str) -> Iterator[bool]:
+    """Hold a session-level advisory lock across several transactions, if free."""
+    with conn.begin():
+        held = bool(conn.execute(statements.try_advisory_lock(model, purpose)).scalar())
+    if not held:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        try:
+            with conn.begin():
+                conn.execute(statements.advisory_unlock(model, purpose))
+        except exc.DBAPIError:
+            # The connection broke; closing it is what releases the lock server-side.
+            conn.invalidate()
+
+
+def prune_on(
+    conn: Connection,
+    model: type[JobMixin],
+    *,
+    older_than: timedelta | Mapping[str, timedelta],
+    statuses: Iterable[str] | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    budget: float | None = None,
+) -> PruneResult:
+    """`prune` on a connection with no transaction open (the worker's maintenance one)."""
+    ages = _retention(older_than, statuses)
+    if not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ConfigurationError(f"batch_size must be a positive int, not {batch_size!r}")
+    result = PruneResult(deleted=dict.fromkeys(ages, 0))
+    deadline = None if budget is None else time.monotonic() + budget
+    with _session_lock(conn, model, _PRUNE_LOCK) as held:
+        if not held:
+            result.locked_out = True
+            return result
+        with conn.begin():
+            now = conn.execute(statements.db_now()).scalar_one()
+        for status, age in ages.items():
+            delete = statements.prune(model, statuses=[status])
+            while True:
+                if deadline is not None and time.monotonic() >= deadline:
+                    result.complete = False
+                    return result
+                # One short transaction per batch: the rows it locks are finished
+                # ones, which no claim, heartbeat or completion ever waits for.
+                with conn.begin():
+                    deleted = len(
+                        conn.execute(delete, {"before": now - age, "limit": batch_size}).all()
+                    )
+                result.batches += 1
+                result.deleted[status] += deleted
+                if deleted < batch_size:
+                    break
+    return result
+
+
+def prune(
+    engine: Engine | Connection,
+    model: type[JobMixin],
+    *,
+    older_than: timedelta | Mapping[str, timedelta],
+    statuses: Iterable[str] | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    budget: float | None = None,
+) -> PruneResult:
+    """Delete finished jobs whose ``finished_at`` is older than `older_than`, in batches.
+
+    Args:
+        engine: where to prune; a `Connection` must have no transaction open.
+        model: the jobs model.
+        older_than: one age for every status in `statuses`, or a mapping
+            ``{status: age}`` (e.g. `DEFAULT_RETENTION`).
+        statuses: among ``done``, ``failed``, ``cancelled`` (default: all three).
+        batch_size: rows deleted per transaction.
+        budget: seconds after which no new batch starts (``complete`` is then False).
+
+    Guarantees: only ``done``, ``failed`` and ``cancelled`` rows are deleted, never
+    ``pending`` or ``running`` ones (a job retried meanwhile is re-checked under its
+    row lock and kept). Each batch commits on its own and skips rows locked by
+    anyone, so it never waits for, nor blocks, a claim. Only one pruner per table
+    runs at a time (a session-level advisory lock); the others return at once with
+    ``locked_out=True``. Ages are measured on the database clock.
+    """
+    if isinstance(engine, Connection):
+        return prune_on(
+            engine,
+            model,
+            older_than=older_than,
+            statuses=statuses,
+            batch_size=batch_size,
+            budget=budget,
+        )
+    with engine.connect() as conn:
+        return prune_on(
+            conn,
+            model,
+            older_than=older_than,
+            statuses=statuses,
+            batch_size=batch_size,
+            budget=budget,
+        )
+
+
+class Pruner:
+    """A worker's automatic retention: prune every `interval` seconds, within a budget.
+
+    Args:
+        model: the jobs model.
+        retention: ``{status: age}`` for finished statuses (default
+            `DEFAULT_RETENTION`); a status left out is never pruned, ``{}`` turns
+            pruning off.
+        interval: seconds between runs (default `DEFAULT_PRUNE_INTERVAL`). When
+            a run stops on its budget with rows left, the next one comes at once.
+    """
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        retention: Mapping[str, timedelta] | None = None,
+        interval: float = DEFAULT_PRUNE_INTERVAL,
+    ) -> None:
+        self.model = model
+        if retention is None:
+            retention = DEFAULT_RETENTION
+        self.retention = _retention(retention, None) if retention else {}
+        if not (isinstance(interval, (int, float)) and interval > 0):
+            raise ConfigurationError(f"prune_interval must be a positive number, not {interval!r}")
+        self.interval = float(interval)
+        self._next = 0.0  # the first maintenance round prunes
+
+    def maybe_run(self, conn: Connection, *, budget: float) -> PruneResult | None:
+        """Prune on `conn` if the interval has passed; return what was done, or None."""
+        if not self.retention or time.monotonic() < self._next:
+            return None
+        result = prune_on(conn, self.model, older_than=self.retention, budget=budget)
+        self._next = time.monotonic() + (0.0 if not result.complete else self.interval)
+        return result
