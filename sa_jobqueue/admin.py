@@ -10,6 +10,7 @@ is in `sa_jobqueue.statements` and spelled out in docs/operations.md.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -58,6 +59,8 @@ DEFAULT_RETENTION: Mapping[str, timedelta] = {
 DEFAULT_PRUNE_INTERVAL = 300.0
 #: Rows deleted per prune transaction.
 DEFAULT_BATCH_SIZE = 1000
+
+log = logging.getLogger("sa_jobqueue.admin")
 
 _FINISHED_VALUES = tuple(s.value for s in FINISHED)
 _PRUNE_LOCK = "prune"
@@ -575,4 +578,11 @@ class Pruner:
             return None
         result = prune_on(conn, self.model, older_than=self.retention, budget=budget)
         self._next = time.monotonic() + (0.0 if not result.complete else self.interval)
+        if result.total:
+            log.info(
+                "pruned %d finished jobs (%s)%s",
+                result.total,
+                ", ".join(f"{status} {n}" for status, n in result.deleted.items()),
+                "" if result.complete else "; more left, continuing next round",
+            )
         return result

@@ -22,14 +22,15 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Generic
 
 from sqlalchemy import Connection, Engine, Row, exc
 from sqlalchemy.orm import Session, sessionmaker
 
-from sa_jobqueue import statements
+from sa_jobqueue import admin, statements
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, format_error
 from sa_jobqueue.model import JobT
@@ -70,6 +71,11 @@ class Worker(Generic[JobT]):
         session_factory: makes transactional handlers' sessions (default:
             ``sessionmaker(engine)``).
         worker_id: the ``locked_by`` value (default: `make_worker_id`).
+        retention: ``{status: age}``: finished jobs older than this are deleted
+            (default `admin.DEFAULT_RETENTION`: done 1 day, failed 30 days,
+            cancelled 7 days; a status left out is kept, ``{}`` prunes nothing).
+            One worker per table prunes at a time, in short batches.
+        prune_interval: seconds between prune runs (default 300).
 
     Guarantees: every job is claimed by one worker at a time, its claim commits
     before the handler starts, every later change is fenced by ``attempts`` and
@@ -88,6 +94,8 @@ class Worker(Generic[JobT]):
         shutdown_timeout: float = 30.0,
         listen: bool = True,
         sweep_interval: float = 30.0,
+        retention: Mapping[str, timedelta] | None = None,
+        prune_interval: float = admin.DEFAULT_PRUNE_INTERVAL,
         session_factory: Callable[[], Session] | None = None,
         worker_id: str | None = None,
     ) -> None:
@@ -116,6 +124,7 @@ class Worker(Generic[JobT]):
         self.shutdown_timeout = float(shutdown_timeout)
         self.listen = listen
         self.sweep_interval = float(sweep_interval)
+        self._pruner = admin.Pruner(self.model, retention, prune_interval)
         self.worker_id = worker_id or make_worker_id()
 
         tasks = list(jobqueue.registry)
@@ -482,6 +491,7 @@ class Worker(Generic[JobT]):
                 if time.monotonic() - last_sweep >= self.sweep_interval:
                     self._sweep_on(conn)
                     last_sweep = time.monotonic()
+                self._pruner.maybe_run(conn, budget=tick / 2)  # retention
                 failures = 0
             except Exception as error:  # noqa: BLE001 - this thread keeps the leases alive;
                 # it must outlive any error (connection lost, server restarting, a bug).
