@@ -101,6 +101,22 @@ def main() -> None:
     """sa-jobqueue: run workers, migrate, and operate a PostgreSQL job queue."""
 
 
+def _retention(value: str | None) -> dict[str, timedelta] | None:
+    """``done=1d,failed=30d`` -> ``{"done": timedelta(days=1), ...}``; ``off`` -> ``{}``."""
+    if value is None:
+        return None
+    if value.strip().lower() == "off":
+        return {}
+    ages = {}
+    for item in value.split(","):
+        status, _, age = item.partition("=")
+        try:
+            ages[status.strip()] = admin.parse_duration(age)
+        except ValueError as error:
+            raise click.BadParameter(f"{item!r}: {error}") from None
+    return ages
+
+
 @main.command()
 @_database_url
 @click.option("--table", default="jobs", show_default=True, help="Name of the jobs table.")
@@ -139,6 +155,20 @@ def migrate(database_url: str, table: str, revision: str) -> None:
     help="Seconds between sweeps of expired leases (how soon a dead worker's jobs return).",
 )
 @click.option(
+    "--retention",
+    metavar="STATUS=AGE,...",
+    callback=lambda ctx, param, value: _retention(value),
+    help="How long finished jobs are kept before workers prune them "
+    "[default: done=1d,failed=30d,cancelled=7d]; 'off' keeps everything.",
+)
+@click.option(
+    "--prune-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=admin.DEFAULT_PRUNE_INTERVAL,
+    show_default=True,
+    help="Seconds between prune runs.",
+)
+@click.option(
     "--listen/--no-listen",
     default=True,
     show_default=True,
@@ -158,6 +188,8 @@ def worker(
     poll_interval: float,
     shutdown_timeout: float,
     sweep_interval: float,
+    retention: dict[str, timedelta] | None,
+    prune_interval: float,
     listen: bool,
     log_level: str,
 ) -> None:
@@ -177,6 +209,8 @@ def worker(
             poll_interval=poll_interval,
             shutdown_timeout=shutdown_timeout,
             sweep_interval=sweep_interval,
+            retention=retention,
+            prune_interval=prune_interval,
             listen=listen,
         )
         runner.run()

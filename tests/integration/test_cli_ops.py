@@ -291,3 +291,42 @@ def test_the_installed_entry_point_exits_without_a_traceback(committed, database
     )
     assert enqueued.returncode == 0, enqueued.stderr
     assert row(committed, int(enqueued.stdout)).payload == {"a": 1}
+
+
+def test_worker_command_prunes_with_the_given_retention(committed, database_url):
+    import signal
+    import time
+
+    kept = seed(committed, status="failed", attempts=1, age=60)
+    gone = seed(committed, status="done", attempts=1, age=60)
+    assert "status must be among" in one_line_error(
+        CliRunner().invoke(
+            main,
+            ["worker", "tests.apps.lesson:jobs", "--retention", "running=1d"],
+            env={"DATABASE_URL": database_url},
+        ),
+        2,
+    )
+    args = ["--retention", "done=30s", "--prune-interval", "0.2", "--sweep-interval", "0.2"]
+    exe = os.path.join(os.path.dirname(sys.executable), "sa-jobqueue")
+    worker = subprocess.Popen(
+        [exe, "worker", "tests.apps.lesson:jobs", *args],
+        env={**os.environ, "DATABASE_URL": database_url},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with committed.connect() as conn:
+                if conn.scalar(select(func.count()).where(Job.id == gone)) == 0:
+                    break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the worker did not prune the old done job")
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, stderr = worker.communicate(timeout=30)
+    assert row(committed, kept).status == "failed"
+    assert "pruned 1 finished jobs (done 1)" in stderr
