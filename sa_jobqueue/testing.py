@@ -32,7 +32,13 @@ from sqlalchemy.pool import NullPool
 
 from sa_jobqueue.errors import JobQueueError
 
-__all__ = ["NoPostgresError", "scratch_database", "throwaway_postgres"]
+__all__ = [
+    "LocalCluster",
+    "NoPostgresError",
+    "local_cluster",
+    "scratch_database",
+    "throwaway_postgres",
+]
 
 HOW_TO = (
     "set DATABASE_URL (e.g. postgresql+psycopg://postgres@127.0.0.1:5432/postgres), "
