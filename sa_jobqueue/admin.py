@@ -255,7 +255,7 @@ def model_for_table(table: str = "jobs", schema: str | None = None) -> type[JobM
     return model
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms)", re.IGNORECASE)
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)", re.IGNORECASE)
 _UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
@@ -271,10 +271,8 @@ def parse_duration(text: str) -> timedelta:
         ValueError: `text` is not such a duration.
     """
     cleaned = text.strip()
-    try:
+    if re.fullmatch(r"\d+(?:\.\d+)?", cleaned):
         return timedelta(seconds=float(cleaned))
-    except ValueError:
-        pass
     position, total = 0, 0.0
     for match in _DURATION.finditer(cleaned):
         if match.start() != position:
@@ -283,7 +281,10 @@ def parse_duration(text: str) -> timedelta:
         position = match.end()
     if not cleaned or position != len(cleaned):
         raise ValueError(f"{text!r} is not a duration (examples: 7d, 12h, 1h30m, 45s)")
-    return timedelta(seconds=total)
+    try:
+        return timedelta(seconds=total)
+    except OverflowError:
+        raise ValueError(f"{text!r} is too long a duration") from None
 
 
 # -- reading -------------------------------------------------------------------------
