@@ -512,7 +512,7 @@ def _build_wheel(out: Path) -> Path:
     return wheel
 
 
-def test_wheel_install_migrates_without_the_checkout(scratch, tmp_path):
+def test_wheel_install_migrates_without_the_checkout(scratch, server_url, tmp_path):
     url, engine = scratch
     wheel = _build_wheel(tmp_path / "dist")
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -595,3 +595,47 @@ def test_wheel_install_migrates_without_the_checkout(scratch, tmp_path):
     with Session(engine) as session, session.begin():
         job = JobQueue(OtherJob).enqueue(session, "send_receipt", {"order_id": 1})
         assert job.status == "pending"
+
+    # A user's Alembic environment names the installed revisions as a package
+    # resource, the way docs/migrations.md shows for a plain install.
+    user = tmp_path / "user_project"
+    (user / "migrations" / "versions").mkdir(parents=True)
+    (user / "migrations" / "env.py").write_text(MINIMAL_ENV)
+    with scratch_database(server_url, prefix="sa_jobqueue_migration") as user_url:
+        (user / "alembic.ini").write_text(
+            textwrap.dedent(
+                f"""\
+                [alembic]
+                script_location = %(here)s/migrations
+                version_locations = %(here)s/migrations/versions sa_jobqueue:_alembic/versions
+                path_separator = space
+                sqlalchemy.url = {user_url.replace("%", "%%")}
+                """
+            )
+        )
+        upgraded = run(
+            sys.executable, "-m", "alembic", "-c", str(user / "alembic.ini"), "upgrade", "heads"
+        )
+        assert upgraded.returncode == 0, upgraded.stdout + upgraded.stderr
+        user_engine = create_engine(user_url, poolclass=NullPool)
+        try:
+            assert _tables(user_engine) == {"jobs", "alembic_version"}
+        finally:
+            user_engine.dispose()
+
+
+MINIMAL_ENV = """\
+from sqlalchemy import engine_from_config, pool
+
+from alembic import context
+
+config = context.config
+engine = engine_from_config(
+    config.get_section(config.config_ini_section, {}), prefix="sqlalchemy.", poolclass=pool.NullPool
+)
+with engine.connect() as connection:
+    context.configure(connection=connection, target_metadata=None)
+    with context.begin_transaction():
+        context.run_migrations()
+engine.dispose()
+"""
