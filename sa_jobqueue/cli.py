@@ -673,9 +673,26 @@ def prune(
         return
     detail = ", ".join(f"{name} {count}" for name, count in result.deleted.items())
     click.echo(
-        f"deleted {result.total} jobs finished more than {_age(older_than.total_seconds())} ago "
-        f"({detail}) in {result.batches} batches"
+        f"deleted {_plural(result.total, 'job')} finished more than {_span(older_than)} ago "
+        f"({detail}) in {_plural(result.batches, 'batch')}"
     )
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun[-1] == 'h' else 's'}"
+
+
+def _span(age: timedelta) -> str:
+    """``7d``, ``1h30m``, ``0s``: a duration as `admin.parse_duration` reads it."""
+    seconds = age.total_seconds()
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{int(count)}{unit}")
+    if seconds or not parts:
+        parts.append(f"{seconds:g}s")
+    return "".join(parts)
 
 
 @main.command()

@@ -16,7 +16,7 @@ from sa_jobqueue.admin import (
     model_for_table,
     parse_duration,
 )
-from sa_jobqueue.cli import _age, _grid
+from sa_jobqueue.cli import _age, _grid, _plural, _span
 
 
 @pytest.mark.parametrize(
@@ -74,4 +74,18 @@ def test_human_formatting():
         "name    n",
         "a       1",
         "long  100",
+    ]
+
+
+def test_prune_summary_words():
+    assert [_span(timedelta(days=7)), _span(timedelta(minutes=90)), _span(timedelta(0))] == [
+        "7d",
+        "1h30m",
+        "0s",
+    ]
+    assert _span(timedelta(seconds=1.5)) == "1.5s"
+    assert [_plural(1, "batch"), _plural(2, "batch"), _plural(0, "job")] == [
+        "1 batch",
+        "2 batches",
+        "0 jobs",
     ]
