@@ -44,6 +44,7 @@ __all__ = [
     "model_for_table",
     "parse_duration",
     "prune",
+    "prune_on",
     "retry",
     "retry_failed",
     "stats",
