@@ -36,7 +36,7 @@ from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, format_erro
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener
 from sa_jobqueue.retry import exponential
-from sa_jobqueue.validation import check_name
+from sa_jobqueue.validation import MAX_DELAY_SECONDS, check_name
 
 if TYPE_CHECKING:
     from sa_jobqueue.jobqueue import JobQueue
@@ -411,8 +411,8 @@ class Worker(Generic[JobT]):
             "job_id": o.job.id,
             "attempt": o.job.attempts,
             "owner": self.worker_id,
-            "delay": o.delay,
-            "error": o.error,
+            "delay": _storable_delay(o.delay),
+            "error": _storable_text(o.error),
         }
         row = conn.execute(statement, params).first()
         first_line = (o.error or "").split("\n", 1)[0]
@@ -735,6 +735,22 @@ class _Wake(threading.Event):
             super().clear()
             claim, self._claim = self._claim, False
         return claim
+
+
+def _storable_text(text: str | None) -> str | None:
+    """`text` without NUL characters, which PostgreSQL text cannot hold.
+
+    An error message with one would make the fenced update fail on every round
+    and wedge the loop; it is kept, escaped, instead.
+    """
+    return None if text is None else text.replace("\x00", "\\x00")
+
+
+def _storable_delay(delay: float) -> float:
+    """A backoff policy's delay bounded to what ``now() + interval`` accepts (0-100 years)."""
+    if not math.isfinite(delay):
+        return MAX_DELAY_SECONDS if delay > 0 else 0.0
+    return min(max(delay, 0.0), MAX_DELAY_SECONDS)
 
 
 def _log_job(level: int, outcome: Outcome, message: str, *args: Any) -> None:

@@ -544,3 +544,35 @@ def test_executor_outcome_of_stale_report_is_logged_not_raised(committed, caplog
         worker._record(c, [Outcome(claimed, Result.DONE), Outcome(claimed, Result.FAIL, 1, "x")])
     assert row(committed, job_id).status == "running"
     assert "lease was lost" in caplog.text
+
+
+def test_an_error_text_postgresql_cannot_store_does_not_wedge_the_worker(committed):
+    jobs = recording_queue(committed)
+
+    @jobs.task("nul", max_attempts=1)
+    def nul(ctx: JobContext) -> None:
+        raise ValueError("bad byte \x00 in input")
+
+    @jobs.task("nul_discard")
+    def nul_discard(ctx: JobContext) -> None:
+        raise Discard("reason with \x00")
+
+    @jobs.task("endless", backoff=lambda attempt: float("inf"))
+    def endless(ctx: JobContext) -> None:
+        raise RuntimeError("a backoff policy gone wrong must not wedge the worker either")
+
+    bad = [enqueue(committed, jobs, "nul"), enqueue(committed, jobs, "nul_discard")]
+    good = enqueue(committed, jobs, "record")
+    later = enqueue(committed, jobs, "endless")
+    done = []
+    thread = threading.Thread(target=lambda: done.append(jobs.worker(committed).drain()))
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive()
+    assert done == [4]
+    job = row(committed, later)
+    assert job.status == "pending"
+    assert (job.run_at - job.updated_at).days > 50 * 365  # bounded to 100 years
+    assert [row(committed, i).status for i in bad] == ["failed", "failed"]
+    assert "bad byte \\x00 in input" in row(committed, bad[0]).last_error
+    assert row(committed, good).status == "done"
