@@ -76,6 +76,10 @@ class Worker(Generic[JobT]):
             cancelled 7 days; a status left out is kept, ``{}`` prunes nothing).
             One worker per table prunes at a time, in short batches.
         prune_interval: seconds between prune runs (default 300).
+        savepoint_batch: in transactional mode, a handler thread runs up to this
+            many claimed jobs in one transaction, with a SAVEPOINT per job: one
+            job's error rolls back only its own writes, and the jobs share one
+            COMMIT. 1 (the default) gives every job a transaction of its own.
 
     Guarantees: every job is claimed by one worker at a time, its claim commits
     before the handler starts, every later change is fenced by ``attempts`` and
@@ -98,9 +102,18 @@ class Worker(Generic[JobT]):
         prune_interval: float = admin.DEFAULT_PRUNE_INTERVAL,
         session_factory: Callable[[], Session] | None = None,
         worker_id: str | None = None,
+        savepoint_batch: int = 1,
     ) -> None:
         if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
             raise ConfigurationError(f"concurrency must be an int >= 1, not {concurrency!r}")
+        if (
+            not isinstance(savepoint_batch, int)
+            or isinstance(savepoint_batch, bool)
+            or (savepoint_batch < 1)
+        ):
+            raise ConfigurationError(
+                f"savepoint_batch must be an int >= 1, not {savepoint_batch!r}"
+            )
         for name, value in (
             ("poll_interval", poll_interval),
             ("shutdown_timeout", shutdown_timeout),
@@ -126,6 +139,7 @@ class Worker(Generic[JobT]):
         self.sweep_interval = float(sweep_interval)
         self._pruner = admin.Pruner(self.model, retention, prune_interval)
         self.worker_id = worker_id or make_worker_id()
+        self.savepoint_batch = savepoint_batch
 
         tasks = list(jobqueue.registry)
         self.default_lease = max([t.lease for t in tasks], default=300.0)
@@ -339,12 +353,20 @@ class Worker(Generic[JobT]):
                 rows = conn.execute(self._claim, {"limit": free, "owner": self.worker_id}).all()
         self._pending_reports.clear()
         self._forget(reports)
-        for row in rows:
-            job = Claimed.from_row(row, self._leases.get(row.kind, self.default_lease))
+        if rows:
+            # One lock round and one level check per round, not per job.
+            claimed = [
+                Claimed.from_row(row, self._leases.get(row.kind, self.default_lease))
+                for row in rows
+            ]
             with self._lock:
-                self._running[job.id] = job
-            log.info("job %d %s attempt %d claimed", job.id, job.kind, job.attempts)
-            self._inbox.put(job)
+                for job in claimed:
+                    self._running[job.id] = job
+            if log.isEnabledFor(logging.INFO):
+                for job in claimed:
+                    log.info("job %d %s attempt %d claimed", job.id, job.kind, job.attempts)
+            for job in claimed:
+                self._inbox.put(job)
         return len(rows), free
 
     def _collect(self) -> list[Outcome]:
@@ -446,6 +468,11 @@ class Worker(Generic[JobT]):
             job = self._inbox.get()
             if job is _STOP:
                 return
+            if self.savepoint_batch > 1 and not self._stopping.is_set():
+                batch = self._take_batch(job)
+                if len(batch) > 1:
+                    self._run_batch(batch)
+                    continue
             if self._stopping.is_set():
                 # Claimed but not started before shutdown: give it back, fenced.
                 outcome = Outcome(job, Result.RELEASE)
@@ -459,6 +486,35 @@ class Worker(Generic[JobT]):
                     outcome = Outcome(job, Result.FAIL, delay, format_error(error))
             self._outbox.put(outcome)
             self._wake.set()
+
+    def _take_batch(self, job: Claimed) -> list[Claimed]:
+        """`job` and the transactional jobs already waiting, up to `savepoint_batch`."""
+        task = self.jobqueue.registry.get(job.kind)
+        if task is None or not task.transactional:
+            return [job]
+        batch = [job]
+        while len(batch) < self.savepoint_batch:
+            try:
+                more = self._inbox.get_nowait()
+            except stdlib_queue.Empty:
+                break
+            if more is _STOP:
+                self._inbox.put(more)  # another thread's (or this one's, next time)
+                break
+            batch.append(more)  # a lease-mode job here is run alone by run_batch
+        return batch
+
+    def _run_batch(self, batch: list[Claimed]) -> None:
+        try:
+            outcomes = self._executor.run_batch(batch)
+        except BaseException as error:  # noqa: BLE001 - as in _handle: report every job
+            outcomes = [
+                Outcome(job, Result.FAIL, exponential(job.attempts), format_error(error))
+                for job in batch
+            ]
+        for outcome in outcomes:
+            self._outbox.put(outcome)
+        self._wake.set()
 
     # -- maintenance: heartbeats and the sweeper ------------------------------
 
