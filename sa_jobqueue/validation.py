@@ -4,7 +4,8 @@ Names (``kind``, ``queue``) are 1 to 128 characters: ASCII letters, digits and
 ``_ . : / -``, starting with a letter, digit or underscore. Idempotency keys are
 1 to 512 characters of any text except NUL. Payloads are JSON values (dicts with
 string keys, lists, strings, finite numbers, booleans, None) whose UTF-8 JSON text
-is at most `JobQueue`'s ``max_payload_bytes`` (1 MiB by default). A ``delay`` is
+is at most `JobQueue`'s ``max_payload_bytes`` (1 MiB by default). A ``run_at`` is
+timezone-aware and within years 1 to 9999 once converted to UTC. A ``delay`` is
 0 to 100 years (`MAX_DELAY_SECONDS`): the database adds it to ``now()``, and a later
 ``run_at`` would overflow the timestamp or fail to load back into Python.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sa_jobqueue.errors import PayloadError, ValidationError
@@ -108,6 +109,12 @@ def check_aware(field: str, value: object) -> datetime:
         raise ValidationError(
             field, value, "must be timezone-aware (e.g. datetime.now(timezone.utc))"
         )
+    try:
+        # PostgreSQL stores it in UTC: year 1 at +05:00 is 1 BC there, and the row
+        # could not be loaded back into Python (found by the hypothesis test).
+        value.astimezone(timezone.utc)
+    except OverflowError:
+        raise ValidationError(field, value, "is outside years 1 to 9999 in UTC") from None
     return value
 
 
