@@ -1,0 +1,792 @@
+"""`make chaos`: workers killed, connections cut, PostgreSQL restarted; then an SQL oracle.
+
+Usage: ``python bench/chaos.py [--jobs 2000] [--seconds 90] [--workers 4] [--concurrency 4]
+[--lease 4] [--seed N] [--no-restart] [--keep-logs DIR]``.
+
+The run starts its own throwaway PostgreSQL cluster (`sa_jobqueue.testing.local_cluster`,
+never a shared server, since it restarts it), migrates it, and starts ``--workers``
+real ``sa-jobqueue worker tests.chaos_app:jobs`` processes plus one idle *probe*
+worker (queue ``probe``, polling every 60 s, so only NOTIFY wakes it promptly).
+While jobs are enqueued over the window, the driver
+
+* kill -9's a random worker every 3-6 s and starts a replacement;
+* calls ``pg_terminate_backend`` every 1-2.5 s on a random connection of a random
+  worker: its listener, a handler's open transaction, an idle one (claim loop,
+  heartbeats, pool) or an active one;
+* restarts PostgreSQL once, halfway, keeping it down for 2 s (no worker is
+  restarted for it).
+
+Then it waits until every job has ended, SIGTERMs the surviving workers, and checks
+with SQL over ``jobs``, ``chaos_effects`` (written by the handlers) and
+``chaos_transitions`` (every status/attempts change of a job row, by trigger):
+every job ended as its kind intends, nothing is lost or stuck, transactional kinds
+have exactly one effect, every extra run and every duplicate effect of a lease kind
+is explained by a fault, there is no stale write, no deadlock, and every surviving
+worker exited 0. It prints one summary table and exits non-zero if a check failed.
+
+`run()` is importable (the short CI variant in ``tests/integration/test_chaos.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import random
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from sqlalchemy import create_engine, exc, text  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+from sqlalchemy.pool import NullPool  # noqa: E402
+
+from sa_jobqueue import migration  # noqa: E402
+from sa_jobqueue.notifier import APPLICATION_NAME as LISTENER_NAME  # noqa: E402
+from sa_jobqueue.testing import LocalCluster, local_cluster  # noqa: E402
+from tests import chaos_app  # noqa: E402
+
+CLI = str(Path(sys.executable).with_name("sa-jobqueue"))
+WEIGHTS = {
+    "lease_ok": 30,
+    "tx_ok": 30,
+    "lease_flaky": 12,
+    "tx_flaky": 12,
+    "lease_poison": 8,
+    "tx_poison": 8,
+}
+
+
+@dataclass
+class Config:
+    """The knobs of one chaos run."""
+
+    jobs: int = 2000
+    seconds: float = 90.0
+    workers: int = 4
+    concurrency: int = 4
+    lease: float = 4.0
+    kill_every: tuple[float, float] = (3.0, 6.0)
+    terminate_every: tuple[float, float] = (1.0, 2.5)
+    restart: bool = True
+    restart_at: float = 0.5  # fraction of the window
+    down_for: float = 2.0  # seconds the server stays stopped
+    quiet_after_restart: float = 10.0  # no terminations while wake-ups are measured
+    poll_interval: float = 5.0
+    sweep_interval: float = 1.0
+    shutdown_timeout: float = 15.0
+    drain_timeout: float = 240.0
+    seed: int | None = None
+    log_dir: str | None = None
+
+
+@dataclass
+class Proc:
+    """One worker process the driver started."""
+
+    name: str
+    proc: subprocess.Popen[bytes]
+    started: float
+    log: Path
+    probe: bool = False
+    killed: float | None = None
+    exit_code: int | None = None
+
+
+@dataclass
+class Report:
+    """What a run measured, and which checks failed."""
+
+    config: Config
+    rows: list[tuple[str, str]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """True when every check passed."""
+        return not self.failures
+
+    def add(self, name: str, value: object, *, expect: str = "") -> None:
+        """A table row."""
+        self.rows.append((name, f"{value}{f'  (expect {expect})' if expect else ''}"))
+
+    def check(self, name: str, value: int, *, limit: int = 0) -> None:
+        """A row that fails the run when `value` exceeds `limit`."""
+        verdict = "ok" if value <= limit else "FAIL"
+        self.rows.append((name, f"{value}  {verdict}"))
+        self.figures[name] = value
+        if value > limit:
+            self.failures.append(f"{name}: {value} (at most {limit} allowed)")
+
+    def table(self) -> str:
+        """The summary table, as Markdown."""
+        width = max(len(name) for name, _ in self.rows)
+        lines = [f"| {'measure'.ljust(width)} | value |", f"|{'-' * (width + 2)}|-------|"]
+        lines += [f"| {name.ljust(width)} | {value} |" for name, value in self.rows]
+        return "\n".join(lines)
+
+
+def socket_owners(port: int) -> dict[int, int]:
+    """Client TCP port -> pid of the local process holding that connection to `port`."""
+    out = subprocess.run(
+        ["ss", "-tnpH", "state", "established", f"( dport = :{port} )"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    pattern = r':(\d+)\s+\S+:\d+\s+users:\(\("[^"]*",pid=(\d+)'
+    return {int(m[1]): int(m[2]) for m in re.finditer(pattern, out)}
+
+
+def _pid(worker_id: str | None) -> int | None:
+    """The pid inside a ``host:pid:random`` worker id."""
+    if not worker_id:
+        return None
+    try:
+        return int(worker_id.rsplit(":", 2)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _fmt(values: list[float]) -> str:
+    if not values:
+        return "n/a"
+    values = sorted(values)
+    return f"p50 {statistics.median(values):.2f} s, max {values[-1]:.2f} s (n={len(values)})"
+
+
+class Driver:
+    """Starts workers, injects faults, enqueues jobs; then judges the database."""
+
+    def __init__(self, config: Config, cluster: LocalCluster, log_dir: Path) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.url = cluster.url
+        self.log_dir = log_dir
+        self.rng = random.Random(config.seed)
+        self.db = create_engine(
+            f"{self.url}?application_name=chaos-driver",
+            poolclass=NullPool,
+            isolation_level="AUTOCOMMIT",
+        )
+        self.procs: list[Proc] = []
+        self.serial = 0
+        self.kills: list[tuple[float, int]] = []  # (time, pid)
+        self.terminated: list[tuple[float, int, str]] = []  # (time, worker pid, category)
+        self.died: list[str] = []  # workers that exited on their own
+        self.restart_window: tuple[float, float] | None = None
+        self.job_ids: list[int] = []
+        self.probes: list[tuple[int, float]] = []  # (job id, enqueued at)
+        self.max_connections: dict[str, int] = defaultdict(int)
+        self.deadlocks = 0
+        self._last_deadlocks: int | None = None
+        self._stop_sampling = threading.Event()
+        self.t0 = time.time()
+
+    # -- database helpers -------------------------------------------------
+
+    def sql(self, statement: str, params: dict[str, Any] | None = None) -> list[Any]:
+        """Run `statement`, retrying for 60 s while the server is away."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with self.db.connect() as connection:
+                    result = connection.execute(text(statement), params or {})
+                    return list(result.all()) if result.returns_rows else []
+            except exc.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def enqueue(self, items: list[dict[str, Any]]) -> list[int]:
+        """Enqueue with idempotency keys, so a retry after a cut commit adds nothing."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with Session(self.db.execution_options(isolation_level="READ COMMITTED")) as s:
+                    with s.begin():
+                        rows = chaos_app.jobs.enqueue_many(s, items)
+                    return [row.id for row in rows]
+            except exc.OperationalError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    # -- workers ----------------------------------------------------------
+
+    def start_worker(self, *, probe: bool = False) -> Proc:
+        self.serial += 1
+        name = "chaos-probe" if probe else f"chaos-w{self.serial}"
+        log = self.log_dir / f"{name}.log"
+        env = {
+            **os.environ,
+            "CHAOS_DATABASE_URL": f"{self.url}?application_name=chaos-app-{self.serial}",
+            "CHAOS_LEASE": str(self.config.lease),
+        }
+        command = [
+            CLI,
+            "worker",
+            "tests.chaos_app:jobs",
+            "--database-url",
+            f"{self.url}?application_name={name}",
+            "--queue",
+            "probe" if probe else "chaos",
+            "--concurrency",
+            "1" if probe else str(self.config.concurrency),
+            "--poll-interval",
+            "60" if probe else str(self.config.poll_interval),
+            "--sweep-interval",
+            str(self.config.sweep_interval),
+            "--shutdown-timeout",
+            str(self.config.shutdown_timeout),
+            "--log-level",
+            "WARNING",
+        ]
+        with log.open("ab") as out:
+            proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
+        worker = Proc(name, proc, time.time(), log, probe=probe)
+        self.procs.append(worker)
+        return worker
+
+    def alive(self, *, probe: bool | None = False) -> list[Proc]:
+        return [
+            p
+            for p in self.procs
+            if p.killed is None and p.exit_code is None and (probe is None or p.probe == probe)
+        ]
+
+    def kill_one(self) -> None:
+        victims = self.alive()
+        if not victims:
+            return
+        victim = self.rng.choice(victims)
+        victim.proc.send_signal(signal.SIGKILL)
+        victim.killed = time.time()
+        self.kills.append((victim.killed, victim.proc.pid))
+        victim.proc.wait()
+        self.start_worker()
+
+    def reap(self) -> None:
+        """Workers that exited without being told to are a failure; replace them."""
+        for p in self.alive(probe=None):
+            code = p.proc.poll()
+            if code is not None:
+                p.exit_code = code
+                self.died.append(f"{p.name} (pid {p.proc.pid}) exited {code} on its own")
+                self.start_worker(probe=p.probe)
+
+    def terminate_one(self) -> None:
+        by_pid = {p.proc.pid: p for p in self.alive(probe=None)}
+        owners = socket_owners(self.cluster.port)
+        rows = [row for row in self.worker_backends() if owners.get(row.client_port) in by_pid]
+        groups: dict[str, list[Any]] = defaultdict(list)
+        for row in rows:
+            if row.query.lstrip().upper().startswith("LISTEN"):
+                category = "listener"
+            elif row.state and row.state.startswith("idle in transaction"):
+                category = "handler transaction"
+            elif row.state == "active":
+                category = "active statement"
+            else:
+                category = "idle (loop, heartbeat, pool)"
+            groups[category].append(row)
+        if not groups:
+            return
+        category = self.rng.choice(sorted(groups))
+        row = self.rng.choice(groups[category])
+        done = self.sql("SELECT pg_terminate_backend(:pid)", {"pid": row.pid})
+        if done and done[0][0]:
+            self.terminated.append((time.time(), owners[row.client_port], category))
+
+    def worker_backends(self) -> list[Any]:
+        """The backends of worker processes (their own names, and the listener's)."""
+        return self.sql(
+            "SELECT pid, application_name, state, query, client_port FROM pg_stat_activity "
+            "WHERE (application_name LIKE 'chaos-w%' OR application_name = 'chaos-probe' "
+            "OR application_name = :listener) AND pid <> pg_backend_pid()",
+            {"listener": LISTENER_NAME},
+        )
+
+    def sample(self) -> None:
+        """Every 0.5 s: connections per worker, and deadlocks (across restarts)."""
+        while not self._stop_sampling.wait(0.5):
+            try:
+                with self.db.connect() as connection:
+                    deadlocks = connection.execute(
+                        text("SELECT coalesce(sum(deadlocks), 0) FROM pg_stat_database")
+                    ).scalar_one()
+                backends = self.worker_backends()
+            except exc.OperationalError:
+                continue
+            owners = socket_owners(self.cluster.port)
+            names = {p.proc.pid: p.name for p in self.procs}
+            per_worker = Counter(
+                names[owners[b.client_port]] for b in backends if owners.get(b.client_port) in names
+            )
+            for name, count in per_worker.items():
+                self.max_connections[name] = max(self.max_connections[name], count)
+            deadlocks = int(deadlocks)
+            if self._last_deadlocks is not None and deadlocks >= self._last_deadlocks:
+                self.deadlocks += deadlocks - self._last_deadlocks
+            elif self._last_deadlocks is not None:
+                self.deadlocks += deadlocks  # statistics were reset by the restart
+            self._last_deadlocks = deadlocks
+
+    # -- the run ----------------------------------------------------------
+
+    def plan(self) -> list[list[dict[str, Any]]]:
+        """The jobs, in batches enqueued every 0.5 s over the first 70 % of the window."""
+        kinds = list(WEIGHTS)
+        weights = [WEIGHTS[k] for k in kinds]
+        items = []
+        for n in range(self.config.jobs):
+            kind = self.rng.choices(kinds, weights)[0]
+            payload = chaos_app.payload_for(kind, self.rng.randint(50, 400), self.rng.randint(1, 2))
+            items.append({"kind": kind, "payload": payload, "idempotency_key": f"chaos:{n}"})
+        batches = max(1, int(self.config.seconds * 0.7 / 0.5))
+        size = -(-len(items) // batches)
+        return [items[i : i + size] for i in range(0, len(items), size)]
+
+    def run(self) -> None:
+        config = self.config
+        sampler = threading.Thread(target=self.sample, daemon=True)
+        sampler.start()
+        self.start_worker(probe=True)
+        for _ in range(config.workers):
+            self.start_worker()
+        batches = self.plan()
+        self.t0 = time.time()
+        end = self.t0 + config.seconds
+        restart_at = self.t0 + config.seconds * config.restart_at
+        next_batch = self.t0
+        next_kill = self.t0 + self.rng.uniform(*config.kill_every)
+        next_term = self.t0 + self.rng.uniform(*config.terminate_every)
+        next_probe = self.t0 + 1.0
+        quiet_until = 0.0
+        while (now := time.time()) < end:
+            self.reap()
+            if batches and now >= next_batch:
+                self.job_ids += self.enqueue(batches.pop(0))
+                next_batch += 0.5
+            if config.restart and self.restart_window is None and now >= restart_at:
+                down = time.time()
+                self.cluster.stop("fast")
+                time.sleep(config.down_for)
+                self.cluster.start()
+                self.restart_window = (down, time.time())
+                quiet_until = time.time() + config.quiet_after_restart
+                next_probe = time.time()
+                continue
+            probe_every = 0.25 if now < quiet_until else 1.0
+            if now >= next_probe:
+                n = len(self.probes)
+                [job_id] = self.enqueue([{"kind": "probe", "idempotency_key": f"probe:{n}"}])
+                self.probes.append((job_id, time.time()))
+                next_probe = time.time() + probe_every
+            if now >= next_kill:
+                if now >= quiet_until:
+                    self.kill_one()
+                next_kill = time.time() + self.rng.uniform(*config.kill_every)
+            if now >= next_term:
+                if now >= quiet_until:
+                    self.terminate_one()
+                next_term = time.time() + self.rng.uniform(*config.terminate_every)
+            time.sleep(0.05)
+        for batch in batches:  # only when the window was too short to enqueue them all
+            self.job_ids += self.enqueue(batch)
+
+    def wait_until_finished(self) -> float:
+        """Wait for every job to end (no fault any more); return how long it took."""
+        started = time.time()
+        deadline = time.monotonic() + self.config.drain_timeout
+        while time.monotonic() < deadline:
+            self.reap()
+            [(left,)] = self.sql(
+                "SELECT count(*) FROM jobs WHERE status NOT IN ('done', 'failed', 'cancelled')"
+            )
+            if left == 0:
+                break
+            time.sleep(0.5)
+        return time.time() - started
+
+    def stop_workers(self) -> None:
+        """SIGTERM every surviving worker and collect its exit code."""
+        survivors = self.alive(probe=None)
+        for p in survivors:
+            p.proc.send_signal(signal.SIGTERM)
+        for p in survivors:
+            try:
+                p.exit_code = p.proc.wait(timeout=self.config.shutdown_timeout + 15)
+            except subprocess.TimeoutExpired:
+                p.proc.kill()
+                p.exit_code = p.proc.wait()
+                self.died.append(f"{p.name} did not stop within the shutdown timeout")
+        self._stop_sampling.set()
+
+    # -- the oracle -----------------------------------------------------------
+
+    def judge(self, drain_seconds: float) -> Report:
+        config = self.config
+        report = Report(config)
+        jobs = self.sql(
+            "SELECT id, kind, queue, status, attempts, locked_until, locked_by FROM jobs"
+        )
+        chaos_jobs = [j for j in jobs if j.queue == "chaos"]
+        effects = self.sql(
+            "SELECT job_id, attempt, kind, worker, phase, extract(epoch FROM at)::float8 AS at "
+            "FROM chaos_effects ORDER BY id"
+        )
+        transitions = self.sql(
+            "SELECT job_id, old_status, new_status, old_attempts, new_attempts, old_locked_by, "
+            "new_locked_by, last_error, extract(epoch FROM at)::float8 AS at "
+            "FROM chaos_transitions ORDER BY id"
+        )
+        wrong_end = self.sql(
+            "SELECT id, kind, status FROM jobs WHERE queue = 'chaos' AND status <> "
+            "CASE WHEN kind LIKE '%poison' THEN 'failed' ELSE 'done' END"
+        )
+        stuck = self.sql("SELECT id FROM jobs WHERE status = 'running' OR locked_until IS NOT NULL")
+        tx_effects_wrong = self.sql(
+            "SELECT j.id, j.status, count(e.id) FROM jobs j LEFT JOIN chaos_effects e "
+            "ON e.job_id = j.id AND e.phase = 'ok' WHERE j.kind LIKE 'tx_%' "
+            "GROUP BY j.id, j.status "
+            "HAVING count(e.id) <> CASE WHEN j.status = 'done' THEN 1 ELSE 0 END"
+        )
+        attempts_wrong = self.sql(
+            "SELECT j.id FROM jobs j LEFT JOIN chaos_transitions t ON t.job_id = j.id "
+            "AND t.old_status = 'pending' AND t.new_status = 'running' "
+            "GROUP BY j.id, j.attempts HAVING count(t.id) <> j.attempts"
+        )
+        unclaimed_starts = self.sql(
+            "SELECT e.job_id, e.attempt FROM chaos_effects e WHERE e.phase = 'start' "
+            "AND NOT EXISTS (SELECT 1 FROM chaos_transitions t WHERE t.job_id = e.job_id "
+            "AND t.new_status = 'running' AND t.new_attempts = e.attempt "
+            "AND t.new_locked_by = e.worker)"
+        )
+        twice_started = self.sql(
+            "SELECT job_id, attempt FROM chaos_effects WHERE phase = 'start' "
+            "GROUP BY job_id, attempt HAVING count(*) > 1"
+        )
+        not_last = self.sql(
+            "SELECT t.job_id FROM chaos_transitions t JOIN jobs j ON j.id = t.job_id "
+            "WHERE t.old_status = 'running' AND t.new_status = 'done' "
+            "AND t.old_attempts <> j.attempts"
+        )
+
+        # Attempts: claim, start marker, how each ended.
+        marks: dict[tuple[int, int], set[str]] = defaultdict(set)
+        ok_effects: dict[int, list[Any]] = defaultdict(list)
+        for e in effects:
+            marks[(e.job_id, e.attempt)].add(f"{e.phase}:{e.worker}")
+            if e.phase == "ok":
+                ok_effects[e.job_id].append(e)
+        claims: dict[tuple[int, int], Any] = {}
+        ends: dict[tuple[int, int], Any] = {}
+        for t in transitions:
+            if t.old_status == "pending" and t.new_status == "running":
+                claims[(t.job_id, t.new_attempts)] = t
+            elif t.old_status == "running" and (t.job_id, t.old_attempts) not in ends:
+                ends[(t.job_id, t.old_attempts)] = t
+
+        killed = {pid: at for at, pid in self.kills}
+        lease = config.lease
+
+        def cause(job_id: int, attempt: int) -> str:
+            """Why attempt `attempt` of `job_id` did not finish the job."""
+            claim = claims.get((job_id, attempt))
+            end = ends.get((job_id, attempt))
+            if claim is None:
+                return "unexplained"
+            worker = claim.new_locked_by
+            start_mark = f"start:{worker}" in marks[(job_id, attempt)]
+            error = (end.last_error or "") if end is not None else ""
+            if end is not None and f"fail:{worker}" in marks[(job_id, attempt)]:
+                return "deliberate failure"
+            pid = _pid(worker)
+            end_at = end.at if end is not None else time.time()
+            if pid in killed and killed[pid] >= claim.at - 0.5:
+                return "worker killed"
+            if error.startswith("released at worker shutdown"):
+                return "released at shutdown" if not start_mark else "unexplained"
+            if self.restart_window is not None:
+                down, up = self.restart_window
+                if claim.at <= up + 2 * lease and end_at >= down - 0.5:
+                    return "server restart"
+            for at, wpid, _ in self.terminated:
+                if wpid == pid and claim.at - 1 <= at <= end_at + 0.5:
+                    return "connection terminated"
+            return "unexplained"
+
+        reruns: Counter[str] = Counter()
+        unstarted: Counter[str] = Counter()
+        duplicates: Counter[str] = Counter()
+        stale_writes = 0
+        for job in chaos_jobs:
+            for attempt in range(1, job.attempts + 1):
+                claim = claims.get((job.id, attempt))
+                worker = claim.new_locked_by if claim is not None else None
+                started = f"start:{worker}" in marks[(job.id, attempt)]
+                if not started:
+                    unstarted[cause(job.id, attempt)] += 1
+                elif attempt < job.attempts:
+                    reruns[cause(job.id, attempt)] += 1
+                end = ends.get((job.id, attempt))
+                # A fenced write (done, fail, retry) must come from the attempt's own run
+                # (one whose start mark was lost to an outage may still fail, fenced).
+                fenced = end is not None and not (end.last_error or "").startswith(
+                    ("lease expired", "released at worker shutdown")
+                )
+                if fenced and (
+                    end.old_locked_by != worker
+                    or (end.new_status == "done" and f"ok:{worker}" not in marks[(job.id, attempt)])
+                ):
+                    stale_writes += 1
+            if job.kind in chaos_app.LEASE_KINDS:
+                oks = ok_effects[job.id]
+                for extra in oks[:-1]:
+                    duplicates[cause(job.id, extra.attempt)] += 1
+                if oks and job.status == "done" and oks[-1].attempt != job.attempts:
+                    stale_writes += 1  # the done mark is not the last run's
+
+        report.add("jobs (lease / transactional)", self._mix(chaos_jobs))
+        report.add("window / drain after it", f"{config.seconds:.0f} s / {drain_seconds:.1f} s")
+        report.add(
+            "workers x concurrency",
+            f"{config.workers} x {config.concurrency} (+1 probe worker); "
+            f"{len(self.procs)} processes started",
+        )
+        report.add("kills (kill -9, replaced)", len(self.kills))
+        by_category = Counter(c for _, _, c in self.terminated)
+        categories = ", ".join(f"{k}: {v}" for k, v in sorted(by_category.items()))
+        report.add("connections terminated", f"{len(self.terminated)} ({categories})")
+        report.add("server restarts", 1 if self.restart_window else 0)
+        report.check("lost (missing or not ended)", self._lost(chaos_jobs))
+        report.check("ended wrong (not done, or poison not failed)", len(wrong_end))
+        report.check("stuck (running or locked) after drain", len(stuck))
+        report.check("transactional jobs without exactly 1 effect", len(tx_effects_wrong))
+        report.check("attempts != claims recorded", len(attempts_wrong))
+        report.check("runs of an attempt never claimed", len(unclaimed_starts) + len(twice_started))
+        report.check("done by an attempt that was not the last", len(not_last))
+        report.check("stale writes", stale_writes)
+        report.add(
+            "reruns by cause",
+            ", ".join(f"{k}: {v}" for k, v in sorted(reruns.items())) or "none",
+        )
+        report.add(
+            "claims never started, by cause",
+            ", ".join(f"{k}: {v}" for k, v in sorted(unstarted.items())) or "none",
+        )
+        report.add(
+            "lease duplicates by cause",
+            ", ".join(f"{k}: {v}" for k, v in sorted(duplicates.items())) or "none",
+        )
+        report.check(
+            "unexplained reruns/duplicates/unstarted claims",
+            reruns["unexplained"] + duplicates["unexplained"] + unstarted["unexplained"],
+        )
+        report.check("deadlocks (pg_stat_database)", self.deadlocks)
+        bound = config.concurrency + 3
+        worst = max(
+            (n for name, n in self.max_connections.items() if name.startswith("chaos-w")),
+            default=0,
+        )
+        report.check(f"max connections of one worker (bound {bound})", worst, limit=bound)
+        report.check("workers that died on their own", len(self.died))
+        nonzero = [p for p in self.procs if p.killed is None and p.exit_code != 0]
+        report.check("survivors not exiting 0 on SIGTERM", len(nonzero))
+        self._recovery(report, claims, ends, transitions)
+        tracebacks = sum(
+            len(re.findall(r"^Traceback", p.log.read_text(errors="replace"), re.MULTILINE))
+            for p in self.procs
+        )
+        report.check("tracebacks in worker logs", tracebacks)
+        for message in self.died:
+            report.failures.append(message)
+        return report
+
+    def _mix(self, jobs: list[Any]) -> str:
+        lease = sum(1 for j in jobs if j.kind in chaos_app.LEASE_KINDS)
+        poison = sum(1 for j in jobs if j.kind in chaos_app.POISON_KINDS)
+        flaky = sum(1 for j in jobs if j.kind in chaos_app.FLAKY_KINDS)
+        return f"{len(jobs)} ({lease} / {len(jobs) - lease}; {flaky} flaky, {poison} poison)"
+
+    def _lost(self, jobs: list[Any]) -> int:
+        ended = {j.id for j in jobs if j.status in ("done", "failed")}
+        return sum(1 for job_id in self.job_ids if job_id not in ended) + (
+            self.config.jobs - len(set(self.job_ids))
+        )
+
+    def _recovery(
+        self,
+        report: Report,
+        claims: dict[tuple[int, int], Any],
+        ends: dict[tuple[int, int], Any],
+        transitions: list[Any],
+    ) -> None:
+        # Kill -> the job's next claim.
+        next_claim: dict[tuple[int, int], float] = {}
+        for job_id, attempt in claims:
+            following = claims.get((job_id, attempt + 1))
+            if following is not None:
+                next_claim[(job_id, attempt)] = following.at
+        kill_delays = []
+        for at, pid in self.kills:
+            for key, claim in claims.items():
+                end = ends.get(key)
+                interrupted = _pid(claim.new_locked_by) == pid and claim.at < at
+                if interrupted and (end is None or end.at > at) and key in next_claim:
+                    kill_delays.append(next_claim[key] - at)
+        report.add("kill -> job claimed again", _fmt(kill_delays))
+        report.figures["kill_to_restart"] = kill_delays
+        if self.restart_window is not None:
+            down, up = self.restart_window
+            before = {p.proc.pid for p in self.procs if not p.probe and p.started < down} - {
+                pid for at, pid in self.kills if at < up
+            }
+            after = [t for t in transitions if t.at > up]
+            claim_at = [
+                t.at for t in after if t.new_status == "running" and _pid(t.new_locked_by) in before
+            ]
+            done_at = [t.at for t in after if t.new_status == "done"]
+            report.add("server down (restart took)", f"{up - down:.2f} s")
+            report.add(
+                "server back -> first claim / first done",
+                f"{min(claim_at) - up:.2f} s / {min(done_at) - up:.2f} s"
+                if claim_at and done_at
+                else "never",
+            )
+            resumed = {_pid(t.new_locked_by) for t in after if t.new_status == "running"} & before
+            # No kill in the quiet window after the restart: every worker alive across
+            # it must claim again without being restarted.
+            report.add(
+                "workers alive across the restart that claimed again",
+                f"{len(resumed)} of {len(before)}",
+            )
+            report.check("restart survivors that never claimed again", len(before - resumed))
+            self._wakeups(report, up, claims)
+
+    def _wakeups(self, report: Report, up: float, claims: dict[tuple[int, int], Any]) -> None:
+        claimed_at = {job_id: c.at for (job_id, attempt), c in claims.items() if attempt == 1}
+        latencies = [
+            (at, max(0.0, claimed_at[job_id] - at))
+            for job_id, at in self.probes
+            if job_id in claimed_at
+        ]
+        baseline = [lat for at, lat in latencies if at < self.restart_window[0]]  # type: ignore[index]
+        after = [(at, lat) for at, lat in latencies if at > up]
+        report.add("wake-up latency before the restart", _fmt(baseline))
+        window = [(at, lat) for at, lat in after if at < up + self.config.quiet_after_restart]
+        first = next(
+            (i for i in range(len(window)) if all(lat < 1.0 for _, lat in window[i:])),
+            None,
+        )
+        if first is None or not window:
+            report.add("server back -> wake-ups resumed", "never within the quiet window")
+            report.failures.append("wake-ups did not resume after the restart")
+        else:
+            report.add(
+                "server back -> wake-ups resumed",
+                f"{window[first][0] - up:.2f} s (every probe after it claimed in < 1 s; "
+                f"probe worker polls every 60 s)",
+            )
+            report.figures["wakeups_resumed"] = window[first][0] - up
+        never = sum(1 for job_id, _ in self.probes if job_id not in claimed_at)
+        report.check("probes never claimed", never)
+
+
+def run(
+    *,
+    jobs: int = 2000,
+    seconds: float = 90.0,
+    workers: int = 4,
+    concurrency: int = 4,
+    out: Callable[[str], None] = print,
+    **options: Any,
+) -> Report:
+    """One chaos run on a throwaway cluster; returns the `Report` (check ``.ok``)."""
+    config = Config(jobs=jobs, seconds=seconds, workers=workers, concurrency=concurrency, **options)
+    if config.seed is None:
+        config.seed = random.randrange(2**31)
+    with contextlib.ExitStack() as stack:
+        if config.log_dir:
+            log_dir = Path(config.log_dir)
+            log_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            log_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="chaos_")))
+        cluster = stack.enter_context(local_cluster(max_connections="200"))
+        migration.upgrade(cluster.url)
+        setup = create_engine(cluster.url, poolclass=NullPool)
+        chaos_app.install(setup)
+        setup.dispose()
+        driver = Driver(config, cluster, log_dir)
+        out(
+            f"chaos: seed {config.seed}, {jobs} jobs, {seconds:.0f} s, {workers} workers x "
+            f"{concurrency}, lease {config.lease:g} s, cluster on port {cluster.port}"
+        )
+        try:
+            driver.run()
+            out(f"chaos: fault window over, {len(driver.kills)} kills; draining")
+            drained = driver.wait_until_finished()
+        finally:
+            driver.stop_workers()
+        report = driver.judge(drained)
+        driver.db.dispose()
+        if not report.ok and not config.log_dir:
+            keep = Path(tempfile.mkdtemp(prefix="chaos_logs_"))
+            for p in driver.procs:
+                with contextlib.suppress(OSError):
+                    (keep / p.log.name).write_bytes(p.log.read_bytes())
+            report.add("worker logs kept in", keep)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=2000)
+    parser.add_argument("--seconds", type=float, default=90.0)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--lease", type=float, default=4.0)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--no-restart", dest="restart", action="store_false")
+    parser.add_argument("--keep-logs", dest="log_dir", default=None)
+    args = parser.parse_args(argv)
+    report = run(
+        jobs=args.jobs,
+        seconds=args.seconds,
+        workers=args.workers,
+        concurrency=args.concurrency,
+        lease=args.lease,
+        seed=args.seed,
+        restart=args.restart,
+        log_dir=args.log_dir,
+    )
+    print()
+    print(report.table())
+    print()
+    if report.ok:
+        print("chaos: PASS")
+        return 0
+    print("chaos: FAIL")
+    for failure in report.failures:
+        print(f"  - {failure}")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
