@@ -551,9 +551,16 @@ class Driver:
                 fenced = end is not None and not (end.last_error or "").startswith(
                     ("lease expired", "released at worker shutdown")
                 )
-                if fenced and (
-                    end.old_locked_by != worker
-                    or (end.new_status == "done" and f"ok:{worker}" not in marks[(job.id, attempt)])
+                if (
+                    end is not None
+                    and fenced
+                    and (
+                        end.old_locked_by != worker
+                        or (
+                            end.new_status == "done"
+                            and f"ok:{worker}" not in marks[(job.id, attempt)]
+                        )
+                    )
                 ):
                     stale_writes += 1
             if job.kind in chaos_app.LEASE_KINDS:
@@ -571,6 +578,14 @@ class Driver:
             f"{len(self.procs)} processes started",
         )
         report.add("kills (kill -9, replaced)", len(self.kills))
+        report.figures.update(
+            jobs=len(chaos_jobs),
+            kills=len(self.kills),
+            terminated=len(self.terminated),
+            restarts=1 if self.restart_window else 0,
+            reruns=dict(reruns),
+            duplicates=dict(duplicates),
+        )
         by_category = Counter(c for _, _, c in self.terminated)
         categories = ", ".join(f"{k}: {v}" for k, v in sorted(by_category.items()))
         report.add("connections terminated", f"{len(self.terminated)} ({categories})")
@@ -645,13 +660,20 @@ class Driver:
             if following is not None:
                 next_claim[(job_id, attempt)] = following.at
         kill_delays = []
+        recovered = []
         for at, pid in self.kills:
             for key, claim in claims.items():
                 end = ends.get(key)
                 interrupted = _pid(claim.new_locked_by) == pid and claim.at < at
+                if interrupted and end is not None and end.at > at:
+                    recovered.append(end.at - at)
                 if interrupted and (end is None or end.at > at) and key in next_claim:
                     kill_delays.append(next_claim[key] - at)
+        # The sweeper makes the job due at once; it is then claimed in queue order,
+        # behind whatever backlog is due before it.
+        report.add("kill -> lease expired, job pending again", _fmt(recovered))
         report.add("kill -> job claimed again", _fmt(kill_delays))
+        report.figures["kill_to_recovered"] = recovered
         report.figures["kill_to_restart"] = kill_delays
         if self.restart_window is not None:
             down, up = self.restart_window
@@ -716,9 +738,14 @@ def run(
     workers: int = 4,
     concurrency: int = 4,
     out: Callable[[str], None] = print,
+    inspect: Callable[[Driver, Report], None] | None = None,
     **options: Any,
 ) -> Report:
-    """One chaos run on a throwaway cluster; returns the `Report` (check ``.ok``)."""
+    """One chaos run on a throwaway cluster; returns the `Report` (check ``.ok``).
+
+    `inspect`, if given, is called with the driver and the report while the cluster
+    still runs (the tests plant violations with it to show the oracle catches them).
+    """
     config = Config(jobs=jobs, seconds=seconds, workers=workers, concurrency=concurrency, **options)
     if config.seed is None:
         config.seed = random.randrange(2**31)
@@ -745,6 +772,8 @@ def run(
         finally:
             driver.stop_workers()
         report = driver.judge(drained)
+        if inspect is not None:
+            inspect(driver, report)
         driver.db.dispose()
         if not report.ok and not config.log_dir:
             keep = Path(tempfile.mkdtemp(prefix="chaos_logs_"))

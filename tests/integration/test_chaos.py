@@ -1,0 +1,101 @@
+"""The short chaos run CI executes (`make chaos` runs the long one: bench/chaos.py).
+
+Three real ``sa-jobqueue worker`` processes (and an idle probe worker) process 300
+jobs while, for 25 seconds, workers are kill -9'd and replaced, their connections
+are cut with ``pg_terminate_backend``, and PostgreSQL is restarted once. It runs on
+a throwaway cluster of its own (never the shared server: it restarts it), then the
+SQL oracle judges the result. Afterwards, violations are planted in the same
+database to show that the oracle sees each of them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "chaos.py"
+
+
+def _chaos() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("sa_jobqueue_bench_chaos", BENCH)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def _plant_violations(driver: Any, report: Any) -> None:
+    """Break the outcome the way a broken queue would; the oracle must notice each."""
+    sql = driver.sql
+    [(tx_job,)] = sql("SELECT min(id) FROM jobs WHERE kind = 'tx_ok' AND status = 'done'")
+    [(lease_job,)] = sql("SELECT min(id) FROM jobs WHERE kind = 'lease_ok' AND status = 'done'")
+    [(lost_job,)] = sql("SELECT max(id) FROM jobs WHERE queue = 'chaos'")
+    # Exactly-once broken: a second effect for a transactional job.
+    sql(
+        "INSERT INTO chaos_effects (job_id, attempt, kind, worker, phase) "
+        "SELECT job_id, attempt, kind, worker, 'ok' FROM chaos_effects "
+        "WHERE job_id = :id AND phase = 'ok'",
+        {"id": tx_job},
+    )
+    # A job left behind, leased.
+    sql(
+        "UPDATE jobs SET status = 'running', locked_until = now() + interval '1 hour' "
+        "WHERE id = :id",
+        {"id": lease_job},
+    )
+    # A run of an attempt nobody claimed (a stale worker acting on its own).
+    sql(
+        "INSERT INTO chaos_effects (job_id, attempt, kind, worker, phase) "
+        "VALUES (:id, 99, 'lease_ok', 'ghost:1:0', 'start')",
+        {"id": lease_job},
+    )
+    # A lost job.
+    sql("DELETE FROM jobs WHERE id = :id", {"id": lost_job})
+    failures = "\n".join(driver.judge(0.0).failures)
+    report.figures["planted"] = failures
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
+    chaos = _chaos()
+    lines: list[str] = []
+    report = chaos.run(
+        jobs=300,
+        seconds=25,
+        workers=3,
+        concurrency=3,
+        kill_every=(4.0, 7.0),
+        terminate_every=(1.0, 2.0),
+        quiet_after_restart=6.0,
+        out=lines.append,
+        inspect=_plant_violations,
+    )
+    table = report.table()
+    print(table)
+    assert report.ok, "\n".join([*report.failures, table])
+    figures = report.figures
+    assert figures["jobs"] == 300
+    assert figures["kills"] >= 2
+    assert figures["terminated"] >= 3
+    assert figures["restarts"] == 1
+    assert (
+        figures["reruns"].get("worker killed", 0)
+        + figures["reruns"].get("server restart", 0)
+        + figures["reruns"].get("connection terminated", 0)
+        > 0
+    ), "no fault hit a running job"
+
+    planted = figures["planted"]
+    assert "lost (missing or not ended): 2" in planted  # the deleted one and the leased one
+    assert "ended wrong (not done, or poison not failed): 1" in planted
+    assert "stuck (running or locked) after drain: 1" in planted
+    assert "transactional jobs without exactly 1 effect: 1" in planted
+    assert "runs of an attempt never claimed: 1" in planted
