@@ -156,25 +156,39 @@ def set_autovacuum(name: str, *, schema: str | None = None) -> None:
 
 
 def create_notify_trigger(name: str, *, schema: str | None = None) -> None:
-    """Announce committed inserts into `name` on `channel_name(name)`.
+    """Announce committed inserts of pending jobs into `name` on `channel_name(name)`.
 
-    A statement-level trigger: one ``pg_notify`` per queue per INSERT statement,
-    never one per row, and PostgreSQL folds identical notifications of one
-    transaction into one. Listeners hear it only when the transaction commits.
-    The payload is the queue name.
+    A statement-level trigger with a transition table: one ``pg_notify`` per queue
+    per INSERT statement, never one per row, and PostgreSQL folds identical
+    notifications of one transaction into one. Listeners hear it only when the
+    transaction commits; a rolled-back insert notifies nobody. It fires for every
+    insert: `enqueue`, `enqueue_many`, ``session.add(Job(...))`` and raw SQL.
+
+    The payload is the queue name when the statement inserted a job of that queue
+    that is due already. When all of the queue's new jobs are scheduled for later,
+    it is ``"<queue> <epoch>"``, the earliest ``run_at`` in Unix seconds (database
+    clock), so a worker can sleep until then (see `sa_jobqueue.notifier.parse_payload`).
     """
     function = _qualified(_function_name(name), schema)
     channel = channel_name(name)
     pending = Status.PENDING.value
     # Identifiers were checked by _qualified; the rest are our own constants.
+    # clock_timestamp(), not now(): a job inserted late in a long transaction with
+    # run_at = now() + 1s may be due already.
     op.execute(
         text(
             f"""
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('{channel}', queue)
-    FROM (SELECT DISTINCT queue FROM sa_jobqueue_new_rows WHERE status = '{pending}') AS queues;
+    PERFORM pg_notify(
+        '{channel}',
+        CASE WHEN next_run_at <= clock_timestamp() THEN queue
+             ELSE queue || ' ' || extract(epoch FROM next_run_at)::text END)
+    FROM (SELECT queue, min(run_at) AS next_run_at
+          FROM sa_jobqueue_new_rows
+          WHERE status = '{pending}'
+          GROUP BY queue) AS queues;
     RETURN NULL;
 END
 $$"""  # noqa: S608

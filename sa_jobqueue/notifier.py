@@ -1,18 +1,29 @@
 """LISTEN/NOTIFY wake-ups on one dedicated connection; polling stays the safety net.
 
 The jobs table's statement-level trigger (`migration.create_notify_trigger`) sends
-the queue name on `migration.channel_name(table)` when an inserting transaction
-commits. The `Listener` thread holds one connection of its own (detached from the
-engine's pool, so handlers cannot starve it), and calls `on_wake` for each
-notification of a queue the worker serves. When the connection drops it keeps
-retrying with backoff, re-LISTENs, and then wakes the worker once so that jobs
-enqueued while it was deaf are claimed at once.
+one notification per queue per INSERT statement on `migration.channel_name(table)`,
+delivered when the inserting transaction commits (never on rollback). Its payload
+is the queue name, or ``"<queue> <epoch>"`` when every new job of that queue is
+scheduled for later (`parse_payload`).
+
+The `Listener` thread holds one connection of its own (detached from the engine's
+pool, so handlers can neither starve it nor receive it), and calls
+``on_wake(queue, run_at)`` for each notification of a queue the worker serves.
+When the connection drops it retries with backoff, re-LISTENs, and then calls
+``on_wake(None, None)`` once, so that jobs enqueued while it was deaf are claimed
+at once. After `health_interval` seconds of silence it probes the connection with
+``SELECT 1``; TCP keepalives and ``TCP_USER_TIMEOUT`` make a probe on a half-open
+socket fail instead of hanging.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import random
+import socket
 import threading
+import time
 from collections.abc import Callable, Collection
 from typing import Any
 
@@ -20,9 +31,35 @@ from sqlalchemy import Engine
 
 from sa_jobqueue.migration import channel_name
 
-__all__ = ["Listener"]
+__all__ = ["APPLICATION_NAME", "Listener", "parse_payload"]
 
 log = logging.getLogger("sa_jobqueue.notifier")
+
+#: ``application_name`` of the listener's connection, to spot it in ``pg_stat_activity``.
+APPLICATION_NAME = "sa_jobqueue listener"
+
+# How often the listening loop returns to check for stop() and the health probe.
+_TICK = 0.5
+
+
+def parse_payload(payload: str) -> tuple[str, float | None]:
+    """Split a notification payload into ``(queue, run_at)``.
+
+    ``run_at`` is None when a job of the queue is due now, else the earliest
+    ``run_at`` of the statement's jobs in Unix seconds (database clock).
+
+    >>> parse_payload("mail")
+    ('mail', None)
+    >>> parse_payload("mail 1764450000.25")
+    ('mail', 1764450000.25)
+    """
+    queue, _, at = payload.rpartition(" ")
+    if queue:
+        try:
+            return queue, float(at)
+        except ValueError:
+            pass  # a raw-SQL queue name with a space; served queue names have none
+    return payload, None
 
 
 class Listener:
@@ -32,9 +69,16 @@ class Listener:
         engine: used only to open (and detach) one raw psycopg connection.
         table: the jobs table; decides the channel.
         queues: the queues whose notifications wake the worker.
-        on_wake: called (from the listener thread) with the notified queue, or
-            ``None`` after a reconnect.
+        on_wake: called from the listener thread with ``(queue, run_at)`` per
+            notification of a served queue (`parse_payload`), and with
+            ``(None, None)`` after each (re)connect.
         health_interval: seconds of silence after which the connection is probed.
+        max_backoff: the longest wait between reconnection attempts, in seconds.
+
+    Attributes:
+        connected: set while the connection is up and LISTENing.
+        reconnects: how many times the connection was lost.
+        backend_pid: the server process of the current connection (or None).
     """
 
     def __init__(
@@ -42,7 +86,7 @@ class Listener:
         engine: Engine,
         table: str,
         queues: Collection[str],
-        on_wake: Callable[[str | None], None],
+        on_wake: Callable[[str | None, float | None], None],
         *,
         health_interval: float = 5.0,
         max_backoff: float = 5.0,
@@ -55,6 +99,7 @@ class Listener:
         self.max_backoff = max_backoff
         self.connected = threading.Event()
         self.reconnects = 0
+        self.backend_pid: int | None = None
         self._stop = threading.Event()
         self._connection: Any = None
         self._thread = threading.Thread(target=self._run, name="sa_jobqueue-listener", daemon=True)
@@ -64,63 +109,105 @@ class Listener:
         self._thread.start()
 
     def stop(self, timeout: float = 2.0) -> None:
-        """Stop listening and close the connection."""
+        """Stop listening and close the connection (within about half a second)."""
         self._stop.set()
         self._thread.join(timeout)
-        self._close()
+        if not self._thread.is_alive():
+            self._close()  # else the thread still uses it; it closes it on its way out
 
     def _connect(self) -> Any:
         fairy = self.engine.raw_connection()
         connection: Any = fairy.driver_connection
         fairy.detach()  # ours alone: never returned to, nor taken from, the pool
-        connection.autocommit = True
-        connection.execute(f'LISTEN "{self.channel}"')
+        try:
+            connection.autocommit = True
+            connection.execute(f"SET application_name = '{APPLICATION_NAME}'")
+            connection.execute(f'LISTEN "{self.channel}"')
+            self._harden(connection)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                connection.close()
+            raise
+        self.backend_pid = connection.info.backend_pid
         return connection
+
+    def _harden(self, connection: Any) -> None:
+        """Make a probe on a half-open TCP socket fail within seconds instead of hanging."""
+        try:
+            sock = socket.socket(fileno=connection.fileno())
+        except OSError:
+            return
+        try:
+            if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                return  # a Unix socket cannot be half-open
+            idle = max(1, int(self.health_interval))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            for name, value in (
+                ("TCP_KEEPIDLE", idle),
+                ("TCP_KEEPINTVL", idle),
+                ("TCP_KEEPCNT", 3),
+                # Unacknowledged data (our probe) for this long kills the connection.
+                ("TCP_USER_TIMEOUT", 1000 * max(2, 2 * idle)),
+            ):
+                option = getattr(socket, name, None)
+                if option is not None:
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.IPPROTO_TCP, option, value)
+        finally:
+            sock.detach()  # the fd stays psycopg's
 
     def _close(self) -> None:
         connection, self._connection = self._connection, None
+        self.backend_pid = None
         if connection is not None:
             try:
                 connection.close()
-            except Exception:
+            except Exception:  # a broken connection may fail to close
                 log.debug("closing the listener connection failed", exc_info=True)
 
     def _run(self) -> None:
         failures = 0
-        while not self._stop.is_set():
-            try:
-                self._connection = self._connect()
-                if failures or self.reconnects:
-                    log.info("listener reconnected to channel %s", self.channel)
-                self.connected.set()
-                # Whatever was enqueued while we were deaf is claimable now.
-                self.on_wake(None)
-                failures = 0
-                self._listen(self._connection)
-            except Exception as exc:  # noqa: BLE001 - the listener must outlive any DB error
-                self.connected.clear()
-                self._close()
-                if self._stop.is_set():
-                    return
-                failures += 1
-                self.reconnects += 1
-                delay = min(self.max_backoff, 0.1 * 2 ** min(failures, 10))
-                log.warning(
-                    "listener connection lost (%s); polling meanwhile, reconnecting in %.1fs",
-                    exc,
-                    delay,
-                )
-                self._stop.wait(delay)
-        self.connected.clear()
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._connection = self._connect()
+                    if self.reconnects:
+                        log.info("listener reconnected to channel %s", self.channel)
+                    self.connected.set()
+                    failures = 0
+                    # Whatever was enqueued while we were deaf is claimable now.
+                    self.on_wake(None, None)
+                    self._listen(self._connection)
+                except Exception as exc:  # noqa: BLE001 - the listener must outlive any DB error
+                    self.connected.clear()
+                    self._close()
+                    if self._stop.is_set():
+                        return
+                    failures += 1
+                    self.reconnects += 1
+                    # Jitter: many workers losing one server must not reconnect in step.
+                    delay = min(self.max_backoff, 0.1 * 2 ** min(failures - 1, 10))
+                    delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not secrecy
+                    log.warning(
+                        "listener connection lost (%s); polling meanwhile, reconnecting in %.2fs",
+                        exc,
+                        delay,
+                    )
+                    self._stop.wait(delay)
+        finally:
+            self.connected.clear()
+            self._close()
 
     def _listen(self, connection: Any) -> None:
+        heard = time.monotonic()
         while not self._stop.is_set():
-            heard = False
-            for notify in connection.notifies(timeout=self.health_interval, stop_after=64):
-                heard = True
-                if notify.payload in self.queues:
-                    self.on_wake(notify.payload)
-            if not heard and not self._stop.is_set():
-                # Silence: make sure the connection is still alive (a half-open
-                # socket or a terminated backend would otherwise go unnoticed).
+            for notify in connection.notifies(timeout=_TICK, stop_after=1):
+                heard = time.monotonic()
+                queue, run_at = parse_payload(notify.payload)
+                if queue in self.queues:
+                    self.on_wake(queue, run_at)
+            if time.monotonic() - heard >= self.health_interval and not self._stop.is_set():
+                # Silence: make sure the connection is still alive (a terminated
+                # backend or a half-open socket would otherwise go unnoticed).
                 connection.execute("SELECT 1")
+                heard = time.monotonic()

@@ -48,6 +48,7 @@ __all__ = [
     "enqueue",
     "fail",
     "heartbeat",
+    "next_run_at",
     "prune",
     "release",
     "retry_later",
@@ -188,6 +189,19 @@ def claim(
     }
     returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
     return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+
+
+def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
+    """Seconds from now until the earliest pending job of `queues` is due (NULL: none).
+
+    Zero or less means one is due already (locked by a claim in flight, or just
+    due). Idle workers run it to sleep until a scheduled job's ``run_at``; it reads
+    the pending partial index only, never ``done`` rows.
+    """
+    earliest = func.min(model.run_at) - func.now()
+    return select(cast(func.extract("epoch", earliest), Float)).where(
+        model.status == Status.PENDING.value, model.queue.in_(list(queues))
+    )
 
 
 def heartbeat(model: type[JobMixin]) -> Update:
