@@ -400,7 +400,7 @@ def _finish(
         from sa_jobqueue.migration import channel_name  # imports Alembic: only when needed
 
         queues = sorted({row.queue for row in rows})
-        session.execute(statements.notify(channel_name(model.__table__.name)), {"queues": queues})
+        session.execute(statements.notify(channel_name(model.__tablename__)), {"queues": queues})
     result = Changed(ids=changed)
     rest = sorted(set(wanted) - set(changed))
     if rest:

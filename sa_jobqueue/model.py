@@ -15,13 +15,13 @@ from sqlalchemy import (
     Index,
     Integer,
     SmallInteger,
-    Table,
     Text,
     UniqueConstraint,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
+from sqlalchemy.sql import FromClause
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_QUEUE", "FINISHED", "JobMixin", "JobT", "Status"]
 
@@ -70,8 +70,9 @@ class JobMixin:
     """
 
     if TYPE_CHECKING:
-        __tablename__: ClassVar[str]
-        __table__: ClassVar[Table]
+        # The same declarations as SQLAlchemy's DeclarativeBase, so the two agree.
+        __tablename__: Any
+        __table__: ClassVar[FromClause]
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     queue: Mapped[str] = mapped_column(

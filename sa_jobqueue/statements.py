@@ -388,7 +388,7 @@ def prune(
 
 def advisory_lock_key(model: type[JobMixin], purpose: str) -> ColumnElement[Any]:
     """A stable 64-bit advisory-lock key for `purpose` on this model's table."""
-    return func.hashtextextended(f"sa_jobqueue:{model.__table__.name}:{purpose}", 0)
+    return func.hashtextextended(f"sa_jobqueue:{model.__tablename__}:{purpose}", 0)
 
 
 def try_advisory_xact_lock(model: type[JobMixin], purpose: str) -> Select[Any]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import ForeignKey, Integer, Text
+from sqlalchemy import ForeignKey, Integer, Table, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sa_jobqueue import JobMixin, JobQueue
@@ -42,7 +42,7 @@ class Effect(Base):
     note: Mapped[str] = mapped_column(Text, default="")
 
 
-APP_TABLES = [Order.__table__, Invoice.__table__, Effect.__table__]
+APP_TABLES: list[Table] = [Order.__table__, Invoice.__table__, Effect.__table__]  # type: ignore[list-item]
 
 
 def new_queue() -> JobQueue[Job]:
