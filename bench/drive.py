@@ -1,0 +1,96 @@
+"""One worker process of the benchmark: drain the queue when told to, report as JSON.
+
+Usage: ``python bench/drive.py URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]``.
+It builds its engine and worker, warms the connection, prints ``ready``, waits
+for a line on stdin, drains until no job is due, and prints one JSON line:
+``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "rss_start_kb": ...,
+"rss_end_kb": ..., "rss_peak_kb": ...}`` (times from ``time.monotonic()``, comparable
+across processes; ``warnings`` counts the worker's warnings: a clean run has none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from app import jobs
+from sqlalchemy import create_engine, text
+
+
+def rss_kb() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Count(logging.Handler):
+    """Counts the worker's warnings: a clean run has none (no failed attempt, no DB error)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("url")
+    parser.add_argument("concurrency", type=int)
+    parser.add_argument("--rss-every", type=float, default=0.0)
+    parser.add_argument("--savepoint-batch", type=int, default=1)
+    args = parser.parse_args()
+    engine = create_engine(args.url, pool_size=args.concurrency + 4, max_overflow=4)
+    options = {}
+    if args.savepoint_batch > 1:
+        options["savepoint_batch"] = args.savepoint_batch
+    worker = jobs.worker(engine, concurrency=args.concurrency, listen=False, **options)
+    with engine.connect() as conn:  # open the pool's first connection before the clock starts
+        conn.execute(text("SELECT 1"))
+    gc.collect()
+    samples: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(args.rss_every):
+            samples.append(rss_kb())
+
+    warnings = Count()
+    logging.getLogger("sa_jobqueue").addHandler(warnings)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    rss_start = rss_kb()
+    if args.rss_every > 0:
+        threading.Thread(target=sample, daemon=True).start()
+    start = time.monotonic()
+    processed = worker.drain()
+    end = time.monotonic()
+    stop.set()
+    rss_end = rss_kb()
+    report = {
+        "start": start,
+        "end": end,
+        "processed": processed,
+        "warnings": warnings.count,
+        "rss_start_kb": rss_start,
+        "rss_end_kb": rss_end,
+        "rss_peak_kb": max([rss_start, rss_end, *samples]),
+        "rss_samples_kb": samples,
+    }
+    print(json.dumps(report), flush=True)
+    engine.dispose()
+
+
+if __name__ == "__main__":
+    main()

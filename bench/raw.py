@@ -1,0 +1,138 @@
+"""The raw-SQL limit: plain psycopg, the queue's own claim and completion SQL, no library.
+
+The statements below are the ones `sa_jobqueue.statements` builds (claim: a
+``FOR UPDATE SKIP LOCKED`` CTE feeding ``UPDATE ... RETURNING``; complete: one
+fenced UPDATE over ``unnest(ids, attempts)``), written out by hand so that nothing
+but psycopg runs between the loop and the server.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import psycopg
+
+CLAIM = """
+WITH due AS (
+    SELECT id FROM jobs
+    WHERE status = 'pending' AND queue = ANY(%(queues)s) AND run_at <= now()
+    ORDER BY priority, run_at, id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs SET status = 'running', attempts = jobs.attempts + 1,
+    locked_until = now() + make_interval(secs => 300), locked_by = %(owner)s,
+    updated_at = now()
+FROM due WHERE jobs.id = due.id
+RETURNING jobs.id, jobs.kind, jobs.queue, jobs.payload, jobs.attempts,
+    jobs.max_attempts, jobs.idempotency_key
+"""
+
+COMPLETE = """
+UPDATE jobs SET status = 'done', locked_until = NULL, updated_at = now(), finished_at = now()
+FROM unnest(%(ids)s::bigint[], %(attempts)s::integer[]) AS batch(id, attempts)
+WHERE jobs.id = batch.id AND jobs.attempts = batch.attempts
+    AND jobs.locked_by = %(owner)s AND jobs.status = 'running'
+RETURNING jobs.id
+"""
+
+OWNER = "raw-bench"
+
+
+def dsn(url: str) -> str:
+    """A libpq URL from a SQLAlchemy one."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def drain(url: str, batch: int) -> tuple[int, float]:
+    """Claim and complete `batch` jobs per transaction until none is due; (jobs, seconds)."""
+    done = 0
+    with psycopg.connect(dsn(url)) as conn:
+        conn.execute("SELECT 1")
+        conn.commit()
+        params = {"queues": ["default"], "limit": batch, "owner": OWNER}
+        started = time.perf_counter()
+        while True:
+            with conn.transaction():
+                rows = conn.execute(CLAIM, params).fetchall()
+                if not rows:
+                    break
+                conn.execute(
+                    COMPLETE,
+                    {"ids": [r[0] for r in rows], "attempts": [r[4] for r in rows], "owner": OWNER},
+                )
+            done += len(rows)
+        return done, time.perf_counter() - started
+
+
+def insert_rows(url: str, batches: int, size: int) -> tuple[int, float]:
+    """Multi-row ``INSERT ... VALUES`` of `size` jobs per transaction; (jobs, seconds).
+
+    The rows are those the enqueue benchmarks write: kind, queue, payload (JSON
+    text), priority and max_attempts; the server fills in the rest.
+    """
+    values = ", ".join(["(%s, %s, %s::jsonb, %s, %s)"] * size)
+    statement = (
+        "INSERT INTO jobs (kind, queue, payload, priority, max_attempts) VALUES " + values
+    ).encode()
+    with psycopg.connect(dsn(url)) as conn:
+        conn.execute("SELECT 1")
+        conn.commit()
+        started = time.perf_counter()
+        for b in range(batches):
+            params: list[object] = []
+            for i in range(size):
+                params += ["noop", "default", json.dumps({"n": b * size + i}), 0, 20]
+            with conn.transaction():
+                conn.execute(statement, params)
+        return batches * size, time.perf_counter() - started
+
+
+def fill(url: str, kind: str, count: int) -> None:
+    """Insert `count` due pending jobs of `kind` server-side, then ANALYZE."""
+    with psycopg.connect(dsn(url), autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO jobs (kind, payload) SELECT %s, jsonb_build_object('n', g) "
+            "FROM generate_series(1, %s) AS g",
+            (kind, count),
+        )
+        conn.execute("ANALYZE jobs")
+
+
+def truncate(url: str) -> None:
+    """Empty the jobs table."""
+    with psycopg.connect(dsn(url), autocommit=True) as conn:
+        conn.execute("TRUNCATE jobs RESTART IDENTITY")
+
+
+def count_done(url: str) -> int:
+    """Jobs whose status is done."""
+    with psycopg.connect(dsn(url), autocommit=True) as conn:
+        row = conn.execute("SELECT count(*) FROM jobs WHERE status = 'done'").fetchone()
+        return int(row[0]) if row else 0
+
+
+def finish_all(url: str) -> None:
+    """Mark every unfinished job done (after an invalid repetition)."""
+    with psycopg.connect(dsn(url), autocommit=True) as conn:
+        conn.execute(
+            "UPDATE jobs SET status = 'done', finished_at = now(), locked_until = NULL "
+            "WHERE status IN ('pending', 'running')"
+        )
+
+
+def add_history(url: str, done: int, failed: int) -> None:
+    """Insert `done` finished and `failed` dead-lettered rows, then VACUUM ANALYZE."""
+    with psycopg.connect(dsn(url), autocommit=True) as conn:
+        for status, count in (("done", done), ("failed", failed)):
+            step = 100_000
+            for first in range(0, count, step):
+                conn.execute(
+                    "INSERT INTO jobs (kind, payload, status, attempts, finished_at, last_error) "
+                    "SELECT 'noop', jsonb_build_object('n', g), %s, 1, now(), "
+                    "CASE WHEN %s = 'failed' THEN 'boom' END "
+                    "FROM generate_series(1, %s) AS g",
+                    (status, status, min(step, count - first)),
+                )
+        conn.execute("VACUUM ANALYZE jobs")
