@@ -193,6 +193,8 @@ class Driver:
         self.job_ids: list[int] = []
         self.probes: list[tuple[int, float]] = []  # (job id, enqueued at)
         self.max_connections: dict[str, int] = defaultdict(int)
+        self.over_bound: list[str] = []  # what a worker held when it exceeded the bound
+        self.cut_backends: set[int] = set()  # terminated: may linger a moment in the view
         self.deadlocks = 0
         self._last_deadlocks: int | None = None
         self._stop_sampling = threading.Event()
@@ -309,6 +311,7 @@ class Driver:
             return
         category = self.rng.choice(sorted(groups))
         row = self.rng.choice(groups[category])
+        self.cut_backends.add(row.pid)
         done = self.sql("SELECT pg_terminate_backend(:pid)", {"pid": row.pid})
         if done and done[0][0]:
             self.terminated.append((time.time(), owners[row.client_port], category))
@@ -335,10 +338,16 @@ class Driver:
                 continue
             owners = socket_owners(self.cluster.port)
             names = {p.proc.pid: p.name for p in self.procs}
-            per_worker = Counter(
-                names[owners[b.client_port]] for b in backends if owners.get(b.client_port) in names
-            )
+            held = [
+                (names[owners[b.client_port]], b)
+                for b in backends
+                if owners.get(b.client_port) in names and b.pid not in self.cut_backends
+            ]
+            per_worker = Counter(name for name, _ in held)
             for name, count in per_worker.items():
+                if count > self.max_connections[name] and count > self.config.concurrency + 3:
+                    what = [f"{b.state}: {b.query[:40]!r}" for n, b in held if n == name]
+                    self.over_bound.append(f"{name} held {count}: {what}")
                 self.max_connections[name] = max(self.max_connections[name], count)
             deadlocks = int(deadlocks)
             if self._last_deadlocks is not None and deadlocks >= self._last_deadlocks:
@@ -427,6 +436,10 @@ class Driver:
     def stop_workers(self) -> None:
         """SIGTERM every surviving worker and collect its exit code."""
         survivors = self.alive(probe=None)
+        # A replacement still importing has no signal handler yet (SIGTERM would
+        # kill it with -15): let each one get started first.
+        youngest = max((p.started for p in survivors), default=0.0)
+        time.sleep(max(0.0, youngest + 5.0 - time.time()))
         for p in survivors:
             p.proc.send_signal(signal.SIGTERM)
         for p in survivors:
@@ -624,6 +637,8 @@ class Driver:
         report.check("workers that died on their own", len(self.died))
         nonzero = [p for p in self.procs if p.killed is None and p.exit_code != 0]
         report.check("survivors not exiting 0 on SIGTERM", len(nonzero))
+        report.failures += [f"{p.name} exited {p.exit_code} on SIGTERM" for p in nonzero]
+        report.failures += self.over_bound[:3]
         self._recovery(report, claims, ends, transitions)
         tracebacks = sum(
             len(re.findall(r"^Traceback", p.log.read_text(errors="replace"), re.MULTILINE))
