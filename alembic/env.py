@@ -13,7 +13,11 @@ from sa_jobqueue.migration import version_table
 
 config = context.config
 url = config.attributes.get("sa_jobqueue_url") or config.get_main_option("sqlalchemy.url")
-table = config.attributes.get("sa_jobqueue_table", "jobs")
+table = (
+    context.get_x_argument(as_dictionary=True).get("sa_jobqueue_table")
+    or config.attributes.get("sa_jobqueue_table")
+    or "jobs"
+)
 
 if not url:
     raise RuntimeError("no database URL: pass --database-url or set DATABASE_URL")

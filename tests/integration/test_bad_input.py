@@ -203,7 +203,7 @@ def test_payload_non_string_dict_key(committed):
         committed,
         lambda jobs, s: jobs.enqueue(s, "send", {"orders": {4: "dave"}}),
         PayloadError,
-        "payload['orders']=4: has a int key; JSON object keys must be str",
+        "payload['orders']=4: has a key of type int; JSON object keys must be str",
         field="payload",
     )
 

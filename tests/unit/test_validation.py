@@ -189,8 +189,8 @@ def test_payload_size_limit_counts_utf8_bytes():
         ({"a": "x\x00"}, "payload['a']", "NUL"),
         ({"k\x00": 1}, "payload['k\\x00']", "NUL"),
         ({"a": "\udfff"}, "payload['a']", "lone surrogate"),
-        ({1: "a"}, "payload", "has a int key"),
-        ({"a": {(1, 2): "a"}}, "payload['a']", "has a tuple key"),
+        ({1: "a"}, "payload", "has a key of type int"),
+        ({"a": {(1, 2): "a"}}, "payload['a']", "has a key of type tuple"),
         ({"n": 10**5000}, "payload", "integer string conversion"),
     ],
 )
