@@ -168,7 +168,9 @@ def _walk(value: Any, path: str, depth: int = 0) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise PayloadError(
-                    path, key, f"has a key of type {type(key).__name__}; JSON object keys must be str"
+                    path,
+                    key,
+                    f"has a key of type {type(key).__name__}; JSON object keys must be str",
                 )
             _check_text(f"{path}[{key!r}]", key, key)
             _walk(item, f"{path}[{key!r}]", depth + 1)
