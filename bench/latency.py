@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
+from typing import Any
 
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
@@ -145,27 +146,50 @@ def percentile(values: list[float], p: float) -> float:
 WAYS = ("none", "trigger", "hook", "row trigger")
 
 
-def set_way(engine: Engine, way: str) -> None:
-    """Install the notification mechanism `way` on the jobs table (trigger DDL)."""
+class JobNone(JobMixin, Base):
+    __tablename__ = "bench_none"
+
+
+class JobTrigger(JobMixin, Base):
+    __tablename__ = "bench_trigger"
+
+
+class JobHook(JobMixin, Base):
+    __tablename__ = "bench_hook"
+
+
+class JobRow(JobMixin, Base):
+    __tablename__ = "bench_row"
+
+
+# One table per way, so that ways interleave without DDL between them.
+QUEUES: dict[str, JobQueue[Any]] = {
+    "none": JobQueue(JobNone),
+    "trigger": JobQueue(JobTrigger),
+    "hook": JobQueue(JobHook),
+    "row trigger": JobQueue(JobRow),
+}
+
+
+def create_tables(engine: Engine) -> None:
+    """The four tables, each with its way of notifying."""
+    tables = [q.model.__table__ for q in QUEUES.values()]
+    Base.metadata.create_all(engine, tables=tables)
     with engine.begin() as conn, Operations.context(MigrationContext.configure(conn)):
-        migration.drop_notify_trigger("jobs")
-        conn.execute(text("DROP FUNCTION IF EXISTS bench_notify_row() CASCADE"))
-        if way == "trigger":
-            migration.create_notify_trigger("jobs")
-        elif way == "row trigger":
-            channel = migration.channel_name("jobs")
-            conn.execute(
-                text(
-                    "CREATE FUNCTION bench_notify_row() RETURNS trigger LANGUAGE plpgsql AS $$ "
-                    f"BEGIN PERFORM pg_notify('{channel}', NEW.queue); RETURN NULL; END $$"
-                )
+        migration.create_notify_trigger(JobTrigger.__tablename__)
+        channel = migration.channel_name(JobRow.__tablename__)
+        conn.execute(
+            text(
+                "CREATE FUNCTION bench_notify_row() RETURNS trigger LANGUAGE plpgsql AS $$ "
+                f"BEGIN PERFORM pg_notify('{channel}', NEW.queue); RETURN NULL; END $$"
             )
-            conn.execute(
-                text(
-                    "CREATE TRIGGER bench_notify_row AFTER INSERT ON jobs "
-                    "FOR EACH ROW EXECUTE FUNCTION bench_notify_row()"
-                )
+        )
+        conn.execute(
+            text(
+                f"CREATE TRIGGER bench_notify_row AFTER INSERT ON {JobRow.__tablename__} "
+                "FOR EACH ROW EXECUTE FUNCTION bench_notify_row()"
             )
+        )
 
 
 class HookSession(Session):
@@ -176,7 +200,7 @@ class HookSession(Session):
     """
 
 
-_NOTIFY = statements.notify(migration.channel_name("jobs"))
+_NOTIFY = statements.notify(migration.channel_name(JobHook.__tablename__))
 
 
 @event.listens_for(HookSession, "before_commit")
@@ -186,72 +210,83 @@ def _notify_before_commit(session: Session) -> None:
         session.execute(_NOTIFY, {"queues": sorted(queues)})
 
 
-def _session(engine: Engine, way: str) -> Session:
+def _transaction(engine: Engine, way: str) -> Session:
     return HookSession(engine) if way == "hook" else Session(engine)
 
 
-def single_rows(engine: Engine, way: str, count: int) -> float:
-    """Jobs/s enqueued one per transaction."""
-    started = time.perf_counter()
+def _mark(session: Session, way: str) -> None:
+    if way == "hook":  # what enqueue would do under the hook design
+        session.info.setdefault("sajq_queues", set()).add(QUEUE)
+
+
+def single_rows(engine: Engine, way: str, count: int) -> None:
+    """`count` transactions of one `enqueue` each."""
+    queue = QUEUES[way]
     for i in range(count):
-        with _session(engine, way) as session, session.begin():
-            jobs.enqueue(session, "ping", {"i": i})
-            if way == "hook":
-                session.info.setdefault("sajq_queues", set()).add(QUEUE)
-    return count / (time.perf_counter() - started)
+        with _transaction(engine, way) as session, session.begin():
+            queue.enqueue(session, "ping", {"i": i}, queue=QUEUE)
+            _mark(session, way)
 
 
-def concurrent_single_rows(engine: Engine, way: str, count: int, clients: int) -> float:
-    """Jobs/s enqueued one per transaction by `clients` threads at once.
+def concurrent_single_rows(engine: Engine, way: str, count: int, clients: int) -> None:
+    """`count` single-row transactions by each of `clients` threads at once.
 
     NOTIFY takes a database-wide lock at commit, so concurrent committers are where
     a notification's cost would show.
     """
-    share = count // clients
     threads = [
-        threading.Thread(target=single_rows, args=(engine, way, share)) for _ in range(clients)
+        threading.Thread(target=single_rows, args=(engine, way, count)) for _ in range(clients)
     ]
-    started = time.perf_counter()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    return share * clients / (time.perf_counter() - started)
 
 
-def batches(engine: Engine, way: str, count: int, size: int) -> float:
-    """Jobs/s enqueued `size` per transaction with `enqueue_many`."""
-    items = [("ping", {"i": i}) for i in range(size)]
-    started = time.perf_counter()
-    for _ in range(count):
-        with _session(engine, way) as session, session.begin():
-            jobs.enqueue_many(session, items)
-            if way == "hook":
-                session.info.setdefault("sajq_queues", set()).add(QUEUE)
-    return count * size / (time.perf_counter() - started)
+def batch(engine: Engine, way: str, size: int) -> None:
+    """One transaction of one `enqueue_many` of `size` jobs."""
+    items = [{"kind": "ping", "queue": QUEUE, "payload": {"i": i}} for i in range(size)]
+    with _transaction(engine, way) as session, session.begin():
+        QUEUES[way].enqueue_many(session, items)
+        _mark(session, way)
 
 
 def measure_throughput(
-    engine: Engine, *, reps: int, single: int, batch_count: int, batch_size: int, clients: int
+    engine: Engine, *, rounds: int, chunk: int, batch_size: int, clients: int
 ) -> dict[tuple[str, str], list[float]]:
-    """Rates per (way, case) and repetition."""
-    rates: dict[tuple[str, str], list[float]] = {}
-    cases: dict[str, Callable[[str], float]] = {
-        "single": lambda way: single_rows(engine, way, single),
-        "concurrent": lambda way: concurrent_single_rows(engine, way, single, clients),
-        "batch": lambda way: batches(engine, way, batch_count, batch_size),
+    """Rates (jobs/s) per (way, case), one per round.
+
+    Each round runs one short chunk per way, in a rotating order, so the ways
+    compared within a round see the same load on this shared machine.
+    """
+    cases: dict[str, tuple[Callable[[str], None], int]] = {
+        "single": (lambda way: single_rows(engine, way, chunk), chunk),
+        "concurrent": (
+            lambda way: concurrent_single_rows(engine, way, chunk, clients),
+            chunk * clients,
+        ),
+        "batch": (lambda way: batch(engine, way, batch_size), batch_size),
     }
-    for rep in range(reps):
-        ways = WAYS[rep % len(WAYS) :] + WAYS[: rep % len(WAYS)]  # rotate the order
-        for way in ways:
-            set_way(engine, way)
-            for case, run in cases.items():
-                with engine.begin() as conn:
-                    conn.execute(text("TRUNCATE jobs RESTART IDENTITY"))
-                run(way)  # untimed warm-up of caches and compiled statements
-                rates.setdefault((way, case), []).append(run(way))
-    set_way(engine, "trigger")
+    rates: dict[tuple[str, str], list[float]] = {}
+    for case, (run, jobs_per_chunk) in cases.items():
+        with engine.begin() as conn:
+            names = ", ".join(q.model.__tablename__ for q in QUEUES.values())
+            conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY"))
+        for way in WAYS:
+            run(way)  # untimed warm-up of caches and compiled statements
+        for r in range(rounds):
+            for way in WAYS[r % len(WAYS) :] + WAYS[: r % len(WAYS)]:
+                started = time.perf_counter()
+                run(way)
+                rate = jobs_per_chunk / (time.perf_counter() - started)
+                rates.setdefault((way, case), []).append(rate)
     return rates
+
+
+def cost(rates: dict[tuple[str, str], list[float]], way: str, case: str) -> float:
+    """Throughput lost against ``none``: the median of per-round ratios (paired)."""
+    ratios = [w / n for w, n in zip(rates[(way, case)], rates[("none", case)], strict=True)]
+    return 1 - statistics.median(ratios)
 
 
 # -- the report ---------------------------------------------------------------------
@@ -272,17 +307,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=300, help="latency samples, listen")
     parser.add_argument("--poll-samples", type=int, default=200, help="latency samples, polling")
     parser.add_argument("--poll-interval", type=float, default=1.0)
-    parser.add_argument("--reps", type=int, default=5, help="throughput repetitions")
-    parser.add_argument("--single", type=int, default=300, help="single-row txs per repetition")
-    parser.add_argument("--batches", type=int, default=10, help="enqueue_many calls per rep")
+    parser.add_argument("--rounds", type=int, default=40, help="throughput rounds per case")
+    parser.add_argument("--chunk", type=int, default=25, help="single-row txs per chunk")
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=4, help="threads, concurrent case")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few samples")
     parser.add_argument("--output", type=Path, default=HERE / "latency-results.md")
     args = parser.parse_args(argv)
     if args.quick:
-        args.samples, args.poll_samples, args.reps = 30, 10, 1
-        args.single, args.batches = 50, 2
+        args.samples, args.poll_samples, args.rounds, args.chunk = 30, 10, 4, 10
 
     with server(args.database_url) as url, scratch_database(url, prefix="sa_jobqueue_lat") as db:
         migration.upgrade(db)
@@ -294,11 +327,11 @@ def main(argv: list[str] | None = None) -> None:
             engine, db, listen=False, poll_interval=args.poll_interval, samples=args.poll_samples
         )
         print("enqueue throughput ...", file=sys.stderr)
+        create_tables(engine)
         rates = measure_throughput(
             engine,
-            reps=args.reps,
-            single=args.single,
-            batch_count=args.batches,
+            rounds=args.rounds,
+            chunk=args.chunk,
             batch_size=args.batch_size,
             clients=args.clients,
         )
@@ -331,26 +364,29 @@ def main(argv: list[str] | None = None) -> None:
         )
     lines += [
         "",
-        f"## Enqueue throughput (jobs/s, median of {args.reps}; cost vs. no notification)",
+        f"## Enqueue throughput (jobs/s, median of {args.rounds} interleaved rounds; "
+        "cost vs. no notification)",
         "",
         f"| way | single-row transactions | same, {args.clients} clients at once "
         f"| enqueue_many of {args.batch_size} |",
         "|---|---:|---:|---:|",
     ]
     cases = ("single", "concurrent", "batch")
-    base = {case: statistics.median(rates[("none", case)]) for case in cases}
     for way in WAYS:
         cells = []
         for case in cases:
             values = rates[(way, case)]
             median = statistics.median(values)
-            cost = "" if way == "none" else f" ({(1 - median / base[case]) * 100:+.1f} %)"
-            cells.append(f"{median:,.0f}{cost} [{min(values):,.0f}-{max(values):,.0f}]")
+            lost = "" if way == "none" else f" ({cost(rates, way, case) * 100:+.1f} %)"
+            q1, _, q3 = statistics.quantiles(values, n=4)
+            cells.append(f"{median:,.0f}{lost} [{q1:,.0f}-{q3:,.0f}]")
         lines.append(f"| {way} | {' | '.join(cells)} |")
     lines += [
         "",
-        "Cost is the throughput lost against `none` (positive: slower). Brackets: min-max of "
-        "the repetitions. `hook` notifies from a `before_commit` session hook (one more "
+        "Cost is the throughput lost against `none` (positive: slower), the median of the "
+        "per-round ratios (each round runs every way back to back). Brackets: interquartile "
+        f"range of the round rates. Single-row chunks are {args.chunk} transactions "
+        f"(per client). `hook` notifies from a `before_commit` session hook (one more "
         "statement per transaction); `row trigger` is shown for comparison only.",
         "",
     ]

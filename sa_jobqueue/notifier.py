@@ -6,8 +6,8 @@ delivered when the inserting transaction commits (never on rollback). Its payloa
 is the queue name, or ``"<queue> <epoch>"`` when every new job of that queue is
 scheduled for later (`parse_payload`).
 
-The `Listener` thread holds one connection of its own (detached from the engine's
-pool, so handlers can neither starve it nor receive it), and calls
+The `Listener` thread holds one connection of its own (opened like the engine's,
+but outside its pool, so handlers can neither starve it nor receive it), and calls
 ``on_wake(queue, run_at)`` for each notification of a queue the worker serves.
 When the connection drops it retries with backoff, re-LISTENs, and then calls
 ``on_wake(None, None)`` once, so that jobs enqueued while it was deaf are claimed
@@ -66,7 +66,8 @@ class Listener:
     """A daemon thread that LISTENs for enqueue notifications and wakes the worker.
 
     Args:
-        engine: used only to open (and detach) one raw psycopg connection.
+        engine: whose URL, connect arguments and pool events open the listener's own
+            connection (a fresh one at each reconnect, never one of its pool).
         table: the jobs table; decides the channel.
         queues: the queues whose notifications wake the worker.
         on_wake: called from the listener thread with ``(queue, run_at)`` per
@@ -92,6 +93,10 @@ class Listener:
         max_backoff: float = 5.0,
     ) -> None:
         self.engine = engine
+        # A pool of our own with the engine's creator, URL, connect_args and pool
+        # events: every (re)connect opens a fresh connection, never a pooled one
+        # that may have died with the server.
+        self._pool = engine.pool.recreate()
         self.channel = channel_name(table)
         self.queues = frozenset(queues)
         self.on_wake = on_wake
@@ -114,11 +119,12 @@ class Listener:
         self._thread.join(timeout)
         if not self._thread.is_alive():
             self._close()  # else the thread still uses it; it closes it on its way out
+        self._pool.dispose()
 
     def _connect(self) -> Any:
-        fairy = self.engine.raw_connection()
+        fairy = self._pool.connect()
         connection: Any = fairy.driver_connection
-        fairy.detach()  # ours alone: never returned to, nor taken from, the pool
+        fairy.detach()  # ours alone: never returned to any pool
         try:
             connection.autocommit = True
             connection.execute(f"SET application_name = '{APPLICATION_NAME}'")

@@ -175,6 +175,7 @@ class Worker(Generic[JobT]):
         self._due_at: float | None = None  # time.monotonic() of the earliest known run_at
         self._refresh_due = True  # ask the database for the earliest run_at when idle
         self._seen_processed = -1
+        self._woke_at = 0.0  # time.monotonic() when the last sleep ended
         self._due_misses = 0
         self._stopping = threading.Event()
         self._stopped = threading.Event()
@@ -286,8 +287,10 @@ class Worker(Generic[JobT]):
         # Jitter, so that workers started together do not poll in step.
         self._poll_at = now + self.poll_interval * random.uniform(0.9, 1.0)  # noqa: S311
         with self._lock:
-            if self._due_at is not None and self._due_at <= now:
-                self._due_at = None  # its round just ran
+            # A run_at that passed before the last round began was that round's to
+            # claim; one that passed since (a notification during the round) is not.
+            if self._due_at is not None and self._due_at <= self._woke_at:
+                self._due_at = None
         if claimed:
             self._due_misses = 0
         if claimed < free and (self._refresh_due or self.processed != self._seen_processed):
@@ -298,8 +301,10 @@ class Worker(Generic[JobT]):
         while not self._stopping.is_set():
             if not self._wake.wait(self._next_wait()):
                 self._refresh_due = True  # a poll or a scheduled time: look again after
+                self._woke_at = time.monotonic()
                 return
             if self._wake.take():
+                self._woke_at = time.monotonic()
                 return
             # Only nudged: a sooner run_at was learned; sleep again, shorter.
 

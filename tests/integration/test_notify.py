@@ -16,8 +16,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, event, func, make_url, select, text
+from sqlalchemy import Engine, create_engine, event, func, make_url, select, text
 from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobContext, JobQueue, Retry
 from sa_jobqueue.migration import channel_name
@@ -101,7 +102,7 @@ def listening(database_url: str, table: str = "jobs") -> Iterator[psycopg.Connec
 
 def heard(conn: psycopg.Connection[Any], quiet: float = 0.5) -> list[str]:
     """Payloads received until `quiet` seconds pass without one."""
-    payloads = []
+    payloads: list[str] = []
     while True:
         batch = [n.payload for n in conn.notifies(timeout=quiet)]
         if not batch:
@@ -192,8 +193,10 @@ def test_one_notification_per_queue_not_per_row(committed: Engine, database_url:
 
 
 def test_listener_reconnects_and_runs_what_was_enqueued_meanwhile(
-    committed: Engine,
+    committed: Engine, database_url: str, server_url: str
 ) -> None:
+    database = make_url(database_url).database
+    admin = create_engine(server_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
     recorder = Recorder()
     jobs = queue_with(recorder, "reconnect")
     with running(jobs.worker(committed, poll_interval=SLOW_POLL)) as worker:
@@ -207,17 +210,28 @@ def test_listener_reconnects_and_runs_what_was_enqueued_meanwhile(
                 {"pid": old_pid},
             ).scalar()
             assert name == APPLICATION_NAME
-        with committed.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-            # Waits until the backend is gone; then enqueue while the listener is deaf.
-            assert conn.execute(text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": old_pid})
-            job_id, enqueued_at = conn.execute(
-                text(
-                    "INSERT INTO jobs (kind, queue) VALUES ('ping', 'reconnect') "
-                    "RETURNING id, clock_timestamp()"
+        with (
+            committed.connect().execution_options(isolation_level="AUTOCOMMIT") as conn,
+            admin.connect() as other_database,
+        ):
+            # Keep the listener out until the job is committed: new connections to this
+            # scratch database are refused; established ones, like `conn`, carry on.
+            other_database.execute(text(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS false'))
+            try:
+                # Waits until the backend is gone; then enqueue while the listener is deaf.
+                assert conn.execute(
+                    text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": old_pid}
                 )
-            ).one()
+                job_id, enqueued_at = conn.execute(
+                    text(
+                        "INSERT INTO jobs (kind, queue) VALUES ('ping', 'reconnect') "
+                        "RETURNING id, clock_timestamp()"
+                    )
+                ).one()
+                wait_for(lambda: listener.reconnects >= 2, what="a refused reconnection")
+            finally:
+                other_database.execute(text(f'ALTER DATABASE "{database}" ALLOW_CONNECTIONS true'))
         wait_for(lambda: job_id in recorder.ids(), what="the job enqueued while disconnected")
-        assert listener.reconnects >= 1
         new_pid = listener.backend_pid
         assert new_pid is not None
         assert new_pid != old_pid
