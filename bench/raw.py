@@ -3,7 +3,10 @@
 The statements below are the ones `sa_jobqueue.statements` builds (claim: a
 ``FOR UPDATE SKIP LOCKED`` CTE feeding ``UPDATE ... RETURNING``; complete: one
 fenced UPDATE over ``unnest(ids, attempts)``), written out by hand so that nothing
-but psycopg runs between the loop and the server.
+but psycopg runs between the loop and the server. The claim filters on one queue
+with ``queue = %(queue)s``, as the library's ``queue IN (:queue)`` does for a worker
+of one queue: that lets PostgreSQL walk the pending index in claim order. (``queue =
+ANY(%(queues)s)`` would not: a prepared generic plan then sorts every pending row.)
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import psycopg
 CLAIM = """
 WITH due AS (
     SELECT id FROM jobs
-    WHERE status = 'pending' AND queue = ANY(%(queues)s) AND run_at <= now()
+    WHERE status = 'pending' AND queue = %(queue)s AND run_at <= now()
     ORDER BY priority, run_at, id
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
@@ -51,7 +54,7 @@ def drain(url: str, batch: int) -> tuple[int, float]:
     with psycopg.connect(dsn(url)) as conn:
         conn.execute("SELECT 1")
         conn.commit()
-        params = {"queues": ["default"], "limit": batch, "owner": OWNER}
+        params = {"queue": "default", "limit": batch, "owner": OWNER}
         started = time.perf_counter()
         while True:
             with conn.transaction():
