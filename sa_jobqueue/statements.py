@@ -334,8 +334,9 @@ def discard(model: type[JobMixin]) -> Update:
 def sweep_expired(model: type[JobMixin]) -> Update:
     """Recover up to ``:limit`` running jobs whose lease expired.
 
-    Each goes back to ``pending`` (due now), or to ``failed`` when its attempts are
-    used up.
+    Each goes back to ``pending``, or to ``failed`` when its attempts are used up. A
+    recovered job keeps its ``run_at`` (which lies in the past, so it is due at once)
+    and with it its place in claim order, instead of queueing behind the backlog.
     Rows a live worker has locked are skipped, and the UPDATE re-checks the
     expiry, so a lease extended meanwhile is never overwritten.
     """
@@ -354,7 +355,6 @@ def sweep_expired(model: type[JobMixin]) -> Update:
         .where(model.status == Status.RUNNING.value, model.locked_until < func.now())
         .values(
             status=case((exhausted, Status.FAILED.value), else_=Status.PENDING.value),
-            run_at=case((exhausted, model.run_at), else_=func.now()),
             finished_at=case((exhausted, func.now()), else_=None),
             last_error=func.concat(
                 "lease expired (worker ", func.coalesce(model.locked_by, "?"), " stopped reporting)"
