@@ -30,6 +30,8 @@ from sqlalchemy import (
     delete,
     func,
     literal,
+    literal_column,
+    null,
     select,
     update,
 )
@@ -42,18 +44,33 @@ from sa_jobqueue.model import FINISHED, JobMixin, Status
 
 __all__ = [
     "CLAIMED_COLUMNS",
+    "FINISHED_VALUES",
+    "advisory_lock_key",
+    "advisory_unlock",
+    "by_keys",
+    "cancel",
     "claim",
     "complete",
+    "db_now",
     "discard",
     "enqueue",
     "fail",
+    "get_job",
     "heartbeat",
+    "list_jobs",
     "next_run_at",
+    "notify",
     "prune",
     "release",
+    "requeue",
+    "requeue_failed",
     "retry_later",
     "seconds",
+    "stats",
+    "statuses_of",
     "sweep_expired",
+    "try_advisory_lock",
+    "try_advisory_xact_lock",
 ]
 
 FINISHED_VALUES = tuple(s.value for s in FINISHED)
@@ -72,7 +89,8 @@ CLAIMED_COLUMNS = (
 
 def seconds(value: Any) -> ColumnElement[Any]:
     """An interval of `value` seconds (a float, column or bound parameter)."""
-    return func.make_interval(0, 0, 0, 0, 0, 0, value)
+    interval: ColumnElement[Any] = literal_column("INTERVAL '1 second'") * value
+    return interval
 
 
 def _owned(model: type[JobMixin], ids: Any, attempts: Any) -> list[ColumnElement[bool]]:
@@ -235,7 +253,7 @@ def complete(model: type[JobMixin]) -> Update:
         .where(*_owned(model, batch.c.id, batch.c.attempts))
         .values(
             status=Status.DONE.value,
-            locked_until=None,
+            locked_until=null(),
             finished_at=func.now(),
             updated_at=func.now(),
         )
@@ -264,8 +282,8 @@ def fail(model: type[JobMixin]) -> Update:
                 (exhausted, model.run_at),
                 else_=func.now() + seconds(bindparam("delay", type_=Float)),
             ),
-            finished_at=case((exhausted, func.now()), else_=None),
-            locked_until=None,
+            finished_at=case((exhausted, func.now()), else_=null()),
+            locked_until=null(),
             last_error=bindparam("error", type_=Text),
             updated_at=func.now(),
         )
@@ -285,7 +303,7 @@ def retry_later(model: type[JobMixin]) -> Update:
             status=Status.PENDING.value,
             run_at=func.now() + seconds(bindparam("delay", type_=Float)),
             max_attempts=model.max_attempts + 1,
-            locked_until=None,
+            locked_until=null(),
             last_error=bindparam("error", type_=Text),
             updated_at=func.now(),
         )
@@ -307,7 +325,7 @@ def release(model: type[JobMixin]) -> Update:
             status=Status.PENDING.value,
             run_at=func.now(),
             max_attempts=model.max_attempts + 1,
-            locked_until=None,
+            locked_until=null(),
             last_error="released at worker shutdown",
             updated_at=func.now(),
         )
@@ -322,7 +340,7 @@ def discard(model: type[JobMixin]) -> Update:
         .where(*_one(model))
         .values(
             status=Status.FAILED.value,
-            locked_until=None,
+            locked_until=null(),
             finished_at=func.now(),
             last_error=bindparam("error", type_=Text),
             updated_at=func.now(),
@@ -355,11 +373,11 @@ def sweep_expired(model: type[JobMixin]) -> Update:
         .where(model.status == Status.RUNNING.value, model.locked_until < func.now())
         .values(
             status=case((exhausted, Status.FAILED.value), else_=Status.PENDING.value),
-            finished_at=case((exhausted, func.now()), else_=None),
+            finished_at=case((exhausted, func.now()), else_=null()),
             last_error=func.concat(
                 "lease expired (worker ", func.coalesce(model.locked_by, "?"), " stopped reporting)"
             ),
-            locked_until=None,
+            locked_until=null(),
             updated_at=func.now(),
         )
         .returning(model.id, model.kind, model.status, model.attempts)
@@ -540,7 +558,7 @@ def cancel(model: type[JobMixin]) -> Update:
         .values(
             status=Status.CANCELLED.value,
             finished_at=func.now(),
-            locked_until=None,
+            locked_until=null(),
             updated_at=func.now(),
         )
         .returning(model.id, target.c.status.label("previous"))

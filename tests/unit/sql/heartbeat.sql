@@ -1,0 +1,1 @@
+UPDATE jobs SET locked_until=(now() + INTERVAL '1 second' * batch.lease), updated_at=now() FROM unnest(%(ids)s, %(attempt_numbers)s, %(leases)s) AS batch(id, attempts, lease) WHERE jobs.id = batch.id AND jobs.attempts = batch.attempts AND jobs.locked_by = %(owner)s AND jobs.status = %(status_1)s RETURNING jobs.id

@@ -1,0 +1,1 @@
+UPDATE jobs SET status=%(status)s, max_attempts=(jobs.max_attempts + %(max_attempts_1)s), run_at=now(), locked_until=NULL, last_error=%(last_error)s, updated_at=now() FROM unnest(%(ids)s, %(attempt_numbers)s) AS batch(id, attempts) WHERE jobs.id = batch.id AND jobs.attempts = batch.attempts AND jobs.locked_by = %(owner)s AND jobs.status = %(status_1)s RETURNING jobs.id

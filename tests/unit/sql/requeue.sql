@@ -1,0 +1,1 @@
+UPDATE jobs SET status=%(status)s, max_attempts=greatest(jobs.max_attempts, jobs.attempts + %(attempts_1)s), run_at=now(), locked_until=%(locked_until)s, updated_at=now(), finished_at=%(finished_at)s WHERE jobs.id = any(%(ids)s) AND jobs.status IN (__[POSTCOMPILE_status_1]) RETURNING jobs.id, jobs.queue

@@ -1,0 +1,1 @@
+UPDATE jobs SET status=%(status)s, max_attempts=greatest(jobs.max_attempts, jobs.attempts + %(attempts_1)s), run_at=now(), locked_until=%(locked_until)s, updated_at=now(), finished_at=%(finished_at)s WHERE jobs.status = %(status_1)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(kind_name)s RETURNING jobs.id, jobs.queue

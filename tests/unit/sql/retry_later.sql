@@ -1,0 +1,1 @@
+UPDATE jobs SET status=%(status)s, max_attempts=(jobs.max_attempts + %(max_attempts_1)s), run_at=(now() + INTERVAL '1 second' * %(delay)s), locked_until=NULL, last_error=%(error)s, updated_at=now() WHERE jobs.id = %(job_id)s AND jobs.attempts = %(attempt)s AND jobs.locked_by = %(owner)s AND jobs.status = %(status_1)s RETURNING jobs.id, jobs.status, jobs.run_at

@@ -1,0 +1,99 @@
+"""Each statement the queue runs, compiled for PostgreSQL and compared with its reviewed SQL.
+
+A change to a query shows up as a diff of ``tests/unit/sql/<name>.sql``. To accept
+one on purpose: ``SAJQ_UPDATE_SQL=1 pytest tests/unit/test_statements_sql.py`` and
+review the diff. Casts that SQLAlchemy 2.1 adds to bound parameters (``::VARCHAR``)
+are removed before comparing, so the snapshots hold across 2.0 and 2.1.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy.dialects.postgresql import psycopg
+
+from sa_jobqueue import statements
+from tests.models import Job
+
+SQL_DIR = Path(__file__).parent / "sql"
+
+BUILDERS: dict[str, Callable[[], Any]] = {
+    "enqueue": lambda: statements.enqueue(Job),
+    "by_keys": lambda: statements.by_keys(Job),
+    "claim": lambda: statements.claim(
+        Job, queues=["default", "mail"], leases={"send_receipt": 60.0}, default_lease=300.0
+    ),
+    "next_run_at": lambda: statements.next_run_at(Job, queues=["default", "mail"]),
+    "heartbeat": lambda: statements.heartbeat(Job),
+    "complete": lambda: statements.complete(Job),
+    "fail": lambda: statements.fail(Job),
+    "retry_later": lambda: statements.retry_later(Job),
+    "release": lambda: statements.release(Job),
+    "discard": lambda: statements.discard(Job),
+    "sweep_expired": lambda: statements.sweep_expired(Job),
+    "prune": lambda: statements.prune(Job),
+    "stats": lambda: statements.stats(Job),
+    "list_jobs": lambda: statements.list_jobs(Job, by_status=True, by_queue=True, by_kind=True),
+    "requeue": lambda: statements.requeue(Job),
+    "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
+    "cancel": lambda: statements.cancel(Job),
+}
+
+_TYPES = (
+    "VARCHAR|TEXT|INTEGER|BIGINT|SMALLINT|FLOAT|DOUBLE PRECISION|NUMERIC|BOOLEAN|JSONB|JSON"
+    "|TIMESTAMP WITH TIME ZONE|TIMESTAMP WITHOUT TIME ZONE|INTERVAL"
+)
+_CAST = re.compile(rf"(%\([a-z_0-9]+\)s)::(?:{_TYPES})(?:\(\d+\))?(?:\[\])?")
+
+
+def render(statement: Any) -> str:
+    sql = str(statement.compile(dialect=psycopg.dialect()))
+    sql = _CAST.sub(r"\1", sql)
+    return "\n".join(line.rstrip() for line in sql.strip().splitlines()) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_statement_sql_matches_its_reviewed_snapshot(name):
+    sql = render(BUILDERS[name]())
+    path = SQL_DIR / f"{name}.sql"
+    if os.environ.get("SAJQ_UPDATE_SQL"):
+        SQL_DIR.mkdir(exist_ok=True)
+        path.write_text(sql)
+    assert path.is_file(), f"no snapshot {path}; run with SAJQ_UPDATE_SQL=1 and review it"
+    assert sql == path.read_text()
+
+
+def test_every_statement_builder_has_a_snapshot():
+    public = {
+        name
+        for name in statements.__all__
+        if callable(getattr(statements, name)) and name not in NOT_SNAPSHOTTED
+    }
+    assert public <= set(BUILDERS), sorted(public - set(BUILDERS))
+
+
+# Helpers and one-liners whose SQL is a single function call.
+NOT_SNAPSHOTTED = {
+    "seconds",
+    "advisory_lock_key",
+    "try_advisory_xact_lock",
+    "try_advisory_lock",
+    "advisory_unlock",
+    "db_now",
+    "get_job",
+    "statuses_of",
+    "notify",
+}
+
+
+def test_fenced_statements_match_id_attempts_owner_and_running():
+    for name in ("heartbeat", "complete", "fail", "retry_later", "release", "discard"):
+        sql = render(BUILDERS[name]())
+        where = sql[sql.index("WHERE") :]
+        for fence in ("jobs.id", "jobs.attempts", "jobs.locked_by = %(owner)s", "jobs.status ="):
+            assert fence in where, (name, fence)
