@@ -145,11 +145,9 @@ class Worker(Generic[JobT]):
         self.default_lease = max([t.lease for t in tasks], default=300.0)
         self._leases = {t.kind: t.lease for t in tasks}
         self._claim = statements.claim(
-            self.model,
-            queues=self.queues,
-            leases=self._leases,
-            default_lease=self.default_lease,
+            self.model, leases=self._leases, default_lease=self.default_lease
         )
+        self._first_queue = 0  # rotates, so no queue waits behind the others
         self._complete = statements.complete(self.model)
         self._fail = statements.fail(self.model)
         self._retry_later = statements.retry_later(self.model)
@@ -256,6 +254,8 @@ class Worker(Generic[JobT]):
             try:
                 claimed, free = self._round()
                 failures = 0
+            except (exc.CompileError, exc.ArgumentError):
+                raise  # a bug in a statement, not a passing database problem
             except exc.SQLAlchemyError as error:
                 # Connection lost, server restarting, pool exhausted: never fatal.
                 # Unrecorded reports stay in _pending_reports (fenced, so safe to redo).
@@ -353,9 +353,9 @@ class Worker(Generic[JobT]):
         with conn.begin():
             if reports:
                 self._record(conn, reports)
-            rows: Sequence[Row[Any]] = ()
+            rows: list[Row[Any]] = []
             if free > 0 and not self._stopping.is_set():
-                rows = conn.execute(self._claim, {"limit": free, "owner": self.worker_id}).all()
+                rows = self._claim_from_queues(conn, free)
         self._pending_reports.clear()
         self._forget(reports)
         if rows:
@@ -373,6 +373,19 @@ class Worker(Generic[JobT]):
             for job in claimed:
                 self._inbox.put(job)
         return len(rows), free
+
+    def _claim_from_queues(self, conn: Connection, free: int) -> list[Row[Any]]:
+        """Claim up to `free` jobs, one statement per queue, starting with a rotating queue."""
+        queues = self.queues
+        start = self._first_queue
+        self._first_queue = (start + 1) % len(queues)
+        rows: list[Row[Any]] = []
+        for queue in queues[start:] + queues[:start]:
+            params = {"queue_name": queue, "limit": free - len(rows), "owner": self.worker_id}
+            rows.extend(conn.execute(self._claim, params).all())
+            if len(rows) >= free:
+                break
+        return rows
 
     def _collect(self) -> list[Outcome]:
         """Finished jobs to record: last round's unrecorded ones, then new ones."""

@@ -39,7 +39,7 @@ def test_claims_and_enqueues_never_wait_for_an_open_prune_batch(committed):
     with committed.connect() as conn:
         conn.execute(text("INSERT INTO jobs (kind, queue) VALUES ('work', 'probe')"))
         conn.commit()
-    claim = statements.claim(Job, queues=["probe"], leases={}, default_lease=60)
+    claim = statements.claim(Job, leases={}, default_lease=60)
     with committed.connect() as pruner, committed.connect() as worker:
         batch = pruner.begin()  # a prune batch, left open on purpose
         deleted = pruner.execute(statements.prune(Job), {"before": FAR_FUTURE, "limit": 1000}).all()
@@ -50,7 +50,9 @@ def test_claims_and_enqueues_never_wait_for_an_open_prune_batch(committed):
         with worker.begin():
             worker.execute(text("INSERT INTO jobs (kind, queue) VALUES ('work', 'probe')"))
         with worker.begin():
-            claimed = worker.execute(claim, {"limit": 10, "owner": "w"}).all()
+            claimed = worker.execute(
+                claim, {"queue_name": "probe", "limit": 10, "owner": "w"}
+            ).all()
         with worker.begin():
             params = {"ids": [r.id for r in claimed], "attempt_numbers": [1, 1], "owner": "w"}
             assert len(worker.execute(statements.complete(Job), params).all()) == 2
@@ -116,7 +118,7 @@ def test_prune_while_a_worker_claims_loses_nothing_and_deletes_only_finished_job
     pruner = threading.Thread(target=prune_forever, daemon=True)
     enqueued: list[int] = []
     slowest_claim = 0.0
-    probe = statements.claim(Job, queues=["probe"], leases={}, default_lease=60)
+    probe = statements.claim(Job, leases={}, default_lease=60)
     try:
         runner.start()
         pruner.start()
@@ -128,7 +130,9 @@ def test_prune_while_a_worker_claims_loses_nothing_and_deletes_only_finished_job
                     session.add(Job(kind="probe", queue="probe"))
                 started = time.monotonic()
                 with conn.begin():
-                    assert conn.execute(probe, {"limit": 1, "owner": "probe"}).all()
+                    assert conn.execute(
+                        probe, {"queue_name": "probe", "limit": 1, "owner": "probe"}
+                    ).all()
                 slowest_claim = max(slowest_claim, time.monotonic() - started)
                 time.sleep(0.02)
         wait_for(lambda: len(handled) >= len(enqueued), "every job handled")

@@ -21,9 +21,9 @@ def _enqueue(engine, jobs, kinds):
 
 
 def _claim_all(engine, jobs):
-    claim = statements.claim(Job, queues=["default"], leases={}, default_lease=300.0)
+    claim = statements.claim(Job, leases={}, default_lease=300.0)
     with engine.begin() as conn:
-        rows = conn.execute(claim, {"limit": 100, "owner": OWNER}).all()
+        rows = conn.execute(claim, {"queue_name": "default", "limit": 100, "owner": OWNER}).all()
     return sorted((Claimed.from_row(r, 300.0) for r in rows), key=lambda j: j.id)
 
 

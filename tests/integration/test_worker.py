@@ -106,8 +106,8 @@ def test_drain_sweeps_expired_leases_first(committed):
 
 
 def _claim(conn, owner):
-    claim = statements.claim(Job, queues=["default"], leases={}, default_lease=60)
-    return conn.execute(claim, {"limit": 1, "owner": owner}).one()
+    claim = statements.claim(Job, leases={}, default_lease=60)
+    return conn.execute(claim, {"queue_name": "default", "limit": 1, "owner": owner}).one()
 
 
 def _fenced(name):
@@ -354,7 +354,9 @@ def test_shutdown_releases_claimed_jobs_that_never_started(committed):
     job_id = enqueue(committed, jobs, "record")
     worker = jobs.worker(committed, shutdown_timeout=5)
     with committed.begin() as c:  # the loop claimed it, then the stop signal came
-        claimed = c.execute(worker._claim, {"limit": 1, "owner": worker.worker_id}).one()
+        claimed = c.execute(
+            worker._claim, {"queue_name": "default", "limit": 1, "owner": worker.worker_id}
+        ).one()
     job = Claimed.from_row(claimed, 60.0)
     worker.stop()
     worker._start_threads(listen=False)
@@ -538,7 +540,10 @@ def test_executor_outcome_of_stale_report_is_logged_not_raised(committed, caplog
     worker = jobs.worker(committed)
     with committed.begin() as c:
         claimed = Claimed.from_row(
-            c.execute(worker._claim, {"limit": 1, "owner": "someone-else"}).one(), 60.0
+            c.execute(
+                worker._claim, {"queue_name": "default", "limit": 1, "owner": "someone-else"}
+            ).one(),
+            60.0,
         )
     with committed.begin() as c:  # our worker believes it holds the job; it does not
         worker._record(c, [Outcome(claimed, Result.DONE), Outcome(claimed, Result.FAIL, 1, "x")])

@@ -25,9 +25,7 @@ SQL_DIR = Path(__file__).parent / "sql"
 BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue": lambda: statements.enqueue(Job),
     "by_keys": lambda: statements.by_keys(Job),
-    "claim": lambda: statements.claim(
-        Job, queues=["default", "mail"], leases={"send_receipt": 60.0}, default_lease=300.0
-    ),
+    "claim": lambda: statements.claim(Job, leases={"send_receipt": 60.0}, default_lease=300.0),
     "next_run_at": lambda: statements.next_run_at(Job, queues=["default", "mail"]),
     "heartbeat": lambda: statements.heartbeat(Job),
     "complete": lambda: statements.complete(Job),
