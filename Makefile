@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint typecheck pytest check demo bench chaos clean
+.PHONY: help install test lint typecheck pytest check demo bench bench-latency chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -35,8 +35,12 @@ test: check  ## ruff, mypy and pytest: the README's test command
 demo: $(STAMP)  ## the lesson end to end with real worker processes
 	$(BIN)/python examples/demo.py
 
-bench: $(STAMP)  ## throughput and latency benchmarks (bench/results.md)
+bench: $(STAMP)  ## throughput benchmark: table in bench/results.md, chart in bench/results.png
+	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
+
+bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
+	$(BIN)/python bench/latency.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py

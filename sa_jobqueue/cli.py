@@ -175,6 +175,13 @@ def migrate(database_url: str, table: str, revision: str) -> None:
     help="Wake on LISTEN/NOTIFY; --no-listen polls only (for transaction-mode poolers).",
 )
 @click.option(
+    "--savepoint-batch",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -191,6 +198,7 @@ def worker(
     retention: dict[str, timedelta] | None,
     prune_interval: float,
     listen: bool,
+    savepoint_batch: int,
     log_level: str,
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
@@ -212,6 +220,7 @@ def worker(
             retention=retention,
             prune_interval=prune_interval,
             listen=listen,
+            savepoint_batch=savepoint_batch,
         )
         runner.run()
     except JobQueueError as error:

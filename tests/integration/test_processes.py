@@ -256,6 +256,7 @@ def test_second_signal_exits_at_once_and_the_lease_recovers_the_job(committed, s
     [
         (["tests.apps.lesson:jobs", "--bogus"], "--bogus"),
         (["tests.apps.lesson:jobs", "--concurrency", "0"], "--concurrency"),
+        (["tests.apps.lesson:jobs", "--savepoint-batch", "0"], "--savepoint-batch"),
         (["no_such_module_xyz:jobs"], "cannot import 'no_such_module_xyz'"),
         (["tests.apps.lesson:nothing"], "no attribute 'nothing'"),
         (["tests.models:Job"], "not a sa_jobqueue.JobQueue"),
