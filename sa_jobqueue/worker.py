@@ -11,7 +11,6 @@ and sweeps expired leases; a listener thread wakes the loop on NOTIFY.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
@@ -33,6 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sa_jobqueue import admin, statements
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, format_error
+from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener
 from sa_jobqueue.retry import exponential
@@ -137,7 +137,6 @@ class Worker(Generic[JobT]):
         self.shutdown_timeout = float(shutdown_timeout)
         self.listen = listen
         self.sweep_interval = float(sweep_interval)
-        self._pruner = admin.Pruner(self.model, retention, prune_interval)
         self.worker_id = worker_id or make_worker_id()
         self.savepoint_batch = savepoint_batch
 
@@ -153,9 +152,6 @@ class Worker(Generic[JobT]):
         self._retry_later = statements.retry_later(self.model)
         self._discard = statements.discard(self.model)
         self._release = statements.release(self.model)
-        self._heartbeat = statements.heartbeat(self.model)
-        self._sweep = statements.sweep_expired(self.model)
-        self._sweep_lock = statements.try_advisory_xact_lock(self.model, "sweep")
         self._executor = Executor(
             jobqueue.registry.get,
             session_factory or sessionmaker(engine),
@@ -177,6 +173,17 @@ class Worker(Generic[JobT]):
         self._due_misses = 0
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        self._maintenance = Maintenance(
+            engine,
+            self.model,
+            self.worker_id,
+            leases=[*self._leases.values(), self.default_lease],
+            sweep_interval=self.sweep_interval,
+            pruner=admin.Pruner(self.model, retention, prune_interval),
+            running=self._running_jobs,
+            on_recovered=self._wake.set,
+            stopped=self._stopped,
+        )
         self._lock = threading.Lock()
         self._running: dict[int, Claimed] = {}  # claimed, not yet recorded
         self._pending_reports: list[Outcome] = []
@@ -237,7 +244,7 @@ class Worker(Generic[JobT]):
         )
         wait: float | None = self.shutdown_timeout
         try:
-            self._sweep_once()
+            self._maintenance.sweep_once()
             self._loop(until_empty)
             if until_empty and not self._stopping.is_set():
                 wait = None  # a finished drain: nothing runs any more
@@ -387,6 +394,11 @@ class Worker(Generic[JobT]):
                 break
         return rows
 
+    def _running_jobs(self) -> list[Claimed]:
+        """A snapshot of the jobs claimed and not yet recorded (for heartbeats)."""
+        with self._lock:
+            return list(self._running.values())
+
     def _collect(self) -> list[Outcome]:
         """Finished jobs to record: last round's unrecorded ones, then new ones."""
         # Reports whose transaction failed stay pending and are retried (they are fenced).
@@ -534,134 +546,6 @@ class Worker(Generic[JobT]):
             self._outbox.put(outcome)
         self._wake.set()
 
-    # -- maintenance: heartbeats and the sweeper ------------------------------
-
-    def _heartbeat_tick(self) -> float:
-        """Seconds between maintenance passes: a third of the shortest lease, or less."""
-        leases = [*self._leases.values(), self.default_lease]
-        return max(0.05, min(min(leases) / 3, self.sweep_interval))
-
-    def _maintain(self) -> None:
-        """Heartbeats and periodic sweeps, on one connection of this thread's own.
-
-        Each running job's lease is extended once a third of it has passed since its
-        claim (or its last extension), so a live job's lease never runs out while
-        one heartbeat may fail. The tick is fixed from the registered leases, so a
-        job claimed right after a pass is still extended in time.
-        """
-        tick = self._heartbeat_tick()
-        last_sweep = time.monotonic()
-        beats: dict[tuple[int, int], float] = {}  # (id, attempt) -> last extension
-        lost: set[tuple[int, int]] = set()
-        conn: Connection | None = None
-        failures = 0
-        with contextlib.suppress(exc.SQLAlchemyError):
-            conn = self.engine.connect()  # take it before the handlers fill the pool
-        while not self._stopped.wait(tick if failures == 0 else min(tick, 0.5)):
-            try:
-                if conn is None or conn.invalidated or conn.closed:
-                    conn = self.engine.connect()
-                self._beat(conn, beats, lost)
-                if time.monotonic() - last_sweep >= self.sweep_interval:
-                    self._sweep_on(conn)
-                    last_sweep = time.monotonic()
-                self._pruner.maybe_run(conn, budget=tick / 2)  # retention
-                failures = 0
-            except Exception as error:  # noqa: BLE001 - this thread keeps the leases alive;
-                # it must outlive any error (connection lost, server restarting, a bug).
-                failures += 1
-                log.warning("database error in heartbeats/sweeper (%s); retrying", error)
-                if conn is not None:
-                    with contextlib.suppress(Exception):
-                        conn.invalidate()
-                        conn.close()
-                conn = None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                conn.close()
-
-    def _beat(
-        self, conn: Connection, beats: dict[tuple[int, int], float], lost: set[tuple[int, int]]
-    ) -> None:
-        """Extend the leases that are a third used up; log each lease found lost once."""
-        now = time.monotonic()
-        with self._lock:
-            jobs = list(self._running.values())
-        live = {(j.id, j.attempts) for j in jobs}
-        for key in [k for k in beats if k not in live]:
-            del beats[key]
-        lost &= live
-        due = [
-            j
-            for j in jobs
-            if (j.id, j.attempts) not in lost
-            and now - beats.get((j.id, j.attempts), j.claimed_at) >= j.lease / 3
-        ]
-        if not due:
-            return
-        held = self._extend(conn, due)
-        for job in due:
-            key = (job.id, job.attempts)
-            if job.id in held:
-                beats[key] = now
-                continue
-            with self._lock:
-                still_ours = job.id in self._running
-            if still_ours:
-                lost.add(key)
-                log.warning(
-                    "job %d %s attempt %d: heartbeat found the lease lost "
-                    "(expired and reclaimed, or cancelled)",
-                    job.id,
-                    job.kind,
-                    job.attempts,
-                )
-
-    def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[int]:
-        """Run the fenced heartbeat for `jobs`; return the ids still held."""
-        with conn.begin():
-            return set(
-                conn.execute(
-                    self._heartbeat,
-                    {
-                        "ids": [j.id for j in jobs],
-                        "attempt_numbers": [j.attempts for j in jobs],
-                        "leases": [j.lease for j in jobs],
-                        "owner": self.worker_id,
-                    },
-                ).scalars()
-            )
-
-    def _sweep_once(self) -> None:
-        try:
-            with self.engine.connect() as conn:
-                self._sweep_on(conn)
-        except exc.SQLAlchemyError as error:
-            log.warning("sweeping expired leases failed (%s); will retry", error)
-
-    def _sweep_on(self, conn: Connection) -> int:
-        """Recover expired leases, if no other worker is sweeping; return how many."""
-        recovered = 0
-        with conn.begin():
-            if not conn.execute(self._sweep_lock).scalar():
-                return 0
-            while True:
-                rows = conn.execute(self._sweep, {"limit": 500}).all()
-                for row in rows:
-                    log.warning(
-                        "job %d %s attempt %d: lease expired, now %s",
-                        row.id,
-                        row.kind,
-                        row.attempts,
-                        row.status,
-                    )
-                recovered += len(rows)
-                if len(rows) < 500:
-                    break
-        if recovered:
-            self._wake.set()
-        return recovered
-
     # -- start and stop -------------------------------------------------------
 
     def _start_threads(self, *, listen: bool) -> None:
@@ -670,7 +554,9 @@ class Worker(Generic[JobT]):
             for i in range(self.concurrency)
         ]
         self._threads.append(
-            threading.Thread(target=self._maintain, name="sa_jobqueue-maintenance", daemon=True)
+            threading.Thread(
+                target=self._maintenance.run, name="sa_jobqueue-maintenance", daemon=True
+            )
         )
         for thread in self._threads:
             thread.start()

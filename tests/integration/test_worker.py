@@ -426,7 +426,7 @@ def test_heartbeats_keep_a_slow_job_leased_past_its_lease(committed):
             ).scalar()
         if left is not None:
             lease_left.append(float(left))
-        rival._sweep_once()  # another worker's sweeper, over and over
+        rival._maintenance.sweep_once()  # another worker's sweeper, over and over
         time.sleep(0.1)
     thread.join()
     assert len(lease_left) >= 10

@@ -1,0 +1,190 @@
+"""Heartbeats, the sweeper and retention: the worker's maintenance thread.
+
+It holds one connection of its own, so handlers cannot starve it. Each pass
+extends the leases of the worker's running jobs that are a third used up (one
+fenced UPDATE for all of them), sweeps expired leases every `sweep_interval`
+when no other worker is sweeping (a transaction-scoped advisory lock), and
+prunes finished jobs by retention (`admin.Pruner`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Connection, Engine, exc
+
+from sa_jobqueue import statements
+from sa_jobqueue.admin import Pruner
+from sa_jobqueue.executor import Claimed
+from sa_jobqueue.model import JobMixin
+
+__all__ = ["SWEEP_BATCH", "Maintenance"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+#: Expired leases recovered per sweep statement.
+SWEEP_BATCH = 500
+
+
+class Maintenance:
+    """Keeps a worker's leases alive and recovers other workers' expired ones.
+
+    Args:
+        engine: where its connection comes from.
+        model: the jobs model.
+        owner: the worker's id (the heartbeat's fence).
+        leases: the lease lengths in use (seconds); the shortest sets the tick.
+        sweep_interval: seconds between sweeps.
+        pruner: retention, run at most once per tick within half a tick.
+        running: a snapshot of the worker's claimed, unrecorded jobs.
+        on_recovered: called after a sweep made jobs claimable.
+        stopped: set when the worker stops; ends `run`.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        model: type[JobMixin],
+        owner: str,
+        *,
+        leases: Sequence[float],
+        sweep_interval: float,
+        pruner: Pruner,
+        running: Callable[[], list[Claimed]],
+        on_recovered: Callable[[], None],
+        stopped: threading.Event,
+    ) -> None:
+        self.engine = engine
+        self.owner = owner
+        self.sweep_interval = sweep_interval
+        self.pruner = pruner
+        self.running = running
+        self.on_recovered = on_recovered
+        self.stopped = stopped
+        # Tick at a third of the shortest lease: a job claimed right after a pass is
+        # still extended in time.
+        self.tick = max(0.05, min(min(leases, default=300.0) / 3, sweep_interval))
+        self._heartbeat = statements.heartbeat(model)
+        self._sweep = statements.sweep_expired(model)
+        self._sweep_lock = statements.try_advisory_xact_lock(model, "sweep")
+
+    def run(self) -> None:
+        """Heartbeats, sweeps and pruning until `stopped`; the thread's target.
+
+        Each running job's lease is extended once a third of it has passed since its
+        claim (or its last extension), so a live job's lease never runs out while
+        one heartbeat may fail. Any error is logged and retried: this thread keeps
+        the leases alive and must outlive a lost connection or a restarting server.
+        """
+        last_sweep = time.monotonic()
+        beats: dict[tuple[int, int], float] = {}  # (id, attempt) -> last extension
+        lost: set[tuple[int, int]] = set()
+        conn: Connection | None = None
+        failures = 0
+        with contextlib.suppress(exc.SQLAlchemyError):
+            conn = self.engine.connect()  # take it before the handlers fill the pool
+        while not self.stopped.wait(self.tick if failures == 0 else min(self.tick, 0.5)):
+            try:
+                if conn is None or conn.invalidated or conn.closed:
+                    conn = self.engine.connect()
+                self._beat(conn, beats, lost)
+                if time.monotonic() - last_sweep >= self.sweep_interval:
+                    self.sweep(conn)
+                    last_sweep = time.monotonic()
+                self.pruner.maybe_run(conn, budget=self.tick / 2)
+                failures = 0
+            except Exception as error:  # noqa: BLE001 - see the docstring: never die
+                failures += 1
+                log.warning("database error in heartbeats/sweeper (%s); retrying", error)
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.invalidate()
+                        conn.close()
+                conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _beat(
+        self, conn: Connection, beats: dict[tuple[int, int], float], lost: set[tuple[int, int]]
+    ) -> None:
+        """Extend the leases that are a third used up; log each lease found lost once."""
+        now = time.monotonic()
+        jobs = self.running()
+        live = {(j.id, j.attempts) for j in jobs}
+        for key in [k for k in beats if k not in live]:
+            del beats[key]
+        lost &= live
+        due = [
+            j
+            for j in jobs
+            if (j.id, j.attempts) not in lost
+            and now - beats.get((j.id, j.attempts), j.claimed_at) >= j.lease / 3
+        ]
+        if not due:
+            return
+        held = self._extend(conn, due)
+        still_running = {j.id for j in self.running()}
+        for job in due:
+            key = (job.id, job.attempts)
+            if job.id in held:
+                beats[key] = now
+            elif job.id in still_running:
+                lost.add(key)
+                log.warning(
+                    "job %d %s attempt %d: heartbeat found the lease lost "
+                    "(expired and reclaimed, or cancelled)",
+                    job.id,
+                    job.kind,
+                    job.attempts,
+                )
+
+    def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[int]:
+        """Run the fenced heartbeat for `jobs`; return the ids still held."""
+        with conn.begin():
+            return set(
+                conn.execute(
+                    self._heartbeat,
+                    {
+                        "ids": [j.id for j in jobs],
+                        "attempt_numbers": [j.attempts for j in jobs],
+                        "leases": [j.lease for j in jobs],
+                        "owner": self.owner,
+                    },
+                ).scalars()
+            )
+
+    def sweep_once(self) -> None:
+        """Sweep on a connection of its own (at start and in `drain`); log a failure."""
+        try:
+            with self.engine.connect() as conn:
+                self.sweep(conn)
+        except exc.SQLAlchemyError as error:
+            log.warning("sweeping expired leases failed (%s); will retry", error)
+
+    def sweep(self, conn: Connection) -> int:
+        """Recover expired leases, if no other worker is sweeping; return how many."""
+        recovered = 0
+        with conn.begin():
+            if not conn.execute(self._sweep_lock).scalar():
+                return 0
+            while True:
+                rows = conn.execute(self._sweep, {"limit": SWEEP_BATCH}).all()
+                for row in rows:
+                    log.warning(
+                        "job %d %s attempt %d: lease expired, now %s",
+                        row.id,
+                        row.kind,
+                        row.attempts,
+                        row.status,
+                    )
+                recovered += len(rows)
+                if len(rows) < SWEEP_BATCH:
+                    break
+        if recovered:
+            self.on_recovered()
+        return recovered
