@@ -69,6 +69,7 @@ class Maintenance:
         # still extended in time.
         self.tick = max(0.05, min(min(leases, default=300.0) / 3, sweep_interval))
         self._heartbeat = statements.heartbeat(model)
+        self._still_owned = statements.still_owned(model)
         self._sweep = statements.sweep_expired(model)
         self._sweep_lock = statements.try_advisory_xact_lock(model, "sweep")
 
@@ -128,11 +129,15 @@ class Maintenance:
         if not due:
             return
         held = self._extend(conn, due)
+        missed = [j for j in due if j.id not in held]
+        owned = self._owned(conn, missed) if missed else set()
         still_running = {j.id for j in self.running()}
         for job in due:
             key = (job.id, job.attempts)
             if job.id in held:
                 beats[key] = now
+            elif job.id in owned:
+                continue  # its row is locked (its own done mark, uncommitted): try again
             elif job.id in still_running:
                 lost.add(key)
                 log.warning(
@@ -153,6 +158,20 @@ class Maintenance:
                         "ids": [j.id for j in jobs],
                         "attempt_numbers": [j.attempts for j in jobs],
                         "leases": [j.lease for j in jobs],
+                        "owner": self.owner,
+                    },
+                ).scalars()
+            )
+
+    def _owned(self, conn: Connection, jobs: list[Claimed]) -> set[int]:
+        """Of `jobs`, those still running under this worker (as last committed)."""
+        with conn.begin():
+            return set(
+                conn.execute(
+                    self._still_owned,
+                    {
+                        "ids": [j.id for j in jobs],
+                        "attempt_numbers": [j.attempts for j in jobs],
                         "owner": self.owner,
                     },
                 ).scalars()

@@ -24,6 +24,7 @@ from sqlalchemy import (
     SmallInteger,
     Text,
     Update,
+    and_,
     bindparam,
     case,
     cast,
@@ -68,6 +69,7 @@ __all__ = [
     "seconds",
     "stats",
     "statuses_of",
+    "still_owned",
     "sweep_expired",
     "try_advisory_lock",
     "try_advisory_xact_lock",
@@ -226,22 +228,43 @@ def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
 
 
 def heartbeat(model: type[JobMixin]) -> Update:
-    """Extend the leases of ``:owner``'s running jobs; return the ids still held.
+    """Extend the leases of ``:owner``'s running jobs; return the ids extended.
 
-    Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one element
-    per job. A job missing from the result was lost (reclaimed, cancelled).
+    Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one
+    element per job. Rows locked by another transaction are skipped, never waited
+    on: the worker's own transactional job holds its row locked from its ``done``
+    mark until its COMMIT (a whole savepoint batch), and a heartbeat waiting there
+    would let the worker's other leases run out. A skipped row cannot be swept
+    meanwhile (the sweeper skips locked rows too). A job missing from the result
+    was either skipped or lost; `still_owned` tells which.
     """
     batch = _batch(
         ("ids", "id", BigInteger),
         ("attempt_numbers", "attempts", Integer),
         ("leases", "lease", Float),
     )
+    mine = (
+        select(model.id, batch.c.lease)
+        .join(batch, and_(*_owned(model, batch.c.id, batch.c.attempts)))
+        .with_for_update(of=model, skip_locked=True)
+        .cte("mine")
+    )
     return (
         update(model)
-        .where(*_owned(model, batch.c.id, batch.c.attempts))
-        .values(locked_until=func.now() + seconds(batch.c.lease), updated_at=func.now())
+        .where(model.id == mine.c.id)
+        .values(locked_until=func.now() + seconds(mine.c.lease), updated_at=func.now())
         .returning(model.id)
     )
+
+
+def still_owned(model: type[JobMixin]) -> Select[Any]:
+    """Which of ``:ids``/``:attempt_numbers`` are still running under ``:owner``.
+
+    A plain read (no lock): it sees the last committed state, so a job whose row a
+    transaction of this worker holds locked still counts as owned.
+    """
+    batch = _batch(("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
+    return select(model.id).where(*_owned(model, batch.c.id, batch.c.attempts))
 
 
 def complete(model: type[JobMixin]) -> Update:

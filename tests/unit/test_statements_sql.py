@@ -28,6 +28,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim": lambda: statements.claim(Job, leases={"send_receipt": 60.0}, default_lease=300.0),
     "next_run_at": lambda: statements.next_run_at(Job, queues=["default", "mail"]),
     "heartbeat": lambda: statements.heartbeat(Job),
+    "still_owned": lambda: statements.still_owned(Job),
     "complete": lambda: statements.complete(Job),
     "fail": lambda: statements.fail(Job),
     "retry_later": lambda: statements.retry_later(Job),
@@ -92,6 +93,7 @@ NOT_SNAPSHOTTED = {
 def test_fenced_statements_match_id_attempts_owner_and_running():
     for name in ("heartbeat", "complete", "fail", "retry_later", "release", "discard"):
         sql = render(BUILDERS[name]())
-        where = sql[sql.index("WHERE") :]
+        # The heartbeat fences in its locking CTE's join (ON), the others in WHERE.
+        where = sql[sql.index(" ON " if name == "heartbeat" else "WHERE") :]
         for fence in ("jobs.id", "jobs.attempts", "jobs.locked_by = %(owner)s", "jobs.status ="):
             assert fence in where, (name, fence)
