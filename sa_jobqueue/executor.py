@@ -151,16 +151,20 @@ class Executor:
             else:
                 task.handler(self.context(job))
                 result = Result.DONE
-        except Retry as signal:
-            return Outcome(job, Result.RETRY, signal.delay, signal.reason or None, _since(started))
-        except Discard as signal:
-            return Outcome(job, Result.DISCARD, 0.0, f"discarded: {signal.reason}", _since(started))
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
-            return Outcome(
-                job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started)
-            )
+            return _failed(task, job, exc, started)
         return Outcome(job, result, duration=_since(started))
+
+    def _mark_done(self, session: Session, job: Claimed) -> bool:
+        """Flush the handler's writes and run the fenced done in their transaction.
+
+        Returns False when the fence matched no row (the lease was lost).
+        """
+        session.flush()
+        # Core, not ORM, execution: no identity-map synchronisation to pay for.
+        params = {"ids": [job.id], "attempt_numbers": [job.attempts], "owner": self._owner}
+        return session.connection().execute(self._complete, params).first() is not None
 
     def _run_transactional(self, task: TaskDef, job: Claimed) -> Result:
         # The handler's writes and the fenced "done" share one transaction: a crash
@@ -168,17 +172,7 @@ class Executor:
         try:
             with self._session_factory() as session, session.begin():
                 task.handler(self.context(job, session))
-                session.flush()
-                # Core, not ORM, execution: no identity-map synchronisation to pay for.
-                held = (
-                    session.connection()
-                    .execute(
-                        self._complete,
-                        {"ids": [job.id], "attempt_numbers": [job.attempts], "owner": self._owner},
-                    )
-                    .first()
-                )
-                if held is None:
+                if not self._mark_done(session, job):
                     raise _LeaseLostError
         except _LeaseLostError:
             return Result.LOST
@@ -223,27 +217,11 @@ class Executor:
         savepoint = session.begin_nested()
         try:
             task.handler(self.context(job, session))
-            session.flush()
-            held = (
-                session.connection()
-                .execute(
-                    self._complete,
-                    {"ids": [job.id], "attempt_numbers": [job.attempts], "owner": self._owner},
-                )
-                .first()
-            )
-        except Retry as signal:
-            savepoint.rollback()
-            return Outcome(job, Result.RETRY, signal.delay, signal.reason or None, _since(started))
-        except Discard as signal:
-            savepoint.rollback()
-            return Outcome(job, Result.DISCARD, 0.0, f"discarded: {signal.reason}", _since(started))
+            held = self._mark_done(session, job)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
-            return Outcome(
-                job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started)
-            )
-        if held is None:
+            return _failed(task, job, exc, started)
+        if not held:
             savepoint.rollback()  # the lease was lost: none of this job's writes survive
             return Outcome(job, Result.LOST, duration=_since(started))
         savepoint.commit()
@@ -252,6 +230,15 @@ class Executor:
 
 class _LeaseLostError(Exception):
     """The fenced done matched no row: roll the handler's writes back."""
+
+
+def _failed(task: TaskDef, job: Claimed, exc: BaseException, started: float) -> Outcome:
+    """The outcome of a handler that raised: a `Retry`, a `Discard`, or a failure."""
+    if isinstance(exc, Retry):
+        return Outcome(job, Result.RETRY, exc.delay, exc.reason or None, _since(started))
+    if isinstance(exc, Discard):
+        return Outcome(job, Result.DISCARD, 0.0, f"discarded: {exc.reason}", _since(started))
+    return Outcome(job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started))
 
 
 def _since(started: float) -> float:

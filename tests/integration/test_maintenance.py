@@ -28,6 +28,20 @@ def _claimed(engine, count):
     return [Claimed.from_row(row, 60.0) for row in rows]
 
 
+def _maintenance(engine, running):
+    return Maintenance(
+        engine,
+        Job,
+        OWNER,
+        leases=[60.0],
+        sweep_interval=30.0,
+        pruner=Pruner(Job, {}, 300.0),
+        running=lambda: running,
+        on_recovered=lambda: None,
+        stopped=threading.Event(),
+    )
+
+
 def _locked_until(engine, job_id):
     with Session(engine) as session:
         return session.scalar(select(Job.locked_until).where(Job.id == job_id))
@@ -37,17 +51,7 @@ def test_heartbeat_skips_a_locked_row_and_still_extends_the_others(committed, ca
     locked, free = _claimed(committed, 2)
     for job in (locked, free):
         object.__setattr__(job, "claimed_at", time.monotonic() - 3600)
-    maintenance = Maintenance(
-        committed,
-        Job,
-        OWNER,
-        leases=[60.0],
-        sweep_interval=30.0,
-        pruner=Pruner(Job, {}, 300.0),
-        running=lambda: [locked, free],
-        on_recovered=lambda: None,
-        stopped=threading.Event(),
-    )
+    maintenance = _maintenance(committed, [locked, free])
     before = {job.id: _locked_until(committed, job.id) for job in (locked, free)}
     with committed.connect() as holder, committed.connect() as conn:
         # A transaction of the worker's own (a savepoint batch after its done mark)
@@ -72,17 +76,7 @@ def test_heartbeat_reports_a_reclaimed_job_as_lost(committed, caplog):
     object.__setattr__(job, "claimed_at", time.monotonic() - 3600)
     with committed.begin() as conn:  # the lease expired and another worker took the job
         conn.execute(text("UPDATE jobs SET locked_by = 'someone-else', attempts = attempts + 1"))
-    maintenance = Maintenance(
-        committed,
-        Job,
-        OWNER,
-        leases=[60.0],
-        sweep_interval=30.0,
-        pruner=Pruner(Job, {}, 300.0),
-        running=lambda: [job],
-        on_recovered=lambda: None,
-        stopped=threading.Event(),
-    )
+    maintenance = _maintenance(committed, [job])
     lost: set[tuple[int, int]] = set()
     with committed.connect() as conn:
         maintenance._beat(conn, {}, lost)
