@@ -24,6 +24,7 @@ from sa_jobqueue import JobContext, JobQueue, Retry
 from sa_jobqueue.migration import channel_name
 from sa_jobqueue.notifier import APPLICATION_NAME, parse_payload
 from sa_jobqueue.worker import Worker
+from tests.helpers import wait_for as _wait_for
 from tests.models import Job, new_queue
 
 SLOW_POLL = 30.0  # far longer than any wait below: only a wake-up can start a job in time
@@ -31,11 +32,7 @@ DEADLINE = 10.0  # generous, for a loaded 2-core machine
 
 
 def wait_for(condition: Any, timeout: float = DEADLINE, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+    _wait_for(condition, timeout, what)
 
 
 class Recorder:

@@ -19,6 +19,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from tests.apps.lesson import jobs
+from tests.helpers import wait_for
 from tests.models import Effect, Job
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,15 +56,6 @@ class Proc:
             self.popen.kill()
             self.popen.wait(10)
         self._log.close()
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
+from tests.helpers import wait_for
 from tests.models import Job, new_queue
 
 FAR_FUTURE = datetime(2100, 1, 1, tzinfo=timezone.utc)
@@ -25,13 +26,6 @@ def seed_done(engine, count: int, age: str = "2 days", status: str = "done") -> 
             ),
             {"count": count, "age": age, "status": status},
         )
-
-
-def wait_for(condition, what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def test_claims_and_enqueues_never_wait_for_an_open_prune_batch(committed):
@@ -135,8 +129,8 @@ def test_prune_while_a_worker_claims_loses_nothing_and_deletes_only_finished_job
                     ).all()
                 slowest_claim = max(slowest_claim, time.monotonic() - started)
                 time.sleep(0.02)
-        wait_for(lambda: len(handled) >= len(enqueued), "every job handled")
-        wait_for(lambda: len(prune_runs) >= 3, "a few prune runs")
+        wait_for(lambda: len(handled) >= len(enqueued), what="every job handled")
+        wait_for(lambda: len(prune_runs) >= 3, what="a few prune runs")
     finally:
         stop_pruning.set()
         pruner.join(30)
@@ -181,7 +175,7 @@ def test_workers_prune_by_retention_on_their_own(committed):
 
     runner.start()
     try:
-        wait_for(lambda: statuses() == {"done": 4, "failed": 3}, "default retention applied")
+        wait_for(lambda: statuses() == {"done": 4, "failed": 3}, what="default retention applied")
     finally:
         worker.stop()
         runner.join(30)
@@ -189,7 +183,7 @@ def test_workers_prune_by_retention_on_their_own(committed):
     runner = threading.Thread(target=quick.run, daemon=True)
     runner.start()
     try:
-        wait_for(lambda: statuses() == {"done": 4}, "a custom retention applied")
+        wait_for(lambda: statuses() == {"done": 4}, what="a custom retention applied")
     finally:
         quick.stop()
         runner.join(30)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import Discard, JobContext, JobQueue, Retry, statements
 from sa_jobqueue.executor import Claimed, Outcome, Result
 from sa_jobqueue.retry import Backoff
+from tests.helpers import wait_for
 from tests.models import Effect, Job
 
 FAST = Backoff(base=0.2, factor=2, cap=5, jitter=0)
@@ -46,15 +47,6 @@ def make_due(engine, *ids):
     """Skip a backoff delay: the retry's timing lives in the row, so we move it there."""
     with engine.begin() as c:
         c.execute(update(Job).where(Job.id.in_(ids)).values(run_at=func.now()))
-
-
-def wait_for(predicate, timeout=30.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def recording_queue(engine, **task_options) -> JobQueue[Job]:
