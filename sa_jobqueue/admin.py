@@ -10,6 +10,7 @@ is in `sa_jobqueue.statements` and spelled out in docs/operations.md.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -527,16 +528,8 @@ def prune(
     runs at a time (a session-level advisory lock); the others return at once with
     ``locked_out=True``. Ages are measured on the database clock.
     """
-    if isinstance(engine, Connection):
-        return prune_on(
-            engine,
-            model,
-            older_than=older_than,
-            statuses=statuses,
-            batch_size=batch_size,
-            budget=budget,
-        )
-    with engine.connect() as conn:
+    with contextlib.ExitStack() as stack:
+        conn = engine if isinstance(engine, Connection) else stack.enter_context(engine.connect())
         return prune_on(
             conn,
             model,
