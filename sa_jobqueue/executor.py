@@ -13,7 +13,7 @@ import enum
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,15 @@ from sa_jobqueue.errors import Discard, Retry
 from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.retry import exponential
 
-__all__ = ["MAX_ERROR_LENGTH", "Claimed", "Executor", "Outcome", "Result", "format_error"]
+__all__ = [
+    "MAX_ERROR_LENGTH",
+    "Claimed",
+    "Executor",
+    "Outcome",
+    "Result",
+    "fence_params",
+    "format_error",
+]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
@@ -73,6 +81,16 @@ class Claimed:
             row.idempotency_key,
             lease,
         )
+
+
+def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
+    """The parameters of a batched fenced statement (``ids``, ``attempt_numbers``, ``owner``)."""
+    jobs = list(jobs)
+    return {
+        "ids": [job.id for job in jobs],
+        "attempt_numbers": [job.attempts for job in jobs],
+        "owner": owner,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +181,7 @@ class Executor:
         """
         session.flush()
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
-        params = {"ids": [job.id], "attempt_numbers": [job.attempts], "owner": self._owner}
+        params = fence_params([job], self._owner)
         return session.connection().execute(self._complete, params).first() is not None
 
     def _run_transactional(self, task: TaskDef, job: Claimed) -> Result:

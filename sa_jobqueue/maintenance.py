@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue import statements
 from sa_jobqueue.admin import Pruner
-from sa_jobqueue.executor import Claimed
+from sa_jobqueue.executor import Claimed, fence_params
 from sa_jobqueue.model import JobMixin
 
 __all__ = ["SWEEP_BATCH", "Maintenance"]
@@ -154,28 +154,14 @@ class Maintenance:
             return set(
                 conn.execute(
                     self._heartbeat,
-                    {
-                        "ids": [j.id for j in jobs],
-                        "attempt_numbers": [j.attempts for j in jobs],
-                        "leases": [j.lease for j in jobs],
-                        "owner": self.owner,
-                    },
+                    {**fence_params(jobs, self.owner), "leases": [j.lease for j in jobs]},
                 ).scalars()
             )
 
     def _owned(self, conn: Connection, jobs: list[Claimed]) -> set[int]:
         """Of `jobs`, those still running under this worker (as last committed)."""
         with conn.begin():
-            return set(
-                conn.execute(
-                    self._still_owned,
-                    {
-                        "ids": [j.id for j in jobs],
-                        "attempt_numbers": [j.attempts for j in jobs],
-                        "owner": self.owner,
-                    },
-                ).scalars()
-            )
+            return set(conn.execute(self._still_owned, fence_params(jobs, self.owner)).scalars())
 
     def sweep_once(self) -> None:
         """Sweep on a connection of its own (at start and in `drain`); log a failure."""

@@ -105,6 +105,10 @@ def _owned(model: type[JobMixin], ids: Any, attempts: Any) -> list[ColumnElement
     ]
 
 
+#: The arrays every batched fenced statement takes: which attempt of which job.
+_FENCE_ARRAYS = (("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
+
+
 def _batch(*arrays: tuple[str, str, Any]) -> Any:
     """``unnest(:param, ...) AS batch(column, ...)`` for ``(param, column, type)`` triples.
 
@@ -238,11 +242,7 @@ def heartbeat(model: type[JobMixin]) -> Update:
     meanwhile (the sweeper skips locked rows too). A job missing from the result
     was either skipped or lost; `still_owned` tells which.
     """
-    batch = _batch(
-        ("ids", "id", BigInteger),
-        ("attempt_numbers", "attempts", Integer),
-        ("leases", "lease", Float),
-    )
+    batch = _batch(*_FENCE_ARRAYS, ("leases", "lease", Float))
     mine = (
         select(model.id, batch.c.lease)
         .join(batch, and_(*_owned(model, batch.c.id, batch.c.attempts)))
@@ -263,7 +263,7 @@ def still_owned(model: type[JobMixin]) -> Select[Any]:
     A plain read (no lock): it sees the last committed state, so a job whose row a
     transaction of this worker holds locked still counts as owned.
     """
-    batch = _batch(("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
+    batch = _batch(*_FENCE_ARRAYS)
     return select(model.id).where(*_owned(model, batch.c.id, batch.c.attempts))
 
 
@@ -273,7 +273,7 @@ def complete(model: type[JobMixin]) -> Update:
     Parameters: ``ids`` and ``attempt_numbers``, arrays: one fenced UPDATE acknowledges
     many jobs.
     """
-    batch = _batch(("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
+    batch = _batch(*_FENCE_ARRAYS)
     return (
         update(model)
         .where(*_owned(model, batch.c.id, batch.c.attempts))
@@ -343,7 +343,7 @@ def release(model: type[JobMixin]) -> Update:
     Parameters: ``ids`` and ``attempt_numbers`` arrays. Like `retry_later`, the interrupted
     attempt does not use up the failure budget.
     """
-    batch = _batch(("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
+    batch = _batch(*_FENCE_ARRAYS)
     return (
         update(model)
         .where(*_owned(model, batch.c.id, batch.c.attempts))

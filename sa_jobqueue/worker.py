@@ -31,7 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue import admin, statements
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, format_error
+from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, fence_params, format_error
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener
@@ -421,14 +421,7 @@ class Worker(Generic[JobT]):
         done = [o for o in reports if o.result is Result.DONE]
         if done:
             held = set(
-                conn.execute(
-                    self._complete,
-                    {
-                        "ids": [o.job.id for o in done],
-                        "attempt_numbers": [o.job.attempts for o in done],
-                        "owner": owner,
-                    },
-                ).scalars()
+                conn.execute(self._complete, fence_params([o.job for o in done], owner)).scalars()
             )
             for o in done:
                 if o.job.id in held:
@@ -437,14 +430,7 @@ class Worker(Generic[JobT]):
                     _log_job(logging.WARNING, o, "finished but its lease was lost; not marked done")
         released = [o for o in reports if o.result is Result.RELEASE]
         if released:
-            conn.execute(
-                self._release,
-                {
-                    "ids": [o.job.id for o in released],
-                    "attempt_numbers": [o.job.attempts for o in released],
-                    "owner": owner,
-                },
-            )
+            conn.execute(self._release, fence_params([o.job for o in released], owner))
         for o in reports:
             if o.result is Result.COMMITTED:
                 _log_job(logging.INFO, o, "done in %.1f ms (transactional)", o.duration * 1000)
