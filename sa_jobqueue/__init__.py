@@ -9,13 +9,11 @@ Example:
 
 from __future__ import annotations
 
-from sa_jobqueue.context import JobContext
+from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.errors import (
     ConfigurationError,
-    Discard,
     JobQueueError,
     PayloadError,
-    Retry,
     ValidationError,
 )
 from sa_jobqueue.jobqueue import JobQueue

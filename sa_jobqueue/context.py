@@ -1,13 +1,16 @@
-"""`JobContext`: everything a handler receives about the job it runs."""
+"""What a handler receives (`JobContext`) and the two signals it may raise (`Retry`, `Discard`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy.orm import Session
 
-__all__ = ["JobContext"]
+from sa_jobqueue.validation import check_delay
+
+__all__ = ["Discard", "JobContext", "Retry"]
 
 
 @dataclass(frozen=True)
@@ -54,3 +57,36 @@ class JobContext:
                 "register the task with transactional=True to get one"
             )
         return self._session
+
+
+class Retry(Exception):
+    """Raised by a handler: run this job again after `delay`, not a failure of its logic.
+
+    The job goes back to ``pending`` with ``run_at = now() + delay``. Like Oban's snooze,
+    it does not use up the failure budget: ``attempts`` still counts the claim, and
+    ``max_attempts`` grows by one with it. ``last_error`` keeps the reason, if any.
+
+    Args:
+        delay: how long to wait, as a ``timedelta`` or seconds (default: 0, due at once).
+        reason: optional text kept in ``last_error``.
+    """
+
+    __module__ = "sa_jobqueue"
+
+    def __init__(self, delay: timedelta | float = 0.0, reason: str = "") -> None:
+        # The same rule as enqueue's delay: the database adds it to now(), so it must
+        # stay within 100 years or the fenced retry update itself would fail.
+        seconds = check_delay("delay", delay)
+        self.delay = seconds
+        self.reason = reason
+        super().__init__(reason or f"retry in {seconds:g}s")
+
+
+class Discard(Exception):
+    """Raised by a handler: move this job to ``failed`` (dead letter) now, keeping `reason`."""
+
+    __module__ = "sa_jobqueue"
+
+    def __init__(self, reason: str = "discarded") -> None:
+        self.reason = reason
+        super().__init__(reason)

@@ -20,8 +20,7 @@ from typing import Any
 from sqlalchemy import Row, Update
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.context import JobContext
-from sa_jobqueue.errors import Discard, Retry
+from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.retry import exponential
 

@@ -11,7 +11,6 @@ Two ways to migrate (see docs/migrations.md):
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ from sqlalchemy import Index, MetaData, Table, text
 from sqlalchemy.orm import DeclarativeBase
 
 from alembic import op
-from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, Status, table_args
+from sa_jobqueue.naming import channel_name, check_identifier, notify_function_name, version_table
 
 __all__ = [
     "channel_name",
@@ -46,8 +45,6 @@ AUTOVACUUM = {
     "autovacuum_vacuum_insert_scale_factor": "0.05",
 }
 
-_IDENTIFIER_MAX = 63
-
 
 def script_location() -> Path:
     """The directory holding the shipped ``env.py`` and ``versions/``.
@@ -67,20 +64,6 @@ def script_location() -> Path:
 def versions_location() -> Path:
     """The directory to add to a user environment's ``version_locations``."""
     return script_location() / "versions"
-
-
-def version_table(table: str) -> str:
-    """The version table `sa-jobqueue migrate` records its revisions in for `table`."""
-    return f"sa_jobqueue_version_{table}"[:_IDENTIFIER_MAX]
-
-
-def channel_name(table: str) -> str:
-    """The LISTEN/NOTIFY channel on which inserts into `table` are announced."""
-    return f"sa_jobqueue_{table}"[:_IDENTIFIER_MAX]
-
-
-def _function_name(table: str) -> str:
-    return f"sa_jobqueue_notify_{table}"[:_IDENTIFIER_MAX]
 
 
 def jobs_table(name: str = "jobs", *, schema: str | None = None) -> Table:
@@ -127,23 +110,6 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     op.drop_table(name, schema=schema)
 
 
-_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def check_identifier(name: str) -> str:
-    """Return `name` if it is a plain SQL identifier (a table or schema name), else raise.
-
-    DDL cannot bind identifiers as parameters, so the helpers accept only names that
-    need no quoting tricks: letters, digits and ``_``, at most 63 characters.
-    """
-    if not (isinstance(name, str) and _IDENTIFIER.fullmatch(name) and len(name) <= 63):
-        raise ConfigurationError(
-            f"table/schema name {name!r} must be letters, digits and _ (at most 63), "
-            "not starting with a digit"
-        )
-    return name
-
-
 def _qualified(name: str, schema: str | None) -> str:
     quoted = f'"{check_identifier(name)}"'
     return f'"{check_identifier(schema)}".{quoted}' if schema else quoted
@@ -169,7 +135,7 @@ def create_notify_trigger(name: str, *, schema: str | None = None) -> None:
     it is ``"<queue> <epoch>"``, the earliest ``run_at`` in Unix seconds (database
     clock), so a worker can sleep until then (see `sa_jobqueue.notifier.parse_payload`).
     """
-    function = _qualified(_function_name(name), schema)
+    function = _qualified(notify_function_name(name), schema)
     channel = channel_name(name)
     pending = Status.PENDING.value
     # Identifiers were checked by _qualified; the rest are our own constants.
@@ -206,7 +172,7 @@ FOR EACH STATEMENT EXECUTE FUNCTION {function}()"""
 
 def drop_notify_trigger(name: str, *, schema: str | None = None) -> None:
     """Remove the trigger `create_notify_trigger` made (its function drops with it)."""
-    function = _qualified(_function_name(name), schema)
+    function = _qualified(notify_function_name(name), schema)
     op.execute(text(f"DROP FUNCTION IF EXISTS {function}() CASCADE"))
 
 

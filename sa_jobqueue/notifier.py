@@ -1,7 +1,7 @@
 """LISTEN/NOTIFY wake-ups on one dedicated connection; polling stays the safety net.
 
 The jobs table's statement-level trigger (`migration.create_notify_trigger`) sends
-one notification per queue per INSERT statement on `migration.channel_name(table)`,
+one notification per queue per INSERT statement on `naming.channel_name(table)`,
 delivered when the inserting transaction commits (never on rollback). Its payload
 is the queue name, or ``"<queue> <epoch>"`` when every new job of that queue is
 scheduled for later (`parse_payload`).
@@ -29,7 +29,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from sa_jobqueue.migration import channel_name
+from sa_jobqueue.naming import channel_name
 
 __all__ = ["APPLICATION_NAME", "Listener", "parse_payload"]
 

@@ -16,7 +16,10 @@ from sa_jobqueue.admin import (
     model_for_table,
     parse_duration,
 )
-from sa_jobqueue.cli import _age, _grid, _plural, _span
+from sa_jobqueue.cli.render import age as _age
+from sa_jobqueue.cli.render import grid as _grid
+from sa_jobqueue.cli.render import plural as _plural
+from sa_jobqueue.cli.render import span as _span
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,199 @@
+"""The ``sa-jobqueue`` click group and what its commands share.
+
+``DATABASE_URL`` is read when ``--database-url`` is absent. User errors (bad
+flags, an unimportable target, a `JobQueueError`, a missing job) print one line
+and exit non-zero (2 for bad usage), without a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from typing import Any, NoReturn, TypeVar
+
+import click
+from sqlalchemy import Engine, create_engine, exc
+
+from sa_jobqueue import admin
+from sa_jobqueue.errors import JobQueueError
+from sa_jobqueue.jobqueue import JobQueue
+
+__all__ = [
+    "Duration",
+    "Moment",
+    "csv",
+    "database_url_option",
+    "fail",
+    "json_flag",
+    "load_jobqueue",
+    "main",
+    "make_engine",
+    "operating",
+    "operator_options",
+]
+
+database_url_option = click.option(
+    "--database-url",
+    envvar="DATABASE_URL",
+    show_envvar=True,
+    required=True,
+    help="SQLAlchemy URL of the PostgreSQL database, e.g. postgresql+psycopg://user@host/db.",
+)
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """Print `message` on stderr in one line and exit with `code`."""
+    click.echo(f"sa-jobqueue: {message}", err=True)
+    sys.exit(code)
+
+
+def make_engine(url: str, *, pool_size: int = 5) -> Engine:
+    """An engine for `url`, with a clear error for a malformed URL."""
+    try:
+        return create_engine(url, pool_size=pool_size, max_overflow=2, pool_pre_ping=True)
+    except Exception as error:  # noqa: BLE001 - any URL/driver problem is a user error here
+        fail(f"bad --database-url: {error}", 2)
+
+
+def load_jobqueue(target: str) -> JobQueue[Any]:
+    """Import ``module:attribute`` (the current directory is importable) as a `JobQueue`."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        fail(f"target {target!r} must look like 'package.module:jobs'", 2)
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001 - report any import failure in one line
+        fail(f"cannot import {module_name!r}: {type(error).__name__}: {error}", 2)
+    obj = module
+    for part in attribute.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            fail(f"module {module_name!r} has no attribute {attribute!r}", 2)
+    if not isinstance(obj, JobQueue):
+        fail(f"{target!r} is a {type(obj).__name__}, not a sa_jobqueue.JobQueue", 2)
+    return obj
+
+
+class _OneLineErrors(click.Group):
+    """Report usage errors (bad flags, bad values) in one line, exit code 2."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs["standalone_mode"] = False
+        try:
+            result = super().main(*args, **kwargs)
+        except click.UsageError as error:
+            hint = f" (see '{error.ctx.command_path} --help')" if error.ctx else ""
+            fail(f"{error.format_message()}{hint}", error.exit_code)
+        except click.ClickException as error:
+            fail(error.format_message(), error.exit_code)
+        except click.Abort:
+            fail("aborted", 1)
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sa-jobqueue")
+def main() -> None:
+    """sa-jobqueue: run workers, migrate, and operate a PostgreSQL job queue."""
+
+
+# -- operator commands -------------------------------------------------------------
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def operator_options(command: F) -> F:
+    """--database-url, --table and --app, shared by every operator command."""
+    options = [
+        database_url_option,
+        click.option("--table", default="jobs", show_default=True, help="Name of the jobs table."),
+        click.option(
+            "--app",
+            metavar="MODULE:ATTR",
+            help="The application's JobQueue (its model and task defaults); overrides --table.",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+json_flag = click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+
+
+def csv(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> list[str] | None:
+    """``--status done,failed --status cancelled`` -> ``["done", "failed", "cancelled"]``."""
+    items = [item.strip() for value in values for item in value.split(",") if item.strip()]
+    return items or None
+
+
+class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in click 8.2+
+    """A duration option: ``30s``, ``5m``, ``2h``, ``7d`` (`admin.parse_duration`)."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Parse `value`, or fail with a one-line usage error."""
+        if isinstance(value, timedelta):
+            return value
+        try:
+            return admin.parse_duration(str(value))
+        except ValueError as error:
+            self.fail(str(error), param, ctx)
+
+
+class Moment(click.ParamType):  # type: ignore[type-arg]
+    """An ISO 8601 date and time option that must carry a UTC offset."""
+
+    name = "datetime"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Parse `value`, or fail with a one-line usage error."""
+        if isinstance(value, datetime):
+            return value
+        try:
+            moment = datetime.fromisoformat(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not an ISO 8601 date and time", param, ctx)
+        if moment.tzinfo is None:
+            self.fail(f"{value!r} needs a UTC offset, e.g. 2026-12-01T09:00:00+00:00", param, ctx)
+        return moment
+
+
+def _describe(error: exc.DBAPIError, table: str) -> str:
+    """One line for a database error."""
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    if sqlstate == "42P01":
+        return f"table {table!r} does not exist (run: sa-jobqueue migrate --table {table})"
+    first = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else repr(error)
+    if isinstance(error, exc.OperationalError):
+        return f"cannot reach the database: {first}"
+    return f"database error: {first}"
+
+
+@contextmanager
+def operating(database_url: str, table: str, app: str | None) -> Iterator[tuple[Any, Engine]]:
+    """The `JobQueue` to operate and an engine; database errors end in one line."""
+    if app:
+        jobs = load_jobqueue(app)
+    else:
+        try:
+            jobs = JobQueue(admin.model_for_table(table))
+        except JobQueueError as error:
+            fail(str(error), 2)
+    engine = make_engine(database_url, pool_size=2)
+    try:
+        yield jobs, engine
+    except exc.DBAPIError as error:
+        fail(_describe(error, jobs.table_name))
+    except JobQueueError as error:
+        fail(str(error), 2)
+    finally:
+        engine.dispose()

@@ -1,0 +1,121 @@
+"""Text rendering shared by the operator commands: tables, ages, times."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import click
+
+from sa_jobqueue import admin
+
+__all__ = [
+    "age",
+    "first_line",
+    "grid",
+    "indent",
+    "plural",
+    "print_json",
+    "render_stats",
+    "span",
+    "when",
+]
+
+
+def print_json(data: Any, *, compact: bool = False) -> None:
+    """Print `data` as JSON (indented unless `compact`)."""
+    text = json.dumps(data, default=str, ensure_ascii=False, indent=None if compact else 2)
+    click.echo(text)
+
+
+def grid(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: int = 0) -> str:
+    """An aligned text table; columns from index `right` on are right-aligned (numbers)."""
+    cells = [[str(h) for h in headers], *[["-" if v is None else str(v) for v in r] for r in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = []
+    for row in cells:
+        parts = [
+            cell.rjust(width) if right and i >= right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        lines.append("  ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def age(seconds: float | None) -> str:
+    """``4.2s``, ``3m07s``, ``2h05m``, ``3d04h``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{max(seconds, 0.0):.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s"
+
+
+def when(moment: datetime | None) -> str:
+    """A timestamp to the second, or ``-``."""
+    return "-" if moment is None else moment.isoformat(sep=" ", timespec="seconds")
+
+
+def first_line(text: str | None, width: int = 60) -> str:
+    """The last line of `text` (an error's message), cut to `width`."""
+    if not text:
+        return ""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 3] + "..."
+
+
+_STATS_COLUMNS = (
+    ("pending", "pending"),
+    ("due", "due"),
+    ("running", "running"),
+    ("expired", "expired_leases"),
+    ("done", "done"),
+    ("failed", "failed"),
+    ("failed/1h", "failed_last_hour"),
+    ("cancelled", "cancelled"),
+    ("retrying", "retrying"),
+)
+
+
+def render_stats(stats: admin.Stats, table: str) -> str:
+    """The ``stats`` table for `stats` of `table`."""
+    rows = [
+        [q.queue, *[getattr(q, attr) for _, attr in _STATS_COLUMNS], age(q.lag_seconds)]
+        for q in [*stats.queues, stats.total]
+    ]
+    rows[-1][0] = "TOTAL"
+    headers = ["queue", *[name for name, _ in _STATS_COLUMNS], "lag"]
+    title = f"table {table!r} at {when(stats.at)}"
+    return f"{title}\n{grid(headers, rows, right=1)}"
+
+
+def indent(text: str) -> str:
+    """`text` indented by two spaces."""
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 batch``, ``2 batches``, ``3 jobs``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}{'es' if noun[-1] == 'h' else 's'}"
+
+
+def span(age: timedelta) -> str:
+    """``7d``, ``1h30m``, ``0s``: a duration as `admin.parse_duration` reads it."""
+    seconds = age.total_seconds()
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{int(count)}{unit}")
+    if seconds or not parts:
+        parts.append(f"{seconds:g}s")
+    return "".join(parts)

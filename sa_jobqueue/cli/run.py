@@ -1,0 +1,150 @@
+"""``sa-jobqueue migrate`` and ``sa-jobqueue worker``."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from datetime import timedelta
+
+import click
+
+from sa_jobqueue import admin, migration
+from sa_jobqueue.cli.app import database_url_option, fail, load_jobqueue, main, make_engine
+from sa_jobqueue.errors import JobQueueError
+
+__all__ = ["migrate", "worker"]
+
+
+def _retention(value: str | None) -> dict[str, timedelta] | None:
+    """``done=1d,failed=30d`` -> ``{"done": timedelta(days=1), ...}``; ``off`` -> ``{}``."""
+    if value is None:
+        return None
+    if value.strip().lower() == "off":
+        return {}
+    ages = {}
+    for item in value.split(","):
+        status, _, age = item.partition("=")
+        try:
+            ages[status.strip()] = admin.parse_duration(age)
+        except ValueError as error:
+            raise click.BadParameter(f"{item!r}: {error}") from None
+    return ages
+
+
+@main.command()
+@database_url_option
+@click.option("--table", default="jobs", show_default=True, help="Name of the jobs table.")
+@click.option("--revision", default="heads", show_default=True, help="Revision to upgrade to.")
+def migrate(database_url: str, table: str, revision: str) -> None:
+    """Create or upgrade the jobs table with the shipped Alembic revisions."""
+    try:
+        migration.check_identifier(table)
+        migration.upgrade(database_url, table=table, revision=revision)
+    except JobQueueError as error:
+        fail(str(error), 2)
+    except Exception as error:  # noqa: BLE001 - one line for the operator, not a traceback
+        fail(f"migration failed: {type(error).__name__}: {error}")
+    click.echo(f"table {table!r} is at the latest sa_jobqueue revision")
+
+
+@main.command()
+@click.argument("target")
+@database_url_option
+@click.option("--queue", "queues", multiple=True, help="Queue to serve (repeatable). Default: all.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+)
+@click.option(
+    "--sweep-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=30.0,
+    show_default=True,
+    help="Seconds between sweeps of expired leases (how soon a dead worker's jobs return).",
+)
+@click.option(
+    "--retention",
+    metavar="STATUS=AGE,...",
+    callback=lambda ctx, param, value: _retention(value),
+    help="How long finished jobs are kept before workers prune them "
+    "[default: done=1d,failed=30d,cancelled=7d]; 'off' keeps everything.",
+)
+@click.option(
+    "--prune-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=admin.DEFAULT_PRUNE_INTERVAL,
+    show_default=True,
+    help="Seconds between prune runs.",
+)
+@click.option(
+    "--listen/--no-listen",
+    default=True,
+    show_default=True,
+    help="Wake on LISTEN/NOTIFY; --no-listen polls only (for transaction-mode poolers).",
+)
+@click.option(
+    "--savepoint-batch",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+)
+def worker(
+    target: str,
+    database_url: str,
+    queues: tuple[str, ...],
+    concurrency: int,
+    poll_interval: float,
+    shutdown_timeout: float,
+    sweep_interval: float,
+    retention: dict[str, timedelta] | None,
+    prune_interval: float,
+    listen: bool,
+    savepoint_batch: int,
+    log_level: str,
+) -> None:
+    """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
+    logging.basicConfig(
+        level=log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    jobs = load_jobqueue(target)
+    engine = make_engine(database_url, pool_size=concurrency + 3)
+    try:
+        runner = jobs.worker(
+            engine,
+            queues=list(queues) or None,
+            concurrency=concurrency,
+            poll_interval=poll_interval,
+            shutdown_timeout=shutdown_timeout,
+            sweep_interval=sweep_interval,
+            retention=retention,
+            prune_interval=prune_interval,
+            listen=listen,
+            savepoint_batch=savepoint_batch,
+        )
+        runner.run()
+    except JobQueueError as error:
+        fail(str(error), 2)
+    finally:
+        engine.dispose()
+    # Handler threads that outlived the shutdown timeout were released back to
+    # pending; do not let them hold the process open.
+    if threading.active_count() > 1:
+        logging.shutdown()
+        os._exit(0)

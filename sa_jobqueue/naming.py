@@ -1,0 +1,70 @@
+"""Names derived from a jobs table: its channel, version table, trigger function, locks.
+
+Everything here is a pure function of the table's name, so the migration, the
+worker, the listener and the operator commands agree on each name without
+importing one another (and without importing Alembic).
+
+>>> channel_name("jobs")
+'sa_jobqueue_jobs'
+>>> version_table("jobs")
+'sa_jobqueue_version_jobs'
+>>> lock_name("jobs", "sweep")
+'sa_jobqueue:jobs:sweep'
+"""
+
+from __future__ import annotations
+
+import re
+
+from sa_jobqueue.errors import ConfigurationError
+
+__all__ = [
+    "IDENTIFIER_MAX",
+    "channel_name",
+    "check_identifier",
+    "lock_name",
+    "notify_function_name",
+    "version_table",
+]
+
+#: PostgreSQL's limit on identifier length (NAMEDATALEN - 1).
+IDENTIFIER_MAX = 63
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_identifier(name: str) -> str:
+    """Return `name` if it is a plain SQL identifier (a table or schema name), else raise.
+
+    DDL cannot bind identifiers as parameters, so the helpers accept only names that
+    need no quoting tricks: letters, digits and ``_``, at most 63 characters.
+
+    >>> check_identifier("jobs")
+    'jobs'
+    """
+    if not (isinstance(name, str) and _IDENTIFIER.fullmatch(name) and len(name) <= IDENTIFIER_MAX):
+        raise ConfigurationError(
+            f"table/schema name {name!r} must be letters, digits and _ (at most 63), "
+            "not starting with a digit"
+        )
+    return name
+
+
+def version_table(table: str) -> str:
+    """The version table `sa-jobqueue migrate` records its revisions in for `table`."""
+    return f"sa_jobqueue_version_{table}"[:IDENTIFIER_MAX]
+
+
+def channel_name(table: str) -> str:
+    """The LISTEN/NOTIFY channel on which inserts into `table` are announced."""
+    return f"sa_jobqueue_{table}"[:IDENTIFIER_MAX]
+
+
+def notify_function_name(table: str) -> str:
+    """The trigger function that sends `table`'s notifications."""
+    return f"sa_jobqueue_notify_{table}"[:IDENTIFIER_MAX]
+
+
+def lock_name(table: str, purpose: str) -> str:
+    """The text hashed into `table`'s advisory-lock key for `purpose` (``sweep``, ``prune``)."""
+    return f"sa_jobqueue:{table}:{purpose}"

@@ -1,0 +1,85 @@
+"""Every SQL statement the queue runs, built with SQLAlchemy Core.
+
+Each builder takes the mapped class and returns a construct for the caller to
+execute; values that vary per call are bound parameters (named in each docstring),
+so SQLAlchemy compiles each statement once and reuses it. Time always comes from
+the database (`now()`), never from a worker's clock.
+
+Every statement that changes a claimed job is *fenced*: it matches `id`,
+`attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
+lost (and whose job was claimed again) touches no row.
+
+The builders live in three modules (`common`, `runtime`, `operator`); this
+package re-exports them, so callers write ``statements.claim(model, ...)``.
+Nothing outside this package writes SQL.
+"""
+
+from __future__ import annotations
+
+from sa_jobqueue.statements.common import (
+    CLAIMED_COLUMNS,
+    FINISHED_VALUES,
+    advisory_lock_key,
+    advisory_unlock,
+    db_now,
+    notify,
+    seconds,
+    try_advisory_lock,
+    try_advisory_xact_lock,
+)
+from sa_jobqueue.statements.operator import (
+    cancel,
+    get_job,
+    list_jobs,
+    prune,
+    requeue,
+    requeue_failed,
+    stats,
+    statuses_of,
+)
+from sa_jobqueue.statements.runtime import (
+    by_keys,
+    claim,
+    complete,
+    discard,
+    enqueue,
+    fail,
+    heartbeat,
+    next_run_at,
+    release,
+    retry_later,
+    still_owned,
+    sweep_expired,
+)
+
+__all__ = [
+    "CLAIMED_COLUMNS",
+    "FINISHED_VALUES",
+    "advisory_lock_key",
+    "advisory_unlock",
+    "by_keys",
+    "cancel",
+    "claim",
+    "complete",
+    "db_now",
+    "discard",
+    "enqueue",
+    "fail",
+    "get_job",
+    "heartbeat",
+    "list_jobs",
+    "next_run_at",
+    "notify",
+    "prune",
+    "release",
+    "requeue",
+    "requeue_failed",
+    "retry_later",
+    "seconds",
+    "stats",
+    "statuses_of",
+    "still_owned",
+    "sweep_expired",
+    "try_advisory_lock",
+    "try_advisory_xact_lock",
+]

@@ -1,0 +1,133 @@
+"""What the statement builders share: fences, batches, intervals, locks, the clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Float,
+    Integer,
+    Select,
+    Text,
+    bindparam,
+    cast,
+    func,
+    literal,
+    literal_column,
+    select,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+
+from sa_jobqueue.model import FINISHED, JobMixin, Status
+from sa_jobqueue.naming import lock_name
+
+__all__ = [
+    "CLAIMED_COLUMNS",
+    "FENCE_ARRAYS",
+    "FINISHED_VALUES",
+    "advisory_lock_key",
+    "advisory_unlock",
+    "db_now",
+    "epoch_seconds",
+    "fence",
+    "fence_one",
+    "notify",
+    "seconds",
+    "try_advisory_lock",
+    "try_advisory_xact_lock",
+    "unnest_rows",
+]
+
+FINISHED_VALUES = tuple(s.value for s in FINISHED)
+
+#: The columns a claim returns: what the executor needs to run and fence a job.
+CLAIMED_COLUMNS = (
+    "id",
+    "kind",
+    "queue",
+    "payload",
+    "attempts",
+    "max_attempts",
+    "idempotency_key",
+)
+
+
+def seconds(value: Any) -> ColumnElement[Any]:
+    """An interval of `value` seconds (a float, column or bound parameter)."""
+    interval: ColumnElement[Any] = literal_column("INTERVAL '1 second'") * value
+    return interval
+
+
+def fence(model: type[JobMixin], ids: Any, attempts: Any) -> list[ColumnElement[bool]]:
+    """The fence: this attempt of this job, still running and leased to `:owner`."""
+    return [
+        model.id == ids,
+        model.attempts == attempts,
+        model.locked_by == bindparam("owner", type_=Text),
+        model.status == Status.RUNNING.value,
+    ]
+
+
+#: The arrays every batched fenced statement takes: which attempt of which job.
+FENCE_ARRAYS = (("ids", "id", BigInteger), ("attempt_numbers", "attempts", Integer))
+
+
+def unnest_rows(*arrays: tuple[str, str, Any]) -> Any:
+    """``unnest(:param, ...) AS batch(column, ...)`` for ``(param, column, type)`` triples.
+
+    Many rows travel in one array parameter per column. Parameter names must differ
+    from column names (SQLAlchemy reserves those in UPDATE/INSERT).
+    """
+    params = [bindparam(param, type_=ARRAY(type_)) for param, _, type_ in arrays]
+    columns = [column for _, column, _ in arrays]
+    return func.unnest(*params).table_valued(*columns).render_derived(name="batch")
+
+
+def fence_one(model: type[JobMixin]) -> list[ColumnElement[bool]]:
+    """The fence for one attempt given as ``:job_id`` and ``:attempt``."""
+    return fence(model, bindparam("job_id", type_=BigInteger), bindparam("attempt", type_=Integer))
+
+
+def advisory_lock_key(model: type[JobMixin], purpose: str) -> ColumnElement[Any]:
+    """A stable 64-bit advisory-lock key for `purpose` on this model's table."""
+    return func.hashtextextended(lock_name(model.__tablename__, purpose), 0)
+
+
+def try_advisory_xact_lock(model: type[JobMixin], purpose: str) -> Select[Any]:
+    """``pg_try_advisory_xact_lock``: true if this transaction now holds `purpose`'s lock."""
+    return select(func.pg_try_advisory_xact_lock(advisory_lock_key(model, purpose)))
+
+
+# -- operations (admin.py) --
+
+
+def db_now() -> Select[Any]:
+    """The database clock (``now()``, the transaction's start time)."""
+    return select(func.now())
+
+
+def epoch_seconds(value: Any) -> ColumnElement[Any]:
+    """`value` (a timestamp) as Unix seconds, a float."""
+    return cast(func.extract("epoch", value), Float)
+
+
+def notify(channel: str) -> Select[Any]:
+    """``pg_notify(channel, queue)`` for each queue in ``:queues``; sent at commit."""
+    queues = (
+        func.unnest(bindparam("queues", type_=ARRAY(Text)))
+        .table_valued("queue")
+        .render_derived(name="notified")
+    )
+    return select(func.pg_notify(literal(channel, Text), queues.c.queue)).select_from(queues)
+
+
+def try_advisory_lock(model: type[JobMixin], purpose: str) -> Select[Any]:
+    """``pg_try_advisory_lock``: a session-level lock, held across transactions until unlocked."""
+    return select(func.pg_try_advisory_lock(advisory_lock_key(model, purpose)))
+
+
+def advisory_unlock(model: type[JobMixin], purpose: str) -> Select[Any]:
+    """``pg_advisory_unlock``: release what `try_advisory_lock` took."""
+    return select(func.pg_advisory_unlock(advisory_lock_key(model, purpose)))

@@ -1,0 +1,196 @@
+"""The operator's statements (`sa_jobqueue.admin`): stats, listing, requeue, cancel, prune."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Integer,
+    Select,
+    Text,
+    Update,
+    bindparam,
+    delete,
+    func,
+    null,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
+from sqlalchemy.sql.dml import ReturningDelete
+
+from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds
+
+__all__ = [
+    "cancel",
+    "get_job",
+    "list_jobs",
+    "prune",
+    "requeue",
+    "requeue_failed",
+    "stats",
+    "statuses_of",
+]
+
+
+def prune(
+    model: type[JobMixin], *, statuses: Sequence[str] = FINISHED_VALUES
+) -> ReturningDelete[Any]:
+    """Delete up to ``:limit`` finished jobs (`statuses`) finished before ``:before``.
+
+    Never touches pending or running rows; skips rows locked by anyone.
+    """
+    if not set(statuses) <= set(FINISHED_VALUES):
+        raise ValueError(f"prune only deletes finished statuses, not {sorted(statuses)!r}")
+    old = (
+        select(model.id)
+        .where(model.status.in_(list(statuses)))
+        .where(model.finished_at < bindparam("before", type_=TIMESTAMP(timezone=True)))
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+        .cte("old")
+    )
+    return delete(model).where(model.id == old.c.id).returning(model.id)
+
+
+def stats(model: type[JobMixin]) -> Select[Any]:
+    """Per-queue counts by status, expired leases, recent dead letters and the queue lag.
+
+    One pass over the table (``GROUP BY queue``); columns are named after
+    `admin.QueueStats`'s fields. ``lag_seconds`` is the age of the oldest due
+    pending job (NULL when none is due).
+    """
+    now = func.now()
+    status = model.status
+
+    def count(*conditions: ColumnElement[bool]) -> Any:
+        return func.count().filter(*conditions)
+
+    pending = status == Status.PENDING.value
+    running = status == Status.RUNNING.value
+    due = model.run_at <= now
+    return (
+        select(
+            model.queue.label("queue"),
+            count(pending).label("pending"),
+            count(pending, due).label("due"),
+            count(running).label("running"),
+            count(running, model.locked_until < now).label("expired_leases"),
+            count(status == Status.DONE.value).label("done"),
+            count(status == Status.FAILED.value).label("failed"),
+            count(status == Status.CANCELLED.value).label("cancelled"),
+            count(
+                status == Status.FAILED.value,
+                model.finished_at > now - func.make_interval(0, 0, 0, 0, 1),
+            ).label("failed_last_hour"),
+            count(pending, model.attempts > 0, model.last_error.is_not(None)).label("retrying"),
+            epoch_seconds(now - func.min(model.run_at).filter(pending, due)).label("lag_seconds"),
+        )
+        .group_by(model.queue)
+        .order_by(model.queue)
+    )
+
+
+def list_jobs(
+    model: type[JobMixin], *, by_status: bool = False, by_queue: bool = False, by_kind: bool = False
+) -> Select[Any]:
+    """Up to ``:limit`` jobs, newest (highest id) first, as table rows.
+
+    Each ``by_*`` flag adds a filter on an array parameter: ``:statuses``,
+    ``:queues``, ``:kinds``.
+    """
+    table = model.__table__
+    query = select(table).order_by(model.id.desc()).limit(bindparam("limit", type_=Integer))
+    for on, column, param in (
+        (by_status, model.status, "statuses"),
+        (by_queue, model.queue, "queues"),
+        (by_kind, model.kind, "kinds"),
+    ):
+        if on:
+            query = query.where(column == func.any(bindparam(param, type_=ARRAY(Text))))
+    return query
+
+
+def get_job(model: type[JobMixin]) -> Select[Any]:
+    """The job ``:job_id``, as a table row."""
+    return select(model.__table__).where(model.id == bindparam("job_id", type_=BigInteger))
+
+
+def _in_ids(model: type[JobMixin]) -> ColumnElement[bool]:
+    return model.id == func.any(bindparam("ids", type_=ARRAY(BigInteger)))
+
+
+def statuses_of(model: type[JobMixin]) -> Select[int, str]:
+    """``(id, status)`` of the jobs in ``:ids`` that exist."""
+    return select(model.id, model.status).where(_in_ids(model))
+
+
+def _requeued(model: type[JobMixin]) -> dict[Any, Any]:
+    return {
+        model.status: Status.PENDING.value,
+        model.run_at: func.now(),
+        # One more attempt than already made, whatever the budget was.
+        model.max_attempts: func.greatest(model.max_attempts, model.attempts + 1),
+        model.finished_at: None,
+        model.locked_until: None,
+        model.updated_at: func.now(),
+    }
+
+
+def requeue(model: type[JobMixin]) -> Update:
+    """Put the ``failed`` or ``cancelled`` jobs among ``:ids`` back to ``pending``, due now.
+
+    ``max_attempts`` grows to allow one more attempt; ``last_error`` and
+    ``attempts`` are kept as history. Returns ``(id, queue)`` of each job moved.
+    """
+    return (
+        update(model)
+        .where(_in_ids(model))
+        .where(model.status.in_([Status.FAILED.value, Status.CANCELLED.value]))
+        .values(_requeued(model))
+        .returning(model.id, model.queue)
+    )
+
+
+def requeue_failed(
+    model: type[JobMixin], *, by_queue: bool = False, by_kind: bool = False
+) -> Update:
+    """Like `requeue`, for every ``failed`` job (of ``:queue_name`` / ``:kind_name`` if flagged)."""
+    query = update(model).where(model.status == Status.FAILED.value)
+    if by_queue:
+        query = query.where(model.queue == bindparam("queue_name", type_=Text))
+    if by_kind:
+        query = query.where(model.kind == bindparam("kind_name", type_=Text))
+    return query.values(_requeued(model)).returning(model.id, model.queue)
+
+
+def cancel(model: type[JobMixin]) -> Update:
+    """Cancel the ``pending`` or ``running`` jobs among ``:ids``; return ``(id, previous status)``.
+
+    A running job is cancelled at once: its handler's later report is fenced on
+    ``status = 'running'`` and changes nothing, and heartbeats stop finding it.
+    The CTE locks the rows (waiting for a claim in flight, never skipping), so
+    the status it returns is the one the row had when it was cancelled.
+    """
+    target = (
+        select(model.id, model.status)
+        .where(_in_ids(model))
+        .where(model.status.in_([Status.PENDING.value, Status.RUNNING.value]))
+        .with_for_update()
+        .cte("target")
+    )
+    return (
+        update(model)
+        .where(model.id == target.c.id)
+        .values(
+            status=Status.CANCELLED.value,
+            finished_at=func.now(),
+            locked_until=null(),
+            updated_at=func.now(),
+        )
+        .returning(model.id, target.c.status.label("previous"))
+    )

@@ -1,0 +1,339 @@
+"""The runtime's statements: enqueue, claim, and every fenced transition after it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Integer,
+    Select,
+    SmallInteger,
+    Text,
+    Update,
+    and_,
+    bindparam,
+    case,
+    cast,
+    func,
+    literal,
+    null,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
+from sqlalchemy.dialects.postgresql import Insert as PgInsert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.statements.common import (
+    CLAIMED_COLUMNS,
+    FENCE_ARRAYS,
+    fence,
+    fence_one,
+    seconds,
+    unnest_rows,
+)
+
+__all__ = [
+    "by_keys",
+    "claim",
+    "complete",
+    "discard",
+    "enqueue",
+    "fail",
+    "heartbeat",
+    "next_run_at",
+    "release",
+    "retry_later",
+    "still_owned",
+    "sweep_expired",
+]
+
+
+def enqueue(model: type[JobMixin]) -> PgInsert:
+    """Insert a batch of jobs; a duplicate idempotency key inserts nothing.
+
+    Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
+    ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
+    for "now plus delay"), ``delays`` (seconds), ``keys``. Returns the inserted rows, in
+    insertion order of their ids.
+    """
+    batch = unnest_rows(
+        ("kinds", "kind", Text),
+        ("queues", "queue", Text),
+        ("payloads", "payload", Text),
+        ("priorities", "priority", SmallInteger),
+        ("max_attempts_list", "max_attempts", Integer),
+        ("run_ats", "run_at", TIMESTAMP(timezone=True)),
+        ("delays", "delay", Float),
+        ("keys", "key", Text),
+    )
+    rows = select(
+        batch.c.kind,
+        batch.c.queue,
+        cast(batch.c.payload, JSONB),
+        batch.c.priority,
+        batch.c.max_attempts,
+        func.coalesce(batch.c.run_at, func.now() + seconds(batch.c.delay)),
+        batch.c.key,
+        literal(Status.PENDING.value, Text),
+        literal(0, Integer),
+    )
+    columns = [
+        "kind",
+        "queue",
+        "payload",
+        "priority",
+        "max_attempts",
+        "run_at",
+        "idempotency_key",
+        "status",
+        "attempts",
+    ]
+    return (
+        pg_insert(model)
+        .from_select(columns, rows)
+        .on_conflict_do_nothing(index_elements=[model.idempotency_key])
+    )
+
+
+def by_keys(model: type[JobMixin]) -> Select[Any]:
+    """Jobs whose idempotency key is in ``:keys`` (an array)."""
+    return select(model).where(
+        model.idempotency_key == func.any(bindparam("keys", type_=ARRAY(Text)))
+    )
+
+
+def claim(
+    model: type[JobMixin],
+    *,
+    leases: Mapping[str, float],
+    default_lease: float,
+) -> Update:
+    """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
+
+    The lease of each job is its kind's lease from `leases` (seconds), else
+    `default_lease`. Rows locked by another claimer are skipped, never waited on.
+    One queue per statement, as Oban and River do: ``queue = :queue`` walks the
+    partial index in claim order, while ``queue IN (...)`` would make PostgreSQL
+    sort every due row of those queues on every claim. Returns the leased jobs.
+    """
+    # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
+    # update more rows than it locked.
+    due = (
+        select(model.id)
+        .where(model.status == Status.PENDING.value)
+        .where(model.queue == bindparam("queue_name", type_=Text))
+        .where(model.run_at <= func.now())
+        .order_by(model.priority, model.run_at, model.id)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+        .cte("due")
+    )
+    lease: ColumnElement[Any] = literal(float(default_lease), Float)
+    if leases:
+        lease = case(
+            {kind: literal(float(value), Float) for kind, value in leases.items()},
+            value=model.kind,
+            else_=lease,
+        )
+    leased = {
+        model.status: Status.RUNNING.value,
+        model.attempts: model.attempts + 1,
+        model.locked_by: bindparam("owner", type_=Text),
+        model.locked_until: func.now() + seconds(lease),
+        model.updated_at: func.now(),
+    }
+    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
+    return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+
+
+def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
+    """Seconds from now until the earliest pending job of `queues` is due (NULL: none).
+
+    Zero or less means one is due already (locked by a claim in flight, or just
+    due). Idle workers run it to sleep until a scheduled job's ``run_at``; it reads
+    the pending partial index only, never ``done`` rows.
+    """
+    earliest = func.min(model.run_at) - func.now()
+    return select(cast(func.extract("epoch", earliest), Float)).where(
+        model.status == Status.PENDING.value, model.queue.in_(list(queues))
+    )
+
+
+def heartbeat(model: type[JobMixin]) -> Update:
+    """Extend the leases of ``:owner``'s running jobs; return the ids extended.
+
+    Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one
+    element per job. Rows locked by another transaction are skipped, never waited
+    on: the worker's own transactional job holds its row locked from its ``done``
+    mark until its COMMIT (a whole savepoint batch), and a heartbeat waiting there
+    would let the worker's other leases run out. A skipped row cannot be swept
+    meanwhile (the sweeper skips locked rows too). A job missing from the result
+    was either skipped or lost; `still_owned` tells which.
+    """
+    batch = unnest_rows(*FENCE_ARRAYS, ("leases", "lease", Float))
+    mine = (
+        select(model.id, batch.c.lease)
+        .join(batch, and_(*fence(model, batch.c.id, batch.c.attempts)))
+        .with_for_update(of=model, skip_locked=True)
+        .cte("mine")
+    )
+    return (
+        update(model)
+        .where(model.id == mine.c.id)
+        .values(locked_until=func.now() + seconds(mine.c.lease), updated_at=func.now())
+        .returning(model.id)
+    )
+
+
+def still_owned(model: type[JobMixin]) -> Select[Any]:
+    """Which of ``:ids``/``:attempt_numbers`` are still running under ``:owner``.
+
+    A plain read (no lock): it sees the last committed state, so a job whose row a
+    transaction of this worker holds locked still counts as owned.
+    """
+    batch = unnest_rows(*FENCE_ARRAYS)
+    return select(model.id).where(*fence(model, batch.c.id, batch.c.attempts))
+
+
+def complete(model: type[JobMixin]) -> Update:
+    """Mark ``:owner``'s jobs done; return the ids that were still held.
+
+    Parameters: ``ids`` and ``attempt_numbers``, arrays: one fenced UPDATE acknowledges
+    many jobs.
+    """
+    batch = unnest_rows(*FENCE_ARRAYS)
+    return (
+        update(model)
+        .where(*fence(model, batch.c.id, batch.c.attempts))
+        .values(
+            status=Status.DONE.value,
+            locked_until=null(),
+            finished_at=func.now(),
+            updated_at=func.now(),
+        )
+        .returning(model.id)
+    )
+
+
+def fail(model: type[JobMixin]) -> Update:
+    """Record a failed attempt of ``:job_id``/``:attempt``; retry later or dead-letter.
+
+    The job is due again after ``:delay`` seconds, or moves to ``failed`` (dead
+    letter) when ``attempts >= max_attempts``. ``:error`` becomes
+    ``last_error``. Returns the id and the new status.
+    """
+    exhausted = model.attempts >= model.max_attempts
+    return (
+        update(model)
+        .where(*fence_one(model))
+        .values(
+            status=case((exhausted, Status.FAILED.value), else_=Status.PENDING.value),
+            run_at=case(
+                (exhausted, model.run_at),
+                else_=func.now() + seconds(bindparam("delay", type_=Float)),
+            ),
+            finished_at=case((exhausted, func.now()), else_=null()),
+            locked_until=null(),
+            last_error=bindparam("error", type_=Text),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status, model.run_at)
+    )
+
+
+def retry_later(model: type[JobMixin]) -> Update:
+    """Put ``:job_id``/``:attempt`` back to pending after ``:delay`` seconds (a `Retry`).
+
+    ``max_attempts`` grows by one, so a snooze does not use up the failure budget.
+    """
+    return (
+        update(model)
+        .where(*fence_one(model))
+        .values(
+            status=Status.PENDING.value,
+            run_at=func.now() + seconds(bindparam("delay", type_=Float)),
+            max_attempts=model.max_attempts + 1,
+            locked_until=null(),
+            last_error=bindparam("error", type_=Text),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status, model.run_at)
+    )
+
+
+def release(model: type[JobMixin]) -> Update:
+    """Give ``:owner``'s unfinished jobs back at shutdown: pending and due at once.
+
+    Parameters: ``ids`` and ``attempt_numbers`` arrays. Like `retry_later`, the interrupted
+    attempt does not use up the failure budget.
+    """
+    batch = unnest_rows(*FENCE_ARRAYS)
+    return (
+        update(model)
+        .where(*fence(model, batch.c.id, batch.c.attempts))
+        .values(
+            status=Status.PENDING.value,
+            run_at=func.now(),
+            max_attempts=model.max_attempts + 1,
+            locked_until=null(),
+            last_error="released at worker shutdown",
+            updated_at=func.now(),
+        )
+        .returning(model.id)
+    )
+
+
+def discard(model: type[JobMixin]) -> Update:
+    """Dead-letter ``:job_id``/``:attempt`` at once, keeping ``:error`` (a `Discard`)."""
+    return (
+        update(model)
+        .where(*fence_one(model))
+        .values(
+            status=Status.FAILED.value,
+            locked_until=null(),
+            finished_at=func.now(),
+            last_error=bindparam("error", type_=Text),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status, model.run_at)
+    )
+
+
+def sweep_expired(model: type[JobMixin]) -> Update:
+    """Recover up to ``:limit`` running jobs whose lease expired.
+
+    Each goes back to ``pending``, or to ``failed`` when its attempts are used up. A
+    recovered job keeps its ``run_at`` (which lies in the past, so it is due at once)
+    and with it its place in claim order, instead of queueing behind the backlog.
+    Rows a live worker has locked are skipped, and the UPDATE re-checks the
+    expiry, so a lease extended meanwhile is never overwritten.
+    """
+    expired = (
+        select(model.id)
+        .where(model.status == Status.RUNNING.value, model.locked_until < func.now())
+        .order_by(model.locked_until)
+        .limit(bindparam("limit", type_=Integer))
+        .with_for_update(skip_locked=True)
+        .cte("expired")
+    )
+    exhausted = model.attempts >= model.max_attempts
+    return (
+        update(model)
+        .where(model.id == expired.c.id)
+        .where(model.status == Status.RUNNING.value, model.locked_until < func.now())
+        .values(
+            status=case((exhausted, Status.FAILED.value), else_=Status.PENDING.value),
+            finished_at=case((exhausted, func.now()), else_=null()),
+            last_error=func.concat(
+                "lease expired (worker ", func.coalesce(model.locked_by, "?"), " stopped reporting)"
+            ),
+            locked_until=null(),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.kind, model.status, model.attempts)
+    )
