@@ -18,16 +18,18 @@ from sqlalchemy import Index, MetaData, Table, text
 from sqlalchemy.orm import DeclarativeBase
 
 from alembic import op
-from sa_jobqueue.model import JobMixin, Status, table_args
+from sa_jobqueue.model import REVISION_INFO, JobMixin, Status, table_args
 from sa_jobqueue.naming import channel_name, check_identifier, notify_function_name, version_table
 
 __all__ = [
+    "add_revision_columns",
     "channel_name",
     "check_identifier",
     "create_jobs_table",
     "create_notify_trigger",
     "drop_jobs_table",
     "drop_notify_trigger",
+    "drop_revision_columns",
     "jobs_table",
     "script_location",
     "set_autovacuum",
@@ -84,13 +86,45 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """
     _qualified(name, schema)
     table = jobs_table(name, schema=schema)
-    columns = [column._copy() for column in table.columns]
+    # Columns that later revisions add are theirs to create: this revision's
+    # table stays what it always was.
+    columns = [column._copy() for column in table.columns if REVISION_INFO not in column.info]
     constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
     op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
         _create_index(index, name, schema)
     set_autovacuum(name, schema=schema)
     create_notify_trigger(name, schema=schema)
+
+
+def add_revision_columns(revision: str, name: str = "jobs", *, schema: str | None = None) -> None:
+    """Add to the jobs table `name` the `JobMixin` columns that `revision` introduced.
+
+    Call it from an Alembic revision of your own for a jobs table you created with
+    `create_jobs_table` (e.g. ``add_revision_columns("sajq_0004", "my_jobs")``).
+    Adding nullable columns without a default rewrites no row and takes a brief
+    ``ACCESS EXCLUSIVE`` lock only.
+    """
+    _qualified(name, schema)
+    columns = _revision_columns(revision, name, schema)
+    if not columns:
+        raise ValueError(f"revision {revision!r} adds no JobMixin column")
+    for column in columns:
+        op.add_column(name, column, schema=schema)
+
+
+def drop_revision_columns(revision: str, name: str = "jobs", *, schema: str | None = None) -> None:
+    """Undo `add_revision_columns` (their data is lost)."""
+    _qualified(name, schema)
+    for column in reversed(_revision_columns(revision, name, schema)):
+        op.drop_column(name, column.name, schema=schema)
+
+
+def _revision_columns(revision: str, name: str, schema: str | None) -> list[Any]:
+    table = jobs_table(name, schema=schema)
+    return [
+        column._copy() for column in table.columns if column.info.get(REVISION_INFO) == revision
+    ]
 
 
 def _create_index(index: Index, table: str, schema: str | None) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "cancel",
     "get_job",
     "list_jobs",
+    "live_counts",
     "prune",
     "requeue",
     "requeue_failed",
@@ -193,4 +194,30 @@ def cancel(model: type[JobMixin]) -> Update:
             updated_at=func.now(),
         )
         .returning(model.id, target.c.status.label("previous"))
+    )
+
+
+def live_counts(model: type[JobMixin]) -> Select[Any]:
+    """Pending and running jobs per queue, and each queue's lag: the metrics gauges.
+
+    Rows of ``(queue, status, jobs, lag_seconds)``; ``lag_seconds`` is the age of
+    the oldest due pending job (NULL on running rows and when nothing is due). It
+    reads only live rows, through the partial indexes over pending and running
+    jobs, so its cost follows the backlog, not the table's size (finished rows
+    are never read; docs/observability.md has the measurement).
+    """
+    now = func.now()
+    pending = model.status == Status.PENDING.value
+    live = [Status.PENDING.value, Status.RUNNING.value]
+    lag = func.min(model.run_at).filter(pending, model.run_at <= now)
+    return (
+        select(
+            model.queue.label("queue"),
+            model.status.label("status"),
+            func.count().label("jobs"),
+            epoch_seconds(now - lag).label("lag_seconds"),
+        )
+        .where(model.status.in_(live))
+        .group_by(model.queue, model.status)
+        .order_by(model.queue, model.status)
     )

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     ColumnElement,
     Float,
     Integer,
@@ -53,14 +54,20 @@ __all__ = [
 ]
 
 
-def enqueue(model: type[JobMixin]) -> PgInsert:
+def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
     """Insert a batch of jobs; a duplicate idempotency key inserts nothing.
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
     ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
     for "now plus delay"), ``delays`` (seconds), ``keys``. Returns the inserted rows, in
     insertion order of their ids.
+
+    Each column named in `extra` (the application's own columns, ``trace_context``)
+    takes one more array, ``:<column>_values``: of the column's type, or of JSON text
+    for a JSON column.
     """
+    table = model.__table__
+    extras = [table.c[name] for name in extra]
     batch = unnest_rows(
         ("kinds", "kind", Text),
         ("queues", "queue", Text),
@@ -70,7 +77,12 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         ("run_ats", "run_at", TIMESTAMP(timezone=True)),
         ("delays", "delay", Float),
         ("keys", "key", Text),
+        *((f"{c.name}_values", f"extra_{c.name}", Text if _is_json(c) else c.type) for c in extras),
     )
+    extra_values = [
+        cast(batch.c[f"extra_{c.name}"], c.type) if _is_json(c) else batch.c[f"extra_{c.name}"]
+        for c in extras
+    ]
     rows = select(
         batch.c.kind,
         batch.c.queue,
@@ -81,6 +93,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         batch.c.key,
         literal(Status.PENDING.value, Text),
         literal(0, Integer),
+        *extra_values,
     )
     columns = [
         "kind",
@@ -92,12 +105,17 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         "idempotency_key",
         "status",
         "attempts",
+        *(c.name for c in extras),
     ]
     return (
         pg_insert(model)
         .from_select(columns, rows)
         .on_conflict_do_nothing(index_elements=[model.idempotency_key])
     )
+
+
+def _is_json(column: Any) -> bool:
+    return isinstance(column.type, JSON)
 
 
 def by_keys(model: type[JobMixin]) -> Select[Any]:

@@ -41,6 +41,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "requeue": lambda: statements.requeue(Job),
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
     "cancel": lambda: statements.cancel(Job),
+    "live_counts": lambda: statements.live_counts(Job),
+    "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
 }
 
 _TYPES = (
