@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Any, Generic
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import admin
+from sa_jobqueue import admin, tracing
+from sa_jobqueue.columns import OwnColumns
 from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.model import JobMixin, JobT
 from sa_jobqueue.registry import Handler, Registry, TaskDef
 from sa_jobqueue.retry import BackoffPolicy
@@ -54,6 +56,8 @@ class JobQueue(Generic[JobT]):
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self._inserter = Inserter(model)
+        self._columns = OwnColumns(model, max_payload_bytes)
+        self.middlewares = Middlewares()
 
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name
@@ -106,6 +110,29 @@ class JobQueue(Generic[JobT]):
 
         return register
 
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Wrap every handler call in `fn`; usable as a decorator.
+
+        ``fn(ctx, call_next)`` runs around the handler and returns what
+        ``call_next(ctx)`` returns (the handler's result, stored in ``result``). A
+        plain function wraps sync handlers; an ``async def`` one wraps async
+        handlers (register one of each to wrap both). The first registered runs
+        outermost. For Flask::
+
+            @jobs.middleware
+            def app_context(ctx, call_next):
+                with app.app_context():
+                    return call_next(ctx)
+
+        An exception it raises counts as the handler's (a `Retry`, a `Discard`, or
+        a failure). See `sa_jobqueue.middleware`.
+
+        Raises:
+            ConfigurationError: `fn` is not callable.
+        """
+        self.middlewares.add(fn)
+        return fn
+
     def get_task(self, kind: str) -> TaskDef | None:
         """The task registered for `kind`, or None."""
         return self.registry.get(kind)
@@ -122,6 +149,7 @@ class JobQueue(Generic[JobT]):
         delay: timedelta | float | None = None,
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
+        columns: Mapping[str, Any] | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -140,6 +168,11 @@ class JobQueue(Generic[JobT]):
             max_attempts: default: the task's, else 20.
             idempotency_key: names the side effect; when a job with this key exists
                 already, that job is returned unchanged and nothing is inserted.
+            columns: values for columns the application added to its model
+                (``{"order_id": 4}``), by attribute name; checked against the model.
+
+        With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
+        context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
 
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
@@ -156,23 +189,29 @@ class JobQueue(Generic[JobT]):
             delay=delay,
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
+            columns=columns,
+            check_columns=self._columns.check,
         )
-        job: JobT = self._inserter.insert(session, [spec])[0]
+        with tracing.producing([spec.queue], 1) as produced:
+            job: JobT = self._inserter.insert(session, [spec], trace_context=produced.carrier)[0]
+            produced.inserted([job.id])
         return job
 
     def enqueue_many(self, session: Session, items: Iterable[Any]) -> list[JobT]:
         """Add many jobs in one round trip; return their rows in the order given.
 
         `items` are ``(kind, payload)`` pairs or dicts of `enqueue`'s keywords plus
-        ``kind``. Fan-out (one event, one job per consumer) is one call::
+        ``kind`` (``"columns"`` included). Fan-out (one event, one job per consumer) is one call::
 
             jobs.enqueue_many(session, [(kind, {"order_id": 4}) for kind in consumers])
 
         Same transaction rules and idempotency as `enqueue`; one bad item rejects
         the whole call before the session is touched.
         """
-        specs = prepare_many(self.registry, self.max_payload_bytes, items)
-        rows: list[JobT] = self._inserter.insert(session, specs)
+        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
+            rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
+            produced.inserted([row.id for row in rows])
         return rows
 
     def worker(
