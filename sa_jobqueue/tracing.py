@@ -31,7 +31,15 @@ from typing import Any
 
 from sa_jobqueue.context import Discard, Retry
 
-__all__ = ["MESSAGING_SYSTEM", "Produced", "available", "consuming", "producing"]
+__all__ = [
+    "MESSAGING_SYSTEM",
+    "Produced",
+    "available",
+    "consuming",
+    "producing",
+    "record_failure",
+    "use_tracer_provider",
+]
 
 #: The value of ``messaging.system`` on every span.
 MESSAGING_SYSTEM = "sa_jobqueue"
@@ -45,13 +53,28 @@ def _otel() -> Any:
     except ImportError:
         return None
 
-    @dataclass(frozen=True)
+    @dataclass
     class Api:
         trace: Any
         propagate: Any
         tracer: Any
 
     return Api(trace, propagate, trace.get_tracer("sa_jobqueue", _version()))
+
+
+def use_tracer_provider(provider: Any = None) -> None:
+    """Make sa-jobqueue's spans with `provider` (None: the global one, the default).
+
+    For an application (or a test) that keeps a `TracerProvider` of its own rather
+    than setting OpenTelemetry's global one. Does nothing without OpenTelemetry.
+    """
+    otel = _otel()
+    if otel is None:
+        return
+    if provider is None:
+        otel.tracer = otel.trace.get_tracer("sa_jobqueue", _version())
+    else:
+        otel.tracer = provider.get_tracer("sa_jobqueue", _version())
 
 
 def _version() -> str | None:

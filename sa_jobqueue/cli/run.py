@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 from datetime import timedelta
+from typing import Any
 
 import click
+from sqlalchemy import Engine
 
 from sa_jobqueue import admin, migration
 from sa_jobqueue.cli.app import database_url_option, fail, load_jobqueue, main, make_engine
 from sa_jobqueue.errors import JobQueueError
+from sa_jobqueue.logs import configure_logging
+from sa_jobqueue.metrics import Metrics, default_metrics
 
 __all__ = ["migrate", "worker"]
 
@@ -31,6 +34,19 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
         except ValueError as error:
             raise click.BadParameter(f"{item!r}: {error}") from None
     return ages
+
+
+def _serve_metrics(engine: Engine, jobs: Any, port: int | None, host: str) -> Metrics | None:
+    """The process's metrics, served on `host`:`port`, or None without a port."""
+    if port is None:
+        return None
+    metrics = default_metrics()
+    metrics.watch(engine, jobs)
+    metrics.serve(port, host)
+    logging.getLogger("sa_jobqueue.metrics").info(
+        "serving metrics on http://%s:%d/metrics", host, port
+    )
+    return metrics
 
 
 @main.command()
@@ -103,6 +119,25 @@ def migrate(database_url: str, table: str, revision: str) -> None:
     default="INFO",
     show_default=True,
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per line, job lines with job_id, kind, queue, attempt...",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (needs sa-jobqueue[prometheus]).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics server binds to.",
+)
 def worker(
     target: str,
     database_url: str,
@@ -116,16 +151,16 @@ def worker(
     listen: bool,
     savepoint_batch: int,
     log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(log_level.upper(), log_format)
     jobs = load_jobqueue(target)
-    engine = make_engine(database_url, pool_size=concurrency + 3)
+    engine = make_engine(database_url, pool_size=concurrency + 4)
     try:
+        metrics = _serve_metrics(engine, jobs, metrics_port, metrics_host)  # noqa: F841 - wired after the split
         runner = jobs.worker(
             engine,
             queues=list(queues) or None,
