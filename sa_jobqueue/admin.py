@@ -163,6 +163,10 @@ class JobInfo:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    #: The handler's return value (JSON), or None.
+    result: Any = None
+    #: The W3C trace context recorded at enqueue, or None.
+    trace_context: Any = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:
