@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.validation import check_delay
+
+if TYPE_CHECKING:
+    # Only for the annotation: sqlalchemy.ext.asyncio needs greenlet at import time.
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = ["Discard", "JobContext", "Retry"]
 
@@ -31,6 +36,8 @@ class JobContext:
         session: in transactional mode, a session whose transaction also carries the
             job's ``done`` mark; writes through it commit if and only if the job
             completes. ``None`` in lease mode.
+        engine: the worker's engine (an ``AsyncEngine`` for async handlers), for
+            handlers that open sessions of their own.
     """
 
     id: int
@@ -42,6 +49,23 @@ class JobContext:
     max_attempts: int = 1
     worker_id: str = ""
     _session: Session | None = field(default=None, repr=False)
+    _engine: Engine | AsyncEngine | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> Engine | AsyncEngine:
+        """The worker's engine: open your own sessions on it in lease mode.
+
+        ``with Session(ctx.engine) as session, session.begin(): ...`` reuses the
+        worker's connection pool instead of building a second engine per process.
+        It is an `Engine` for sync handlers and an ``AsyncEngine`` for async ones
+        (narrow it with ``isinstance`` under a strict type checker).
+
+        Raises:
+            AttributeError: the context was made outside a worker (in a test) without one.
+        """
+        if self._engine is None:
+            raise AttributeError(f"job {self.id} ({self.kind!r}) was given no engine")
+        return self._engine
 
     @property
     def session(self) -> Session:
