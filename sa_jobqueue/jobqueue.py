@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import admin, tracing
 from sa_jobqueue.columns import OwnColumns
+from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
@@ -18,9 +19,10 @@ from sa_jobqueue.model import JobMixin, JobT
 from sa_jobqueue.registry import Handler, Registry, TaskDef
 from sa_jobqueue.retry import BackoffPolicy
 from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from sa_jobqueue.worker import Worker
 
 if TYPE_CHECKING:
-    from sa_jobqueue.worker import Worker
+    from typing import Unpack
 
 __all__ = ["JobQueue"]
 
@@ -55,7 +57,7 @@ class JobQueue(Generic[JobT]):
         self.model = model
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
-        self._inserter = Inserter(model)
+        self._inserter: Inserter[JobT] = Inserter(model)
         self._columns = OwnColumns(model, max_payload_bytes)
         self.middlewares = Middlewares()
 
@@ -214,18 +216,17 @@ class JobQueue(Generic[JobT]):
             produced.inserted([row.id for row in rows])
         return rows
 
-    def worker(
-        self,
-        engine: Engine,
-        *,
-        queues: Sequence[str] | None = None,
-        concurrency: int = 1,
-        **options: Any,
-    ) -> Worker[JobT]:
-        """A worker running this queue's tasks against `engine`; see `Worker`."""
-        from sa_jobqueue.worker import Worker
+    def worker(self, engine: Engine, **options: Unpack[WorkerOptions]) -> Worker[JobT]:
+        """A worker running this queue's tasks against `engine`; see `Worker`.
 
-        return Worker(self, engine, queues=queues, concurrency=concurrency, **options)
+        `options` are `WorkerConfig`'s fields (``queues``, ``concurrency``,
+        ``poll_interval``, ...), checked here: a bad one raises `ConfigurationError`.
+        """
+        if not isinstance(engine, Engine):
+            raise ConfigurationError(
+                f"jobs.worker() needs a sqlalchemy Engine, not {type(engine).__name__}"
+            )
+        return Worker(self.model, self.registry, engine, WorkerConfig.from_options(options))
 
     # -- operations (see sa_jobqueue.admin and docs/operations.md) ------------
 
