@@ -16,6 +16,7 @@ from typing import TypedDict
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retention import DEFAULT_PRUNE_INTERVAL
 from sa_jobqueue.validation import check_name
 
@@ -36,6 +37,7 @@ class WorkerOptions(TypedDict, total=False):
     session_factory: Callable[[], Session] | None
     worker_id: str | None
     savepoint_batch: int
+    metrics: Metrics | None
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,9 @@ class WorkerConfig:
         worker_id: the ``locked_by`` value (default: `worker.make_worker_id`).
         savepoint_batch: in transactional mode, a handler thread runs up to this
             many claimed jobs in one transaction, with a SAVEPOINT per job.
+        metrics: the Prometheus `Metrics` the worker reports into (attempts by
+            outcome, handler time, busy handlers, claim rounds, database errors);
+            None reports nothing. See docs/observability.md.
     """
 
     queues: tuple[str, ...] | None = None
@@ -71,6 +76,7 @@ class WorkerConfig:
     session_factory: Callable[[], Session] | None = field(default=None, repr=False)
     worker_id: str | None = None
     savepoint_batch: int = 1
+    metrics: Metrics | None = field(default=None, repr=False)
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -97,6 +103,10 @@ class WorkerConfig:
                 and value > 0
             ):
                 raise ConfigurationError(f"{name} must be a positive number, not {value!r}")
+        if config.metrics is not None and not isinstance(config.metrics, Metrics):
+            raise ConfigurationError(
+                f"metrics must be a sa_jobqueue.metrics.Metrics, not {config.metrics!r}"
+            )
         return config
 
 

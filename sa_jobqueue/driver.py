@@ -63,8 +63,17 @@ class Driver(Protocol):
         """Lease up to `limit` due pending jobs of `queue` to `owner`."""
         ...
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        """Mark `jobs` done; return the attempts that were still held (the rest were lost)."""
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done, storing `results` (JSON text, one per job; None: no result).
+
+        Returns the attempts that were still held (the rest were lost).
+        """
         ...
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
@@ -139,11 +148,22 @@ class PostgresDriver:
             Claimed.from_row(row, self.leases.get(row.kind, self.default_lease)) for row in rows
         ]
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        """Mark `jobs` done in one fenced UPDATE; return the attempts still held."""
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done in one fenced UPDATE, with their results; return those still held."""
         if not jobs:
             return set()
-        rows = conn.execute(self._complete, fence_params(jobs, owner))
+        if results is None:
+            results = [None] * len(jobs)
+        elif len(results) != len(jobs):
+            raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
+        params = {**fence_params(jobs, owner), "results": list(results)}
+        rows = conn.execute(self._complete, params)
         return {(row.id, row.attempts) for row in rows}
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:

@@ -5,6 +5,13 @@ Lease mode runs the handler outside any queue transaction and returns an
 for successes). Transactional mode runs the handler in a session whose
 transaction also carries the fenced ``done`` update, so the handler's writes and
 the ``done`` mark commit together or not at all.
+
+Every attempt runs inside its trace span (`tracing.consuming`) and the
+application's middleware (`Middlewares.wrap`); the handler's return value is
+checked and kept as JSON text for the ``result`` column: in lease mode it travels
+in the `Outcome` to the completer's fenced ``done``, in transactional mode it is
+written by the fenced ``done`` of the handler's own transaction. A value JSON
+cannot hold fails the attempt (a `PayloadError` naming it).
 """
 
 from __future__ import annotations
@@ -12,16 +19,22 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
-from sqlalchemy import exc
+from sqlalchemy import Engine, exc
 from sqlalchemy.orm import Session
 
+from sa_jobqueue import tracing
 from sa_jobqueue.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.metrics import Metrics
+from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.retry import exponential
+from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 
 __all__ = ["Executor", "format_error"]
 
@@ -57,6 +70,10 @@ class Executor:
         driver: marks transactional jobs done, fenced, in their own transaction.
         owner: this worker's id, for the fence and the context.
         table: the jobs table's name, for derived idempotency keys.
+        engine: the worker's engine, handed to handlers as ``ctx.engine``.
+        middlewares: what wraps every handler call (`JobQueue.middleware`).
+        metrics: where busy handlers are counted (optional).
+        max_result_bytes: the largest result accepted, in bytes of JSON text.
     """
 
     def __init__(
@@ -66,12 +83,21 @@ class Executor:
         driver: Driver,
         owner: str,
         table: str,
+        *,
+        engine: Engine | None = None,
+        middlewares: Middlewares | None = None,
+        metrics: Metrics | None = None,
+        max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self._tasks = tasks
         self._session_factory = session_factory
         self._driver = driver
         self._owner = owner
         self._table = table
+        self._engine = engine
+        self._middlewares = middlewares or Middlewares()
+        self._metrics = metrics
+        self._max_result_bytes = max_result_bytes
 
     def context(self, job: Claimed, session: Session | None = None) -> JobContext:
         """The handler's view of `job`."""
@@ -85,10 +111,15 @@ class Executor:
             max_attempts=job.max_attempts,
             worker_id=self._owner,
             _session=session,
+            _engine=self._engine,
         )
 
     def run(self, job: Claimed) -> Outcome:
         """Run one attempt of `job`; never raises (a handler's error is an outcome)."""
+        with self._busy():
+            return self._run(job)
+
+    def _run(self, job: Claimed) -> Outcome:
         started = time.perf_counter()
         task = self._tasks(job.kind)
         if task is None:
@@ -96,27 +127,58 @@ class Executor:
             delay = exponential(job.attempts)
             error = f"no handler registered for kind {job.kind!r} on worker {self._owner}"
             return Outcome(job, Result.FAIL, delay, error, time.perf_counter() - started)
+        returned = None
         try:
-            if task.transactional:
-                result = self._run_transactional(task, job)
-                if isinstance(result, Outcome):
-                    return result
-            else:
-                task.handler(self.context(job))
-                result = Result.DONE
+            with self._span(job):
+                if task.transactional:
+                    result = self._run_transactional(task, job)
+                    if isinstance(result, Outcome):
+                        return result
+                else:
+                    returned = self._call(task, self.context(job))
+                    result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
             return _failed(task, job, exc, started)
-        return Outcome(job, result, duration=_since(started))
+        return Outcome(job, result, duration=_since(started), returned=returned)
 
-    def _mark_done(self, session: Session, job: Claimed) -> bool:
-        """Flush the handler's writes and run the fenced done in their transaction.
+    def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
+        """Run the handler inside the middleware; return its result as JSON text (or None)."""
+        value = self._middlewares.wrap(task.handler)(ctx)
+        return dump_result(value, self._max_result_bytes)
+
+    def _span(self, job: Claimed) -> Any:
+        """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
+        return tracing.consuming(
+            job_id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            attempt=job.attempts,
+            worker_id=self._owner,
+            trace_context=job.trace_context,
+        )
+
+    @contextmanager
+    def _busy(self) -> Iterator[None]:
+        """Count this handler thread as busy while it runs jobs."""
+        if self._metrics is None:
+            yield
+            return
+        self._metrics.busy.inc()
+        try:
+            yield
+        finally:
+            self._metrics.busy.dec()
+
+    def _mark_done(self, session: Session, job: Claimed, returned: str | None) -> bool:
+        """Flush the handler's writes and run the fenced done (and result) in their transaction.
 
         Returns False when the fence matched no row (the lease was lost).
         """
         session.flush()
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
-        return job.key in self._driver.complete(session.connection(), [job], self._owner)
+        held = self._driver.complete(session.connection(), [job], self._owner, [returned])
+        return job.key in held
 
     def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
         # The handler's writes and the fenced "done" share one transaction: a crash
@@ -127,8 +189,8 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                task.handler(self.context(job, session))
-                if not self._mark_done(session, job):
+                returned = self._call(task, self.context(job, session))
+                if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
         except _LeaseLostError:
             return Result.LOST
@@ -147,8 +209,12 @@ class Executor:
         job cannot fail the others; the fence makes that safe even when the failed
         COMMIT did in fact commit. Never raises.
         """
+        with self._busy():
+            return self._run_batch(jobs)
+
+    def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
         if len(jobs) == 1:
-            return [self.run(jobs[0])]
+            return [self._run(jobs[0])]
         outcomes: list[Outcome] = []
         try:
             with self._session_factory() as session, session.begin():
@@ -162,18 +228,19 @@ class Executor:
                 len(jobs),
                 exc,
             )
-            return [self.run(job) for job in jobs]
+            return [self._run(job) for job in jobs]
         return outcomes
 
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
         started = time.perf_counter()
         task = self._tasks(job.kind)
         if task is None or not task.transactional:
-            return self.run(job)  # not batchable: runs (or fails) on its own
+            return self._run(job)  # not batchable: runs (or fails) on its own
         savepoint = session.begin_nested()
         try:
-            task.handler(self.context(job, session))
-            held = self._mark_done(session, job)
+            with self._span(job):
+                returned = self._call(task, self.context(job, session))
+                held = self._mark_done(session, job, returned)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
             return _failed(task, job, exc, started)

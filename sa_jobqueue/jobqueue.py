@@ -59,7 +59,8 @@ class JobQueue(Generic[JobT]):
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
         self._columns = OwnColumns(model, max_payload_bytes)
-        self.middlewares = Middlewares()
+        #: The middleware around every handler call; `middleware` adds to it.
+        self.middlewares: Middlewares = self.registry.middlewares
 
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name

@@ -30,7 +30,7 @@ import sys
 import time
 from typing import Any, Protocol
 
-__all__ = ["JOB_FIELDS", "JsonFormatter", "configure_logging", "job_fields"]
+__all__ = ["JOB_FIELDS", "JsonFormatter", "configure_logging", "job_fields", "log_job"]
 
 #: The fields a job line carries, in the order `JsonFormatter` writes them.
 JOB_FIELDS = ("event", "job_id", "kind", "queue", "attempt", "worker_id", "duration_ms", "error")
@@ -51,8 +51,6 @@ class _Job(Protocol):
     @property
     def kind(self) -> str: ...
     @property
-    def queue(self) -> str: ...
-    @property
     def attempts(self) -> int: ...
 
 
@@ -67,7 +65,7 @@ def job_fields(
     """The ``extra=`` of a log line about `job` (a claimed job): its `JOB_FIELDS`.
 
     `duration` is in seconds (written as ``duration_ms``); only the first line of
-    `error` is kept.
+    `error` is kept. A job without a ``queue`` attribute (a swept row) has none.
 
     >>> from types import SimpleNamespace as Job
     >>> job_fields("done", Job(id=7, kind="k", queue="q", attempts=1), "w", duration=0.0125)
@@ -78,15 +76,41 @@ def job_fields(
         "event": event,
         "job_id": job.id,
         "kind": job.kind,
-        "queue": job.queue,
+        "queue": getattr(job, "queue", None),
         "attempt": job.attempts,
         "worker_id": worker_id,
     }
+    if fields["queue"] is None:
+        del fields["queue"]
     if duration is not None:
         fields["duration_ms"] = round(duration * 1000, 3)
     if error is not None:
         fields["error"] = error.split("\n", 1)[0]
     return fields
+
+
+def log_job(
+    logger: logging.Logger,
+    level: int,
+    job: _Job,
+    message: str,
+    *args: Any,
+    event: str,
+    worker_id: str,
+    duration: float | None = None,
+    error: str | None = None,
+) -> None:
+    """Log ``job <id> <kind> attempt <n> <message>`` on `logger`, with `job_fields` as extra."""
+    if logger.isEnabledFor(level):
+        logger.log(
+            level,
+            "job %d %s attempt %d " + message,
+            job.id,
+            job.kind,
+            job.attempts,
+            *args,
+            extra=job_fields(event, job, worker_id, duration=duration, error=error),
+        )
 
 
 class JsonFormatter(logging.Formatter):

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.attempt import AttemptKey, Claimed
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.logs import log_job
 from sa_jobqueue.retention import Pruner
 
 __all__ = ["SWEEP_BATCH", "Maintenance"]
@@ -135,12 +136,13 @@ class Maintenance:
                 continue  # its row is locked (its own done mark, uncommitted): try again
             elif key in still_running:
                 lost.add(key)
-                log.warning(
-                    "job %d %s attempt %d: heartbeat found the lease lost "
-                    "(expired and reclaimed, or cancelled)",
-                    job.id,
-                    job.kind,
-                    job.attempts,
+                log_job(
+                    log,
+                    logging.WARNING,
+                    job,
+                    "heartbeat found the lease lost (expired and reclaimed, or cancelled)",
+                    event="lease_lost",
+                    worker_id=self.owner,
                 )
 
     def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
@@ -170,12 +172,14 @@ class Maintenance:
             while True:
                 rows = self.driver.sweep(conn, SWEEP_BATCH)
                 for row in rows:
-                    log.warning(
-                        "job %d %s attempt %d: lease expired, now %s",
-                        row.id,
-                        row.kind,
-                        row.attempts,
+                    log_job(
+                        log,
+                        logging.WARNING,
+                        row,
+                        "lease expired, now %s",
                         row.status,
+                        event="expired",
+                        worker_id=self.owner,
                     )
                 recovered += len(rows)
                 if len(rows) < SWEEP_BATCH:

@@ -84,7 +84,10 @@ class Worker(Generic[JobT]):
 
         self.driver = PostgresDriver(model, leases=leases, default_lease=self.default_lease)
         self.inflight = InFlight()
-        self.completer = Completer(self.driver, self.worker_id, inflight=self.inflight)
+        self.metrics = config.metrics
+        self.completer = Completer(
+            self.driver, self.worker_id, inflight=self.inflight, metrics=self.metrics
+        )
         self.wakeup = WakeupPolicy(self.poll_interval)
         self._wake = WakeEvent()
         self._stopping = threading.Event()
@@ -95,6 +98,9 @@ class Worker(Generic[JobT]):
             self.driver,
             self.worker_id,
             str(model.__tablename__),
+            engine=engine,
+            middlewares=registry.middlewares,
+            metrics=self.metrics,
         )
         self.pool = ThreadPool(
             executor,
@@ -194,6 +200,8 @@ class Worker(Generic[JobT]):
             except exc.SQLAlchemyError as error:
                 # Connection lost, server restarting, pool exhausted: never fatal.
                 # Unrecorded reports stay with the completer (fenced, so safe to redo).
+                if self.metrics is not None:
+                    self.metrics.database_error()
                 failures += 1
                 self._reset_connection()
                 delay = min(5.0, 0.05 * 2**failures)
@@ -221,10 +229,12 @@ class Worker(Generic[JobT]):
             if free > 0 and not self._stopping.is_set():
                 claimed = self._claim(conn, free)
         self.processed += self.completer.recorded(reports)
+        if self.metrics is not None:
+            self.metrics.claim_round()
         if claimed:
             self.inflight.add(claimed)
             for job in claimed:
-                log_job(logging.INFO, job, "claimed")
+                log_job(logging.INFO, job, "claimed", event="claimed", owner=self.worker_id)
             self.pool.submit(claimed)
         return len(claimed), free
 
@@ -300,6 +310,8 @@ class Worker(Generic[JobT]):
     # -- start and stop -------------------------------------------------------
 
     def _start(self, *, listen: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.handlers.inc(self.concurrency)
         self.pool.start()
         self._maintenance_thread = threading.Thread(
             target=self.maintenance.run, name="sa_jobqueue-maintenance", daemon=True
@@ -333,6 +345,8 @@ class Worker(Generic[JobT]):
             self.completer.release_all(leftover)
             self._flush_reports()
         self.pool.stop()
+        if self.metrics is not None:
+            self.metrics.handlers.dec(self.concurrency)
         self._stopped.set()
         if self._maintenance_thread is not None:
             self._maintenance_thread.join(5)

@@ -160,7 +160,7 @@ def worker(
     jobs = load_jobqueue(target)
     engine = make_engine(database_url, pool_size=concurrency + 4)
     try:
-        metrics = _serve_metrics(engine, jobs, metrics_port, metrics_host)  # noqa: F841 - wired after the split
+        metrics = _serve_metrics(engine, jobs, metrics_port, metrics_host)
         runner = jobs.worker(
             engine,
             queues=list(queues) or None,
@@ -172,6 +172,7 @@ def worker(
             prune_interval=prune_interval,
             listen=listen,
             savepoint_batch=savepoint_batch,
+            metrics=metrics,
         )
         runner.run()
     except JobQueueError as error:

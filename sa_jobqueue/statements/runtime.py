@@ -225,10 +225,19 @@ def still_owned(model: type[JobMixin]) -> Select[int, int]:
 def complete(model: type[JobMixin]) -> Update:
     """Mark ``:owner``'s jobs done; return ``(id, attempts)`` of those that were still held.
 
-    Parameters: ``ids`` and ``attempt_numbers``, arrays: one fenced UPDATE acknowledges
-    many jobs.
+    Parameters: ``ids``, ``attempt_numbers`` and ``results`` (each handler's return
+    value as JSON text, NULL for none), arrays: one fenced UPDATE acknowledges many
+    jobs and stores their results.
     """
-    batch = unnest_rows(*FENCE_ARRAYS)
+    fence_arrays = [bindparam(param, type_=ARRAY(type_)) for param, _, type_ in FENCE_ARRAYS]
+    # Optional: a NULL array unnests as NULLs beside the others (no results stored).
+    results = bindparam("results", None, type_=ARRAY(Text), required=False)
+    columns = [column for _, column, _ in FENCE_ARRAYS]
+    batch = (
+        func.unnest(*fence_arrays, results)
+        .table_valued(*columns, "result")
+        .render_derived(name="batch")
+    )
     return (
         update(model)
         .where(*fence(model, batch.c.id, batch.c.attempts))
@@ -237,6 +246,7 @@ def complete(model: type[JobMixin]) -> Update:
             locked_until=null(),
             finished_at=func.now(),
             updated_at=func.now(),
+            result=cast(batch.c.result, JSONB),
         )
         .returning(model.id, model.attempts)
     )

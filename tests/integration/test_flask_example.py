@@ -76,4 +76,6 @@ def test_the_example_runs_as_a_script(server_url, tmp_path):
         )
     assert done.returncode == 0, done.stderr
     assert "ran 2 jobs" in done.stdout
-    assert "{'welcomed': 'ada@example.com', 'attempt': 1}" in done.stdout
+    lines = done.stdout.splitlines()
+    assert lines[1].split()[:2] == ["ada@example.com", "done"]
+    assert "'welcomed': 'ada@example.com'" in lines[1]

@@ -320,8 +320,10 @@ def test_a_worker_process_reports_5_done_and_1_failed_on_its_metrics_port(
     done = 'sa_jobqueue_job_attempts_total{kind="greet",outcome="done",queue="mail"} 5.0'
     failed = 'sa_jobqueue_job_attempts_total{kind="explode",outcome="failed",queue="default"} 1.0'
     wait_for(lambda: done in (text := _scrape(port)) and failed in text, what="5 done, 1 failed")
+    # The gauges are read at most every 5 s: wait for a reading after the work.
+    empty = 'sa_jobqueue_jobs{queue="mail",status="pending"} 0.0'
+    wait_for(lambda: empty in _scrape(port), what="the pending gauge to read 0")
     scrape = _scrape(port)
-    assert 'sa_jobqueue_jobs{queue="mail",status="pending"} 0.0' in scrape
     assert "sa_jobqueue_handlers 2.0" in scrape
     print(scrape)  # the note shows one (pytest -s)
     with Session(committed) as session:
