@@ -193,6 +193,11 @@ def record_failure(span: Any, error: BaseException) -> None:
     if otel is None or span is None:
         return
     name = "discard" if isinstance(error, Discard) else type(error).__qualname__
-    span.record_exception(error)
     span.set_attribute("error.type", name)
-    span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, f"{name}: {error}"[:200]))
+    try:
+        message = f"{name}: {error}"[:200]
+        span.record_exception(error)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails must still be
+        # reported as the handler's failure, not replaced by this one.
+        message = f"{name}: <unprintable message>"
+    span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, message))

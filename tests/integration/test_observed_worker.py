@@ -354,3 +354,28 @@ def test_log_format_json_writes_only_json_lines_with_the_job_fields(committed, w
     assert dead["level"] == logging.getLevelName(logging.ERROR)
     (done,) = [line for line in job_lines if line["event"] == "done"]
     assert done["duration_ms"] >= 0
+
+
+def test_an_unprintable_exception_is_still_the_handlers_failure_on_a_recording_span(
+    committed, spans
+):
+    class WeirdError(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("weird", max_attempts=1)
+    def weird(ctx: JobContext) -> None:
+        raise WeirdError
+
+    (job_id,) = _enqueue(committed, jobs, ("weird", {}))
+    jobs.worker(committed).drain()
+    job = _job(committed, job_id)
+    assert job.status == "failed"
+    assert job.last_error is not None
+    assert job.last_error.split("\n")[0].endswith("WeirdError: <unprintable message>")
+    (process,) = [s for s in spans.get_finished_spans() if s.name == "process default"]
+    assert process.status.status_code is StatusCode.ERROR
+    assert process.status.description is not None
+    assert process.status.description.endswith("WeirdError: <unprintable message>")

@@ -68,14 +68,23 @@ def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_the_columns(s
     with engine.connect() as connection:
         extra = connection.execute(select(Job.result, Job.trace_context)).all()
     assert extra == [(None, None)] * 3
-    # The new model works on the upgraded table: enqueue, and a result on a running row.
+    # The new code works on the upgraded table: a worker runs the pending job that was
+    # there before the upgrade and one enqueued after it, storing their results; the
+    # running job (another worker's lease) is left alone.
+    jobs = JobQueue(Job)
+    jobs.task("a")(lambda ctx: {"ran": ctx.payload})
+    jobs.task("d")(lambda ctx: {"ran": ctx.payload})
     with Session(engine) as session, session.begin():
-        job = JobQueue(Job).enqueue(session, "d", {"n": 4})
-        session.get(Job, 2).result = {"ok": True}  # type: ignore[union-attr]
-        new_id = job.id
+        new_id = jobs.enqueue(session, "d", {"n": 4}).id
+    assert jobs.worker(engine, queues=["default"]).drain() == 2
     with engine.connect() as connection:
-        assert connection.scalar(select(Job.result).where(Job.id == 2)) == {"ok": True}
-        assert connection.scalar(select(Job.status).where(Job.id == new_id)) == "pending"
+        rows = connection.execute(select(Job.id, Job.status, Job.result).order_by(Job.id)).all()
+    assert [tuple(row) for row in rows] == [
+        (1, "done", {"ran": {"n": 1}}),
+        (2, "running", None),
+        (3, "done", None),
+        (new_id, "done", {"ran": {"n": 4}}),
+    ]
 
     migration.downgrade(url, revision=_down_revision())
     assert "result" not in _columns(engine)
