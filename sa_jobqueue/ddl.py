@@ -101,6 +101,7 @@ def attach_to(table: Table) -> None:
     statements += notify_trigger_sql(table.name, table.schema)
     for sql in statements:
         # DDL() formats %(table)s-style keys; the SQL holds no "%" of its own.
-        event.listen(table, "after_create", DDL(sql).execute_if(dialect="postgresql"))
-    drop = DDL(drop_notify_trigger_sql(table.name, table.schema))
+        create = DDL(sql)  # type: ignore[no-untyped-call]
+        event.listen(table, "after_create", create.execute_if(dialect="postgresql"))
+    drop = DDL(drop_notify_trigger_sql(table.name, table.schema))  # type: ignore[no-untyped-call]
     event.listen(table, "after_drop", drop.execute_if(dialect="postgresql"))

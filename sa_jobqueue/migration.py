@@ -291,7 +291,9 @@ def downgrade(
     check_table_name(table, migrated=True)
     with _locked(url, table, prepared_statements) as connection:
         if _drops_table(connection, table, revision) and not force:
-            live = dict(connection.execute(catalog.live_counts(ddl.qualified(table, None))).all())
+            live: dict[str, int] = dict(
+                connection.execute(catalog.live_counts(ddl.qualified(table, None))).all()
+            )
             if live:
                 counts = " and ".join(f"{count} {status}" for status, count in live.items())
                 noun = "job" if sum(live.values()) == 1 else "jobs"
