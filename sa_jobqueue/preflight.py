@@ -14,11 +14,12 @@
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, Connection, Table
+from sqlalchemy import CheckConstraint, Connection, Engine, Table
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import AddConstraint
 
 from sa_jobqueue import ddl
+from sa_jobqueue.engines import check_worker_engine
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin
 from sa_jobqueue.naming import check_table_name
@@ -28,6 +29,7 @@ __all__ = [
     "adopt",
     "check_encoding",
     "check_table",
+    "check_worker",
     "has_notify_trigger",
     "table_differences",
     "table_exists",
@@ -116,6 +118,20 @@ def worker_warnings(conn: Connection, model: type[JobMixin]) -> list[str]:
             "(or migration.create_notify_trigger in a revision)"
         )
     return warnings
+
+
+def check_worker(engine: Engine, model: type[JobMixin]) -> list[str]:
+    """What a worker checks once at start; returns the warnings to log once.
+
+    Raises:
+        ConfigurationError: in one line, when the engine's driver is not psycopg 3,
+            the database is not UTF8, or the jobs table is missing or misshapen.
+    """
+    check_worker_engine(engine)
+    with engine.connect() as conn:
+        check_encoding(conn)
+        check_table(conn, model)
+        return worker_warnings(conn, model)
 
 
 def adopt(conn: Connection, table: Table) -> list[str]:
