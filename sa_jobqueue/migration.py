@@ -222,7 +222,8 @@ def upgrade(
         adopt: when `table` exists already without a record of ours (made by
             ``create_all`` or by hand), take it over if it matches the model:
             add what it lacks (indexes, constraints, trigger, autovacuum
-            settings) and record it as at ``sajq_0001``; else it is refused.
+            settings) and record it as at ``sajq_0001``; else it is refused. On
+            a table already migrated, it adds back what was dropped since.
         prepared_statements: False turns psycopg's prepared statements off.
 
     Returns:
@@ -236,7 +237,8 @@ def upgrade(
     check_table_name(table, migrated=True)
     with _locked(url, table, prepared_statements) as connection:
         model_table = jobs_table(table)
-        if not _heads(connection, table) and preflight.table_exists(connection, model_table):
+        recorded = bool(_heads(connection, table))
+        if preflight.table_exists(connection, model_table) and (adopt or not recorded):
             if not adopt:
                 raise ConfigurationError(
                     f"table {table!r} exists, but sa-jobqueue migrate did not make it "
@@ -245,7 +247,8 @@ def upgrade(
                     "(Python: migration.upgrade(url, adopt=True))"
                 )
             preflight.adopt(connection, model_table)
-            command.stamp(_config(connection, table), ROOT_REVISION)
+            if not recorded:
+                command.stamp(_config(connection, table), ROOT_REVISION)
         command.upgrade(_config(connection, table), revision)
         return _heads(connection, table)
 

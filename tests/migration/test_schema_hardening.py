@@ -285,3 +285,16 @@ def test_migrate_refuses_a_database_that_is_not_utf8(server_url):
         with engine.connect() as connection:
             assert connection.scalar(text("SELECT to_regclass('jobs')")) is None
         engine.dispose()
+
+
+def test_adopt_on_a_migrated_table_adds_back_a_dropped_trigger(scratch):
+    url, engine = scratch
+    migration.upgrade(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP TRIGGER sa_jobqueue_notify ON jobs"))
+    assert migration.upgrade(url) == ("sajq_0001",)
+    with engine.connect() as connection:
+        assert beside_the_table(connection, "jobs")["trigger"] == ""
+    migration.upgrade(url, adopt=True)
+    with engine.connect() as connection:
+        assert beside_the_table(connection, "jobs")["trigger"].startswith("CREATE TRIGGER")
