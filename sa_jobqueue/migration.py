@@ -26,6 +26,7 @@ __all__ = [
     "check_identifier",
     "create_jobs_table",
     "create_notify_trigger",
+    "current_revisions",
     "drop_jobs_table",
     "drop_notify_trigger",
     "jobs_table",
@@ -191,6 +192,22 @@ def upgrade(url: str, *, table: str = "jobs", revision: str = "heads") -> None:
     config.attributes["sa_jobqueue_url"] = url
     config.attributes["sa_jobqueue_table"] = table
     command.upgrade(config, revision)
+
+
+def current_revisions(url: str, *, table: str = "jobs") -> tuple[str, ...]:
+    """The shipped revisions recorded for `table`, sorted; empty before its first migrate."""
+    from alembic.runtime.migration import MigrationContext
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.connect() as connection:
+            options = {"version_table": version_table(check_identifier(table))}
+            context = MigrationContext.configure(connection, opts=options)
+            return tuple(sorted(context.get_current_heads()))
+    finally:
+        engine.dispose()
 
 
 def downgrade(url: str, *, table: str = "jobs", revision: str = "base") -> None:

@@ -39,14 +39,35 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
 @click.option("--revision", default="heads", show_default=True, help="Revision to upgrade to.")
 def migrate(database_url: str, table: str, revision: str) -> None:
     """Create or upgrade the jobs table with the shipped Alembic revisions."""
+    before: tuple[str, ...] = ()
     try:
         migration.check_identifier(table)
+        before = migration.current_revisions(database_url, table=table)
         migration.upgrade(database_url, table=table, revision=revision)
+        after = migration.current_revisions(database_url, table=table)
     except JobQueueError as error:
         fail(str(error), 2)
     except Exception as error:  # noqa: BLE001 - one line for the operator, not a traceback
+        if not before and getattr(getattr(error, "orig", None), "sqlstate", None) == "42P07":
+            fail(
+                f"table {table!r} exists but no sa_jobqueue revision is recorded for it "
+                "(was it made by create_all?): drop it and run migrate again, or leave the "
+                "jobs table out of create_all (see docs/getting-started.md)"
+            )
         fail(f"migration failed: {type(error).__name__}: {error}")
-    click.echo(f"table {table!r} is at the latest sa_jobqueue revision")
+    click.echo(_migrated(table, revision, before, after))
+
+
+def _migrated(table: str, revision: str, before: tuple[str, ...], after: tuple[str, ...]) -> str:
+    """What `migrate` did, in one line: created, upgraded, or nothing to do."""
+    at = ", ".join(after) or "base"
+    if before == after:
+        if revision == "heads":
+            return f"table {table} is already at the latest revision ({at}); nothing to do"
+        return f"table {table} is already at {at}; nothing to do"
+    if not before:
+        return f"created table {table} at {at}"
+    return f"upgraded table {table} from {', '.join(before)} to {at}"
 
 
 @main.command()
