@@ -186,6 +186,7 @@ class Shell:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
         reader.join(timeout=5)
+        stream.close()
         text = "".join(output)
         self.transcript.append(f"$ {command}   # then SIG{stop}\n{text}")
         if code != 0:
