@@ -36,7 +36,7 @@ docs-serve: $(STAMP)  ## serve the docs site on http://127.0.0.1:8000 while you 
 
 check: lint typecheck docs pytest  ## everything CI runs
 
-test: check  ## ruff, mypy and pytest: the README's test command
+test: check  ## ruff, mypy, the strict docs build and pytest: the README's test command
 
 demo: $(STAMP)  ## the lesson end to end with real worker processes
 	$(BIN)/python examples/demo.py
