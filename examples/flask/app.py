@@ -46,7 +46,7 @@ def sign_up(email: str) -> tuple[dict[str, int], int]:
 def send_welcome(ctx: JobContext) -> None:
     # The worker runs handlers outside any request: db.session needs an app context.
     with app.app_context():
-        signup = db.get_or_404(Signup, ctx.payload["signup_id"])
+        signup = db.session.get_one(Signup, ctx.payload["signup_id"])
         app.logger.info("welcome mail sent to %s", signup.email)
         signup.welcomed = True
         db.session.commit()
