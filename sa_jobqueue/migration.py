@@ -27,6 +27,7 @@ __all__ = [
     "create_jobs_table",
     "create_notify_trigger",
     "current_revisions",
+    "downgrade",
     "drop_jobs_table",
     "drop_notify_trigger",
     "jobs_table",
