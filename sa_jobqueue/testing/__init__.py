@@ -1,0 +1,48 @@
+"""Test helpers for applications that use sa-jobqueue, and throwaway PostgreSQL servers.
+
+What a test of an application needs (see docs/testing.md):
+
+* assertions on what the code under test enqueued, read from the test's session:
+  `assert_enqueued`, `refute_enqueued`, `enqueued` (and `aassert_enqueued`,
+  `arefute_enqueued`, `aenqueued` for an `AsyncSession`);
+* a PostgreSQL to run against: `throwaway_postgres` (testcontainers, the
+  machine's binaries, or an embedded server), `scratch_database`, `local_cluster`.
+
+The pytest fixtures built on them live in `sa_jobqueue.pytest_plugin`. Nothing in
+this package is imported by the library itself, so nothing here can be switched
+on in production by importing the queue.
+"""
+
+from __future__ import annotations
+
+from sa_jobqueue.testing.assertions import (
+    aassert_enqueued,
+    aenqueued,
+    arefute_enqueued,
+    assert_enqueued,
+    enqueued,
+    payload_contains,
+    refute_enqueued,
+)
+from sa_jobqueue.testing.servers import (
+    LocalCluster,
+    NoPostgresError,
+    local_cluster,
+    scratch_database,
+    throwaway_postgres,
+)
+
+__all__ = [
+    "LocalCluster",
+    "NoPostgresError",
+    "aassert_enqueued",
+    "aenqueued",
+    "arefute_enqueued",
+    "assert_enqueued",
+    "enqueued",
+    "local_cluster",
+    "payload_contains",
+    "refute_enqueued",
+    "scratch_database",
+    "throwaway_postgres",
+]
