@@ -5,6 +5,7 @@ What a test of an application needs (see docs/testing.md):
 * assertions on what the code under test enqueued, read from the test's session:
   `assert_enqueued`, `refute_enqueued`, `enqueued` (and `aassert_enqueued`,
   `arefute_enqueued`, `aenqueued` for an `AsyncSession`);
+* running jobs in the test's process: `perform` (one handler, now);
 * a PostgreSQL to run against: `throwaway_postgres` (testcontainers, the
   machine's binaries, or an embedded server), `scratch_database`, `local_cluster`.
 
@@ -24,6 +25,7 @@ from sa_jobqueue.testing.assertions import (
     payload_contains,
     refute_enqueued,
 )
+from sa_jobqueue.testing.running import perform
 from sa_jobqueue.testing.servers import (
     LocalCluster,
     NoPostgresError,
@@ -42,6 +44,7 @@ __all__ = [
     "enqueued",
     "local_cluster",
     "payload_contains",
+    "perform",
     "refute_enqueued",
     "scratch_database",
     "throwaway_postgres",
