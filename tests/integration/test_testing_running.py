@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
-from sqlalchemy import func, select
+import contextlib
 
-from sa_jobqueue import ConfigurationError, Discard, JobContext, PayloadError, Retry
-from sa_jobqueue.testing import perform
+import pytest
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import ConfigurationError, Discard, JobContext, JobQueueError, PayloadError, Retry
+from sa_jobqueue.testing import drain, perform
 from sa_jobqueue.testing.running import PERFORM_WORKER_ID
 from tests.models import Invoice, Job, Order, new_queue
 
@@ -137,3 +140,135 @@ def test_bad_calls_say_what_is_wrong(jobs, args, kwargs, error, message):
 def test_perform_needs_the_jobqueue(jobs):
     with pytest.raises(ConfigurationError, match="needs the application's JobQueue"):
         perform(Job, "send_receipt")  # type: ignore[arg-type]
+
+
+# -- drain -------------------------------------------------------------------
+
+
+@pytest.fixture
+def flaky():
+    """A queue whose handlers end every way a job can end."""
+    queue = new_queue()
+
+    @queue.task("ok")
+    def ok(ctx: JobContext) -> None:
+        pass
+
+    @queue.task("chain", transactional=True)
+    def chain(ctx: JobContext) -> None:
+        queue.enqueue(ctx.session, "ok", {"from": ctx.id})
+
+    @queue.task("boom", max_attempts=2)
+    def boom(ctx: JobContext) -> None:
+        raise RuntimeError(f"boom on attempt {ctx.attempt}")
+
+    @queue.task("discard")
+    def discard(ctx: JobContext) -> None:
+        raise Discard("not wanted")
+
+    @queue.task("snooze", queue="slow")
+    def snooze(ctx: JobContext) -> None:
+        raise Retry(delay=60, reason="later")
+
+    @queue.task("forever")
+    def forever(ctx: JobContext) -> None:
+        raise Retry(delay=0)
+
+    @queue.task("invoice", transactional=True)
+    def invoice(ctx: JobContext) -> None:
+        order = ctx.session.get_one(Order, ctx.payload["order_id"])
+        ctx.session.add(Invoice(order_id=order.id, total_cents=order.total_cents))
+
+    return queue
+
+
+def _statuses(bind) -> dict[int, tuple[str, int]]:
+    with bind.connect() if isinstance(bind, Engine) else contextlib.nullcontext(bind) as c:
+        rows = c.execute(select(Job.id, Job.status, Job.attempts).order_by(Job.id))
+        return {row.id: (row.status, row.attempts) for row in rows}
+
+
+def test_drain_on_an_engine_runs_every_due_job_and_says_how_each_ended(committed, flaky):
+    with Session(committed) as session, session.begin():
+        session.add(Order(id=4, customer="dave", total_cents=2500))
+        flaky.enqueue_many(
+            session,
+            [
+                ("invoice", {"order_id": 4}),
+                ("boom", {}),
+                ("discard", {}),
+                ("snooze", {}),
+                ("chain", {}),
+            ],
+        )
+        flaky.enqueue(session, "ok", {"later": True}, delay=3600)
+    ran = drain(flaky, committed)
+    assert [(o.id, o.kind, o.attempt, o.outcome) for o in ran] == [
+        (1, "invoice", 1, "done"),
+        (2, "boom", 1, "retried"),
+        (3, "discard", 1, "failed"),
+        (5, "chain", 1, "done"),
+        (7, "ok", 1, "done"),  # enqueued by the chain handler, in its transaction
+        (4, "snooze", 1, "retried"),  # queue "slow" comes after "default"
+    ]
+    by_id = {o.id: o for o in ran}
+    assert by_id[2].error is not None
+    assert by_id[2].error.startswith("RuntimeError: boom on attempt 1\nTraceback")
+    assert by_id[3].error == "discarded: not wanted"
+    assert by_id[4].error == "later"
+    assert by_id[1].ok
+    assert not by_id[2].ok
+    assert by_id[7].payload == {"from": 5}
+    assert _statuses(committed) == {
+        1: ("done", 1),
+        2: ("pending", 1),  # backoff: not due yet, so this drain is over
+        3: ("failed", 1),
+        4: ("pending", 1),
+        5: ("done", 1),
+        6: ("pending", 0),  # scheduled for later
+        7: ("done", 1),
+    }
+    with Session(committed) as session:
+        assert session.get_one(Invoice, 4).total_cents == 2500
+    assert drain(flaky, committed) == []
+
+
+def test_drain_on_the_tests_session_runs_in_its_transaction(session, flaky):
+    session.add(Order(id=4, customer="dave", total_cents=2500))
+    flaky.enqueue(session, "invoice", {"order_id": 4})
+    session.add(Job(kind="boom"))  # plain ORM, not flushed yet
+    ran = drain(flaky, session)
+    assert [(o.kind, o.outcome) for o in ran] == [("invoice", "done"), ("boom", "retried")]
+    assert session.get_one(Invoice, 4).total_cents == 2500
+    statuses = [status for status, _ in _statuses(session.connection()).values()]
+    assert statuses == ["done", "pending"]
+
+
+def test_drain_limits_attempts_of_a_job_that_retries_at_once(committed, flaky):
+    with Session(committed) as session, session.begin():
+        flaky.enqueue(session, "forever", {})
+    with pytest.raises(JobQueueError, match=r"drain ran 5 attempts .*'forever'"):
+        drain(flaky, committed, limit=5)
+    assert _statuses(committed) == {1: ("pending", 6)}  # the sixth claim was given back
+
+
+def test_drain_takes_only_the_queues_given(committed, flaky):
+    with Session(committed) as session, session.begin():
+        flaky.enqueue_many(session, [("ok", {}), ("snooze", {})])
+    assert [o.kind for o in drain(flaky, committed, queues=["slow"])] == ["snooze"]
+    assert [o.kind for o in drain(flaky, committed)] == ["ok"]
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((Job, None), {}, "drain needs the application's JobQueue"),
+        ((None, "postgresql://"), {}, "drain needs an Engine, a Session or a Connection"),
+        ((None, None), {"limit": 0}, "limit must be an int >= 1"),
+        ((None, None), {"queues": "mail"}, "queues must be a non-empty list"),
+    ],
+)
+def test_bad_drain_calls_say_what_is_wrong(committed, flaky, args, kwargs, message):
+    queue, bind = args
+    with pytest.raises(ConfigurationError, match=message):
+        drain(flaky if queue is None else queue, committed if bind is None else bind, **kwargs)
