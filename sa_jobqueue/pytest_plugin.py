@@ -25,6 +25,9 @@ Fixtures (see docs/testing.md):
 ``jobqueue_committed``
     The engine, for real commits visible to other connections (workers); every
     table is emptied before and after the test.
+``jobqueue_run_on_commit``
+    Jobs enqueued in a transaction of the ``jobqueue_committed`` engine run in
+    the test's process right after it commits (`sa_jobqueue.testing.run_on_commit`).
 
 Override in your ``conftest.py``: ``jobqueue`` (your `JobQueue`, for the fixtures
 that run jobs), ``jobqueue_tables`` (your metadata) and ``jobqueue_migrate``.
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from sa_jobqueue.jobqueue import JobQueue
+    from sa_jobqueue.testing.on_commit import RunOnCommit
 
 __all__ = [
     "jobqueue",
@@ -51,6 +55,7 @@ __all__ = [
     "jobqueue_database_url",
     "jobqueue_engine",
     "jobqueue_migrate",
+    "jobqueue_run_on_commit",
     "jobqueue_server_url",
     "jobqueue_session",
     "jobqueue_tables",
@@ -168,3 +173,14 @@ def jobqueue() -> JobQueue[Any]:
         "your application's JobQueue (e.g. `return myapp.jobs.jobs`)",
         pytrace=False,
     )
+
+
+@pytest.fixture
+def jobqueue_run_on_commit(
+    jobqueue: JobQueue[Any], jobqueue_committed: Engine
+) -> Iterator[RunOnCommit]:
+    """Run jobs right after the transaction that enqueued them commits, in this process."""
+    from sa_jobqueue.testing.on_commit import run_on_commit
+
+    with run_on_commit(jobqueue, jobqueue_committed) as runner:
+        yield runner

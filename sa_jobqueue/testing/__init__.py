@@ -5,7 +5,9 @@ What a test of an application needs (see docs/testing.md):
 * assertions on what the code under test enqueued, read from the test's session:
   `assert_enqueued`, `refute_enqueued`, `enqueued` (and `aassert_enqueued`,
   `arefute_enqueued`, `aenqueued` for an `AsyncSession`);
-* running jobs in the test's process: `perform` (one handler, now);
+* running jobs in the test's process: `perform` (one handler, now), `drain`
+  (every due job, with each attempt's `JobOutcome`), and `run_on_commit`
+  (jobs run right after the transaction that enqueued them commits);
 * a PostgreSQL to run against: `throwaway_postgres` (testcontainers, the
   machine's binaries, or an embedded server), `scratch_database`, `local_cluster`.
 
@@ -25,6 +27,8 @@ from sa_jobqueue.testing.assertions import (
     payload_contains,
     refute_enqueued,
 )
+from sa_jobqueue.testing.draining import JobOutcome, drain
+from sa_jobqueue.testing.on_commit import RunOnCommit, run_on_commit
 from sa_jobqueue.testing.running import perform
 from sa_jobqueue.testing.servers import (
     LocalCluster,
@@ -35,17 +39,21 @@ from sa_jobqueue.testing.servers import (
 )
 
 __all__ = [
+    "JobOutcome",
     "LocalCluster",
     "NoPostgresError",
+    "RunOnCommit",
     "aassert_enqueued",
     "aenqueued",
     "arefute_enqueued",
     "assert_enqueued",
+    "drain",
     "enqueued",
     "local_cluster",
     "payload_contains",
     "perform",
     "refute_enqueued",
+    "run_on_commit",
     "scratch_database",
     "throwaway_postgres",
 ]

@@ -212,7 +212,7 @@ def test_url(jobqueue_server_url, request):
 def test_a_missing_jobqueue_fixture_says_what_to_define(pytester, inner):
     pytester.makepyfile(
         test_missing="""
-def test_runs_jobs(jobqueue):
+def test_runs_on_commit(jobqueue_run_on_commit):
     pass
 """
     )
