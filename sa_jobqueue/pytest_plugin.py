@@ -59,7 +59,6 @@ __all__ = [
     "jobqueue_server_url",
     "jobqueue_session",
     "jobqueue_tables",
-    "pytest_addoption",
 ]
 
 OPTION = "--jobqueue-database-url"
