@@ -20,12 +20,15 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.testing.draining import JobOutcome, drain
 
@@ -86,7 +89,7 @@ class RunOnCommit:
 
 @contextlib.contextmanager
 def run_on_commit(
-    jobs: JobQueue[Any], engine: Engine, *, outside_pytest: bool = False
+    jobs: JobQueue[Any], engine: Engine | AsyncEngine, *, outside_pytest: bool = False
 ) -> Iterator[RunOnCommit]:
     """Switch run-on-commit mode on for the ``with`` block; yield what ran.
 
@@ -99,6 +102,8 @@ def run_on_commit(
         jobs: the application's queue, whose handlers run.
         engine: the engine the application's sessions use; commits on it (or on a
             connection of it, as in the rolled-back ``session`` tier) trigger the drain.
+            An `AsyncEngine` works as well: an `AsyncSession`'s commit then drains
+            through its sync engine, inside the commit's await.
         outside_pytest: allow the mode outside a pytest run (a script's own test
             harness). Without it, starting the mode where ``PYTEST_CURRENT_TEST``
             is unset raises, so it cannot be switched on in production by mistake.
@@ -111,6 +116,7 @@ def run_on_commit(
     """
     if not isinstance(jobs, JobQueue):
         raise ConfigurationError(f"run_on_commit needs the application's JobQueue, not {jobs!r}")
+    engine = getattr(engine, "sync_engine", engine)  # an AsyncEngine's, for its sessions
     if not isinstance(engine, Engine):
         raise ConfigurationError(f"run_on_commit needs an Engine, not {engine!r}")
     if not (outside_pytest or os.environ.get("PYTEST_CURRENT_TEST")):

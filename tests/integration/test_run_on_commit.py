@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
 import pytest
 from sqlalchemy import create_engine, event, func, select
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue import ConfigurationError, JobContext
@@ -123,6 +125,22 @@ def test_on_the_rolled_back_tier_jobs_run_on_the_tests_connection(engine, sessio
             place_order(session, jobs, 4)
         assert session.get_one(Invoice, 4).total_cents == 2500
     assert [o.kind for o in ran.outcomes] == ["create_invoice", "note"]
+
+
+def test_an_async_sessions_commit_runs_its_jobs(committed, jobs, database_url):
+    async def scenario() -> list[str]:
+        engine = create_async_engine(database_url)
+        try:
+            with run_on_commit(jobs, engine) as ran:
+                async with AsyncSession(engine) as session, session.begin():
+                    await session.run_sync(place_order, jobs, 4)
+                    assert ran.outcomes == []
+            return [o.kind for o in ran.outcomes]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(scenario()) == ["create_invoice", "note"]
+    assert count(committed, Invoice) == 1
 
 
 def test_the_fixture_switches_it_on(jobqueue_run_on_commit, committed, jobqueue):
