@@ -10,6 +10,9 @@ from __future__ import annotations
 import importlib.metadata
 
 import pytest
+from sqlalchemy import create_engine, make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.pool import NullPool
 
 MODELS = """
 from sqlalchemy.orm import DeclarativeBase
@@ -221,3 +224,27 @@ def test_runs_on_commit(jobqueue_run_on_commit):
     result.stdout.fnmatch_lines(
         ["*define a `jobqueue` fixture in your conftest.py that returns your application's*"]
     )
+
+
+def test_without_any_url_a_throwaway_server_lives_for_the_run(pytester, monkeypatch):
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    pytester.makepyfile(app=MODELS)
+    pytester.makepyfile(
+        test_throwaway="""
+from sa_jobqueue.testing import assert_enqueued
+from app import jobs
+
+
+def test_a_server_of_the_runs_own(jobqueue_server_url, jobqueue_session):
+    print("server:", jobqueue_server_url)
+    jobs.enqueue(jobqueue_session, "send_receipt", {"order_id": 4})
+    assert_enqueued(jobqueue_session, "send_receipt", payload={"order_id": 4})
+"""
+    )
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider", "test_throwaway.py")
+    result.assert_outcomes(passed=1)
+    (line,) = [line for line in result.outlines if "server: " in line]
+    url = make_url(line.split("server: ", 1)[1].split()[0])
+    assert (url.host, url.database) == ("127.0.0.1", "postgres")
+    with pytest.raises(OperationalError):  # gone with the run
+        create_engine(url, poolclass=NullPool).connect()
