@@ -1,14 +1,14 @@
 """`drain`: run every due job in the test's thread and say how each attempt ended.
 
-Each attempt is claimed, run by the worker's `Executor` and recorded with the
-worker's fenced statements, so rows end as they would under ``sa-jobqueue
-worker``; only the threads, heartbeats, sweeper and notifications are left out.
+Each attempt is claimed through the worker's `Driver`, run by its `Executor` and
+recorded by its `Completer` (fenced, with the same log lines), so rows end as
+they would under ``sa-jobqueue worker``; only the threads, heartbeats, sweeper
+and notifications are left out.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import secrets
 from collections.abc import Callable, Iterator, Sequence
@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from sa_jobqueue import statements
+from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
+from sa_jobqueue.completer import Completer
+from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.errors import ConfigurationError, JobQueueError
-from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, fence_params
+from sa_jobqueue.executor import Executor
 from sa_jobqueue.jobqueue import JobQueue
-from sa_jobqueue.model import Status
-from sa_jobqueue.validation import MAX_DELAY_SECONDS
 
 __all__ = ["DRAIN_LIMIT", "JobOutcome", "drain"]
 
@@ -113,29 +113,44 @@ def drain(
     return _Drain(jobs, bind, queues).run(limit)
 
 
+class _ObservedDriver(PostgresDriver):
+    """The PostgreSQL driver, remembering what each record did, for the `JobOutcome`s."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: set[AttemptKey] = set()
+        self.statuses: dict[AttemptKey, str | None] = {}
+
+    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        held = super().complete(conn, jobs, owner)
+        self.held |= held
+        return held
+
+    def record_failure(
+        self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
+    ) -> str | None:
+        status = super().record_failure(conn, job, owner, result, delay, error)
+        self.statuses[job.key] = status
+        return status
+
+
 class _Drain:
-    """One drain: the statements and the executor, built once per call."""
+    """One drain: the worker's driver, executor and completer, without its threads."""
 
     def __init__(
         self, jobs: JobQueue[Any], bind: Engine | Connection, queues: Sequence[str] | None
     ) -> None:
-        model = jobs.model
-        self.jobs = jobs
         self.bind = bind
         # The queues a worker of `jobs` claims from by default: its tasks' queues.
         self.queues = sorted(set(queues)) if queues is not None else jobs.registry.queues()
         self.owner = f"sa_jobqueue.testing.drain:{os.getpid()}:{secrets.token_hex(3)}"
         tasks = list(jobs.registry)
-        self.leases = {t.kind: t.lease for t in tasks}
-        self.default_lease = max(self.leases.values(), default=300.0)
-        self.claim = statements.claim(model, leases=self.leases, default_lease=self.default_lease)
-        complete = statements.complete(model)
-        self.complete = complete
-        self.records = {
-            Result.FAIL: statements.fail(model),
-            Result.RETRY: statements.retry_later(model),
-            Result.DISCARD: statements.discard(model),
-        }
+        self.driver = _ObservedDriver(
+            jobs.model,
+            leases={t.kind: t.lease for t in tasks},
+            default_lease=max([t.lease for t in tasks], default=300.0),
+        )
+        self.completer = Completer(self.driver, self.owner, InFlight())
         sessions: Callable[[], Session]
         if isinstance(bind, Connection):
             connection = bind
@@ -144,7 +159,9 @@ class _Drain:
                 return Session(bind=connection, join_transaction_mode="create_savepoint")
         else:
             sessions = sessionmaker(bind)
-        self.executor = Executor(jobs.registry.get, sessions, complete, self.owner, jobs.table_name)
+        self.executor = Executor(
+            jobs.registry.get, sessions, self.driver, self.owner, jobs.table_name
+        )
 
     @contextlib.contextmanager
     def step(self) -> Iterator[Connection]:
@@ -163,10 +180,8 @@ class _Drain:
             if job is None:
                 return outcomes
             if len(outcomes) >= limit:
-                with self.step() as connection:  # give it back untouched by this drain
-                    connection.execute(
-                        statements.release(self.jobs.model), fence_params([job], self.owner)
-                    )
+                with self.step() as connection:  # give it back as a worker's shutdown would
+                    self.driver.release(connection, [job], self.owner)
                 raise JobQueueError(
                     f"drain ran {limit} attempts and jobs are still due (job {job.id} "
                     f"{job.kind!r} again); does a handler retry at once, forever?"
@@ -176,42 +191,26 @@ class _Drain:
     def claim_one(self) -> Claimed | None:
         with self.step() as connection:
             for queue in self.queues:
-                params = {"queue_name": queue, "limit": 1, "owner": self.owner}
-                row = connection.execute(self.claim, params).first()
-                if row is not None:
-                    lease = self.leases.get(row.kind, self.default_lease)
-                    return Claimed.from_row(row, lease)
+                claimed = self.driver.claim(connection, queue, 1, self.owner)
+                if claimed:
+                    self.completer.inflight.add(claimed)
+                    return claimed[0]
         return None
 
     def record(self, o: Outcome) -> JobOutcome:
-        job = o.job
-
-        def outcome(name: str, error: str | None = None) -> JobOutcome:
-            return JobOutcome(job.id, job.kind, job.queue, job.payload, job.attempts, name, error)
-
+        if o.result not in (Result.COMMITTED, Result.LOST):
+            with self.step() as connection:
+                self.completer.record(connection, [o])
+        self.completer.recorded([o])
+        key, job = o.job.key, o.job
         if o.result is Result.COMMITTED:
-            return outcome("done")
-        if o.result is Result.LOST:
-            return outcome("lost")
-        with self.step() as connection:
-            if o.result is Result.DONE:
-                held = connection.execute(self.complete, fence_params([job], self.owner)).first()
-                return outcome("done" if held is not None else "lost")
-            params = {
-                "job_id": job.id,
-                "attempt": job.attempts,
-                "owner": self.owner,
-                "delay": _storable_delay(o.delay),
-                "error": None if o.error is None else o.error.replace("\x00", "\\x00"),
-            }
-            row = connection.execute(self.records[o.result], params).first()
-        if row is None:
-            return outcome("lost", o.error)
-        return outcome("failed" if row.status == Status.FAILED.value else "retried", o.error)
-
-
-def _storable_delay(delay: float) -> float:
-    """A backoff delay bounded to what ``now() + interval`` accepts, as the worker bounds it."""
-    if not math.isfinite(delay):
-        return MAX_DELAY_SECONDS if delay > 0 else 0.0
-    return min(max(delay, 0.0), MAX_DELAY_SECONDS)
+            name = "done"
+        elif o.result is Result.DONE:
+            name = "done" if key in self.driver.held else "lost"
+        elif o.result is Result.LOST:
+            name = "lost"
+        else:
+            status = self.driver.statuses.get(key)
+            name = "lost" if status is None else "failed" if status == "failed" else "retried"
+        error = storable_text(o.error)
+        return JobOutcome(job.id, job.kind, job.queue, job.payload, job.attempts, name, error)

@@ -15,6 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # pytest in subprocesses
+
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
 

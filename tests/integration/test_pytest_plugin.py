@@ -14,6 +14,8 @@ from sqlalchemy import create_engine, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
+pytestmark = pytest.mark.slow  # pytest in subprocesses
+
 MODELS = """
 from sqlalchemy.orm import DeclarativeBase
 

@@ -162,6 +162,7 @@ def test_it_refuses_to_start_outside_pytest(committed, jobs, monkeypatch):
         assert ran.outcomes == []
 
 
+@pytest.mark.slow
 def test_the_library_never_imports_the_testing_package():
     code = (
         "import sys, sa_jobqueue, sa_jobqueue.worker, sa_jobqueue.cli; "
