@@ -250,3 +250,64 @@ def test_a_server_of_the_runs_own(jobqueue_server_url, jobqueue_session):
     assert (url.host, url.database) == ("127.0.0.1", "postgres")
     with pytest.raises(OperationalError):  # gone with the run
         create_engine(url, poolclass=NullPool).connect()
+
+
+def test_conftest_overrides_choose_the_migration_and_the_app_tables(pytester, inner):
+    pytester.makeconftest(
+        """
+import functools
+
+import pytest
+from sqlalchemy import Column, Integer, MetaData, Table
+
+from sa_jobqueue import migration
+
+app_metadata = MetaData()
+Table("orders", app_metadata, Column("id", Integer, primary_key=True))
+
+
+@pytest.fixture(scope="session")
+def jobqueue_migrate():
+    return functools.partial(migration.upgrade, table="outbox")
+
+
+@pytest.fixture(scope="session")
+def jobqueue_tables():
+    return app_metadata
+"""
+    )
+    pytester.makepyfile(
+        test_overrides="""
+from sqlalchemy import inspect, text
+from sqlalchemy.orm import DeclarativeBase
+
+from sa_jobqueue import JobMixin, JobQueue
+from sa_jobqueue.testing import assert_enqueued
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Outbox(JobMixin, Base):
+    __tablename__ = "outbox"
+
+
+outbox = JobQueue(Outbox)
+
+
+def test_the_scratch_database_has_what_the_overrides_made(jobqueue_engine, jobqueue_session):
+    assert set(inspect(jobqueue_engine).get_table_names()) == {
+        "outbox", "orders", "sa_jobqueue_version_outbox"
+    }
+    outbox.enqueue(jobqueue_session, "publish", {"event": "order_placed"})
+    assert_enqueued(jobqueue_session, "publish", payload={"event": "order_placed"})
+
+
+def test_the_committed_tier_keeps_the_version_table(jobqueue_committed):
+    with jobqueue_committed.connect() as connection:
+        version = connection.scalar(text("SELECT count(*) FROM sa_jobqueue_version_outbox"))
+    assert version == 1
+"""
+    )
+    inner("test_overrides.py").assert_outcomes(passed=2)
