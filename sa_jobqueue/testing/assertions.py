@@ -13,7 +13,7 @@ The ``a``-prefixed twins take an `AsyncSession` and run the same query through
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -292,10 +292,13 @@ def assert_enqueued(
     found = [job for job in jobs if wanted.matches(job)]
     in_scope = [job for job in jobs if wanted.statuses is None or job.status in wanted.statuses]
     if count is None and not found:
-        raise AssertionError(
-            f"expected a job with {wanted.describe()}; found none.\n"
-            + _listing(in_scope, f"{wanted.scope().capitalize()} enqueued instead")
+        message = f"expected a job with {wanted.describe()}; found none.\n" + _listing(
+            in_scope, f"{wanted.scope().capitalize()} enqueued instead"
         )
+        elsewhere = [job for job in jobs if replace(wanted, statuses=None).matches(job)]
+        if elsewhere:  # e.g. it ran already: say so rather than leave it to be guessed
+            message += "\n" + _listing(elsewhere, "Matching jobs of other statuses")
+        raise AssertionError(message)
     if count is not None and len(found) != count:
         raise AssertionError(
             f"expected {count} job{'s' if count != 1 else ''} with {wanted.describe()}; "

@@ -84,6 +84,12 @@ def test_only_pending_jobs_count_unless_status_says_otherwise(session, jobs):
     refute_enqueued(session, payload={"order_id": 1})
     with pytest.raises(AssertionError, match=r"expected no job .* found 1"):
         refute_enqueued(session, payload={"order_id": 1}, status="done")
+    with pytest.raises(AssertionError) as failure:
+        assert_enqueued(session, "send_receipt", payload={"order_id": 1})
+    assert str(failure.value).endswith(
+        f"Matching jobs of other statuses:\n  #{done.id} 'send_receipt' queue='mail' "
+        f"payload={{'order_id': 1}} status=done run_at={done.run_at.isoformat()} priority=0"
+    )
 
 
 def test_count_is_exact_and_the_matches_are_returned(session, jobs):
