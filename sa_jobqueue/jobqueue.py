@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import admin, tracing
 from sa_jobqueue.columns import OwnColumns
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
-from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
+from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.model import JobMixin, JobT
@@ -180,7 +180,10 @@ class JobQueue(Generic[JobT]):
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
                 session is touched.
+            ConfigurationError: `session` is not a `Session` (an `AsyncSession`
+                is told to use ``await jobs.aenqueue(...)``).
         """
+        check_session(session, "enqueue")
         spec = prepare(
             self.registry,
             self.max_payload_bytes,
@@ -211,6 +214,7 @@ class JobQueue(Generic[JobT]):
         Same transaction rules and idempotency as `enqueue`; one bad item rejects
         the whole call before the session is touched.
         """
+        check_session(session, "enqueue_many")
         specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
         with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
             rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
