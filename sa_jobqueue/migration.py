@@ -19,7 +19,17 @@ from typing import Any
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import URL, Connection, Engine, Index, MetaData, Table, create_engine, text
+from sqlalchemy import (
+    URL,
+    Connection,
+    Engine,
+    Index,
+    MetaData,
+    Table,
+    create_engine,
+    inspect,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.pool import NullPool
 
@@ -122,8 +132,12 @@ def add_revision_columns(revision: str, name: str = "jobs", *, schema: str | Non
     columns = _revision_columns(revision, name, schema)
     if not columns:
         raise ValueError(f"revision {revision!r} adds no JobMixin column")
+    # A table that create_all made from a newer model (then adopted at the first
+    # revision) has them already: add only what is missing.
+    present = {c["name"] for c in inspect(op.get_bind()).get_columns(name, schema=schema)}
     for column in columns:
-        op.add_column(name, column, schema=schema)
+        if column.name not in present:
+            op.add_column(name, column, schema=schema)
 
 
 def drop_revision_columns(revision: str, name: str = "jobs", *, schema: str | None = None) -> None:
