@@ -63,6 +63,7 @@ def test_the_handler_uses_db_session_through_the_app_context_middleware(
     assert "ran 2 jobs" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_the_example_runs_as_a_script(server_url, tmp_path):
     with scratch_database(server_url, prefix="sa_jobqueue_flask_script") as url:
         done = subprocess.run(

@@ -307,6 +307,7 @@ def _scrape(port: int) -> str:
         return str(answer.read().decode())
 
 
+@pytest.mark.slow
 def test_a_worker_process_reports_5_done_and_1_failed_on_its_metrics_port(
     committed, worker_process
 ):
@@ -332,6 +333,7 @@ def test_a_worker_process_reports_5_done_and_1_failed_on_its_metrics_port(
     assert {r["wrapped"] for r in results} == {True}  # the app's middleware ran
 
 
+@pytest.mark.slow
 def test_log_format_json_writes_only_json_lines_with_the_job_fields(committed, worker_process):
     from tests.apps.observed import jobs
 

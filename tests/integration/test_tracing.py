@@ -90,6 +90,7 @@ def test_without_a_recording_provider_nothing_is_stored(session):
     assert session.scalar(select(Job.trace_context).where(Job.id == job.id)) is None
 
 
+@pytest.mark.slow
 def test_without_opentelemetry_nothing_imports_it_and_enqueue_works(database_url):
     script = textwrap.dedent(
         f"""
