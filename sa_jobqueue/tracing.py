@@ -58,6 +58,15 @@ def _otel() -> Any:
         trace: Any
         propagate: Any
         tracer: Any
+        #: A provider given to `use_tracer_provider` (None: the global one).
+        provider: Any = None
+
+        def recording(self) -> bool:
+            """Whether spans can record: a provider was given, or an SDK set globally."""
+            if self.provider is not None:
+                return True
+            default = (self.trace.ProxyTracerProvider, self.trace.NoOpTracerProvider)
+            return not isinstance(self.trace.get_tracer_provider(), default)
 
     return Api(trace, propagate, trace.get_tracer("sa_jobqueue", _version()))
 
@@ -71,6 +80,7 @@ def use_tracer_provider(provider: Any = None) -> None:
     otel = _otel()
     if otel is None:
         return
+    otel.provider = provider
     if provider is None:
         otel.tracer = otel.trace.get_tracer("sa_jobqueue", _version())
     else:
@@ -115,8 +125,8 @@ def producing(queues: Sequence[str], count: int) -> Iterator[Produced]:
     An exception inside is recorded on the span and re-raised.
     """
     otel = _otel()
-    if otel is None or count == 0:
-        yield _NOTHING
+    if otel is None or count == 0 or not otel.recording():
+        yield _NOTHING  # no SDK: a span would record nothing and inject no context
         return
     distinct = sorted(set(queues))
     attributes: dict[str, Any] = {
@@ -153,7 +163,7 @@ def consuming(
     recorded (a `Retry` only as an event) and re-raised for the caller to handle.
     """
     otel = _otel()
-    if otel is None:
+    if otel is None or not otel.recording():
         yield None
         return
     parent = None
