@@ -21,7 +21,7 @@ from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.orm.util import identity_key
 
-from sa_jobqueue import statements
+from sa_jobqueue import pausing, statements
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.naming import channel_name, check_identifier
@@ -92,6 +92,7 @@ class QueueStats:
         failed_last_hour: jobs that became dead letters within the last hour.
         retrying: pending jobs whose last attempt failed (waiting for their backoff).
         lag_seconds: age of the oldest due pending job; None when nothing is due.
+        paused: the queue is paused (`JobQueue.pause`): workers claim nothing from it.
     """
 
     queue: str
@@ -105,6 +106,7 @@ class QueueStats:
     failed_last_hour: int = 0
     retrying: int = 0
     lag_seconds: float | None = None
+    paused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict."""
@@ -129,7 +131,7 @@ class Stats:
         counts = {
             f.name: sum(getattr(q, f.name) for q in self.queues)
             for f in fields(QueueStats)
-            if f.name not in ("queue", "lag_seconds")
+            if f.name not in ("queue", "lag_seconds", "paused")
         }
         lags = [q.lag_seconds for q in self.queues if q.lag_seconds is not None]
         return QueueStats("*", **counts, lag_seconds=max(lags, default=None))
@@ -163,6 +165,7 @@ class JobInfo:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    unique_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:
@@ -228,7 +231,11 @@ def stats(session: Session, model: type[JobMixin]) -> Stats:
     """
     now = session.execute(statements.db_now()).scalar_one()
     rows = session.execute(statements.stats(model)).all()
-    return Stats(at=now, queues=[QueueStats(**row._asdict()) for row in rows])
+    paused = set(pausing.paused_queues(session, model))
+    queues = [QueueStats(**row._asdict(), paused=row.queue in paused) for row in rows]
+    # A paused queue with no job yet still shows, so the pause is visible.
+    queues += [QueueStats(name, paused=True) for name in paused - {q.queue for q in queues}]
+    return Stats(at=now, queues=sorted(queues, key=lambda q: q.queue))
 
 
 def list_jobs(

@@ -75,7 +75,8 @@ def session(engine: Engine) -> Iterator[Session]:
 
 
 def truncate(engine: Engine) -> None:
-    tables = ", ".join([Job.__tablename__, *(t.name for t in reversed(APP_TABLES))])
+    state = ("sa_jobqueue_paused_jobs", "sa_jobqueue_schedules_jobs")
+    tables = ", ".join([Job.__tablename__, *state, *(t.name for t in reversed(APP_TABLES))])
     with engine.begin() as connection:
         connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
 

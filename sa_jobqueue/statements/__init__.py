@@ -39,6 +39,7 @@ from sa_jobqueue.statements.operator import (
 )
 from sa_jobqueue.statements.runtime import (
     by_keys,
+    by_unique_keys,
     claim,
     complete,
     discard,
@@ -58,6 +59,7 @@ __all__ = [
     "advisory_lock_key",
     "advisory_unlock",
     "by_keys",
+    "by_unique_keys",
     "cancel",
     "claim",
     "complete",
