@@ -80,7 +80,6 @@ def _head() -> str:
     return head
 
 
-
 @pytest.fixture
 def scratch(server_url: str) -> Iterator[tuple[str, Engine]]:
     """An empty database of this test's own, and an engine on it."""

@@ -12,7 +12,6 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
-    Index,
     Integer,
     MetaData,
     SmallInteger,

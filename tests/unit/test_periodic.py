@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
@@ -124,7 +125,7 @@ def test_spring_forward_gap_has_no_ticks_for_a_wildcard_hour_schedule(jobs):
     ]
     # Ticks stay half an hour apart in real time across the gap.
     ticks = schedule.upcoming(start, 4)
-    assert {b - a for a, b in zip(ticks, ticks[1:], strict=False)} == {timedelta(minutes=30)}
+    assert {b - a for a, b in itertools.pairwise(ticks)} == {timedelta(minutes=30)}
 
 
 def test_autumn_overlap_runs_a_fixed_time_schedule_once_in_the_first_pass(jobs):
@@ -149,7 +150,7 @@ def test_autumn_overlap_runs_a_wildcard_hour_schedule_in_both_passes(jobs):
         "2026-10-25T02:00:00+01:00",  # the same wall time, an hour later
         "2026-10-25T03:00:00+01:00",
     ]
-    assert {b - a for a, b in zip(ticks, ticks[1:], strict=False)} == {timedelta(hours=1)}
+    assert {b - a for a, b in itertools.pairwise(ticks)} == {timedelta(hours=1)}
 
 
 def test_next_after_is_strictly_increasing_through_both_transitions(jobs):
@@ -159,4 +160,4 @@ def test_next_after_is_strictly_increasing_through_both_transitions(jobs):
         schedule = jobs.periodic("report", cron=cron, timezone="Europe/Paris", name=f"s{number}")
         for eve in (SPRING_EVE, AUTUMN_EVE):
             ticks = schedule.upcoming(eve, 40)
-            assert all(a < b for a, b in zip(ticks, ticks[1:], strict=False)), cron
+            assert all(a < b for a, b in itertools.pairwise(ticks)), cron
