@@ -24,7 +24,7 @@ from sqlalchemy.orm.util import identity_key
 from sa_jobqueue import pausing, statements
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, Status
-from sa_jobqueue.naming import channel_name, check_identifier
+from sa_jobqueue.naming import channel_name, check_identifier, control_channel_name
 from sa_jobqueue.retention import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_PRUNE_INTERVAL,
@@ -302,16 +302,24 @@ def retry_failed(
 def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
     """Cancel the ``pending`` or ``running`` jobs among `ids`; never commits.
 
-    A pending job will not run. A running job is marked ``cancelled`` at once:
-    its handler is not interrupted, but everything it reports afterwards
-    (done, failure, heartbeat) is fenced on ``status = 'running'`` and changes
-    nothing, so it is not retried. Such jobs are listed in ``was_running``.
+    A pending job will not run. A running job is marked ``cancelled`` at once,
+    and its worker is told on commit (a NOTIFY on the table's control channel,
+    with the heartbeat as a fallback): ``ctx.cancelled`` turns True for its
+    handler and the worker's slot is freed. Everything the handler reports
+    afterwards (done, failure, heartbeat) is fenced on ``status = 'running'`` and
+    changes nothing, so it is not retried. Such jobs are listed in ``was_running``.
     Finished jobs are reported in ``skipped``.
     """
     wanted = _ids(ids)
     rows = session.execute(statements.cancel(model), {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=False)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
+    if result.was_running:
+        # Tell the workers running them, at commit: their handlers see ctx.cancelled
+        # and their slots are freed (heartbeats notice too, should this be missed).
+        channel = control_channel_name(model.__tablename__)
+        messages = [f"cancel {job_id}" for job_id in result.was_running]
+        session.execute(statements.notify(channel), {"queues": messages})
     return result
 
 
