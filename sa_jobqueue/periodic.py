@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -45,7 +46,7 @@ from sa_jobqueue.registry import Registry
 from sa_jobqueue.statements import control
 from sa_jobqueue.validation import check_delay, check_name, dump_payload
 
-__all__ = ["Schedule", "Tick", "enqueue_due", "make_schedule", "next_runs"]
+__all__ = ["PeriodicEnqueuer", "Schedule", "Tick", "enqueue_due", "make_schedule", "next_runs"]
 
 log = logging.getLogger("sa_jobqueue.periodic")
 
@@ -291,6 +292,45 @@ def enqueue_due(
             extra,
         )
     return enqueued
+
+
+class PeriodicEnqueuer:
+    """The maintenance loop's part in periodic jobs: `enqueue_due` about every `interval`.
+
+    Every worker runs one; the database gives each tick to one of them. Ticks are
+    looked for at most every `interval` seconds (default 1), so a tick is enqueued
+    within about a second of its time, at the cost of one small read per worker
+    per second while schedules exist. Any error is logged and retried next time.
+    """
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        registry: Registry,
+        schedules: Mapping[str, Schedule],
+        *,
+        interval: float = 1.0,
+        clock: Any = None,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.schedules = dict(schedules)
+        self.interval = interval
+        self._clock = clock or time.monotonic
+        self._next = 0.0
+
+    def maybe_run(self, connection: Connection) -> list[Tick]:
+        """Run `enqueue_due` if `interval` has passed since the last run."""
+        if not self.schedules or self._clock() < self._next:
+            return []
+        self._next = self._clock() + self.interval
+        try:
+            return enqueue_due(connection, self.model, self.registry, self.schedules)
+        except Exception as error:  # noqa: BLE001 - a schedule must never stop maintenance
+            log.warning("periodic enqueue failed (%s); retrying", error)
+            if connection.in_transaction():
+                connection.rollback()
+            return []
 
 
 def _missed(schedule: Schedule, due: datetime, now: datetime, limit: int = 1000) -> int:
