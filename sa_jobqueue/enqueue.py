@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Insert, select
 from sqlalchemy.orm import Session
@@ -134,21 +134,21 @@ def _keys(spec: JobSpec) -> tuple[str, str]:
     return (spec.idempotency_key or "", spec.unique_key or "")
 
 
-class Inserter:
+class Inserter(Generic[JobT]):
     """Runs the batched INSERT for one model; statements are built once."""
 
     #: How often a unique key is retried when its active job finished between the
     #: INSERT that conflicted with it and the SELECT that looked for it.
     UNIQUE_RETRIES = 3
 
-    def __init__(self, model: type[JobMixin]) -> None:
+    def __init__(self, model: type[JobT]) -> None:
         self.model = model
         self._insert: Insert = statements.enqueue(model).returning(model)
         self._load = select(model).from_statement(self._insert)
         self._by_keys = statements.by_keys(model)
         self._by_unique_keys = statements.by_unique_keys(model)
 
-    def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
+    def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[JobT]:
         """Insert `specs` in `session`'s transaction; return one row per spec, in order.
 
         A spec whose idempotency key already exists (committed, or inserted by a
@@ -166,10 +166,10 @@ class Inserter:
         order = _lock_order(specs)
         if order != sorted(order):
             rows = self._insert_in_order(session, [specs[i] for i in order])
-            result: list[Any] = [None] * len(specs)
+            result: list[JobT | None] = [None] * len(specs)
             for position, index in enumerate(order):
                 result[index] = rows[position]
-            return result
+            return [job for job in result if job is not None]
         return self._insert_in_order(session, specs)
 
     def _insert_in_order(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
