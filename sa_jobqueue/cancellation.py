@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = ["Attempts", "Stop", "Watchdog", "format_timeout"]
 
@@ -49,6 +50,7 @@ class _Attempt:
     deadline: float | None
     reason: Stop | None = None
     handle: object = field(default=None, repr=False)
+    subject: Any = field(default=None, repr=False)
 
 
 class Attempts:
@@ -60,16 +62,24 @@ class Attempts:
         self._attempts: dict[Key, _Attempt] = {}
         self._changed = threading.Condition(self._lock)
 
-    def start(
-        self, key: Key, timeout: float | None, event: threading.Event | None = None
-    ) -> threading.Event:
-        """Register an attempt about to run; return the event its context reads."""
-        event = event or threading.Event()
+    def start(self, key: Key, timeout: float | None, subject: Any = None) -> threading.Event:
+        """Register an attempt about to run; return the event its context reads.
+
+        `subject` (the claimed job) comes back with the attempt when it is stopped,
+        even if its handler returns at that very moment.
+        """
+        event = threading.Event()
         deadline = None if timeout is None else self._clock() + timeout
         with self._lock:
-            self._attempts[key] = _Attempt(event, timeout, deadline)
+            self._attempts[key] = _Attempt(event, timeout, deadline, subject=subject)
             self._changed.notify_all()
         return event
+
+    def event(self, key: Key) -> threading.Event | None:
+        """The stop event of the running attempt `key` (None when it is not running)."""
+        with self._lock:
+            attempt = self._attempts.get(key)
+            return None if attempt is None else attempt.event
 
     def attach(self, key: Key, handle: object) -> None:
         """Remember `handle` (e.g. an asyncio task to cancel) with the attempt."""
@@ -110,6 +120,10 @@ class Attempts:
 
         Returns the keys newly stopped; an attempt stopped already is left as it is.
         """
+        return [key for key, _ in self.cancel_attempts(job_id, attempt)]
+
+    def cancel_attempts(self, job_id: int, attempt: int | None = None) -> list[tuple[Key, Any]]:
+        """`cancel`, returning ``(key, subject)`` pairs."""
         return self._stop(
             lambda key, a: key[0] == job_id and (attempt is None or key[1] == attempt),
             Stop.CANCELLED,
@@ -117,6 +131,10 @@ class Attempts:
 
     def overdue(self) -> list[Key]:
         """Stop the attempts past their deadline; return their keys."""
+        return [key for key, _ in self.overdue_attempts()]
+
+    def overdue_attempts(self) -> list[tuple[Key, Any]]:
+        """`overdue`, returning ``(key, subject)`` pairs."""
         now = self._clock()
         return self._stop(
             lambda key, a: a.deadline is not None and a.deadline <= now, Stop.TIMED_OUT
@@ -124,9 +142,9 @@ class Attempts:
 
     def shutdown(self) -> list[Key]:
         """Tell every running attempt that the worker is stopping."""
-        return self._stop(lambda key, a: True, Stop.SHUTDOWN)
+        return [key for key, _ in self._stop(lambda key, a: True, Stop.SHUTDOWN)]
 
-    def _stop(self, match: Callable[[Key, _Attempt], bool], reason: Stop) -> list[Key]:
+    def _stop(self, match: Callable[[Key, _Attempt], bool], reason: Stop) -> list[tuple[Key, Any]]:
         stopped = []
         with self._lock:
             for key, attempt in self._attempts.items():
@@ -139,7 +157,7 @@ class Attempts:
                 if match(key, attempt):
                     attempt.reason = reason
                     attempt.event.set()
-                    stopped.append(key)
+                    stopped.append((key, attempt.subject))
         return stopped
 
     def next_deadline(self) -> float | None:
@@ -168,7 +186,7 @@ class Attempts:
 
 
 class Watchdog(threading.Thread):
-    """Fires timeouts: calls `on_timeout(key)` for each attempt past its deadline.
+    """Fires timeouts: calls `on_timeout(key, subject)` for each attempt past its deadline.
 
     Sleeps until the earliest deadline (or until an attempt starts), so a timeout
     fires within milliseconds of its deadline, without polling.
@@ -177,7 +195,7 @@ class Watchdog(threading.Thread):
     def __init__(
         self,
         attempts: Attempts,
-        on_timeout: Callable[[Key], None],
+        on_timeout: Callable[[Key, Any], None],
         stopped: threading.Event,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -195,5 +213,5 @@ class Watchdog(threading.Thread):
             if wait is None or wait > 0:
                 self.attempts.wait_for_change(1.0 if wait is None else min(wait, 1.0))
                 continue
-            for key in self.attempts.overdue():
-                self.on_timeout(key)
+            for key, subject in self.attempts.overdue_attempts():
+                self.on_timeout(key, subject)

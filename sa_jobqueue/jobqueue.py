@@ -274,7 +274,8 @@ class JobQueue(Generic[JobT]):
             raise ConfigurationError(
                 f"jobs.worker() needs a sqlalchemy Engine, not {type(engine).__name__}"
             )
-        return Worker(self.model, self.registry, engine, WorkerConfig.from_options(options))
+        config = WorkerConfig.from_options(options)
+        return Worker(self.model, self.registry, engine, config, schedules=self.schedules)
 
     # -- operations (see sa_jobqueue.admin and docs/operations.md) ------------
 

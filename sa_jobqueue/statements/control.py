@@ -21,11 +21,13 @@ from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.dml import ReturningDelete, ReturningInsert
 
-from sa_jobqueue.model import JobMixin
+from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.state_tables import paused_table_for, schedules_table_for
+from sa_jobqueue.statements.common import FENCE_ARRAYS, unnest_rows
 
 __all__ = [
     "advance_schedule",
+    "cancelled_attempts",
     "insert_schedules",
     "is_paused",
     "pause",
@@ -83,6 +85,20 @@ def is_paused(model: type[JobMixin], queue: ColumnElement[Any]) -> ColumnElement
     """
     paused = paused_table_for(_table(model))
     return exists().where(paused.c.queue == queue)
+
+
+def cancelled_attempts(model: type[JobMixin]) -> Select[int, int]:
+    """``(id, attempts)`` of the attempts in ``:ids``/``:attempt_numbers`` whose job is cancelled.
+
+    A plain read: the heartbeat asks it about leases it found lost, to tell a
+    cancelled job (stop its handler) from a lease that expired.
+    """
+    batch = unnest_rows(*FENCE_ARRAYS)
+    return select(model.id, model.attempts).where(
+        model.id == batch.c.id,
+        model.attempts == batch.c.attempts,
+        model.status == Status.CANCELLED.value,
+    )
 
 
 # -- periodic schedules --

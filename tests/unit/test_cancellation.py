@@ -71,14 +71,15 @@ def test_watchdog_calls_back_for_each_overdue_attempt():
     fired: list[tuple[int, int]] = []
     done = threading.Event()
 
-    def on_timeout(key):
+    def on_timeout(key, subject):
+        assert subject == "job"
         fired.append(key)
         done.set()
 
     watchdog = Watchdog(attempts, on_timeout, stopped)
     watchdog.start()
     try:
-        attempts.start((5, 2), timeout=0.05)
+        attempts.start((5, 2), timeout=0.05, subject="job")
         assert done.wait(5)
         assert fired == [(5, 2)]
     finally:

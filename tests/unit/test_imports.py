@@ -18,10 +18,13 @@ PACKAGE = ROOT / "sa_jobqueue"
 
 #: Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "model", "retry", "shutdown", "naming", "validation"}),
-    ("vocabulary", {"context", "attempt", "registry"}),
+    (
+        "foundations",
+        {"errors", "model", "retry", "shutdown", "naming", "validation", "state_tables"},
+    ),
+    ("vocabulary", {"context", "attempt", "registry", "cancellation"}),
     ("sql", {"statements", "migration"}),
-    ("operations", {"driver", "enqueue", "retention", "admin"}),
+    ("operations", {"driver", "enqueue", "retention", "admin", "periodic", "pausing"}),
     (
         "runtime parts",
         {"executor", "completer", "config", "notifier", "wakeup", "maintenance", "pool"},
