@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -45,7 +46,7 @@ def effect(engine, ctx: JobContext, note: str) -> None:
 
 
 @contextmanager
-def running(jobs, engine, **options) -> Iterator[object]:
+def running(jobs, engine, **options) -> Iterator[Any]:
     worker = jobs.worker(engine, poll_interval=0.2, **options)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()

@@ -20,11 +20,16 @@ PACKAGE = ROOT / "sa_jobqueue"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
-        {"errors", "model", "retry", "shutdown", "naming", "validation", "state_tables"},
+        {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
+        | {"engines", "state_tables"},
     ),
     ("vocabulary", {"context", "attempt", "registry", "cancellation"}),
-    ("sql", {"statements", "migration"}),
-    ("operations", {"driver", "enqueue", "retention", "admin", "periodic", "pausing"}),
+    ("sql", {"statements"}),
+    (
+        "operations",
+        {"driver", "enqueue", "retention", "admin", "migration", "preflight", "periodic"}
+        | {"pausing"},
+    ),
     (
         "runtime parts",
         {"executor", "completer", "config", "notifier", "wakeup", "maintenance", "pool"},
