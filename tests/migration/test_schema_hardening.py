@@ -143,9 +143,8 @@ def test_migrate_over_a_create_all_table_says_adopt_in_one_line_then_adopts(scra
     (head,) = migration.latest()
     assert done.stdout.strip() == f"adopted table jobs at {head}"
     with engine.connect() as connection:
-        assert connection.scalar(text("SELECT version_num FROM sa_jobqueue_version_jobs")) == (
-            head
-        )
+        version = connection.scalar(text("SELECT version_num FROM sa_jobqueue_version_jobs"))
+    assert version == head
 
 
 def test_adopt_completes_a_hand_made_table_with_the_right_columns(scratch):

@@ -36,7 +36,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("worker", {"worker"}),
     ("api", {"jobqueue", "", "testing"}),
-    ("entry points", {"cli"}),
+    ("entry points", {"cli", "pytest_plugin"}),
 ]
 
 
