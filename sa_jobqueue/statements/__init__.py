@@ -40,6 +40,7 @@ from sa_jobqueue.statements.operator import (
 )
 from sa_jobqueue.statements.runtime import (
     by_keys,
+    by_unique_keys,
     claim,
     complete,
     discard,
@@ -60,6 +61,7 @@ __all__ = [
     "advisory_unlock",
     "asynchronous_commit",
     "by_keys",
+    "by_unique_keys",
     "cancel",
     "claim",
     "complete",
