@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency bench-startup bench-commit chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency bench-startup bench-commit bench-peers chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -57,6 +57,9 @@ bench-startup: $(STAMP)  ## import time, and `sa-jobqueue worker` exec to its fi
 
 bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit, side by side
 	$(BIN)/python bench/commit.py
+
+bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
+	$(BIN)/python bench/peers.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py
