@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import admin
+from sa_jobqueue.aio import check_async_session, check_sync_session
 from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, JobT
@@ -18,6 +19,8 @@ from sa_jobqueue.retry import BackoffPolicy
 from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
     from sa_jobqueue.worker import Worker
 
 __all__ = ["JobQueue"]
@@ -143,8 +146,9 @@ class JobQueue(Generic[JobT]):
 
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
-                session is touched.
+                session is touched; also for an `AsyncSession` (see `aenqueue`).
         """
+        check_sync_session(session, "enqueue", "aenqueue")
         spec = prepare(
             self.registry,
             self.max_payload_bytes,
@@ -171,9 +175,79 @@ class JobQueue(Generic[JobT]):
         Same transaction rules and idempotency as `enqueue`; one bad item rejects
         the whole call before the session is touched.
         """
+        check_sync_session(session, "enqueue_many", "aenqueue_many")
         specs = prepare_many(self.registry, self.max_payload_bytes, items)
         rows: list[JobT] = self._inserter.insert(session, specs)
         return rows
+
+    # -- asyncio (see docs/asyncio.md) ----------------------------------------
+
+    async def aenqueue(
+        self,
+        session: AsyncSession,
+        kind: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> JobT:
+        """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
+
+        Same arguments, validation, idempotency and transaction rules as `enqueue`
+        (it never commits); the insert runs through SQLAlchemy's own bridge,
+        ``AsyncSession.run_sync``, so both share one implementation. Works with the
+        ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers.
+
+        Example:
+            >>> async with AsyncSession(engine) as session, session.begin():  # doctest: +SKIP
+            ...     session.add(Order(id=4))
+            ...     job = await jobs.aenqueue(session, "send_receipt", {"order_id": 4})
+
+        The returned row belongs to `session`; after a commit that expires it, read
+        its attributes before the commit, or use ``expire_on_commit=False``.
+
+        Raises:
+            ValidationError: naming the bad argument (a sync `Session` included),
+                before the session is touched.
+        """
+        check_async_session(session, "aenqueue")
+        spec = prepare(
+            self.registry,
+            self.max_payload_bytes,
+            kind,
+            payload,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+        )
+        rows: list[JobT] = await session.run_sync(self._inserter.insert, [spec])
+        return rows[0]
+
+    async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
+        """`enqueue_many` for an `AsyncSession`: one round trip, rows in the order given.
+
+        Same items, rules and idempotency as `enqueue_many`; never commits.
+        """
+        check_async_session(session, "aenqueue_many")
+        specs = prepare_many(self.registry, self.max_payload_bytes, items)
+        rows: list[JobT] = await session.run_sync(self._inserter.insert, specs)
+        return rows
+
+    async def astats(self, session: AsyncSession) -> admin.Stats:
+        """`stats` for an `AsyncSession` (read-only, in its transaction).
+
+        The other operator calls take a session first, so they bridge the same way:
+        ``await session.run_sync(jobs.retry, [job_id])``.
+        """
+        check_async_session(session, "astats")
+        return await session.run_sync(admin.stats, self.model)
 
     def worker(
         self,
@@ -195,6 +269,7 @@ class JobQueue(Generic[JobT]):
 
         Read-only, in `session`'s transaction. See `admin.QueueStats` for each number.
         """
+        check_sync_session(session, "stats", "astats")
         return admin.stats(session, self.model)
 
     def list_jobs(
@@ -207,12 +282,14 @@ class JobQueue(Generic[JobT]):
         limit: int = 50,
     ) -> list[admin.JobInfo]:
         """Up to `limit` jobs matching every filter given, newest first, as plain data."""
+        check_sync_session(session, "list_jobs")
         return admin.list_jobs(
             session, self.model, status=status, queue=queue, kind=kind, limit=limit
         )
 
     def show(self, session: Session, job_id: int) -> admin.JobInfo | None:
         """The job `job_id` as plain data (payload, times, ``last_error`` in full), or None."""
+        check_sync_session(session, "show")
         return admin.get_job(session, self.model, job_id)
 
     def retry(self, session: Session, ids: Iterable[int]) -> admin.Changed:
@@ -223,12 +300,14 @@ class JobQueue(Generic[JobT]):
         caller's transaction commits. Jobs in other statuses come back in
         ``skipped``, unknown ids in ``missing``.
         """
+        check_sync_session(session, "retry")
         return admin.retry(session, self.model, ids)
 
     def retry_failed(
         self, session: Session, *, queue: str | None = None, kind: str | None = None
     ) -> admin.Changed:
         """`retry` every ``failed`` job (of `queue` and/or `kind`); never commits."""
+        check_sync_session(session, "retry_failed")
         return admin.retry_failed(session, self.model, queue=queue, kind=kind)
 
     def cancel(self, session: Session, ids: Iterable[int]) -> admin.Changed:
@@ -238,6 +317,7 @@ class JobQueue(Generic[JobT]):
         later report changes nothing and the job is not retried (``was_running``
         lists such jobs).
         """
+        check_sync_session(session, "cancel")
         return admin.cancel(session, self.model, ids)
 
     def prune(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from sa_jobqueue.aio import require_greenlet
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.retry import BackoffPolicy, exponential
 from sa_jobqueue.validation import check_delay, check_max_attempts, check_name
 
-__all__ = ["Handler", "Registry", "TaskDef"]
+__all__ = ["Handler", "Registry", "TaskDef", "is_coroutine_handler"]
 
 #: A task's handler: called with the job's context; its return value is ignored.
 Handler = Callable[[JobContext], Any]
@@ -30,6 +32,7 @@ class TaskDef:
         lease: seconds a claim lasts before heartbeats must extend it.
         transactional: run in one transaction with the ``done`` mark.
         backoff: delay policy after a failure.
+        is_async: the handler is an ``async def`` (awaited on the worker's event loop).
     """
 
     kind: str
@@ -39,6 +42,7 @@ class TaskDef:
     lease: float
     transactional: bool
     backoff: BackoffPolicy
+    is_async: bool = False
 
 
 class Registry:
@@ -71,6 +75,17 @@ class Registry:
             raise ConfigurationError(f"task {kind!r}: lease must be at least 1 second")
         if not callable(handler):
             raise ConfigurationError(f"task {kind!r}: handler {handler!r} is not callable")
+        is_async = is_coroutine_handler(handler)
+        if is_async and transactional:
+            # ctx.session is then an AsyncSession: fail here, not in the worker.
+            require_greenlet(f"task {kind!r} (an async transactional handler)")
+        if is_async:
+            # Until the worker awaits them, an async handler would return an un-awaited
+            # coroutine and its job would be marked done: refuse it here instead.
+            raise ConfigurationError(
+                f"task {kind!r}: {_name(handler)} is an async def handler, which this "
+                "version of sa-jobqueue cannot run; register a plain def"
+            )
         if kind in self._tasks:
             existing = self._tasks[kind].handler
             raise ConfigurationError(
@@ -85,6 +100,7 @@ class Registry:
             lease=lease_seconds,
             transactional=bool(transactional),
             backoff=backoff or exponential,
+            is_async=is_async,
         )
         self._tasks[kind] = task
         return task
@@ -102,6 +118,13 @@ class Registry:
     def queues(self) -> list[str]:
         """The queues the registered tasks use, sorted (``["default"]`` when none)."""
         return sorted({task.queue for task in self._tasks.values()}) or ["default"]
+
+
+def is_coroutine_handler(handler: object) -> bool:
+    """Whether `handler` is an ``async def``, a partial of one, or has one as ``__call__``."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - the method, not callability
+    )
 
 
 def _name(handler: Handler) -> str:
