@@ -27,7 +27,12 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException
 from pydantic import BaseModel
 from sqlalchemy import ForeignKey, Integer, Text, select
-from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sa_jobqueue import JobContext, JobMixin, JobQueue
@@ -136,7 +141,7 @@ def create_app(database_url: str, *, concurrency: int = 8) -> FastAPI:
         async with session_factory() as s:
             yield s
 
-    Db = Annotated[AsyncSession, Depends(session)]
+    Db = Annotated[AsyncSession, Depends(session)]  # noqa: N806 - a type alias
 
     @app.post("/orders", status_code=201)
     async def place_order(order: OrderIn, db: Db) -> dict[str, Any]:

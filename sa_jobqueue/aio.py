@@ -20,15 +20,12 @@ from sqlalchemy.orm import Session, scoped_session
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 
 __all__ = [
-    "ASYNC_DRIVERS",
     "check_async_session",
     "check_sync_session",
+    "is_async_engine",
     "is_async_session",
     "require_greenlet",
 ]
-
-#: PostgreSQL drivers whose async engine sa-jobqueue supports, by URL driver name.
-ASYNC_DRIVERS = ("psycopg", "asyncpg")
 
 
 @cache
@@ -52,6 +49,15 @@ def is_async_session(session: object) -> bool:
     from sqlalchemy.ext.asyncio import AsyncSession, async_scoped_session
 
     return isinstance(session, (AsyncSession, async_scoped_session))
+
+
+def is_async_engine(engine: object) -> bool:
+    """Whether `engine` is an `AsyncEngine`."""
+    if "sqlalchemy.ext.asyncio" not in sys.modules:
+        return False
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    return isinstance(engine, AsyncEngine)
 
 
 def check_async_session(session: object, call: str) -> None:

@@ -10,7 +10,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import admin
-from sa_jobqueue.aio import check_async_session, check_sync_session
+from sa_jobqueue.aio import check_async_session, check_sync_session, is_async_engine
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
@@ -23,7 +23,7 @@ from sa_jobqueue.worker import Worker
 if TYPE_CHECKING:
     from typing import Unpack
 
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["JobQueue"]
 
@@ -249,15 +249,19 @@ class JobQueue(Generic[JobT]):
         check_async_session(session, "astats")
         return await session.run_sync(admin.stats, self.model)
 
-    def worker(self, engine: Engine, **options: Unpack[WorkerOptions]) -> Worker[JobT]:
+    def worker(
+        self, engine: Engine | AsyncEngine, **options: Unpack[WorkerOptions]
+    ) -> Worker[JobT]:
         """A worker running this queue's tasks against `engine`; see `Worker`.
 
-        `options` are `WorkerConfig`'s fields (``queues``, ``concurrency``,
-        ``poll_interval``, ...), checked here: a bad one raises `ConfigurationError`.
+        `engine` is an `Engine` or an `AsyncEngine` (docs/asyncio.md). `options` are
+        `WorkerConfig`'s fields (``queues``, ``concurrency``, ``poll_interval``, ...),
+        checked here: a bad one raises `ConfigurationError`.
         """
-        if not isinstance(engine, Engine):
+        if not (isinstance(engine, Engine) or is_async_engine(engine)):
             raise ConfigurationError(
-                f"jobs.worker() needs a sqlalchemy Engine, not {type(engine).__name__}"
+                "jobs.worker() needs a sqlalchemy Engine or AsyncEngine, "
+                f"not {type(engine).__name__}"
             )
         return Worker(self.model, self.registry, engine, WorkerConfig.from_options(options))
 

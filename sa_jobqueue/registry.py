@@ -79,13 +79,6 @@ class Registry:
         if is_async and transactional:
             # ctx.session is then an AsyncSession: fail here, not in the worker.
             require_greenlet(f"task {kind!r} (an async transactional handler)")
-        if is_async:
-            # Until the worker awaits them, an async handler would return an un-awaited
-            # coroutine and its job would be marked done: refuse it here instead.
-            raise ConfigurationError(
-                f"task {kind!r}: {_name(handler)} is an async def handler, which this "
-                "version of sa-jobqueue cannot run; register a plain def"
-            )
         if kind in self._tasks:
             existing = self._tasks[kind].handler
             raise ConfigurationError(
@@ -108,6 +101,15 @@ class Registry:
     def get(self, kind: str) -> TaskDef | None:
         """The task registered as `kind`, or None."""
         return self._tasks.get(kind)
+
+    def is_async(self, kind: str) -> bool:
+        """Whether `kind` is registered with an ``async def`` handler."""
+        task = self._tasks.get(kind)
+        return task is not None and task.is_async
+
+    def has_sync_tasks(self) -> bool:
+        """Whether any registered handler is a plain ``def`` (or none is registered)."""
+        return not self._tasks or any(not task.is_async for task in self._tasks.values())
 
     def is_transactional(self, kind: str) -> bool:
         """Whether `kind` is registered with ``transactional=True``."""

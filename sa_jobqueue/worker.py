@@ -8,10 +8,15 @@ claimed jobs go to the `ThreadPool`. Between rounds the loop sleeps as the
 sweep, a stop, a scheduled ``run_at`` or the next poll. Heartbeats, the sweeper
 and retention run beside it (`Maintenance`), on a connection of their own.
 No SQL is executed here: every statement runs through the driver.
+
+Jobs of ``async def`` tasks go to the `AsyncPool` instead, on one event loop: a
+thread of the worker's own under `run`/`drain`, the caller's loop under
+`run_async` (where this same loop runs in a thread beside it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -19,15 +24,17 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from typing import Generic
+from typing import TYPE_CHECKING, Generic
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine, create_engine, exc
 from sqlalchemy.orm import sessionmaker
 
+from sa_jobqueue.aio_pool import AsyncPool, AsyncSessions, sync_url
 from sa_jobqueue.attempt import Claimed, InFlight, Outcome
 from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
+from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.executor import Executor
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
@@ -37,6 +44,9 @@ from sa_jobqueue.registry import Registry
 from sa_jobqueue.retention import Pruner
 from sa_jobqueue.shutdown import install_signal_handlers
 from sa_jobqueue.wakeup import Notified, WakeEvent, WakeupPolicy
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = ["Worker", "make_worker_id"]
 
@@ -57,6 +67,9 @@ class Worker(Generic[JobT]):
         engine: a PostgreSQL engine. The worker holds up to ``concurrency + 3``
             connections: the claim loop, heartbeats/sweeper, the listener, and
             one per handler thread in transactional mode. Size the pool so.
+            An `AsyncEngine` works too: the worker's threads then use a sync
+            engine made from its URL (psycopg 3), and under `run_async` async
+            transactional handlers use the `AsyncEngine` itself (docs/asyncio.md).
         config: the options (`WorkerConfig` documents each).
 
     Guarantees: every job is claimed by one worker at a time, its claim commits
@@ -66,12 +79,26 @@ class Worker(Generic[JobT]):
     """
 
     def __init__(
-        self, model: type[JobT], registry: Registry, engine: Engine, config: WorkerConfig
+        self,
+        model: type[JobT],
+        registry: Registry,
+        engine: Engine | AsyncEngine,
+        config: WorkerConfig,
     ) -> None:
         self.model = model
         self.registry = registry
-        self.engine = engine
         self.config = config
+        self.async_engine: AsyncEngine | None = None
+        self._own_engine = not isinstance(engine, Engine)
+        if isinstance(engine, Engine):
+            self.engine = engine
+        else:
+            self.async_engine = engine
+            # The claim loop, maintenance and listener run in threads: a sync engine
+            # for them, made from the same URL (closed when a run ends).
+            self.engine = create_engine(
+                sync_url(engine.url), pool_size=config.concurrency + 3, pool_pre_ping=True
+            )
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
         self.poll_interval = float(config.poll_interval)
@@ -91,21 +118,24 @@ class Worker(Generic[JobT]):
         self._stopped = threading.Event()
         executor = Executor(
             registry.get,
-            config.session_factory or sessionmaker(engine),
+            config.session_factory or sessionmaker(self.engine),
             self.driver,
             self.worker_id,
             str(model.__tablename__),
         )
+        self._executor = executor
         self.pool = ThreadPool(
             executor,
-            config.concurrency,
+            # Sync handlers get `concurrency` threads; with none, one thread is enough
+            # (for a kind nothing here handles, which fails without running).
+            config.concurrency if registry.has_sync_tasks() else 1,
             report=self._report,
             stopping=self._stopping.is_set,
             batchable=registry.is_transactional,
             savepoint_batch=config.savepoint_batch,
         )
         self.maintenance = Maintenance(
-            engine,
+            self.engine,
             self.driver,
             self.worker_id,
             leases=[*leases.values(), self.default_lease],
@@ -115,6 +145,15 @@ class Worker(Generic[JobT]):
             on_recovered=self._wake.set,
             stopped=self._stopped,
         )
+        self._async_sessions = AsyncSessions(self.engine)
+        self.async_pool = AsyncPool(
+            executor.arun,
+            self._report,
+            self._stopping.is_set,
+            on_close=self._async_sessions.aclose,
+        )
+        self._has_async = any(task.is_async for task in tasks)
+        self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()
         self._maintenance_thread: threading.Thread | None = None
         self._first_queue = 0  # rotates, so no queue waits behind the others
@@ -137,11 +176,60 @@ class Worker(Generic[JobT]):
         `shutdown_timeout`, releases the rest back to ``pending`` and returns;
         a second signal exits the process at once (leases recover its jobs).
         """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: good
+        else:
+            raise ConfigurationError(
+                "worker.run() would block the running event loop: use `await worker.run_async()`"
+            )
         restore = install_signal_handlers(self.stop)
         try:
             self._serve(until_empty=False)
         finally:
             restore()
+
+    async def run_async(self) -> None:
+        """Process jobs inside the running event loop until `stop`, or until cancelled.
+
+        Async handlers are awaited on this loop; the claim loop, heartbeats and the
+        listener run in threads beside it, exactly as under `run`, so nothing here
+        blocks the loop. On `stop` (from any thread) or cancellation, it shuts down
+        as `run` does: no more claims, running handlers finish within
+        `shutdown_timeout`, the rest go back to ``pending``; a cancellation is
+        re-raised once that is done. No signal handlers are installed: the
+        application (its server) owns them.
+
+        Example:
+            >>> worker = jobs.worker(async_engine, concurrency=8)  # doctest: +SKIP
+            >>> serving = asyncio.create_task(worker.run_async())  # doctest: +SKIP
+            >>> worker.stop(); await serving                       # doctest: +SKIP
+        """
+        loop = asyncio.get_running_loop()
+        finished: asyncio.Future[None] = loop.create_future()
+
+        def serve() -> None:
+            error: BaseException | None = None
+            try:
+                self._serve(until_empty=False, loop=loop)
+            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+                error = exc
+            loop.call_soon_threadsafe(_settle, finished, error)
+
+        threading.Thread(target=serve, name="sa_jobqueue-worker", daemon=True).start()
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(finished)
+                break
+            except asyncio.CancelledError:
+                if finished.done():
+                    raise
+                cancelled = True
+                self.stop()  # shut down gracefully, then let the cancellation through
+        if cancelled:
+            raise asyncio.CancelledError
 
     def drain(self) -> int:
         """Sweep expired leases once, then run due jobs until none is left.
@@ -159,10 +247,11 @@ class Worker(Generic[JobT]):
 
     # -- the loop ----------------------------------------------------------
 
-    def _serve(self, *, until_empty: bool) -> None:
+    def _serve(self, *, until_empty: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self._stopping.clear()
         self._stopped.clear()
         self.processed = 0
+        self._callers_loop = loop
         self._start(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
@@ -225,7 +314,14 @@ class Worker(Generic[JobT]):
             self.inflight.add(claimed)
             for job in claimed:
                 log_job(logging.INFO, job, "claimed")
-            self.pool.submit(claimed)
+            if self._has_async:
+                is_async = self.registry.is_async
+                self.async_pool.submit([job for job in claimed if is_async(job.kind)])
+                claimed_sync = [job for job in claimed if not is_async(job.kind)]
+                if claimed_sync:
+                    self.pool.submit(claimed_sync)
+            else:
+                self.pool.submit(claimed)
         return len(claimed), free
 
     def _claim(self, conn: Connection, free: int) -> list[Claimed]:
@@ -301,6 +397,16 @@ class Worker(Generic[JobT]):
 
     def _start(self, *, listen: bool) -> None:
         self.pool.start()
+        if self._has_async:
+            # Under run_async with an AsyncEngine, transactional handlers use it (it
+            # lives on that loop); otherwise an engine of their own, on their loop.
+            in_callers_loop = self._callers_loop is not None and self.async_engine is not None
+            self._async_sessions = AsyncSessions(
+                self.engine, self.async_engine if in_callers_loop else None
+            )
+            self._executor.async_session_factory = self._async_sessions
+            self.async_pool.on_close = self._async_sessions.aclose
+            self.async_pool.start(self._callers_loop)
         self._maintenance_thread = threading.Thread(
             target=self.maintenance.run, name="sa_jobqueue-maintenance", daemon=True
         )
@@ -324,6 +430,9 @@ class Worker(Generic[JobT]):
             self._wake.wait(0.05 if remaining is None else min(0.05, remaining))
             self._wake.clear()
             self._flush_reports()
+        # Async handlers still running past the deadline are cancelled (a transactional
+        # one's transaction rolls back) and report themselves released.
+        self.async_pool.cancel_running()
         self._flush_reports()
         leftover = self.inflight.snapshot()
         if leftover:
@@ -333,12 +442,15 @@ class Worker(Generic[JobT]):
             self.completer.release_all(leftover)
             self._flush_reports()
         self.pool.stop()
+        self.async_pool.close()
         self._stopped.set()
         if self._maintenance_thread is not None:
             self._maintenance_thread.join(5)
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+        if self._own_engine:
+            self.engine.dispose()  # the sync engine made for an AsyncEngine
 
     def _flush_reports(self) -> None:
         """Record what finished, outside a claim round (during shutdown)."""
@@ -356,3 +468,13 @@ class Worker(Generic[JobT]):
                 self._reset_connection()
                 time.sleep(min(2.0, 0.1 * 2**attempt))
         self.processed += self.completer.recorded(reports)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    """Finish `run_async`'s future (on its loop) with the serving thread's result."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

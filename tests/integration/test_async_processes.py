@@ -87,9 +87,7 @@ def test_failing_async_handler_retries_with_backoff_then_dead_letters(committed,
     assert "async SMTP timeout (attempt 2)" in (row(committed, flaky).last_error or "")
     dead = row(committed, poison)
     assert dead.attempts == 3
-    assert (dead.last_error or "").startswith(
-        "ValueError: async handler cannot parse {'order': 9}"
-    )
+    assert (dead.last_error or "").startswith("ValueError: async handler cannot parse {'order': 9}")
 
 
 def test_kill_9_with_async_jobs_running_they_run_again_after_their_leases(committed, spawn):
