@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException
+from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel
 from sqlalchemy import ForeignKey, Integer, Text, select
 from sqlalchemy.ext.asyncio import (
@@ -106,6 +106,15 @@ def sync_crm(ctx: JobContext) -> None:
     ctx.session.merge(CrmSync(order_id=ctx.payload["id"]))
 
 
+async def request_session(request: Request) -> AsyncIterator[AsyncSession]:
+    """The request's session; each endpoint opens its transaction with ``db.begin()``."""
+    async with request.app.state.sessions() as session:
+        yield session
+
+
+Db = Annotated[AsyncSession, Depends(request_session)]
+
+
 class OrderIn(BaseModel):
     id: int
     customer: str
@@ -136,12 +145,7 @@ def create_app(database_url: str, *, concurrency: int = 8) -> FastAPI:
             await engine.dispose()
 
     app = FastAPI(lifespan=lifespan)
-
-    async def session() -> AsyncIterator[AsyncSession]:
-        async with session_factory() as s:
-            yield s
-
-    Db = Annotated[AsyncSession, Depends(session)]  # noqa: N806 - a type alias
+    app.state.sessions = session_factory
 
     @app.post("/orders", status_code=201)
     async def place_order(order: OrderIn, db: Db) -> dict[str, Any]:

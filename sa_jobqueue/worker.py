@@ -198,8 +198,9 @@ class Worker(Generic[JobT]):
         blocks the loop. On `stop` (from any thread) or cancellation, it shuts down
         as `run` does: no more claims, running handlers finish within
         `shutdown_timeout`, the rest go back to ``pending``; a cancellation is
-        re-raised once that is done. No signal handlers are installed: the
-        application (its server) owns them.
+        re-raised once that is done. A `stop` that comes before the task started
+        makes it return at once. No signal handlers are installed: the application
+        (its server) owns them.
 
         Example:
             >>> worker = jobs.worker(async_engine, concurrency=8)  # doctest: +SKIP
@@ -215,6 +216,8 @@ class Worker(Generic[JobT]):
                 self._serve(until_empty=False, loop=loop)
             except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
                 error = exc
+            finally:
+                self._stopping.clear()  # stopped: the worker may be run again
             loop.call_soon_threadsafe(_settle, finished, error)
 
         threading.Thread(target=serve, name="sa_jobqueue-worker", daemon=True).start()
@@ -248,7 +251,10 @@ class Worker(Generic[JobT]):
     # -- the loop ----------------------------------------------------------
 
     def _serve(self, *, until_empty: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        self._stopping.clear()
+        if loop is None:
+            self._stopping.clear()
+        # else run_async: a stop() that came before this thread started must count
+        # (the task may be stopped right after it was created); it clears at the end.
         self._stopped.clear()
         self.processed = 0
         self._callers_loop = loop

@@ -394,6 +394,31 @@ def test_run_async_wakes_on_notify_long_before_the_poll(committed, database_url)
     assert latency < 10  # the poll is 60 s away: a notification woke it
 
 
+def test_stop_right_after_creating_the_task_is_not_lost_and_the_worker_runs_again(committed):
+    jobs = JobQueue(Job)
+
+    @jobs.task("ping")
+    async def ping(ctx: JobContext) -> None:
+        sync_effect(committed, ctx)
+
+    worker = jobs.worker(committed, poll_interval=30)
+
+    async def app() -> None:
+        serving = asyncio.create_task(worker.run_async())
+        worker.stop()  # before the task even started
+        await asyncio.wait_for(serving, 30)
+        # Stopped, not spent: it serves again, and stops again.
+        serving = asyncio.create_task(worker.run_async())
+        job_id = await asyncio.to_thread(enqueue, committed, jobs, "ping")
+        while not await asyncio.to_thread(effects, committed, job_id):
+            await asyncio.sleep(0.02)
+        worker.stop()
+        await asyncio.wait_for(serving, 30)
+
+    asyncio.run(app())
+    assert len(effects(committed)) == 1
+
+
 def test_run_async_needs_a_running_loop_and_run_refuses_one(committed):
     jobs = JobQueue(Job)
     worker = jobs.worker(committed)
