@@ -26,6 +26,7 @@ from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from pydantic import BaseModel
+from sa_jobqueue import JobContext, JobMixin, JobQueue
 from sqlalchemy import ForeignKey, Integer, Text, select
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -34,8 +35,6 @@ from sqlalchemy.ext.asyncio import (
     create_async_engine,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-from sa_jobqueue import JobContext, JobMixin, JobQueue
 
 
 class Base(DeclarativeBase):

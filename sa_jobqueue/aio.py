@@ -17,7 +17,7 @@ from functools import cache
 
 from sqlalchemy.orm import Session, scoped_session
 
-from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.errors import ConfigurationError
 
 __all__ = [
     "check_async_session",
@@ -65,16 +65,19 @@ def check_async_session(session: object, call: str) -> None:
     if is_async_session(session):
         return
     sync = call[1:] if call.startswith("a") else call
+    kind = type(session).__name__
     if isinstance(session, (Session, scoped_session)):
-        problem = f"is a sync Session: call jobs.{sync}(session, ...) instead of {call}"
-    else:
-        problem = f"jobs.{call} needs an AsyncSession"
-    raise ValidationError("session", session, problem)
+        raise ConfigurationError(
+            f"jobs.{call}() takes an AsyncSession, not a {kind}: use jobs.{sync}(...) with it"
+        )
+    raise ConfigurationError(f"jobs.{call}() takes an AsyncSession, not {kind}")
 
 
 def check_sync_session(session: object, call: str, twin: str | None = None) -> None:
     """Reject an `AsyncSession` given to the sync `call`, naming its async `twin` if any."""
     if is_async_session(session):
-        bridge = f"`await session.run_sync(jobs.{call}, ...)`"
-        how = f"`await jobs.{twin}(session, ...)` or {bridge}" if twin else bridge
-        raise ValidationError("session", session, f"is an AsyncSession: use {how}")
+        bridge = f"await session.run_sync(jobs.{call}, ...)"
+        how = f"await jobs.{twin}(...) or {bridge}" if twin else bridge
+        raise ConfigurationError(
+            f"jobs.{call}() takes a Session, not an {type(session).__name__}: use {how}"
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,10 @@ class JobContext:
             job's ``done`` mark; writes through it commit if and only if the job
             completes. For an ``async def`` handler it is an `AsyncSession`
             (`async_session` is the same object, typed as one). None in lease mode.
+        cancelled: True once the job was cancelled (``jobs.cancel``, ``sa-jobqueue
+            cancel``), its attempt ran past the task's ``timeout``, or the worker is
+            shutting down. A long handler checks it and returns early; see
+            docs/tasks.md.
     """
 
     id: int
@@ -46,6 +51,12 @@ class JobContext:
     max_attempts: int = 1
     worker_id: str = ""
     _session: Session | AsyncSession | None = field(default=None, repr=False)
+    _stop: threading.Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once this attempt should stop: cancelled, timed out, or shutting down."""
+        return self._stop is not None and self._stop.is_set()
 
     @property
     def session(self) -> Session:

@@ -14,6 +14,7 @@ bridged by ``AsyncSession.run_sync``.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 import time
@@ -25,6 +26,7 @@ from sqlalchemy import exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
+from sa_jobqueue.cancellation import Attempts, Stop
 from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.registry import TaskDef
@@ -67,6 +69,8 @@ class Executor:
         driver: marks transactional jobs done, fenced, in their own transaction.
         owner: this worker's id, for the fence and the context.
         table: the jobs table's name, for derived idempotency keys.
+        attempts: the worker's running attempts: each gets a stop event (its
+            ``ctx.cancelled``) and its task's timeout there while its handler runs.
         async_session_factory: makes the `AsyncSession` of async transactional
             handlers (see `aio_pool.AsyncSessions`).
     """
@@ -78,8 +82,10 @@ class Executor:
         driver: Driver,
         owner: str,
         table: str,
+        attempts: Attempts | None = None,
         async_session_factory: Callable[[], AsyncSession] | None = None,
     ) -> None:
+        self.attempts = attempts if attempts is not None else Attempts()
         self._tasks = tasks
         self._session_factory = session_factory
         self.async_session_factory = async_session_factory
@@ -88,7 +94,7 @@ class Executor:
         self._table = table
 
     def context(self, job: Claimed, session: Session | AsyncSession | None = None) -> JobContext:
-        """The handler's view of `job`."""
+        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
         return JobContext(
             id=job.id,
             kind=job.kind,
@@ -99,12 +105,27 @@ class Executor:
             max_attempts=job.max_attempts,
             worker_id=self._owner,
             _session=session,
+            _stop=self.attempts.event(job.key),
         )
 
     def run(self, job: Claimed) -> Outcome:
-        """Run one attempt of `job`; never raises (a handler's error is an outcome)."""
-        started = time.perf_counter()
+        """Run one attempt of `job`; never raises (a handler's error is an outcome).
+
+        While the handler runs, its attempt is in `attempts` with its task's
+        timeout. An attempt stopped meanwhile as cancelled or timed out was
+        reported then (and its slot given back): what it returns now is
+        `Result.ABANDONED`, which records nothing.
+        """
         task = self._tasks(job.kind)
+        self.attempts.start(job.key, task.timeout if task else None, subject=job)
+        try:
+            outcome = self._run(job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
+        started = time.perf_counter()
         if task is None:
             # A deploy may be in flight: retry later rather than lose the job.
             delay = exponential(job.attempts)
@@ -126,12 +147,30 @@ class Executor:
     async def arun(self, job: Claimed) -> Outcome:
         """`run` for an ``async def`` handler, awaited on the running loop; never raises.
 
-        Cancellation (the worker's shutdown) is the one exception that passes through.
+        As in `run`, the attempt is in `attempts` while it runs, with its task's
+        cancel as its handle: a timeout or a ``jobs.cancel`` (from another thread)
+        cancels it, its transaction (if any) rolls back, and it returns
+        `Result.ABANDONED`. Any other cancellation (the worker shutting down, the
+        loop going away) passes through, for the pool to give the job back.
         """
-        started = time.perf_counter()
         task = self._tasks(job.kind)
         if task is None or not task.is_async:
             return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
+        self.attempts.start(job.key, task.timeout, subject=job)
+        loop, this = asyncio.get_running_loop(), asyncio.current_task()
+        if this is not None:
+            self.attempts.attach(job.key, lambda: loop.call_soon_threadsafe(this.cancel))
+        try:
+            outcome = await self._arun(job, task)
+        except asyncio.CancelledError:
+            stopped = self.attempts.finish(job.key)
+            if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+                return _unless_abandoned(Outcome(job, Result.RELEASE), stopped)
+            raise
+        return _unless_abandoned(outcome, self.attempts.finish(job.key))
+
+    async def _arun(self, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
         try:
             if task.transactional:
                 result = await self._arun_transactional(task, job)
@@ -219,10 +258,18 @@ class Executor:
         return outcomes
 
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
-        started = time.perf_counter()
         task = self._tasks(job.kind)
         if task is None or not task.transactional:
             return self.run(job)  # not batchable: runs (or fails) on its own
+        self.attempts.start(job.key, task.timeout, subject=job)
+        try:
+            outcome = self._run_savepoint_of(session, job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run_savepoint_of(self, session: Session, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
         savepoint = session.begin_nested()
         try:
             _call(task, self.context(job, session))
@@ -252,6 +299,14 @@ def _call(task: TaskDef, context: JobContext) -> None:
             "instead of running: register an async def handler (not a plain function "
             "that returns one)"
         )
+
+
+def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:
+    """`outcome`, or `Result.ABANDONED` when the attempt was recorded as it was stopped."""
+    if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+        assert stopped is not None  # noqa: S101 - for the type checker
+        return Outcome(outcome.job, Result.ABANDONED, error=stopped.value)
+    return outcome
 
 
 class _LeaseLostError(Exception):

@@ -15,15 +15,29 @@ from sqlalchemy import (
     Index,
     Integer,
     SmallInteger,
+    Table,
     Text,
     UniqueConstraint,
+    event,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, declared_attr, mapped_column
+from sqlalchemy.orm import Mapped, Mapper, declared_attr, mapped_column
 from sqlalchemy.sql import FromClause
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_QUEUE", "FINISHED", "JobMixin", "JobT", "Status"]
+from sa_jobqueue import ddl
+from sa_jobqueue.naming import check_table_name
+from sa_jobqueue.state_tables import add_state_tables
+
+__all__ = [
+    "ACTIVE",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_QUEUE",
+    "FINISHED",
+    "JobMixin",
+    "JobT",
+    "Status",
+]
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
@@ -43,6 +57,7 @@ class Status(str, enum.Enum):
 
 
 FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+ACTIVE = (Status.PENDING, Status.RUNNING)
 
 _PayloadType = JSON().with_variant(JSONB(), "postgresql")
 _now = text("now()")
@@ -67,6 +82,11 @@ class JobMixin:
     inserts), and ``eager_defaults`` reads the server-made ones back on flush, so
     ``session.add(Job(kind=..., payload=...))`` yields a fully populated row.
     Timestamps come from the database clock.
+
+    ``Base.metadata.create_all(engine)`` makes the same table as ``sa-jobqueue
+    migrate``: on PostgreSQL the table's ``after_create`` also applies the
+    autovacuum settings and creates the notify trigger (`sa_jobqueue.ddl`), and
+    ``drop_all`` removes the trigger function.
     """
 
     if TYPE_CHECKING:
@@ -103,6 +123,8 @@ class JobMixin:
     locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     locked_by: Mapped[str | None] = mapped_column(Text)
     idempotency_key: Mapped[str | None] = mapped_column(Text)
+    #: Deduplicates while a job is pending or running (see `JobQueue.enqueue`).
+    unique_key: Mapped[str | None] = mapped_column(Text)
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=_now, nullable=False
@@ -125,12 +147,22 @@ class JobMixin:
         )
 
 
+@event.listens_for(JobMixin, "instrument_class", propagate=True)
+def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
+    # The paused-queues and schedules tables join the model's MetaData, so
+    # create_all makes them with the jobs table (sa_jobqueue.state_tables).
+    table = mapper.local_table
+    if isinstance(table, Table):
+        add_state_tables(table)
+
+
 def table_args(table: str) -> tuple[Any, ...]:
     """The constraints and indexes of a jobs table named `table`.
 
     Shared by `JobMixin` and the migration helpers, so the migrated schema and the
     model are built from one definition.
     """
+    check_table_name(table)
     statuses = tuple(Status)
     return (
         CheckConstraint(f"status IN ({_sql_list(statuses)})", name=f"ck_{table}_status"),
@@ -152,6 +184,13 @@ def table_args(table: str) -> tuple[Any, ...]:
             "locked_until",
             postgresql_where=text("status = 'running'"),
         ),
+        # One active (pending or running) job per unique_key; finished ones free it.
+        Index(
+            f"uq_{table}_unique_key",
+            "unique_key",
+            unique=True,
+            postgresql_where=text(f"status IN ({_sql_list(ACTIVE)})"),
+        ),
         # Retention: prune finished rows by age without scanning live ones.
         Index(
             f"ix_{table}_finished",
@@ -162,3 +201,11 @@ def table_args(table: str) -> tuple[Any, ...]:
 
 
 JobT = TypeVar("JobT", bound=JobMixin)
+
+
+@event.listens_for(JobMixin, "after_mapper_constructed", propagate=True)
+def _attach_ddl(mapper: Mapper[Any], cls: type[Any]) -> None:
+    # Every mapped JobMixin table gets the trigger and settings at create_all.
+    table = mapper.local_table
+    if isinstance(table, Table):
+        ddl.attach_to(table)

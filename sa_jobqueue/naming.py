@@ -8,6 +8,8 @@ importing one another (and without importing Alembic).
 'sa_jobqueue_jobs'
 >>> version_table("jobs")
 'sa_jobqueue_version_jobs'
+>>> paused_queues_table("jobs"), schedules_table("jobs")
+('sa_jobqueue_paused_jobs', 'sa_jobqueue_schedules_jobs')
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -22,8 +24,13 @@ __all__ = [
     "IDENTIFIER_MAX",
     "channel_name",
     "check_identifier",
+    "check_table_name",
+    "control_channel_name",
+    "derived_names",
     "lock_name",
     "notify_function_name",
+    "paused_queues_table",
+    "schedules_table",
     "version_table",
 ]
 
@@ -50,6 +57,55 @@ def check_identifier(name: str) -> str:
     return name
 
 
+def derived_names(table: str, *, migrated: bool = False) -> list[str]:
+    """Every name derived from the jobs table `table`: constraints, indexes, trigger, channel.
+
+    With `migrated`, also the names ``sa-jobqueue migrate`` adds: its version table
+    and that table's primary key (``<version table>_pkc``, named by Alembic).
+    """
+    names = [
+        f"ck_{table}_status",
+        f"ck_{table}_attempts",
+        f"ck_{table}_max_attempts",
+        f"uq_{table}_idempotency_key",
+        f"ix_{table}_pending",
+        f"ix_{table}_running",
+        f"ix_{table}_finished",
+        f"sa_jobqueue_notify_{table}",
+        f"sa_jobqueue_{table}",
+    ]
+    if migrated:
+        names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
+    return names
+
+
+def check_table_name(table: str, *, migrated: bool = False) -> str:
+    """Return `table` if it and every name derived from it fit PostgreSQL's 63 characters.
+
+    PostgreSQL would cut a longer name silently (two tables could then share a
+    constraint or a channel) and SQLAlchemy refuses it, so it is refused here,
+    naming the longest derived name and the longest table name that fits.
+
+    >>> check_table_name("jobs")
+    'jobs'
+    >>> check_table_name("j" * 45)
+    Traceback (most recent call last):
+    ...
+    sa_jobqueue.ConfigurationError: table name ... use at most 44
+    """
+    check_identifier(table)
+    names = derived_names(table, migrated=migrated)
+    longest = max(names, key=len)
+    if len(longest) > IDENTIFIER_MAX:
+        fits = IDENTIFIER_MAX - (len(longest) - len(table))
+        raise ConfigurationError(
+            f"table name {table!r} is too long ({len(table)} characters): the name derived "
+            f"from it {longest!r} would be {len(longest)} characters, over PostgreSQL's "
+            f"{IDENTIFIER_MAX}; use at most {fits}"
+        )
+    return table
+
+
 def version_table(table: str) -> str:
     """The version table `sa-jobqueue migrate` records its revisions in for `table`."""
     return f"sa_jobqueue_version_{table}"[:IDENTIFIER_MAX]
@@ -68,3 +124,18 @@ def notify_function_name(table: str) -> str:
 def lock_name(table: str, purpose: str) -> str:
     """The text hashed into `table`'s advisory-lock key for `purpose` (``sweep``, ``prune``)."""
     return f"sa_jobqueue:{table}:{purpose}"
+
+
+def control_channel_name(table: str) -> str:
+    """The channel on which `jobs.cancel` tells workers which running jobs of `table` stop."""
+    return f"sa_jobqueue_control_{table}"[:IDENTIFIER_MAX]
+
+
+def paused_queues_table(table: str) -> str:
+    """The table listing `table`'s paused queues (one row per paused queue)."""
+    return f"sa_jobqueue_paused_{table}"[:IDENTIFIER_MAX]
+
+
+def schedules_table(table: str) -> str:
+    """The table holding the next tick of each periodic schedule of `table`."""
+    return f"sa_jobqueue_schedules_{table}"[:IDENTIFIER_MAX]

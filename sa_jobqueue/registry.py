@@ -33,6 +33,7 @@ class TaskDef:
         transactional: run in one transaction with the ``done`` mark.
         backoff: delay policy after a failure.
         is_async: the handler is an ``async def`` (awaited on the worker's event loop).
+        timeout: seconds an attempt may run before it fails as timed out (None: no limit).
     """
 
     kind: str
@@ -43,6 +44,7 @@ class TaskDef:
     transactional: bool
     backoff: BackoffPolicy
     is_async: bool = False
+    timeout: float | None = None
 
 
 class Registry:
@@ -61,6 +63,7 @@ class Registry:
         lease: timedelta | float,
         transactional: bool,
         backoff: BackoffPolicy | None,
+        timeout: timedelta | float | None = None,
     ) -> TaskDef:
         """Validate the options and add the task; return its definition."""
         try:
@@ -69,10 +72,13 @@ class Registry:
             if max_attempts is not None:
                 check_max_attempts(max_attempts)
             lease_seconds = check_delay("lease", lease)
+            timeout_seconds = None if timeout is None else check_delay("timeout", timeout)
         except ValidationError as exc:
             raise ConfigurationError(f"task {kind!r}: {exc}") from None
         if lease_seconds < 1:
             raise ConfigurationError(f"task {kind!r}: lease must be at least 1 second")
+        if timeout_seconds is not None and timeout_seconds <= 0:
+            raise ConfigurationError(f"task {kind!r}: timeout must be positive, not {timeout!r}")
         if not callable(handler):
             raise ConfigurationError(f"task {kind!r}: handler {handler!r} is not callable")
         is_async = is_coroutine_handler(handler)
@@ -94,6 +100,7 @@ class Registry:
             transactional=bool(transactional),
             backoff=backoff or exponential,
             is_async=is_async,
+            timeout=timeout_seconds,
         )
         self._tasks[kind] = task
         return task

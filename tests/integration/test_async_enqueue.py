@@ -18,7 +18,7 @@ from sqlalchemy import Engine, func, make_url, select
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import JobQueue, Status, ValidationError
+from sa_jobqueue import ConfigurationError, JobQueue, Status, ValidationError
 from tests.models import Job, Order
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -180,30 +180,40 @@ def test_a_sync_session_where_an_async_one_is_needed_and_back(async_engine, comm
 
     async def body(engine: AsyncEngine) -> None:
         with Session(committed) as sync_session:
-            with pytest.raises(ValidationError, match=r"sync Session: call jobs\.enqueue\("):
+            with pytest.raises(
+                ConfigurationError,
+                match=r"jobs\.aenqueue\(\) takes an AsyncSession, not a Session: "
+                r"use jobs\.enqueue\(",
+            ):
                 await jobs.aenqueue(sync_session, "send_receipt")  # type: ignore[arg-type]
-            with pytest.raises(ValidationError, match=r"jobs\.enqueue_many\("):
+            with pytest.raises(ConfigurationError, match=r"use jobs\.enqueue_many\("):
                 await jobs.aenqueue_many(sync_session, [])  # type: ignore[arg-type]
-            with pytest.raises(ValidationError, match=r"jobs\.stats\("):
+            with pytest.raises(ConfigurationError, match=r"use jobs\.stats\("):
                 await jobs.astats(sync_session)  # type: ignore[arg-type]
-        with pytest.raises(ValidationError, match="needs an AsyncSession"):
+        with pytest.raises(ConfigurationError, match="takes an AsyncSession, not AsyncEngine"):
             await jobs.aenqueue(engine, "send_receipt")  # type: ignore[arg-type]
         async with AsyncSession(engine) as session:
-            calls: list[Callable[[Any], Any]] = [
-                lambda s: jobs.enqueue(s, "send_receipt"),
-                lambda s: jobs.enqueue_many(s, [("sync_crm", {})]),
-                lambda s: jobs.stats(s),
-                lambda s: jobs.retry(s, [1]),
-                lambda s: jobs.cancel(s, [1]),
-                lambda s: jobs.list_jobs(s),
-                lambda s: jobs.show(s, 1),
-                lambda s: jobs.retry_failed(s),
+            calls: list[tuple[str, Callable[[Any], Any]]] = [
+                ("enqueue", lambda s: jobs.enqueue(s, "send_receipt")),
+                ("enqueue_many", lambda s: jobs.enqueue_many(s, [("sync_crm", {})])),
+                ("stats", lambda s: jobs.stats(s)),
+                ("retry", lambda s: jobs.retry(s, [1])),
+                ("cancel", lambda s: jobs.cancel(s, [1])),
+                ("list_jobs", lambda s: jobs.list_jobs(s)),
+                ("show", lambda s: jobs.show(s, 1)),
+                ("retry_failed", lambda s: jobs.retry_failed(s)),
             ]
-            for call in calls:
-                with pytest.raises(ValidationError, match="is an AsyncSession: use"):
+            for name, call in calls:
+                with pytest.raises(
+                    ConfigurationError,
+                    match=rf"jobs\.{name}\(\) takes a Session, not an AsyncSession",
+                ):
                     call(session)
-            with pytest.raises(ValidationError, match=r"await jobs\.aenqueue\(session"):
-                jobs.enqueue(session, "send_receipt")  # type: ignore[arg-type]
+            with pytest.raises(ConfigurationError, match=r"await jobs\.astats\(\.\.\.\)"):
+                jobs.stats(session)  # type: ignore[arg-type]
+            with pytest.raises(ConfigurationError, match=r"await session\.run_sync\(jobs\.retry"):
+                jobs.retry(session, [1])  # type: ignore[arg-type]
+            assert not session.in_transaction()  # refused before anything was sent
 
     run(async_engine, body)
 
