@@ -33,7 +33,7 @@ from sa_jobqueue.retry import exponential
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-__all__ = ["AsyncPool", "AsyncSessions", "async_url", "sync_url"]
+__all__ = ["AsyncPool", "AsyncSessions", "async_url", "serve_in_thread", "sync_url"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
@@ -123,6 +123,9 @@ class AsyncPool:
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._cancelling = False
+        # Outcomes of tasks that ended in this pass of the loop, reported together:
+        # one hand-over (and one wake-up of the claim loop) for a batch of jobs.
+        self._finished: list[Outcome] = []
 
     @property
     def running(self) -> bool:
@@ -181,7 +184,13 @@ class AsyncPool:
         except BaseException as error:  # noqa: BLE001 - Executor.arun never raises by
             # design; should it, the job must still be reported, as in the thread pool.
             outcome = Outcome(job, Result.FAIL, exponential(job.attempts), format_error(error))
-        self._report([outcome])
+        if not self._finished:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._finished.append(outcome)
+
+    def _flush(self) -> None:
+        finished, self._finished = self._finished, []
+        self._report(finished)
 
     def cancel_running(self, timeout: float = 5.0) -> None:
         """Cancel the jobs still awaited and wait up to `timeout` for their reports.
@@ -222,3 +231,46 @@ class AsyncPool:
 
     def __repr__(self) -> str:
         return f"<AsyncPool tasks={len(self._tasks)}>"
+
+
+async def serve_in_thread(serve: Callable[[], None], stop: Callable[[], None]) -> None:
+    """Run the blocking `serve` in a thread and await its end, without blocking the loop.
+
+    When the awaiting task is cancelled, `stop` is called and `serve` is still awaited
+    to its end (a graceful shutdown), and then the cancellation goes on. What `serve`
+    raises is raised here.
+    """
+    loop = asyncio.get_running_loop()
+    finished: asyncio.Future[None] = loop.create_future()
+
+    def target() -> None:
+        error: BaseException | None = None
+        try:
+            serve()
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        loop.call_soon_threadsafe(_settle, finished, error)
+
+    threading.Thread(target=target, name="sa_jobqueue-worker", daemon=True).start()
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(finished)
+            break
+        except asyncio.CancelledError:
+            if finished.done():
+                raise
+            cancelled = True
+            stop()  # shut down gracefully, then let the cancellation through
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    """Finish `future` (on its loop) with the serving thread's result."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

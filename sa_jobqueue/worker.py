@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Generic
 from sqlalchemy import Connection, Engine, create_engine, exc
 from sqlalchemy.orm import sessionmaker
 
-from sa_jobqueue.aio_pool import AsyncPool, AsyncSessions, sync_url
+from sa_jobqueue.aio_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result
 from sa_jobqueue.cancellation import Attempts, Watchdog, format_timeout
 from sa_jobqueue.completer import Completer, log_job
@@ -220,31 +220,14 @@ class Worker(Generic[JobT]):
             >>> worker.stop(); await serving                       # doctest: +SKIP
         """
         loop = asyncio.get_running_loop()
-        finished: asyncio.Future[None] = loop.create_future()
 
         def serve() -> None:
-            error: BaseException | None = None
             try:
                 self._serve(until_empty=False, loop=loop)
-            except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
-                error = exc
             finally:
                 self._stopping.clear()  # stopped: the worker may be run again
-            loop.call_soon_threadsafe(_settle, finished, error)
 
-        threading.Thread(target=serve, name="sa_jobqueue-worker", daemon=True).start()
-        cancelled = False
-        while True:
-            try:
-                await asyncio.shield(finished)
-                break
-            except asyncio.CancelledError:
-                if finished.done():
-                    raise
-                cancelled = True
-                self.stop()  # shut down gracefully, then let the cancellation through
-        if cancelled:
-            raise asyncio.CancelledError
+        await serve_in_thread(serve, self.stop)
 
     def drain(self) -> int:
         """Sweep expired leases once, then run due jobs until none is left.
@@ -339,10 +322,12 @@ class Worker(Generic[JobT]):
                 log_job(logging.INFO, job, "claimed")
             if self._has_async:
                 is_async = self.registry.is_async
-                self.async_pool.submit([job for job in claimed if is_async(job.kind)])
-                claimed_sync = [job for job in claimed if not is_async(job.kind)]
-                if claimed_sync:
-                    self.pool.submit(claimed_sync)
+                on_loop = [job for job in claimed if is_async(job.kind)]
+                in_threads = [job for job in claimed if not is_async(job.kind)]
+                if on_loop:
+                    self.async_pool.submit(on_loop)
+                if in_threads:
+                    self.pool.submit(in_threads)
             else:
                 self.pool.submit(claimed)
         return len(claimed), free
@@ -536,13 +521,3 @@ class Worker(Generic[JobT]):
                 self._reset_connection()
                 time.sleep(min(2.0, 0.1 * 2**attempt))
         self.processed += self.completer.recorded(reports)
-
-
-def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
-    """Finish `run_async`'s future (on its loop) with the serving thread's result."""
-    if future.done():
-        return
-    if error is None:
-        future.set_result(None)
-    else:
-        future.set_exception(error)

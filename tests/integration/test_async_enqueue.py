@@ -239,24 +239,30 @@ def test_astats_and_operator_calls_through_run_sync(async_engine, committed):
     assert by_queue["crm"].pending == 1
 
 
-def test_sync_api_works_without_greenlet_and_says_what_the_async_api_needs(database_url):
-    """greenlet missing (SQLAlchemy 2.1 no longer installs it): the sync API works, and
-    an async transactional task is refused at registration, naming the extra to install."""
+def test_without_greenlet_sync_api_and_async_lease_handlers_work_and_tx_ones_are_refused(
+    database_url, committed
+):
+    """greenlet missing (SQLAlchemy 2.1 no longer installs it): the sync API and async
+    lease-mode handlers work; an async transactional task is refused at registration,
+    naming the extra to install."""
     script = """
-import sys
+import asyncio, sys
 sys.modules["greenlet"] = None  # as if it were not installed
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 from sa_jobqueue import ConfigurationError, JobQueue
 from tests.models import Job
 jobs = JobQueue(Job)
-jobs.task("plain")(lambda ctx: None)
+ran = []
+@jobs.task("alease")
+async def alease(ctx):
+    await asyncio.sleep(0)
+    ran.append(ctx.id)
 engine = create_engine(sys.argv[1])
 with Session(engine) as s, s.begin():
-    job = jobs.enqueue(s, "plain")
-    s.rollback()
+    jobs.enqueue(s, "alease")
+print("drained", jobs.worker(engine).drain(), len(ran))
 assert "sqlalchemy.ext.asyncio" not in sys.modules
-print("sync ok")
 async def handler(ctx): ...
 try:
     jobs.task("tx", transactional=True)(handler)
@@ -272,6 +278,6 @@ except ConfigurationError as error:
         timeout=60,
         check=True,
     ).stdout
-    assert "sync ok" in out
+    assert "drained 1 1" in out
     assert "needs the greenlet package" in out
     assert "pip install 'sa-jobqueue[asyncio]'" in out

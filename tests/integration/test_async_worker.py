@@ -278,6 +278,84 @@ def test_async_transactional_with_psycopg_async_engine(committed, database_url):
     assert effects(committed) == [(job_id, 1, "psycopg")]
 
 
+# -- timeouts and cancellation ------------------------------------------------------
+
+
+def test_a_timed_out_async_handler_is_cancelled_its_transaction_rolled_back(committed):
+    jobs = JobQueue(Job)
+    seen: list[str] = []
+
+    @jobs.task("hang_tx", transactional=True, timeout=0.5, max_attempts=1)
+    async def hang_tx(ctx: JobContext) -> None:
+        ctx.async_session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="never"))
+        await ctx.async_session.flush()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append(f"cancelled, ctx.cancelled={ctx.cancelled}")
+            raise
+        seen.append("not cancelled")
+
+    @jobs.task("quick")
+    async def quick(ctx: JobContext) -> None:
+        sync_effect(committed, ctx, "quick")
+
+    hung = enqueue(committed, jobs, "hang_tx")
+    worker = jobs.worker(committed, concurrency=1, poll_interval=0.2)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: row(committed, hung).status == "failed", what="timed out, dead letter")
+        after = enqueue(committed, jobs, "quick")  # the one slot is free again
+        wait_for(lambda: row(committed, after).status == "done", what="the next job")
+    finally:
+        worker.stop()
+        thread.join(30)
+    assert "timeout of 0.5s" in (row(committed, hung).last_error or "")
+    assert seen == ["cancelled, ctx.cancelled=True"]  # the task itself was cancelled
+    assert effects(committed, hung) == []  # its transaction rolled back
+    assert worker.pool.abandoned == 0  # no thread was stuck, none replaced
+
+
+def test_jobs_cancel_cancels_a_running_async_handler_in_run_async(committed, database_url):
+    jobs = JobQueue(Job)
+    started = threading.Event()
+    seen: list[str] = []
+
+    @jobs.task("forever")
+    async def forever(ctx: JobContext) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        finally:
+            seen.append(f"stopped, cancelled={ctx.cancelled}")
+
+    async def app() -> int:
+        engine = create_async_engine(async_url(database_url, "psycopg"))
+        worker = jobs.worker(engine, poll_interval=30)
+        serving = asyncio.create_task(worker.run_async())
+        try:
+            async with AsyncSession(engine, expire_on_commit=False) as s, s.begin():
+                job_id = (await jobs.aenqueue(s, "forever")).id
+            await asyncio.to_thread(started.wait, 30)
+            async with AsyncSession(engine) as s, s.begin():
+                changed = await s.run_sync(jobs.cancel, [job_id])
+            assert changed.was_running == [job_id]
+            for _ in range(1500):
+                if seen:
+                    break
+                await asyncio.sleep(0.02)
+            return job_id
+        finally:
+            worker.stop()
+            await asyncio.wait_for(serving, 30)
+            await engine.dispose()
+
+    job_id = asyncio.run(app())
+    assert seen == ["stopped, cancelled=True"]
+    assert row(committed, job_id).status == "cancelled"
+
+
 # -- run_async ------------------------------------------------------------------
 
 
