@@ -45,9 +45,10 @@ test: check  ## ruff, mypy, the strict docs build and pytest: the README's test 
 demo: $(STAMP)  ## the lesson end to end with real worker processes
 	$(BIN)/python examples/demo.py
 
-bench: $(STAMP)  ## throughput benchmark: table in bench/results.md, chart in bench/results.png
+bench: $(STAMP)  ## throughput: bench/results.md (+ .png), async handlers: bench/async-results.md
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/async_bench.py
 
 bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
 	$(BIN)/python bench/latency.py
