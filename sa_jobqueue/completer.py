@@ -32,6 +32,7 @@ from sa_jobqueue.attempt import (
     storable_delay,
     storable_text,
 )
+from sa_jobqueue.cancellation import format_timeout
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.logs import log_job as _log_job
 from sa_jobqueue.metrics import Metrics
@@ -44,6 +45,9 @@ log = logging.getLogger("sa_jobqueue.worker")
 _LOGGED_ERROR = 200
 
 _FAILURES = (Result.FAIL, Result.RETRY, Result.UNAVAILABLE, Result.DISCARD)
+
+#: How a timed-out attempt's error starts (`cancellation.format_timeout`).
+_TIMED_OUT = format_timeout(0).split(":", 1)[0] + ":"
 
 
 class Completer:
@@ -100,7 +104,7 @@ class Completer:
                     self.metrics.attempt(
                         o.job.queue, o.job.kind, outcome, o.duration if ran else None
                     )
-        return sum(1 for o in reports if o.result is not Result.RELEASE)
+        return sum(1 for o in reports if o.result not in (Result.RELEASE, Result.ABANDONED))
 
     def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
         """Record `reports` in `conn`'s transaction, fenced, and log each."""
@@ -130,6 +134,14 @@ class Completer:
             elif o.result is Result.LOST:
                 message = "lease lost; its transaction was rolled back"
                 self._log(logging.WARNING, o, "lease_lost", message)
+            elif o.result is Result.CANCELLED:
+                # The row is `cancelled` already (jobs.cancel): nothing to write.
+                self._log(
+                    logging.WARNING, o, "cancelled", "cancelled while running; its slot is free"
+                )
+            elif o.result is Result.ABANDONED:
+                message = "handler returned after it was %s; what it reported is ignored"
+                self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
             elif o.result in _FAILURES:
                 self._record_failure(conn, o)
 
@@ -163,6 +175,8 @@ class Completer:
         else:
             message = "failed, retrying in %.1fs: %s"
             self._log(logging.WARNING, o, "failed", message, o.delay, first, metric="retry")
+        if o.result is Result.FAIL and error.startswith(_TIMED_OUT):
+            self._outcomes[o.job.key] = "timeout"  # the watchdog's record of a timeout
 
     def _log(
         self,
@@ -173,8 +187,13 @@ class Completer:
         *args: Any,
         metric: str | None = None,
     ) -> None:
-        """Log how `o` was recorded, and note its metrics outcome (`event` unless `metric`)."""
-        self._outcomes[o.job.key] = metric or event
+        """Log how `o` was recorded, and note its metrics outcome (`event` unless `metric`).
+
+        An empty `metric` counts nothing (an abandoned attempt was counted when given up).
+        """
+        outcome = event if metric is None else metric
+        if outcome:
+            self._outcomes[o.job.key] = outcome
         ran = o.result is not Result.RELEASE
         _log_job(
             log,
@@ -189,6 +208,8 @@ class Completer:
         )
 
 
-def log_job(level: int, job: Claimed, message: str, *args: Any, event: str, owner: str) -> None:
+def log_job(
+    level: int, job: Claimed, message: str, *args: Any, event: str = "job", owner: str = ""
+) -> None:
     """Log ``job <id> <kind> attempt <n> <message>``, with the job's fields as ``extra``."""
     _log_job(log, level, job, message, *args, event=event, worker_id=owner)

@@ -37,6 +37,7 @@ _OPTIONS = frozenset(
         "delay",
         "max_attempts",
         "idempotency_key",
+        "unique_key",
         "columns",
     }
 )
@@ -57,6 +58,7 @@ class JobSpec:
     run_at: datetime | None
     delay: float
     idempotency_key: str | None
+    unique_key: str | None = None
     #: The application's own columns: ``(column name, value)`` pairs, sorted by name.
     columns: tuple[tuple[str, Any], ...] = ()
 
@@ -90,6 +92,7 @@ def prepare(
     delay: object = None,
     max_attempts: object = None,
     idempotency_key: object = None,
+    unique_key: object = None,
     columns: object = None,
     check_columns: ColumnsCheck | None = None,
 ) -> JobSpec:
@@ -113,6 +116,7 @@ def prepare(
         run_at=None if run_at is None else validation.check_aware("run_at", run_at),
         delay=0.0 if delay is None else validation.check_delay("delay", delay),
         idempotency_key=validation.check_key(idempotency_key),
+        unique_key=validation.check_key(unique_key, "unique_key"),
         columns=check_columns(columns) if check_columns is not None else (),
     )
 
@@ -155,23 +159,32 @@ def _prepare_item(
 
 def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
     """Positions of `specs` in insertion order: keyed specs sorted by key, in their slots."""
-    keyed = [i for i, spec in enumerate(specs) if spec.idempotency_key is not None]
+    keyed = [i for i, spec in enumerate(specs) if _keys(spec) != ("", "")]
     order = list(range(len(specs)))
     # A stable sort: of two specs with one key, the first given is inserted.
-    by_key = sorted(keyed, key=lambda i: str(specs[i].idempotency_key))
+    by_key = sorted(keyed, key=lambda i: _keys(specs[i]))
     for slot, index in zip(keyed, by_key, strict=True):
         order[slot] = index
     return order
 
 
+def _keys(spec: JobSpec) -> tuple[str, str]:
+    return (spec.idempotency_key or "", spec.unique_key or "")
+
+
 class Inserter(Generic[JobT]):
     """Runs the batched INSERT for one model; statements are built once."""
+
+    #: How often a unique key is retried when its active job finished between the
+    #: INSERT that conflicted with it and the SELECT that looked for it.
+    UNIQUE_RETRIES = 3
 
     def __init__(self, model: type[JobT]) -> None:
         self.model = model
         # One statement per set of extra columns given, built on first use.
         self._loads: dict[tuple[str, ...], ExecutableReturnsRows] = {}
         self._by_keys = statements.by_keys(model)
+        self._by_unique_keys = statements.by_unique_keys(model)
 
     def _load(self, extra: tuple[str, ...]) -> ExecutableReturnsRows:
         load = self._loads.get(extra)
@@ -192,24 +205,26 @@ class Inserter(Generic[JobT]):
 
         A spec whose idempotency key already exists (committed, or inserted by a
         concurrent transaction that then commits) gets the existing row back,
-        unchanged. One round trip, plus one more when some keys already existed.
+        unchanged; so does a spec whose unique key an active (``pending`` or
+        ``running``) job holds. A conflict never raises: the caller's transaction
+        stays usable. One round trip, plus one more when some keys were taken.
         Every new row gets `trace_context` (the enqueue span's W3C context), if any.
         """
         if not specs:
             return []
-        extra = self._extra_params(specs, trace_context)
+        self._extra_params(specs, trace_context)  # a bad mix of columns fails before any SQL
         # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
         # a key keep their place): ON CONFLICT waits on a concurrent transaction's
         # uncommitted key, and two batches taking the same keys in different orders
         # would otherwise deadlock, aborting one caller's transaction.
         order = _lock_order(specs)
         if order != sorted(order):
-            rows = self._insert_in_order(session, [specs[i] for i in order], extra, order)
+            rows = self._insert_in_order(session, [specs[i] for i in order], trace_context)
             result: list[JobT | None] = [None] * len(specs)
             for position, index in enumerate(order):
                 result[index] = rows[position]
             return [job for job in result if job is not None]
-        return self._insert_in_order(session, specs, extra, None)
+        return self._insert_in_order(session, specs, trace_context)
 
     def _extra_params(
         self, specs: Sequence[JobSpec], trace_context: Mapping[str, str] | None
@@ -250,10 +265,35 @@ class Inserter(Generic[JobT]):
         self,
         session: Session,
         specs: Sequence[JobSpec],
-        extra: dict[str, list[Any]],
-        order: list[int] | None,
-    ) -> list[JobT]:
-        params = {
+        trace_context: Mapping[str, str] | None,
+    ) -> list[Any]:
+        result: list[Any] = [None] * len(specs)
+        todo = list(range(len(specs)))
+        for _ in range(1 + self.UNIQUE_RETRIES):
+            batch = [specs[i] for i in todo]
+            found = self._insert_once(session, batch, trace_context)
+            retry = []
+            for index, job in zip(todo, found, strict=True):
+                if job is None:
+                    retry.append(index)
+                else:
+                    result[index] = job
+            if not retry:
+                return result
+            todo = retry
+        key = specs[todo[0]].unique_key
+        raise JobQueueError(
+            f"unique key {key!r} conflicted {1 + self.UNIQUE_RETRIES} times, but its active "
+            "job finished each time before it could be read; enqueue again"
+        )
+
+    def _insert_once(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        trace_context: Mapping[str, str] | None,
+    ) -> list[Any]:
+        params: dict[str, Any] = {
             "kinds": [s.kind for s in specs],
             "queues": [s.queue for s in specs],
             "payloads": [s.payload for s in specs],
@@ -262,42 +302,83 @@ class Inserter(Generic[JobT]):
             "run_ats": [s.run_at for s in specs],
             "delays": [s.delay for s in specs],
             "keys": [s.idempotency_key for s in specs],
+            "unique_keys": [s.unique_key for s in specs],
         }
+        extra = self._extra_params(specs, trace_context)
         for name, values in extra.items():
-            params[f"{name}_values"] = values if order is None else [values[i] for i in order]
+            params[f"{name}_values"] = values
         load = self._load(tuple(extra))
         inserted = sorted(session.scalars(load, params).all(), key=lambda job: job.id)
         if len(inserted) == len(specs):
             return inserted
         return self._match(session, specs, inserted)
 
-    def _match(
-        self, session: Session, specs: Sequence[JobSpec], inserted: list[JobT]
-    ) -> list[JobT]:
-        # Rows come back in id order, which is the batch's order; rows whose key
-        # was taken (before, or earlier in this batch) were skipped by ON CONFLICT.
-        new_keys = {job.idempotency_key for job in inserted if job.idempotency_key is not None}
-        by_key: dict[str, JobT] = {}
-        missing = sorted(
-            {s.idempotency_key for s in specs if s.idempotency_key is not None} - new_keys
-        )
-        if missing:
-            for job in session.scalars(self._by_keys, {"keys": missing}):
-                by_key[job.idempotency_key] = job
-        rows = iter(inserted)
-        result: list[JobT] = []
+    def _match(self, session: Session, specs: Sequence[JobSpec], inserted: list[Any]) -> list[Any]:
+        """One row per spec: the row it inserted, or the row whose key it conflicted with.
+
+        None for a spec whose unique key conflicted with a job that has finished
+        since (the caller inserts it again).
+        """
+        # Rows come back in id order, which is the batch's order. A spec conflicts
+        # with a row inserted before (or earlier in this batch), and then so would
+        # any later spec with the same keys: so the next inserted row belongs to
+        # the next spec whose keys it carries.
+        rows = list(inserted)
+        position = 0
+        own: list[Any] = []
         for spec in specs:
-            key = spec.idempotency_key
-            if key is None or (key in new_keys and key not in by_key):
-                job = next(rows)
-                if key is not None:
-                    by_key[key] = job
-            elif key in by_key:
-                job = by_key[key]
+            row = rows[position] if position < len(rows) else None
+            if row is not None and (row.idempotency_key, row.unique_key) == (
+                spec.idempotency_key,
+                spec.unique_key,
+            ):
+                own.append(row)
+                position += 1
             else:
+                own.append(None)
+        by_key: dict[str, Any] = {}
+        by_unique: dict[str, Any] = {}
+        for row in inserted:
+            if row.idempotency_key is not None:
+                by_key[row.idempotency_key] = row
+            if row.unique_key is not None:
+                by_unique[row.unique_key] = row
+        wanted = sorted(
+            {
+                s.idempotency_key
+                for s, o in zip(specs, own, strict=True)
+                if o is None and s.idempotency_key is not None
+            }
+            - set(by_key)
+        )
+        if wanted:
+            for job in session.scalars(self._by_keys, {"keys": wanted}):
+                by_key[job.idempotency_key] = job
+        wanted_unique = sorted(
+            {
+                s.unique_key
+                for s, o in zip(specs, own, strict=True)
+                if o is None and s.unique_key is not None
+            }
+            - set(by_unique)
+        )
+        if wanted_unique:
+            for job in session.scalars(self._by_unique_keys, {"unique_keys": wanted_unique}):
+                by_unique[job.unique_key] = job
+        result: list[Any] = []
+        for spec, row in zip(specs, own, strict=True):
+            if row is None and spec.idempotency_key is not None:
+                row = by_key.get(spec.idempotency_key)
+            if row is None and spec.unique_key is not None:
+                row = by_unique.get(spec.unique_key)
+                if row is None:
+                    result.append(None)  # its active job finished meanwhile: insert again
+                    continue
+            if row is None:
                 # The row that held the key was deleted between our INSERT and SELECT.
                 raise JobQueueError(
-                    f"idempotency key {key!r} conflicted, but its row vanished; enqueue again"
+                    f"idempotency key {spec.idempotency_key!r} conflicted, but its row "
+                    "vanished; enqueue again"
                 )
-            result.append(job)
+            result.append(row)
         return result

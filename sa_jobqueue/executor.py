@@ -6,6 +6,11 @@ for successes). Transactional mode runs the handler in a session whose
 transaction also carries the fenced ``done`` update, so the handler's writes and
 the ``done`` mark commit together or not at all.
 
+`Executor.arun` is the same for an ``async def`` handler, awaited on the
+worker's event loop (`aio_pool`); in transactional mode its session is an
+`AsyncSession`, and the fenced ``done`` goes through the same driver call,
+bridged by ``AsyncSession.run_sync``.
+
 Every attempt runs inside its trace span (`tracing.consuming`) and the
 application's middleware (`Middlewares.wrap`); the handler's return value is
 checked and kept as JSON text for the ``result`` column: in lease mode it travels
@@ -16,18 +21,21 @@ cannot hold fails the attempt (a `PayloadError` naming it).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
 from sa_jobqueue.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
+from sa_jobqueue.cancellation import Attempts, Stop
 from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.metrics import Metrics
@@ -35,6 +43,9 @@ from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["Executor", "format_error"]
 
@@ -70,7 +81,12 @@ class Executor:
         driver: marks transactional jobs done, fenced, in their own transaction.
         owner: this worker's id, for the fence and the context.
         table: the jobs table's name, for derived idempotency keys.
-        engine: the worker's engine, handed to handlers as ``ctx.engine``.
+        attempts: the worker's running attempts: each gets a stop event (its
+            ``ctx.cancelled``) and its task's timeout there while its handler runs.
+        async_session_factory: makes the `AsyncSession` of async transactional
+            handlers (see `aio_pool.AsyncSessions`); its ``engine`` is an async
+            handler's ``ctx.engine``.
+        engine: the worker's engine, a sync handler's ``ctx.engine``.
         middlewares: what wraps every handler call (`JobQueue.middleware`).
         metrics: where busy handlers are counted (optional).
         max_result_bytes: the largest result accepted, in bytes of JSON text.
@@ -83,24 +99,33 @@ class Executor:
         driver: Driver,
         owner: str,
         table: str,
+        attempts: Attempts | None = None,
+        async_session_factory: Callable[[], AsyncSession] | None = None,
         *,
         engine: Engine | None = None,
         middlewares: Middlewares | None = None,
         metrics: Metrics | None = None,
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
-        self._tasks = tasks
-        self._session_factory = session_factory
-        self._driver = driver
-        self._owner = owner
-        self._table = table
         self._engine = engine
         self._middlewares = middlewares or Middlewares()
         self._metrics = metrics
         self._max_result_bytes = max_result_bytes
+        self.attempts = attempts if attempts is not None else Attempts()
+        self._tasks = tasks
+        self._session_factory = session_factory
+        self.async_session_factory = async_session_factory
+        self._driver = driver
+        self._owner = owner
+        self._table = table
 
-    def context(self, job: Claimed, session: Session | None = None) -> JobContext:
-        """The handler's view of `job`."""
+    def context(
+        self,
+        job: Claimed,
+        session: Session | AsyncSession | None = None,
+        engine: Engine | AsyncEngine | None = None,
+    ) -> JobContext:
+        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
         return JobContext(
             id=job.id,
             kind=job.kind,
@@ -111,17 +136,66 @@ class Executor:
             max_attempts=job.max_attempts,
             worker_id=self._owner,
             _session=session,
-            _engine=self._engine,
+            _stop=self.attempts.event(job.key),
+            _engine=engine if engine is not None else self._engine,
         )
 
-    def run(self, job: Claimed) -> Outcome:
-        """Run one attempt of `job`; never raises (a handler's error is an outcome)."""
-        with self._busy():
-            return self._run(job)
+    def _async_context(self, job: Claimed, session: AsyncSession | None = None) -> JobContext:
+        """An async handler's view: ``ctx.engine`` is the `AsyncEngine` of its loop."""
+        engine = getattr(self.async_session_factory, "engine", None)
+        return self.context(job, session, engine() if callable(engine) else None)
 
-    def _run(self, job: Claimed) -> Outcome:
-        started = time.perf_counter()
+    def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
+        """Run a sync handler inside the middleware; return its result as JSON text."""
+        return dump_result(_call(task, ctx, self._middlewares), self._max_result_bytes)
+
+    async def _acall(self, task: TaskDef, ctx: JobContext) -> str | None:
+        """Await an async handler inside the async middleware; return its result as JSON."""
+        value = await self._middlewares.wrap(task.handler)(ctx)
+        return dump_result(value, self._max_result_bytes)
+
+    def _span(self, job: Claimed) -> Any:
+        """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
+        return tracing.consuming(
+            job_id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            attempt=job.attempts,
+            worker_id=self._owner,
+            trace_context=job.trace_context,
+        )
+
+    @contextmanager
+    def _busy(self) -> Iterator[None]:
+        """Count a handler as busy while it runs a job (or a savepoint batch)."""
+        if self._metrics is None:
+            yield
+            return
+        self._metrics.busy.inc()
+        try:
+            yield
+        finally:
+            self._metrics.busy.dec()
+
+    def run(self, job: Claimed) -> Outcome:
+        """Run one attempt of `job`; never raises (a handler's error is an outcome).
+
+        While the handler runs, its attempt is in `attempts` with its task's
+        timeout. An attempt stopped meanwhile as cancelled or timed out was
+        reported then (and its slot given back): what it returns now is
+        `Result.ABANDONED`, which records nothing.
+        """
         task = self._tasks(job.kind)
+        self.attempts.start(job.key, task.timeout if task else None, subject=job)
+        try:
+            with self._busy():
+                outcome = self._run(job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
+        started = time.perf_counter()
         if task is None:
             # A deploy may be in flight: retry later rather than lose the job.
             delay = exponential(job.attempts)
@@ -142,36 +216,68 @@ class Executor:
             return _failed(task, job, exc, started)
         return Outcome(job, result, duration=_since(started), returned=returned)
 
-    def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
-        """Run the handler inside the middleware; return its result as JSON text (or None)."""
-        value = self._middlewares.wrap(task.handler)(ctx)
-        return dump_result(value, self._max_result_bytes)
+    async def arun(self, job: Claimed) -> Outcome:
+        """`run` for an ``async def`` handler, awaited on the running loop; never raises.
 
-    def _span(self, job: Claimed) -> Any:
-        """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
-        return tracing.consuming(
-            job_id=job.id,
-            kind=job.kind,
-            queue=job.queue,
-            attempt=job.attempts,
-            worker_id=self._owner,
-            trace_context=job.trace_context,
-        )
-
-    @contextmanager
-    def _busy(self) -> Iterator[None]:
-        """Count this handler thread as busy while it runs jobs."""
-        if self._metrics is None:
-            yield
-            return
-        self._metrics.busy.inc()
+        As in `run`, the attempt is in `attempts` while it runs, with its task's
+        cancel as its handle: a timeout or a ``jobs.cancel`` (from another thread)
+        cancels it, its transaction (if any) rolls back, and it returns
+        `Result.ABANDONED`. Any other cancellation (the worker shutting down, the
+        loop going away) passes through, for the pool to give the job back.
+        """
+        task = self._tasks(job.kind)
+        if task is None or not task.is_async:
+            return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
+        self.attempts.start(job.key, task.timeout, subject=job)
+        loop, this = asyncio.get_running_loop(), asyncio.current_task()
+        if this is not None:
+            self.attempts.attach(job.key, lambda: loop.call_soon_threadsafe(this.cancel))
         try:
-            yield
-        finally:
-            self._metrics.busy.dec()
+            with self._busy():
+                outcome = await self._arun(job, task)
+        except asyncio.CancelledError:
+            stopped = self.attempts.finish(job.key)
+            if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+                return _unless_abandoned(Outcome(job, Result.RELEASE), stopped)
+            raise
+        return _unless_abandoned(outcome, self.attempts.finish(job.key))
 
-    def _mark_done(self, session: Session, job: Claimed, returned: str | None) -> bool:
-        """Flush the handler's writes and run the fenced done (and result) in their transaction.
+    async def _arun(self, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
+        returned = None
+        try:
+            with self._span(job):
+                if task.transactional:
+                    result = await self._arun_transactional(task, job)
+                    if isinstance(result, Outcome):
+                        return result
+                else:
+                    returned = await self._acall(task, self._async_context(job))
+                    result = Result.DONE
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
+            return _failed(task, job, exc, started)
+        return Outcome(job, result, duration=_since(started), returned=returned)
+
+    async def _arun_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        """`_run_transactional` with an `AsyncSession`."""
+        if self.async_session_factory is None:
+            raise RuntimeError("no AsyncSession factory for async transactional handlers")
+        try:
+            async with self.async_session_factory() as session, session.begin():
+                try:
+                    await session.connection()  # before the handler: see _unavailable
+                except exc.SQLAlchemyError as error:
+                    return _unavailable(job, error)
+                returned = await self._acall(task, self._async_context(job, session))
+                # The driver's own fenced done, in this transaction, through the bridge.
+                if not await session.run_sync(self._mark_done, job, returned):
+                    raise _LeaseLostError
+        except _LeaseLostError:
+            return Result.LOST
+        return Result.COMMITTED
+
+    def _mark_done(self, session: Session, job: Claimed, returned: str | None = None) -> bool:
+        """Flush the handler's writes; run the fenced done (with the result) in their transaction.
 
         Returns False when the fence matched no row (the lease was lost).
         """
@@ -209,12 +315,12 @@ class Executor:
         job cannot fail the others; the fence makes that safe even when the failed
         COMMIT did in fact commit. Never raises.
         """
+        if len(jobs) == 1:
+            return [self.run(jobs[0])]
         with self._busy():
             return self._run_batch(jobs)
 
     def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
-        if len(jobs) == 1:
-            return [self._run(jobs[0])]
         outcomes: list[Outcome] = []
         try:
             with self._session_factory() as session, session.begin():
@@ -228,14 +334,22 @@ class Executor:
                 len(jobs),
                 exc,
             )
-            return [self._run(job) for job in jobs]
+            return [self.run(job) for job in jobs]
         return outcomes
 
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
-        started = time.perf_counter()
         task = self._tasks(job.kind)
         if task is None or not task.transactional:
-            return self._run(job)  # not batchable: runs (or fails) on its own
+            return self.run(job)  # not batchable: runs (or fails) on its own
+        self.attempts.start(job.key, task.timeout, subject=job)
+        try:
+            outcome = self._run_savepoint_of(session, job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run_savepoint_of(self, session: Session, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
         savepoint = session.begin_nested()
         try:
             with self._span(job):
@@ -249,6 +363,33 @@ class Executor:
             return Outcome(job, Result.LOST, duration=_since(started))
         savepoint.commit()
         return Outcome(job, Result.COMMITTED, duration=_since(started))
+
+
+def _call(task: TaskDef, context: JobContext, middlewares: Middlewares) -> Any:
+    """Call a sync handler in its middleware; return what it returned.
+
+    One that returns an awaitable fails instead of "finishing": an ``async def``
+    hidden behind a plain decorator would otherwise be marked done without ever
+    running.
+    """
+    result: Any = middlewares.wrap(task.handler)(context)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited, on purpose: no "never awaited" warning
+        raise TypeError(
+            f"the handler of {task.kind!r} returned a coroutine (or another awaitable) "
+            "instead of running: register an async def handler (not a plain function "
+            "that returns one)"
+        )
+    return result
+
+
+def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:
+    """`outcome`, or `Result.ABANDONED` when the attempt was recorded as it was stopped."""
+    if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+        assert stopped is not None  # noqa: S101 - for the type checker
+        return Outcome(outcome.job, Result.ABANDONED, error=stopped.value)
+    return outcome
 
 
 class _LeaseLostError(Exception):

@@ -9,13 +9,15 @@ from typing import TYPE_CHECKING, Any, Generic
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import admin, tracing
+from sa_jobqueue import admin, pausing, tracing
+from sa_jobqueue.aio import check_async_session, check_sync_session, is_async_engine
 from sa_jobqueue.columns import OwnColumns
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.model import JobMixin, JobT
+from sa_jobqueue.periodic import Schedule, make_schedule
 from sa_jobqueue.registry import Handler, Registry, TaskDef
 from sa_jobqueue.retry import BackoffPolicy
 from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES
@@ -23,6 +25,8 @@ from sa_jobqueue.worker import Worker
 
 if TYPE_CHECKING:
     from typing import Unpack
+
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["JobQueue"]
 
@@ -58,6 +62,7 @@ class JobQueue(Generic[JobT]):
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
+        self.schedules: dict[str, Schedule] = {}
         self._columns = OwnColumns(model, max_payload_bytes)
         #: The middleware around every handler call; `middleware` adds to it.
         self.middlewares: Middlewares = self.registry.middlewares
@@ -80,6 +85,7 @@ class JobQueue(Generic[JobT]):
         lease: timedelta | float = timedelta(minutes=5),
         transactional: bool = False,
         backoff: BackoffPolicy | None = None,
+        timeout: timedelta | float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -94,6 +100,11 @@ class JobQueue(Generic[JobT]):
                 ``done`` mark (exactly-once for work in this database).
             backoff: attempt number -> seconds to wait after a failure
                 (default: `sa_jobqueue.retry.exponential`).
+            timeout: how long one attempt may run (a timedelta or seconds). Past it
+                the attempt fails with an error naming the timeout and retries or
+                dead-letters like any failure; the worker's slot is free at once.
+                A sync handler cannot be killed: ``ctx.cancelled`` turns True and
+                its late report is fenced away (see docs/tasks.md).
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -108,6 +119,7 @@ class JobQueue(Generic[JobT]):
                 lease=lease,
                 transactional=transactional,
                 backoff=backoff,
+                timeout=timeout,
             )
             return handler
 
@@ -136,6 +148,80 @@ class JobQueue(Generic[JobT]):
         self.middlewares.add(fn)
         return fn
 
+    def periodic(
+        self,
+        kind: str,
+        *,
+        cron: str | None = None,
+        timezone: str | None = None,
+        every: timedelta | float | None = None,
+        payload: Any = None,
+        queue: str | None = None,
+        name: str | None = None,
+    ) -> Schedule:
+        """Enqueue a job of `kind` at each tick of a schedule; workers do it (docs/periodic.md).
+
+        Example:
+            >>> jobs.periodic("nightly_report", cron="0 3 * * *",
+            ...               timezone="Europe/Paris")                  # doctest: +SKIP
+            >>> jobs.periodic("ping_partners", every=timedelta(seconds=30),
+            ...               payload={"deep": False}, queue="ops")     # doctest: +SKIP
+
+        Each tick is enqueued exactly once however many workers run, as an ordinary
+        job (it retries, dead-letters, shows in ``stats``), with the idempotency key
+        ``periodic:<name>:<tick>``. Ticks missed while no worker ran become one job,
+        not a back-fill. DST rules for `cron` are in docs/periodic.md.
+
+        Args:
+            kind: a task registered with `task` already.
+            cron: a cron expression (5 fields, or 6 with seconds first).
+            timezone: the IANA zone `cron` is read in (default UTC).
+            every: or: an interval (a timedelta or seconds, at least 1 s); ticks are
+                multiples of it since the Unix epoch.
+            payload: each job's JSON payload (default ``{}``).
+            queue: each job's queue (default: the task's).
+            name: names the schedule (default: `kind`); give one to run a kind
+                on two schedules.
+
+        Raises:
+            ConfigurationError: naming the problem: kind not registered, bad cron,
+                unknown time zone, both or neither of cron/every, an interval under
+                a second, or a schedule of that name already.
+        """
+        schedule = make_schedule(
+            self.registry,
+            kind,
+            cron=cron,
+            timezone=timezone,
+            every=every,
+            payload=payload,
+            queue=queue,
+            name=name,
+            max_payload_bytes=self.max_payload_bytes,
+        )
+        if schedule.name in self.schedules:
+            raise ConfigurationError(
+                f"periodic {schedule.name!r} is already scheduled "
+                f"({self.schedules[schedule.name].spec}); pass name= for a second schedule"
+            )
+        self.schedules[schedule.name] = schedule
+        return schedule
+
+    def pause(self, session: Session, queue: str | Iterable[str]) -> list[str]:
+        """Pause `queue` for every worker when `session` commits; never commits.
+
+        Workers claim nothing from a paused queue; running jobs finish. Returns
+        the queues that were not paused already.
+        """
+        return pausing.pause(session, self.model, queue)
+
+    def resume(self, session: Session, queue: str | Iterable[str]) -> list[str]:
+        """Resume a paused `queue` when `session` commits; idle workers wake at once.
+
+        Returns the queues that were paused. Never commits.
+        """
+        return pausing.resume(session, self.model, queue)
+
     def get_task(self, kind: str) -> TaskDef | None:
         """The task registered for `kind`, or None."""
         return self.registry.get(kind)
@@ -152,6 +238,7 @@ class JobQueue(Generic[JobT]):
         delay: timedelta | float | None = None,
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
+        unique_key: str | None = None,
         columns: Mapping[str, Any] | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
@@ -171,6 +258,10 @@ class JobQueue(Generic[JobT]):
             max_attempts: default: the task's, else 20.
             idempotency_key: names the side effect; when a job with this key exists
                 already, that job is returned unchanged and nothing is inserted.
+            unique_key: deduplicates while active: when a ``pending`` or ``running``
+                job holds this key, that job is returned unchanged; once it has
+                finished, the key is free again. Concurrent callers get one job and
+                none of their transactions is aborted.
             columns: values for columns the application added to its model
                 (``{"order_id": 4}``), by attribute name; checked against the model.
 
@@ -195,6 +286,7 @@ class JobQueue(Generic[JobT]):
             delay=delay,
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
+            unique_key=unique_key,
             columns=columns,
             check_columns=self._columns.check,
         )
@@ -211,7 +303,7 @@ class JobQueue(Generic[JobT]):
 
             jobs.enqueue_many(session, [(kind, {"order_id": 4}) for kind in consumers])
 
-        Same transaction rules and idempotency as `enqueue`; one bad item rejects
+        Same transaction rules, idempotency and unique keys as `enqueue`; one bad item rejects
         the whole call before the session is touched.
         """
         check_session(session, "enqueue_many")
@@ -221,17 +313,105 @@ class JobQueue(Generic[JobT]):
             produced.inserted([row.id for row in rows])
         return rows
 
-    def worker(self, engine: Engine, **options: Unpack[WorkerOptions]) -> Worker[JobT]:
+    # -- asyncio (see docs/asyncio.md) ----------------------------------------
+
+    async def aenqueue(
+        self,
+        session: AsyncSession,
+        kind: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        unique_key: str | None = None,
+        columns: Mapping[str, Any] | None = None,
+    ) -> JobT:
+        """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
+
+        Same arguments, validation, idempotency and transaction rules as `enqueue`
+        (it never commits); the insert runs through SQLAlchemy's own bridge,
+        ``AsyncSession.run_sync``, so both share one implementation. Works with the
+        ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers.
+
+        Example:
+            >>> async with AsyncSession(engine) as session, session.begin():  # doctest: +SKIP
+            ...     session.add(Order(id=4))
+            ...     job = await jobs.aenqueue(session, "send_receipt", {"order_id": 4})
+
+        The returned row belongs to `session`; after a commit that expires it, read
+        its attributes before the commit, or use ``expire_on_commit=False``.
+
+        Raises:
+            ValidationError: naming the bad argument, before the session is touched.
+            ConfigurationError: `session` is not an `AsyncSession` (a sync `Session`
+                is told to use ``jobs.enqueue(...)``).
+        """
+        check_async_session(session, "aenqueue")
+        spec = prepare(
+            self.registry,
+            self.max_payload_bytes,
+            kind,
+            payload,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            columns=columns,
+            check_columns=self._columns.check,
+        )
+        with tracing.producing([spec.queue], 1) as produced:
+            rows: list[JobT] = await session.run_sync(
+                self._inserter.insert, [spec], trace_context=produced.carrier
+            )
+            produced.inserted([rows[0].id])
+        return rows[0]
+
+    async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
+        """`enqueue_many` for an `AsyncSession`: one round trip, rows in the order given.
+
+        Same items, rules and idempotency as `enqueue_many`; never commits.
+        """
+        check_async_session(session, "aenqueue_many")
+        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
+            rows: list[JobT] = await session.run_sync(
+                self._inserter.insert, specs, trace_context=produced.carrier
+            )
+            produced.inserted([row.id for row in rows])
+        return rows
+
+    async def astats(self, session: AsyncSession) -> admin.Stats:
+        """`stats` for an `AsyncSession` (read-only, in its transaction).
+
+        The other operator calls take a session first, so they bridge the same way:
+        ``await session.run_sync(jobs.retry, [job_id])``.
+        """
+        check_async_session(session, "astats")
+        return await session.run_sync(admin.stats, self.model)
+
+    def worker(
+        self, engine: Engine | AsyncEngine, **options: Unpack[WorkerOptions]
+    ) -> Worker[JobT]:
         """A worker running this queue's tasks against `engine`; see `Worker`.
 
-        `options` are `WorkerConfig`'s fields (``queues``, ``concurrency``,
-        ``poll_interval``, ...), checked here: a bad one raises `ConfigurationError`.
+        `engine` is an `Engine` or an `AsyncEngine` (docs/asyncio.md). `options` are
+        `WorkerConfig`'s fields (``queues``, ``concurrency``, ``poll_interval``, ...),
+        checked here: a bad one raises `ConfigurationError`.
         """
-        if not isinstance(engine, Engine):
+        if not (isinstance(engine, Engine) or is_async_engine(engine)):
             raise ConfigurationError(
-                f"jobs.worker() needs a sqlalchemy Engine, not {type(engine).__name__}"
+                "jobs.worker() needs a sqlalchemy Engine or AsyncEngine, "
+                f"not {type(engine).__name__}"
             )
-        return Worker(self.model, self.registry, engine, WorkerConfig.from_options(options))
+        config = WorkerConfig.from_options(options)
+        return Worker(self.model, self.registry, engine, config, schedules=self.schedules)
 
     # -- operations (see sa_jobqueue.admin and docs/operations.md) ------------
 
@@ -240,6 +420,7 @@ class JobQueue(Generic[JobT]):
 
         Read-only, in `session`'s transaction. See `admin.QueueStats` for each number.
         """
+        check_sync_session(session, "stats", "astats")
         return admin.stats(session, self.model)
 
     def list_jobs(
@@ -252,12 +433,14 @@ class JobQueue(Generic[JobT]):
         limit: int = 50,
     ) -> list[admin.JobInfo]:
         """Up to `limit` jobs matching every filter given, newest first, as plain data."""
+        check_sync_session(session, "list_jobs")
         return admin.list_jobs(
             session, self.model, status=status, queue=queue, kind=kind, limit=limit
         )
 
     def show(self, session: Session, job_id: int) -> admin.JobInfo | None:
         """The job `job_id` as plain data (payload, times, ``last_error`` in full), or None."""
+        check_sync_session(session, "show")
         return admin.get_job(session, self.model, job_id)
 
     def retry(self, session: Session, ids: Iterable[int]) -> admin.Changed:
@@ -268,12 +451,14 @@ class JobQueue(Generic[JobT]):
         caller's transaction commits. Jobs in other statuses come back in
         ``skipped``, unknown ids in ``missing``.
         """
+        check_sync_session(session, "retry")
         return admin.retry(session, self.model, ids)
 
     def retry_failed(
         self, session: Session, *, queue: str | None = None, kind: str | None = None
     ) -> admin.Changed:
         """`retry` every ``failed`` job (of `queue` and/or `kind`); never commits."""
+        check_sync_session(session, "retry_failed")
         return admin.retry_failed(session, self.model, queue=queue, kind=kind)
 
     def cancel(self, session: Session, ids: Iterable[int]) -> admin.Changed:
@@ -283,6 +468,7 @@ class JobQueue(Generic[JobT]):
         later report changes nothing and the job is not retried (``was_running``
         lists such jobs).
         """
+        check_sync_session(session, "cancel")
         return admin.cancel(session, self.model, ids)
 
     def prune(

@@ -181,6 +181,13 @@ def _first_line(error: BaseException) -> str:
     help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
 )
 @click.option(
+    "--asynchronous-commit/--synchronous-commit",
+    default=False,
+    show_default=True,
+    help="Claims and acknowledgements commit without waiting for the WAL flush; after a "
+    "server crash some jobs run again, none is lost (docs/performance.md).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -217,6 +224,7 @@ def worker(
     prune_interval: float,
     listen: bool,
     savepoint_batch: int,
+    asynchronous_commit: bool,
     log_level: str,
     log_format: str,
     metrics_port: int | None,
@@ -239,6 +247,7 @@ def worker(
             prune_interval=prune_interval,
             listen=listen,
             savepoint_batch=savepoint_batch,
+            asynchronous_commit=asynchronous_commit,
             metrics=metrics,
         )
         runner.run()

@@ -21,17 +21,27 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
         {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
-        | {"engines", "columns", "logs"},
+        | {"engines", "state_tables", "aio", "columns", "logs"},
     ),
-    ("vocabulary", {"context", "attempt", "registry", "middleware", "tracing"}),
+    ("vocabulary", {"context", "attempt", "registry", "cancellation", "middleware", "tracing"}),
     ("sql", {"statements"}),
     (
         "operations",
-        {"driver", "enqueue", "retention", "admin", "migration", "preflight", "metrics"},
+        {"driver", "enqueue", "retention", "admin", "migration", "preflight", "periodic"}
+        | {"pausing", "metrics"},
     ),
     (
         "runtime parts",
-        {"executor", "completer", "config", "notifier", "wakeup", "maintenance", "pool"},
+        {
+            "executor",
+            "completer",
+            "config",
+            "notifier",
+            "wakeup",
+            "maintenance",
+            "pool",
+            "aio_pool",
+        },
     ),
     ("worker", {"worker"}),
     ("api", {"jobqueue", "", "testing"}),
