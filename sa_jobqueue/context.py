@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -55,7 +56,10 @@ class JobContext:
     worker_id: str = ""
     _session: Session | AsyncSession | None = field(default=None, repr=False)
     _stop: threading.Event | None = field(default=None, repr=False, compare=False)
-    _engine: Engine | AsyncEngine | None = field(default=None, repr=False, compare=False)
+    # An engine, or what makes one on first use (an async handler's, on its loop).
+    _engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def cancelled(self) -> bool:
@@ -74,9 +78,12 @@ class JobContext:
         Raises:
             AttributeError: the context was made outside a worker (in a test) without one.
         """
-        if self._engine is None:
+        engine = self._engine
+        if engine is None:
             raise AttributeError(f"job {self.id} ({self.kind!r}) was given no engine")
-        return self._engine
+        if isinstance(engine, Engine) or not callable(engine):
+            return engine
+        return engine()
 
     @property
     def session(self) -> Session:

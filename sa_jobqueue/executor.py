@@ -123,7 +123,7 @@ class Executor:
         self,
         job: Claimed,
         session: Session | AsyncSession | None = None,
-        engine: Engine | AsyncEngine | None = None,
+        engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
     ) -> JobContext:
         """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
         return JobContext(
@@ -142,8 +142,9 @@ class Executor:
 
     def _async_context(self, job: Claimed, session: AsyncSession | None = None) -> JobContext:
         """An async handler's view: ``ctx.engine`` is the `AsyncEngine` of its loop."""
+        # Made on first use of ctx.engine only: it needs greenlet, lease-mode handlers do not.
         engine = getattr(self.async_session_factory, "engine", None)
-        return self.context(job, session, engine() if callable(engine) else None)
+        return self.context(job, session, engine if callable(engine) else None)
 
     def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Run a sync handler inside the middleware; return its result as JSON text."""

@@ -381,3 +381,33 @@ def test_an_unprintable_exception_is_still_the_handlers_failure_on_a_recording_s
     assert process.status.status_code is StatusCode.ERROR
     assert process.status.description is not None
     assert process.status.description.endswith("WeirdError: <unprintable message>")
+
+
+def test_async_handlers_get_their_middleware_results_and_an_async_engine(committed):
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    jobs = JobQueue(Job)
+    seen: list[str] = []
+
+    @jobs.middleware
+    async def tag(ctx: JobContext, call_next: Any) -> Any:
+        seen.append(f"async {ctx.kind}")
+        return {"wrapped": await call_next(ctx)}
+
+    @jobs.middleware
+    def sync_only(ctx: JobContext, call_next: Any) -> Any:
+        seen.append(f"sync {ctx.kind}")
+        return call_next(ctx)
+
+    @jobs.task("fetch")
+    async def fetch(ctx: JobContext) -> Any:
+        engine = ctx.engine
+        assert isinstance(engine, AsyncEngine)
+        async with engine.connect() as connection:
+            one = (await connection.execute(select(Job.id).where(Job.id == ctx.id))).scalar()
+        return {"id": one}
+
+    (job_id,) = _enqueue(committed, jobs, ("fetch", {}))
+    assert jobs.worker(committed).drain() == 1
+    assert _job(committed, job_id).result == {"wrapped": {"id": job_id}}
+    assert seen == ["async fetch"]  # the sync middleware wraps sync handlers only
