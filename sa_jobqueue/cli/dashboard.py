@@ -29,6 +29,13 @@ _EXTRA_HINT = "the dashboard needs its extra: pip install 'sa-jobqueue[dashboard
     help="Offer and accept retry, cancel and delete (read-only without it).",
 )
 @click.option(
+    "--refresh",
+    type=click.FloatRange(min=0.2),
+    default=5.0,
+    show_default=True,
+    help="Seconds between the overview's refreshes.",
+)
+@click.option(
     "--basic-auth",
     metavar="USER:PASSWORD",
     envvar="SA_JOBQUEUE_DASHBOARD_BASIC_AUTH",
@@ -48,6 +55,7 @@ def dashboard(
     host: str,
     port: int,
     allow_actions: bool,
+    refresh: float,
     basic_auth: str | None,
     token: str | None,
 ) -> None:
@@ -72,7 +80,12 @@ def dashboard(
     with operating(database_url, table, app) as (jobs, engine):
         try:
             asgi = make_app(
-                jobs, engine, allow_actions=allow_actions, basic_auth=basic_auth, token=token
+                jobs,
+                engine,
+                allow_actions=allow_actions,
+                refresh_seconds=refresh,
+                basic_auth=basic_auth,
+                token=token,
             )
         except ConfigurationError as error:
             fail(str(error), 2)

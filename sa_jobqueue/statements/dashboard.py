@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from typing_extensions import Unpack
-
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
@@ -39,6 +37,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.dml import ReturningDelete
+from typing_extensions import Unpack
 
 from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, seconds
