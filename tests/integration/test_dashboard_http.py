@@ -324,15 +324,20 @@ def test_make_app_rejects_what_is_not_a_queue_or_engine(committed):
 
 def _plan(conn, statement, params: dict[str, Any]) -> str:
     """EXPLAIN of `statement` exactly as SQLAlchemy sends it (same SQL, same parameters)."""
+    sent: list[tuple[str, Any]] = []
 
-    def explain(conn, cursor, sql, parameters, context, executemany):
-        return "EXPLAIN " + sql, parameters
+    def capture(conn, cursor, sql, parameters, context, executemany):
+        sent.append((sql, parameters))
 
-    event.listen(conn, "before_cursor_execute", explain, retval=True)
+    event.listen(conn, "before_cursor_execute", capture)
     try:
-        return "\n".join(r[0] for r in conn.execute(statement, params))
+        conn.execute(statement, params).all()
     finally:
-        event.remove(conn, "before_cursor_execute", explain)
+        event.remove(conn, "before_cursor_execute", capture)
+    sql, parameters = sent[-1]
+    cursor = conn.connection.driver_connection.cursor()
+    cursor.execute("EXPLAIN " + sql, parameters)
+    return "\n".join(row[0] for row in cursor.fetchall())
 
 
 def test_every_page_statement_has_an_index_path(committed):
