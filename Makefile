@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint typecheck pytest check demo bench bench-latency chaos clean
+.PHONY: help install test lint typecheck pytest check demo demo-dashboard bench bench-latency chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -34,6 +34,9 @@ test: check  ## ruff, mypy and pytest: the README's test command
 
 demo: $(STAMP)  ## the lesson end to end with real worker processes
 	$(BIN)/python examples/demo.py
+
+demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
+	$(BIN)/python examples/demo.py --dashboard
 
 bench: $(STAMP)  ## throughput benchmark: table in bench/results.md, chart in bench/results.png
 	$(BIN)/pip install --quiet -e '.[test,bench]'

@@ -41,6 +41,7 @@ class Chart:
     peak: float
     bars: list[Bar] = field(default_factory=list)
     lines: dict[str, str] = field(default_factory=dict)
+    dots: list[tuple[str, float, float]] = field(default_factory=list)
     first: str = ""
     last: str = ""
 
@@ -104,7 +105,8 @@ def latency(minutes: Sequence[Minute], *, width: int = 600, height: int = 120) -
         for i, m in enumerate(minutes):
             value = m.avg_seconds if name == "avg" else m.max_seconds
             if value is not None:
-                x = i * slot + slot / 2
-                points.append(f"{x:.1f},{height - value / peak * height:.1f}")
+                x, y = round(i * slot + slot / 2, 1), round(height - value / peak * height, 1)
+                points.append(f"{x:.1f},{y:.1f}")
+                chart.dots.append((name, x, y))  # a lone minute shows as a dot, not nothing
         chart.lines[name] = " ".join(points)
     return chart

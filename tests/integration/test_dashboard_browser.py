@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -249,3 +251,53 @@ def test_overview_refreshes_itself_and_workers_page_shows_who_runs_what(
         assert "host-a:4242" in page.locator("#workers").inner_text()
         assert "nightly" in page.locator("#running").inner_text()
         shot(page, "workers")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON_KINDS = ("send_receipt", "create_invoice", "render_pdf", "sync_crm", "import_feed")
+
+
+def test_dashboard_on_the_demo_database_shows_the_lessons_jobs(server_url, page):
+    port = _free_port()
+    demo = subprocess.Popen(
+        [sys.executable, str(ROOT / "examples" / "demo.py"), "--dashboard", "--port", str(port)],
+        env={**os.environ, "DATABASE_URL": server_url},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(demo.stdout.readline, "")))  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_for(
+            lambda: any("dashboard: http" in line for line in lines) or demo.poll() is not None,
+            120,
+            "the demo to finish and serve its dashboard",
+        )
+        assert demo.poll() is None, "".join(lines)
+        wait_for(lambda: _answers(port), 30, "the demo's dashboard to listen")
+        base = f"http://127.0.0.1:{port}"
+        page.goto(base + "/")
+        shot(page, "demo-overview")
+        queues = page.locator("#queues tbody tr[data-queue]")
+        assert queues.count() >= 2
+        page.goto(base + "/jobs")
+        listed = page.locator("#jobs").inner_text()
+        for kind in LESSON_KINDS:
+            assert kind in listed, kind
+        shot(page, "demo-jobs")
+        page.goto(base + "/jobs?status=failed&kind=import_feed")
+        page.locator("a.job-link").first.click()
+        assert "import_feed" in page.locator("#fields").inner_text()
+        assert page.locator("#last-error").inner_text().strip()
+        shot(page, "demo-job")
+        page.click("#nav-workers")
+        page.wait_for_url("**/workers")
+        assert page.locator("#workers tbody tr th").count() >= 1  # worker B finished them
+        shot(page, "demo-workers")
+    finally:
+        demo.send_signal(signal.SIGINT)
+        code = demo.wait(timeout=60)
+        reader.join(timeout=10)
+    assert code == 0, "".join(lines)
