@@ -8,7 +8,9 @@ See docs/dashboard.md.
 from __future__ import annotations
 
 import click
+from sqlalchemy.orm import Session
 
+from sa_jobqueue import statements
 from sa_jobqueue.cli.app import fail, main, operating, operator_options
 from sa_jobqueue.errors import ConfigurationError
 
@@ -78,6 +80,9 @@ def dashboard(
             2,
         )
     with operating(database_url, table, app) as (jobs, engine):
+        # Reach the table once now, so a wrong URL or table fails here in one line.
+        with Session(engine) as session:
+            session.execute(statements.get_job(jobs.model), {"job_id": 0}).all()
         try:
             asgi = make_app(
                 jobs,

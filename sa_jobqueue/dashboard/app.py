@@ -309,6 +309,7 @@ def make_app(
         ),
         Route("/retry-failed", board.retry_failed, methods=["POST"], name="retry_failed"),
         Route("/workers", board.workers, name="workers"),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 

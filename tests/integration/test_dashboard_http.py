@@ -11,11 +11,14 @@ import re
 from typing import Any
 
 import pytest
-from sqlalchemy import event, text
-from sqlalchemy.orm import Session
+from click.testing import CliRunner
+from sqlalchemy import Integer, event, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from starlette.testclient import TestClient
 
-from sa_jobqueue import ConfigurationError, statements
+from sa_jobqueue import ConfigurationError, JobMixin, statements
+from sa_jobqueue.cli import main
 from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
@@ -361,3 +364,72 @@ def test_every_page_statement_has_an_index_path(committed):
             plan = _plan(conn, statement, values)
             assert "Seq Scan" not in plan, plan
             assert "Index" in plan, plan
+
+
+class ResultBase(DeclarativeBase):
+    pass
+
+
+class JobWithResult(JobMixin, ResultBase):
+    """An application's own jobs table: a `result` column and a column of its own."""
+
+    __tablename__ = "dash_result_jobs"
+    result: Mapped[Any] = mapped_column(JSONB, nullable=True)
+    order_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+def test_job_page_shows_a_result_column_and_the_apps_own_columns(engine):
+    ResultBase.metadata.create_all(engine)
+    try:
+        with Session(engine) as session, session.begin():
+            job = JobWithResult(kind="render", result={"pages": 3, "html": XSS}, order_id=42)
+            session.add(job)
+            session.flush()
+            job_id = job.id
+        c = TestClient(make_app(JobWithResult, engine), base_url="http://127.0.0.1")
+        body = c.get(f"/jobs/{job_id}").text
+        result = re.search(r'<pre class="json" id="result">(.*?)</pre>', body, re.S)
+        assert result is not None
+        assert '"pages": 3' in result.group(1).replace("&#34;", '"')
+        assert "&lt;script&gt;" in result.group(1)
+        extra = re.search(r'<table class="fields" id="extra">(.*?)</table>', body, re.S)
+        assert extra is not None
+        assert "order_id" in extra.group(1)
+        assert "42" in extra.group(1)
+    finally:
+        ResultBase.metadata.drop_all(engine)
+
+
+def test_a_page_stuck_behind_a_lock_ends_at_the_statement_timeout(committed):
+    c = client(committed, statement_timeout=0.3)
+    with committed.connect() as blocker:
+        blocker.exec_driver_sql("LOCK TABLE jobs IN ACCESS EXCLUSIVE MODE")
+        page = c.get("/jobs")
+        blocker.rollback()
+    assert page.status_code == 503
+    assert "statement timeout" in page.text
+
+
+@pytest.fixture
+def cli(committed, database_url):
+    def invoke(*args: str):
+        return CliRunner().invoke(main, ["dashboard", *args], env={"DATABASE_URL": database_url})
+
+    return invoke
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--host", "192.0.2.10"], "--host 192.0.2.10 listens beyond this machine"),
+        (["--basic-auth", "nopassword"], "--basic-auth must look like USER:PASSWORD"),
+        (["--table", "no_such_table"], "table 'no_such_table' does not exist"),
+        (["--app", "nowhere:jobs"], "cannot import 'nowhere'"),
+    ],
+)
+def test_dashboard_command_refuses_bad_setups_in_one_line(cli, args, message):
+    result = cli(*args)
+    assert result.exit_code != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]
