@@ -72,6 +72,8 @@ class _Dashboard:
     ) -> None:
         self.model = model
         self.engine = engine
+        # Pages read through the same pool, in transactions PostgreSQL refuses to write in.
+        self.reader = engine.execution_options(postgresql_readonly=True)
         self.allow_actions = allow_actions
         self.timeout = f"{int(statement_timeout * 1000)}ms"
         self.refresh_seconds = refresh_seconds
@@ -88,7 +90,7 @@ class _Dashboard:
 
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout."""
-        with Session(self.engine) as session, session.begin():
+        with Session(self.reader) as session, session.begin():
             session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
             return fn(session, self.model, *args, **kwargs)
 
@@ -132,7 +134,7 @@ class _Dashboard:
         """An error page saying `message`."""
         return self.page(request, "error.html", status_code, message=message)
 
-    async def run(self, request: Request, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """`read` in a worker thread (the event loop never waits on the database)."""
         return await run_in_threadpool(self.read, fn, *args, **kwargs)
 
@@ -148,7 +150,7 @@ class _Dashboard:
 
     async def _overview(self, request: Request, template: str) -> Response:
         queue = request.query_params.get("queue") or None
-        data = await self.run(request, queries.overview, queue=queue)
+        data = await self.run(queries.overview, queue=queue)
         return self.page(
             request,
             template,
@@ -165,21 +167,21 @@ class _Dashboard:
             return self.page(
                 request, "jobs.html", 400, filter_error=str(error), result=None, f=JobFilter()
             )
-        result = await self.run(request, queries.jobs_page, job_filter, limit=self.page_size)
+        result = await self.run(queries.jobs_page, job_filter, limit=self.page_size)
         return self.page(request, "jobs.html", result=result, f=job_filter, filter_error=None)
 
     async def job(self, request: Request) -> Response:
         """One job, every column."""
         job_id = request.path_params["job_id"]
-        detail = await self.run(request, queries.job_detail, job_id)
+        detail = await self.run(queries.job_detail, job_id)
         if detail is None:
             return self.error(request, 404, f"There is no job {job_id}.")
         return self.page(request, "job.html", detail=detail, job=detail.job)
 
     async def workers(self, request: Request) -> Response:
         """Who runs what, from ``locked_by``."""
-        at, summaries = await self.run(request, queries.workers)
-        running = await self.run(request, queries.jobs_page, JobFilter(status="running"), limit=200)
+        at, summaries = await self.run(queries.workers)
+        running = await self.run(queries.jobs_page, JobFilter(status="running"), limit=200)
         return self.page(request, "workers.html", at=at, workers=summaries, running=running)
 
     # -- actions ---------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import Integer, event, text
+from sqlalchemy import Integer, event, exc, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from starlette.testclient import TestClient
@@ -433,3 +433,14 @@ def test_dashboard_command_refuses_bad_setups_in_one_line(cli, args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert message in lines[0]
+
+
+def test_pages_read_in_transactions_that_cannot_write(committed):
+    job_id = add(committed)
+    board = make_app(new_queue(), committed).state.dashboard
+
+    def write(session, model):
+        session.execute(text("UPDATE jobs SET priority = 5 WHERE id = :id"), {"id": job_id})
+
+    with pytest.raises(exc.InternalError, match="read-only transaction"):
+        board.read(write)
