@@ -28,6 +28,8 @@ from sqlalchemy.orm import Session
 from tests.helpers import wait_for
 from tests.models import Job
 
+pytestmark = pytest.mark.slow  # each test starts `sa-jobqueue dashboard` as a subprocess
+
 CHROMIUM = os.environ.get("SA_JOBQUEUE_CHROMIUM", "/usr/bin/chromium")
 SHOTS = os.environ.get("SA_JOBQUEUE_SCREENSHOTS")
 PWNED = "<script>window.__pwned = 1</script>"

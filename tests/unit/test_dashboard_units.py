@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import base64
-import doctest
-import importlib
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -17,17 +15,6 @@ from sa_jobqueue.dashboard.queries import Minute, _minutes
 from sa_jobqueue.dashboard.security import Credentials, same_origin
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
-
-
-@pytest.mark.parametrize(
-    "module",
-    ["filters", "charts", "render", "security", "queries"],
-)
-def test_doctests_of_the_dashboard_modules(module):
-    imported = importlib.import_module(f"sa_jobqueue.dashboard.{module}")
-    result = doctest.testmod(imported, optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0
-    assert result.failed == 0
 
 
 def test_filter_reads_every_field_and_drops_empty_ones():
