@@ -15,6 +15,8 @@ from click.testing import CliRunner
 from sqlalchemy import Integer, event, exc, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+from starlette.applications import Starlette
+from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from sa_jobqueue import ConfigurationError, JobMixin, statements
@@ -444,3 +446,25 @@ def test_pages_read_in_transactions_that_cannot_write(committed):
 
     with pytest.raises(exc.InternalError, match="read-only transaction"):
         board.read(write)
+
+
+def test_mounted_inside_an_app_every_link_and_action_follows_the_mount_path(committed):
+    job_id = add(committed, status="failed", last_error="x", age=1)
+    outer = Starlette(
+        routes=[Mount("/admin/jobs", app=make_app(Job, committed, allow_actions=True))]
+    )
+    c = TestClient(outer, base_url="http://127.0.0.1")
+    overview = c.get("/admin/jobs/")
+    assert overview.status_code == 200
+    assert 'href="http://127.0.0.1/admin/jobs/static/dashboard.css"' in overview.text
+    assert c.get("/admin/jobs/static/htmx.min.js").status_code == 200
+    page = c.get(f"/admin/jobs/jobs/{job_id}")
+    action = re.search(r'<form method="post" action="([^"]+)"', page.text)
+    assert action is not None
+    assert action.group(1) == f"http://127.0.0.1/admin/jobs/jobs/{job_id}/retry"
+    token = c.cookies.get(CSRF_COOKIE)
+    done = c.post(action.group(1), data={CSRF_FIELD: token}, follow_redirects=False)
+    assert done.status_code == 303
+    assert done.headers["location"].startswith("http://127.0.0.1/admin/jobs/jobs/")
+    assert status_of(committed, job_id) == "pending"
+    assert c.get("/elsewhere").status_code == 404
