@@ -105,6 +105,7 @@ class _Dashboard:
         """Render template `name`, with the CSRF token (set as a cookie when new)."""
         token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
         notice = NOTICES.get(request.query_params.get("notice", ""))
+        count = request.query_params.get("n", "")  # a number, or nothing: no text from URLs
         response = self.templates.TemplateResponse(
             request,
             name,
@@ -115,7 +116,7 @@ class _Dashboard:
                 "csrf_token": token,
                 "refresh_seconds": self.refresh_seconds,
                 "notice": notice,
-                "count": request.query_params.get("n", ""),
+                "count": count if count.isdigit() else "",
                 **context,
             },
             status_code=status_code,
