@@ -273,9 +273,9 @@ def make_app(
         refresh_seconds: how often the overview refreshes itself.
         page_size: jobs per page of the jobs list.
 
-    Example:
-        >>> from starlette.routing import Mount               # doctest: +SKIP
-        >>> routes.append(Mount("/jobs", make_app(jobs, engine)))  # doctest: +SKIP
+    Example (inside a FastAPI or Starlette application)::
+
+        app.mount("/admin/jobs", make_app(jobs, engine, allow_actions=True))
 
     Mounted inside an application, it sits behind that application's own
     authentication; `basic_auth` and `token` are for serving it on its own.
