@@ -15,7 +15,7 @@ what an index answers quickly:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -37,10 +37,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.dml import ReturningDelete
-from typing_extensions import Unpack
 
 from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, seconds
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
 
 __all__ = [
     "LIST_ORDERS",
