@@ -215,6 +215,8 @@ class Worker(Generic[JobT]):
         free = self.concurrency - len(self.inflight) + len(reports)
         conn = self._connection()
         with conn.begin():
+            if self.config.asynchronous_commit:
+                self.driver.commit_asynchronously(conn)
             if reports:
                 self.completer.record(conn, reports)
             claimed: list[Claimed] = []

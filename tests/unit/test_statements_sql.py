@@ -62,6 +62,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         by_payload_value=True,
         after=True,
     ),
+    "asynchronous_commit": statements.asynchronous_commit,
 }
 
 _TYPES = (
