@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Select
 from sa_jobqueue import statements
 from sa_jobqueue.attempt import AttemptKey, Claimed, Result, fence_params
 from sa_jobqueue.model import JobMixin
+from sa_jobqueue.statements import control
 
 __all__ = ["Driver", "NextDue", "PostgresDriver", "Swept"]
 
@@ -88,6 +89,10 @@ class Driver(Protocol):
         """Of `jobs`, the attempts still running under `owner` (as last committed)."""
         ...
 
+    def cancelled(self, conn: Connection, jobs: Sequence[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, the attempts whose job has been cancelled (``jobs.cancel``)."""
+        ...
+
     def try_lock(self, conn: Connection, purpose: str) -> bool:
         """Take the table's transaction-scoped lock for `purpose` (e.g. ``sweep``) if free."""
         ...
@@ -131,6 +136,7 @@ class PostgresDriver:
         }
         self._heartbeat = statements.heartbeat(model)
         self._still_owned = statements.still_owned(model)
+        self._cancelled = control.cancelled_attempts(model)
         self._sweep = statements.sweep_expired(model)
         self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
@@ -179,6 +185,11 @@ class PostgresDriver:
         """Of `jobs`, those still running under `owner`, by a plain (lock-free) read."""
         rows = conn.execute(self._still_owned, fence_params(jobs, owner))
         return {(row.id, row.attempts) for row in rows}
+
+    def cancelled(self, conn: Connection, jobs: Sequence[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, the attempts whose row is ``cancelled`` (`control.cancelled_attempts`)."""
+        params = {k: v for k, v in fence_params(jobs, "").items() if k != "owner"}
+        return {(row.id, row.attempts) for row in conn.execute(self._cancelled, params)}
 
     def try_lock(self, conn: Connection, purpose: str) -> bool:
         """``pg_try_advisory_xact_lock`` on the table's key for `purpose`."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue import pausing, statements
 from sa_jobqueue.cli.app import fail, main, operating, operator_options
 from sa_jobqueue.errors import ConfigurationError
 
@@ -28,7 +28,7 @@ _EXTRA_HINT = "the dashboard needs its extra: pip install 'sa-jobqueue[dashboard
 @click.option(
     "--allow-actions",
     is_flag=True,
-    help="Offer and accept retry, cancel and delete (read-only without it).",
+    help="Offer and accept retry, cancel, delete and pause/resume (read-only without it).",
 )
 @click.option(
     "--refresh",
@@ -61,7 +61,7 @@ def dashboard(
     basic_auth: str | None,
     token: str | None,
 ) -> None:
-    """Serve the web dashboard: queues, jobs, workers; retry and cancel with --allow-actions.
+    """Serve the web dashboard: queues, jobs, workers, schedules; repairs with --allow-actions.
 
     Prefer the environment variables to the options for secrets: options show in
     the process list.
@@ -83,6 +83,7 @@ def dashboard(
         # Reach the table once now, so a wrong URL or table fails here in one line.
         with Session(engine) as session:
             session.execute(statements.get_job(jobs.model), {"job_id": 0}).all()
+            pausing.paused_queues(session, jobs.model)  # and the tables beside it
         try:
             asgi = make_app(
                 jobs,

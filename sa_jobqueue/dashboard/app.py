@@ -26,7 +26,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from sa_jobqueue import admin, statements
+from sa_jobqueue import admin, pausing, statements
 from sa_jobqueue.dashboard import charts, queries
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
 from sa_jobqueue.dashboard.render import FILTERS, NOTICES
@@ -39,7 +39,7 @@ from sa_jobqueue.dashboard.security import (
     same_origin,
     tokens_match,
 )
-from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.model import JobMixin
 
@@ -183,7 +183,10 @@ class _Dashboard:
         """Who runs what, from ``locked_by``."""
         at, summaries = await self.run(queries.workers)
         running = await self.run(queries.jobs_page, JobFilter(status="running"), limit=200)
-        return self.page(request, "workers.html", at=at, workers=summaries, running=running)
+        schedules = await self.run(queries.schedules)
+        return self.page(
+            request, "workers.html", at=at, workers=summaries, running=running, schedules=schedules
+        )
 
     # -- actions ---------------------------------------------------------------
 
@@ -221,6 +224,29 @@ class _Dashboard:
         notice = action if done else f"not_{action}"
         target = request.url_for("job", job_id=job_id)
         return RedirectResponse(f"{target}?notice={notice}", status_code=303)
+
+    async def queue_action(self, request: Request) -> Response:
+        """Pause or resume a queue (``pausing.pause`` / ``resume``, as ``sa-jobqueue pause``)."""
+        action = request.path_params["action"]
+        if action not in ("pause", "resume"):
+            return self.error(request, 404, f"There is no action {action!r}.")
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        queue = form.get("queue", "")
+        fn = pausing.pause if action == "pause" else pausing.resume
+        try:
+            changed = await run_in_threadpool(self._switch, fn, queue)
+        except ValidationError as error:
+            return self.error(request, 400, str(error))
+        log.info("dashboard: %s queue %r -> %s", action, queue, changed)
+        notice = f"{action}d" if changed else f"already_{action}d"
+        target = request.url_for("overview")
+        return RedirectResponse(f"{target}?notice={notice}", status_code=303)
+
+    def _switch(self, fn: Callable[..., list[str]], queue: str) -> list[str]:
+        with Session(self.engine) as session, session.begin():
+            return fn(session, self.model, queue)
 
     async def retry_failed(self, request: Request) -> Response:
         """Retry every failed job of a kind (and queue, when given)."""
@@ -265,7 +291,8 @@ def make_app(
     Args:
         jobs: the application's `JobQueue`, or a mapped `JobMixin` model.
         engine: a sync SQLAlchemy `Engine` for the jobs' database.
-        allow_actions: show and accept retry / cancel / delete; read-only otherwise.
+        allow_actions: show and accept retry, cancel, delete, pause and resume; read-only
+            otherwise.
         basic_auth: ``"user:password"`` every request must present (HTTP basic auth).
         token: a secret of 16+ characters every request must present, as
             ``Authorization: Bearer TOKEN`` or as the basic-auth password.
@@ -311,6 +338,7 @@ def make_app(
             name="job_action",
         ),
         Route("/retry-failed", board.retry_failed, methods=["POST"], name="retry_failed"),
+        Route("/queues/{action:str}", board.queue_action, methods=["POST"], name="queue_action"),
         Route("/workers", board.workers, name="workers"),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

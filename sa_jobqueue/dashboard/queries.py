@@ -16,7 +16,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue import pausing, statements
 from sa_jobqueue.admin import JobInfo
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.model import FINISHED, JobMixin, Status
@@ -28,11 +28,13 @@ __all__ = [
     "Minute",
     "Overview",
     "QueueSummary",
+    "ScheduleInfo",
     "WorkerSummary",
     "job_detail",
     "jobs_page",
     "overview",
     "pretty_json",
+    "schedules",
     "workers",
 ]
 
@@ -68,6 +70,7 @@ class QueueSummary:
     running: int = 0
     expired_leases: int = 0
     finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_FINISHED, 0))
+    paused_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,8 @@ def overview(session: Session, model: type[JobMixin], *, queue: str | None = Non
         summary.running, summary.expired_leases = row.running, row.expired_leases
     for row in session.execute(statements.finished_recently(model), window):
         of(row.queue).finished[row.status] = row.jobs
+    for name, paused_at in pausing.paused_queues(session, model).items():
+        of(name).paused_at = paused_at  # a paused queue shows even with no job in it
     per_minute = statements.finished_per_minute(model, by_queue=queue is not None)
     rows = session.execute(per_minute, {**window, "queue_name": queue}).all()
     return Overview(
@@ -190,12 +195,34 @@ def jobs_page(
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """A periodic schedule as the schedules table holds it."""
+
+    name: str
+    kind: str
+    spec: str
+    next_run_at: datetime
+    last_run_at: datetime | None
+    last_job_id: int | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> ScheduleInfo:
+        """Build from a row of `statements.schedules`."""
+        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
 class JobDetail:
-    """One job: its row, the database clock, and the table's other columns (e.g. ``result``)."""
+    """One job, with the database clock, the table's other columns and its schedule.
+
+    ``extra`` holds the columns `JobMixin` does not declare (``result``, the app's
+    own); ``schedule`` is the periodic schedule that enqueued the job, if one did.
+    """
 
     job: JobInfo
     at: datetime
     extra: dict[str, Any]
+    schedule: ScheduleInfo | None = None
 
     @property
     def lease_expired(self) -> bool:
@@ -211,7 +238,15 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
     if row is None:
         return None
     extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
-    return JobDetail(job=JobInfo.from_row(row), at=at, extra=extra)
+    job = JobInfo.from_row(row)
+    schedule = None
+    if job.idempotency_key and job.idempotency_key.startswith("periodic:"):
+        found = session.execute(
+            statements.schedule_of_job(model),
+            {"kind_name": job.kind, "job_key": job.idempotency_key},
+        ).first()
+        schedule = None if found is None else ScheduleInfo.from_row(found)
+    return JobDetail(job=job, at=at, extra=extra, schedule=schedule)
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +261,12 @@ class WorkerSummary:
     queues: list[str]
     lease_ends: datetime | None
     last_finished_at: datetime | None
+
+
+def schedules(session: Session, model: type[JobMixin], *, limit: int = 500) -> list[ScheduleInfo]:
+    """The periodic schedules workers registered, soonest next run first."""
+    rows = session.execute(statements.schedules(model), {"limit": limit})
+    return [ScheduleInfo.from_row(row) for row in rows]
 
 
 def workers(session: Session, model: type[JobMixin]) -> tuple[datetime, list[WorkerSummary]]:

@@ -27,6 +27,10 @@ NOTICES = {
     "deleted": "Job deleted.",
     "not_delete": "Not deleted: only finished (done, failed, cancelled) jobs can be deleted.",
     "retried_failed": "Failed jobs retried:",
+    "paused": "Queue paused: workers claim nothing from it until it is resumed.",
+    "already_paused": "The queue was already paused.",
+    "resumed": "Queue resumed: idle workers were woken.",
+    "already_resumed": "The queue was not paused.",
 }
 
 

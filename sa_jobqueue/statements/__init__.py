@@ -37,6 +37,8 @@ from sa_jobqueue.statements.dashboard import (
     job_page,
     pending_summary,
     running_summary,
+    schedule_of_job,
+    schedules,
     set_statement_timeout,
     workers_summary,
 )
@@ -52,6 +54,7 @@ from sa_jobqueue.statements.operator import (
 )
 from sa_jobqueue.statements.runtime import (
     by_keys,
+    by_unique_keys,
     claim,
     complete,
     discard,
@@ -73,6 +76,7 @@ __all__ = [
     "advisory_unlock",
     "asynchronous_commit",
     "by_keys",
+    "by_unique_keys",
     "cancel",
     "claim",
     "complete",
@@ -97,6 +101,8 @@ __all__ = [
     "requeue_failed",
     "retry_later",
     "running_summary",
+    "schedule_of_job",
+    "schedules",
     "seconds",
     "set_statement_timeout",
     "stats",

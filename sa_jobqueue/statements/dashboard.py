@@ -39,6 +39,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.dml import ReturningDelete
 
 from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.state_tables import schedules_table_for
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, seconds
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ __all__ = [
     "job_page",
     "pending_summary",
     "running_summary",
+    "schedule_of_job",
+    "schedules",
     "set_statement_timeout",
     "workers_summary",
 ]
@@ -269,4 +272,48 @@ def delete_finished(model: type[JobMixin]) -> ReturningDelete[Any]:
         .where(model.id == func.any(bindparam("ids", type_=ARRAY(BigInteger))))
         .where(model.status.in_(FINISHED_VALUES))
         .returning(model.id)
+    )
+
+
+def _schedule_columns(model: type[JobMixin]) -> tuple[Any, list[Any]]:
+    table = schedules_table_for(model.__table__)  # type: ignore[arg-type]
+    columns = [
+        table.c.name,
+        table.c.kind,
+        table.c.spec,
+        table.c.next_run_at,
+        table.c.last_run_at,
+        table.c.last_job_id,
+    ]
+    return table, columns
+
+
+def schedules(model: type[JobMixin]) -> Select[Unpack[tuple[Any, ...]]]:
+    """Up to ``:limit`` periodic schedules the workers registered, soonest next run first.
+
+    From the schedules table beside the jobs table (one row per schedule). Columns:
+    ``name``, ``kind``, ``spec``, ``next_run_at``, ``last_run_at``, ``last_job_id``.
+    """
+    table, columns = _schedule_columns(model)
+    return (
+        select(*columns)
+        .order_by(table.c.next_run_at, table.c.name)
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+def schedule_of_job(model: type[JobMixin]) -> Select[Unpack[tuple[Any, ...]]]:
+    """The schedule that enqueued a job of kind ``:kind_name`` with key ``:job_key``.
+
+    A periodic job's idempotency key is ``periodic:<schedule>:<tick>``; names may hold
+    ``:``, so the longest name that prefixes the key wins. Same columns as `schedules`.
+    """
+    table, columns = _schedule_columns(model)
+    prefix = literal("periodic:", Text) + table.c.name + literal(":", Text)
+    return (
+        select(*columns)
+        .where(table.c.kind == bindparam("kind_name", type_=Text))
+        .where(func.starts_with(bindparam("job_key", type_=Text), prefix))
+        .order_by(func.length(table.c.name).desc())
+        .limit(1)
     )

@@ -25,6 +25,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from sa_jobqueue import pausing
 from tests.helpers import wait_for
 from tests.models import Job
 
@@ -164,7 +165,6 @@ def test_overview_to_filtered_list_to_job_to_retry_changes_the_database(
     )
     with dashboard(database_url, "--allow-actions") as base:
         page.goto(base + "/")
-        shot(page, "overview")
         mail = page.locator('tr[data-queue="mail"]')
         assert mail.locator("td").nth(0).inner_text() == "4"  # pending
         mail.locator("a.failed-link").click()
@@ -187,7 +187,15 @@ def test_overview_to_filtered_list_to_job_to_retry_changes_the_database(
         page.wait_for_url(f"**/jobs/{failed}?notice=retry")
         assert page.locator("#job-status").inner_text() == "pending"
         assert "Job retried" in page.locator("#notice").inner_text()
-    assert status_of(committed, failed) == "pending"
+        assert status_of(committed, failed) == "pending"
+        # Pause the queue from the overview, as `sa-jobqueue pause mail` would.
+        page.click("#nav-overview")
+        page.locator('tr[data-queue="mail"]').get_by_role("button", name="Pause").click()
+        page.wait_for_url("**/?notice=paused")
+        assert page.locator('tr[data-queue="mail"] .status.paused').count() == 1
+        shot(page, "overview")
+    with Session(committed) as session:
+        assert list(pausing.paused_queues(session, Job)) == ["mail"]
 
 
 def test_payload_and_error_holding_script_render_as_text(committed, database_url, page):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import re
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -19,11 +20,12 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from sa_jobqueue import ConfigurationError, JobMixin, statements
+from sa_jobqueue import ConfigurationError, JobMixin, pausing, statements
 from sa_jobqueue.cli import main
 from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
+from sa_jobqueue.state_tables import schedules_table_for
 from tests.models import Job, new_queue
 
 XSS = "<script>document.title='pwned'</script>"
@@ -468,3 +470,83 @@ def test_mounted_inside_an_app_every_link_and_action_follows_the_mount_path(comm
     assert done.headers["location"].startswith("http://127.0.0.1/admin/jobs/jobs/")
     assert status_of(committed, job_id) == "pending"
     assert c.get("/elsewhere").status_code == 404
+
+
+def test_pause_and_resume_a_queue_from_the_overview(committed):
+    add(committed, queue="mail")
+    c = client(committed, allow_actions=True)
+    token = csrf(c)
+    assert "Pause" in c.get("/").text
+    paused = c.post("/queues/pause", data={CSRF_FIELD: token, "queue": "mail"})
+    assert "Queue paused" in paused.text
+    with Session(committed) as session:
+        assert list(pausing.paused_queues(session, Job)) == ["mail"]
+    row = re.search(r'<tr data-queue="mail">(.*?)</tr>', c.get("/").text, re.S)
+    assert row is not None
+    assert ">paused<" in row.group(1)
+    assert "Resume" in row.group(1)
+    again = c.post("/queues/pause", data={CSRF_FIELD: token, "queue": "mail"})
+    assert "already paused" in again.text
+    # A paused queue with no job at all still has its row, so it can be resumed.
+    c.post("/queues/pause", data={CSRF_FIELD: token, "queue": "empty"})
+    assert '<tr data-queue="empty">' in c.get("/").text
+    resumed = c.post("/queues/resume", data={CSRF_FIELD: token, "queue": "mail"})
+    assert "Queue resumed" in resumed.text
+    with Session(committed) as session:
+        assert list(pausing.paused_queues(session, Job)) == ["empty"]
+    bad = c.post("/queues/pause", data={CSRF_FIELD: token, "queue": "<b>"})
+    assert bad.status_code == 400
+    assert "queue" in bad.text
+    assert c.post("/queues/explode", data={CSRF_FIELD: token, "queue": "mail"}).status_code == 404
+
+
+def test_pause_is_refused_read_only_and_without_csrf(committed):
+    read_only = client(committed)
+    token = csrf(read_only)
+    assert "Pause" not in read_only.get("/").text
+    assert (
+        read_only.post("/queues/pause", data={CSRF_FIELD: token, "queue": "q"}).status_code == 403
+    )
+    writable = client(committed, allow_actions=True)
+    assert writable.post("/queues/pause", data={"queue": "q"}).status_code == 403
+    with Session(committed) as session:
+        assert pausing.paused_queues(session, Job) == {}
+
+
+def test_schedules_on_the_workers_page_and_on_their_jobs(committed):
+    schedules = schedules_table_for(Job.__table__)  # type: ignore[arg-type]
+    with committed.begin() as conn:
+        conn.execute(
+            schedules.insert(),
+            [
+                {
+                    "name": "nightly:report",
+                    "kind": "report",
+                    "spec": "cron 0 3 * * * Europe/Paris",
+                    "next_run_at": datetime.now(timezone.utc) + timedelta(hours=5),
+                },
+                {
+                    "name": "nightly",
+                    "kind": "report",
+                    "spec": "every 60s",
+                    "next_run_at": datetime.now(timezone.utc) + timedelta(minutes=1),
+                },
+            ],
+        )
+    job_id = add(
+        committed,
+        kind="report",
+        status="done",
+        age=1,
+        idempotency_key="periodic:nightly:report:2026-12-01T03:00:00+01:00",
+    )
+    plain = add(committed, kind="report", idempotency_key="periodic-ish")
+    c = client(committed)
+    workers = c.get("/workers").text
+    listed = re.findall(r"<tr><th>([^<]+)</th><td>report</td>", workers)
+    assert listed == ["nightly", "nightly:report"]  # soonest next run first
+    job = c.get(f"/jobs/{job_id}").text
+    found = re.search(r'<td id="schedule">(.*?)</td>', job, re.S)
+    assert found is not None
+    assert ">nightly:report<" in found.group(1)  # the longest name that prefixes the key
+    assert 'id="schedule"' not in c.get(f"/jobs/{plain}").text

@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
+from sa_jobqueue.statements import control
 from tests.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -47,6 +48,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "finished_recently": lambda: statements.finished_recently(Job),
     "finished_per_minute": lambda: statements.finished_per_minute(Job, by_queue=True),
     "workers_summary": lambda: statements.workers_summary(Job),
+    "schedules": lambda: statements.schedules(Job),
+    "schedule_of_job": lambda: statements.schedule_of_job(Job),
     "job_page_all": lambda: statements.job_page(Job, by_kind=True, after=True),
     "job_page_pending": lambda: statements.job_page(
         Job, status="pending", by_queue=True, after=True
@@ -63,6 +66,15 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         after=True,
     ),
     "asynchronous_commit": statements.asynchronous_commit,
+    "by_unique_keys": lambda: statements.by_unique_keys(Job),
+    "pause": lambda: control.pause(Job),
+    "resume": lambda: control.resume(Job),
+    "paused_queues": lambda: control.paused_queues(Job),
+    "read_schedules": lambda: control.read_schedules(Job),
+    "insert_schedules": lambda: control.insert_schedules(Job),
+    "advance_schedule": lambda: control.advance_schedule(Job),
+    "record_schedule_job": lambda: control.record_schedule_job(Job),
+    "respec_schedule": lambda: control.respec_schedule(Job),
 }
 
 _TYPES = (
