@@ -105,6 +105,10 @@ class Driver(Protocol):
         """How long until the earliest pending job of `queues` is due."""
         ...
 
+    def commit_asynchronously(self, conn: Connection) -> None:
+        """Let this transaction's COMMIT return before its WAL is flushed."""
+        ...
+
 
 class PostgresDriver:
     """`Driver` for PostgreSQL, over `sa_jobqueue.statements`; statements are built once.
@@ -134,6 +138,7 @@ class PostgresDriver:
         self._still_owned = statements.still_owned(model)
         self._cancelled = control.cancelled_attempts(model)
         self._sweep = statements.sweep_expired(model)
+        self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}
 
@@ -204,3 +209,7 @@ class PostgresDriver:
             self._next_due[key] = statements.next_run_at(self.model, queues=key)
         row = conn.execute(self._next_due[key]).one()
         return NextDue(row.seconds, row.now)
+
+    def commit_asynchronously(self, conn: Connection) -> None:
+        """``SET LOCAL synchronous_commit = off`` (`statements.asynchronous_commit`)."""
+        conn.execute(self._asynchronous_commit)

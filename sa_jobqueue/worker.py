@@ -234,6 +234,8 @@ class Worker(Generic[JobT]):
         free += len({o.job.key for o in reports if o.job.key in self.inflight})
         conn = self._connection()
         with conn.begin():
+            if self.config.asynchronous_commit:
+                self.driver.commit_asynchronously(conn)
             if reports:
                 self.completer.record(conn, reports)
             claimed: list[Claimed] = []

@@ -42,6 +42,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "requeue": lambda: statements.requeue(Job),
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
     "cancel": lambda: statements.cancel(Job),
+    "asynchronous_commit": statements.asynchronous_commit,
     "by_unique_keys": lambda: statements.by_unique_keys(Job),
     "pause": lambda: control.pause(Job),
     "resume": lambda: control.resume(Job),
