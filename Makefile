@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency bench-startup bench-commit bench-peers chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-startup bench-commit bench-peers chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -44,6 +44,9 @@ test: check  ## ruff, mypy, the strict docs build and pytest: the README's test 
 
 demo: $(STAMP)  ## the lesson end to end with real worker processes
 	$(BIN)/python examples/demo.py
+
+demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
+	$(BIN)/python examples/demo.py --dashboard
 
 bench: $(STAMP)  ## throughput: bench/results.md (+ .png), async handlers: bench/async-results.md
 	$(BIN)/pip install --quiet -e '.[test,bench]'
