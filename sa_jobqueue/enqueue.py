@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements, validation
 from sa_jobqueue.errors import JobQueueError, ValidationError
+from sa_jobqueue.limits import check_concurrency_key
 from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.registry import Registry
 
@@ -26,7 +27,17 @@ __all__ = ["Inserter", "JobSpec", "prepare", "prepare_many"]
 JobT = TypeVar("JobT", bound=JobMixin)
 
 _OPTIONS = frozenset(
-    {"kind", "payload", "queue", "priority", "run_at", "delay", "max_attempts", "idempotency_key"}
+    {
+        "kind",
+        "payload",
+        "queue",
+        "priority",
+        "run_at",
+        "delay",
+        "max_attempts",
+        "idempotency_key",
+        "concurrency_key",
+    }
 )
 
 
@@ -42,6 +53,7 @@ class JobSpec:
     run_at: datetime | None
     delay: float
     idempotency_key: str | None
+    concurrency_key: str | None = None
 
 
 def prepare(
@@ -56,6 +68,7 @@ def prepare(
     delay: object = None,
     max_attempts: object = None,
     idempotency_key: object = None,
+    concurrency_key: object = None,
 ) -> JobSpec:
     """Validate one job's arguments; fill queue and max_attempts from its task."""
     kind = validation.check_name("kind", kind)
@@ -75,6 +88,7 @@ def prepare(
         run_at=None if run_at is None else validation.check_aware("run_at", run_at),
         delay=0.0 if delay is None else validation.check_delay("delay", delay),
         idempotency_key=validation.check_key(idempotency_key),
+        concurrency_key=check_concurrency_key(concurrency_key, task.limits if task else None),
     )
 
 
@@ -158,6 +172,7 @@ class Inserter:
             "run_ats": [s.run_at for s in specs],
             "delays": [s.delay for s in specs],
             "keys": [s.idempotency_key for s in specs],
+            "concurrency_keys": [s.concurrency_key for s in specs],
         }
         inserted = sorted(session.scalars(self._load, params).all(), key=lambda job: job.id)
         if len(inserted) == len(specs):

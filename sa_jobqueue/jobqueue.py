@@ -73,6 +73,9 @@ class JobQueue(Generic[JobT]):
         lease: timedelta | float = timedelta(minutes=5),
         transactional: bool = False,
         backoff: BackoffPolicy | None = None,
+        max_running: int | None = None,
+        max_running_per_key: int | None = None,
+        rate_limit: tuple[int, timedelta | float] | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -87,6 +90,14 @@ class JobQueue(Generic[JobT]):
                 ``done`` mark (exactly-once for work in this database).
             backoff: attempt number -> seconds to wait after a failure
                 (default: `sa_jobqueue.retry.exponential`).
+            max_running: at most this many jobs of `kind` run at once, counted over
+                every worker of the table (docs/flow-control.md).
+            max_running_per_key: at most this many run at once per
+                ``concurrency_key`` given at enqueue; jobs with no key are not
+                limited by it.
+            rate_limit: ``(count, window)``: at most `count` attempts of `kind`
+                start in any window of that length (a timedelta or seconds), over
+                every worker.
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -101,6 +112,9 @@ class JobQueue(Generic[JobT]):
                 lease=lease,
                 transactional=transactional,
                 backoff=backoff,
+                max_running=max_running,
+                max_running_per_key=max_running_per_key,
+                rate_limit=rate_limit,
             )
             return handler
 
@@ -122,6 +136,7 @@ class JobQueue(Generic[JobT]):
         delay: timedelta | float | None = None,
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -140,6 +155,8 @@ class JobQueue(Generic[JobT]):
             max_attempts: default: the task's, else 20.
             idempotency_key: names the side effect; when a job with this key exists
                 already, that job is returned unchanged and nothing is inserted.
+            concurrency_key: for a task with ``max_running_per_key``: at most that
+                many jobs with this key run at once (docs/flow-control.md).
 
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
@@ -156,6 +173,7 @@ class JobQueue(Generic[JobT]):
             delay=delay,
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
+            concurrency_key=concurrency_key,
         )
         job: JobT = self._inserter.insert(session, [spec])[0]
         return job
@@ -193,9 +211,11 @@ class JobQueue(Generic[JobT]):
     def stats(self, session: Session) -> admin.Stats:
         """Counts per queue and status, queue lag, expired leases, recent dead letters.
 
-        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number.
+        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number;
+        each limited task's running/limit numbers are in ``limits`` (`admin.LimitStats`).
         """
-        return admin.stats(session, self.model)
+        limits = {task.kind: task.limits for task in self.registry.limited()}
+        return admin.stats(session, self.model, limits)
 
     def list_jobs(
         self,

@@ -46,6 +46,11 @@ AUTOVACUUM = {
 }
 
 
+#: Columns of `JobMixin` that later revisions add (revision -> columns): the table
+#: `create_jobs_table` makes is revision sajq_0001's, whatever the model holds now.
+ADDED_BY_LATER_REVISIONS = {"sajq_0003": ("concurrency_key",)}
+
+
 def script_location() -> Path:
     """The directory holding the shipped ``env.py`` and ``versions/``.
 
@@ -81,10 +86,13 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Create the jobs table `name`, its indexes, notify trigger and autovacuum settings.
 
     Call it from an Alembic revision (``upgrade()``); `drop_jobs_table` undoes it.
+    It makes revision sajq_0001's table; later revisions' helpers (such as
+    `sa_jobqueue.flow_migration.add_flow_control`) bring it up to the model.
     """
     _qualified(name, schema)
     table = jobs_table(name, schema=schema)
-    columns = [column._copy() for column in table.columns]
+    later = {column for added in ADDED_BY_LATER_REVISIONS.values() for column in added}
+    columns = [column._copy() for column in table.columns if column.name not in later]
     constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
     op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):

@@ -23,6 +23,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 from sqlalchemy.sql import FromClause
 
+from sa_jobqueue.starts import starts_table
+
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_QUEUE", "FINISHED", "JobMixin", "JobT", "Status"]
 
 DEFAULT_QUEUE = "default"
@@ -111,11 +113,16 @@ class JobMixin:
         DateTime(timezone=True), server_default=_now, nullable=False
     )
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Added by revision sajq_0003, so last (the migrated table's column order).
+    #: Serialises jobs of a kind with ``max_running_per_key`` (docs/flow-control.md).
+    concurrency_key: Mapped[str | None] = mapped_column(Text)
 
     __mapper_args__: ClassVar[dict[str, Any]] = {"eager_defaults": True}
 
     @declared_attr.directive
     def __table_args__(cls) -> tuple[Any, ...]:
+        # The rate limits' starts log lives beside the jobs table, in its MetaData.
+        starts_table(getattr(cls, "metadata"), cls.__tablename__)  # noqa: B009
         return table_args(cls.__tablename__)
 
     def __repr__(self) -> str:

@@ -8,6 +8,8 @@ importing one another (and without importing Alembic).
 'sa_jobqueue_jobs'
 >>> version_table("jobs")
 'sa_jobqueue_version_jobs'
+>>> starts_table_name("jobs")
+'sa_jobqueue_starts_jobs'
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -24,6 +26,7 @@ __all__ = [
     "check_identifier",
     "lock_name",
     "notify_function_name",
+    "starts_table_name",
     "version_table",
 ]
 
@@ -53,6 +56,11 @@ def check_identifier(name: str) -> str:
 def version_table(table: str) -> str:
     """The version table `sa-jobqueue migrate` records its revisions in for `table`."""
     return f"sa_jobqueue_version_{table}"[:IDENTIFIER_MAX]
+
+
+def starts_table_name(table: str) -> str:
+    """The table where `table`'s rate-limited kinds log their attempt starts."""
+    return f"sa_jobqueue_starts_{table}"[:IDENTIFIER_MAX]
 
 
 def channel_name(table: str) -> str:

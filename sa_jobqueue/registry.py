@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.limits import Limits, check_limits
 from sa_jobqueue.retry import BackoffPolicy, exponential
 from sa_jobqueue.validation import check_delay, check_max_attempts, check_name
 
@@ -30,6 +31,7 @@ class TaskDef:
         lease: seconds a claim lasts before heartbeats must extend it.
         transactional: run in one transaction with the ``done`` mark.
         backoff: delay policy after a failure.
+        limits: flow control over every worker (``max_running``...; see `Limits`).
     """
 
     kind: str
@@ -39,6 +41,7 @@ class TaskDef:
     lease: float
     transactional: bool
     backoff: BackoffPolicy
+    limits: Limits = field(default_factory=Limits)
 
 
 class Registry:
@@ -57,6 +60,9 @@ class Registry:
         lease: timedelta | float,
         transactional: bool,
         backoff: BackoffPolicy | None,
+        max_running: object = None,
+        max_running_per_key: object = None,
+        rate_limit: object = None,
     ) -> TaskDef:
         """Validate the options and add the task; return its definition."""
         try:
@@ -65,6 +71,11 @@ class Registry:
             if max_attempts is not None:
                 check_max_attempts(max_attempts)
             lease_seconds = check_delay("lease", lease)
+            limits = check_limits(
+                max_running=max_running,
+                max_running_per_key=max_running_per_key,
+                rate_limit=rate_limit,
+            )
         except ValidationError as exc:
             raise ConfigurationError(f"task {kind!r}: {exc}") from None
         if lease_seconds < 1:
@@ -85,6 +96,7 @@ class Registry:
             lease=lease_seconds,
             transactional=bool(transactional),
             backoff=backoff or exponential,
+            limits=limits,
         )
         self._tasks[kind] = task
         return task
@@ -98,6 +110,10 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    def limited(self) -> list[TaskDef]:
+        """The tasks with any flow-control limit, sorted by kind."""
+        return sorted((t for t in self._tasks.values() if t.limits.limited), key=lambda t: t.kind)
 
     def queues(self) -> list[str]:
         """The queues the registered tasks use, sorted (``["default"]`` when none)."""

@@ -9,7 +9,7 @@ Every statement that changes a claimed job is *fenced*: it matches `id`,
 `attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
 lost (and whose job was claimed again) touches no row.
 
-The builders live in three modules (`common`, `runtime`, `operator`); this
+The builders live in four modules (`common`, `runtime`, `operator`, `limits`); this
 package re-exports them, so callers write ``statements.claim(model, ...)``.
 Nothing outside this package writes SQL.
 """
@@ -27,6 +27,7 @@ from sa_jobqueue.statements.common import (
     try_advisory_lock,
     try_advisory_xact_lock,
 )
+from sa_jobqueue.statements.limits import claim_limited, limit_usage, lock_limited, starts_of
 from sa_jobqueue.statements.operator import (
     cancel,
     get_job,
@@ -60,6 +61,7 @@ __all__ = [
     "by_keys",
     "cancel",
     "claim",
+    "claim_limited",
     "complete",
     "db_now",
     "discard",
@@ -67,7 +69,9 @@ __all__ = [
     "fail",
     "get_job",
     "heartbeat",
+    "limit_usage",
     "list_jobs",
+    "lock_limited",
     "next_run_at",
     "notify",
     "prune",
@@ -76,6 +80,7 @@ __all__ = [
     "requeue_failed",
     "retry_later",
     "seconds",
+    "starts_of",
     "stats",
     "statuses_of",
     "still_owned",

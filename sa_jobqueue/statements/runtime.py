@@ -58,8 +58,8 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
     ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
-    for "now plus delay"), ``delays`` (seconds), ``keys``. Returns the inserted rows, in
-    insertion order of their ids.
+    for "now plus delay"), ``delays`` (seconds), ``keys``, ``concurrency_keys``. Returns
+    the inserted rows, in insertion order of their ids.
     """
     batch = unnest_rows(
         ("kinds", "kind", Text),
@@ -70,6 +70,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         ("run_ats", "run_at", TIMESTAMP(timezone=True)),
         ("delays", "delay", Float),
         ("keys", "key", Text),
+        ("concurrency_keys", "concurrency_key", Text),
     )
     rows = select(
         batch.c.kind,
@@ -81,6 +82,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         batch.c.key,
         literal(Status.PENDING.value, Text),
         literal(0, Integer),
+        batch.c.concurrency_key,
     )
     columns = [
         "kind",
@@ -92,6 +94,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         "idempotency_key",
         "status",
         "attempts",
+        "concurrency_key",
     ]
     return (
         pg_insert(model)
@@ -112,6 +115,7 @@ def claim(
     *,
     leases: Mapping[str, float],
     default_lease: float,
+    exclude_kinds: Sequence[str] = (),
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
 
@@ -120,6 +124,9 @@ def claim(
     One queue per statement, as Oban and River do: ``queue = :queue`` walks the
     partial index in claim order, while ``queue IN (...)`` would make PostgreSQL
     sort every due row of those queues on every claim. Returns the leased jobs.
+
+    `exclude_kinds` are the worker's limited kinds, which `claim_limited` claims
+    instead; without any, the statement is the same as before flow control existed.
     """
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked.
@@ -131,8 +138,10 @@ def claim(
         .order_by(model.priority, model.run_at, model.id)
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
-        .cte("due")
     )
+    if exclude_kinds:
+        due = due.where(model.kind.not_in([literal(k, Text) for k in sorted(exclude_kinds)]))
+    due_cte = due.cte("due")
     lease: ColumnElement[Any] = literal(float(default_lease), Float)
     if leases:
         lease = case(
@@ -148,7 +157,7 @@ def claim(
         model.updated_at: func.now(),
     }
     returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
-    return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+    return update(model).where(model.id == due_cte.c.id).values(leased).returning(*returned)
 
 
 def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:

@@ -89,6 +89,7 @@ def test_columns_types_and_defaults_match_the_design():
         "created_at": DateTime,
         "updated_at": DateTime,
         "finished_at": DateTime,
+        "concurrency_key": Text,
     }
     assert set(table.c.keys()) == {*expected, "payload"}
     for name, type_ in expected.items():
@@ -96,7 +97,14 @@ def test_columns_types_and_defaults_match_the_design():
     for name in ("run_at", "locked_until", "created_at", "updated_at", "finished_at"):
         assert cast(DateTime, table.c[name].type).timezone, name
     nullable = {c.name for c in table.c if c.nullable}
-    assert nullable == {"locked_until", "locked_by", "idempotency_key", "last_error", "finished_at"}
+    assert nullable == {
+        "locked_until",
+        "locked_by",
+        "idempotency_key",
+        "last_error",
+        "finished_at",
+        "concurrency_key",
+    }
     assert table.c.id.primary_key
     assert table.c.id.identity is not None
     server_defaults = {

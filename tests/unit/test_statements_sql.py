@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
+from sa_jobqueue.limits import check_limits
 from tests.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -41,6 +42,26 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "requeue": lambda: statements.requeue(Job),
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
     "cancel": lambda: statements.cancel(Job),
+    "claim_excluding_limited": lambda: statements.claim(
+        Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"]
+    ),
+    "claim_limited": lambda: statements.claim_limited(
+        Job, kind="sync_crm", limits=check_limits(max_running=2), lease=60.0
+    ),
+    "claim_limited_per_key": lambda: statements.claim_limited(
+        Job, kind="charge", limits=check_limits(max_running_per_key=1), lease=60.0
+    ),
+    "claim_limited_rate": lambda: statements.claim_limited(
+        Job, kind="call_api", limits=check_limits(rate_limit=(10, 1.0)), lease=60.0
+    ),
+    "claim_limited_all": lambda: statements.claim_limited(
+        Job,
+        kind="all",
+        limits=check_limits(max_running=5, max_running_per_key=2, rate_limit=(10, 1.0)),
+        lease=60.0,
+    ),
+    "lock_limited": lambda: statements.lock_limited(Job, "sync_crm"),
+    "limit_usage": lambda: statements.limit_usage(Job),
 }
 
 _TYPES = (
@@ -87,6 +108,7 @@ NOT_SNAPSHOTTED = {
     "get_job",
     "statuses_of",
     "notify",
+    "starts_of",
 }
 
 

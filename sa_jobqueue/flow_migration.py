@@ -1,0 +1,46 @@
+"""Op-level helpers of revision ``sajq_0003`` (flow control), for any jobs table.
+
+Users who create a jobs table of their own from their own revision (see
+docs/migrations.md) call `add_flow_control` from a later revision of theirs, as the
+shipped ``sajq_0003`` does for the table it manages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Column, Index, Text
+
+from alembic import op
+from sa_jobqueue.migration import jobs_table
+from sa_jobqueue.naming import check_identifier, starts_table_name
+from sa_jobqueue.starts import starts_table
+
+__all__ = ["add_flow_control", "drop_flow_control"]
+
+
+def add_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Add the ``concurrency_key`` column to the jobs table `name`, and its starts log.
+
+    Adding a nullable column without a default only changes the catalog: no row is
+    rewritten, and live jobs (pending or running) keep running under the old code.
+    """
+    check_identifier(name)
+    if schema is not None:
+        check_identifier(schema)
+    op.add_column(name, Column("concurrency_key", Text), schema=schema)
+    starts: Any = starts_table(jobs_table(name, schema=schema).metadata, name)
+    op.create_table(starts.name, *(column._copy() for column in starts.columns), schema=schema)
+    for index in starts.indexes:
+        _create_index(index, starts.name, schema)
+
+
+def _create_index(index: Index, table: str, schema: str | None) -> None:
+    op.create_index(str(index.name), table, [c.name for c in index.columns], schema=schema)
+
+
+def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Undo `add_flow_control`: drop the starts log and the ``concurrency_key`` column."""
+    check_identifier(name)
+    op.drop_table(starts_table_name(name), schema=schema)
+    op.drop_column(name, "concurrency_key", schema=schema)

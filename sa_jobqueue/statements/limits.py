@@ -1,0 +1,222 @@
+"""Flow control's statements: the per-kind lock, the limited claim, the limits' stats.
+
+A limited kind is claimed in the claimer's transaction, in two statements: first
+`lock_limited` (a transaction-scoped advisory lock for the kind, held until that
+transaction ends), then `claim_limited`, which counts what the limits count and
+leases only what still fits. The lock makes every claim of one kind, over every
+worker, run one after another; the count runs in a statement that starts after the
+lock was granted, so under READ COMMITTED it sees every claim committed by the
+lock's previous holders. Why this design, and its failure cases: docs/flow-control.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    Float,
+    Integer,
+    Select,
+    Text,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+
+from sa_jobqueue.limits import Limits
+from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.naming import lock_name
+from sa_jobqueue.starts import starts_table
+from sa_jobqueue.statements.common import CLAIMED_COLUMNS, seconds
+
+__all__ = ["claim_limited", "limit_usage", "lock_limited", "starts_of"]
+
+
+def starts_of(model: type[JobMixin]) -> Any:
+    """The starts log `Table` of `model`'s jobs table."""
+    table: Any = model.__table__
+    return starts_table(table.metadata, model.__tablename__)
+
+
+def lock_limited(model: type[JobMixin], kind: str) -> Select[Any]:
+    """``pg_advisory_xact_lock`` on `kind`'s limit: waits for other claimers of `kind`.
+
+    Claim transactions are short (no handler runs inside one), so the wait is a
+    claim's length. A claimer taking several kinds' locks takes them in sorted
+    order, so two claimers never wait on each other in a circle.
+    """
+    key = func.hashtextextended(lock_name(model.__tablename__, f"limit:{kind}"), 0)
+    return select(func.pg_advisory_xact_lock(key))
+
+
+def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: float) -> Executable:
+    """Lease up to ``:limit`` due pending `kind` jobs of ``:queue_name``, within `limits`.
+
+    The jobs go to ``:owner``. Run it after `lock_limited`, in the same transaction.
+
+    * ``max_running``: leases at most ``max_running - running`` (running jobs of the
+      kind in any queue, leased by any worker; an expired lease still counts until
+      the sweeper takes the job back).
+    * ``max_running_per_key``: of each ``concurrency_key``, leases at most
+      ``N - running of that key``, in claim order within the key; jobs without a key
+      are not limited by it. A key at its limit is passed over, so the jobs of
+      other keys behind it still run (no head-of-line blocking).
+    * ``rate_limit``: leases at most ``count - starts in the last window`` and logs
+      one start per leased job (``clock_timestamp()``, read after the lock was
+      granted), pruning the kind's starts that left the window.
+
+    Rows locked by another transaction are skipped, never waited on. Returns the
+    leased jobs' `CLAIMED_COLUMNS`.
+    """
+    pending = [
+        model.status == Status.PENDING.value,
+        model.queue == bindparam("queue_name", type_=Text),
+        model.kind == literal(kind, Text),
+        model.run_at <= func.now(),
+    ]
+    room: list[ColumnElement[Any]] = [bindparam("limit", type_=Integer)]
+    running_of_kind = [model.status == Status.RUNNING.value, model.kind == literal(kind, Text)]
+    if limits.max_running is not None:
+        running = select(func.count()).where(*running_of_kind).scalar_subquery()
+        room.append(literal(limits.max_running, Integer) - running)
+    starts = starts_of(model)
+    clock: Any = None
+    window: ColumnElement[Any] | None = None
+    if limits.rate_count is not None:
+        clock = select(func.clock_timestamp().label("t")).cte("clock")
+        window = seconds(literal(float(limits.rate_window or 0), Float))
+        recent = (
+            select(func.count())
+            .where(starts.c.kind == literal(kind, Text))
+            .where(starts.c.started_at > select(clock.c.t).scalar_subquery() - window)
+            .scalar_subquery()
+        )
+        room.append(literal(limits.rate_count, Integer) - recent)
+    # LIMIT takes no negative count: a limit overrun (lowered in code while jobs ran) is 0.
+    fits = func.greatest(func.least(*room), 0) if len(room) > 1 else room[0]
+    order = (model.priority, model.run_at, model.id)
+
+    if limits.max_running_per_key is None:
+        due = (
+            select(model.id)
+            .where(*pending)
+            .order_by(*order)
+            .limit(fits)
+            .with_for_update(skip_locked=True)
+            .cte("due")
+        )
+    else:
+        busy = (
+            select(model.concurrency_key.label("key"), func.count().label("n"))
+            .where(*running_of_kind, model.concurrency_key.is_not(None))
+            .group_by(model.concurrency_key)
+            .cte("busy")
+        )
+        ranked = (
+            select(
+                model.id,
+                model.priority,
+                model.run_at,
+                model.concurrency_key.label("key"),
+                (
+                    func.row_number().over(partition_by=model.concurrency_key, order_by=order)
+                    + func.coalesce(busy.c.n, 0)
+                ).label("slot"),
+            )
+            .outerjoin(busy, busy.c.key == model.concurrency_key)
+            .where(*pending)
+            .cte("ranked")
+        )
+        fitting = (
+            select(ranked.c.id)
+            .where(
+                or_(
+                    ranked.c.key.is_(None),
+                    ranked.c.slot <= literal(limits.max_running_per_key, Integer),
+                )
+            )
+            .order_by(ranked.c.priority, ranked.c.run_at, ranked.c.id)
+            .limit(fits)
+        )
+        # Lock apart from the window function (FOR UPDATE cannot sit beside one), and
+        # re-check the status: a row changed since the snapshot is re-read when locked.
+        due = (
+            select(model.id)
+            .where(model.id.in_(fitting), model.status == Status.PENDING.value)
+            .with_for_update(skip_locked=True)
+            .cte("due")
+        )
+
+    leased = {
+        model.status: Status.RUNNING.value,
+        model.attempts: model.attempts + 1,
+        model.locked_by: bindparam("owner", type_=Text),
+        model.locked_until: func.now() + seconds(literal(float(lease), Float)),
+        model.updated_at: func.now(),
+    }
+    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
+    claimed = update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+    if clock is None or window is None:
+        return claimed
+    claimed_cte = claimed.cte("claimed")
+    now = select(clock.c.t).scalar_subquery()
+    logged = insert(starts).from_select(["kind", "started_at"], select(claimed_cte.c.kind, now))
+    pruned = delete(starts).where(
+        starts.c.kind == literal(kind, Text),
+        starts.c.started_at <= now - window,
+    )
+    return (
+        select(*(claimed_cte.c[name] for name in CLAIMED_COLUMNS))
+        .add_cte(logged.cte("logged"))
+        .add_cte(pruned.cte("pruned"))
+    )
+
+
+def limit_usage(model: type[JobMixin]) -> Select[Any]:
+    """For each kind in ``:kinds``: running jobs, busiest key, recent starts.
+
+    ``busiest_key`` is the most jobs running under one ``concurrency_key``;
+    ``recent_starts`` counts attempt starts within the kind's window (``:windows``,
+    seconds, one per kind). Read-only; for `admin.stats`.
+    """
+    asked = (
+        func.unnest(bindparam("kinds", type_=ARRAY(Text)), bindparam("windows", type_=ARRAY(Float)))
+        .table_valued("kind", "window")
+        .render_derived(name="asked")
+    )
+    running = Status.RUNNING.value
+    per_key = (
+        select(func.count().label("n"))
+        .where(
+            model.status == running,
+            model.kind == asked.c.kind,
+            model.concurrency_key.is_not(None),
+        )
+        .group_by(model.concurrency_key)
+        .correlate(asked)
+        .subquery()
+    )
+    starts = starts_of(model)
+    return select(
+        asked.c.kind,
+        select(func.count())
+        .where(model.status == running, model.kind == asked.c.kind)
+        .scalar_subquery()
+        .label("running"),
+        select(func.coalesce(func.max(per_key.c.n), 0)).scalar_subquery().label("busiest_key"),
+        select(func.count())
+        .where(
+            starts.c.kind == asked.c.kind,
+            starts.c.started_at > func.clock_timestamp() - seconds(asked.c.window),
+        )
+        .scalar_subquery()
+        .label("recent_starts"),
+    ).select_from(asked)
