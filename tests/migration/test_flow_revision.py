@@ -49,7 +49,8 @@ def before(server_url: str) -> Iterator[tuple[str, Engine]]:
             )
             conn.execute(
                 text(
-                    "INSERT INTO jobs (kind, status, finished_at) VALUES ('sync_crm', 'done', now())"
+                    "INSERT INTO jobs (kind, status, finished_at)"
+                    " VALUES ('sync_crm', 'done', now())"
                 )
             )
         try:
