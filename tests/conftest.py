@@ -20,6 +20,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import migration
+from sa_jobqueue.naming import starts_table_name
 from sa_jobqueue.testing import NoPostgresError, scratch_database, throwaway_postgres
 from tests.models import APP_TABLES, Base, Job
 
@@ -75,7 +76,8 @@ def session(engine: Engine) -> Iterator[Session]:
 
 
 def truncate(engine: Engine) -> None:
-    tables = ", ".join([Job.__tablename__, *(t.name for t in reversed(APP_TABLES))])
+    starts = starts_table_name(Job.__tablename__)
+    tables = ", ".join([Job.__tablename__, starts, *(t.name for t in reversed(APP_TABLES))])
     with engine.begin() as connection:
         connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
 
