@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint typecheck pytest check demo bench bench-latency chaos clean
+.PHONY: help install test lint typecheck pytest check demo bench bench-latency bench-limits chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -38,6 +38,10 @@ demo: $(STAMP)  ## the lesson end to end with real worker processes
 bench: $(STAMP)  ## throughput benchmark: table in bench/results.md, chart in bench/results.png
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/limits.py
+
+bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
+	$(BIN)/python bench/limits.py
 
 bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
 	$(BIN)/python bench/latency.py

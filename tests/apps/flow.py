@@ -31,7 +31,10 @@ def engine() -> Engine:
 
 
 def _span(ctx: JobContext) -> None:
-    """Record the start, sleep ``payload["sleep"]`` seconds, record the end."""
+    """Record the start, sleep ``payload["sleep"]`` seconds, record the end.
+
+    With ``payload["only_attempt"]`` the sleep happens on that attempt only.
+    """
     with Session(engine()) as session, session.begin():
         span_id = session.execute(
             insert(Span)
@@ -44,7 +47,8 @@ def _span(ctx: JobContext) -> None:
             )
             .returning(Span.id)
         ).scalar_one()
-    time.sleep(float(ctx.payload.get("sleep", 0)))
+    if ctx.payload.get("only_attempt", ctx.attempt) == ctx.attempt:
+        time.sleep(float(ctx.payload.get("sleep", 0)))
     with Session(engine()) as session, session.begin():
         session.execute(
             update(Span).where(Span.id == span_id).values(ended_at=func.clock_timestamp())
