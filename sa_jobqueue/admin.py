@@ -170,6 +170,7 @@ class JobInfo:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    concurrency_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:
