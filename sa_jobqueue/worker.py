@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue import admin, statements
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.executor import Claimed, Executor, Outcome, Result, fence_params, format_error
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
@@ -143,8 +144,13 @@ class Worker(Generic[JobT]):
         tasks = list(jobqueue.registry)
         self.default_lease = max([t.lease for t in tasks], default=300.0)
         self._leases = {t.kind: t.lease for t in tasks}
+        self._limited = LimitedClaims(self.model, tasks)
+        self._limited_first = False
         self._claim = statements.claim(
-            self.model, leases=self._leases, default_lease=self.default_lease
+            self.model,
+            leases=self._leases,
+            default_lease=self.default_lease,
+            exclude_kinds=self._limited.kinds,
         )
         self._first_queue = 0  # rotates, so no queue waits behind the others
         self._complete = statements.complete(self.model)
@@ -275,7 +281,10 @@ class Worker(Generic[JobT]):
                 self._stopping.wait(delay)
                 continue
             if until_empty and claimed == 0 and not self._running and self._outbox.empty():
-                return
+                if not self._held_back_by_limits():
+                    return
+                self._stopping.wait(MIN_BACKOFF)  # due jobs wait for a limit: look again
+                continue
             if claimed and claimed == free:
                 continue  # a full batch: more may be due right now
             self._wait(claimed, free)
@@ -322,6 +331,15 @@ class Worker(Generic[JobT]):
             if self._due_at is not None:
                 deadline = min(deadline, self._due_at)
         return max(0.0, deadline - time.monotonic())
+
+    def _held_back_by_limits(self) -> bool:
+        """In a drain: whether due jobs are left that only a limit keeps from running."""
+        if not self._limited:
+            return False
+        conn = self._connection()
+        with conn.begin():
+            seconds = conn.execute(self._next_run_at).scalar()
+        return seconds is not None and seconds <= 0
 
     def _learn_next_run_at(self) -> None:
         """Ask the database how long until the earliest pending job of our queues is due."""
@@ -386,12 +404,18 @@ class Worker(Generic[JobT]):
         queues = self.queues
         start = self._first_queue
         self._first_queue = (start + 1) % len(queues)
+        order = queues[start:] + queues[:start]
         rows: list[Row[Any]] = []
-        for queue in queues[start:] + queues[:start]:
-            params = {"queue_name": queue, "limit": free - len(rows), "owner": self.worker_id}
-            rows.extend(conn.execute(self._claim, params).all())
+        self._limited_first = not self._limited_first
+        if self._limited and self._limited_first:
+            rows.extend(self._limited.claim(conn, order, free, self.worker_id))
+        for queue in order:
             if len(rows) >= free:
                 break
+            params = {"queue_name": queue, "limit": free - len(rows), "owner": self.worker_id}
+            rows.extend(conn.execute(self._claim, params).all())
+        if self._limited and not self._limited_first and len(rows) < free:
+            rows.extend(self._limited.claim(conn, order, free - len(rows), self.worker_id))
         return rows
 
     def _running_jobs(self) -> list[Claimed]:
@@ -414,6 +438,7 @@ class Worker(Generic[JobT]):
         with self._lock:
             for outcome in reports:
                 self._running.pop(outcome.job.id, None)
+        self._limited.backoff.freed(outcome.job.kind for outcome in reports)
         self.processed += sum(1 for o in reports if o.result is not Result.RELEASE)
 
     def _record(self, conn: Connection, reports: list[Outcome]) -> None:

@@ -147,7 +147,8 @@ def test_a_killed_workers_slots_come_back_after_its_lease(committed, spawn):
     first = spawn()
     ids = enqueue_many(
         committed,
-        [("two_at_once", {"sleep": 60, "only_attempt": 1, "i": i}) for i in range(3)],
+        # The first two (claim order) hang on their first attempt; the third does not.
+        [("two_at_once", {"sleep": 60 if i < 2 else 0, "only_attempt": 1}) for i in range(3)],
     )
 
     def running():
@@ -157,6 +158,7 @@ def test_a_killed_workers_slots_come_back_after_its_lease(committed, spawn):
 
     wait_for(lambda: len(running()) == 2, what="two slots taken")
     held = running()
+    assert sorted(r.id for r in held) == ids[:2]
     first.signal(signal.SIGKILL)
     first.wait()
     spawn.all()  # three more workers, each with 4 free threads
