@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test lint typecheck pytest check demo bench bench-latency bench-limits chaos clean
+.PHONY: help install test quick lint typecheck pytest check demo bench bench-latency bench-limits chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -27,6 +27,10 @@ typecheck: $(STAMP)  ## mypy (strict)
 
 pytest: $(STAMP)  ## the test suite only
 	$(BIN)/pytest
+
+quick: $(STAMP)  ## the fast tier: ruff, and the tests that start no worker or CLI subprocess
+	$(BIN)/ruff check .
+	$(BIN)/pytest -m "not slow" -q
 
 check: lint typecheck pytest  ## everything CI runs
 

@@ -77,6 +77,7 @@ class Retry(Exception):
         # The same rule as enqueue's delay: the database adds it to now(), so it must
         # stay within 100 years or the fenced retry update itself would fail.
         seconds = check_delay("delay", delay)
+        _check_reason("Retry", reason)
         self.delay = seconds
         self.reason = reason
         super().__init__(reason or f"retry in {seconds:g}s")
@@ -88,5 +89,19 @@ class Discard(Exception):
     __module__ = "sa_jobqueue"
 
     def __init__(self, reason: str = "discarded") -> None:
+        _check_reason("Discard", reason)
         self.reason = reason
         super().__init__(reason)
+
+
+def _check_reason(signal: str, reason: object) -> None:
+    """Refuse a non-text reason where it is raised, not later in the worker.
+
+    The reason is kept in ``last_error`` (cut to `attempt.MAX_ERROR_LENGTH`
+    characters, NULs escaped, when it is recorded).
+    """
+    if not isinstance(reason, str):
+        raise TypeError(
+            f"{signal}(reason=...) must be a str, not {type(reason).__name__}: "
+            f"pass str(...) or json.dumps(...) of it"
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Insert, select
 from sqlalchemy.orm import Session
@@ -131,16 +131,16 @@ def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
     return order
 
 
-class Inserter:
+class Inserter(Generic[JobT]):
     """Runs the batched INSERT for one model; statements are built once."""
 
-    def __init__(self, model: type[JobMixin]) -> None:
+    def __init__(self, model: type[JobT]) -> None:
         self.model = model
         self._insert: Insert = statements.enqueue(model).returning(model)
         self._load = select(model).from_statement(self._insert)
         self._by_keys = statements.by_keys(model)
 
-    def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
+    def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[JobT]:
         """Insert `specs` in `session`'s transaction; return one row per spec, in order.
 
         A spec whose idempotency key already exists (committed, or inserted by a
@@ -156,13 +156,13 @@ class Inserter:
         order = _lock_order(specs)
         if order != sorted(order):
             rows = self._insert_in_order(session, [specs[i] for i in order])
-            result: list[Any] = [None] * len(specs)
+            result: list[JobT | None] = [None] * len(specs)
             for position, index in enumerate(order):
                 result[index] = rows[position]
-            return result
+            return [job for job in result if job is not None]
         return self._insert_in_order(session, specs)
 
-    def _insert_in_order(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
+    def _insert_in_order(self, session: Session, specs: Sequence[JobSpec]) -> list[JobT]:
         params = {
             "kinds": [s.kind for s in specs],
             "queues": [s.queue for s in specs],
@@ -179,11 +179,13 @@ class Inserter:
             return inserted
         return self._match(session, specs, inserted)
 
-    def _match(self, session: Session, specs: Sequence[JobSpec], inserted: list[Any]) -> list[Any]:
+    def _match(
+        self, session: Session, specs: Sequence[JobSpec], inserted: list[JobT]
+    ) -> list[JobT]:
         # Rows come back in id order, which is the batch's order; rows whose key
         # was taken (before, or earlier in this batch) were skipped by ON CONFLICT.
         new_keys = {job.idempotency_key for job in inserted if job.idempotency_key is not None}
-        by_key: dict[str, Any] = {}
+        by_key: dict[str, JobT] = {}
         missing = sorted(
             {s.idempotency_key for s in specs if s.idempotency_key is not None} - new_keys
         )
@@ -191,7 +193,7 @@ class Inserter:
             for job in session.scalars(self._by_keys, {"keys": missing}):
                 by_key[job.idempotency_key] = job
         rows = iter(inserted)
-        result = []
+        result: list[JobT] = []
         for spec in specs:
             key = spec.idempotency_key
             if key is None or (key in new_keys and key not in by_key):

@@ -9,104 +9,38 @@ the ``done`` mark commit together or not at all.
 
 from __future__ import annotations
 
-import enum
 import logging
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from sqlalchemy import Row, Update
+from sqlalchemy import exc
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.context import Discard, JobContext, Retry
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.retry import exponential
 
-__all__ = [
-    "MAX_ERROR_LENGTH",
-    "Claimed",
-    "Executor",
-    "Outcome",
-    "Result",
-    "fence_params",
-    "format_error",
-]
+__all__ = ["Executor", "format_error"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
-#: ``last_error`` keeps at most this many characters.
-MAX_ERROR_LENGTH = 4000
 
+def format_error(error: BaseException, limit: int = MAX_ERROR_LENGTH) -> str:
+    """``Type: message`` and the tail of the traceback, at most `limit` characters.
 
-class Result(enum.Enum):
-    """How an attempt ended."""
-
-    DONE = "done"  # lease mode: the loop must still mark it done
-    COMMITTED = "committed"  # transactional mode: done, already committed
-    LOST = "lost"  # transactional mode: the fence matched no row; writes rolled back
-    FAIL = "fail"  # retry with backoff, or dead-letter when attempts are used up
-    RETRY = "retry"  # a Retry signal: snooze
-    DISCARD = "discard"  # a Discard signal: dead-letter now
-    RELEASE = "release"  # not started before shutdown: give it back
-
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """A job as the claim returned it: what is needed to run and fence it."""
-
-    id: int
-    kind: str
-    queue: str
-    payload: Any
-    attempts: int
-    max_attempts: int
-    idempotency_key: str | None
-    lease: float
-    #: `time.monotonic()` when the claim returned: the heartbeat schedule starts here.
-    claimed_at: float = field(default_factory=time.monotonic, compare=False)
-
-    @classmethod
-    def from_row(cls, row: Row[Any], lease: float) -> Claimed:
-        """Build from a row of `statements.claim`."""
-        return cls(
-            row.id,
-            row.kind,
-            row.queue,
-            row.payload,
-            row.attempts,
-            row.max_attempts,
-            row.idempotency_key,
-            lease,
-        )
-
-
-def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
-    """The parameters of a batched fenced statement (``ids``, ``attempt_numbers``, ``owner``)."""
-    jobs = list(jobs)
-    return {
-        "ids": [job.id for job in jobs],
-        "attempt_numbers": [job.attempts for job in jobs],
-        "owner": owner,
-    }
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """The end of one attempt, for the loop to record."""
-
-    job: Claimed
-    result: Result
-    delay: float = 0.0
-    error: str | None = None
-    duration: float = 0.0
-
-
-def format_error(exc: BaseException, limit: int = MAX_ERROR_LENGTH) -> str:
-    """``Type: message`` and the tail of the traceback, at most `limit` characters."""
-    head = f"{type(exc).__qualname__}: {exc}"
-    trace = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    Never raises: an exception whose ``__str__`` fails is named by its type alone.
+    """
+    try:
+        head = f"{type(error).__qualname__}: {error}"
+    except Exception:  # noqa: BLE001 - a handler's exception may not even print
+        head = f"{type(error).__qualname__}: <unprintable message>"
+    try:
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:  # noqa: BLE001 - as above
+        trace = ""
     text = f"{head}\n{trace}" if trace else head
     if len(text) <= limit:
         return text
@@ -120,7 +54,7 @@ class Executor:
     Args:
         tasks: kind -> task definition (the registry's content).
         session_factory: makes the session for transactional handlers.
-        complete: the fenced ``done`` statement (`statements.complete`).
+        driver: marks transactional jobs done, fenced, in their own transaction.
         owner: this worker's id, for the fence and the context.
         table: the jobs table's name, for derived idempotency keys.
     """
@@ -129,13 +63,13 @@ class Executor:
         self,
         tasks: Callable[[str], TaskDef | None],
         session_factory: Callable[[], Session],
-        complete: Update,
+        driver: Driver,
         owner: str,
         table: str,
     ) -> None:
         self._tasks = tasks
         self._session_factory = session_factory
-        self._complete = complete
+        self._driver = driver
         self._owner = owner
         self._table = table
 
@@ -165,6 +99,8 @@ class Executor:
         try:
             if task.transactional:
                 result = self._run_transactional(task, job)
+                if isinstance(result, Outcome):
+                    return result
             else:
                 task.handler(self.context(job))
                 result = Result.DONE
@@ -180,14 +116,17 @@ class Executor:
         """
         session.flush()
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
-        params = fence_params([job], self._owner)
-        return session.connection().execute(self._complete, params).first() is not None
+        return job.key in self._driver.complete(session.connection(), [job], self._owner)
 
-    def _run_transactional(self, task: TaskDef, job: Claimed) -> Result:
+    def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
         # The handler's writes and the fenced "done" share one transaction: a crash
         # anywhere before COMMIT leaves neither; a lost lease rolls both back.
         try:
             with self._session_factory() as session, session.begin():
+                try:
+                    session.connection()  # before the handler: see _unavailable
+                except exc.SQLAlchemyError as error:
+                    return _unavailable(job, error)
                 task.handler(self.context(job, session))
                 if not self._mark_done(session, job):
                     raise _LeaseLostError
@@ -256,6 +195,19 @@ def _failed(task: TaskDef, job: Claimed, exc: BaseException, started: float) -> 
     if isinstance(exc, Discard):
         return Outcome(job, Result.DISCARD, 0.0, f"discarded: {exc.reason}", _since(started))
     return Outcome(job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started))
+
+
+def _unavailable(job: Claimed, error: exc.SQLAlchemyError) -> Outcome:
+    """No connection for the handler's transaction: not the handler's failure.
+
+    No connection slot, a restarting server, an exhausted pool: the handler never
+    started, so the attempt must not count against ``max_attempts``. The job is
+    retried later (`Result.UNAVAILABLE`, recorded like a `Retry`) with a short backoff.
+    """
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    delay = min(30.0, 0.5 * 2 ** min(job.attempts, 6))
+    text = f"database unavailable before the handler started: {first}"
+    return Outcome(job, Result.UNAVAILABLE, delay, text)
 
 
 def _since(started: float) -> float:

@@ -10,15 +10,17 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import admin
+from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, JobT
 from sa_jobqueue.registry import Handler, Registry, TaskDef
 from sa_jobqueue.retry import BackoffPolicy
 from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from sa_jobqueue.worker import Worker
 
 if TYPE_CHECKING:
-    from sa_jobqueue.worker import Worker
+    from typing import Unpack
 
 __all__ = ["JobQueue"]
 
@@ -53,7 +55,7 @@ class JobQueue(Generic[JobT]):
         self.model = model
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
-        self._inserter = Inserter(model)
+        self._inserter: Inserter[JobT] = Inserter(model)
 
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name
@@ -175,8 +177,7 @@ class JobQueue(Generic[JobT]):
             idempotency_key=idempotency_key,
             concurrency_key=concurrency_key,
         )
-        job: JobT = self._inserter.insert(session, [spec])[0]
-        return job
+        return self._inserter.insert(session, [spec])[0]
 
     def enqueue_many(self, session: Session, items: Iterable[Any]) -> list[JobT]:
         """Add many jobs in one round trip; return their rows in the order given.
@@ -190,21 +191,19 @@ class JobQueue(Generic[JobT]):
         the whole call before the session is touched.
         """
         specs = prepare_many(self.registry, self.max_payload_bytes, items)
-        rows: list[JobT] = self._inserter.insert(session, specs)
-        return rows
+        return self._inserter.insert(session, specs)
 
-    def worker(
-        self,
-        engine: Engine,
-        *,
-        queues: Sequence[str] | None = None,
-        concurrency: int = 1,
-        **options: Any,
-    ) -> Worker[JobT]:
-        """A worker running this queue's tasks against `engine`; see `Worker`."""
-        from sa_jobqueue.worker import Worker
+    def worker(self, engine: Engine, **options: Unpack[WorkerOptions]) -> Worker[JobT]:
+        """A worker running this queue's tasks against `engine`; see `Worker`.
 
-        return Worker(self, engine, queues=queues, concurrency=concurrency, **options)
+        `options` are `WorkerConfig`'s fields (``queues``, ``concurrency``,
+        ``poll_interval``, ...), checked here: a bad one raises `ConfigurationError`.
+        """
+        if not isinstance(engine, Engine):
+            raise ConfigurationError(
+                f"jobs.worker() needs a sqlalchemy Engine, not {type(engine).__name__}"
+            )
+        return Worker(self.model, self.registry, engine, WorkerConfig.from_options(options))
 
     # -- operations (see sa_jobqueue.admin and docs/operations.md) ------------
 

@@ -17,10 +17,9 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, exc
 
-from sa_jobqueue import statements
-from sa_jobqueue.admin import Pruner
-from sa_jobqueue.executor import Claimed, fence_params
-from sa_jobqueue.model import JobMixin
+from sa_jobqueue.attempt import AttemptKey, Claimed
+from sa_jobqueue.driver import Driver
+from sa_jobqueue.retention import Pruner
 
 __all__ = ["SWEEP_BATCH", "Maintenance"]
 
@@ -35,7 +34,7 @@ class Maintenance:
 
     Args:
         engine: where its connection comes from.
-        model: the jobs model.
+        driver: runs the heartbeat and sweep operations.
         owner: the worker's id (the heartbeat's fence).
         leases: the lease lengths in use (seconds); the shortest sets the tick.
         sweep_interval: seconds between sweeps.
@@ -48,7 +47,7 @@ class Maintenance:
     def __init__(
         self,
         engine: Engine,
-        model: type[JobMixin],
+        driver: Driver,
         owner: str,
         *,
         leases: Sequence[float],
@@ -68,10 +67,7 @@ class Maintenance:
         # Tick at a third of the shortest lease: a job claimed right after a pass is
         # still extended in time.
         self.tick = max(0.05, min(min(leases, default=300.0) / 3, sweep_interval))
-        self._heartbeat = statements.heartbeat(model)
-        self._still_owned = statements.still_owned(model)
-        self._sweep = statements.sweep_expired(model)
-        self._sweep_lock = statements.try_advisory_xact_lock(model, "sweep")
+        self.driver = driver
 
     def run(self) -> None:
         """Heartbeats, sweeps and pruning until `stopped`; the thread's target.
@@ -82,8 +78,8 @@ class Maintenance:
         the leases alive and must outlive a lost connection or a restarting server.
         """
         last_sweep = time.monotonic()
-        beats: dict[tuple[int, int], float] = {}  # (id, attempt) -> last extension
-        lost: set[tuple[int, int]] = set()
+        beats: dict[AttemptKey, float] = {}  # (id, attempts) -> last extension
+        lost: set[AttemptKey] = set()
         conn: Connection | None = None
         failures = 0
         with contextlib.suppress(exc.SQLAlchemyError):
@@ -111,34 +107,33 @@ class Maintenance:
                 conn.close()
 
     def _beat(
-        self, conn: Connection, beats: dict[tuple[int, int], float], lost: set[tuple[int, int]]
+        self, conn: Connection, beats: dict[AttemptKey, float], lost: set[AttemptKey]
     ) -> None:
         """Extend the leases that are a third used up; log each lease found lost once."""
         now = time.monotonic()
         jobs = self.running()
-        live = {(j.id, j.attempts) for j in jobs}
+        live = {j.key for j in jobs}
         for key in [k for k in beats if k not in live]:
             del beats[key]
         lost &= live
         due = [
             j
             for j in jobs
-            if (j.id, j.attempts) not in lost
-            and now - beats.get((j.id, j.attempts), j.claimed_at) >= j.lease / 3
+            if j.key not in lost and now - beats.get(j.key, j.claimed_at) >= j.lease / 3
         ]
         if not due:
             return
         held = self._extend(conn, due)
-        missed = [j for j in due if j.id not in held]
+        missed = [j for j in due if j.key not in held]
         owned = self._owned(conn, missed) if missed else set()
-        still_running = {j.id for j in self.running()}
+        still_running = {j.key for j in self.running()}
         for job in due:
-            key = (job.id, job.attempts)
-            if job.id in held:
+            key = job.key
+            if key in held:
                 beats[key] = now
-            elif job.id in owned:
+            elif key in owned:
                 continue  # its row is locked (its own done mark, uncommitted): try again
-            elif job.id in still_running:
+            elif key in still_running:
                 lost.add(key)
                 log.warning(
                     "job %d %s attempt %d: heartbeat found the lease lost "
@@ -148,20 +143,15 @@ class Maintenance:
                     job.attempts,
                 )
 
-    def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[int]:
-        """Run the fenced heartbeat for `jobs`; return the ids still held."""
+    def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
+        """Run the fenced heartbeat for `jobs`; return the attempts still held."""
         with conn.begin():
-            return set(
-                conn.execute(
-                    self._heartbeat,
-                    {**fence_params(jobs, self.owner), "leases": [j.lease for j in jobs]},
-                ).scalars()
-            )
+            return self.driver.heartbeat(conn, jobs, self.owner)
 
-    def _owned(self, conn: Connection, jobs: list[Claimed]) -> set[int]:
+    def _owned(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
         """Of `jobs`, those still running under this worker (as last committed)."""
         with conn.begin():
-            return set(conn.execute(self._still_owned, fence_params(jobs, self.owner)).scalars())
+            return self.driver.still_owned(conn, jobs, self.owner)
 
     def sweep_once(self) -> None:
         """Sweep on a connection of its own (at start and in `drain`); log a failure."""
@@ -175,10 +165,10 @@ class Maintenance:
         """Recover expired leases, if no other worker is sweeping; return how many."""
         recovered = 0
         with conn.begin():
-            if not conn.execute(self._sweep_lock).scalar():
+            if not self.driver.try_lock(conn, "sweep"):
                 return 0
             while True:
-                rows = conn.execute(self._sweep, {"limit": SWEEP_BATCH}).all()
+                rows = self.driver.sweep(conn, SWEEP_BATCH)
                 for row in rows:
                     log.warning(
                         "job %d %s attempt %d: lease expired, now %s",

@@ -25,13 +25,21 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, Protocol
 
+import psycopg
 from sqlalchemy import Engine
 
 from sa_jobqueue.naming import channel_name
 
-__all__ = ["APPLICATION_NAME", "Listener", "parse_payload"]
+__all__ = [
+    "APPLICATION_NAME",
+    "Listener",
+    "Notifier",
+    "PollingNotifier",
+    "WakeCallback",
+    "parse_payload",
+]
 
 log = logging.getLogger("sa_jobqueue.notifier")
 
@@ -40,6 +48,45 @@ APPLICATION_NAME = "sa_jobqueue listener"
 
 # How often the listening loop returns to check for stop() and the health probe.
 _TICK = 0.5
+
+
+#: ``on_wake(queue, run_at)``: see `Listener`.
+WakeCallback = Callable[[str | None, float | None], None]
+
+
+class Notifier(Protocol):
+    """What wakes an idle worker between polls.
+
+    Attributes:
+        connected: set while notifications can arrive.
+    """
+
+    connected: threading.Event
+
+    def start(self) -> None:
+        """Begin delivering wake-ups."""
+        ...
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop delivering wake-ups and release what it holds."""
+        ...
+
+
+class PollingNotifier:
+    """A `Notifier` that never notifies: the worker relies on its polls alone.
+
+    For ``listen=False`` and for setups where LISTEN cannot work (a
+    transaction-mode pooler in front of the database).
+    """
+
+    def __init__(self) -> None:
+        self.connected = threading.Event()  # never set: nothing can arrive
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Nothing to stop."""
 
 
 def parse_payload(payload: str) -> tuple[str, float | None]:
@@ -87,7 +134,7 @@ class Listener:
         engine: Engine,
         table: str,
         queues: Collection[str],
-        on_wake: Callable[[str | None, float | None], None],
+        on_wake: WakeCallback,
         *,
         health_interval: float = 5.0,
         max_backoff: float = 5.0,
@@ -106,7 +153,7 @@ class Listener:
         self.reconnects = 0
         self.backend_pid: int | None = None
         self._stop = threading.Event()
-        self._connection: Any = None
+        self._connection: psycopg.Connection[Any] | None = None
         self._thread = threading.Thread(target=self._run, name="sa_jobqueue-listener", daemon=True)
 
     def start(self) -> None:
@@ -121,9 +168,15 @@ class Listener:
             self._close()  # else the thread still uses it; it closes it on its way out
         self._pool.dispose()
 
-    def _connect(self) -> Any:
+    def _connect(self) -> psycopg.Connection[Any]:
         fairy = self._pool.connect()
-        connection: Any = fairy.driver_connection
+        connection = fairy.driver_connection
+        if not isinstance(connection, psycopg.Connection):
+            fairy.close()
+            raise TypeError(
+                f"the listener needs a psycopg 3 connection, not {type(connection).__name__}: "
+                "use a postgresql+psycopg:// URL, or listen=False (--no-listen)"
+            )
         fairy.detach()  # ours alone: never returned to any pool
         try:
             connection.autocommit = True
@@ -137,7 +190,7 @@ class Listener:
         self.backend_pid = connection.info.backend_pid
         return connection
 
-    def _harden(self, connection: Any) -> None:
+    def _harden(self, connection: psycopg.Connection[Any]) -> None:
         """Make a probe on a half-open TCP socket fail within seconds instead of hanging."""
         try:
             sock = socket.socket(fileno=connection.fileno())
@@ -204,7 +257,7 @@ class Listener:
             self.connected.clear()
             self._close()
 
-    def _listen(self, connection: Any) -> None:
+    def _listen(self, connection: psycopg.Connection[Any]) -> None:
         heard = time.monotonic()
         while not self._stop.is_set():
             for notify in connection.notifies(timeout=_TICK, stop_after=1):

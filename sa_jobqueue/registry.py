@@ -105,6 +105,11 @@ class Registry:
         """The task registered as `kind`, or None."""
         return self._tasks.get(kind)
 
+    def is_transactional(self, kind: str) -> bool:
+        """Whether `kind` is registered with ``transactional=True``."""
+        task = self._tasks.get(kind)
+        return task is not None and task.transactional
+
     def __iter__(self) -> Iterator[TaskDef]:
         return iter(self._tasks.values())
 

@@ -48,7 +48,7 @@ class Backoff:
         raw = self.cap if exponent > 256 else min(self.cap, self.base * self.factor**exponent)
         if self.jitter:
             raw *= random.uniform(1 - self.jitter, 1 + self.jitter)  # noqa: S311 - not crypto
-        return max(0.0, raw)
+        return max(0.0, float(raw))
 
 
 exponential = Backoff()

@@ -57,9 +57,15 @@ def _docker_answers() -> bool:
     try:
         import docker  # type: ignore[import-untyped]
 
-        docker.from_env(timeout=2).ping()
+        client = docker.from_env(timeout=2)
     except Exception:  # noqa: BLE001 - any failure means "no usable Docker here"
         return False
+    try:
+        client.ping()
+    except Exception:  # noqa: BLE001 - as above
+        return False
+    finally:
+        client.close()  # an unclosed client leaks a socket (ResourceWarning)
     return True
 
 

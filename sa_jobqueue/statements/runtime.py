@@ -161,20 +161,24 @@ def claim(
 
 
 def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
-    """Seconds from now until the earliest pending job of `queues` is due (NULL: none).
+    """Seconds from now until the earliest pending job of `queues` is due, and the clock.
 
-    Zero or less means one is due already (locked by a claim in flight, or just
-    due). Idle workers run it to sleep until a scheduled job's ``run_at``; it reads
-    the pending partial index only, never ``done`` rows.
+    Returns one row: ``seconds`` (NULL: none pending; zero or less: one is due
+    already, locked by a claim in flight or just due) and ``now``, the database
+    clock in Unix seconds, so a worker can place notified ``run_at`` values on its
+    own monotonic clock without trusting its wall clock. Idle workers run it to
+    sleep until a scheduled job's ``run_at``; it reads the pending partial index
+    only, never ``done`` rows.
     """
     earliest = func.min(model.run_at) - func.now()
-    return select(cast(func.extract("epoch", earliest), Float)).where(
-        model.status == Status.PENDING.value, model.queue.in_(list(queues))
-    )
+    return select(
+        cast(func.extract("epoch", earliest), Float).label("seconds"),
+        cast(func.extract("epoch", func.now()), Float).label("now"),
+    ).where(model.status == Status.PENDING.value, model.queue.in_(list(queues)))
 
 
 def heartbeat(model: type[JobMixin]) -> Update:
-    """Extend the leases of ``:owner``'s running jobs; return the ids extended.
+    """Extend the leases of ``:owner``'s running jobs; return ``(id, attempts)`` of each extended.
 
     Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one
     element per job. Rows locked by another transaction are skipped, never waited
@@ -195,22 +199,22 @@ def heartbeat(model: type[JobMixin]) -> Update:
         update(model)
         .where(model.id == mine.c.id)
         .values(locked_until=func.now() + seconds(mine.c.lease), updated_at=func.now())
-        .returning(model.id)
+        .returning(model.id, model.attempts)
     )
 
 
-def still_owned(model: type[JobMixin]) -> Select[Any]:
-    """Which of ``:ids``/``:attempt_numbers`` are still running under ``:owner``.
+def still_owned(model: type[JobMixin]) -> Select[int, int]:
+    """``(id, attempts)`` of ``:ids``/``:attempt_numbers`` still running under ``:owner``.
 
     A plain read (no lock): it sees the last committed state, so a job whose row a
     transaction of this worker holds locked still counts as owned.
     """
     batch = unnest_rows(*FENCE_ARRAYS)
-    return select(model.id).where(*fence(model, batch.c.id, batch.c.attempts))
+    return select(model.id, model.attempts).where(*fence(model, batch.c.id, batch.c.attempts))
 
 
 def complete(model: type[JobMixin]) -> Update:
-    """Mark ``:owner``'s jobs done; return the ids that were still held.
+    """Mark ``:owner``'s jobs done; return ``(id, attempts)`` of those that were still held.
 
     Parameters: ``ids`` and ``attempt_numbers``, arrays: one fenced UPDATE acknowledges
     many jobs.
@@ -225,7 +229,7 @@ def complete(model: type[JobMixin]) -> Update:
             finished_at=func.now(),
             updated_at=func.now(),
         )
-        .returning(model.id)
+        .returning(model.id, model.attempts)
     )
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -13,6 +12,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, statements
 from sa_jobqueue.migration import channel_name
+from tests.helpers import wait_for
 from tests.models import Job, new_queue
 
 AGO = "now() - make_interval(secs => {})"
@@ -193,10 +193,7 @@ def test_a_cancelled_running_job_is_neither_completed_nor_retried(committed):
         with Session(committed) as session, session.begin():
             assert jobs.cancel(session, [job_id]).was_running == [job_id]
         release.set()
-        deadline = time.monotonic() + 30
-        while worker.processed < 1 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert worker.processed == 1
+        wait_for(lambda: worker.processed == 1, what="the cancelled attempt's report")
     finally:
         release.set()
         worker.stop()

@@ -273,6 +273,7 @@ def test_database_problems_are_one_line_errors(run, database_url):
     assert "must be letters" in one_line_error(run("stats", "--table", "jobs; drop"), 2)
 
 
+@pytest.mark.slow
 def test_the_installed_entry_point_exits_without_a_traceback(committed, database_url):
     env = {**os.environ, "DATABASE_URL": database_url}
     exe = os.path.join(os.path.dirname(sys.executable), "sa-jobqueue")
@@ -291,6 +292,7 @@ def test_the_installed_entry_point_exits_without_a_traceback(committed, database
     assert row(committed, int(enqueued.stdout)).payload == {"a": 1}
 
 
+@pytest.mark.slow
 def test_worker_command_prunes_with_the_given_retention(committed, database_url):
     import signal
     import time

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_demo_plays_the_lesson_end_to_end(server_url):
     result = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "demo.py")],

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
@@ -73,6 +74,7 @@ def test_orders_example_enqueues_beside_orders(server_url, capsys, monkeypatch):
     assert printed.count("send_receipt ") >= 3  # the table
 
 
+@pytest.mark.slow
 def test_orders_example_runs_as_a_script(server_url, tmp_path):
     env = {**os.environ, "DATABASE_URL": server_url}
     done = subprocess.run(

@@ -9,9 +9,10 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue, statements
-from sa_jobqueue.admin import Pruner
-from sa_jobqueue.executor import Claimed
+from sa_jobqueue.attempt import Claimed
+from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.maintenance import Maintenance
+from sa_jobqueue.retention import Pruner
 from tests.models import Job
 
 OWNER = "worker-under-test"
@@ -31,7 +32,7 @@ def _claimed(engine, count):
 def _maintenance(engine, running):
     return Maintenance(
         engine,
-        Job,
+        PostgresDriver(Job, leases={}, default_lease=60.0),
         OWNER,
         leases=[60.0],
         sweep_interval=30.0,

@@ -16,13 +16,13 @@ from typing import Any
 
 import psycopg
 import pytest
-from sqlalchemy import Engine, create_engine, event, func, make_url, select, text
+from sqlalchemy import Engine, create_engine, func, make_url, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobContext, JobQueue, Retry
 from sa_jobqueue.migration import channel_name
-from sa_jobqueue.notifier import APPLICATION_NAME, parse_payload
+from sa_jobqueue.notifier import APPLICATION_NAME, Listener, PollingNotifier, parse_payload
 from sa_jobqueue.worker import Worker
 from tests.helpers import wait_for as _wait_for
 from tests.models import Job, new_queue
@@ -71,7 +71,7 @@ def running(worker: Worker[Job], *, name: str = "worker") -> Iterator[Worker[Job
     try:
         if worker.listen:
             wait_for(
-                lambda: worker._listener is not None and worker._listener.connected.is_set(),
+                lambda: worker.notifier.connected.is_set(),
                 what="the listener to connect",
             )
         yield worker
@@ -198,8 +198,8 @@ def test_listener_reconnects_and_runs_what_was_enqueued_meanwhile(
     jobs = queue_with(recorder, "reconnect")
     with running(jobs.worker(committed, poll_interval=SLOW_POLL)) as worker:
         warm_up(committed, jobs, recorder)
-        listener = worker._listener
-        assert listener is not None
+        listener = worker.notifier
+        assert isinstance(listener, Listener)
         old_pid = listener.backend_pid
         with committed.connect() as conn:
             name = conn.execute(
@@ -291,7 +291,7 @@ def test_listen_false_works_by_polling(committed: Engine, database_url: str) -> 
         with tx(committed) as session:
             job = jobs.enqueue(session, "ping")
         wait_for(lambda: job.id in recorder.ids(), what="the polled job")
-        assert worker._listener is None
+        assert isinstance(worker.notifier, PollingNotifier)
         database = make_url(database_url).database
         with committed.connect() as conn:
             listeners = conn.execute(
@@ -309,36 +309,42 @@ def test_one_notification_costs_each_idle_worker_one_claim_at_most(committed: En
     jobs = queue_with(recorder, "herd")
     queries: list[tuple[str, str]] = []
 
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        name = threading.current_thread().name
-        if name.startswith("herd-"):
-            if "FOR UPDATE SKIP LOCKED" in statement:
+    def counted(name: str, worker: Worker[Job]) -> None:
+        """Count the driver operations (not SQL texts) each worker runs."""
+        claim, next_due = worker.driver.claim, worker.driver.next_due
+
+        def claim_counted(*args: Any) -> Any:
+            if args[1] == "herd":  # the claim statement of the queue under test
                 queries.append((name, "claim"))
-            elif "min(jobs.run_at)" in statement:
-                queries.append((name, "next_run_at"))
+            return claim(*args)
+
+        def next_due_counted(*args: Any) -> Any:
+            queries.append((name, "next_run_at"))
+            return next_due(*args)
+
+        worker.driver.claim = claim_counted  # type: ignore[method-assign,assignment]
+        worker.driver.next_due = next_due_counted  # type: ignore[method-assign,assignment]
 
     def settled() -> bool:
         before = len(queries)
         time.sleep(0.5)
         return len(queries) == before
 
-    event.listen(committed, "before_cursor_execute", count)
-    try:
-        workers = [jobs.worker(committed, poll_interval=SLOW_POLL) for _ in range(3)]
-        with contextlib.ExitStack() as stack:
-            for i, worker in enumerate(workers):
-                stack.enter_context(running(worker, name=f"herd-{i}"))
-            warm_up(committed, jobs, recorder)
-            wait_for(settled, what="the workers to go idle")
-            queries.clear()
-            processed = [w.processed for w in workers]
-            with tx(committed) as session:
-                job = jobs.enqueue(session, "ping")
-            wait_for(lambda: job.id in recorder.ids(), what="the job")
-            wait_for(settled, what="the workers to go idle again")
-            seen = list(queries)
-    finally:
-        event.remove(committed, "before_cursor_execute", count)
+    workers = [jobs.worker(committed, poll_interval=SLOW_POLL) for _ in range(3)]
+    for i, worker in enumerate(workers):
+        counted(f"herd-{i}", worker)
+    with contextlib.ExitStack() as stack:
+        for i, worker in enumerate(workers):
+            stack.enter_context(running(worker, name=f"herd-{i}"))
+        warm_up(committed, jobs, recorder)
+        wait_for(settled, what="the workers to go idle")
+        queries.clear()
+        processed = [w.processed for w in workers]
+        with tx(committed) as session:
+            job = jobs.enqueue(session, "ping")
+        wait_for(lambda: job.id in recorder.ids(), what="the job")
+        wait_for(settled, what="the workers to go idle again")
+        seen = list(queries)
     (winner,) = [i for i, w in enumerate(workers) if w.processed > processed[i]]
     names = {f"herd-{i}" for i in range(3)}
     winner_name = f"herd-{winner}"

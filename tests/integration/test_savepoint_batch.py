@@ -8,8 +8,10 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue import Discard, JobContext, JobQueue, statements
+from sa_jobqueue.attempt import Claimed, Result
+from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.executor import Claimed, Executor, Result
+from sa_jobqueue.executor import Executor
 from tests.models import Effect, Job
 
 OWNER = "test:1:batch"
@@ -29,7 +31,11 @@ def _claim_all(engine, jobs):
 
 def _executor(engine, jobs):
     return Executor(
-        jobs.registry.get, sessionmaker(engine), statements.complete(Job), OWNER, "jobs"
+        jobs.registry.get,
+        sessionmaker(engine),
+        PostgresDriver(Job, leases={}, default_lease=300.0),
+        OWNER,
+        "jobs",
     )
 
 

@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue, Retry, statements
-from sa_jobqueue.executor import Claimed, Outcome, Result
+from sa_jobqueue.attempt import Outcome, Result
 from sa_jobqueue.retry import Backoff
 from tests.helpers import wait_for
 from tests.models import Effect, Job
@@ -308,9 +308,13 @@ def test_run_in_a_thread_processes_new_jobs_until_stop(committed):
         worker.stop()
         thread.join(15)
     assert not thread.is_alive()
+    # Stopped means stopped: no thread of the worker is left to claim anything.
+    wait_for(
+        lambda: not [t for t in threading.enumerate() if t.name.startswith("sa_jobqueue-")],
+        what="the worker's threads to exit",
+    )
     late = enqueue(committed, jobs, "record")
-    time.sleep(1.0)
-    assert row(committed, late).status == "pending"  # stopped means stopped
+    assert row(committed, late).status == "pending"
 
 
 def test_run_survives_its_connections_being_terminated(committed):
@@ -346,14 +350,11 @@ def test_shutdown_releases_claimed_jobs_that_never_started(committed):
     job_id = enqueue(committed, jobs, "record")
     worker = jobs.worker(committed, shutdown_timeout=5)
     with committed.begin() as c:  # the loop claimed it, then the stop signal came
-        claimed = c.execute(
-            worker._claim, {"queue_name": "default", "limit": 1, "owner": worker.worker_id}
-        ).one()
-    job = Claimed.from_row(claimed, 60.0)
+        [job] = worker.driver.claim(c, "default", 1, worker.worker_id)
     worker.stop()
-    worker._start_threads(listen=False)
-    worker._running[job.id] = job
-    worker._inbox.put(job)
+    worker._start(listen=False)
+    worker.inflight.add([job])
+    worker.pool.submit([job])
     worker._shutdown(wait=5)
     after = row(committed, job_id)
     assert effects(committed) == []  # the handler never ran
@@ -418,7 +419,7 @@ def test_heartbeats_keep_a_slow_job_leased_past_its_lease(committed):
             ).scalar()
         if left is not None:
             lease_left.append(float(left))
-        rival._maintenance.sweep_once()  # another worker's sweeper, over and over
+        rival.maintenance.sweep_once()  # another worker's sweeper, over and over
         time.sleep(0.1)
     thread.join()
     assert len(lease_left) >= 10
@@ -531,14 +532,11 @@ def test_executor_outcome_of_stale_report_is_logged_not_raised(committed, caplog
     job_id = enqueue(committed, jobs, "record")
     worker = jobs.worker(committed)
     with committed.begin() as c:
-        claimed = Claimed.from_row(
-            c.execute(
-                worker._claim, {"queue_name": "default", "limit": 1, "owner": "someone-else"}
-            ).one(),
-            60.0,
-        )
+        [claimed] = worker.driver.claim(c, "default", 1, "someone-else")
     with committed.begin() as c:  # our worker believes it holds the job; it does not
-        worker._record(c, [Outcome(claimed, Result.DONE), Outcome(claimed, Result.FAIL, 1, "x")])
+        worker.completer.record(
+            c, [Outcome(claimed, Result.DONE), Outcome(claimed, Result.FAIL, 1, "x")]
+        )
     assert row(committed, job_id).status == "running"
     assert "lease was lost" in caplog.text
 

@@ -383,6 +383,7 @@ def test_the_catalog_comparison_catches_a_changed_predicate(scratch):
 # --- (c) a user's Alembic environment with the library's revisions -------------------
 
 
+@pytest.mark.slow
 def test_user_alembic_environment_upgrades_heads_and_checks_clean(scratch, tmp_path):
     url, engine = scratch
     config = _user_env(tmp_path, url, str(migration.versions_location()))
@@ -565,6 +566,7 @@ def _build_wheel(out: Path) -> Path:
     return wheel
 
 
+@pytest.mark.slow
 def test_wheel_install_migrates_without_the_checkout(scratch, server_url, tmp_path):
     url, engine = scratch
     wheel = _build_wheel(tmp_path / "dist")

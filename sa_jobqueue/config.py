@@ -1,0 +1,111 @@
+"""A worker's options, typed and checked where they are given.
+
+`WorkerOptions` types the keywords of ``jobs.worker(engine, **options)``;
+`WorkerConfig` holds them checked, with their defaults. A bad value raises a
+`ConfigurationError` naming the option, before anything connects.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TypedDict
+
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.retention import DEFAULT_PRUNE_INTERVAL
+from sa_jobqueue.validation import check_name
+
+__all__ = ["WorkerConfig", "WorkerOptions"]
+
+
+class WorkerOptions(TypedDict, total=False):
+    """The keywords ``jobs.worker(engine, ...)`` takes; `WorkerConfig` documents each."""
+
+    queues: Sequence[str] | None
+    concurrency: int
+    poll_interval: float
+    shutdown_timeout: float
+    listen: bool
+    sweep_interval: float
+    retention: Mapping[str, timedelta] | None
+    prune_interval: float
+    session_factory: Callable[[], Session] | None
+    worker_id: str | None
+    savepoint_batch: int
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """A worker's settings; make one with `WorkerConfig.from_options`.
+
+    Attributes:
+        queues: the queues to claim from (None: every registered task's queue).
+        concurrency: handler threads; also the most jobs held at once.
+        poll_interval: seconds between polls when no notification arrives.
+        shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
+            stop signal before releasing their jobs back to ``pending``.
+        listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler).
+        sweep_interval: seconds between sweeps of expired leases.
+        retention: ``{status: age}``: finished jobs older than this are deleted
+            (None: `retention.DEFAULT_RETENTION`; ``{}`` prunes nothing).
+        prune_interval: seconds between prune runs.
+        session_factory: makes transactional handlers' sessions (default:
+            ``sessionmaker(engine)``).
+        worker_id: the ``locked_by`` value (default: `worker.make_worker_id`).
+        savepoint_batch: in transactional mode, a handler thread runs up to this
+            many claimed jobs in one transaction, with a SAVEPOINT per job.
+    """
+
+    queues: tuple[str, ...] | None = None
+    concurrency: int = 1
+    poll_interval: float = 2.0
+    shutdown_timeout: float = 30.0
+    listen: bool = True
+    sweep_interval: float = 30.0
+    retention: Mapping[str, timedelta] | None = None
+    prune_interval: float = DEFAULT_PRUNE_INTERVAL
+    session_factory: Callable[[], Session] | None = field(default=None, repr=False)
+    worker_id: str | None = None
+    savepoint_batch: int = 1
+
+    @classmethod
+    def from_options(cls, options: WorkerOptions) -> WorkerConfig:
+        """Check `options` and fill in the defaults.
+
+        Raises:
+            ConfigurationError: naming the first bad option.
+        """
+        unknown = sorted(set(options) - set(WorkerOptions.__annotations__))
+        if unknown:
+            known = ", ".join(sorted(WorkerOptions.__annotations__))
+            raise ConfigurationError(f"unknown worker option(s) {unknown}; the options are {known}")
+        config = cls(**{**options, "queues": _queues(options.get("queues"))})  # type: ignore[arg-type]
+        for name in ("concurrency", "savepoint_batch"):
+            value = getattr(config, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigurationError(f"{name} must be an int >= 1, not {value!r}")
+        for name in ("poll_interval", "shutdown_timeout", "sweep_interval", "prune_interval"):
+            value = getattr(config, name)
+            if not (
+                isinstance(value, (int, float))
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and value > 0
+            ):
+                raise ConfigurationError(f"{name} must be a positive number, not {value!r}")
+        return config
+
+
+def _queues(queues: object) -> tuple[str, ...] | None:
+    if queues is None:
+        return None
+    if isinstance(queues, (str, bytes)) or not isinstance(queues, Iterable) or not queues:
+        raise ConfigurationError(f"queues must be a non-empty list of names, not {queues!r}")
+    try:
+        return tuple(sorted({check_name("queue", q) for q in queues}))
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from None

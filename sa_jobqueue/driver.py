@@ -1,0 +1,195 @@
+"""The one seam between the worker runtime and the database, at the level of operations.
+
+The claim loop, the completer, the executor and maintenance ask a `Driver` to
+claim, complete, fail, release, heartbeat and sweep; they never execute a
+statement themselves. `PostgresDriver` is built on `sa_jobqueue.statements`
+(still the only place SQL is written) and runs each operation on a connection
+the caller gives, inside the caller's transaction: the caller decides what
+shares a COMMIT (one claim round records the finished jobs and claims new ones
+in one transaction).
+
+A second implementation fits the same `Driver` protocol: an asyncio one, or one
+day another dialect (MySQL has no ``UPDATE ... RETURNING``, SQLite no ``SKIP
+LOCKED``; such a driver would claim with ``SELECT ... FOR UPDATE`` then
+``UPDATE``, in the same transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, Select
+
+from sa_jobqueue import statements
+from sa_jobqueue.attempt import AttemptKey, Claimed, Result, fence_params
+from sa_jobqueue.model import JobMixin
+
+__all__ = ["Driver", "NextDue", "PostgresDriver", "Swept"]
+
+
+@dataclass(frozen=True, slots=True)
+class NextDue:
+    """When the earliest pending job is due, by the database's clock.
+
+    Attributes:
+        seconds: from now until it is due (<= 0: due already), or None when no job
+            of the queues is pending.
+        now: the database clock, Unix seconds.
+    """
+
+    seconds: float | None
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """A job whose expired lease the sweeper recovered."""
+
+    id: int
+    kind: str
+    attempts: int
+    status: str
+
+
+class Driver(Protocol):
+    """What the worker runtime needs from a database; every change after a claim is fenced.
+
+    Each method runs in the caller's transaction on `conn` and never commits.
+    """
+
+    def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queue` to `owner`."""
+        ...
+
+    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Mark `jobs` done; return the attempts that were still held (the rest were lost)."""
+        ...
+
+    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Give unstarted or interrupted `jobs` back to ``pending``, due now."""
+        ...
+
+    def record_failure(
+        self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
+    ) -> str | None:
+        """Record a FAIL, RETRY, UNAVAILABLE or DISCARD `Result`; return the new status.
+
+        None means the lease was lost and nothing changed.
+        """
+        ...
+
+    def heartbeat(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Extend the leases of `jobs` (each by its own lease); return those extended."""
+        ...
+
+    def still_owned(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Of `jobs`, the attempts still running under `owner` (as last committed)."""
+        ...
+
+    def try_lock(self, conn: Connection, purpose: str) -> bool:
+        """Take the table's transaction-scoped lock for `purpose` (e.g. ``sweep``) if free."""
+        ...
+
+    def sweep(self, conn: Connection, limit: int) -> list[Swept]:
+        """Recover up to `limit` expired leases of any worker."""
+        ...
+
+    def next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
+        """How long until the earliest pending job of `queues` is due."""
+        ...
+
+
+class PostgresDriver:
+    """`Driver` for PostgreSQL, over `sa_jobqueue.statements`; statements are built once.
+
+    Args:
+        model: the jobs model.
+        leases: kind -> lease in seconds, written into each claim.
+        default_lease: the lease of kinds not in `leases`.
+    """
+
+    def __init__(
+        self, model: type[JobMixin], *, leases: Mapping[str, float], default_lease: float
+    ) -> None:
+        self.model = model
+        self.leases = dict(leases)
+        self.default_lease = default_lease
+        self._claim = statements.claim(model, leases=self.leases, default_lease=default_lease)
+        self._complete = statements.complete(model)
+        self._release = statements.release(model)
+        self._failures = {
+            Result.FAIL: statements.fail(model),
+            Result.RETRY: statements.retry_later(model),
+            Result.UNAVAILABLE: statements.retry_later(model),
+            Result.DISCARD: statements.discard(model),
+        }
+        self._heartbeat = statements.heartbeat(model)
+        self._still_owned = statements.still_owned(model)
+        self._sweep = statements.sweep_expired(model)
+        self._locks: dict[str, Select[Any]] = {}
+        self._next_due: dict[tuple[str, ...], Select[Any]] = {}
+
+    def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queue` to `owner` (`statements.claim`)."""
+        params = {"queue_name": queue, "limit": limit, "owner": owner}
+        rows = conn.execute(self._claim, params).all()
+        return [
+            Claimed.from_row(row, self.leases.get(row.kind, self.default_lease)) for row in rows
+        ]
+
+    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Mark `jobs` done in one fenced UPDATE; return the attempts still held."""
+        if not jobs:
+            return set()
+        rows = conn.execute(self._complete, fence_params(jobs, owner))
+        return {(row.id, row.attempts) for row in rows}
+
+    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Give `jobs` back to ``pending``, due now, without using up an attempt."""
+        if jobs:
+            conn.execute(self._release, fence_params(jobs, owner))
+
+    def record_failure(
+        self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
+    ) -> str | None:
+        """Run the fenced `statements.fail`, `retry_later` or `discard` for `result`."""
+        params = {
+            "job_id": job.id,
+            "attempt": job.attempts,
+            "owner": owner,
+            "delay": delay,
+            "error": error,
+        }
+        row = conn.execute(self._failures[result], params).first()
+        return None if row is None else str(row.status)
+
+    def heartbeat(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Extend the leases of `jobs` in one fenced UPDATE that skips locked rows."""
+        params = {**fence_params(jobs, owner), "leases": [job.lease for job in jobs]}
+        return {(row.id, row.attempts) for row in conn.execute(self._heartbeat, params)}
+
+    def still_owned(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Of `jobs`, those still running under `owner`, by a plain (lock-free) read."""
+        rows = conn.execute(self._still_owned, fence_params(jobs, owner))
+        return {(row.id, row.attempts) for row in rows}
+
+    def try_lock(self, conn: Connection, purpose: str) -> bool:
+        """``pg_try_advisory_xact_lock`` on the table's key for `purpose`."""
+        if purpose not in self._locks:
+            self._locks[purpose] = statements.try_advisory_xact_lock(self.model, purpose)
+        return bool(conn.execute(self._locks[purpose]).scalar())
+
+    def sweep(self, conn: Connection, limit: int) -> list[Swept]:
+        """Recover up to `limit` expired leases (`statements.sweep_expired`)."""
+        rows = conn.execute(self._sweep, {"limit": limit}).all()
+        return [Swept(row.id, row.kind, row.attempts, row.status) for row in rows]
+
+    def next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
+        """Seconds until the earliest pending job of `queues` is due, and the database clock."""
+        key = tuple(queues)
+        if key not in self._next_due:
+            self._next_due[key] = statements.next_run_at(self.model, queues=key)
+        row = conn.execute(self._next_due[key]).one()
+        return NextDue(row.seconds, row.now)
