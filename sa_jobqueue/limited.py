@@ -2,9 +2,9 @@
 
 The worker claims unlimited kinds as before (one statement per queue, with the
 limited kinds left out of it) and hands the limited ones to `LimitedClaims`, in
-the same claim transaction. For each limited kind, in sorted order, it takes the
-kind's transaction-scoped advisory lock (`statements.lock_limited`) and runs the
-kind's `statements.claim_limited` once per queue. Sorted order means two workers
+the same claim transaction. For each limited kind, in sorted order, it asks the
+driver's `claim_limited`, which takes the kind's transaction-scoped advisory lock
+and claims what the limits allow from each queue. Sorted order means two workers
 never wait on each other's kind locks in a circle. See docs/flow-control.md.
 
 A kind that had nothing to give (none due, or its limit full) is not asked again
@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
-from sqlalchemy import Connection, Executable, Row
+from sqlalchemy import Connection
 
-from sa_jobqueue import statements
-from sa_jobqueue.model import JobMixin
-from sa_jobqueue.registry import TaskDef
+from sa_jobqueue.attempt import Claimed
+from sa_jobqueue.driver import Driver
 
 __all__ = ["MAX_BACKOFF", "MIN_BACKOFF", "Backoff", "LimitedClaims"]
 
@@ -77,33 +75,25 @@ class Backoff:
 
 
 class LimitedClaims:
-    """Claims of the limited kinds among `tasks`, for one model; statements built once.
+    """A claim round's part for the limited kinds: which to ask, in which order.
 
     Args:
-        model: the jobs model.
-        tasks: the worker's tasks; those without limits are ignored.
+        driver: the worker's driver (`Driver.claim_limited` does the locking and
+            counting).
+        kinds: the limited kinds, as the driver lists them.
         clock: monotonic seconds (for `Backoff`).
     """
 
     def __init__(
         self,
-        model: type[JobMixin],
-        tasks: Iterable[TaskDef],
+        driver: Driver,
+        kinds: Sequence[str],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        limited = sorted((t for t in tasks if t.limits.limited), key=lambda t: t.kind)
+        self.driver = driver
         #: The limited kinds, sorted: the order their locks are taken in.
-        self.kinds: list[str] = [task.kind for task in limited]
-        self._lock: dict[str, Executable] = {
-            task.kind: statements.lock_limited(model, task.kind) for task in limited
-        }
-        self._claim: dict[str, Executable] = {
-            task.kind: statements.claim_limited(
-                model, kind=task.kind, limits=task.limits, lease=task.lease
-            )
-            for task in limited
-        }
+        self.kinds: list[str] = sorted(kinds)
         self.backoff = Backoff(clock)
 
     def __bool__(self) -> bool:
@@ -111,30 +101,26 @@ class LimitedClaims:
 
     def claim(
         self, conn: Connection, queues: Sequence[str], limit: int, owner: str
-    ) -> list[Row[Any]]:
+    ) -> list[Claimed]:
         """Lease up to `limit` jobs of the limited kinds from `queues` to `owner`.
 
         Runs in `conn`'s current transaction, whose end releases the kind locks
         taken here; the caller commits at once.
         """
-        rows: list[Row[Any]] = []
+        claimed: list[Claimed] = []
         for kind in self.kinds:
-            if len(rows) >= limit:
+            if len(claimed) >= limit:
                 break
             if not self.backoff.due(kind):
                 continue
-            conn.execute(self._lock[kind])
-            got = 0
-            for queue in queues:
-                want = limit - len(rows)
-                if want <= 0:
-                    break
-                params = {"queue_name": queue, "limit": want, "owner": owner}
-                leased = conn.execute(self._claim[kind], params).all()
-                rows.extend(leased)
-                got += len(leased)
+            got = self.driver.claim_limited(conn, kind, queues, limit - len(claimed), owner)
+            claimed += got
             if got:
                 self.backoff.gave_some(kind)
             else:
                 self.backoff.gave_nothing(kind)
-        return rows
+        return claimed
+
+    def freed(self, kinds: Iterable[str]) -> None:
+        """Jobs of `kinds` finished on this worker: ask those kinds in the next round."""
+        self.backoff.freed(kind for kind in kinds if kind in self.kinds)

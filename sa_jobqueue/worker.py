@@ -29,6 +29,7 @@ from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.executor import Executor
+from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener, Notifier, PollingNotifier
@@ -82,7 +83,14 @@ class Worker(Generic[JobT]):
         self.default_lease = max([t.lease for t in tasks], default=300.0)
         leases = {t.kind: t.lease for t in tasks}
 
-        self.driver = PostgresDriver(model, leases=leases, default_lease=self.default_lease)
+        self.driver = PostgresDriver(
+            model,
+            leases=leases,
+            default_lease=self.default_lease,
+            limits={t.kind: t.limits for t in registry.limited()},
+        )
+        self.limited = LimitedClaims(self.driver, self.driver.limited_kinds)
+        self._limited_first = False  # alternates, so neither side starves the other
         self.inflight = InFlight()
         self.completer = Completer(self.driver, self.worker_id, inflight=self.inflight)
         self.wakeup = WakeupPolicy(self.poll_interval)
@@ -170,6 +178,10 @@ class Worker(Generic[JobT]):
             self.queues,
             self.concurrency,
         )
+        for task in self.registry.limited():
+            log.info(
+                "worker %s: %s limited to %s", self.worker_id, task.kind, task.limits.describe()
+            )
         wait: float | None = self.shutdown_timeout
         try:
             self.maintenance.sweep_once()
@@ -204,7 +216,10 @@ class Worker(Generic[JobT]):
                 continue
             idle = claimed == 0 and not self.inflight and not self.completer.has_unrecorded()
             if until_empty and idle:
-                return
+                if not self._held_back_by_limits():
+                    return
+                self._stopping.wait(MIN_BACKOFF)  # due jobs wait for a limit: look again
+                continue
             if claimed and claimed == free:
                 continue  # a full batch: more may be due right now
             self._wait(claimed, free)
@@ -217,6 +232,7 @@ class Worker(Generic[JobT]):
         with conn.begin():
             if reports:
                 self.completer.record(conn, reports)
+                self.limited.freed(o.job.kind for o in reports)
             claimed: list[Claimed] = []
             if free > 0 and not self._stopping.is_set():
                 claimed = self._claim(conn, free)
@@ -229,16 +245,35 @@ class Worker(Generic[JobT]):
         return len(claimed), free
 
     def _claim(self, conn: Connection, free: int) -> list[Claimed]:
-        """Claim up to `free` jobs, one statement per queue, starting with a rotating queue."""
+        """Claim up to `free` jobs, one statement per queue, starting with a rotating queue.
+
+        The limited kinds (`LimitedClaims`) are claimed before the others every
+        second round and after them in between, so neither starves the other.
+        """
         queues = self.queues
         start = self._first_queue
         self._first_queue = (start + 1) % len(queues)
+        order = queues[start:] + queues[:start]
+        self._limited_first = not self._limited_first
         claimed: list[Claimed] = []
-        for queue in queues[start:] + queues[:start]:
-            claimed += self.driver.claim(conn, queue, free - len(claimed), self.worker_id)
+        if self.limited and self._limited_first:
+            claimed += self.limited.claim(conn, order, free, self.worker_id)
+        for queue in order:
             if len(claimed) >= free:
                 break
+            claimed += self.driver.claim(conn, queue, free - len(claimed), self.worker_id)
+        if self.limited and not self._limited_first and len(claimed) < free:
+            claimed += self.limited.claim(conn, order, free - len(claimed), self.worker_id)
         return claimed
+
+    def _held_back_by_limits(self) -> bool:
+        """In a drain: whether due jobs are left that a limit keeps from running now."""
+        if not self.limited:
+            return False
+        conn = self._connection()
+        with conn.begin():
+            due = self.driver.next_due(conn, self.queues)
+        return due.seconds is not None and due.seconds <= 0
 
     def _report(self, outcomes: Sequence[Outcome]) -> None:
         """The pool's callback (a handler thread): hand over, then wake the loop."""

@@ -18,13 +18,25 @@ PACKAGE = ROOT / "sa_jobqueue"
 
 #: Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "model", "retry", "shutdown", "naming", "validation"}),
+    (
+        "foundations",
+        {"errors", "model", "retry", "shutdown", "naming", "validation", "limits", "starts"},
+    ),
     ("vocabulary", {"context", "attempt", "registry"}),
-    ("sql", {"statements", "migration"}),
-    ("operations", {"driver", "enqueue", "retention", "admin"}),
+    ("sql", {"statements", "migration", "flow_migration"}),
+    ("operations", {"driver", "enqueue", "retention", "admin", "limit_usage"}),
     (
         "runtime parts",
-        {"executor", "completer", "config", "notifier", "wakeup", "maintenance", "pool"},
+        {
+            "executor",
+            "completer",
+            "config",
+            "notifier",
+            "wakeup",
+            "maintenance",
+            "pool",
+            "limited",
+        },
     ),
     ("worker", {"worker"}),
     ("api", {"jobqueue", "", "testing"}),
