@@ -10,13 +10,15 @@ repetition, so they see the same load:
   limit it never reaches, so every claim takes the kind lock and counts.
 
 Usage: ``python bench/limits.py [--jobs N] [--reps N] [--processes P]
-[--concurrency C] [--database-url URL]``. Writes ``bench/limits-results.md``.
+[--concurrency C] [--database-url URL]`` (default: ``DATABASE_URL``, else a throwaway
+server). Writes ``bench/limits-results.md``.
 (``python bench/limits.py --drive URL CASE CONCURRENCY`` is one worker process.)
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -34,7 +36,7 @@ from app import Job  # noqa: E402
 from sqlalchemy import create_engine, text  # noqa: E402
 
 from sa_jobqueue import JobContext, JobQueue, migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database  # noqa: E402
+from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
 
 CASES = ("unlimited", "beside limits", "limited, high limit")
 
@@ -118,11 +120,11 @@ def main() -> None:
     if args.drive:
         drive(args.drive[0], args.drive[1], int(args.drive[2]))
         return
-    if not args.database_url:
-        parser.error("give --database-url or set DATABASE_URL")
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     rates: dict[str, list[float]] = {case: [] for case in CASES}
-    with scratch_database(args.database_url, prefix="sa_jobqueue_bench_limits") as url:
+    with contextlib.ExitStack() as stack:
+        server = args.database_url or stack.enter_context(throwaway_postgres())
+        url = stack.enter_context(scratch_database(server, prefix="sa_jobqueue_bench_limits"))
         migration.upgrade(url)
         for rep in range(args.reps):
             for case in CASES:
@@ -131,9 +133,10 @@ def main() -> None:
                 print(f"rep {rep + 1} {case}: {rate:,.0f} jobs/s", file=sys.stderr, flush=True)
     base = statistics.median(rates["unlimited"])
     lines = [
-        "# Flow control: claim throughput (bench/limits.py)",
+        "# Flow control: what limits cost the claim path (bench/limits.py)",
         "",
-        f"{args.jobs:,} no-op lease-mode jobs per drain, {args.processes} worker processes at "
+        f"Drain throughput of {args.jobs:,} no-op lease-mode jobs (claims and acknowledgements), "
+        f"{args.processes} worker processes at "
         f"concurrency {args.concurrency}, {args.reps} repetitions interleaved; median (min-max). "
         f"Load average at start: {load}.",
         "",
