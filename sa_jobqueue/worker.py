@@ -245,10 +245,11 @@ class Worker(Generic[JobT]):
         return len(claimed), free
 
     def _claim(self, conn: Connection, free: int) -> list[Claimed]:
-        """Claim up to `free` jobs, one statement per queue, starting with a rotating queue.
+        """Claim up to `free` jobs: unlimited kinds and, through `LimitedClaims`, limited ones.
 
-        The limited kinds (`LimitedClaims`) are claimed before the others every
-        second round and after them in between, so neither starves the other.
+        Unlimited kinds take one statement per queue, starting with a rotating queue.
+        Every second round the limited kinds go first, so neither side starves the
+        other; when they go first and fill `free`, the round needs no other claim.
         """
         queues = self.queues
         start = self._first_queue
@@ -258,12 +259,17 @@ class Worker(Generic[JobT]):
         claimed: list[Claimed] = []
         if self.limited and self._limited_first:
             claimed += self.limited.claim(conn, order, free, self.worker_id)
-        for queue in order:
-            if len(claimed) >= free:
-                break
-            claimed += self.driver.claim(conn, queue, free - len(claimed), self.worker_id)
+        claimed += self._claim_unlimited(conn, order, free - len(claimed))
         if self.limited and not self._limited_first and len(claimed) < free:
             claimed += self.limited.claim(conn, order, free - len(claimed), self.worker_id)
+        return claimed
+
+    def _claim_unlimited(self, conn: Connection, order: Sequence[str], limit: int) -> list[Claimed]:
+        claimed: list[Claimed] = []
+        for queue in order:
+            if len(claimed) >= limit:
+                break
+            claimed += self.driver.claim(conn, queue, limit - len(claimed), self.worker_id)
         return claimed
 
     def _held_back_by_limits(self) -> bool:

@@ -82,7 +82,8 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
         model.kind == literal(kind, Text),
         model.run_at <= func.now(),
     ]
-    room: list[ColumnElement[Any]] = [bindparam("limit", type_=Integer)]
+    limit = bindparam("limit", type_=Integer)
+    room: list[ColumnElement[Any]] = []
     running_of_kind = [model.status == Status.RUNNING.value, model.kind == literal(kind, Text)]
     if limits.max_running is not None:
         running = select(func.count()).where(*running_of_kind).scalar_subquery()
@@ -100,20 +101,15 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
             .scalar_subquery()
         )
         room.append(literal(limits.rate_count, Integer) - recent)
-    # LIMIT takes no negative count: a limit overrun (lowered in code while jobs ran) is 0.
-    fits = func.greatest(func.least(*room), 0) if len(room) > 1 else room[0]
     order = (model.priority, model.run_at, model.id)
 
-    if limits.max_running_per_key is None:
-        due = (
-            select(model.id)
-            .where(*pending)
-            .order_by(*order)
-            .limit(fits)
-            .with_for_update(skip_locked=True)
-            .cte("due")
-        )
-    else:
+    # The rows are locked with the plain ``LIMIT :limit``, which the planner can
+    # estimate (a LIMIT computed by a subquery it guesses as 10 % of the table,
+    # and then joins the UPDATE by scanning every row); the room the limits leave
+    # is applied to the locked rows afterwards. Locked rows left over stay locked
+    # until COMMIT, which costs nobody: every claimer of the kind waits on its lock.
+    candidates = select(model.id, model.priority, model.run_at).where(*pending)
+    if limits.max_running_per_key is not None:
         busy = (
             select(model.concurrency_key.label("key"), func.count().label("n"))
             .where(*running_of_kind, model.concurrency_key.is_not(None))
@@ -123,8 +119,6 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
         ranked = (
             select(
                 model.id,
-                model.priority,
-                model.run_at,
                 model.concurrency_key.label("key"),
                 (
                     func.row_number().over(partition_by=model.concurrency_key, order_by=order)
@@ -143,17 +137,29 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
                     ranked.c.slot <= literal(limits.max_running_per_key, Integer),
                 )
             )
-            .order_by(ranked.c.priority, ranked.c.run_at, ranked.c.id)
-            .limit(fits)
+            .subquery("fitting")
         )
-        # Lock apart from the window function (FOR UPDATE cannot sit beside one), and
-        # re-check the status: a row changed since the snapshot is re-read when locked.
+        # The window function cannot sit beside FOR UPDATE: lock in the outer query,
+        # which re-checks the status of a row changed since the snapshot. A join, not
+        # ``id IN (...)``, which PostgreSQL may run as a nested loop over both sets.
+        candidates = candidates.join(fitting, fitting.c.id == model.id)
+    locked = (
+        candidates.order_by(*order)
+        .limit(limit)
+        .with_for_update(of=model, skip_locked=True)
+        .cte("locked")
+    )
+    if room:
+        # LIMIT takes no negative count: a limit overrun (lowered while jobs ran) is 0.
+        fits = func.greatest(func.least(*room), 0) if len(room) > 1 else func.greatest(room[0], 0)
         due = (
-            select(model.id)
-            .where(model.id.in_(fitting), model.status == Status.PENDING.value)
-            .with_for_update(skip_locked=True)
+            select(locked.c.id)
+            .order_by(locked.c.priority, locked.c.run_at, locked.c.id)
+            .limit(fits)
             .cte("due")
         )
+    else:
+        due = select(locked.c.id).cte("due")
 
     leased = {
         model.status: Status.RUNNING.value,

@@ -55,9 +55,9 @@ def test_without_the_kind_lock_two_open_claims_overbook(committed):
     _enqueue(committed, "sync_crm", 6)
     claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
     with committed.connect() as a, committed.connect() as b, a.begin():
-        first = _claim(a, claim, "a")
+        first = _claim(a, claim, "a", limit=2)
         with b.begin():
-            second = _claim(b, claim, "b")
+            second = _claim(b, claim, "b", limit=2)
     assert len(first) == 2
     assert len(second) == 2  # both counted 0 running: 4 running under max_running=2
     assert _running(committed, "sync_crm") == 4

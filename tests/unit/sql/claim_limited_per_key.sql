@@ -3,14 +3,17 @@ WITH busy AS
 FROM jobs
 WHERE jobs.status = %(status_1)s AND jobs.kind = %(param_2)s AND jobs.concurrency_key IS NOT NULL GROUP BY jobs.concurrency_key),
 ranked AS
-(SELECT jobs.id AS id, jobs.priority AS priority, jobs.run_at AS run_at, jobs.concurrency_key AS key, row_number() OVER (PARTITION BY jobs.concurrency_key ORDER BY jobs.priority, jobs.run_at, jobs.id) + coalesce(busy.n, %(coalesce_1)s) AS slot
+(SELECT jobs.id AS id, jobs.concurrency_key AS key, row_number() OVER (PARTITION BY jobs.concurrency_key ORDER BY jobs.priority, jobs.run_at, jobs.id) + coalesce(busy.n, %(coalesce_1)s) AS slot
 FROM jobs LEFT OUTER JOIN busy ON busy.key = jobs.concurrency_key
 WHERE jobs.status = %(status_2)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_3)s AND jobs.run_at <= now()),
-due AS
-(SELECT jobs.id AS id
-FROM jobs
-WHERE jobs.id IN (SELECT ranked.id
+locked AS
+(SELECT jobs.id AS id, jobs.priority AS priority, jobs.run_at AS run_at
+FROM jobs JOIN (SELECT ranked.id AS id
 FROM ranked
-WHERE ranked.key IS NULL OR ranked.slot <= %(param_4)s ORDER BY ranked.priority, ranked.run_at, ranked.id
- LIMIT %(limit)s) AND jobs.status = %(status_3)s FOR UPDATE SKIP LOCKED)
+WHERE ranked.key IS NULL OR ranked.slot <= %(param_4)s) AS fitting ON fitting.id = jobs.id
+WHERE jobs.status = %(status_2)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_3)s AND jobs.run_at <= now() ORDER BY jobs.priority, jobs.run_at, jobs.id
+ LIMIT %(limit)s FOR UPDATE OF jobs SKIP LOCKED),
+due AS
+(SELECT locked.id AS id
+FROM locked)
  UPDATE jobs SET status=%(status)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * %(param_1)s), locked_by=%(owner)s, updated_at=now() FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.kind, jobs.queue, jobs.payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key
