@@ -24,19 +24,24 @@ def add_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
 
     Adding a nullable column without a default only changes the catalog: no row is
     rewritten, and live jobs (pending or running) keep running under the old code.
+    What exists already is kept (``IF NOT EXISTS``), so it also completes a table
+    that ``create_all`` made and ``sa-jobqueue migrate --adopt`` recorded as at
+    ``sajq_0001``.
     """
     check_identifier(name)
     if schema is not None:
         check_identifier(schema)
-    op.add_column(name, Column("concurrency_key", Text), schema=schema)
+    op.add_column(name, Column("concurrency_key", Text), schema=schema, if_not_exists=True)
     starts: Any = starts_table(jobs_table(name, schema=schema).metadata, name)
-    op.create_table(starts.name, *(column._copy() for column in starts.columns), schema=schema)
+    columns = (column._copy() for column in starts.columns)
+    op.create_table(starts.name, *columns, schema=schema, if_not_exists=True)
     for index in starts.indexes:
         _create_index(index, starts.name, schema)
 
 
 def _create_index(index: Index, table: str, schema: str | None) -> None:
-    op.create_index(str(index.name), table, [c.name for c in index.columns], schema=schema)
+    columns = [c.name for c in index.columns]
+    op.create_index(str(index.name), table, columns, schema=schema, if_not_exists=True)
 
 
 def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:

@@ -420,6 +420,7 @@ def test_user_alembic_environment_upgrades_heads_and_checks_clean(scratch, tmp_p
         "orders",
         "invoices",
         "effects",
+        "spans",
         "alembic_version",
     }
     with engine.connect() as connection:
@@ -439,7 +440,14 @@ def test_user_alembic_environment_upgrades_heads_and_checks_clean(scratch, tmp_p
     # The library's branch goes down on its own; the app's tables stay.
     config.cmd_opts = None
     command.downgrade(config, "sa_jobqueue@base")
-    assert _tables(engine) == {"orders", "invoices", "effects", "legacy_reports", "alembic_version"}
+    assert _tables(engine) == {
+        "orders",
+        "invoices",
+        "effects",
+        "spans",
+        "legacy_reports",
+        "alembic_version",
+    }
 
 
 # --- (d) a custom table from the user's own revision ---------------------------------

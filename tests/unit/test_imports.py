@@ -20,11 +20,16 @@ PACKAGE = ROOT / "sa_jobqueue"
 LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
-        {"errors", "model", "retry", "shutdown", "naming", "validation", "limits", "starts"},
+        {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
+        | {"engines", "limits", "starts"},
     ),
     ("vocabulary", {"context", "attempt", "registry"}),
-    ("sql", {"statements", "migration", "flow_migration"}),
-    ("operations", {"driver", "enqueue", "retention", "admin", "limit_usage"}),
+    ("sql", {"statements"}),
+    (
+        "operations",
+        {"driver", "enqueue", "retention", "admin", "migration", "preflight"}
+        | {"flow_migration", "limit_usage"},
+    ),
     (
         "runtime parts",
         {
@@ -40,7 +45,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("worker", {"worker"}),
     ("api", {"jobqueue", "", "testing"}),
-    ("entry points", {"cli"}),
+    ("entry points", {"cli", "pytest_plugin"}),
 ]
 
 
