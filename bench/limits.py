@@ -18,6 +18,7 @@ server). Writes ``bench/limits-results.md``.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -33,7 +34,7 @@ sys.path.insert(0, str(HERE))
 
 import raw  # noqa: E402
 from app import Job  # noqa: E402
-from sqlalchemy import create_engine, text  # noqa: E402
+from sqlalchemy import create_engine, event, text  # noqa: E402
 
 from sa_jobqueue import JobContext, JobQueue, migration  # noqa: E402
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
@@ -71,6 +72,39 @@ def drive(url: str, case: str, concurrency: int) -> None:
     processed = worker.drain()
     print(json.dumps({"start": start, "end": time.monotonic(), "processed": processed}))
     engine.dispose()
+
+
+def statements_per_job(url: str, case: str, count: int, concurrency: int) -> dict[str, float]:
+    """One in-process drain of `count` jobs, counting the SQL statements by what they do.
+
+    Unlike throughput, the count does not depend on the machine's load: it is the
+    claim path's cost in round trips.
+    """
+    raw.truncate(url)
+    raw.fill(url, "noop", count)
+    engine = create_engine(url, pool_size=concurrency + 4, max_overflow=4)
+    counts: collections.Counter[str] = collections.Counter()
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def count_statement(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if "pg_advisory_xact_lock(" in statement:
+            counts["kind lock"] += 1
+        elif "locked AS" in statement:
+            counts["limited claim"] += 1
+        elif "WITH due AS" in statement:
+            counts["claim"] += 1
+        elif statement.startswith("UPDATE"):
+            counts["complete"] += 1
+        else:
+            counts["other"] += 1
+
+    try:
+        done = queue_for(case).worker(engine, concurrency=concurrency, listen=False).drain()
+    finally:
+        engine.dispose()
+    if done != count:
+        raise RuntimeError(f"{case}: {done} of {count} jobs processed")
+    return {name: n / count for name, n in counts.items()}
 
 
 def drain(url: str, case: str, count: int, processes: int, concurrency: int) -> float:
@@ -116,6 +150,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--output", type=Path, default=HERE / "limits-results.md")
     parser.add_argument("--drive", nargs=3, metavar=("URL", "CASE", "CONCURRENCY"))
+    parser.add_argument(
+        "--statements-only", action="store_true", help="only count statements per job"
+    )
     args = parser.parse_args()
     if args.drive:
         drive(args.drive[0], args.drive[1], int(args.drive[2]))
@@ -126,11 +163,16 @@ def main() -> None:
         server = args.database_url or stack.enter_context(throwaway_postgres())
         url = stack.enter_context(scratch_database(server, prefix="sa_jobqueue_bench_limits"))
         migration.upgrade(url)
-        for rep in range(args.reps):
+        per_job = {case: statements_per_job(url, case, 2_000, args.concurrency) for case in CASES}
+        for rep in range(0 if args.statements_only else args.reps):
             for case in CASES:
                 rate = drain(url, case, args.jobs, args.processes, args.concurrency)
                 rates[case].append(rate)
                 print(f"rep {rep + 1} {case}: {rate:,.0f} jobs/s", file=sys.stderr, flush=True)
+    counted = render_statements(per_job, args.concurrency)
+    if args.statements_only:
+        print(counted)
+        return
     base = statistics.median(rates["unlimited"])
     lines = [
         "# Flow control: what limits cost the claim path (bench/limits.py)",
@@ -147,9 +189,27 @@ def main() -> None:
         median = statistics.median(rates[case])
         low, high = min(rates[case]), max(rates[case])
         lines.append(f"| {case} | {median:,.0f} ({low:,.0f}-{high:,.0f}) | {median / base:.0%} |")
-    report = "\n".join(lines) + "\n"
+    report = "\n".join(lines) + "\n\n" + counted
     args.output.write_text(report)
     print(report)
+
+
+def render_statements(per_job: dict[str, dict[str, float]], concurrency: int) -> str:
+    """The statement counts as a table: statements per job, by kind of statement."""
+    names = sorted({name for counts in per_job.values() for name in counts})
+    base = sum(per_job["unlimited"].values())
+    lines = [
+        f"SQL statements per job (2,000 jobs, 1 process, concurrency {concurrency}; "
+        "independent of load):",
+        "",
+        "| case | " + " | ".join(names) + " | total | unlimited / total |",
+        "|---|" + "---|" * (len(names) + 2),
+    ]
+    for case, counts in per_job.items():
+        total = sum(counts.values())
+        cells = " | ".join(f"{counts.get(name, 0):.3f}" for name in names)
+        lines.append(f"| {case} | {cells} | {total:.3f} | {base / total:.0%} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -8,29 +8,33 @@ and claims what the limits allow from each queue. Sorted order means two workers
 never wait on each other's kind locks in a circle. See docs/flow-control.md.
 
 A kind that had nothing to give (none due, or its limit full) is not asked again
-at once: it backs off from `MIN_BACKOFF` to `MAX_BACKOFF`, so limits defined on
-kinds without work cost the other kinds' claims nothing. A job of the kind
-finishing on this worker (`freed`) frees one of its slots, so it is asked again
-in the next round.
+at once: it backs off from `MIN_BACKOFF`, four times longer each time, up to
+`MAX_BACKOFF` (for a rate-limited kind that leased jobs within its window, at most
+one start's share of the window),
+so limits defined on kinds without work cost the other kinds' claims almost
+nothing. A job of the kind finishing on this worker (`freed`) frees one of its
+slots, so it is asked again in the next round.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from sqlalchemy import Connection
 
 from sa_jobqueue.attempt import Claimed
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.limits import Limits
 
 __all__ = ["MAX_BACKOFF", "MIN_BACKOFF", "Backoff", "LimitedClaims"]
 
 #: Seconds a limited kind that gave nothing waits before it is asked again...
-MIN_BACKOFF = 0.02
-#: ...doubling each time up to this: how late a slot freed on another worker, or a
-#: rate-limit window that moved on, may be noticed by a worker with nothing to do.
-MAX_BACKOFF = 0.5
+MIN_BACKOFF = 0.05
+#: ...four times longer each time, up to this: how late a slot freed on another
+#: worker may be noticed by a worker with nothing else to do.
+MAX_BACKOFF = 1.0
 
 
 class Backoff:
@@ -48,10 +52,16 @@ class Backoff:
     True
     """
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        windows: Mapping[str, tuple[int, float]] | None = None,
+    ) -> None:
         self._clock = clock
+        self._windows = dict(windows or {})  # rate-limited kind -> (count, window)
         self._next: dict[str, float] = {}
         self._delay: dict[str, float] = {}
+        self._leased_at: dict[str, float] = {}
 
     def due(self, kind: str) -> bool:
         """Whether `kind` should be asked in this round."""
@@ -59,19 +69,28 @@ class Backoff:
 
     def gave_nothing(self, kind: str) -> None:
         """`kind` leased no job: wait before asking again, longer each time."""
-        delay = min(MAX_BACKOFF, self._delay.get(kind, MIN_BACKOFF / 2) * 2)
+        now = self._clock()
+        cap = MAX_BACKOFF
+        if kind in self._windows:
+            count, window = self._windows[kind]
+            if now - self._leased_at.get(kind, -math.inf) <= window:
+                # It leased jobs within its window, so its window is likely full and
+                # moves on by one start's share at a time: look that often.
+                cap = max(MIN_BACKOFF, min(MAX_BACKOFF, window / count))
+        delay = min(cap, self._delay.get(kind, MIN_BACKOFF / 4) * 4)
         self._delay[kind] = delay
-        self._next[kind] = self._clock() + delay
+        self._next[kind] = now + delay
 
     def gave_some(self, kind: str) -> None:
         """`kind` leased jobs: ask again next round."""
-        self._delay.pop(kind, None)
-        self._next.pop(kind, None)
+        self._leased_at[kind] = self._clock()
+        self.freed([kind])
 
     def freed(self, kinds: Iterable[str]) -> None:
         """Jobs of `kinds` finished here, freeing slots: ask them next round."""
         for kind in kinds:
-            self.gave_some(kind)
+            self._delay.pop(kind, None)
+            self._next.pop(kind, None)
 
 
 class LimitedClaims:
@@ -80,21 +99,26 @@ class LimitedClaims:
     Args:
         driver: the worker's driver (`Driver.claim_limited` does the locking and
             counting).
-        kinds: the limited kinds, as the driver lists them.
+        limits: kind -> `Limits`, for the limited kinds.
         clock: monotonic seconds (for `Backoff`).
     """
 
     def __init__(
         self,
         driver: Driver,
-        kinds: Sequence[str],
+        limits: Mapping[str, Limits],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.driver = driver
         #: The limited kinds, sorted: the order their locks are taken in.
-        self.kinds: list[str] = sorted(kinds)
-        self.backoff = Backoff(clock)
+        self.kinds: list[str] = sorted(kind for kind, limit in limits.items() if limit.limited)
+        windows = {
+            kind: (limit.rate_count, limit.rate_window)
+            for kind, limit in limits.items()
+            if limit.rate_count and limit.rate_window
+        }
+        self.backoff = Backoff(clock, windows)
 
     def __bool__(self) -> bool:
         return bool(self.kinds)

@@ -83,13 +83,11 @@ class Worker(Generic[JobT]):
         self.default_lease = max([t.lease for t in tasks], default=300.0)
         leases = {t.kind: t.lease for t in tasks}
 
+        limits = {t.kind: t.limits for t in registry.limited()}
         self.driver = PostgresDriver(
-            model,
-            leases=leases,
-            default_lease=self.default_lease,
-            limits={t.kind: t.limits for t in registry.limited()},
+            model, leases=leases, default_lease=self.default_lease, limits=limits
         )
-        self.limited = LimitedClaims(self.driver, self.driver.limited_kinds)
+        self.limited = LimitedClaims(self.driver, limits)
         self._limited_first = False  # alternates, so neither side starves the other
         self.inflight = InFlight()
         self.completer = Completer(self.driver, self.worker_id, inflight=self.inflight)

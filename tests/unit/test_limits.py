@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, ValidationError
-from sa_jobqueue.limited import MAX_BACKOFF, MIN_BACKOFF, Backoff
+from sa_jobqueue.limited import MAX_BACKOFF, MIN_BACKOFF, Backoff, LimitedClaims
 from sa_jobqueue.limits import Limits, check_concurrency_key, check_limits
 from tests.models import new_queue
 
@@ -118,8 +118,9 @@ def test_backoff_doubles_up_to_its_cap_and_resets_when_a_slot_frees():
             now[0] += 0.001
         delays.append(round(now[0] - start, 3))
     assert delays[0] == pytest.approx(MIN_BACKOFF, abs=0.002)
-    assert delays[1] == pytest.approx(2 * MIN_BACKOFF, abs=0.002)
+    assert delays[1] == pytest.approx(4 * MIN_BACKOFF, abs=0.002)
     assert max(delays) == pytest.approx(MAX_BACKOFF, abs=0.002)
+    assert delays[-1] == pytest.approx(MAX_BACKOFF, abs=0.002)
     backoff.gave_nothing("k")
     assert not backoff.due("k")
     assert backoff.due("other")  # kinds back off on their own
@@ -128,6 +129,36 @@ def test_backoff_doubles_up_to_its_cap_and_resets_when_a_slot_frees():
     backoff.gave_nothing("k")  # and start again from the shortest delay
     now[0] += MIN_BACKOFF
     assert backoff.due("k")
+
+
+def test_a_rate_limited_kind_backs_off_at_most_one_starts_share_of_its_window():
+    now = [0.0]
+    limits = {
+        "rated": check_limits(rate_limit=(5, 1.0)),
+        "slow_rate": check_limits(rate_limit=(1, 60.0)),
+        "capped": check_limits(max_running=2),
+    }
+    claims = LimitedClaims(None, limits, clock=lambda: now[0])  # type: ignore[arg-type]
+    assert claims.kinds == ["capped", "rated", "slow_rate"]
+
+    def longest(kind):
+        for _ in range(10):
+            claims.backoff.gave_nothing(kind)
+        start = now[0]
+        while not claims.backoff.due(kind):
+            now[0] += 0.001
+        return round(now[0] - start, 3)
+
+    # Idle (it never leased a job): the plain backoff.
+    assert longest("rated") == pytest.approx(MAX_BACKOFF, abs=0.002)
+    claims.backoff.gave_some("rated")  # it leased jobs: its window is likely full now
+    assert longest("rated") == pytest.approx(0.2, abs=0.002)  # 1 s / 5 starts
+    now[0] += 1.5  # more than a window since it leased any
+    assert longest("rated") == pytest.approx(MAX_BACKOFF, abs=0.002)
+    claims.backoff.gave_some("slow_rate")
+    assert longest("slow_rate") == pytest.approx(MAX_BACKOFF, abs=0.002)  # 60 s / 1
+    claims.backoff.gave_some("capped")
+    assert longest("capped") == pytest.approx(MAX_BACKOFF, abs=0.002)
 
 
 def test_limits_describe():
