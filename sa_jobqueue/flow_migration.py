@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Column, Index, Text
+from sqlalchemy import Column, Index, Text, text
 
 from alembic import op
 from sa_jobqueue.migration import jobs_table
@@ -24,9 +24,9 @@ def add_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
 
     Adding a nullable column without a default only changes the catalog: no row is
     rewritten, and live jobs (pending or running) keep running under the old code.
-    What exists already is kept (``IF NOT EXISTS``), so it also completes a table
-    that ``create_all`` made and ``sa-jobqueue migrate --adopt`` recorded as at
-    ``sajq_0001``.
+    What exists already is kept (``IF NOT EXISTS``): a table that
+    `sa_jobqueue.migration.create_jobs_table` or ``create_all`` made with this
+    version has it all, and nothing is done twice.
     """
     check_identifier(name)
     if schema is not None:
@@ -47,5 +47,6 @@ def _create_index(index: Index, table: str, schema: str | None) -> None:
 def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
     """Undo `add_flow_control`: drop the starts log and the ``concurrency_key`` column."""
     check_identifier(name)
-    op.drop_table(starts_table_name(name), schema=schema)
-    op.drop_column(name, "concurrency_key", schema=schema)
+    op.drop_table(starts_table_name(name), schema=schema, if_exists=True)
+    quoted = f'"{check_identifier(schema)}"."{name}"' if schema else f'"{name}"'
+    op.execute(text(f"ALTER TABLE {quoted} DROP COLUMN IF EXISTS concurrency_key"))

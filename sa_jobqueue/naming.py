@@ -8,6 +8,8 @@ importing one another (and without importing Alembic).
 'sa_jobqueue_jobs'
 >>> version_table("jobs")
 'sa_jobqueue_version_jobs'
+>>> paused_queues_table("jobs"), schedules_table("jobs")
+('sa_jobqueue_paused_jobs', 'sa_jobqueue_schedules_jobs')
 >>> starts_table_name("jobs")
 'sa_jobqueue_starts_jobs'
 >>> lock_name("jobs", "sweep")
@@ -25,9 +27,12 @@ __all__ = [
     "channel_name",
     "check_identifier",
     "check_table_name",
+    "control_channel_name",
     "derived_names",
     "lock_name",
     "notify_function_name",
+    "paused_queues_table",
+    "schedules_table",
     "starts_table_name",
     "version_table",
 ]
@@ -71,6 +76,8 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"ix_{table}_finished",
         f"sa_jobqueue_notify_{table}",
         f"sa_jobqueue_{table}",
+        f"sa_jobqueue_starts_{table}",
+        f"ix_{table}_starts",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -127,3 +134,18 @@ def notify_function_name(table: str) -> str:
 def lock_name(table: str, purpose: str) -> str:
     """The text hashed into `table`'s advisory-lock key for `purpose` (``sweep``, ``prune``)."""
     return f"sa_jobqueue:{table}:{purpose}"
+
+
+def control_channel_name(table: str) -> str:
+    """The channel on which `jobs.cancel` tells workers which running jobs of `table` stop."""
+    return f"sa_jobqueue_control_{table}"[:IDENTIFIER_MAX]
+
+
+def paused_queues_table(table: str) -> str:
+    """The table listing `table`'s paused queues (one row per paused queue)."""
+    return f"sa_jobqueue_paused_{table}"[:IDENTIFIER_MAX]
+
+
+def schedules_table(table: str) -> str:
+    """The table holding the next tick of each periodic schedule of `table`."""
+    return f"sa_jobqueue_schedules_{table}"[:IDENTIFIER_MAX]

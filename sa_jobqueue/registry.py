@@ -31,6 +31,7 @@ class TaskDef:
         lease: seconds a claim lasts before heartbeats must extend it.
         transactional: run in one transaction with the ``done`` mark.
         backoff: delay policy after a failure.
+        timeout: seconds an attempt may run before it fails as timed out (None: no limit).
         limits: flow control over every worker (``max_running``...; see `Limits`).
     """
 
@@ -41,6 +42,7 @@ class TaskDef:
     lease: float
     transactional: bool
     backoff: BackoffPolicy
+    timeout: float | None = None
     limits: Limits = field(default_factory=Limits)
 
 
@@ -60,6 +62,7 @@ class Registry:
         lease: timedelta | float,
         transactional: bool,
         backoff: BackoffPolicy | None,
+        timeout: timedelta | float | None = None,
         max_running: object = None,
         max_running_per_key: object = None,
         rate_limit: object = None,
@@ -71,6 +74,7 @@ class Registry:
             if max_attempts is not None:
                 check_max_attempts(max_attempts)
             lease_seconds = check_delay("lease", lease)
+            timeout_seconds = None if timeout is None else check_delay("timeout", timeout)
             limits = check_limits(
                 max_running=max_running,
                 max_running_per_key=max_running_per_key,
@@ -80,6 +84,8 @@ class Registry:
             raise ConfigurationError(f"task {kind!r}: {exc}") from None
         if lease_seconds < 1:
             raise ConfigurationError(f"task {kind!r}: lease must be at least 1 second")
+        if timeout_seconds is not None and timeout_seconds <= 0:
+            raise ConfigurationError(f"task {kind!r}: timeout must be positive, not {timeout!r}")
         if not callable(handler):
             raise ConfigurationError(f"task {kind!r}: handler {handler!r} is not callable")
         if kind in self._tasks:
@@ -96,6 +102,7 @@ class Registry:
             lease=lease_seconds,
             transactional=bool(transactional),
             backoff=backoff or exponential,
+            timeout=timeout_seconds,
             limits=limits,
         )
         self._tasks[kind] = task

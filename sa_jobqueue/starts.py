@@ -32,5 +32,5 @@ def starts_table(metadata: MetaData, table: str) -> Table:
         Column("kind", Text, nullable=False),
         Column("started_at", DateTime(timezone=True), server_default=text("now()"), nullable=False),
         # The window count and the prune both walk one kind's starts by time.
-        Index(f"ix_{name}_kind"[:63], "kind", "started_at"),
+        Index(f"ix_{table}_starts", "kind", "started_at"),
     )

@@ -1,7 +1,7 @@
 """sa-jobqueue: flow control (a concurrency_key column and the rate limits' starts log).
 
 Revision ID: sajq_0003
-Revises: sajq_0001
+Revises: sajq_0002
 Create Date: 2026-12-01
 
 ``concurrency_key`` is a nullable column without a default: adding it rewrites no
@@ -16,7 +16,7 @@ from alembic import context
 from sa_jobqueue.flow_migration import add_flow_control, drop_flow_control
 
 revision: str = "sajq_0003"
-down_revision: str | Sequence[str] | None = "sajq_0001"
+down_revision: str | Sequence[str] | None = "sajq_0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -21,13 +21,20 @@ from sa_jobqueue.statements.common import (
     FINISHED_VALUES,
     advisory_lock_key,
     advisory_unlock,
+    asynchronous_commit,
     db_now,
     notify,
     seconds,
     try_advisory_lock,
     try_advisory_xact_lock,
 )
-from sa_jobqueue.statements.limits import claim_limited, limit_usage, lock_limited, starts_of
+from sa_jobqueue.statements.limits import (
+    claim_limited,
+    limit_usage,
+    limited_due,
+    lock_limited,
+    starts_of,
+)
 from sa_jobqueue.statements.operator import (
     cancel,
     get_job,
@@ -40,6 +47,7 @@ from sa_jobqueue.statements.operator import (
 )
 from sa_jobqueue.statements.runtime import (
     by_keys,
+    by_unique_keys,
     claim,
     complete,
     discard,
@@ -58,7 +66,9 @@ __all__ = [
     "FINISHED_VALUES",
     "advisory_lock_key",
     "advisory_unlock",
+    "asynchronous_commit",
     "by_keys",
+    "by_unique_keys",
     "cancel",
     "claim",
     "claim_limited",
@@ -70,6 +80,7 @@ __all__ = [
     "get_job",
     "heartbeat",
     "limit_usage",
+    "limited_due",
     "list_jobs",
     "lock_limited",
     "next_run_at",

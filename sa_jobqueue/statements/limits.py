@@ -11,6 +11,7 @@ lock's previous holders. Why this design, and its failure cases: docs/flow-contr
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -36,8 +37,9 @@ from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.naming import lock_name
 from sa_jobqueue.starts import starts_table
 from sa_jobqueue.statements.common import CLAIMED_COLUMNS, seconds
+from sa_jobqueue.statements.control import is_paused
 
-__all__ = ["claim_limited", "limit_usage", "lock_limited", "starts_of"]
+__all__ = ["claim_limited", "limit_usage", "limited_due", "lock_limited", "starts_of"]
 
 
 def starts_of(model: type[JobMixin]) -> Any:
@@ -76,11 +78,14 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
     Rows locked by another transaction are skipped, never waited on. Returns the
     leased jobs' `CLAIMED_COLUMNS`.
     """
+    queue_name = bindparam("queue_name", type_=Text)
     pending = [
         model.status == Status.PENDING.value,
-        model.queue == bindparam("queue_name", type_=Text),
+        model.queue == queue_name,
         model.kind == literal(kind, Text),
         model.run_at <= func.now(),
+        # A paused queue yields nothing, limited or not (as in `claim`).
+        ~is_paused(model, queue_name),
     ]
     limit = bindparam("limit", type_=Integer)
     room: list[ColumnElement[Any]] = []
@@ -184,6 +189,27 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
         .add_cte(logged.cte("logged"))
         .add_cte(pruned.cte("pruned"))
     )
+
+
+def limited_due(model: type[JobMixin], *, kinds: Sequence[str]) -> Select[Any]:
+    """Whether a job of `kinds` is due in a queue of ``:queues`` that is not paused.
+
+    A drain asks it when it claimed nothing: such jobs wait for a limit (a slot, a
+    rate window), so the drain waits for them too.
+    """
+    queues = bindparam("queues", type_=ARRAY(Text))
+    due = (
+        select(model.id)
+        .where(
+            model.status == Status.PENDING.value,
+            model.run_at <= func.now(),
+            model.queue == func.any(queues),
+            model.kind.in_([literal(kind, Text) for kind in sorted(kinds)]),
+            ~is_paused(model, model.__table__.c.queue),
+        )
+        .limit(1)
+    )
+    return select(due.exists())
 
 
 def limit_usage(model: type[JobMixin]) -> Select[Any]:

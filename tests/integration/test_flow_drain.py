@@ -44,3 +44,18 @@ def test_drain_with_max_running_1_runs_them_one_at_a_time(committed):
         jobs.enqueue_many(session, [("serial", {"i": i}) for i in range(6)])
     assert jobs.worker(committed, concurrency=4, listen=False).drain() == 6
     assert most[0] == 1
+
+
+def test_drain_ends_while_a_paused_queue_holds_limited_jobs(committed):
+    jobs = new_queue()
+    ran: list[int] = []
+    jobs.task("serial", max_running=1, queue="held")(lambda ctx: ran.append(ctx.id))
+    jobs.task("plain")(lambda ctx: ran.append(ctx.id))
+    with Session(committed) as session, session.begin():
+        jobs.enqueue_many(session, [("serial", {}), ("plain", {})])
+        jobs.pause(session, "held")
+    worker = jobs.worker(committed, concurrency=2, listen=False)
+    assert worker.drain() == 1  # the plain job; the paused queue's job waits for resume
+    with Session(committed) as session:
+        pending = session.scalars(select(Job.kind).where(Job.status == "pending")).all()
+    assert pending == ["serial"]

@@ -229,3 +229,19 @@ def test_stats_show_running_against_each_limit(committed):
     text_ = render_stats(snapshot, "jobs")
     assert "sync_crm      2/2" in text_
     assert "2/5 per 1s" in text_
+
+
+def test_a_paused_queue_gives_no_limited_job(committed):
+    jobs = new_queue()
+    _enqueue(committed, "sync_crm", 2)
+    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    with Session(committed) as session, session.begin():
+        jobs.pause(session, "default")
+    with committed.begin() as conn:
+        conn.execute(statements.lock_limited(Job, "sync_crm"))
+        assert _claim(conn, claim, "w") == []
+    with Session(committed) as session, session.begin():
+        jobs.resume(session, "default")
+    with committed.begin() as conn:
+        conn.execute(statements.lock_limited(Job, "sync_crm"))
+        assert len(_claim(conn, claim, "w")) == 2

@@ -30,7 +30,10 @@ def _down_revision() -> str:
 def before(server_url: str) -> Iterator[tuple[str, Engine]]:
     """A database migrated to just before sajq_0003, holding live jobs."""
     with scratch_database(server_url, prefix="sa_jobqueue_flow_rev") as url:
-        migration.upgrade(url, revision=_down_revision())
+        # A fresh install makes the current schema at once, so go up, then down past
+        # sajq_0003: what an existing installation of the older version has.
+        migration.upgrade(url)
+        migration.downgrade(url, revision=_down_revision())
         engine = create_engine(url, poolclass=NullPool)
         with engine.begin() as conn:
             conn.execute(
@@ -104,6 +107,20 @@ def test_upgrade_keeps_live_jobs_and_they_run_under_the_limits(before):
     with Session(engine) as session, session.begin():
         job = jobs.enqueue(session, "charge", {}, concurrency_key="customer:42")
         assert job.concurrency_key == "customer:42"
+
+
+def test_upgrade_is_a_no_op_on_a_table_the_current_helpers_made(server_url):
+    with scratch_database(server_url, prefix="sa_jobqueue_flow_rev") as url:
+        migration.upgrade(url, revision=_down_revision())  # creates today's table
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            before = _rows(engine)
+            migration.upgrade(url)  # sajq_0003 finds its column and table there
+            assert _rows(engine) == before
+            with engine.connect() as conn:
+                assert conn.scalar(text("SELECT to_regclass('sa_jobqueue_starts_jobs')"))
+        finally:
+            engine.dispose()
 
 
 def test_downgrade_keeps_live_jobs(before):

@@ -7,13 +7,17 @@ WHERE jobs.status = %(status_1)s AND jobs.kind = %(param_3)s AND jobs.concurrenc
 ranked AS
 (SELECT jobs.id AS id, jobs.concurrency_key AS key, row_number() OVER (PARTITION BY jobs.concurrency_key ORDER BY jobs.priority, jobs.run_at, jobs.id) + coalesce(busy.n, %(coalesce_1)s) AS slot
 FROM jobs LEFT OUTER JOIN busy ON busy.key = jobs.concurrency_key
-WHERE jobs.status = %(status_2)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_4)s AND jobs.run_at <= now()),
+WHERE jobs.status = %(status_2)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_4)s AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
+FROM sa_jobqueue_paused_jobs
+WHERE sa_jobqueue_paused_jobs.queue = %(queue_name)s))),
 locked AS
 (SELECT jobs.id AS id, jobs.priority AS priority, jobs.run_at AS run_at
 FROM jobs JOIN (SELECT ranked.id AS id
 FROM ranked
 WHERE ranked.key IS NULL OR ranked.slot <= %(param_5)s) AS fitting ON fitting.id = jobs.id
-WHERE jobs.status = %(status_2)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_4)s AND jobs.run_at <= now() ORDER BY jobs.priority, jobs.run_at, jobs.id
+WHERE jobs.status = %(status_2)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_4)s AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
+FROM sa_jobqueue_paused_jobs
+WHERE sa_jobqueue_paused_jobs.queue = %(queue_name)s)) ORDER BY jobs.priority, jobs.run_at, jobs.id
  LIMIT %(limit)s FOR UPDATE OF jobs SKIP LOCKED),
 due AS
 (SELECT locked.id AS id

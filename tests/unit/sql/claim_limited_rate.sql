@@ -3,7 +3,9 @@ WITH clock AS
 locked AS
 (SELECT jobs.id AS id, jobs.priority AS priority, jobs.run_at AS run_at
 FROM jobs
-WHERE jobs.status = %(status_1)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_3)s AND jobs.run_at <= now() ORDER BY jobs.priority, jobs.run_at, jobs.id
+WHERE jobs.status = %(status_1)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_3)s AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
+FROM sa_jobqueue_paused_jobs
+WHERE sa_jobqueue_paused_jobs.queue = %(queue_name)s)) ORDER BY jobs.priority, jobs.run_at, jobs.id
  LIMIT %(limit)s FOR UPDATE OF jobs SKIP LOCKED),
 due AS
 (SELECT locked.id AS id
