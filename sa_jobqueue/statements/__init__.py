@@ -9,7 +9,8 @@ Every statement that changes a claimed job is *fenced*: it matches `id`,
 `attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
 lost (and whose job was claimed again) touches no row.
 
-The builders live in four modules (`common`, `runtime`, `operator`, `limits`); this
+The builders live in five modules (`common`, `runtime`, `operator`, `dashboard`,
+`limits`); this
 package re-exports them, so callers write ``statements.claim(model, ...)``.
 Nothing outside this package writes SQL.
 """
@@ -27,6 +28,20 @@ from sa_jobqueue.statements.common import (
     seconds,
     try_advisory_lock,
     try_advisory_xact_lock,
+)
+from sa_jobqueue.statements.dashboard import (
+    LIST_ORDERS,
+    cursor_params,
+    delete_finished,
+    finished_per_minute,
+    finished_recently,
+    job_page,
+    pending_summary,
+    running_summary,
+    schedule_of_job,
+    schedules,
+    set_statement_timeout,
+    workers_summary,
 )
 from sa_jobqueue.statements.limits import (
     claim_limited,
@@ -64,6 +79,7 @@ from sa_jobqueue.statements.runtime import (
 __all__ = [
     "CLAIMED_COLUMNS",
     "FINISHED_VALUES",
+    "LIST_ORDERS",
     "advisory_lock_key",
     "advisory_unlock",
     "asynchronous_commit",
@@ -73,24 +89,34 @@ __all__ = [
     "claim",
     "claim_limited",
     "complete",
+    "cursor_params",
     "db_now",
+    "delete_finished",
     "discard",
     "enqueue",
     "fail",
+    "finished_per_minute",
+    "finished_recently",
     "get_job",
     "heartbeat",
+    "job_page",
     "limit_usage",
     "limited_due",
     "list_jobs",
     "lock_limited",
     "next_run_at",
     "notify",
+    "pending_summary",
     "prune",
     "release",
     "requeue",
     "requeue_failed",
     "retry_later",
+    "running_summary",
+    "schedule_of_job",
+    "schedules",
     "seconds",
+    "set_statement_timeout",
     "starts_of",
     "stats",
     "statuses_of",
@@ -98,4 +124,5 @@ __all__ = [
     "sweep_expired",
     "try_advisory_lock",
     "try_advisory_xact_lock",
+    "workers_summary",
 ]

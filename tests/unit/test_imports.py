@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
         {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
-        | {"engines", "state_tables", "limits", "starts"},
+        | {"engines", "state_tables", "aio", "limits", "starts"},
     ),
     ("vocabulary", {"context", "attempt", "registry", "cancellation"}),
     ("sql", {"statements"}),
@@ -40,12 +40,13 @@ LAYERS: list[tuple[str, set[str]]] = [
             "wakeup",
             "maintenance",
             "pool",
+            "aio_pool",
             "limited",
         },
     ),
     ("worker", {"worker"}),
     ("api", {"jobqueue", "", "testing"}),
-    ("entry points", {"cli", "pytest_plugin"}),
+    ("entry points", {"cli", "pytest_plugin", "dashboard"}),
 ]
 
 
