@@ -74,11 +74,12 @@ def drive(url: str, case: str, concurrency: int) -> None:
     engine.dispose()
 
 
-def statements_per_job(url: str, case: str, count: int, concurrency: int) -> dict[str, float]:
-    """One in-process drain of `count` jobs, counting the SQL statements by what they do.
+def statements_per_round(url: str, case: str, count: int, concurrency: int) -> dict[str, float]:
+    """One in-process drain of `count` jobs: SQL statements per claim round, by what they do.
 
-    Unlike throughput, the count does not depend on the machine's load: it is the
-    claim path's cost in round trips.
+    A round is one transaction that records what finished (one ``complete``) and
+    claims; how many jobs a round takes depends on timing, what a round costs does
+    not, so this is the claim path's cost in round trips, whatever the load.
     """
     raw.truncate(url)
     raw.fill(url, "noop", count)
@@ -104,7 +105,8 @@ def statements_per_job(url: str, case: str, count: int, concurrency: int) -> dic
         engine.dispose()
     if done != count:
         raise RuntimeError(f"{case}: {done} of {count} jobs processed")
-    return {name: n / count for name, n in counts.items()}
+    rounds = max(1, counts["complete"])
+    return {name: n / rounds for name, n in counts.items()}
 
 
 def drain(url: str, case: str, count: int, processes: int, concurrency: int) -> float:
@@ -163,7 +165,7 @@ def main() -> None:
         server = args.database_url or stack.enter_context(throwaway_postgres())
         url = stack.enter_context(scratch_database(server, prefix="sa_jobqueue_bench_limits"))
         migration.upgrade(url)
-        per_job = {case: statements_per_job(url, case, 2_000, args.concurrency) for case in CASES}
+        per_job = {case: statements_per_round(url, case, 2_000, args.concurrency) for case in CASES}
         for rep in range(0 if args.statements_only else args.reps):
             for case in CASES:
                 rate = drain(url, case, args.jobs, args.processes, args.concurrency)
@@ -195,12 +197,12 @@ def main() -> None:
 
 
 def render_statements(per_job: dict[str, dict[str, float]], concurrency: int) -> str:
-    """The statement counts as a table: statements per job, by kind of statement."""
+    """The statement counts as a table: statements per claim round, by kind of statement."""
     names = sorted({name for counts in per_job.values() for name in counts})
     base = sum(per_job["unlimited"].values())
     lines = [
-        f"SQL statements per job (2,000 jobs, 1 process, concurrency {concurrency}; "
-        "independent of load):",
+        f"SQL statements per claim round (2,000 jobs, 1 process, concurrency {concurrency}); "
+        "a round's cost in round trips does not depend on the load:",
         "",
         "| case | " + " | ".join(names) + " | total | unlimited / total |",
         "|---|" + "---|" * (len(names) + 2),
