@@ -37,6 +37,7 @@ from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.executor import Executor
+from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener, Notifier, PollingNotifier
@@ -115,7 +116,12 @@ class Worker(Generic[JobT]):
         self.default_lease = max([t.lease for t in tasks], default=300.0)
         leases = {t.kind: t.lease for t in tasks}
 
-        self.driver = PostgresDriver(model, leases=leases, default_lease=self.default_lease)
+        limits = {t.kind: t.limits for t in registry.limited()}
+        self.driver = PostgresDriver(
+            model, leases=leases, default_lease=self.default_lease, limits=limits
+        )
+        self.limited = LimitedClaims(self.driver, limits)
+        self._limited_first = False  # alternates, so neither side starves the other
         self.inflight = InFlight()
         self.completer = Completer(self.driver, self.worker_id, inflight=self.inflight)
         self.wakeup = WakeupPolicy(self.poll_interval)
@@ -260,6 +266,10 @@ class Worker(Generic[JobT]):
             self.queues,
             self.concurrency,
         )
+        for task in self.registry.limited():
+            log.info(
+                "worker %s: %s limited to %s", self.worker_id, task.kind, task.limits.describe()
+            )
         wait: float | None = self.shutdown_timeout
         try:
             self.maintenance.sweep_once()
@@ -294,7 +304,10 @@ class Worker(Generic[JobT]):
                 continue
             idle = claimed == 0 and not self.inflight and not self.completer.has_unrecorded()
             if until_empty and idle:
-                return
+                if not self._held_back_by_limits():
+                    return
+                self._stopping.wait(MIN_BACKOFF)  # due jobs wait for a limit: look again
+                continue
             if claimed and claimed == free:
                 continue  # a full batch: more may be due right now
             self._wait(claimed, free)
@@ -312,6 +325,7 @@ class Worker(Generic[JobT]):
                 self.driver.commit_asynchronously(conn)
             if reports:
                 self.completer.record(conn, reports)
+                self.limited.freed(o.job.kind for o in reports)
             claimed: list[Claimed] = []
             if free > 0 and not self._stopping.is_set():
                 claimed = self._claim(conn, free)
@@ -333,16 +347,40 @@ class Worker(Generic[JobT]):
         return len(claimed), free
 
     def _claim(self, conn: Connection, free: int) -> list[Claimed]:
-        """Claim up to `free` jobs, one statement per queue, starting with a rotating queue."""
+        """Claim up to `free` jobs: unlimited kinds and, through `LimitedClaims`, limited ones.
+
+        Unlimited kinds take one statement per queue, starting with a rotating queue.
+        Every second round the limited kinds go first, so neither side starves the
+        other; when they go first and fill `free`, the round needs no other claim.
+        """
         queues = self.queues
         start = self._first_queue
         self._first_queue = (start + 1) % len(queues)
+        order = queues[start:] + queues[:start]
+        self._limited_first = not self._limited_first
         claimed: list[Claimed] = []
-        for queue in queues[start:] + queues[:start]:
-            claimed += self.driver.claim(conn, queue, free - len(claimed), self.worker_id)
-            if len(claimed) >= free:
-                break
+        if self.limited and self._limited_first:
+            claimed += self.limited.claim(conn, order, free, self.worker_id)
+        claimed += self._claim_unlimited(conn, order, free - len(claimed))
+        if self.limited and not self._limited_first and len(claimed) < free:
+            claimed += self.limited.claim(conn, order, free - len(claimed), self.worker_id)
         return claimed
+
+    def _claim_unlimited(self, conn: Connection, order: Sequence[str], limit: int) -> list[Claimed]:
+        claimed: list[Claimed] = []
+        for queue in order:
+            if len(claimed) >= limit:
+                break
+            claimed += self.driver.claim(conn, queue, limit - len(claimed), self.worker_id)
+        return claimed
+
+    def _held_back_by_limits(self) -> bool:
+        """In a drain: whether due jobs are left that a limit keeps from running now."""
+        if not self.limited:
+            return False
+        conn = self._connection()
+        with conn.begin():
+            return self.driver.limited_due(conn, self.queues)
 
     def _report(self, outcomes: Sequence[Outcome]) -> None:
         """The pool's callback (a handler thread): hand over, then wake the loop."""
