@@ -45,7 +45,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     ("worker", {"worker"}),
     ("api", {"jobqueue", "", "testing"}),
-    ("entry points", {"cli", "pytest_plugin"}),
+    ("entry points", {"cli", "pytest_plugin", "dashboard"}),
 ]
 
 
