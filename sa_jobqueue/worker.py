@@ -483,7 +483,8 @@ class Worker(Generic[JobT]):
             # lives on that loop); otherwise an engine of their own, on their loop.
             in_callers_loop = self._callers_loop is not None and self.async_engine is not None
             self._async_sessions = AsyncSessions(
-                self.engine, self.async_engine if in_callers_loop else None
+                self.async_engine.url if self.async_engine is not None else self.engine.url,
+                self.async_engine if in_callers_loop else None,
             )
             self._executor.async_session_factory = self._async_sessions
             self.async_pool.on_close = self._async_sessions.aclose
