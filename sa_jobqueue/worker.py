@@ -24,10 +24,12 @@ from typing import Generic
 from sqlalchemy import Connection, Engine, exc
 from sqlalchemy.orm import sessionmaker
 
+from sa_jobqueue import preflight
 from sa_jobqueue.attempt import Claimed, InFlight, Outcome
 from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
+from sa_jobqueue.engines import check_worker_engine
 from sa_jobqueue.executor import Executor
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
@@ -68,10 +70,12 @@ class Worker(Generic[JobT]):
     def __init__(
         self, model: type[JobT], registry: Registry, engine: Engine, config: WorkerConfig
     ) -> None:
+        check_worker_engine(engine)
         self.model = model
         self.registry = registry
         self.engine = engine
         self.config = config
+        self._checked = False  # preflight.check_worker runs once, at the first start
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
         self.poll_interval = float(config.poll_interval)
@@ -163,6 +167,11 @@ class Worker(Generic[JobT]):
         self._stopping.clear()
         self._stopped.clear()
         self.processed = 0
+        if not self._checked:
+            # One line now (wrong encoding, wrong table) instead of an error per claim.
+            for warning in preflight.check_worker(self.engine, self.model):
+                log.warning("%s", warning)
+            self._checked = True
         self._start(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
@@ -307,7 +316,11 @@ class Worker(Generic[JobT]):
         self._maintenance_thread.start()
         if self.listen and listen:
             self.notifier = Listener(
-                self.engine, str(self.model.__tablename__), self.queues, self._on_notify
+                self.engine,
+                str(self.model.__tablename__),
+                self.queues,
+                self._on_notify,
+                url=self.config.listen_url,
             )
         else:
             self.notifier = PollingNotifier()
