@@ -37,6 +37,7 @@ __all__ = [
     "check_table_name",
     "create_jobs_table",
     "create_notify_trigger",
+    "current_revisions",
     "downgrade",
     "drop_jobs_table",
     "drop_notify_trigger",
@@ -192,6 +193,16 @@ def lock_migrations(connection: Connection, table: str) -> None:
 def _heads(connection: Connection, table: str) -> tuple[str, ...]:
     context = MigrationContext.configure(connection, opts={"version_table": version_table(table)})
     return tuple(context.get_current_heads())
+
+
+def current_revisions(url: str | URL, *, table: str = "jobs") -> tuple[str, ...]:
+    """The shipped revisions recorded for `table`, sorted; empty before its first migrate."""
+    engine = _engine(url, True)
+    try:
+        with engine.connect() as connection:
+            return tuple(sorted(_heads(connection, check_identifier(table))))
+    finally:
+        engine.dispose()
 
 
 def latest() -> tuple[str, ...]:

@@ -60,6 +60,7 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
 def migrate(database_url: str, table: str, revision: str, adopt: bool, force: bool) -> None:
     """Create or upgrade the jobs table with the shipped Alembic revisions (or downgrade it)."""
     down = revision == "base" or revision.startswith("-")
+    before: tuple[str, ...] = ()
     try:
         migration.check_table_name(table, migrated=True)
         if down:
@@ -71,6 +72,7 @@ def migrate(database_url: str, table: str, revision: str, adopt: bool, force: bo
                 prepared_statements=prepared_statements(),
             )
         else:
+            before = migration.current_revisions(database_url, table=table)
             heads = migration.upgrade(
                 database_url,
                 table=table,
@@ -82,12 +84,26 @@ def migrate(database_url: str, table: str, revision: str, adopt: bool, force: bo
         fail(str(error), 2)
     except Exception as error:  # noqa: BLE001 - one line for the operator, not a traceback
         fail(f"migration failed: {type(error).__name__}: {_first_line(error)}")
-    if not heads:
-        click.echo(f"table {table!r} is dropped (sa_jobqueue revision base)")
-    elif set(heads) == set(migration.latest()):
-        click.echo(f"table {table!r} is at the latest sa_jobqueue revision ({', '.join(heads)})")
+    if down:
+        at = ", ".join(heads) if heads else "base"
+        gone = " (the table is dropped)" if not heads else ""
+        click.echo(f"downgraded table {table} to {at}{gone}")
     else:
-        click.echo(f"table {table!r} is at sa_jobqueue revision {', '.join(heads)}")
+        click.echo(_migrated(table, revision, before, tuple(sorted(heads)), adopted=adopt))
+
+
+def _migrated(
+    table: str, revision: str, before: tuple[str, ...], after: tuple[str, ...], *, adopted: bool
+) -> str:
+    """What an upgrade did, in one line: created, adopted, upgraded, or nothing to do."""
+    at = ", ".join(after) or "base"
+    if before == after:
+        if revision == "heads":
+            return f"table {table} is already at the latest revision ({at}); nothing to do"
+        return f"table {table} is already at {at}; nothing to do"
+    if not before:
+        return f"{'adopted' if adopted else 'created'} table {table} at {at}"
+    return f"upgraded table {table} from {', '.join(before)} to {at}"
 
 
 def _first_line(error: BaseException) -> str:

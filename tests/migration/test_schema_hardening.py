@@ -139,7 +139,7 @@ def test_migrate_over_a_create_all_table_says_adopt_in_one_line_then_adopts(scra
     assert "sa-jobqueue migrate --adopt --table jobs" in line
     done = sa_jobqueue(url, "migrate", "--adopt")
     assert done.returncode == 0, done.stderr
-    assert "at the latest sa_jobqueue revision" in done.stdout
+    assert done.stdout.strip() == "adopted table jobs at sajq_0001"
     with engine.connect() as connection:
         assert connection.scalar(text("SELECT version_num FROM sa_jobqueue_version_jobs")) == (
             "sajq_0001"
@@ -239,7 +239,7 @@ def test_migrate_revision_base_downgrades_and_says_so(scratch):
     done = sa_jobqueue(url, "migrate", "--revision", "base")
     assert done.returncode == 0, done.stderr
     assert "latest" not in done.stdout
-    assert done.stdout.strip() == "table 'jobs' is dropped (sa_jobqueue revision base)"
+    assert done.stdout.strip() == "downgraded table jobs to base (the table is dropped)"
     with engine.connect() as connection:
         assert connection.scalar(text("SELECT to_regclass('jobs')")) is None
 
