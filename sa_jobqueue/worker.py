@@ -168,10 +168,7 @@ class Worker(Generic[JobT]):
         self._stopped.clear()
         self.processed = 0
         if not self._checked:
-            # One line now (wrong encoding, wrong table) instead of an error per claim.
-            for warning in preflight.check_worker(self.engine, self.model):
-                log.warning("%s", warning)
-            self._checked = True
+            self._check_database()
         self._start(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
@@ -307,6 +304,32 @@ class Worker(Generic[JobT]):
                 log.debug("closing a broken connection failed", exc_info=True)
 
     # -- start and stop -------------------------------------------------------
+
+    def _check_database(self) -> None:
+        """Run `preflight.check_worker` once, waiting out a database that is not up yet.
+
+        A wrong encoding or a misshapen table raises `ConfigurationError` (one line
+        now, instead of an error at every claim); a server that cannot be reached
+        is retried with backoff, as the claim loop would, until `stop`.
+        """
+        delay = 0.1
+        while not self._stopping.is_set():
+            try:
+                warnings = preflight.check_worker(self.engine, self.model)
+            except exc.OperationalError as error:
+                first = str(error.orig or error).strip().splitlines()[:1]
+                log.warning(
+                    "cannot reach the database to check it (%s); retrying in %.1fs",
+                    first[0] if first else type(error).__name__,
+                    delay,
+                )
+                self._stopping.wait(delay)
+                delay = min(5.0, delay * 2)
+                continue
+            for warning in warnings:
+                log.warning("%s", warning)
+            self._checked = True
+            return
 
     def _start(self, *, listen: bool) -> None:
         self.pool.start()
