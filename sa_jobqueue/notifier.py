@@ -40,7 +40,7 @@ import psycopg
 from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.pool import NullPool
 
-from sa_jobqueue.naming import channel_name
+from sa_jobqueue.naming import channel_name, control_channel_name
 
 __all__ = [
     "APPLICATION_NAME",
@@ -141,6 +141,9 @@ class Listener:
             ``listen_url``: a direct connection beside a transaction pooler).
         probe_timeout: seconds to wait for the test notification before warning
             that LISTEN hears nothing (None: send none).
+        on_control: when given, the listener also LISTENs on the table's control
+            channel (`naming.control_channel_name`) and calls it with each payload
+            there (``cancel <id>`` from `jobs.cancel`).
 
     Attributes:
         connected: set while the connection is up and LISTENing.
@@ -160,6 +163,7 @@ class Listener:
         max_backoff: float = 5.0,
         url: URL | None = None,
         probe_timeout: float | None = 5.0,
+        on_control: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         # A pool of our own with the engine's creator, URL, connect_args and pool
@@ -172,6 +176,8 @@ class Listener:
         self._probe_deadline: float | None = None
         self._probe_payload = f"{PROBE_PREFIX}{id(self)}-{random.getrandbits(32)}"
         self.channel = channel_name(table)
+        self.control_channel = control_channel_name(table)
+        self.on_control = on_control
         self.queues = frozenset(queues)
         self.on_wake = on_wake
         self.health_interval = health_interval
@@ -211,6 +217,8 @@ class Listener:
             connection.autocommit = True
             connection.execute(f"SET application_name = '{APPLICATION_NAME}'")
             connection.execute(f'LISTEN "{self.channel}"')
+            if self.on_control is not None:
+                connection.execute(f'LISTEN "{self.control_channel}"')
             self._harden(connection)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -328,6 +336,9 @@ class Listener:
         while not self._stop.is_set():
             for notify in connection.notifies(timeout=_TICK, stop_after=1):
                 heard = time.monotonic()
+                if notify.channel == self.control_channel and self.on_control is not None:
+                    self.on_control(notify.payload)
+                    continue
                 if notify.payload.startswith(PROBE_PREFIX):
                     self._check_probe(notify.payload)
                     continue

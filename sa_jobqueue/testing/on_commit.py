@@ -1,0 +1,132 @@
+"""Run-on-commit mode: a test's jobs run in its own process right after their transaction commits.
+
+With the mode on, every commit of a `Session` on the given engine (or on a
+connection of it) is followed, before ``commit()`` returns, by a `drain` of the
+queue: the jobs that transaction enqueued run then, with their real handlers, and
+so does any job those handlers enqueue. A transaction that rolls back enqueued
+nothing (invariant 9), so nothing runs. An HTTP endpoint's test thus sees the
+job's effect without a worker.
+
+It can only be switched on with the `run_on_commit` context manager (or the
+plugin's ``jobqueue_run_on_commit`` fixture), which refuses to start outside a
+pytest run unless told otherwise, and switches itself off when the block ends.
+The library never imports this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, Engine, event
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+from sa_jobqueue.jobqueue import JobQueue
+from sa_jobqueue.testing.draining import JobOutcome, drain
+
+__all__ = ["RunOnCommit", "run_on_commit"]
+
+log = logging.getLogger("sa_jobqueue.testing")
+
+
+class RunOnCommit:
+    """The switched-on mode: what ran, and for which commits.
+
+    Attributes:
+        jobs: the queue whose jobs run.
+        engine: commits of sessions on this engine (or its connections) trigger a drain.
+        outcomes: every attempt run so far, in order (see `JobOutcome`).
+        commits: how many commits triggered a drain.
+    """
+
+    def __init__(self, jobs: JobQueue[Any], engine: Engine) -> None:
+        self.jobs = jobs
+        self.engine = engine
+        self.outcomes: list[JobOutcome] = []
+        self.commits = 0
+        self._draining = threading.local()
+
+    def __repr__(self) -> str:
+        return f"<RunOnCommit {self.jobs!r} commits={self.commits} ran={len(self.outcomes)}>"
+
+    @property
+    def failures(self) -> list[JobOutcome]:
+        """The attempts that did not end ``done`` (retried or failed), with their errors."""
+        return [outcome for outcome in self.outcomes if outcome.outcome != "done"]
+
+    def _target(self, session: Session) -> Engine | Connection | None:
+        bind = session.bind
+        if isinstance(bind, Connection) and bind.engine is self.engine:
+            # The rolled-back tier: the commit released a savepoint on the test's
+            # connection; only that connection sees the jobs, so they run on it.
+            return None if bind.closed else bind
+        if isinstance(bind, Engine) and bind is self.engine:
+            return self.engine
+        return None
+
+    def after_commit(self, session: Session) -> None:
+        """The `after_commit` hook: drain the queue the committed session's jobs went to."""
+        target = self._target(session)
+        if target is None or getattr(self._draining, "active", False):
+            # Commits made while draining (a transactional handler's, or one that
+            # enqueues a follow-up) are picked up by the drain already running.
+            return
+        self._draining.active = True
+        try:
+            self.commits += 1
+            self.outcomes.extend(drain(self.jobs, target))
+        finally:
+            self._draining.active = False
+
+
+@contextlib.contextmanager
+def run_on_commit(
+    jobs: JobQueue[Any], engine: Engine | AsyncEngine, *, outside_pytest: bool = False
+) -> Iterator[RunOnCommit]:
+    """Switch run-on-commit mode on for the ``with`` block; yield what ran.
+
+    Example:
+        >>> with run_on_commit(jobs, engine) as ran:                    # doctest: +SKIP
+        ...     client.post("/orders", json={"id": 4})   # commits an order and its jobs
+        >>> assert [o.kind for o in ran.outcomes] == ["send_receipt"]  # doctest: +SKIP
+
+    Args:
+        jobs: the application's queue, whose handlers run.
+        engine: the engine the application's sessions use; commits on it (or on a
+            connection of it, as in the rolled-back ``session`` tier) trigger the drain.
+            An `AsyncEngine` works as well: an `AsyncSession`'s commit then drains
+            through its sync engine, inside the commit's await.
+        outside_pytest: allow the mode outside a pytest run (a script's own test
+            harness). Without it, starting the mode where ``PYTEST_CURRENT_TEST``
+            is unset raises, so it cannot be switched on in production by mistake.
+
+    A handler's error does not propagate into the application's ``commit()``: it is
+    recorded as the job's outcome (``failures``) and in the row, as a worker would.
+
+    Raises:
+        ConfigurationError: outside pytest, or with something else than a queue and an engine.
+    """
+    if not isinstance(jobs, JobQueue):
+        raise ConfigurationError(f"run_on_commit needs the application's JobQueue, not {jobs!r}")
+    engine = getattr(engine, "sync_engine", engine)  # an AsyncEngine's, for its sessions
+    if not isinstance(engine, Engine):
+        raise ConfigurationError(f"run_on_commit needs an Engine, not {engine!r}")
+    if not (outside_pytest or os.environ.get("PYTEST_CURRENT_TEST")):
+        raise ConfigurationError(
+            "run_on_commit runs jobs inside the committing process and is for tests only; "
+            "this is not a pytest run (pass outside_pytest=True for a harness of your own)"
+        )
+    mode = RunOnCommit(jobs, engine)
+    event.listen(Session, "after_commit", mode.after_commit)
+    try:
+        yield mode
+    finally:
+        event.remove(Session, "after_commit", mode.after_commit)

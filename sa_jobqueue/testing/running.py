@@ -1,0 +1,114 @@
+"""Running jobs inside a test: one handler now (`perform`), or every due job (`drain`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.context import JobContext
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.jobqueue import JobQueue
+from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, JobMixin
+from sa_jobqueue.validation import check_max_attempts, check_name, dump_payload
+
+__all__ = ["PERFORM_WORKER_ID", "perform"]
+
+#: The ``worker_id`` a handler run by `perform` sees.
+PERFORM_WORKER_ID = "sa_jobqueue.testing.perform"
+
+
+def perform(
+    jobs: JobQueue[Any],
+    kind: str | JobMixin,
+    payload: Any = None,
+    *,
+    session: Session | Connection | None = None,
+    attempt: int = 1,
+    job_id: int = 0,
+    queue: str | None = None,
+    max_attempts: int | None = None,
+    idempotency_key: str | None = None,
+) -> Any:
+    """Run the handler of `kind` once, now, in this thread, with a real `JobContext`.
+
+    No row is read, claimed or changed: this tests the handler's logic (what a
+    worker would do with the job is `drain`'s business). The payload goes through
+    the same JSON validation as `enqueue` and reaches the handler decoded, as a
+    worker would hand it over (tuples become lists, for one).
+
+    A transactional handler's ``ctx.session`` is a session on `session`'s
+    connection, inside a SAVEPOINT: its writes are visible to the test's session
+    when it returns, and rolled back when it raises (as the worker rolls back a
+    failed attempt's writes). Give the test's session (or connection) for them.
+
+    Args:
+        jobs: the application's queue, whose registered handler runs.
+        kind: the task's name, or a job row (its kind, payload, id, queue, key and
+            next attempt number are used; pass no payload then).
+        payload: the job's JSON payload (default ``{}``).
+        session: required by transactional handlers: the test's session or connection.
+        attempt: ``ctx.attempt`` (1 for a first run).
+        job_id: ``ctx.id``; the derived ``ctx.idempotency_key`` is ``"<table>:<job_id>"``.
+        queue: ``ctx.queue`` (default: the task's queue).
+        max_attempts: ``ctx.max_attempts`` (default: the task's, else 20).
+        idempotency_key: ``ctx.idempotency_key`` (default: derived from `job_id`).
+
+    Returns:
+        What the handler returned. Whatever it raises (`Retry` and `Discard`
+        included) propagates, for ``pytest.raises``.
+
+    Raises:
+        ConfigurationError: no task is registered as `kind`, or a transactional
+            handler got no `session`.
+        PayloadError: the payload is not JSON (as `enqueue` would say).
+    """
+    if not isinstance(jobs, JobQueue):
+        raise ConfigurationError(f"perform needs the application's JobQueue, not {jobs!r}")
+    if isinstance(kind, JobMixin):
+        if payload is not None:
+            raise ConfigurationError("perform(jobs, job) takes the payload from the job; give none")
+        row = kind
+        kind, payload, job_id, queue = row.kind, row.payload, row.id, row.queue
+        attempt, max_attempts = row.attempts + 1, row.max_attempts
+        idempotency_key = idempotency_key or row.idempotency_key
+    task = jobs.get_task(check_name("kind", kind))
+    if task is None:
+        known = sorted(t.kind for t in jobs.registry)
+        raise ConfigurationError(f"no task registered as {kind!r} in {jobs!r}; registered: {known}")
+    if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
+        raise ConfigurationError(f"attempt must be an int >= 1, not {attempt!r}")
+    decoded = json.loads(dump_payload({} if payload is None else payload, jobs.max_payload_bytes))
+
+    def context(handler_session: Session | None) -> JobContext:
+        return JobContext(
+            id=job_id,
+            kind=task.kind,
+            queue=check_name("queue", queue or task.queue),
+            payload=decoded,
+            attempt=attempt,
+            idempotency_key=idempotency_key or f"{jobs.table_name}:{job_id}",
+            max_attempts=check_max_attempts(
+                max_attempts or task.max_attempts or DEFAULT_MAX_ATTEMPTS
+            ),
+            worker_id=PERFORM_WORKER_ID,
+            _session=handler_session,
+        )
+
+    if not task.transactional:
+        return task.handler(context(None))
+    if session is None:
+        raise ConfigurationError(
+            f"task {kind!r} is transactional: pass session= (the test's session or connection), "
+            "whose connection its ctx.session uses"
+        )
+    connection = session.connection() if isinstance(session, Session) else session
+    if isinstance(session, Session):
+        session.flush()  # the handler's session sees what the test's session added
+    with (
+        Session(bind=connection, join_transaction_mode="create_savepoint") as handler_session,
+        handler_session.begin(),
+    ):
+        return task.handler(context(handler_session))
