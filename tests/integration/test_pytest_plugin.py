@@ -311,3 +311,17 @@ def test_the_committed_tier_keeps_the_version_table(jobqueue_committed):
 """
     )
     inner("test_overrides.py").assert_outcomes(passed=2)
+
+
+def test_with_autoloading_off_it_is_loaded_by_name(pytester, monkeypatch):
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pytester.makepyfile(
+        test_by_name="""
+def test_the_fixtures_are_there(jobqueue_server_url):
+    assert jobqueue_server_url
+"""
+    )
+    off = pytester.runpytest_subprocess("test_by_name.py")
+    off.assert_outcomes(errors=1)
+    on = pytester.runpytest_subprocess("-p", "sa_jobqueue.pytest_plugin", "test_by_name.py")
+    on.assert_outcomes(passed=1)
