@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest check demo bench bench-latency chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -13,10 +13,10 @@ help:  ## list the targets
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,docs]'
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install the project with its test extra
+install: $(STAMP)  ## create .venv and install the project with its test and docs extras
 
 lint: $(STAMP)  ## ruff check and format check
 	$(BIN)/ruff check .
@@ -32,9 +32,15 @@ quick: $(STAMP)  ## the fast tier: ruff, and the tests that start no worker or C
 	$(BIN)/ruff check .
 	$(BIN)/pytest -m "not slow" -q
 
-check: lint typecheck pytest  ## everything CI runs
+docs: $(STAMP)  ## build the docs site into site/ in strict mode (a broken link fails)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-test: check  ## ruff, mypy and pytest: the README's test command
+docs-serve: $(STAMP)  ## serve the docs site on http://127.0.0.1:8000 while you edit
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
+
+check: lint typecheck docs pytest  ## everything CI runs
+
+test: check  ## ruff, mypy, the strict docs build and pytest: the README's test command
 
 demo: $(STAMP)  ## the lesson end to end with real worker processes
 	$(BIN)/python examples/demo.py
@@ -50,4 +56,4 @@ chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart
 	$(BIN)/python bench/chaos.py
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist site

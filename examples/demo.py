@@ -33,10 +33,10 @@ from sqlalchemy.orm import Session
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from demo_app import Base, Invoice, Job, Order, jobs  # noqa: E402
-
 from sa_jobqueue import migration  # noqa: E402
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+
+from demo_app import Base, Invoice, Job, Order, jobs  # noqa: E402
 
 STARTED = time.monotonic()
 

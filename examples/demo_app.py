@@ -10,11 +10,10 @@ import logging
 import time
 from datetime import timedelta
 
-from sqlalchemy import ForeignKey, Integer, Text
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
 from sa_jobqueue import Discard, JobContext, JobMixin, JobQueue
 from sa_jobqueue.retry import Backoff
+from sqlalchemy import ForeignKey, Integer, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 log = logging.getLogger("demo_app")
 

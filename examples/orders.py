@@ -18,11 +18,10 @@ import contextlib
 import os
 from typing import Any
 
-from sqlalchemy import ForeignKey, Integer, Text, create_engine, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
-
 from sa_jobqueue import JobContext, JobMixin, JobQueue, migration
 from sa_jobqueue.testing import scratch_database, throwaway_postgres
+from sqlalchemy import ForeignKey, Integer, Text, create_engine, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 
 class Base(DeclarativeBase):

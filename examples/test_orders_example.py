@@ -20,11 +20,6 @@ Three tiers, from fast to thorough:
 from __future__ import annotations
 
 import pytest
-from orders import CONSUMERS, Base, Invoice, Job, Order, PaymentDeclinedError, jobs, place_order
-from sqlalchemy import MetaData, select
-from sqlalchemy.exc import NoResultFound
-from sqlalchemy.orm import Session
-
 from sa_jobqueue import JobQueue
 from sa_jobqueue.testing import (
     assert_enqueued,
@@ -33,6 +28,11 @@ from sa_jobqueue.testing import (
     perform,
     refute_enqueued,
 )
+from sqlalchemy import MetaData, select
+from sqlalchemy.exc import NoResultFound
+from sqlalchemy.orm import Session
+
+from orders import CONSUMERS, Base, Invoice, Job, Order, PaymentDeclinedError, jobs, place_order
 
 
 @pytest.fixture(scope="session")

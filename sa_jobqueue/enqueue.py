@@ -14,14 +14,14 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Insert, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue import statements, validation
-from sa_jobqueue.errors import JobQueueError, ValidationError
+from sa_jobqueue.errors import ConfigurationError, JobQueueError, ValidationError
 from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.registry import Registry
 
-__all__ = ["Inserter", "JobSpec", "prepare", "prepare_many"]
+__all__ = ["Inserter", "JobSpec", "check_session", "prepare", "prepare_many"]
 
 JobT = TypeVar("JobT", bound=JobMixin)
 
@@ -42,6 +42,23 @@ class JobSpec:
     run_at: datetime | None
     delay: float
     idempotency_key: str | None
+
+
+def check_session(session: object, method: str) -> None:
+    """Refuse anything but a `Session` (or a `scoped_session`) where `method` takes one.
+
+    An `AsyncSession` is told to use the asyncio method (``await jobs.aenqueue``):
+    called with one, the sync method would fail on a coroutine instead.
+    """
+    if isinstance(session, (Session, scoped_session)):
+        return
+    kind = type(session)
+    if kind.__module__.startswith("sqlalchemy.ext.asyncio"):
+        raise ConfigurationError(
+            f"jobs.{method}() takes a Session, not an {kind.__name__}: "
+            f"use await jobs.a{method}(...) with an AsyncSession"
+        )
+    raise ConfigurationError(f"jobs.{method}() takes a sqlalchemy.orm.Session, not {kind.__name__}")
 
 
 def prepare(

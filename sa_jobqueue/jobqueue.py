@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import admin
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
-from sa_jobqueue.enqueue import Inserter, prepare, prepare_many
+from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, JobT
 from sa_jobqueue.registry import Handler, Registry, TaskDef
@@ -146,7 +146,10 @@ class JobQueue(Generic[JobT]):
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
                 session is touched.
+            ConfigurationError: `session` is not a `Session` (an `AsyncSession`
+                is told to use ``await jobs.aenqueue(...)``).
         """
+        check_session(session, "enqueue")
         spec = prepare(
             self.registry,
             self.max_payload_bytes,
@@ -172,6 +175,7 @@ class JobQueue(Generic[JobT]):
         Same transaction rules and idempotency as `enqueue`; one bad item rejects
         the whole call before the session is touched.
         """
+        check_session(session, "enqueue_many")
         specs = prepare_many(self.registry, self.max_payload_bytes, items)
         return self._inserter.insert(session, specs)
 

@@ -15,13 +15,18 @@ from sqlalchemy import (
     Index,
     Integer,
     SmallInteger,
+    Table,
     Text,
     UniqueConstraint,
+    event,
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import Mapped, declared_attr, mapped_column
+from sqlalchemy.orm import Mapped, Mapper, declared_attr, mapped_column
 from sqlalchemy.sql import FromClause
+
+from sa_jobqueue import ddl
+from sa_jobqueue.naming import check_table_name
 
 __all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_QUEUE", "FINISHED", "JobMixin", "JobT", "Status"]
 
@@ -67,6 +72,11 @@ class JobMixin:
     inserts), and ``eager_defaults`` reads the server-made ones back on flush, so
     ``session.add(Job(kind=..., payload=...))`` yields a fully populated row.
     Timestamps come from the database clock.
+
+    ``Base.metadata.create_all(engine)`` makes the same table as ``sa-jobqueue
+    migrate``: on PostgreSQL the table's ``after_create`` also applies the
+    autovacuum settings and creates the notify trigger (`sa_jobqueue.ddl`), and
+    ``drop_all`` removes the trigger function.
     """
 
     if TYPE_CHECKING:
@@ -131,6 +141,7 @@ def table_args(table: str) -> tuple[Any, ...]:
     Shared by `JobMixin` and the migration helpers, so the migrated schema and the
     model are built from one definition.
     """
+    check_table_name(table)
     statuses = tuple(Status)
     return (
         CheckConstraint(f"status IN ({_sql_list(statuses)})", name=f"ck_{table}_status"),
@@ -162,3 +173,11 @@ def table_args(table: str) -> tuple[Any, ...]:
 
 
 JobT = TypeVar("JobT", bound=JobMixin)
+
+
+@event.listens_for(JobMixin, "after_mapper_constructed", propagate=True)
+def _attach_ddl(mapper: Mapper[Any], cls: type[Any]) -> None:
+    # Every mapped JobMixin table gets the trigger and settings at create_all.
+    table = mapper.local_table
+    if isinstance(table, Table):
+        ddl.attach_to(table)

@@ -22,6 +22,8 @@ __all__ = [
     "IDENTIFIER_MAX",
     "channel_name",
     "check_identifier",
+    "check_table_name",
+    "derived_names",
     "lock_name",
     "notify_function_name",
     "version_table",
@@ -48,6 +50,55 @@ def check_identifier(name: str) -> str:
             "not starting with a digit"
         )
     return name
+
+
+def derived_names(table: str, *, migrated: bool = False) -> list[str]:
+    """Every name derived from the jobs table `table`: constraints, indexes, trigger, channel.
+
+    With `migrated`, also the names ``sa-jobqueue migrate`` adds: its version table
+    and that table's primary key (``<version table>_pkc``, named by Alembic).
+    """
+    names = [
+        f"ck_{table}_status",
+        f"ck_{table}_attempts",
+        f"ck_{table}_max_attempts",
+        f"uq_{table}_idempotency_key",
+        f"ix_{table}_pending",
+        f"ix_{table}_running",
+        f"ix_{table}_finished",
+        f"sa_jobqueue_notify_{table}",
+        f"sa_jobqueue_{table}",
+    ]
+    if migrated:
+        names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
+    return names
+
+
+def check_table_name(table: str, *, migrated: bool = False) -> str:
+    """Return `table` if it and every name derived from it fit PostgreSQL's 63 characters.
+
+    PostgreSQL would cut a longer name silently (two tables could then share a
+    constraint or a channel) and SQLAlchemy refuses it, so it is refused here,
+    naming the longest derived name and the longest table name that fits.
+
+    >>> check_table_name("jobs")
+    'jobs'
+    >>> check_table_name("j" * 45)
+    Traceback (most recent call last):
+    ...
+    sa_jobqueue.ConfigurationError: table name ... use at most 44
+    """
+    check_identifier(table)
+    names = derived_names(table, migrated=migrated)
+    longest = max(names, key=len)
+    if len(longest) > IDENTIFIER_MAX:
+        fits = IDENTIFIER_MAX - (len(longest) - len(table))
+        raise ConfigurationError(
+            f"table name {table!r} is too long ({len(table)} characters): the name derived "
+            f"from it {longest!r} would be {len(longest)} characters, over PostgreSQL's "
+            f"{IDENTIFIER_MAX}; use at most {fits}"
+        )
+    return table
 
 
 def version_table(table: str) -> str:

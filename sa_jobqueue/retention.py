@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine
 
 from sa_jobqueue import statements
+from sa_jobqueue.durations import check_duration, parse_duration
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import FINISHED, JobMixin, Status
 
@@ -80,38 +79,6 @@ class PruneResult:
         return {**asdict(self), "total": self.total}
 
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)", re.IGNORECASE)
-_UNIT_SECONDS = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse ``7d``, ``12h``, ``1h30m``, ``45s``, ``500ms`` or plain seconds into a timedelta.
-
-    >>> parse_duration("1d12h")
-    datetime.timedelta(days=1, seconds=43200)
-    >>> parse_duration("90")
-    datetime.timedelta(seconds=90)
-
-    Raises:
-        ValueError: `text` is not such a duration.
-    """
-    cleaned = text.strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", cleaned):
-        return timedelta(seconds=float(cleaned))
-    position, total = 0, 0.0
-    for match in _DURATION.finditer(cleaned):
-        if match.start() != position:
-            break
-        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
-        position = match.end()
-    if not cleaned or position != len(cleaned):
-        raise ValueError(f"{text!r} is not a duration (examples: 7d, 12h, 1h30m, 45s)")
-    try:
-        return timedelta(seconds=total)
-    except OverflowError:
-        raise ValueError(f"{text!r} is too long a duration") from None
-
-
 # -- reading -------------------------------------------------------------------------
 
 
@@ -136,28 +103,11 @@ def _retention(
         ages = dict.fromkeys(check_statuses(chosen, _FINISHED_VALUES), older_than)
     check_statuses(ages, _FINISHED_VALUES)
     for status, age in ages.items():
-        if not isinstance(age, timedelta) or age < timedelta(0):
-            raise ConfigurationError(f"retention of {status!r} must be a timedelta >= 0: {age!r}")
-    return ages
-
-
-@contextmanager
-def _session_lock(conn: Connection, model: type[JobMixin], purpose: str) -> Iterator[bool]:
-    """Hold a session-level advisory lock across several transactions, if free."""
-    with conn.begin():
-        held = bool(conn.execute(statements.try_advisory_lock(model, purpose)).scalar())
-    if not held:
-        yield False
-        return
-    try:
-        yield True
-    finally:
         try:
-            with conn.begin():
-                conn.execute(statements.advisory_unlock(model, purpose))
-        except exc.DBAPIError:
-            # The connection broke; closing it is what releases the lock server-side.
-            conn.invalidate()
+            check_duration(f"retention of {status!r}", age)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
+    return ages
 
 
 def prune_on(
@@ -175,28 +125,32 @@ def prune_on(
         raise ConfigurationError(f"batch_size must be a positive int, not {batch_size!r}")
     result = PruneResult(deleted=dict.fromkeys(ages, 0))
     deadline = None if budget is None else time.monotonic() + budget
-    with _session_lock(conn, model, _PRUNE_LOCK) as held:
-        if not held:
-            result.locked_out = True
-            return result
-        with conn.begin():
-            now = conn.execute(statements.db_now()).scalar_one()
-        for status, age in ages.items():
-            delete = statements.prune(model, statuses=[status])
-            while True:
-                if deadline is not None and time.monotonic() >= deadline:
-                    result.complete = False
+    lock = statements.try_advisory_xact_lock(model, _PRUNE_LOCK)
+    now = None
+    for status, age in ages.items():
+        delete = statements.prune(model, statuses=[status])
+        while True:
+            if deadline is not None and time.monotonic() >= deadline:
+                result.complete = False
+                return result
+            # One short transaction per batch: the rows it locks are finished ones,
+            # which no claim, heartbeat or completion ever waits for. The lock is
+            # the transaction's own, so it ends with it: a transaction pooler
+            # (PgBouncer) cannot keep it on a server connection after we leave.
+            with conn.begin():
+                if not conn.execute(lock).scalar():
+                    # Another pruner is between its own batches' locks: it goes on.
+                    result.locked_out = result.batches == 0
                     return result
-                # One short transaction per batch: the rows it locks are finished
-                # ones, which no claim, heartbeat or completion ever waits for.
-                with conn.begin():
-                    deleted = len(
-                        conn.execute(delete, {"before": now - age, "limit": batch_size}).all()
-                    )
-                result.batches += 1
-                result.deleted[status] += deleted
-                if deleted < batch_size:
-                    break
+                if now is None:
+                    now = conn.execute(statements.db_now()).scalar_one()
+                deleted = len(
+                    conn.execute(delete, {"before": now - age, "limit": batch_size}).all()
+                )
+            result.batches += 1
+            result.deleted[status] += deleted
+            if deleted < batch_size:
+                break
     return result
 
 
@@ -224,8 +178,11 @@ def prune(
     ``pending`` or ``running`` ones (a job retried meanwhile is re-checked under its
     row lock and kept). Each batch commits on its own and skips rows locked by
     anyone, so it never waits for, nor blocks, a claim. Only one pruner per table
-    runs at a time (a session-level advisory lock); the others return at once with
-    ``locked_out=True``. Ages are measured on the database clock.
+    runs at a time: each batch takes a transaction-level advisory lock, which ends
+    with its transaction (so a transaction pooler cannot strand it); a pruner that
+    finds it taken before its first batch returns at once with ``locked_out=True``,
+    and one that finds it taken later stops, leaving the rest to the other. Ages
+    are measured on the database clock, read once per run.
     """
     with contextlib.ExitStack() as stack:
         conn = engine if isinstance(engine, Connection) else stack.enter_context(engine.connect())

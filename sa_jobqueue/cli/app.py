@@ -19,6 +19,7 @@ import click
 from sqlalchemy import Engine, create_engine, exc
 
 from sa_jobqueue import admin
+from sa_jobqueue.engines import NO_PREPARE_ENVVAR, check_sync_url, engine_arguments
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
 
@@ -34,15 +35,48 @@ __all__ = [
     "make_engine",
     "operating",
     "operator_options",
+    "prepared_statements",
 ]
 
-database_url_option = click.option(
+F = TypeVar("F", bound=Callable[..., Any])
+
+_url_option = click.option(
     "--database-url",
     envvar="DATABASE_URL",
     show_envvar=True,
     required=True,
-    help="SQLAlchemy URL of the PostgreSQL database, e.g. postgresql+psycopg://user@host/db.",
+    help="SQLAlchemy URL of the PostgreSQL database, e.g. postgresql+psycopg://user@host/db. "
+    "Prefer DATABASE_URL when it holds a password: arguments show in `ps`.",
 )
+
+_PREPARED = "sa_jobqueue.prepared_statements"
+
+
+def _remember_prepare(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    ctx.meta[_PREPARED] = not value
+
+
+_no_prepare_option = click.option(
+    "--no-prepared-statements",
+    is_flag=True,
+    envvar=NO_PREPARE_ENVVAR,
+    show_envvar=True,
+    expose_value=False,
+    callback=_remember_prepare,
+    help="Turn psycopg's server-side prepared statements off (needed behind a "
+    "transaction-mode pooler such as PgBouncer; or ?prepare_threshold=None in the URL).",
+)
+
+
+def database_url_option(command: F) -> F:
+    """--database-url (or DATABASE_URL) and --no-prepared-statements."""
+    return _url_option(_no_prepare_option(command))
+
+
+def prepared_statements() -> bool:
+    """False when the running command was given --no-prepared-statements."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx.meta.get(_PREPARED, True)) if ctx is not None else True
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -52,11 +86,26 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def make_engine(url: str, *, pool_size: int = 5) -> Engine:
-    """An engine for `url`, with a clear error for a malformed URL."""
+    """An engine for `url`, with a one-line error for a malformed URL or an unusable driver.
+
+    ``prepare_threshold`` in the URL's query and --no-prepared-statements are
+    honoured (`engines.engine_arguments`); the URL itself is never printed.
+    """
     try:
-        return create_engine(url, pool_size=pool_size, max_overflow=2, pool_pre_ping=True)
-    except Exception as error:  # noqa: BLE001 - any URL/driver problem is a user error here
+        parsed, connect_args = engine_arguments(url, prepared_statements=prepared_statements())
+        check_sync_url(parsed)
+    except JobQueueError as error:
         fail(f"bad --database-url: {error}", 2)
+    try:
+        return create_engine(
+            parsed,
+            pool_size=pool_size,
+            max_overflow=2,
+            pool_pre_ping=True,
+            connect_args=connect_args,
+        )
+    except Exception as error:  # noqa: BLE001 - any URL/driver problem is a user error here
+        fail(f"bad --database-url: {type(error).__name__}: {error}", 2)
 
 
 def load_jobqueue(target: str) -> JobQueue[Any]:
@@ -105,8 +154,6 @@ def main() -> None:
 
 
 # -- operator commands -------------------------------------------------------------
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def operator_options(command: F) -> F:

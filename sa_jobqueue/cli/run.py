@@ -11,7 +11,14 @@ from datetime import timedelta
 import click
 
 from sa_jobqueue import admin, migration
-from sa_jobqueue.cli.app import database_url_option, fail, load_jobqueue, main, make_engine
+from sa_jobqueue.cli.app import (
+    database_url_option,
+    fail,
+    load_jobqueue,
+    main,
+    make_engine,
+    prepared_statements,
+)
 from sa_jobqueue.errors import JobQueueError
 
 __all__ = ["migrate", "worker"]
@@ -36,17 +43,73 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
 @main.command()
 @database_url_option
 @click.option("--table", default="jobs", show_default=True, help="Name of the jobs table.")
-@click.option("--revision", default="heads", show_default=True, help="Revision to upgrade to.")
-def migrate(database_url: str, table: str, revision: str) -> None:
-    """Create or upgrade the jobs table with the shipped Alembic revisions."""
+@click.option(
+    "--revision",
+    default="heads",
+    show_default=True,
+    help="Revision to go to; 'base' (or -N) downgrades, dropping the table at base.",
+)
+@click.option(
+    "--adopt",
+    is_flag=True,
+    help="Take over an existing table made by create_all or by hand, if it matches the model.",
+)
+@click.option(
+    "--force", is_flag=True, help="Downgrade to base even if the table holds pending/running jobs."
+)
+def migrate(database_url: str, table: str, revision: str, adopt: bool, force: bool) -> None:
+    """Create or upgrade the jobs table with the shipped Alembic revisions (or downgrade it)."""
+    down = revision == "base" or revision.startswith("-")
+    before: tuple[str, ...] = ()
     try:
-        migration.check_identifier(table)
-        migration.upgrade(database_url, table=table, revision=revision)
+        migration.check_table_name(table, migrated=True)
+        if down:
+            heads = migration.downgrade(
+                database_url,
+                table=table,
+                revision=revision,
+                force=force,
+                prepared_statements=prepared_statements(),
+            )
+        else:
+            before = migration.current_revisions(database_url, table=table)
+            heads = migration.upgrade(
+                database_url,
+                table=table,
+                revision=revision,
+                adopt=adopt,
+                prepared_statements=prepared_statements(),
+            )
     except JobQueueError as error:
         fail(str(error), 2)
     except Exception as error:  # noqa: BLE001 - one line for the operator, not a traceback
-        fail(f"migration failed: {type(error).__name__}: {error}")
-    click.echo(f"table {table!r} is at the latest sa_jobqueue revision")
+        fail(f"migration failed: {type(error).__name__}: {_first_line(error)}")
+    if down:
+        at = ", ".join(heads) if heads else "base"
+        gone = " (the table is dropped)" if not heads else ""
+        click.echo(f"downgraded table {table} to {at}{gone}")
+    else:
+        click.echo(_migrated(table, revision, before, tuple(sorted(heads)), adopted=adopt))
+
+
+def _migrated(
+    table: str, revision: str, before: tuple[str, ...], after: tuple[str, ...], *, adopted: bool
+) -> str:
+    """What an upgrade did, in one line: created, adopted, upgraded, or nothing to do."""
+    at = ", ".join(after) or "base"
+    if before == after:
+        if revision == "heads":
+            return f"table {table} is already at the latest revision ({at}); nothing to do"
+        return f"table {table} is already at {at}; nothing to do"
+    if not before:
+        return f"{'adopted' if adopted else 'created'} table {table} at {at}"
+    return f"upgraded table {table} from {', '.join(before)} to {at}"
+
+
+def _first_line(error: BaseException) -> str:
+    # psycopg errors carry the failed SQL on later lines.
+    text = str(getattr(error, "orig", None) or error).strip()
+    return text.splitlines()[0] if text else repr(error)
 
 
 @main.command()

@@ -207,14 +207,24 @@ def throwaway_postgres() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def scratch_database(server_url: str, prefix: str = "sa_jobqueue") -> Iterator[str]:
-    """Create a uniquely named database on `server_url`; yield its URL; drop it after."""
+def scratch_database(
+    server_url: str, prefix: str = "sa_jobqueue", *, encoding: str | None = None
+) -> Iterator[str]:
+    """Create a uniquely named database on `server_url`; yield its URL; drop it after.
+
+    `encoding` (e.g. ``"LATIN1"``) makes it in that encoding, with the C locale.
+    """
     url = make_url(server_url)
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    options = ""
+    if encoding is not None:
+        if not encoding.replace("_", "").isalnum():
+            raise ValueError(f"not an encoding name: {encoding!r}")
+        options = f" ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
     admin = create_engine(url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as connection:
-            connection.execute(text(f'CREATE DATABASE "{name}"'))
+            connection.execute(text(f'CREATE DATABASE "{name}"{options}'))
         try:
             yield url.set(database=name).render_as_string(hide_password=False)
         finally:

@@ -18,10 +18,14 @@ PACKAGE = ROOT / "sa_jobqueue"
 
 #: Lowest first. A module may import modules of its own layer or of lower ones.
 LAYERS: list[tuple[str, set[str]]] = [
-    ("foundations", {"errors", "model", "retry", "shutdown", "naming", "validation"}),
+    (
+        "foundations",
+        {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
+        | {"engines"},
+    ),
     ("vocabulary", {"context", "attempt", "registry"}),
-    ("sql", {"statements", "migration"}),
-    ("operations", {"driver", "enqueue", "retention", "admin"}),
+    ("sql", {"statements"}),
+    ("operations", {"driver", "enqueue", "retention", "admin", "migration", "preflight"}),
     (
         "runtime parts",
         {"executor", "completer", "config", "notifier", "wakeup", "maintenance", "pool"},

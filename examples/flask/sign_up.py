@@ -1,0 +1,5 @@
+from app import app
+
+with app.test_client() as client:
+    response = client.post("/signups/ada@example.com")
+    print(response.status_code, response.get_json())

@@ -1,0 +1,132 @@
+"""From a database URL to the arguments of an engine: driver checks, prepared statements.
+
+The command line and `sa_jobqueue.migration` open their engines from a URL; this
+module decides how, in one place:
+
+* ``prepare_threshold`` in the URL's query (``?prepare_threshold=None``, or a number)
+  becomes psycopg's connect argument of that name, instead of reaching psycopg as a
+  string (a ``TypeError`` at the first query). ``None`` (or ``prepared_statements=
+  False``, the command line's ``--no-prepared-statements``) turns psycopg's
+  server-side prepared statements off, which a transaction-mode pooler such as
+  PgBouncer needs (docs/pgbouncer.md).
+* Drivers are checked where the URL enters: the command line runs synchronously,
+  so an asyncio driver (``postgresql+asyncpg://``) is refused in one line, and the
+  worker's listener needs psycopg 3 (``postgresql+psycopg://``).
+
+Errors never repeat the URL, so a password in it is never printed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import URL, Engine, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+from sa_jobqueue.errors import ConfigurationError
+
+__all__ = [
+    "NO_PREPARE_ENVVAR",
+    "check_sync_url",
+    "check_worker_engine",
+    "engine_arguments",
+    "parse_url",
+]
+
+#: Set to ``1`` to turn prepared statements off for every ``sa-jobqueue`` command.
+NO_PREPARE_ENVVAR = "SA_JOBQUEUE_NO_PREPARED_STATEMENTS"
+
+_PSYCOPG = "postgresql+psycopg://user@host/db"
+_NONE = {"none", "null", "off", ""}
+
+
+def parse_url(url: str | URL) -> URL:
+    """`url` as a SQLAlchemy `URL`, or a `ConfigurationError` that does not repeat it."""
+    if isinstance(url, URL):
+        return url
+    try:
+        return make_url(url)
+    except ArgumentError:
+        raise ConfigurationError(
+            f"the database URL is not a SQLAlchemy URL (expected e.g. {_PSYCOPG})"
+        ) from None
+
+
+def _threshold(raw: Any) -> int | None:
+    value = raw[-1] if isinstance(raw, tuple) else raw
+    if str(value).strip().lower() in _NONE:
+        return None
+    try:
+        number = int(str(value))
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise ConfigurationError(
+            f"prepare_threshold in the database URL must be None (no prepared statements) "
+            f"or a whole number >= 0, not {value!r}"
+        )
+    return number
+
+
+def engine_arguments(
+    url: str | URL, *, prepared_statements: bool = True
+) -> tuple[URL, dict[str, Any]]:
+    """Split `url` into the URL to give `create_engine` and its ``connect_args``.
+
+    Args:
+        url: a SQLAlchemy URL; a ``prepare_threshold`` query value is taken out of
+            it and passed to psycopg as a number (or None).
+        prepared_statements: False turns psycopg's server-side prepared
+            statements off (``prepare_threshold=None``), whatever the URL says.
+
+    Raises:
+        ConfigurationError: the URL does not parse, or its ``prepare_threshold``
+            is neither None nor a number.
+    """
+    parsed = parse_url(url)
+    query = dict(parsed.query)
+    connect_args: dict[str, Any] = {}
+    if "prepare_threshold" in query:
+        connect_args["prepare_threshold"] = _threshold(query.pop("prepare_threshold"))
+        parsed = parsed.set(query=query)
+    if not prepared_statements and _driver(parsed) == "psycopg":
+        connect_args["prepare_threshold"] = None
+    return parsed, connect_args
+
+
+def _driver(url: URL) -> str:
+    try:
+        return str(url.get_dialect().driver)
+    except NoSuchModuleError:
+        return url.get_driver_name()
+
+
+def check_sync_url(url: URL) -> None:
+    """Refuse an asyncio driver: the command line talks to the database synchronously."""
+    try:
+        dialect = url.get_dialect()
+    except NoSuchModuleError:
+        raise ConfigurationError(
+            f"the database URL names an unknown dialect or driver "
+            f"{url.drivername!r} (use {_PSYCOPG})"
+        ) from None
+    if getattr(dialect, "is_async", False):
+        raise ConfigurationError(
+            f"{url.drivername}:// is an asyncio driver; sa-jobqueue commands need a "
+            f"synchronous one: use {_PSYCOPG}"
+        )
+
+
+def check_worker_engine(engine: Engine) -> None:
+    """Refuse an engine whose driver the worker cannot use (its listener needs psycopg 3).
+
+    Anything but a synchronous `Engine` is left to the caller to judge.
+    """
+    if not isinstance(engine, Engine):
+        return
+    dialect = engine.dialect
+    if dialect.name != "postgresql" or dialect.driver != "psycopg":
+        raise ConfigurationError(
+            f"a worker needs PostgreSQL through psycopg 3 ({_PSYCOPG}), not "
+            f"{dialect.name}+{dialect.driver}:// (its LISTEN/NOTIFY wake-ups use psycopg 3)"
+        )
