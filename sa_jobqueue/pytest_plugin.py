@@ -101,7 +101,7 @@ def jobqueue_server_url(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def jobqueue_migrate() -> Callable[[str], None]:
+def jobqueue_migrate() -> Callable[[str], object]:
     """How the scratch database gets its jobs table; override to run your own migrations.
 
     Default: the shipped migration for a table named ``jobs``.
@@ -120,7 +120,7 @@ def jobqueue_tables() -> MetaData | Sequence[Table] | None:
 @pytest.fixture(scope="session")
 def jobqueue_database_url(
     jobqueue_server_url: str,
-    jobqueue_migrate: Callable[[str], None],
+    jobqueue_migrate: Callable[[str], object],
     jobqueue_tables: MetaData | Sequence[Table] | None,
 ) -> Iterator[str]:
     """A migrated database of this run's own, dropped at the end of the run."""

@@ -18,7 +18,7 @@ _VERSION_TABLES = "tablename = 'alembic_version' OR tablename LIKE 'sa\\_jobqueu
 def prepare_database(
     url: str,
     *,
-    migrate: Callable[[str], None] = migration.upgrade,
+    migrate: Callable[[str], object] = migration.upgrade,
     tables: MetaData | Sequence[Table] | None = None,
 ) -> None:
     """Migrate the empty database at `url`, then create the application's `tables`.

@@ -53,7 +53,7 @@ def test_migrate_over_a_table_create_all_made_says_what_to_do(url):
     engine.dispose()
 
     result = migrate(url)
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("sa-jobqueue: table 'jobs' exists, but sa-jobqueue migrate did not")
