@@ -21,7 +21,7 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, event
@@ -137,7 +137,7 @@ def run_on_commit(
             "this is not a pytest run (pass outside_pytest=True for a harness of your own)"
         )
     mode = RunOnCommit(jobs, engine)
-    hooks = [
+    hooks: list[tuple[str, Callable[..., None]]] = [
         ("after_begin", mode.after_begin),
         ("after_soft_rollback", mode.after_soft_rollback),
         ("after_commit", mode.after_commit),
