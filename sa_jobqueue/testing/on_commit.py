@@ -69,7 +69,7 @@ class RunOnCommit:
         """The `after_begin` hook: note the sessions whose transaction uses the engine.
 
         Noting the connection (not reading ``session.bind``) also covers sessions
-        bound per mapper (``binds=``) and those of Flask-SQLAlchemy.
+        bound per mapper (``binds=``), whose ``bind`` is None.
         """
         if connection.engine is self.engine:
             self._began[session] = True
