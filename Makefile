@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency bench-startup chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -51,6 +51,9 @@ bench: $(STAMP)  ## throughput benchmark: table in bench/results.md, chart in be
 
 bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
 	$(BIN)/python bench/latency.py
+
+bench-startup: $(STAMP)  ## import time, and `sa-jobqueue worker` exec to its first claim
+	$(BIN)/python bench/startup.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import click
 
-from sa_jobqueue import admin, migration
+from sa_jobqueue import admin
 from sa_jobqueue.cli.app import (
     database_url_option,
     fail,
@@ -59,6 +59,10 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
 )
 def migrate(database_url: str, table: str, revision: str, adopt: bool, force: bool) -> None:
     """Create or upgrade the jobs table with the shipped Alembic revisions (or downgrade it)."""
+    # Imported here, not at the top: it loads Alembic, which `sa-jobqueue worker` (and
+    # every other command) must not pay for at start.
+    from sa_jobqueue import migration
+
     down = revision == "base" or revision.startswith("-")
     before: tuple[str, ...] = ()
     try:

@@ -266,6 +266,33 @@ def test_scheduled_jobs_run_at_their_time_not_at_the_next_poll(committed: Engine
         assert started[job.id] < job.run_at.timestamp() + SLOW_POLL / 3
 
 
+class _SlowWallClock:
+    """The `time` module as a worker whose wall clock is 20 s slow sees it."""
+
+    monotonic = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
+
+    @staticmethod
+    def time() -> float:
+        return time.time() - 20.0
+
+
+def test_a_worker_whose_clock_is_slow_still_starts_a_notified_job_on_time(
+    committed: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Notified run_at values are placed by the database's clock, not the worker's."""
+    recorder = Recorder()
+    jobs = queue_with(recorder, "skewed")
+    monkeypatch.setattr("sa_jobqueue.worker.time", _SlowWallClock)
+    with running(jobs.worker(committed, poll_interval=SLOW_POLL)):
+        with tx(committed) as session:
+            job = jobs.enqueue(session, "ping", {}, delay=2)
+        wait_for(lambda: job.id in recorder.ids(), timeout=15, what="the scheduled job")
+    (started,) = [at for job_id, _, at in recorder.starts if job_id == job.id]
+    # With the worker's clock it would start 20 s late; by the database's, about on time.
+    assert started < job.run_at.timestamp() + 5
+
+
 def test_a_retry_with_a_delay_runs_at_its_time(committed: Engine) -> None:
     attempts: list[float] = []
 

@@ -163,3 +163,18 @@ def test_a_planted_circle_is_found():
 def test_each_layer_member_is_drawn_in_the_architecture_page(name):
     page = (ROOT / "docs" / "architecture.md").read_text()
     assert f"`{name}" in page, f"docs/architecture.md does not mention {name}"
+
+
+def test_the_command_line_and_the_worker_do_not_load_alembic():
+    """`sa-jobqueue worker` starts without Alembic: only `migrate` imports it."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, sa_jobqueue.cli, sa_jobqueue.worker; "
+        "print(sorted(m for m in sys.modules if m == 'alembic' or m.startswith('alembic.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "[]"
