@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency bench-startup chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency bench-startup bench-commit chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -54,6 +54,9 @@ bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notification
 
 bench-startup: $(STAMP)  ## import time, and `sa-jobqueue worker` exec to its first claim
 	$(BIN)/python bench/startup.py
+
+bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit, side by side
+	$(BIN)/python bench/commit.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py

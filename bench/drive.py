@@ -50,11 +50,14 @@ def main() -> None:
     parser.add_argument("concurrency", type=int)
     parser.add_argument("--rss-every", type=float, default=0.0)
     parser.add_argument("--savepoint-batch", type=int, default=1)
+    parser.add_argument("--asynchronous-commit", action="store_true")
     args = parser.parse_args()
     engine = create_engine(args.url, pool_size=args.concurrency + 4, max_overflow=4)
     options = {}
     if args.savepoint_batch > 1:
         options["savepoint_batch"] = args.savepoint_batch
+    if args.asynchronous_commit:
+        options["asynchronous_commit"] = True
     worker = jobs.worker(engine, concurrency=args.concurrency, listen=False, **options)
     with engine.connect() as conn:  # open the pool's first connection before the clock starts
         conn.execute(text("SELECT 1"))

@@ -141,6 +141,7 @@ def library_drain(
     savepoint_batch: int = 1,
     fresh: bool = True,
     rss_every: float = 0.0,
+    extra_args: tuple[str, ...] = (),
 ) -> DrainReport:
     """Drain `count` pre-enqueued no-op jobs with worker processes; time go -> last exit."""
     if fresh:
@@ -149,6 +150,7 @@ def library_drain(
     raw.fill(url, KINDS[mode], count)
     command = [sys.executable, str(HERE / "drive.py"), url, str(concurrency)]
     command += ["--savepoint-batch", str(savepoint_batch), "--rss-every", str(rss_every)]
+    command += list(extra_args)
     children = [
         subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)

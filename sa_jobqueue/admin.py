@@ -21,10 +21,10 @@ from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.orm.util import identity_key
 
-from sa_jobqueue import statements
+from sa_jobqueue import pausing, statements
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, Status
-from sa_jobqueue.naming import channel_name, check_identifier
+from sa_jobqueue.naming import channel_name, check_identifier, control_channel_name
 from sa_jobqueue.retention import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_PRUNE_INTERVAL,
@@ -92,6 +92,7 @@ class QueueStats:
         failed_last_hour: jobs that became dead letters within the last hour.
         retrying: pending jobs whose last attempt failed (waiting for their backoff).
         lag_seconds: age of the oldest due pending job; None when nothing is due.
+        paused: the queue is paused (`JobQueue.pause`): workers claim nothing from it.
     """
 
     queue: str
@@ -105,6 +106,7 @@ class QueueStats:
     failed_last_hour: int = 0
     retrying: int = 0
     lag_seconds: float | None = None
+    paused: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict."""
@@ -129,7 +131,7 @@ class Stats:
         counts = {
             f.name: sum(getattr(q, f.name) for q in self.queues)
             for f in fields(QueueStats)
-            if f.name not in ("queue", "lag_seconds")
+            if f.name not in ("queue", "lag_seconds", "paused")
         }
         lags = [q.lag_seconds for q in self.queues if q.lag_seconds is not None]
         return QueueStats("*", **counts, lag_seconds=max(lags, default=None))
@@ -163,6 +165,7 @@ class JobInfo:
     created_at: datetime
     updated_at: datetime
     finished_at: datetime | None
+    unique_key: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:
@@ -228,7 +231,11 @@ def stats(session: Session, model: type[JobMixin]) -> Stats:
     """
     now = session.execute(statements.db_now()).scalar_one()
     rows = session.execute(statements.stats(model)).all()
-    return Stats(at=now, queues=[QueueStats(**row._asdict()) for row in rows])
+    paused = set(pausing.paused_queues(session, model))
+    queues = [QueueStats(**row._asdict(), paused=row.queue in paused) for row in rows]
+    # A paused queue with no job yet still shows, so the pause is visible.
+    queues += [QueueStats(name, paused=True) for name in paused - {q.queue for q in queues}]
+    return Stats(at=now, queues=sorted(queues, key=lambda q: q.queue))
 
 
 def list_jobs(
@@ -295,16 +302,24 @@ def retry_failed(
 def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
     """Cancel the ``pending`` or ``running`` jobs among `ids`; never commits.
 
-    A pending job will not run. A running job is marked ``cancelled`` at once:
-    its handler is not interrupted, but everything it reports afterwards
-    (done, failure, heartbeat) is fenced on ``status = 'running'`` and changes
-    nothing, so it is not retried. Such jobs are listed in ``was_running``.
+    A pending job will not run. A running job is marked ``cancelled`` at once,
+    and its worker is told on commit (a NOTIFY on the table's control channel,
+    with the heartbeat as a fallback): ``ctx.cancelled`` turns True for its
+    handler and the worker's slot is freed. Everything the handler reports
+    afterwards (done, failure, heartbeat) is fenced on ``status = 'running'`` and
+    changes nothing, so it is not retried. Such jobs are listed in ``was_running``.
     Finished jobs are reported in ``skipped``.
     """
     wanted = _ids(ids)
     rows = session.execute(statements.cancel(model), {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=False)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
+    if result.was_running:
+        # Tell the workers running them, at commit: their handlers see ctx.cancelled
+        # and their slots are freed (heartbeats notice too, should this be missed).
+        channel = control_channel_name(model.__tablename__)
+        messages = [f"cancel {job_id}" for job_id in result.was_running]
+        session.execute(statements.notify(channel), {"queues": messages})
     return result
 
 

@@ -50,6 +50,9 @@ class Result(enum.Enum):
     UNAVAILABLE = "unavailable"  # no connection before the handler started: retry, uncounted
     DISCARD = "discard"  # a Discard signal: dead-letter now
     RELEASE = "release"  # not started before shutdown: give it back
+    CANCELLED = "cancelled"  # cancelled while running: the row says so already; free the slot
+    ABANDONED = "abandoned"  # the late report of an attempt recorded when it timed out or
+    # was cancelled: nothing to record (its `error` says which)
 
 
 @dataclass(frozen=True, slots=True)

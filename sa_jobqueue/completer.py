@@ -77,7 +77,7 @@ class Completer:
             return 0
         self._pending.clear()
         self.inflight.remove(o.job for o in reports)
-        return sum(1 for o in reports if o.result is not Result.RELEASE)
+        return sum(1 for o in reports if o.result not in (Result.RELEASE, Result.ABANDONED))
 
     def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
         """Record `reports` in `conn`'s transaction, fenced, and log each."""
@@ -98,6 +98,16 @@ class Completer:
                 log_job(logging.INFO, o.job, "done in %.1f ms (transactional)", o.duration * 1000)
             elif o.result is Result.LOST:
                 log_job(logging.WARNING, o.job, "lease lost; its transaction was rolled back")
+            elif o.result is Result.CANCELLED:
+                # The row is `cancelled` already (jobs.cancel): nothing to write.
+                log_job(logging.WARNING, o.job, "cancelled while running; its slot is free")
+            elif o.result is Result.ABANDONED:
+                log_job(
+                    logging.INFO,
+                    o.job,
+                    "handler returned after it was %s; what it reported is ignored",
+                    o.error,
+                )
             elif o.result in _FAILURES:
                 self._record_failure(conn, o)
 

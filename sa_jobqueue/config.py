@@ -36,6 +36,7 @@ class WorkerOptions(TypedDict, total=False):
     session_factory: Callable[[], Session] | None
     worker_id: str | None
     savepoint_batch: int
+    asynchronous_commit: bool
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,12 @@ class WorkerConfig:
         worker_id: the ``locked_by`` value (default: `worker.make_worker_id`).
         savepoint_batch: in transactional mode, a handler thread runs up to this
             many claimed jobs in one transaction, with a SAVEPOINT per job.
+        asynchronous_commit: the claim loop's own transactions (claims and the
+            acknowledgements recorded with them) commit with ``synchronous_commit =
+            off``: a COMMIT no longer waits for its WAL to reach the disk. A server
+            crash may lose the last fraction of a second of them, so some jobs run
+            again; none is lost or completed twice (docs/performance.md). Never
+            applied to enqueues or to transactional-mode ``done`` marks.
     """
 
     queues: tuple[str, ...] | None = None
@@ -71,6 +78,7 @@ class WorkerConfig:
     session_factory: Callable[[], Session] | None = field(default=None, repr=False)
     worker_id: str | None = None
     savepoint_batch: int = 1
+    asynchronous_commit: bool = False
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -84,6 +92,10 @@ class WorkerConfig:
             known = ", ".join(sorted(WorkerOptions.__annotations__))
             raise ConfigurationError(f"unknown worker option(s) {unknown}; the options are {known}")
         config = cls(**{**options, "queues": _queues(options.get("queues"))})  # type: ignore[arg-type]
+        if not isinstance(config.asynchronous_commit, bool):
+            raise ConfigurationError(
+                f"asynchronous_commit must be True or False, not {config.asynchronous_commit!r}"
+            )
         for name in ("concurrency", "savepoint_batch"):
             value = getattr(config, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

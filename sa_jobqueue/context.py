@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -31,6 +32,10 @@ class JobContext:
         session: in transactional mode, a session whose transaction also carries the
             job's ``done`` mark; writes through it commit if and only if the job
             completes. ``None`` in lease mode.
+        cancelled: True once the job was cancelled (``jobs.cancel``, ``sa-jobqueue
+            cancel``), its attempt ran past the task's ``timeout``, or the worker is
+            shutting down. A long handler checks it and returns early; see
+            docs/tasks.md.
     """
 
     id: int
@@ -42,6 +47,12 @@ class JobContext:
     max_attempts: int = 1
     worker_id: str = ""
     _session: Session | None = field(default=None, repr=False)
+    _stop: threading.Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cancelled(self) -> bool:
+        """True once this attempt should stop: cancelled, timed out, or shutting down."""
+        return self._stop is not None and self._stop.is_set()
 
     @property
     def session(self) -> Session:

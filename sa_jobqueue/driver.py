@@ -25,6 +25,7 @@ from sqlalchemy import Connection, Select
 from sa_jobqueue import statements
 from sa_jobqueue.attempt import AttemptKey, Claimed, Result, fence_params
 from sa_jobqueue.model import JobMixin
+from sa_jobqueue.statements import control
 
 __all__ = ["Driver", "NextDue", "PostgresDriver", "Swept"]
 
@@ -88,6 +89,10 @@ class Driver(Protocol):
         """Of `jobs`, the attempts still running under `owner` (as last committed)."""
         ...
 
+    def cancelled(self, conn: Connection, jobs: Sequence[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, the attempts whose job has been cancelled (``jobs.cancel``)."""
+        ...
+
     def try_lock(self, conn: Connection, purpose: str) -> bool:
         """Take the table's transaction-scoped lock for `purpose` (e.g. ``sweep``) if free."""
         ...
@@ -98,6 +103,10 @@ class Driver(Protocol):
 
     def next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
         """How long until the earliest pending job of `queues` is due."""
+        ...
+
+    def commit_asynchronously(self, conn: Connection) -> None:
+        """Let this transaction's COMMIT return before its WAL is flushed."""
         ...
 
 
@@ -127,7 +136,9 @@ class PostgresDriver:
         }
         self._heartbeat = statements.heartbeat(model)
         self._still_owned = statements.still_owned(model)
+        self._cancelled = control.cancelled_attempts(model)
         self._sweep = statements.sweep_expired(model)
+        self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}
 
@@ -175,6 +186,11 @@ class PostgresDriver:
         rows = conn.execute(self._still_owned, fence_params(jobs, owner))
         return {(row.id, row.attempts) for row in rows}
 
+    def cancelled(self, conn: Connection, jobs: Sequence[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, the attempts whose row is ``cancelled`` (`control.cancelled_attempts`)."""
+        params = {k: v for k, v in fence_params(jobs, "").items() if k != "owner"}
+        return {(row.id, row.attempts) for row in conn.execute(self._cancelled, params)}
+
     def try_lock(self, conn: Connection, purpose: str) -> bool:
         """``pg_try_advisory_xact_lock`` on the table's key for `purpose`."""
         if purpose not in self._locks:
@@ -193,3 +209,7 @@ class PostgresDriver:
             self._next_due[key] = statements.next_run_at(self.model, queues=key)
         row = conn.execute(self._next_due[key]).one()
         return NextDue(row.seconds, row.now)
+
+    def commit_asynchronously(self, conn: Connection) -> None:
+        """``SET LOCAL synchronous_commit = off`` (`statements.asynchronous_commit`)."""
+        conn.execute(self._asynchronous_commit)

@@ -26,7 +26,17 @@ __all__ = ["Inserter", "JobSpec", "check_session", "prepare", "prepare_many"]
 JobT = TypeVar("JobT", bound=JobMixin)
 
 _OPTIONS = frozenset(
-    {"kind", "payload", "queue", "priority", "run_at", "delay", "max_attempts", "idempotency_key"}
+    {
+        "kind",
+        "payload",
+        "queue",
+        "priority",
+        "run_at",
+        "delay",
+        "max_attempts",
+        "idempotency_key",
+        "unique_key",
+    }
 )
 
 
@@ -42,6 +52,7 @@ class JobSpec:
     run_at: datetime | None
     delay: float
     idempotency_key: str | None
+    unique_key: str | None = None
 
 
 def check_session(session: object, method: str) -> None:
@@ -73,6 +84,7 @@ def prepare(
     delay: object = None,
     max_attempts: object = None,
     idempotency_key: object = None,
+    unique_key: object = None,
 ) -> JobSpec:
     """Validate one job's arguments; fill queue and max_attempts from its task."""
     kind = validation.check_name("kind", kind)
@@ -92,6 +104,7 @@ def prepare(
         run_at=None if run_at is None else validation.check_aware("run_at", run_at),
         delay=0.0 if delay is None else validation.check_delay("delay", delay),
         idempotency_key=validation.check_key(idempotency_key),
+        unique_key=validation.check_key(unique_key, "unique_key"),
     )
 
 
@@ -125,30 +138,41 @@ def _prepare_item(registry: Registry, max_payload_bytes: int, item: object) -> J
 
 def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
     """Positions of `specs` in insertion order: keyed specs sorted by key, in their slots."""
-    keyed = [i for i, spec in enumerate(specs) if spec.idempotency_key is not None]
+    keyed = [i for i, spec in enumerate(specs) if _keys(spec) != ("", "")]
     order = list(range(len(specs)))
     # A stable sort: of two specs with one key, the first given is inserted.
-    by_key = sorted(keyed, key=lambda i: str(specs[i].idempotency_key))
+    by_key = sorted(keyed, key=lambda i: _keys(specs[i]))
     for slot, index in zip(keyed, by_key, strict=True):
         order[slot] = index
     return order
 
 
+def _keys(spec: JobSpec) -> tuple[str, str]:
+    return (spec.idempotency_key or "", spec.unique_key or "")
+
+
 class Inserter(Generic[JobT]):
     """Runs the batched INSERT for one model; statements are built once."""
+
+    #: How often a unique key is retried when its active job finished between the
+    #: INSERT that conflicted with it and the SELECT that looked for it.
+    UNIQUE_RETRIES = 3
 
     def __init__(self, model: type[JobT]) -> None:
         self.model = model
         self._insert: Insert = statements.enqueue(model).returning(model)
         self._load = select(model).from_statement(self._insert)
         self._by_keys = statements.by_keys(model)
+        self._by_unique_keys = statements.by_unique_keys(model)
 
     def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[JobT]:
         """Insert `specs` in `session`'s transaction; return one row per spec, in order.
 
         A spec whose idempotency key already exists (committed, or inserted by a
         concurrent transaction that then commits) gets the existing row back,
-        unchanged. One round trip, plus one more when some keys already existed.
+        unchanged; so does a spec whose unique key an active (``pending`` or
+        ``running``) job holds. A conflict never raises: the caller's transaction
+        stays usable. One round trip, plus one more when some keys were taken.
         """
         if not specs:
             return []
@@ -165,7 +189,28 @@ class Inserter(Generic[JobT]):
             return [job for job in result if job is not None]
         return self._insert_in_order(session, specs)
 
-    def _insert_in_order(self, session: Session, specs: Sequence[JobSpec]) -> list[JobT]:
+    def _insert_in_order(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
+        result: list[Any] = [None] * len(specs)
+        todo = list(range(len(specs)))
+        for _ in range(1 + self.UNIQUE_RETRIES):
+            batch = [specs[i] for i in todo]
+            found = self._insert_once(session, batch)
+            retry = []
+            for index, job in zip(todo, found, strict=True):
+                if job is None:
+                    retry.append(index)
+                else:
+                    result[index] = job
+            if not retry:
+                return result
+            todo = retry
+        key = specs[todo[0]].unique_key
+        raise JobQueueError(
+            f"unique key {key!r} conflicted {1 + self.UNIQUE_RETRIES} times, but its active "
+            "job finished each time before it could be read; enqueue again"
+        )
+
+    def _insert_once(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
         params = {
             "kinds": [s.kind for s in specs],
             "queues": [s.queue for s in specs],
@@ -175,39 +220,79 @@ class Inserter(Generic[JobT]):
             "run_ats": [s.run_at for s in specs],
             "delays": [s.delay for s in specs],
             "keys": [s.idempotency_key for s in specs],
+            "unique_keys": [s.unique_key for s in specs],
         }
         inserted = sorted(session.scalars(self._load, params).all(), key=lambda job: job.id)
         if len(inserted) == len(specs):
             return inserted
         return self._match(session, specs, inserted)
 
-    def _match(
-        self, session: Session, specs: Sequence[JobSpec], inserted: list[JobT]
-    ) -> list[JobT]:
-        # Rows come back in id order, which is the batch's order; rows whose key
-        # was taken (before, or earlier in this batch) were skipped by ON CONFLICT.
-        new_keys = {job.idempotency_key for job in inserted if job.idempotency_key is not None}
-        by_key: dict[str, JobT] = {}
-        missing = sorted(
-            {s.idempotency_key for s in specs if s.idempotency_key is not None} - new_keys
-        )
-        if missing:
-            for job in session.scalars(self._by_keys, {"keys": missing}):
-                by_key[job.idempotency_key] = job
-        rows = iter(inserted)
-        result: list[JobT] = []
+    def _match(self, session: Session, specs: Sequence[JobSpec], inserted: list[Any]) -> list[Any]:
+        """One row per spec: the row it inserted, or the row whose key it conflicted with.
+
+        None for a spec whose unique key conflicted with a job that has finished
+        since (the caller inserts it again).
+        """
+        # Rows come back in id order, which is the batch's order. A spec conflicts
+        # with a row inserted before (or earlier in this batch), and then so would
+        # any later spec with the same keys: so the next inserted row belongs to
+        # the next spec whose keys it carries.
+        rows = list(inserted)
+        position = 0
+        own: list[Any] = []
         for spec in specs:
-            key = spec.idempotency_key
-            if key is None or (key in new_keys and key not in by_key):
-                job = next(rows)
-                if key is not None:
-                    by_key[key] = job
-            elif key in by_key:
-                job = by_key[key]
+            row = rows[position] if position < len(rows) else None
+            if row is not None and (row.idempotency_key, row.unique_key) == (
+                spec.idempotency_key,
+                spec.unique_key,
+            ):
+                own.append(row)
+                position += 1
             else:
+                own.append(None)
+        by_key: dict[str, Any] = {}
+        by_unique: dict[str, Any] = {}
+        for row in inserted:
+            if row.idempotency_key is not None:
+                by_key[row.idempotency_key] = row
+            if row.unique_key is not None:
+                by_unique[row.unique_key] = row
+        wanted = sorted(
+            {
+                s.idempotency_key
+                for s, o in zip(specs, own, strict=True)
+                if o is None and s.idempotency_key is not None
+            }
+            - set(by_key)
+        )
+        if wanted:
+            for job in session.scalars(self._by_keys, {"keys": wanted}):
+                by_key[job.idempotency_key] = job
+        wanted_unique = sorted(
+            {
+                s.unique_key
+                for s, o in zip(specs, own, strict=True)
+                if o is None and s.unique_key is not None
+            }
+            - set(by_unique)
+        )
+        if wanted_unique:
+            for job in session.scalars(self._by_unique_keys, {"unique_keys": wanted_unique}):
+                by_unique[job.unique_key] = job
+        result: list[Any] = []
+        for spec, row in zip(specs, own, strict=True):
+            if row is None and spec.idempotency_key is not None:
+                row = by_key.get(spec.idempotency_key)
+            if row is None and spec.unique_key is not None:
+                row = by_unique.get(spec.unique_key)
+                if row is None:
+                    result.append(None)  # its active job finished meanwhile: insert again
+                    continue
+            if row is None:
                 # The row that held the key was deleted between our INSERT and SELECT.
                 raise JobQueueError(
-                    f"idempotency key {key!r} conflicted, but its row vanished; enqueue again"
+                    f"idempotency key {spec.idempotency_key!r} conflicted, but its row "
+                    "vanished; enqueue again"
                 )
-            result.append(job)
+            result.append(row)
         return result

@@ -18,6 +18,7 @@ from sqlalchemy import exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
+from sa_jobqueue.cancellation import Attempts, Stop
 from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.registry import TaskDef
@@ -57,6 +58,8 @@ class Executor:
         driver: marks transactional jobs done, fenced, in their own transaction.
         owner: this worker's id, for the fence and the context.
         table: the jobs table's name, for derived idempotency keys.
+        attempts: the worker's running attempts: each gets a stop event (its
+            ``ctx.cancelled``) and its task's timeout there while its handler runs.
     """
 
     def __init__(
@@ -66,7 +69,9 @@ class Executor:
         driver: Driver,
         owner: str,
         table: str,
+        attempts: Attempts | None = None,
     ) -> None:
+        self.attempts = attempts if attempts is not None else Attempts()
         self._tasks = tasks
         self._session_factory = session_factory
         self._driver = driver
@@ -74,7 +79,7 @@ class Executor:
         self._table = table
 
     def context(self, job: Claimed, session: Session | None = None) -> JobContext:
-        """The handler's view of `job`."""
+        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
         return JobContext(
             id=job.id,
             kind=job.kind,
@@ -85,12 +90,27 @@ class Executor:
             max_attempts=job.max_attempts,
             worker_id=self._owner,
             _session=session,
+            _stop=self.attempts.event(job.key),
         )
 
     def run(self, job: Claimed) -> Outcome:
-        """Run one attempt of `job`; never raises (a handler's error is an outcome)."""
-        started = time.perf_counter()
+        """Run one attempt of `job`; never raises (a handler's error is an outcome).
+
+        While the handler runs, its attempt is in `attempts` with its task's
+        timeout. An attempt stopped meanwhile as cancelled or timed out was
+        reported then (and its slot given back): what it returns now is
+        `Result.ABANDONED`, which records nothing.
+        """
         task = self._tasks(job.kind)
+        self.attempts.start(job.key, task.timeout if task else None, subject=job)
+        try:
+            outcome = self._run(job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
+        started = time.perf_counter()
         if task is None:
             # A deploy may be in flight: retry later rather than lose the job.
             delay = exponential(job.attempts)
@@ -166,10 +186,18 @@ class Executor:
         return outcomes
 
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
-        started = time.perf_counter()
         task = self._tasks(job.kind)
         if task is None or not task.transactional:
             return self.run(job)  # not batchable: runs (or fails) on its own
+        self.attempts.start(job.key, task.timeout, subject=job)
+        try:
+            outcome = self._run_savepoint_of(session, job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run_savepoint_of(self, session: Session, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
         savepoint = session.begin_nested()
         try:
             task.handler(self.context(job, session))
@@ -182,6 +210,14 @@ class Executor:
             return Outcome(job, Result.LOST, duration=_since(started))
         savepoint.commit()
         return Outcome(job, Result.COMMITTED, duration=_since(started))
+
+
+def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:
+    """`outcome`, or `Result.ABANDONED` when the attempt was recorded as it was stopped."""
+    if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+        assert stopped is not None  # noqa: S101 - for the type checker
+        return Outcome(outcome.job, Result.ABANDONED, error=stopped.value)
+    return outcome
 
 
 class _LeaseLostError(Exception):

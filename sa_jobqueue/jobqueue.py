@@ -9,11 +9,12 @@ from typing import TYPE_CHECKING, Any, Generic
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import admin
+from sa_jobqueue import admin, pausing
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, JobT
+from sa_jobqueue.periodic import Schedule, make_schedule
 from sa_jobqueue.registry import Handler, Registry, TaskDef
 from sa_jobqueue.retry import BackoffPolicy
 from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES
@@ -56,6 +57,7 @@ class JobQueue(Generic[JobT]):
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
+        self.schedules: dict[str, Schedule] = {}
 
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name
@@ -75,6 +77,7 @@ class JobQueue(Generic[JobT]):
         lease: timedelta | float = timedelta(minutes=5),
         transactional: bool = False,
         backoff: BackoffPolicy | None = None,
+        timeout: timedelta | float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -89,6 +92,11 @@ class JobQueue(Generic[JobT]):
                 ``done`` mark (exactly-once for work in this database).
             backoff: attempt number -> seconds to wait after a failure
                 (default: `sa_jobqueue.retry.exponential`).
+            timeout: how long one attempt may run (a timedelta or seconds). Past it
+                the attempt fails with an error naming the timeout and retries or
+                dead-letters like any failure; the worker's slot is free at once.
+                A sync handler cannot be killed: ``ctx.cancelled`` turns True and
+                its late report is fenced away (see docs/tasks.md).
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -103,10 +111,85 @@ class JobQueue(Generic[JobT]):
                 lease=lease,
                 transactional=transactional,
                 backoff=backoff,
+                timeout=timeout,
             )
             return handler
 
         return register
+
+    def periodic(
+        self,
+        kind: str,
+        *,
+        cron: str | None = None,
+        timezone: str | None = None,
+        every: timedelta | float | None = None,
+        payload: Any = None,
+        queue: str | None = None,
+        name: str | None = None,
+    ) -> Schedule:
+        """Enqueue a job of `kind` at each tick of a schedule; workers do it (docs/periodic.md).
+
+        Example:
+            >>> jobs.periodic("nightly_report", cron="0 3 * * *",
+            ...               timezone="Europe/Paris")                  # doctest: +SKIP
+            >>> jobs.periodic("ping_partners", every=timedelta(seconds=30),
+            ...               payload={"deep": False}, queue="ops")     # doctest: +SKIP
+
+        Each tick is enqueued exactly once however many workers run, as an ordinary
+        job (it retries, dead-letters, shows in ``stats``), with the idempotency key
+        ``periodic:<name>:<tick>``. Ticks missed while no worker ran become one job,
+        not a back-fill. DST rules for `cron` are in docs/periodic.md.
+
+        Args:
+            kind: a task registered with `task` already.
+            cron: a cron expression (5 fields, or 6 with seconds first).
+            timezone: the IANA zone `cron` is read in (default UTC).
+            every: or: an interval (a timedelta or seconds, at least 1 s); ticks are
+                multiples of it since the Unix epoch.
+            payload: each job's JSON payload (default ``{}``).
+            queue: each job's queue (default: the task's).
+            name: names the schedule (default: `kind`); give one to run a kind
+                on two schedules.
+
+        Raises:
+            ConfigurationError: naming the problem: kind not registered, bad cron,
+                unknown time zone, both or neither of cron/every, an interval under
+                a second, or a schedule of that name already.
+        """
+        schedule = make_schedule(
+            self.registry,
+            kind,
+            cron=cron,
+            timezone=timezone,
+            every=every,
+            payload=payload,
+            queue=queue,
+            name=name,
+            max_payload_bytes=self.max_payload_bytes,
+        )
+        if schedule.name in self.schedules:
+            raise ConfigurationError(
+                f"periodic {schedule.name!r} is already scheduled "
+                f"({self.schedules[schedule.name].spec}); pass name= for a second schedule"
+            )
+        self.schedules[schedule.name] = schedule
+        return schedule
+
+    def pause(self, session: Session, queue: str | Iterable[str]) -> list[str]:
+        """Pause `queue` for every worker when `session` commits; never commits.
+
+        Workers claim nothing from a paused queue; running jobs finish. Returns
+        the queues that were not paused already.
+        """
+        return pausing.pause(session, self.model, queue)
+
+    def resume(self, session: Session, queue: str | Iterable[str]) -> list[str]:
+        """Resume a paused `queue` when `session` commits; idle workers wake at once.
+
+        Returns the queues that were paused. Never commits.
+        """
+        return pausing.resume(session, self.model, queue)
 
     def get_task(self, kind: str) -> TaskDef | None:
         """The task registered for `kind`, or None."""
@@ -124,6 +207,7 @@ class JobQueue(Generic[JobT]):
         delay: timedelta | float | None = None,
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
+        unique_key: str | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -142,6 +226,10 @@ class JobQueue(Generic[JobT]):
             max_attempts: default: the task's, else 20.
             idempotency_key: names the side effect; when a job with this key exists
                 already, that job is returned unchanged and nothing is inserted.
+            unique_key: deduplicates while active: when a ``pending`` or ``running``
+                job holds this key, that job is returned unchanged; once it has
+                finished, the key is free again. Concurrent callers get one job and
+                none of their transactions is aborted.
 
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
@@ -161,6 +249,7 @@ class JobQueue(Generic[JobT]):
             delay=delay,
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
+            unique_key=unique_key,
         )
         return self._inserter.insert(session, [spec])[0]
 
@@ -172,7 +261,7 @@ class JobQueue(Generic[JobT]):
 
             jobs.enqueue_many(session, [(kind, {"order_id": 4}) for kind in consumers])
 
-        Same transaction rules and idempotency as `enqueue`; one bad item rejects
+        Same transaction rules, idempotency and unique keys as `enqueue`; one bad item rejects
         the whole call before the session is touched.
         """
         check_session(session, "enqueue_many")
@@ -189,7 +278,8 @@ class JobQueue(Generic[JobT]):
             raise ConfigurationError(
                 f"jobs.worker() needs a sqlalchemy Engine, not {type(engine).__name__}"
             )
-        return Worker(self.model, self.registry, engine, WorkerConfig.from_options(options))
+        config = WorkerConfig.from_options(options)
+        return Worker(self.model, self.registry, engine, config, schedules=self.schedules)
 
     # -- operations (see sa_jobqueue.admin and docs/operations.md) ------------
 

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.attempt import AttemptKey, Claimed
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.periodic import PeriodicEnqueuer
 from sa_jobqueue.retention import Pruner
 
 __all__ = ["SWEEP_BATCH", "Maintenance"]
@@ -42,6 +43,9 @@ class Maintenance:
         running: a snapshot of the worker's claimed, unrecorded jobs.
         on_recovered: called after a sweep made jobs claimable.
         stopped: set when the worker stops; ends `run`.
+        periodic: enqueues the due ticks of periodic schedules (about once a second).
+        on_cancelled: called with a running job the heartbeat found cancelled (the
+            fallback for a missed cancel notification).
     """
 
     def __init__(
@@ -56,6 +60,8 @@ class Maintenance:
         running: Callable[[], list[Claimed]],
         on_recovered: Callable[[], None],
         stopped: threading.Event,
+        periodic: PeriodicEnqueuer | None = None,
+        on_cancelled: Callable[[Claimed], None] | None = None,
     ) -> None:
         self.engine = engine
         self.owner = owner
@@ -67,6 +73,10 @@ class Maintenance:
         # Tick at a third of the shortest lease: a job claimed right after a pass is
         # still extended in time.
         self.tick = max(0.05, min(min(leases, default=300.0) / 3, sweep_interval))
+        self.periodic = periodic if periodic is not None and periodic.schedules else None
+        if self.periodic is not None:
+            self.tick = min(self.tick, self.periodic.interval)
+        self.on_cancelled = on_cancelled
         self.driver = driver
 
     def run(self) -> None:
@@ -93,6 +103,8 @@ class Maintenance:
                     self.sweep(conn)
                     last_sweep = time.monotonic()
                 self.pruner.maybe_run(conn, budget=self.tick / 2)
+                if self.periodic is not None:
+                    self.periodic.maybe_run(conn)
                 failures = 0
             except Exception as error:  # noqa: BLE001 - see the docstring: never die
                 failures += 1
@@ -126,6 +138,8 @@ class Maintenance:
         held = self._extend(conn, due)
         missed = [j for j in due if j.key not in held]
         owned = self._owned(conn, missed) if missed else set()
+        gone = [j for j in missed if j.key not in owned]
+        cancelled = self._cancelled(conn, gone) if gone else set()
         still_running = {j.key for j in self.running()}
         for job in due:
             key = job.key
@@ -135,9 +149,12 @@ class Maintenance:
                 continue  # its row is locked (its own done mark, uncommitted): try again
             elif key in still_running:
                 lost.add(key)
+                if key in cancelled and self.on_cancelled is not None:
+                    self.on_cancelled(job)  # its log line says "cancelled"
+                    continue
                 log.warning(
                     "job %d %s attempt %d: heartbeat found the lease lost "
-                    "(expired and reclaimed, or cancelled)",
+                    "(expired and reclaimed by another worker)",
                     job.id,
                     job.kind,
                     job.attempts,
@@ -147,6 +164,11 @@ class Maintenance:
         """Run the fenced heartbeat for `jobs`; return the attempts still held."""
         with conn.begin():
             return self.driver.heartbeat(conn, jobs, self.owner)
+
+    def _cancelled(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, those whose row is ``cancelled``."""
+        with conn.begin():
+            return self.driver.cancelled(conn, jobs)
 
     def _owned(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
         """Of `jobs`, those still running under this worker (as last committed)."""

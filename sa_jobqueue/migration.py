@@ -29,9 +29,11 @@ from sa_jobqueue.engines import engine_arguments
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, table_args
 from sa_jobqueue.naming import channel_name, check_identifier, check_table_name, version_table
+from sa_jobqueue.state_tables import add_state_tables
 from sa_jobqueue.statements import catalog
 
 __all__ = [
+    "add_scheduling",
     "channel_name",
     "check_identifier",
     "check_table_name",
@@ -41,6 +43,7 @@ __all__ = [
     "downgrade",
     "drop_jobs_table",
     "drop_notify_trigger",
+    "drop_scheduling",
     "jobs_table",
     "latest",
     "lock_migrations",
@@ -104,22 +107,63 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
         _create_index(index, name, schema)
     set_autovacuum(name, schema=schema)
     create_notify_trigger(name, schema=schema)
+    _create_state_tables(table)
 
 
-def _create_index(index: Index, table: str, schema: str | None) -> None:
+def _create_index(
+    index: Index, table: str, schema: str | None, *, if_not_exists: bool = False
+) -> None:
     where = index.dialect_options["postgresql"]["where"]
     op.create_index(
         str(index.name),
         table,
         [column.name for column in index.columns],
         schema=schema,
+        unique=bool(index.unique),
         postgresql_where=where,
+        if_not_exists=if_not_exists or None,
     )
 
 
+def _create_state_tables(table: Table) -> None:
+    for state in add_state_tables(table):
+        state.create(op.get_bind(), checkfirst=True)
+
+
+def add_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Revision ``sajq_0002``: unique keys, paused queues, periodic schedules.
+
+    Adds the ``unique_key`` column and its partial unique index (over ``pending`` and
+    ``running`` rows) to the jobs table `name`, and creates the paused-queues and
+    schedules tables beside it. Idempotent: a table made by `create_jobs_table` of
+    this version has all of it already, and nothing is done twice. Existing jobs
+    are untouched (``unique_key`` is NULL for them). `drop_scheduling` undoes it.
+
+    Building the index reads the whole table once and blocks writes meanwhile, as
+    any ``CREATE INDEX`` does; it indexes active rows only, so it stays small.
+    """
+    qualified = _qualified(name, schema)
+    table = jobs_table(name, schema=schema)
+    op.execute(text(f"ALTER TABLE {qualified} ADD COLUMN IF NOT EXISTS unique_key text"))
+    (index,) = [i for i in table.indexes if i.name == f"uq_{name}_unique_key"]
+    _create_index(index, name, schema, if_not_exists=True)
+    _create_state_tables(table)
+
+
+def drop_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Undo `add_scheduling`: drop the two tables, the index and the ``unique_key`` column."""
+    table = jobs_table(name, schema=schema)
+    for state in reversed(add_state_tables(table)):
+        state.drop(op.get_bind(), checkfirst=True)
+    op.drop_index(f"uq_{name}_unique_key", table_name=name, schema=schema, if_exists=True)
+    op.execute(text(f"ALTER TABLE {_qualified(name, schema)} DROP COLUMN IF EXISTS unique_key"))
+
+
 def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
-    """Drop the jobs table `name` and its notify trigger function."""
+    """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
     drop_notify_trigger(name, schema=schema)
+    for state in reversed(add_state_tables(jobs_table(name, schema=schema))):
+        state.drop(op.get_bind(), checkfirst=True)
     op.drop_table(name, schema=schema)
 
 

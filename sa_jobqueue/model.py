@@ -27,8 +27,17 @@ from sqlalchemy.sql import FromClause
 
 from sa_jobqueue import ddl
 from sa_jobqueue.naming import check_table_name
+from sa_jobqueue.state_tables import add_state_tables
 
-__all__ = ["DEFAULT_MAX_ATTEMPTS", "DEFAULT_QUEUE", "FINISHED", "JobMixin", "JobT", "Status"]
+__all__ = [
+    "ACTIVE",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_QUEUE",
+    "FINISHED",
+    "JobMixin",
+    "JobT",
+    "Status",
+]
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
@@ -48,6 +57,7 @@ class Status(str, enum.Enum):
 
 
 FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+ACTIVE = (Status.PENDING, Status.RUNNING)
 
 _PayloadType = JSON().with_variant(JSONB(), "postgresql")
 _now = text("now()")
@@ -113,6 +123,8 @@ class JobMixin:
     locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     locked_by: Mapped[str | None] = mapped_column(Text)
     idempotency_key: Mapped[str | None] = mapped_column(Text)
+    #: Deduplicates while a job is pending or running (see `JobQueue.enqueue`).
+    unique_key: Mapped[str | None] = mapped_column(Text)
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=_now, nullable=False
@@ -133,6 +145,15 @@ class JobMixin:
             f"<{type(self).__name__} id={self.id} kind={self.kind!r} queue={self.queue!r} "
             f"status={self.status!r} attempts={self.attempts}/{self.max_attempts}>"
         )
+
+
+@event.listens_for(JobMixin, "instrument_class", propagate=True)
+def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
+    # The paused-queues and schedules tables join the model's MetaData, so
+    # create_all makes them with the jobs table (sa_jobqueue.state_tables).
+    table = mapper.local_table
+    if isinstance(table, Table):
+        add_state_tables(table)
 
 
 def table_args(table: str) -> tuple[Any, ...]:
@@ -162,6 +183,13 @@ def table_args(table: str) -> tuple[Any, ...]:
             f"ix_{table}_running",
             "locked_until",
             postgresql_where=text("status = 'running'"),
+        ),
+        # One active (pending or running) job per unique_key; finished ones free it.
+        Index(
+            f"uq_{table}_unique_key",
+            "unique_key",
+            unique=True,
+            postgresql_where=text(f"status IN ({_sql_list(ACTIVE)})"),
         ),
         # Retention: prune finished rows by age without scanning live ones.
         Index(

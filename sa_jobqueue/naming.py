@@ -8,6 +8,8 @@ importing one another (and without importing Alembic).
 'sa_jobqueue_jobs'
 >>> version_table("jobs")
 'sa_jobqueue_version_jobs'
+>>> paused_queues_table("jobs"), schedules_table("jobs")
+('sa_jobqueue_paused_jobs', 'sa_jobqueue_schedules_jobs')
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -23,9 +25,12 @@ __all__ = [
     "channel_name",
     "check_identifier",
     "check_table_name",
+    "control_channel_name",
     "derived_names",
     "lock_name",
     "notify_function_name",
+    "paused_queues_table",
+    "schedules_table",
     "version_table",
 ]
 
@@ -119,3 +124,18 @@ def notify_function_name(table: str) -> str:
 def lock_name(table: str, purpose: str) -> str:
     """The text hashed into `table`'s advisory-lock key for `purpose` (``sweep``, ``prune``)."""
     return f"sa_jobqueue:{table}:{purpose}"
+
+
+def control_channel_name(table: str) -> str:
+    """The channel on which `jobs.cancel` tells workers which running jobs of `table` stop."""
+    return f"sa_jobqueue_control_{table}"[:IDENTIFIER_MAX]
+
+
+def paused_queues_table(table: str) -> str:
+    """The table listing `table`'s paused queues (one row per paused queue)."""
+    return f"sa_jobqueue_paused_{table}"[:IDENTIFIER_MAX]
+
+
+def schedules_table(table: str) -> str:
+    """The table holding the next tick of each periodic schedule of `table`."""
+    return f"sa_jobqueue_schedules_{table}"[:IDENTIFIER_MAX]

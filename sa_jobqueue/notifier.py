@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import psycopg
 from sqlalchemy import Engine
 
-from sa_jobqueue.naming import channel_name
+from sa_jobqueue.naming import channel_name, control_channel_name
 
 __all__ = [
     "APPLICATION_NAME",
@@ -122,6 +122,9 @@ class Listener:
             ``(None, None)`` after each (re)connect.
         health_interval: seconds of silence after which the connection is probed.
         max_backoff: the longest wait between reconnection attempts, in seconds.
+        on_control: when given, the listener also LISTENs on the table's control
+            channel (`naming.control_channel_name`) and calls it with each payload
+            there (``cancel <id>`` from `jobs.cancel`).
 
     Attributes:
         connected: set while the connection is up and LISTENing.
@@ -138,6 +141,7 @@ class Listener:
         *,
         health_interval: float = 5.0,
         max_backoff: float = 5.0,
+        on_control: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         # A pool of our own with the engine's creator, URL, connect_args and pool
@@ -145,6 +149,8 @@ class Listener:
         # that may have died with the server.
         self._pool = engine.pool.recreate()
         self.channel = channel_name(table)
+        self.control_channel = control_channel_name(table)
+        self.on_control = on_control
         self.queues = frozenset(queues)
         self.on_wake = on_wake
         self.health_interval = health_interval
@@ -182,6 +188,8 @@ class Listener:
             connection.autocommit = True
             connection.execute(f"SET application_name = '{APPLICATION_NAME}'")
             connection.execute(f'LISTEN "{self.channel}"')
+            if self.on_control is not None:
+                connection.execute(f'LISTEN "{self.control_channel}"')
             self._harden(connection)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -262,6 +270,9 @@ class Listener:
         while not self._stop.is_set():
             for notify in connection.notifies(timeout=_TICK, stop_after=1):
                 heard = time.monotonic()
+                if notify.channel == self.control_channel and self.on_control is not None:
+                    self.on_control(notify.payload)
+                    continue
                 queue, run_at = parse_payload(notify.payload)
                 if queue in self.queues:
                     self.on_wake(queue, run_at)

@@ -10,6 +10,7 @@ reported as `Result.RELEASE` without running.
 
 from __future__ import annotations
 
+import logging
 import queue as stdlib_queue
 import threading
 from collections.abc import Callable, Sequence
@@ -19,6 +20,8 @@ from sa_jobqueue.executor import Executor, format_error
 from sa_jobqueue.retry import exponential
 
 __all__ = ["ThreadPool"]
+
+log = logging.getLogger("sa_jobqueue.worker")
 
 
 class _Stop:
@@ -58,6 +61,10 @@ class ThreadPool:
         self.savepoint_batch = savepoint_batch
         self._inbox: stdlib_queue.SimpleQueue[Claimed | _Stop] = stdlib_queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        #: Attempts given up while their handler ran, and the threads that have since exited.
+        self.abandoned = 0
+        self.retired = 0
 
     def start(self) -> None:
         """Start the handler threads."""
@@ -75,8 +82,30 @@ class ThreadPool:
 
     def stop(self) -> None:
         """Ask every thread to exit once it is idle (running handlers are not interrupted)."""
-        for _ in self._threads:
+        for _ in range(self.size):
             self._inbox.put(_STOP)
+
+    def abandon(self) -> None:
+        """A running attempt was given up (timed out or cancelled): start a replacement.
+
+        Its thread cannot be killed; it keeps running the handler, and exits when the
+        handler returns (`_serve`), so `size` threads take new jobs meanwhile.
+        """
+        with self._lock:
+            self.abandoned += 1
+            number = len(self._threads)
+            thread = threading.Thread(
+                target=self._serve, name=f"sa_jobqueue-handler-{number}", daemon=True
+            )
+            self._threads.append(thread)
+            stuck = self.abandoned - self.retired
+        if stuck > self.size:
+            log.warning(
+                "%d handler threads are still running attempts that timed out or were "
+                "cancelled; handlers should check ctx.cancelled",
+                stuck,
+            )
+        thread.start()
 
     def _serve(self) -> None:
         while True:
@@ -86,7 +115,13 @@ class ThreadPool:
             batch = [job]
             if self.savepoint_batch > 1 and not self._stopping():
                 batch = self._take_batch(job)
-            self._report(self._run(batch))
+            outcomes = self._run(batch)
+            self._report(outcomes)
+            if any(o.result is Result.ABANDONED for o in outcomes):
+                # A replacement took this thread's place when the attempt was given up.
+                with self._lock:
+                    self.retired += 1
+                return
 
     def _run(self, batch: list[Claimed]) -> list[Outcome]:
         if self._stopping():

@@ -30,6 +30,7 @@ class TaskDef:
         lease: seconds a claim lasts before heartbeats must extend it.
         transactional: run in one transaction with the ``done`` mark.
         backoff: delay policy after a failure.
+        timeout: seconds an attempt may run before it fails as timed out (None: no limit).
     """
 
     kind: str
@@ -39,6 +40,7 @@ class TaskDef:
     lease: float
     transactional: bool
     backoff: BackoffPolicy
+    timeout: float | None = None
 
 
 class Registry:
@@ -57,6 +59,7 @@ class Registry:
         lease: timedelta | float,
         transactional: bool,
         backoff: BackoffPolicy | None,
+        timeout: timedelta | float | None = None,
     ) -> TaskDef:
         """Validate the options and add the task; return its definition."""
         try:
@@ -65,10 +68,13 @@ class Registry:
             if max_attempts is not None:
                 check_max_attempts(max_attempts)
             lease_seconds = check_delay("lease", lease)
+            timeout_seconds = None if timeout is None else check_delay("timeout", timeout)
         except ValidationError as exc:
             raise ConfigurationError(f"task {kind!r}: {exc}") from None
         if lease_seconds < 1:
             raise ConfigurationError(f"task {kind!r}: lease must be at least 1 second")
+        if timeout_seconds is not None and timeout_seconds <= 0:
+            raise ConfigurationError(f"task {kind!r}: timeout must be positive, not {timeout!r}")
         if not callable(handler):
             raise ConfigurationError(f"task {kind!r}: handler {handler!r} is not callable")
         if kind in self._tasks:
@@ -85,6 +91,7 @@ class Registry:
             lease=lease_seconds,
             transactional=bool(transactional),
             backoff=backoff or exponential,
+            timeout=timeout_seconds,
         )
         self._tasks[kind] = task
         return task

@@ -66,19 +66,17 @@ def check_name(field: str, value: object) -> str:
     return value
 
 
-def check_key(value: object) -> str | None:
-    """Return a valid idempotency key (or None), else raise `ValidationError`."""
+def check_key(value: object, field: str = "idempotency_key") -> str | None:
+    """Return a valid key (or None) for `field` (``idempotency_key``, ``unique_key``)."""
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ValidationError(
-            "idempotency_key", value, f"must be a str or None, not {type(value).__name__}"
-        )
+        raise ValidationError(field, value, f"must be a str or None, not {type(value).__name__}")
     if not value:
-        raise ValidationError("idempotency_key", value, "must not be empty (use None for no key)")
+        raise ValidationError(field, value, "must not be empty (use None for no key)")
     if len(value) > MAX_KEY_LENGTH:
-        raise ValidationError("idempotency_key", value, f"must be at most {MAX_KEY_LENGTH} chars")
-    _check_text("idempotency_key", value, value, ValidationError)
+        raise ValidationError(field, value, f"must be at most {MAX_KEY_LENGTH} chars")
+    _check_text(field, value, value, ValidationError)
     return value
 
 

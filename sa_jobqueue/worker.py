@@ -18,13 +18,14 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Generic
 
 from sqlalchemy import Connection, Engine, exc
 from sqlalchemy.orm import sessionmaker
 
-from sa_jobqueue.attempt import Claimed, InFlight, Outcome
+from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result
+from sa_jobqueue.cancellation import Attempts, Watchdog, format_timeout
 from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
@@ -32,6 +33,7 @@ from sa_jobqueue.executor import Executor
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener, Notifier, PollingNotifier
+from sa_jobqueue.periodic import PeriodicEnqueuer, Schedule
 from sa_jobqueue.pool import ThreadPool
 from sa_jobqueue.registry import Registry
 from sa_jobqueue.retention import Pruner
@@ -58,6 +60,8 @@ class Worker(Generic[JobT]):
             connections: the claim loop, heartbeats/sweeper, the listener, and
             one per handler thread in transactional mode. Size the pool so.
         config: the options (`WorkerConfig` documents each).
+        schedules: periodic schedules (`JobQueue.periodic`) whose due ticks this
+            worker's maintenance enqueues; the database gives each tick to one worker.
 
     Guarantees: every job is claimed by one worker at a time, its claim commits
     before the handler starts, every later change is fenced by ``attempts`` and
@@ -66,7 +70,13 @@ class Worker(Generic[JobT]):
     """
 
     def __init__(
-        self, model: type[JobT], registry: Registry, engine: Engine, config: WorkerConfig
+        self,
+        model: type[JobT],
+        registry: Registry,
+        engine: Engine,
+        config: WorkerConfig,
+        *,
+        schedules: Mapping[str, Schedule] | None = None,
     ) -> None:
         self.model = model
         self.registry = registry
@@ -89,12 +99,16 @@ class Worker(Generic[JobT]):
         self._wake = WakeEvent()
         self._stopping = threading.Event()
         self._stopped = threading.Event()
+        # Running attempts' stop events (ctx.cancelled) and timeout deadlines.
+        self.attempts = Attempts()
+        self._watchdog: Watchdog | None = None
         executor = Executor(
             registry.get,
             config.session_factory or sessionmaker(engine),
             self.driver,
             self.worker_id,
             str(model.__tablename__),
+            attempts=self.attempts,
         )
         self.pool = ThreadPool(
             executor,
@@ -114,6 +128,8 @@ class Worker(Generic[JobT]):
             running=self.inflight.snapshot,
             on_recovered=self._wake.set,
             stopped=self._stopped,
+            periodic=PeriodicEnqueuer(model, registry, schedules or {}),
+            on_cancelled=lambda job: self._cancelled(job.id, job.attempts),
         )
         self.notifier: Notifier = PollingNotifier()
         self._maintenance_thread: threading.Thread | None = None
@@ -212,9 +228,14 @@ class Worker(Generic[JobT]):
     def _round(self) -> tuple[int, int]:
         """Record finished jobs and claim new ones, in one short transaction."""
         reports = self.completer.collect()
-        free = self.concurrency - len(self.inflight) + len(reports)
+        # An attempt given up (timed out, cancelled) may be reported twice: when it is
+        # given up, and when its handler returns; it frees one slot, once.
+        free = self.concurrency - len(self.inflight)
+        free += len({o.job.key for o in reports if o.job.key in self.inflight})
         conn = self._connection()
         with conn.begin():
+            if self.config.asynchronous_commit:
+                self.driver.commit_asynchronously(conn)
             if reports:
                 self.completer.record(conn, reports)
             claimed: list[Claimed] = []
@@ -244,6 +265,40 @@ class Worker(Generic[JobT]):
         """The pool's callback (a handler thread): hand over, then wake the loop."""
         self.completer.report(outcomes)
         self._wake.set()
+
+    # -- giving up running attempts: timeouts and cancellation ---------------
+
+    def _on_timeout(self, key: AttemptKey, job: Claimed) -> None:
+        """The watchdog's callback: `job`'s attempt ran past its task's timeout."""
+        task = self.registry.get(job.kind)
+        timeout = task.timeout if task is not None and task.timeout is not None else 0.0
+        backoff = task.backoff(job.attempts) if task is not None else 0.0
+        log_job(
+            logging.WARNING,
+            job,
+            "timed out after %gs; its slot is free again and its handler was told (ctx.cancelled)",
+            timeout,
+        )
+        self._give_up(key, Outcome(job, Result.FAIL, backoff, format_timeout(timeout)))
+
+    def _on_control(self, payload: str) -> None:
+        """The listener's callback for the control channel: ``cancel <id>``."""
+        verb, _, argument = payload.partition(" ")
+        if verb == "cancel" and argument.isdigit():
+            self._cancelled(int(argument))
+
+    def _cancelled(self, job_id: int, attempt: int | None = None) -> None:
+        """`job_id` was cancelled (notification or heartbeat): stop its running attempt."""
+        for key, job in self.attempts.cancel_attempts(job_id, attempt):
+            self._give_up(key, Outcome(job, Result.CANCELLED))
+
+    def _give_up(self, key: AttemptKey, outcome: Outcome) -> None:
+        """Record `outcome` now and free the slot; the handler's own report is ignored."""
+        cancel = self.attempts.handle(key)
+        if callable(cancel):
+            cancel()  # e.g. an async handler's task: it gets CancelledError
+        self.pool.abandon()
+        self._report([outcome])
 
     # -- waiting: notifications, scheduled jobs, polling ----------------------
 
@@ -301,13 +356,19 @@ class Worker(Generic[JobT]):
 
     def _start(self, *, listen: bool) -> None:
         self.pool.start()
+        self._watchdog = Watchdog(self.attempts, self._on_timeout, self._stopped)
+        self._watchdog.start()
         self._maintenance_thread = threading.Thread(
             target=self.maintenance.run, name="sa_jobqueue-maintenance", daemon=True
         )
         self._maintenance_thread.start()
         if self.listen and listen:
             self.notifier = Listener(
-                self.engine, str(self.model.__tablename__), self.queues, self._on_notify
+                self.engine,
+                str(self.model.__tablename__),
+                self.queues,
+                self._on_notify,
+                on_control=self._on_control,
             )
         else:
             self.notifier = PollingNotifier()
@@ -315,6 +376,7 @@ class Worker(Generic[JobT]):
 
     def _shutdown(self, wait: float | None) -> None:
         """Let running handlers finish within `wait` seconds, then release the rest."""
+        self.attempts.shutdown()  # ctx.cancelled: long handlers may end early
         self.notifier.stop()
         deadline = None if wait is None else time.monotonic() + wait
         while self.inflight:
@@ -334,8 +396,11 @@ class Worker(Generic[JobT]):
             self._flush_reports()
         self.pool.stop()
         self._stopped.set()
+        self.attempts.wake()  # the watchdog sees _stopped
         if self._maintenance_thread is not None:
             self._maintenance_thread.join(5)
+        if self._watchdog is not None:
+            self._watchdog.join(5)
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()

@@ -181,6 +181,7 @@ def show_command(
         ("locked_by", job.locked_by or "-"),
         ("locked_until", when(job.locked_until)),
         ("idempotency_key", job.idempotency_key or "-"),
+        ("unique_key", job.unique_key or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     for name, value in fields:

@@ -89,7 +89,11 @@ _STATS_COLUMNS = (
 def render_stats(stats: admin.Stats, table: str) -> str:
     """The ``stats`` table for `stats` of `table`."""
     rows = [
-        [q.queue, *[getattr(q, attr) for _, attr in _STATS_COLUMNS], age(q.lag_seconds)]
+        [
+            f"{q.queue} (paused)" if q.paused else q.queue,
+            *[getattr(q, attr) for _, attr in _STATS_COLUMNS],
+            age(q.lag_seconds),
+        ]
         for q in [*stats.queues, stats.total]
     ]
     rows[-1][0] = "TOTAL"

@@ -165,6 +165,13 @@ def _first_line(error: BaseException) -> str:
     help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
 )
 @click.option(
+    "--asynchronous-commit/--synchronous-commit",
+    default=False,
+    show_default=True,
+    help="Claims and acknowledgements commit without waiting for the WAL flush; after a "
+    "server crash some jobs run again, none is lost (docs/performance.md).",
+)
+@click.option(
     "--log-level",
     type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
     default="INFO",
@@ -182,6 +189,7 @@ def worker(
     prune_interval: float,
     listen: bool,
     savepoint_batch: int,
+    asynchronous_commit: bool,
     log_level: str,
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
@@ -204,6 +212,7 @@ def worker(
             prune_interval=prune_interval,
             listen=listen,
             savepoint_batch=savepoint_batch,
+            asynchronous_commit=asynchronous_commit,
         )
         runner.run()
     except JobQueueError as error:

@@ -21,6 +21,7 @@ from sa_jobqueue.statements.common import (
     FINISHED_VALUES,
     advisory_lock_key,
     advisory_unlock,
+    asynchronous_commit,
     db_now,
     notify,
     seconds,
@@ -39,6 +40,7 @@ from sa_jobqueue.statements.operator import (
 )
 from sa_jobqueue.statements.runtime import (
     by_keys,
+    by_unique_keys,
     claim,
     complete,
     discard,
@@ -57,7 +59,9 @@ __all__ = [
     "FINISHED_VALUES",
     "advisory_lock_key",
     "advisory_unlock",
+    "asynchronous_commit",
     "by_keys",
+    "by_unique_keys",
     "cancel",
     "claim",
     "complete",

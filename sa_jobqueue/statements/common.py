@@ -29,6 +29,7 @@ __all__ = [
     "FINISHED_VALUES",
     "advisory_lock_key",
     "advisory_unlock",
+    "asynchronous_commit",
     "db_now",
     "epoch_seconds",
     "fence",
@@ -101,6 +102,19 @@ def try_advisory_xact_lock(model: type[JobMixin], purpose: str) -> Select[Any]:
 
 
 # -- operations (admin.py) --
+
+
+def asynchronous_commit() -> Select[Any]:
+    """``SET LOCAL synchronous_commit = off``, as ``set_config(..., is_local => true)``.
+
+    For the queue's own lease-mode transactions only (claims, acknowledgements):
+    their COMMIT returns before the WAL reaches the disk. A server crash may then
+    lose the last few hundred milliseconds of them, which makes those jobs run
+    again (lease mode allows it) but never loses a job nor completes one twice: an
+    enqueue commits synchronously, and so does every transactional-mode ``done``,
+    which also flushes every earlier WAL record (claims included).
+    """
+    return select(func.set_config("synchronous_commit", "off", True))
 
 
 def db_now() -> Select[Any]:

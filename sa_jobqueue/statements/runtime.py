@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
 from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
-from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.model import ACTIVE, JobMixin, Status
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
     FENCE_ARRAYS,
@@ -36,9 +36,11 @@ from sa_jobqueue.statements.common import (
     seconds,
     unnest_rows,
 )
+from sa_jobqueue.statements.control import is_paused
 
 __all__ = [
     "by_keys",
+    "by_unique_keys",
     "claim",
     "complete",
     "discard",
@@ -54,12 +56,17 @@ __all__ = [
 
 
 def enqueue(model: type[JobMixin]) -> PgInsert:
-    """Insert a batch of jobs; a duplicate idempotency key inserts nothing.
+    """Insert a batch of jobs; a taken idempotency key, or active unique key, inserts nothing.
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
     ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
-    for "now plus delay"), ``delays`` (seconds), ``keys``. Returns the inserted rows, in
-    insertion order of their ids.
+    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``. Returns the
+    inserted rows, in insertion order of their ids.
+
+    ``ON CONFLICT DO NOTHING`` names no target, so both arbiters apply: the unique
+    constraint on ``idempotency_key`` and the partial unique index on ``unique_key``
+    over pending and running rows. Neither raises, so a conflict never aborts the
+    caller's transaction.
     """
     batch = unnest_rows(
         ("kinds", "kind", Text),
@@ -70,6 +77,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         ("run_ats", "run_at", TIMESTAMP(timezone=True)),
         ("delays", "delay", Float),
         ("keys", "key", Text),
+        ("unique_keys", "unique_key", Text),
     )
     rows = select(
         batch.c.kind,
@@ -79,6 +87,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         batch.c.max_attempts,
         func.coalesce(batch.c.run_at, func.now() + seconds(batch.c.delay)),
         batch.c.key,
+        batch.c.unique_key,
         literal(Status.PENDING.value, Text),
         literal(0, Integer),
     )
@@ -90,20 +99,25 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         "max_attempts",
         "run_at",
         "idempotency_key",
+        "unique_key",
         "status",
         "attempts",
     ]
-    return (
-        pg_insert(model)
-        .from_select(columns, rows)
-        .on_conflict_do_nothing(index_elements=[model.idempotency_key])
-    )
+    return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
 
 
 def by_keys(model: type[JobMixin]) -> Select[Any]:
     """Jobs whose idempotency key is in ``:keys`` (an array)."""
     return select(model).where(
         model.idempotency_key == func.any(bindparam("keys", type_=ARRAY(Text)))
+    )
+
+
+def by_unique_keys(model: type[JobMixin]) -> Select[Any]:
+    """Active (pending or running) jobs whose unique key is in ``:unique_keys`` (an array)."""
+    return select(model).where(
+        model.unique_key == func.any(bindparam("unique_keys", type_=ARRAY(Text))),
+        model.status.in_([s.value for s in ACTIVE]),
     )
 
 
@@ -119,15 +133,19 @@ def claim(
     `default_lease`. Rows locked by another claimer are skipped, never waited on.
     One queue per statement, as Oban and River do: ``queue = :queue`` walks the
     partial index in claim order, while ``queue IN (...)`` would make PostgreSQL
-    sort every due row of those queues on every claim. Returns the leased jobs.
+    sort every due row of those queues on every claim. Nothing is claimed from a
+    queue listed in the paused-queues table. Returns the leased jobs.
     """
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked.
+    queue_name = bindparam("queue_name", type_=Text)
     due = (
         select(model.id)
         .where(model.status == Status.PENDING.value)
-        .where(model.queue == bindparam("queue_name", type_=Text))
+        .where(model.queue == queue_name)
         .where(model.run_at <= func.now())
+        # A paused queue yields nothing (one primary-key probe per claim).
+        .where(~is_paused(model, queue_name))
         .order_by(model.priority, model.run_at, model.id)
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)

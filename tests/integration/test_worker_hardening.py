@@ -13,10 +13,10 @@ import threading
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
-from sa_jobqueue import Discard, JobContext, JobQueue, Retry
+from sa_jobqueue import ConfigurationError, Discard, JobContext, JobQueue, Retry
 from sa_jobqueue.attempt import MAX_ERROR_LENGTH
 from tests.helpers import wait_for
 from tests.models import Effect, Job
@@ -187,3 +187,31 @@ def test_no_connection_for_a_transactional_handler_does_not_use_up_its_attempts(
         hog.close()
         starved.dispose()
     assert sorted(ran) == sorted(ids)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_asynchronous_commit_applies_to_the_claim_loops_transactions_only(committed, asynchronous):
+    jobs = JobQueue(Job)
+    seen: dict[str, str] = {}
+
+    @jobs.task("tx", transactional=True)
+    def tx(ctx: JobContext) -> None:
+        seen["handler"] = ctx.session.execute(text("SHOW synchronous_commit")).scalar_one()
+
+    worker = jobs.worker(committed, asynchronous_commit=asynchronous)
+    claim = worker.driver.claim
+
+    def claim_and_look(conn, *args):
+        seen["claim"] = conn.execute(text("SHOW synchronous_commit")).scalar_one()
+        return claim(conn, *args)
+
+    worker.driver.claim = claim_and_look  # type: ignore[method-assign]
+    job_id = enqueue(committed, jobs, "tx")
+    assert worker.drain() == 1
+    assert row(committed, job_id).status == "done"
+    assert seen == {"claim": "off" if asynchronous else "on", "handler": "on"}
+
+
+def test_asynchronous_commit_must_be_a_bool(committed):
+    with pytest.raises(ConfigurationError, match="asynchronous_commit must be True or False"):
+        JobQueue(Job).worker(committed, asynchronous_commit="yes")  # type: ignore[arg-type]

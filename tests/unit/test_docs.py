@@ -26,7 +26,7 @@ REFERENCE = DOCS / "reference"
 DIRECTIVE = re.compile(r"^::: *(sa_jobqueue[\w.]*)\s*$", re.MULTILINE)
 
 # The click commands are rendered by the mkdocs-click directive in reference/cli.md.
-CLICK_COMMAND_MODULES = {"sa_jobqueue.cli.ops", "sa_jobqueue.cli.run"}
+CLICK_COMMAND_MODULES = {"sa_jobqueue.cli.ops", "sa_jobqueue.cli.run", "sa_jobqueue.cli.control"}
 
 
 def _modules() -> list[str]:

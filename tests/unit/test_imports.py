@@ -21,11 +21,15 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
         {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
-        | {"engines"},
+        | {"engines", "state_tables"},
     ),
-    ("vocabulary", {"context", "attempt", "registry"}),
+    ("vocabulary", {"context", "attempt", "registry", "cancellation"}),
     ("sql", {"statements"}),
-    ("operations", {"driver", "enqueue", "retention", "admin", "migration", "preflight"}),
+    (
+        "operations",
+        {"driver", "enqueue", "retention", "admin", "migration", "preflight", "periodic"}
+        | {"pausing"},
+    ),
     (
         "runtime parts",
         {"executor", "completer", "config", "notifier", "wakeup", "maintenance", "pool"},

@@ -12,7 +12,6 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     DateTime,
-    Index,
     Integer,
     MetaData,
     SmallInteger,
@@ -68,7 +67,7 @@ def test_two_job_tables_share_one_metadata_without_name_collisions():
     # create_all would emit each name once per table; PostgreSQL rejects repeats
     # schema-wide, so compare what the DDL would say.
     ddl = [_pg(CreateIndex(i)) for t in (mail, report) for i in t.indexes]
-    assert len({d.split(" ON ")[0] for d in ddl}) == len(ddl) == 6
+    assert len({d.split(" ON ")[0] for d in ddl}) == len(ddl) == 8
 
 
 def test_columns_types_and_defaults_match_the_design():
@@ -85,6 +84,7 @@ def test_columns_types_and_defaults_match_the_design():
         "locked_until": DateTime,
         "locked_by": Text,
         "idempotency_key": Text,
+        "unique_key": Text,
         "last_error": Text,
         "created_at": DateTime,
         "updated_at": DateTime,
@@ -96,7 +96,14 @@ def test_columns_types_and_defaults_match_the_design():
     for name in ("run_at", "locked_until", "created_at", "updated_at", "finished_at"):
         assert cast(DateTime, table.c[name].type).timezone, name
     nullable = {c.name for c in table.c if c.nullable}
-    assert nullable == {"locked_until", "locked_by", "idempotency_key", "last_error", "finished_at"}
+    assert nullable == {
+        "locked_until",
+        "locked_by",
+        "idempotency_key",
+        "unique_key",
+        "last_error",
+        "finished_at",
+    }
     assert table.c.id.primary_key
     assert table.c.id.identity is not None
     server_defaults = {
@@ -145,8 +152,11 @@ def test_status_check_unique_key_and_partial_indexes():
         "WHERE status = 'running'",
         "ix_jobs_finished": "CREATE INDEX ix_jobs_finished ON jobs (finished_at) "
         "WHERE status IN ('done', 'failed', 'cancelled')",
+        # unique_key: one active job per key; finished jobs free it.
+        "uq_jobs_unique_key": "CREATE UNIQUE INDEX uq_jobs_unique_key ON jobs (unique_key) "
+        "WHERE status IN ('pending', 'running')",
     }
-    assert all(isinstance(i, Index) and not i.unique for i in table.indexes)
+    assert [i.name for i in table.indexes if i.unique] == ["uq_jobs_unique_key"]
 
 
 def test_migration_helpers_build_the_same_table_as_the_mixin():

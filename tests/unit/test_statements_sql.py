@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
+from sa_jobqueue.statements import control
 from tests.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -41,6 +42,16 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "requeue": lambda: statements.requeue(Job),
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
     "cancel": lambda: statements.cancel(Job),
+    "asynchronous_commit": statements.asynchronous_commit,
+    "by_unique_keys": lambda: statements.by_unique_keys(Job),
+    "pause": lambda: control.pause(Job),
+    "resume": lambda: control.resume(Job),
+    "paused_queues": lambda: control.paused_queues(Job),
+    "read_schedules": lambda: control.read_schedules(Job),
+    "insert_schedules": lambda: control.insert_schedules(Job),
+    "advance_schedule": lambda: control.advance_schedule(Job),
+    "record_schedule_job": lambda: control.record_schedule_job(Job),
+    "respec_schedule": lambda: control.respec_schedule(Job),
 }
 
 _TYPES = (

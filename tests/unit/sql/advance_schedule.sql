@@ -1,0 +1,1 @@
+UPDATE sa_jobqueue_schedules_jobs SET next_run_at=%(following)s, last_run_at=now(), updated_at=now() WHERE sa_jobqueue_schedules_jobs.name = %(schedule_name)s AND sa_jobqueue_schedules_jobs.spec = %(schedule_spec)s AND sa_jobqueue_schedules_jobs.next_run_at = %(due)s AND sa_jobqueue_schedules_jobs.next_run_at <= now() RETURNING sa_jobqueue_schedules_jobs.name

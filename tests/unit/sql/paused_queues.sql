@@ -1,0 +1,2 @@
+SELECT sa_jobqueue_paused_jobs.queue, sa_jobqueue_paused_jobs.paused_at
+FROM sa_jobqueue_paused_jobs ORDER BY sa_jobqueue_paused_jobs.queue

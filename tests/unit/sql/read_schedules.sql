@@ -1,0 +1,3 @@
+SELECT sa_jobqueue_schedules_jobs.name, sa_jobqueue_schedules_jobs.spec, sa_jobqueue_schedules_jobs.next_run_at, now() AS now
+FROM sa_jobqueue_schedules_jobs
+WHERE sa_jobqueue_schedules_jobs.name = any(%(names)s)

@@ -1,0 +1,1 @@
+UPDATE sa_jobqueue_schedules_jobs SET kind=%(schedule_kind)s, spec=%(schedule_spec)s, next_run_at=%(following)s, updated_at=now() WHERE sa_jobqueue_schedules_jobs.name = %(schedule_name)s AND sa_jobqueue_schedules_jobs.spec != %(schedule_spec)s RETURNING sa_jobqueue_schedules_jobs.name
