@@ -20,6 +20,7 @@ from sqlalchemy.sql.selectable import ExecutableReturnsRows
 from sa_jobqueue import statements, validation
 from sa_jobqueue.columns import dumps
 from sa_jobqueue.errors import ConfigurationError, JobQueueError, ValidationError
+from sa_jobqueue.limits import check_concurrency_key
 from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.registry import Registry
 
@@ -38,6 +39,7 @@ _OPTIONS = frozenset(
         "max_attempts",
         "idempotency_key",
         "unique_key",
+        "concurrency_key",
         "columns",
     }
 )
@@ -59,6 +61,7 @@ class JobSpec:
     delay: float
     idempotency_key: str | None
     unique_key: str | None = None
+    concurrency_key: str | None = None
     #: The application's own columns: ``(column name, value)`` pairs, sorted by name.
     columns: tuple[tuple[str, Any], ...] = ()
 
@@ -93,6 +96,7 @@ def prepare(
     max_attempts: object = None,
     idempotency_key: object = None,
     unique_key: object = None,
+    concurrency_key: object = None,
     columns: object = None,
     check_columns: ColumnsCheck | None = None,
 ) -> JobSpec:
@@ -117,6 +121,7 @@ def prepare(
         delay=0.0 if delay is None else validation.check_delay("delay", delay),
         idempotency_key=validation.check_key(idempotency_key),
         unique_key=validation.check_key(unique_key, "unique_key"),
+        concurrency_key=check_concurrency_key(concurrency_key, task.limits if task else None),
         columns=check_columns(columns) if check_columns is not None else (),
     )
 
@@ -303,6 +308,7 @@ class Inserter(Generic[JobT]):
             "delays": [s.delay for s in specs],
             "keys": [s.idempotency_key for s in specs],
             "unique_keys": [s.unique_key for s in specs],
+            "concurrency_keys": [s.concurrency_key for s in specs],
         }
         extra = self._extra_params(specs, trace_context)
         for name, values in extra.items():

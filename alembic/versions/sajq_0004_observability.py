@@ -1,7 +1,7 @@
 """sa-jobqueue: a job's ``result`` and the trace context of its enqueue.
 
 Revision ID: sajq_0004
-Revises: sajq_0002
+Revises: sajq_0003
 Create Date: 2026-12-01
 
 Two nullable JSONB columns: ``result`` (a handler's return value) and
@@ -18,7 +18,7 @@ from alembic import context
 from sa_jobqueue.migration import add_revision_columns, drop_revision_columns
 
 revision: str = "sajq_0004"
-down_revision: str | Sequence[str] | None = "sajq_0002"
+down_revision: str | Sequence[str] | None = "sajq_0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

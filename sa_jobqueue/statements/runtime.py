@@ -61,8 +61,8 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
     ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
-    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``. Returns the
-    inserted rows, in insertion order of their ids.
+    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``,
+    ``concurrency_keys``. Returns the inserted rows, in insertion order of their ids.
 
     ``ON CONFLICT DO NOTHING`` names no target, so both arbiters apply: the unique
     constraint on ``idempotency_key`` and the partial unique index on ``unique_key``
@@ -85,6 +85,7 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
         ("delays", "delay", Float),
         ("keys", "key", Text),
         ("unique_keys", "unique_key", Text),
+        ("concurrency_keys", "concurrency_key", Text),
         *((f"{c.name}_values", f"extra_{c.name}", Text if _is_json(c) else c.type) for c in extras),
     )
     extra_values = [
@@ -102,6 +103,7 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
         batch.c.unique_key,
         literal(Status.PENDING.value, Text),
         literal(0, Integer),
+        batch.c.concurrency_key,
         *extra_values,
     )
     columns = [
@@ -115,6 +117,7 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
         "unique_key",
         "status",
         "attempts",
+        "concurrency_key",
         *(c.name for c in extras),
     ]
     return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
@@ -144,6 +147,7 @@ def claim(
     *,
     leases: Mapping[str, float],
     default_lease: float,
+    exclude_kinds: Sequence[str] = (),
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
 
@@ -153,6 +157,9 @@ def claim(
     partial index in claim order, while ``queue IN (...)`` would make PostgreSQL
     sort every due row of those queues on every claim. Nothing is claimed from a
     queue listed in the paused-queues table. Returns the leased jobs.
+
+    `exclude_kinds` are the worker's limited kinds, which `claim_limited` claims
+    instead; without any, the statement is the same as before flow control existed.
     """
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked.
@@ -167,8 +174,10 @@ def claim(
         .order_by(model.priority, model.run_at, model.id)
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
-        .cte("due")
     )
+    if exclude_kinds:
+        due = due.where(model.kind.not_in([literal(k, Text) for k in sorted(exclude_kinds)]))
+    due_cte = due.cte("due")
     lease: ColumnElement[Any] = literal(float(default_lease), Float)
     if leases:
         lease = case(
@@ -184,7 +193,7 @@ def claim(
         model.updated_at: func.now(),
     }
     returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
-    return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+    return update(model).where(model.id == due_cte.c.id).values(leased).returning(*returned)
 
 
 def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
