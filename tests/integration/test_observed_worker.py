@@ -411,3 +411,47 @@ def test_async_handlers_get_their_middleware_results_and_an_async_engine(committ
     assert jobs.worker(committed).drain() == 1
     assert _job(committed, job_id).result == {"wrapped": {"id": job_id}}
     assert seen == ["async fetch"]  # the sync middleware wraps sync handlers only
+
+
+def test_a_timed_out_attempt_and_a_cancelled_one_are_counted_as_such(committed):
+    import threading
+    import time
+    from datetime import timedelta
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("slow", timeout=timedelta(seconds=1), max_attempts=1)
+    def slow(ctx: JobContext) -> None:
+        deadline = time.monotonic() + 20
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    @jobs.task("long")
+    def long(ctx: JobContext) -> None:
+        deadline = time.monotonic() + 20
+        while not ctx.cancelled and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    registry = CollectorRegistry()
+    worker = jobs.worker(
+        committed, metrics=Metrics(registry), concurrency=2, poll_interval=0.2, sweep_interval=0.5
+    )
+    runner = threading.Thread(target=worker.run, daemon=True)
+    timed, cancelled = _enqueue(committed, jobs, ("slow", {}), ("long", {}))
+
+    def count(kind: str, outcome: str) -> float | None:
+        labels = {"kind": kind, "queue": "default", "outcome": outcome}
+        return registry.get_sample_value("sa_jobqueue_job_attempts_total", labels)
+
+    runner.start()
+    try:
+        wait_for(lambda: _job(committed, cancelled).status == "running", what="long to run")
+        with Session(committed) as session, session.begin():
+            jobs.cancel(session, [cancelled])
+        wait_for(lambda: count("slow", "timeout") == 1, what="the timeout to be counted")
+        wait_for(lambda: count("long", "cancelled") == 1, what="the cancel to be counted")
+    finally:
+        worker.stop()
+        runner.join(30)
+    assert _job(committed, timed).status == "failed"
+    assert count("slow", "failed") is None  # counted once, as a timeout
