@@ -303,6 +303,7 @@ def test_the_scratch_database_has_what_the_overrides_made(jobqueue_engine, jobqu
         "sa_jobqueue_version_outbox",
         "sa_jobqueue_paused_outbox",
         "sa_jobqueue_schedules_outbox",
+        "sa_jobqueue_starts_outbox",
     }
     outbox.enqueue(jobqueue_session, "publish", {"event": "order_placed"})
     assert_enqueued(jobqueue_session, "publish", payload={"event": "order_placed"})
