@@ -434,9 +434,10 @@ class JobQueue(Generic[JobT]):
     def cancel(self, session: Session, ids: Iterable[int]) -> admin.Changed:
         """Cancel ``pending`` or ``running`` jobs among `ids`; never commits.
 
-        A running job is cancelled at once; its handler is not interrupted, but its
-        later report changes nothing and the job is not retried (``was_running``
-        lists such jobs).
+        A running job is cancelled at once; when the caller commits, its worker is
+        told (``ctx.cancelled`` turns True, its slot is freed). Its handler is not
+        killed: its later report changes nothing and the job is not retried
+        (``was_running`` lists such jobs).
         """
         check_sync_session(session, "cancel")
         return admin.cancel(session, self.model, ids)

@@ -29,12 +29,14 @@ from typing import TYPE_CHECKING, Generic
 from sqlalchemy import Connection, Engine, create_engine, exc
 from sqlalchemy.orm import sessionmaker
 
+from sa_jobqueue import preflight
 from sa_jobqueue.aio_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result
 from sa_jobqueue.cancellation import Attempts, Watchdog, format_timeout
 from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
+from sa_jobqueue.engines import check_worker_engine
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.executor import Executor
 from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
@@ -95,6 +97,7 @@ class Worker(Generic[JobT]):
         self.model = model
         self.registry = registry
         self.config = config
+        self._checked = False  # preflight.check_worker runs once, at the first start
         self.async_engine: AsyncEngine | None = None
         self._own_engine = not isinstance(engine, Engine)
         if isinstance(engine, Engine):
@@ -106,6 +109,7 @@ class Worker(Generic[JobT]):
             self.engine = create_engine(
                 sync_url(engine.url), pool_size=config.concurrency + 3, pool_pre_ping=True
             )
+        check_worker_engine(self.engine)  # the listener needs psycopg 3
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
         self.poll_interval = float(config.poll_interval)
@@ -259,6 +263,8 @@ class Worker(Generic[JobT]):
         self._stopped.clear()
         self.processed = 0
         self._callers_loop = loop
+        if not self._checked:
+            self._check_database()
         self._start(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
@@ -476,6 +482,32 @@ class Worker(Generic[JobT]):
 
     # -- start and stop -------------------------------------------------------
 
+    def _check_database(self) -> None:
+        """Run `preflight.check_worker` once, waiting out a database that is not up yet.
+
+        A wrong encoding or a misshapen table raises `ConfigurationError` (one line
+        now, instead of an error at every claim); a server that cannot be reached
+        is retried with backoff, as the claim loop would, until `stop`.
+        """
+        delay = 0.1
+        while not self._stopping.is_set():
+            try:
+                warnings = preflight.check_worker(self.engine, self.model)
+            except exc.OperationalError as error:
+                first = str(error.orig or error).strip().splitlines()[:1]
+                log.warning(
+                    "cannot reach the database to check it (%s); retrying in %.1fs",
+                    first[0] if first else type(error).__name__,
+                    delay,
+                )
+                self._stopping.wait(delay)
+                delay = min(5.0, delay * 2)
+                continue
+            for warning in warnings:
+                log.warning("%s", warning)
+            self._checked = True
+            return
+
     def _start(self, *, listen: bool) -> None:
         self.pool.start()
         if self._has_async:
@@ -483,7 +515,8 @@ class Worker(Generic[JobT]):
             # lives on that loop); otherwise an engine of their own, on their loop.
             in_callers_loop = self._callers_loop is not None and self.async_engine is not None
             self._async_sessions = AsyncSessions(
-                self.engine, self.async_engine if in_callers_loop else None
+                self.async_engine.url if self.async_engine is not None else self.engine.url,
+                self.async_engine if in_callers_loop else None,
             )
             self._executor.async_session_factory = self._async_sessions
             self.async_pool.on_close = self._async_sessions.aclose
@@ -500,6 +533,7 @@ class Worker(Generic[JobT]):
                 str(self.model.__tablename__),
                 self.queues,
                 self._on_notify,
+                url=self.config.listen_url,
                 on_control=self._on_control,
             )
         else:
