@@ -390,7 +390,12 @@ def test_job_page_shows_a_result_column_and_the_apps_own_columns(engine):
     ResultBase.metadata.create_all(engine)
     try:
         with Session(engine) as session, session.begin():
-            job = JobWithResult(kind="render", result={"pages": 3, "html": XSS}, order_id=42)
+            job = JobWithResult(
+                kind="render",
+                result={"pages": 3, "html": XSS},
+                trace_context={"traceparent": "00-4bf92f3577b34da6-00f067aa0ba902b7-01"},
+                order_id=42,
+            )
             session.add(job)
             session.flush()
             job_id = job.id
@@ -400,6 +405,7 @@ def test_job_page_shows_a_result_column_and_the_apps_own_columns(engine):
         assert result is not None
         assert '"pages": 3' in result.group(1).replace("&#34;", '"')
         assert "&lt;script&gt;" in result.group(1)
+        assert "00-4bf92f3577b34da6" in body.split('id="trace-context"')[1]
         extra = re.search(r'<table class="fields" id="extra">(.*?)</table>', body, re.S)
         assert extra is not None
         assert "order_id" in extra.group(1)
