@@ -128,8 +128,14 @@ class _ObservedDriver(PostgresDriver):
         self.held: set[AttemptKey] = set()
         self.statuses: dict[AttemptKey, str | None] = {}
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        held = super().complete(conn, jobs, owner)
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        held = super().complete(conn, jobs, owner, results)
         self.held |= held
         return held
 
@@ -167,6 +173,7 @@ class _Drain:
         else:
             sessions = sessionmaker(bind)
         self.jobs = jobs
+        # As a worker's: the app's middleware runs, results are stored, ctx.engine is set.
         self.executor = Executor(
             jobs.registry.get,
             sessions,
@@ -174,6 +181,8 @@ class _Drain:
             self.owner,
             jobs.table_name,
             async_session_factory=_no_async_sessions,
+            engine=bind.engine if isinstance(bind, Connection) else bind,
+            middlewares=jobs.registry.middlewares,
         )
 
     @contextlib.contextmanager

@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.context import JobContext
@@ -18,7 +18,7 @@ from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.validation import check_max_attempts, check_name, dump_payload
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["PERFORM_WORKER_ID", "aperform", "perform"]
 
@@ -38,6 +38,7 @@ def perform(
     max_attempts: int | None = None,
     idempotency_key: str | None = None,
     cancelled: bool = False,
+    engine: Engine | None = None,
 ) -> Any:
     """Run the handler of `kind` once, now, in this thread, with a real `JobContext`.
 
@@ -64,6 +65,11 @@ def perform(
         idempotency_key: ``ctx.idempotency_key`` (default: derived from `job_id`).
         cancelled: ``ctx.cancelled`` from the start, as for an attempt that was
             cancelled, timed out or caught by a shutdown (test the early return).
+        engine: ``ctx.engine``, for a lease-mode handler that opens its own sessions
+            (an ``AsyncEngine`` for `aperform`). Without it, ``ctx.engine`` raises.
+
+    The app's middleware (``jobs.middleware``) does not run: this is the handler
+    alone. `drain` runs it, as a worker does.
 
     Returns:
         What the handler returned. Whatever it raises (`Retry` and `Discard`
@@ -85,6 +91,7 @@ def perform(
         max_attempts=max_attempts,
         idempotency_key=idempotency_key,
         cancelled=cancelled,
+        engine=engine,
     )
     if task.is_async:
         raise ConfigurationError(
@@ -119,6 +126,7 @@ async def aperform(
     max_attempts: int | None = None,
     idempotency_key: str | None = None,
     cancelled: bool = False,
+    engine: AsyncEngine | None = None,
 ) -> Any:
     """`perform` for an ``async def`` handler: await it on the running loop.
 
@@ -143,6 +151,7 @@ async def aperform(
         max_attempts=max_attempts,
         idempotency_key=idempotency_key,
         cancelled=cancelled,
+        engine=engine,
     )
     if not task.is_async:
         raise ConfigurationError(f"the handler of {task.kind!r} is not async: call perform(...)")
@@ -172,6 +181,7 @@ def _prepare(
     max_attempts: int | None,
     idempotency_key: str | None,
     cancelled: bool,
+    engine: Engine | AsyncEngine | None,
 ) -> tuple[TaskDef, Callable[[Session | AsyncSession | None], JobContext]]:
     """The task and a maker of its context, after checking every argument."""
     if not isinstance(jobs, JobQueue):
@@ -208,6 +218,7 @@ def _prepare(
             worker_id=PERFORM_WORKER_ID,
             _session=handler_session,
             _stop=stop,
+            _engine=engine,
         )
 
     return task, context

@@ -65,6 +65,15 @@ def test_perform_can_hand_over_a_cancelled_attempt(jobs):
     assert [ctx.cancelled for ctx in jobs.seen] == [False, True]
 
 
+def test_perform_hands_over_an_engine_for_ctx_engine(jobs, engine):
+    perform(jobs, "send_receipt", {"order_id": 4})
+    perform(jobs, "send_receipt", {"order_id": 4}, engine=engine)
+    without, given = jobs.seen
+    with pytest.raises(AttributeError, match="was given no engine"):
+        _ = without.engine
+    assert given.engine is engine
+
+
 def test_perform_takes_the_context_fields_it_is_given(jobs):
     perform(
         jobs,
