@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo bench bench-latency bench-startup bench-commit chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-startup bench-commit bench-peers chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -45,9 +45,13 @@ test: check  ## ruff, mypy, the strict docs build and pytest: the README's test 
 demo: $(STAMP)  ## the lesson end to end with real worker processes
 	$(BIN)/python examples/demo.py
 
-bench: $(STAMP)  ## throughput benchmark: table in bench/results.md, chart in bench/results.png
+demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
+	$(BIN)/python examples/demo.py --dashboard
+
+bench: $(STAMP)  ## throughput: bench/results.md (+ .png), async handlers: bench/async-results.md
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
+	$(BIN)/python bench/async_bench.py
 
 bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
 	$(BIN)/python bench/latency.py
@@ -57,6 +61,9 @@ bench-startup: $(STAMP)  ## import time, and `sa-jobqueue worker` exec to its fi
 
 bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit, side by side
 	$(BIN)/python bench/commit.py
+
+bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
+	$(BIN)/python bench/peers.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py

@@ -1,4 +1,4 @@
-"""The benchmark's application: a jobs table and two no-op tasks."""
+"""The benchmark's application: a jobs table and three no-op tasks (one async)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ class Job(JobMixin, Base):
 jobs = JobQueue(Job)
 
 #: kind -> mode, for the drain runs.
-KINDS = {"lease": "noop", "transactional": "noop_tx"}
+KINDS = {"lease": "noop", "transactional": "noop_tx", "async": "anoop"}
 
 
 @jobs.task("noop")
@@ -29,3 +29,8 @@ def noop(ctx: JobContext) -> None:
 @jobs.task("noop_tx", transactional=True)
 def noop_tx(ctx: JobContext) -> None:
     """Transactional mode: nothing to write, but the done mark commits in its session."""
+
+
+@jobs.task("anoop")
+async def anoop(ctx: JobContext) -> None:
+    """Lease mode, awaited on the worker's event loop: nothing to do."""

@@ -12,10 +12,15 @@ that server and drops it afterwards. Then it:
    sync with backoff, dead-letters a poison feed, and, once the dead worker's
    leases expire, recovers its two jobs (attempt 2);
 4. stops worker B with SIGTERM and prints the jobs table and the invoices.
+
+With ``--dashboard`` (``make demo-dashboard``) it then serves ``sa-jobqueue
+dashboard`` on the demo's database (``--port``, default 8787) until Ctrl-C, and
+drops the database afterwards.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import shutil
@@ -183,7 +188,28 @@ def check(engine: Engine) -> None:
     say("checked: one invoice per order, the crash recovered, retries and dead letter as expected")
 
 
+def serve_dashboard(url: str, port: int) -> None:
+    """``sa-jobqueue dashboard --app demo_app:jobs`` on the demo's database, until Ctrl-C."""
+    script = Path(sys.executable).with_name("sa-jobqueue")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "sa_jobqueue.cli"]
+    server = subprocess.Popen(
+        [*command, "dashboard", "--app", "demo_app:jobs", "--port", str(port), "--allow-actions"],
+        cwd=HERE,
+        env={**os.environ, "DATABASE_URL": url},
+    )
+    say(f"dashboard: http://127.0.0.1:{port}/ (Ctrl-C stops it and drops the demo database)")
+    try:
+        server.wait()
+    except KeyboardInterrupt:
+        server.send_signal(signal.SIGINT)
+        server.wait(30)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description="The lesson end to end with real workers.")
+    parser.add_argument("--dashboard", action="store_true", help="Then serve the dashboard.")
+    parser.add_argument("--port", type=int, default=8787, help="The dashboard's port.")
+    args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="sa_jobqueue_demo_"))
     try:
         with database() as url:
@@ -213,6 +239,8 @@ def main() -> None:
             print_tables(engine)
             check(engine)
             engine.dispose()
+            if args.dashboard:
+                serve_dashboard(url, args.port)
     finally:
         shutil.rmtree(logs, ignore_errors=True)
     say("done")

@@ -48,6 +48,7 @@ __all__ = [
     "QueueStats",
     "Stats",
     "cancel",
+    "delete_finished",
     "get_job",
     "list_jobs",
     "model_for_table",
@@ -321,6 +322,17 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
         messages = [f"cancel {job_id}" for job_id in result.was_running]
         session.execute(statements.notify(channel), {"queues": messages})
     return result
+
+
+def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
+    """Delete the finished (``done``, ``failed``, ``cancelled``) jobs among `ids`; never commits.
+
+    Pending and running jobs are never deleted: they come back in ``skipped``
+    with their status. For deleting by age in batches, use `prune`.
+    """
+    wanted = _ids(ids)
+    rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
+    return _finish(session, model, wanted, rows, notify=False)
 
 
 def _ids(ids: Iterable[int]) -> list[int]:

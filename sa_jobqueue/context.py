@@ -5,11 +5,14 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.validation import check_delay
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 __all__ = ["Discard", "JobContext", "Retry"]
 
@@ -31,7 +34,8 @@ class JobContext:
         worker_id: the id of the worker running it (``host:pid:random``).
         session: in transactional mode, a session whose transaction also carries the
             job's ``done`` mark; writes through it commit if and only if the job
-            completes. ``None`` in lease mode.
+            completes. For an ``async def`` handler it is an `AsyncSession`
+            (`async_session` is the same object, typed as one). None in lease mode.
         cancelled: True once the job was cancelled (``jobs.cancel``, ``sa-jobqueue
             cancel``), its attempt ran past the task's ``timeout``, or the worker is
             shutting down. A long handler checks it and returns early; see
@@ -46,7 +50,7 @@ class JobContext:
     idempotency_key: str
     max_attempts: int = 1
     worker_id: str = ""
-    _session: Session | None = field(default=None, repr=False)
+    _session: Session | AsyncSession | None = field(default=None, repr=False)
     _stop: threading.Event | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -67,7 +71,22 @@ class JobContext:
                 f"job {self.id} ({self.kind!r}) runs in lease mode and has no session; "
                 "register the task with transactional=True to get one"
             )
-        return self._session
+        # An AsyncSession for an async handler (typed: `async_session`).
+        return self._session  # type: ignore[return-value]
+
+    @property
+    def async_session(self) -> AsyncSession:
+        """`session`, typed as the `AsyncSession` an async transactional handler gets.
+
+        Raises:
+            AttributeError: in lease mode, or for a sync handler (whose session is a
+                plain `Session`).
+        """
+        session = self._session
+        if session is None or isinstance(session, Session):
+            why = "has no session (lease mode)" if session is None else "has a sync Session"
+            raise AttributeError(f"job {self.id} ({self.kind!r}) {why}; it has no AsyncSession")
+        return session
 
 
 class Retry(Exception):

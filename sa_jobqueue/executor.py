@@ -5,14 +5,22 @@ Lease mode runs the handler outside any queue transaction and returns an
 for successes). Transactional mode runs the handler in a session whose
 transaction also carries the fenced ``done`` update, so the handler's writes and
 the ``done`` mark commit together or not at all.
+
+`Executor.arun` is the same for an ``async def`` handler, awaited on the
+worker's event loop (`aio_pool`); in transactional mode its session is an
+`AsyncSession`, and the fenced ``done`` goes through the same driver call,
+bridged by ``AsyncSession.run_sync``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import exc
 from sqlalchemy.orm import Session
@@ -23,6 +31,9 @@ from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.retry import exponential
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 __all__ = ["Executor", "format_error"]
 
@@ -60,6 +71,8 @@ class Executor:
         table: the jobs table's name, for derived idempotency keys.
         attempts: the worker's running attempts: each gets a stop event (its
             ``ctx.cancelled``) and its task's timeout there while its handler runs.
+        async_session_factory: makes the `AsyncSession` of async transactional
+            handlers (see `aio_pool.AsyncSessions`).
     """
 
     def __init__(
@@ -70,15 +83,17 @@ class Executor:
         owner: str,
         table: str,
         attempts: Attempts | None = None,
+        async_session_factory: Callable[[], AsyncSession] | None = None,
     ) -> None:
         self.attempts = attempts if attempts is not None else Attempts()
         self._tasks = tasks
         self._session_factory = session_factory
+        self.async_session_factory = async_session_factory
         self._driver = driver
         self._owner = owner
         self._table = table
 
-    def context(self, job: Claimed, session: Session | None = None) -> JobContext:
+    def context(self, job: Claimed, session: Session | AsyncSession | None = None) -> JobContext:
         """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
         return JobContext(
             id=job.id,
@@ -122,12 +137,69 @@ class Executor:
                 if isinstance(result, Outcome):
                     return result
             else:
-                task.handler(self.context(job))
+                _call(task, self.context(job))
                 result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
             return _failed(task, job, exc, started)
         return Outcome(job, result, duration=_since(started))
+
+    async def arun(self, job: Claimed) -> Outcome:
+        """`run` for an ``async def`` handler, awaited on the running loop; never raises.
+
+        As in `run`, the attempt is in `attempts` while it runs, with its task's
+        cancel as its handle: a timeout or a ``jobs.cancel`` (from another thread)
+        cancels it, its transaction (if any) rolls back, and it returns
+        `Result.ABANDONED`. Any other cancellation (the worker shutting down, the
+        loop going away) passes through, for the pool to give the job back.
+        """
+        task = self._tasks(job.kind)
+        if task is None or not task.is_async:
+            return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
+        self.attempts.start(job.key, task.timeout, subject=job)
+        loop, this = asyncio.get_running_loop(), asyncio.current_task()
+        if this is not None:
+            self.attempts.attach(job.key, lambda: loop.call_soon_threadsafe(this.cancel))
+        try:
+            outcome = await self._arun(job, task)
+        except asyncio.CancelledError:
+            stopped = self.attempts.finish(job.key)
+            if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+                return _unless_abandoned(Outcome(job, Result.RELEASE), stopped)
+            raise
+        return _unless_abandoned(outcome, self.attempts.finish(job.key))
+
+    async def _arun(self, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
+        try:
+            if task.transactional:
+                result = await self._arun_transactional(task, job)
+                if isinstance(result, Outcome):
+                    return result
+            else:
+                await task.handler(self.context(job))
+                result = Result.DONE
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
+            return _failed(task, job, exc, started)
+        return Outcome(job, result, duration=_since(started))
+
+    async def _arun_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        """`_run_transactional` with an `AsyncSession`."""
+        if self.async_session_factory is None:
+            raise RuntimeError("no AsyncSession factory for async transactional handlers")
+        try:
+            async with self.async_session_factory() as session, session.begin():
+                try:
+                    await session.connection()  # before the handler: see _unavailable
+                except exc.SQLAlchemyError as error:
+                    return _unavailable(job, error)
+                await task.handler(self.context(job, session))
+                # The driver's own fenced done, in this transaction, through the bridge.
+                if not await session.run_sync(self._mark_done, job):
+                    raise _LeaseLostError
+        except _LeaseLostError:
+            return Result.LOST
+        return Result.COMMITTED
 
     def _mark_done(self, session: Session, job: Claimed) -> bool:
         """Flush the handler's writes and run the fenced done in their transaction.
@@ -147,7 +219,7 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                task.handler(self.context(job, session))
+                _call(task, self.context(job, session))
                 if not self._mark_done(session, job):
                     raise _LeaseLostError
         except _LeaseLostError:
@@ -200,7 +272,7 @@ class Executor:
         started = time.perf_counter()
         savepoint = session.begin_nested()
         try:
-            task.handler(self.context(job, session))
+            _call(task, self.context(job, session))
             held = self._mark_done(session, job)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
@@ -210,6 +282,23 @@ class Executor:
             return Outcome(job, Result.LOST, duration=_since(started))
         savepoint.commit()
         return Outcome(job, Result.COMMITTED, duration=_since(started))
+
+
+def _call(task: TaskDef, context: JobContext) -> None:
+    """Call a sync handler; one that returns an awaitable fails instead of "finishing".
+
+    An ``async def`` hidden behind a plain decorator would otherwise be marked done
+    without ever running.
+    """
+    result: Any = task.handler(context)
+    if inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited, on purpose: no "never awaited" warning
+        raise TypeError(
+            f"the handler of {task.kind!r} returned a coroutine (or another awaitable) "
+            "instead of running: register an async def handler (not a plain function "
+            "that returns one)"
+        )
 
 
 def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import admin, pausing
+from sa_jobqueue.aio import check_async_session, check_sync_session, is_async_engine
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
@@ -22,6 +23,8 @@ from sa_jobqueue.worker import Worker
 
 if TYPE_CHECKING:
     from typing import Unpack
+
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["JobQueue"]
 
@@ -268,15 +271,91 @@ class JobQueue(Generic[JobT]):
         specs = prepare_many(self.registry, self.max_payload_bytes, items)
         return self._inserter.insert(session, specs)
 
-    def worker(self, engine: Engine, **options: Unpack[WorkerOptions]) -> Worker[JobT]:
+    # -- asyncio (see docs/asyncio.md) ----------------------------------------
+
+    async def aenqueue(
+        self,
+        session: AsyncSession,
+        kind: str,
+        payload: Any = None,
+        *,
+        queue: str | None = None,
+        priority: int = 0,
+        run_at: datetime | None = None,
+        delay: timedelta | float | None = None,
+        max_attempts: int | None = None,
+        idempotency_key: str | None = None,
+        unique_key: str | None = None,
+    ) -> JobT:
+        """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
+
+        Same arguments, validation, idempotency and transaction rules as `enqueue`
+        (it never commits); the insert runs through SQLAlchemy's own bridge,
+        ``AsyncSession.run_sync``, so both share one implementation. Works with the
+        ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers.
+
+        Example:
+            >>> async with AsyncSession(engine) as session, session.begin():  # doctest: +SKIP
+            ...     session.add(Order(id=4))
+            ...     job = await jobs.aenqueue(session, "send_receipt", {"order_id": 4})
+
+        The returned row belongs to `session`; after a commit that expires it, read
+        its attributes before the commit, or use ``expire_on_commit=False``.
+
+        Raises:
+            ValidationError: naming the bad argument, before the session is touched.
+            ConfigurationError: `session` is not an `AsyncSession` (a sync `Session`
+                is told to use ``jobs.enqueue(...)``).
+        """
+        check_async_session(session, "aenqueue")
+        spec = prepare(
+            self.registry,
+            self.max_payload_bytes,
+            kind,
+            payload,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+        )
+        rows: list[JobT] = await session.run_sync(self._inserter.insert, [spec])
+        return rows[0]
+
+    async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
+        """`enqueue_many` for an `AsyncSession`: one round trip, rows in the order given.
+
+        Same items, rules and idempotency as `enqueue_many`; never commits.
+        """
+        check_async_session(session, "aenqueue_many")
+        specs = prepare_many(self.registry, self.max_payload_bytes, items)
+        rows: list[JobT] = await session.run_sync(self._inserter.insert, specs)
+        return rows
+
+    async def astats(self, session: AsyncSession) -> admin.Stats:
+        """`stats` for an `AsyncSession` (read-only, in its transaction).
+
+        The other operator calls take a session first, so they bridge the same way:
+        ``await session.run_sync(jobs.retry, [job_id])``.
+        """
+        check_async_session(session, "astats")
+        return await session.run_sync(admin.stats, self.model)
+
+    def worker(
+        self, engine: Engine | AsyncEngine, **options: Unpack[WorkerOptions]
+    ) -> Worker[JobT]:
         """A worker running this queue's tasks against `engine`; see `Worker`.
 
-        `options` are `WorkerConfig`'s fields (``queues``, ``concurrency``,
-        ``poll_interval``, ...), checked here: a bad one raises `ConfigurationError`.
+        `engine` is an `Engine` or an `AsyncEngine` (docs/asyncio.md). `options` are
+        `WorkerConfig`'s fields (``queues``, ``concurrency``, ``poll_interval``, ...),
+        checked here: a bad one raises `ConfigurationError`.
         """
-        if not isinstance(engine, Engine):
+        if not (isinstance(engine, Engine) or is_async_engine(engine)):
             raise ConfigurationError(
-                f"jobs.worker() needs a sqlalchemy Engine, not {type(engine).__name__}"
+                "jobs.worker() needs a sqlalchemy Engine or AsyncEngine, "
+                f"not {type(engine).__name__}"
             )
         config = WorkerConfig.from_options(options)
         return Worker(self.model, self.registry, engine, config, schedules=self.schedules)
@@ -288,6 +367,7 @@ class JobQueue(Generic[JobT]):
 
         Read-only, in `session`'s transaction. See `admin.QueueStats` for each number.
         """
+        check_sync_session(session, "stats", "astats")
         return admin.stats(session, self.model)
 
     def list_jobs(
@@ -300,12 +380,14 @@ class JobQueue(Generic[JobT]):
         limit: int = 50,
     ) -> list[admin.JobInfo]:
         """Up to `limit` jobs matching every filter given, newest first, as plain data."""
+        check_sync_session(session, "list_jobs")
         return admin.list_jobs(
             session, self.model, status=status, queue=queue, kind=kind, limit=limit
         )
 
     def show(self, session: Session, job_id: int) -> admin.JobInfo | None:
         """The job `job_id` as plain data (payload, times, ``last_error`` in full), or None."""
+        check_sync_session(session, "show")
         return admin.get_job(session, self.model, job_id)
 
     def retry(self, session: Session, ids: Iterable[int]) -> admin.Changed:
@@ -316,21 +398,25 @@ class JobQueue(Generic[JobT]):
         caller's transaction commits. Jobs in other statuses come back in
         ``skipped``, unknown ids in ``missing``.
         """
+        check_sync_session(session, "retry")
         return admin.retry(session, self.model, ids)
 
     def retry_failed(
         self, session: Session, *, queue: str | None = None, kind: str | None = None
     ) -> admin.Changed:
         """`retry` every ``failed`` job (of `queue` and/or `kind`); never commits."""
+        check_sync_session(session, "retry_failed")
         return admin.retry_failed(session, self.model, queue=queue, kind=kind)
 
     def cancel(self, session: Session, ids: Iterable[int]) -> admin.Changed:
         """Cancel ``pending`` or ``running`` jobs among `ids`; never commits.
 
-        A running job is cancelled at once; its handler is not interrupted, but its
-        later report changes nothing and the job is not retried (``was_running``
-        lists such jobs).
+        A running job is cancelled at once; when the caller commits, its worker is
+        told (``ctx.cancelled`` turns True, its slot is freed). Its handler is not
+        killed: its later report changes nothing and the job is not retried
+        (``was_running`` lists such jobs).
         """
+        check_sync_session(session, "cancel")
         return admin.cancel(session, self.model, ids)
 
     def prune(

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from sa_jobqueue.aio import require_greenlet
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.retry import BackoffPolicy, exponential
 from sa_jobqueue.validation import check_delay, check_max_attempts, check_name
 
-__all__ = ["Handler", "Registry", "TaskDef"]
+__all__ = ["Handler", "Registry", "TaskDef", "is_coroutine_handler"]
 
 #: A task's handler: called with the job's context; its return value is ignored.
 Handler = Callable[[JobContext], Any]
@@ -30,6 +32,7 @@ class TaskDef:
         lease: seconds a claim lasts before heartbeats must extend it.
         transactional: run in one transaction with the ``done`` mark.
         backoff: delay policy after a failure.
+        is_async: the handler is an ``async def`` (awaited on the worker's event loop).
         timeout: seconds an attempt may run before it fails as timed out (None: no limit).
     """
 
@@ -40,6 +43,7 @@ class TaskDef:
     lease: float
     transactional: bool
     backoff: BackoffPolicy
+    is_async: bool = False
     timeout: float | None = None
 
 
@@ -77,6 +81,10 @@ class Registry:
             raise ConfigurationError(f"task {kind!r}: timeout must be positive, not {timeout!r}")
         if not callable(handler):
             raise ConfigurationError(f"task {kind!r}: handler {handler!r} is not callable")
+        is_async = is_coroutine_handler(handler)
+        if is_async and transactional:
+            # ctx.session is then an AsyncSession: fail here, not in the worker.
+            require_greenlet(f"task {kind!r} (an async transactional handler)")
         if kind in self._tasks:
             existing = self._tasks[kind].handler
             raise ConfigurationError(
@@ -91,6 +99,7 @@ class Registry:
             lease=lease_seconds,
             transactional=bool(transactional),
             backoff=backoff or exponential,
+            is_async=is_async,
             timeout=timeout_seconds,
         )
         self._tasks[kind] = task
@@ -99,6 +108,15 @@ class Registry:
     def get(self, kind: str) -> TaskDef | None:
         """The task registered as `kind`, or None."""
         return self._tasks.get(kind)
+
+    def is_async(self, kind: str) -> bool:
+        """Whether `kind` is registered with an ``async def`` handler."""
+        task = self._tasks.get(kind)
+        return task is not None and task.is_async
+
+    def has_sync_tasks(self) -> bool:
+        """Whether any registered handler is a plain ``def`` (or none is registered)."""
+        return not self._tasks or any(not task.is_async for task in self._tasks.values())
 
     def is_transactional(self, kind: str) -> bool:
         """Whether `kind` is registered with ``transactional=True``."""
@@ -114,6 +132,13 @@ class Registry:
     def queues(self) -> list[str]:
         """The queues the registered tasks use, sorted (``["default"]`` when none)."""
         return sorted({task.queue for task in self._tasks.values()}) or ["default"]
+
+
+def is_coroutine_handler(handler: object) -> bool:
+    """Whether `handler` is an ``async def``, a partial of one, or has one as ``__call__``."""
+    return inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(
+        getattr(handler, "__call__", None)  # noqa: B004 - the method, not callability
+    )
 
 
 def _name(handler: Handler) -> str:

@@ -8,10 +8,15 @@ claimed jobs go to the `ThreadPool`. Between rounds the loop sleeps as the
 sweep, a stop, a scheduled ``run_at`` or the next poll. Heartbeats, the sweeper
 and retention run beside it (`Maintenance`), on a connection of their own.
 No SQL is executed here: every statement runs through the driver.
+
+Jobs of ``async def`` tasks go to the `AsyncPool` instead, on one event loop: a
+thread of the worker's own under `run`/`drain`, the caller's loop under
+`run_async` (where this same loop runs in a thread beside it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import secrets
@@ -19,16 +24,18 @@ import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Generic
+from typing import TYPE_CHECKING, Generic
 
-from sqlalchemy import Connection, Engine, exc
+from sqlalchemy import Connection, Engine, create_engine, exc
 from sqlalchemy.orm import sessionmaker
 
+from sa_jobqueue.aio_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result
 from sa_jobqueue.cancellation import Attempts, Watchdog, format_timeout
 from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
+from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.executor import Executor
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
@@ -39,6 +46,9 @@ from sa_jobqueue.registry import Registry
 from sa_jobqueue.retention import Pruner
 from sa_jobqueue.shutdown import install_signal_handlers
 from sa_jobqueue.wakeup import Notified, WakeEvent, WakeupPolicy
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = ["Worker", "make_worker_id"]
 
@@ -59,6 +69,9 @@ class Worker(Generic[JobT]):
         engine: a PostgreSQL engine. The worker holds up to ``concurrency + 3``
             connections: the claim loop, heartbeats/sweeper, the listener, and
             one per handler thread in transactional mode. Size the pool so.
+            An `AsyncEngine` works too: the worker's threads then use a sync
+            engine made from its URL (psycopg 3), and under `run_async` async
+            transactional handlers use the `AsyncEngine` itself (docs/asyncio.md).
         config: the options (`WorkerConfig` documents each).
         schedules: periodic schedules (`JobQueue.periodic`) whose due ticks this
             worker's maintenance enqueues; the database gives each tick to one worker.
@@ -73,15 +86,25 @@ class Worker(Generic[JobT]):
         self,
         model: type[JobT],
         registry: Registry,
-        engine: Engine,
+        engine: Engine | AsyncEngine,
         config: WorkerConfig,
         *,
         schedules: Mapping[str, Schedule] | None = None,
     ) -> None:
         self.model = model
         self.registry = registry
-        self.engine = engine
         self.config = config
+        self.async_engine: AsyncEngine | None = None
+        self._own_engine = not isinstance(engine, Engine)
+        if isinstance(engine, Engine):
+            self.engine = engine
+        else:
+            self.async_engine = engine
+            # The claim loop, maintenance and listener run in threads: a sync engine
+            # for them, made from the same URL (closed when a run ends).
+            self.engine = create_engine(
+                sync_url(engine.url), pool_size=config.concurrency + 3, pool_pre_ping=True
+            )
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
         self.poll_interval = float(config.poll_interval)
@@ -104,22 +127,25 @@ class Worker(Generic[JobT]):
         self._watchdog: Watchdog | None = None
         executor = Executor(
             registry.get,
-            config.session_factory or sessionmaker(engine),
+            config.session_factory or sessionmaker(self.engine),
             self.driver,
             self.worker_id,
             str(model.__tablename__),
             attempts=self.attempts,
         )
+        self._executor = executor
         self.pool = ThreadPool(
             executor,
-            config.concurrency,
+            # Sync handlers get `concurrency` threads; with none, one thread is enough
+            # (for a kind nothing here handles, which fails without running).
+            config.concurrency if registry.has_sync_tasks() else 1,
             report=self._report,
             stopping=self._stopping.is_set,
             batchable=registry.is_transactional,
             savepoint_batch=config.savepoint_batch,
         )
         self.maintenance = Maintenance(
-            engine,
+            self.engine,
             self.driver,
             self.worker_id,
             leases=[*leases.values(), self.default_lease],
@@ -131,6 +157,15 @@ class Worker(Generic[JobT]):
             periodic=PeriodicEnqueuer(model, registry, schedules or {}),
             on_cancelled=lambda job: self._cancelled(job.id, job.attempts),
         )
+        self._async_sessions = AsyncSessions(self.engine)
+        self.async_pool = AsyncPool(
+            executor.arun,
+            self._report,
+            self._stopping.is_set,
+            on_close=self._async_sessions.aclose,
+        )
+        self._has_async = any(task.is_async for task in tasks)
+        self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()
         self._maintenance_thread: threading.Thread | None = None
         self._first_queue = 0  # rotates, so no queue waits behind the others
@@ -153,11 +188,46 @@ class Worker(Generic[JobT]):
         `shutdown_timeout`, releases the rest back to ``pending`` and returns;
         a second signal exits the process at once (leases recover its jobs).
         """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: good
+        else:
+            raise ConfigurationError(
+                "worker.run() would block the running event loop: use `await worker.run_async()`"
+            )
         restore = install_signal_handlers(self.stop)
         try:
             self._serve(until_empty=False)
         finally:
             restore()
+
+    async def run_async(self) -> None:
+        """Process jobs inside the running event loop until `stop`, or until cancelled.
+
+        Async handlers are awaited on this loop; the claim loop, heartbeats and the
+        listener run in threads beside it, exactly as under `run`, so nothing here
+        blocks the loop. On `stop` (from any thread) or cancellation, it shuts down
+        as `run` does: no more claims, running handlers finish within
+        `shutdown_timeout`, the rest go back to ``pending``; a cancellation is
+        re-raised once that is done. A `stop` that comes before the task started
+        makes it return at once. No signal handlers are installed: the application
+        (its server) owns them.
+
+        Example:
+            >>> worker = jobs.worker(async_engine, concurrency=8)  # doctest: +SKIP
+            >>> serving = asyncio.create_task(worker.run_async())  # doctest: +SKIP
+            >>> worker.stop(); await serving                       # doctest: +SKIP
+        """
+        loop = asyncio.get_running_loop()
+
+        def serve() -> None:
+            try:
+                self._serve(until_empty=False, loop=loop)
+            finally:
+                self._stopping.clear()  # stopped: the worker may be run again
+
+        await serve_in_thread(serve, self.stop)
 
     def drain(self) -> int:
         """Sweep expired leases once, then run due jobs until none is left.
@@ -175,10 +245,14 @@ class Worker(Generic[JobT]):
 
     # -- the loop ----------------------------------------------------------
 
-    def _serve(self, *, until_empty: bool) -> None:
-        self._stopping.clear()
+    def _serve(self, *, until_empty: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if loop is None:
+            self._stopping.clear()
+        # else run_async: a stop() that came before this thread started must count
+        # (the task may be stopped right after it was created); it clears at the end.
         self._stopped.clear()
         self.processed = 0
+        self._callers_loop = loop
         self._start(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
@@ -246,7 +320,16 @@ class Worker(Generic[JobT]):
             self.inflight.add(claimed)
             for job in claimed:
                 log_job(logging.INFO, job, "claimed")
-            self.pool.submit(claimed)
+            if self._has_async:
+                is_async = self.registry.is_async
+                on_loop = [job for job in claimed if is_async(job.kind)]
+                in_threads = [job for job in claimed if not is_async(job.kind)]
+                if on_loop:
+                    self.async_pool.submit(on_loop)
+                if in_threads:
+                    self.pool.submit(in_threads)
+            else:
+                self.pool.submit(claimed)
         return len(claimed), free
 
     def _claim(self, conn: Connection, free: int) -> list[Claimed]:
@@ -296,8 +379,9 @@ class Worker(Generic[JobT]):
         """Record `outcome` now and free the slot; the handler's own report is ignored."""
         cancel = self.attempts.handle(key)
         if callable(cancel):
-            cancel()  # e.g. an async handler's task: it gets CancelledError
-        self.pool.abandon()
+            cancel()  # an async handler's task: it gets CancelledError, no thread is stuck
+        else:
+            self.pool.abandon()  # a handler thread is: start a replacement
         self._report([outcome])
 
     # -- waiting: notifications, scheduled jobs, polling ----------------------
@@ -356,6 +440,16 @@ class Worker(Generic[JobT]):
 
     def _start(self, *, listen: bool) -> None:
         self.pool.start()
+        if self._has_async:
+            # Under run_async with an AsyncEngine, transactional handlers use it (it
+            # lives on that loop); otherwise an engine of their own, on their loop.
+            in_callers_loop = self._callers_loop is not None and self.async_engine is not None
+            self._async_sessions = AsyncSessions(
+                self.engine, self.async_engine if in_callers_loop else None
+            )
+            self._executor.async_session_factory = self._async_sessions
+            self.async_pool.on_close = self._async_sessions.aclose
+            self.async_pool.start(self._callers_loop)
         self._watchdog = Watchdog(self.attempts, self._on_timeout, self._stopped)
         self._watchdog.start()
         self._maintenance_thread = threading.Thread(
@@ -386,6 +480,9 @@ class Worker(Generic[JobT]):
             self._wake.wait(0.05 if remaining is None else min(0.05, remaining))
             self._wake.clear()
             self._flush_reports()
+        # Async handlers still running past the deadline are cancelled (a transactional
+        # one's transaction rolls back) and report themselves released.
+        self.async_pool.cancel_running()
         self._flush_reports()
         leftover = self.inflight.snapshot()
         if leftover:
@@ -395,6 +492,7 @@ class Worker(Generic[JobT]):
             self.completer.release_all(leftover)
             self._flush_reports()
         self.pool.stop()
+        self.async_pool.close()
         self._stopped.set()
         self.attempts.wake()  # the watchdog sees _stopped
         if self._maintenance_thread is not None:
@@ -404,6 +502,8 @@ class Worker(Generic[JobT]):
         conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
+        if self._own_engine:
+            self.engine.dispose()  # the sync engine made for an AsyncEngine
 
     def _flush_reports(self) -> None:
         """Record what finished, outside a claim round (during shutdown)."""

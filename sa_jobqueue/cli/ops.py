@@ -263,9 +263,10 @@ def cancel(
 ) -> None:
     """Cancel pending or running jobs.
 
-    A pending job will not run. A running job is cancelled at once: its handler is
-    not interrupted, but what it reports afterwards changes nothing, and it is not
-    retried.
+    A pending job will not run. A running job is cancelled at once, and its worker
+    is told within about a second: ctx.cancelled turns True for its handler and its
+    slot is freed. What the handler reports afterwards changes nothing, and it is
+    not retried.
     """
     with (
         operating(database_url, table, app) as (queue_api, engine),

@@ -9,7 +9,7 @@ Every statement that changes a claimed job is *fenced*: it matches `id`,
 `attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
 lost (and whose job was claimed again) touches no row.
 
-The builders live in three modules (`common`, `runtime`, `operator`); this
+The builders live in four modules (`common`, `runtime`, `operator`, `dashboard`); this
 package re-exports them, so callers write ``statements.claim(model, ...)``.
 Nothing outside this package writes SQL.
 """
@@ -27,6 +27,20 @@ from sa_jobqueue.statements.common import (
     seconds,
     try_advisory_lock,
     try_advisory_xact_lock,
+)
+from sa_jobqueue.statements.dashboard import (
+    LIST_ORDERS,
+    cursor_params,
+    delete_finished,
+    finished_per_minute,
+    finished_recently,
+    job_page,
+    pending_summary,
+    running_summary,
+    schedule_of_job,
+    schedules,
+    set_statement_timeout,
+    workers_summary,
 )
 from sa_jobqueue.statements.operator import (
     cancel,
@@ -57,6 +71,7 @@ from sa_jobqueue.statements.runtime import (
 __all__ = [
     "CLAIMED_COLUMNS",
     "FINISHED_VALUES",
+    "LIST_ORDERS",
     "advisory_lock_key",
     "advisory_unlock",
     "asynchronous_commit",
@@ -65,25 +80,36 @@ __all__ = [
     "cancel",
     "claim",
     "complete",
+    "cursor_params",
     "db_now",
+    "delete_finished",
     "discard",
     "enqueue",
     "fail",
+    "finished_per_minute",
+    "finished_recently",
     "get_job",
     "heartbeat",
+    "job_page",
     "list_jobs",
     "next_run_at",
     "notify",
+    "pending_summary",
     "prune",
     "release",
     "requeue",
     "requeue_failed",
     "retry_later",
+    "running_summary",
+    "schedule_of_job",
+    "schedules",
     "seconds",
+    "set_statement_timeout",
     "stats",
     "statuses_of",
     "still_owned",
     "sweep_expired",
     "try_advisory_lock",
     "try_advisory_xact_lock",
+    "workers_summary",
 ]

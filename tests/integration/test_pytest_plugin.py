@@ -298,7 +298,11 @@ outbox = JobQueue(Outbox)
 
 def test_the_scratch_database_has_what_the_overrides_made(jobqueue_engine, jobqueue_session):
     assert set(inspect(jobqueue_engine).get_table_names()) == {
-        "outbox", "orders", "sa_jobqueue_version_outbox"
+        "outbox",
+        "orders",
+        "sa_jobqueue_version_outbox",
+        "sa_jobqueue_paused_outbox",
+        "sa_jobqueue_schedules_outbox",
     }
     outbox.enqueue(jobqueue_session, "publish", {"event": "order_placed"})
     assert_enqueued(jobqueue_session, "publish", payload={"event": "order_placed"})

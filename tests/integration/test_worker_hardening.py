@@ -19,19 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from sa_jobqueue import ConfigurationError, Discard, JobContext, JobQueue, Retry
 from sa_jobqueue.attempt import MAX_ERROR_LENGTH
 from tests.helpers import wait_for
+from tests.integration.test_worker import enqueue, row
 from tests.models import Effect, Job
-
-
-def row(engine, job_id):
-    with Session(engine) as s:
-        job = s.get_one(Job, job_id)
-        s.expunge(job)
-        return job
-
-
-def enqueue(engine, jobs, kind, payload=None, **options):
-    with Session(engine) as s, s.begin():
-        return jobs.enqueue(s, kind, payload, **options).id
 
 
 def test_an_old_attempts_late_report_leaves_the_new_attempt_of_the_same_job_alone(committed):

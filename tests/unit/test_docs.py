@@ -26,7 +26,12 @@ REFERENCE = DOCS / "reference"
 DIRECTIVE = re.compile(r"^::: *(sa_jobqueue[\w.]*)\s*$", re.MULTILINE)
 
 # The click commands are rendered by the mkdocs-click directive in reference/cli.md.
-CLICK_COMMAND_MODULES = {"sa_jobqueue.cli.ops", "sa_jobqueue.cli.run", "sa_jobqueue.cli.control"}
+CLICK_COMMAND_MODULES = {
+    "sa_jobqueue.cli.ops",
+    "sa_jobqueue.cli.run",
+    "sa_jobqueue.cli.control",
+    "sa_jobqueue.cli.dashboard",
+}
 
 
 def _modules() -> list[str]:

@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
         {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
-        | {"engines", "state_tables"},
+        | {"engines", "state_tables", "aio"},
     ),
     ("vocabulary", {"context", "attempt", "registry", "cancellation"}),
     ("sql", {"statements"}),
@@ -32,11 +32,20 @@ LAYERS: list[tuple[str, set[str]]] = [
     ),
     (
         "runtime parts",
-        {"executor", "completer", "config", "notifier", "wakeup", "maintenance", "pool"},
+        {
+            "executor",
+            "completer",
+            "config",
+            "notifier",
+            "wakeup",
+            "maintenance",
+            "pool",
+            "aio_pool",
+        },
     ),
     ("worker", {"worker"}),
     ("api", {"jobqueue", "", "testing"}),
-    ("entry points", {"cli", "pytest_plugin"}),
+    ("entry points", {"cli", "pytest_plugin", "dashboard"}),
 ]
 
 

@@ -42,6 +42,29 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "requeue": lambda: statements.requeue(Job),
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
     "cancel": lambda: statements.cancel(Job),
+    "delete_finished": lambda: statements.delete_finished(Job),
+    "pending_summary": lambda: statements.pending_summary(Job),
+    "running_summary": lambda: statements.running_summary(Job),
+    "finished_recently": lambda: statements.finished_recently(Job),
+    "finished_per_minute": lambda: statements.finished_per_minute(Job, by_queue=True),
+    "workers_summary": lambda: statements.workers_summary(Job),
+    "schedules": lambda: statements.schedules(Job),
+    "schedule_of_job": lambda: statements.schedule_of_job(Job),
+    "job_page_all": lambda: statements.job_page(Job, by_kind=True, after=True),
+    "job_page_pending": lambda: statements.job_page(
+        Job, status="pending", by_queue=True, after=True
+    ),
+    "job_page_running": lambda: statements.job_page(Job, status="running", after=True),
+    "job_page": lambda: statements.job_page(
+        Job,
+        status="failed",
+        by_queue=True,
+        by_kind=True,
+        by_error=True,
+        by_payload_key=True,
+        by_payload_value=True,
+        after=True,
+    ),
     "asynchronous_commit": statements.asynchronous_commit,
     "by_unique_keys": lambda: statements.by_unique_keys(Job),
     "pause": lambda: control.pause(Job),
@@ -98,6 +121,8 @@ NOT_SNAPSHOTTED = {
     "get_job",
     "statuses_of",
     "notify",
+    "set_statement_timeout",
+    "cursor_params",  # not a statement: the names of job_page's cursor parameters
 }
 
 

@@ -1,0 +1,246 @@
+"""Dashboard page times on a big table: 1 M finished and 100 k pending jobs.
+
+Usage: ``python bench/dashboard.py [--database-url URL] [--finished N] [--pending N]``.
+The server is ``--database-url``, else ``DATABASE_URL``, else a throwaway one;
+everything runs in a scratch database that is dropped afterwards.
+
+It fills the table with plain SQL (``generate_series``), runs ``VACUUM ANALYZE``,
+then requests each page through the real ASGI app (Starlette's test client, no
+network) a few times and reports the median and the slowest, next to the
+CLI's ``admin.stats`` (one pass over the whole table) for scale. It also
+records the plan of each page's main statement (``EXPLAIN ANALYZE``).
+
+Writes ``bench/dashboard-results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.orm import Session
+from starlette.testclient import TestClient
+
+from sa_jobqueue import JobQueue, admin, migration, statements
+from sa_jobqueue.dashboard import make_app
+from sa_jobqueue.dashboard.filters import JobFilter
+from sa_jobqueue.testing import scratch_database, throwaway_postgres
+
+HERE = Path(__file__).resolve().parent
+QUEUES = ["default", "mail", "pdf", "crm"]
+KINDS = ["send_receipt", "render_pdf", "sync_crm", "create_invoice", "import_feed", "ping"]
+
+FILL = """
+INSERT INTO jobs (queue, kind, payload, status, attempts, max_attempts, run_at,
+                  locked_by, last_error, created_at, updated_at, finished_at)
+SELECT (ARRAY{queues})[1 + i % {nq}],
+       (ARRAY{kinds})[1 + i % {nk}],
+       jsonb_build_object('order_id', i, 'customer', 'c' || (i % 1000)),
+       CASE WHEN i % 100 < 2 THEN 'failed' WHEN i % 100 = 2 THEN 'cancelled' ELSE 'done' END,
+       CASE WHEN i % 100 < 2 THEN 5 ELSE 1 END, 5,
+       now() - make_interval(secs => i * {spread} + 3),
+       'host-' || (i % 8) || ':' || (1000 + i % 8),
+       CASE WHEN i % 100 < 2 THEN
+         'Traceback (most recent call last):' || chr(10) || '  File "app.py", line 12' || chr(10)
+         || CASE WHEN i % 200 = 0 THEN 'TimeoutError: upstream timed out'
+                 ELSE 'ValueError: bad order ' || i END
+       END,
+       now() - make_interval(secs => i * {spread} + 5),
+       now() - make_interval(secs => i * {spread}),
+       now() - make_interval(secs => i * {spread})
+FROM generate_series(1, {finished}) AS i;
+
+INSERT INTO jobs (queue, kind, payload, status, run_at, created_at)
+SELECT (ARRAY{queues})[1 + i % {nq}],
+       (ARRAY{kinds})[1 + i % {nk}],
+       jsonb_build_object('order_id', 10000000 + i, 'customer', 'c' || (i % 1000)),
+       'pending',
+       now() + make_interval(secs => (i % 4000) - 600),
+       now() - interval '10 minutes'
+FROM generate_series(1, {pending}) AS i;
+
+INSERT INTO jobs (queue, kind, payload, status, attempts, run_at, locked_by, locked_until)
+SELECT (ARRAY{queues})[1 + i % {nq}], (ARRAY{kinds})[1 + i % {nk}], '{{}}', 'running', 1,
+       now() - interval '1 minute', 'host-' || (i % 8) || ':' || (1000 + i % 8),
+       now() + make_interval(secs => 30 + i % 60)
+FROM generate_series(1, 200) AS i;
+"""
+
+
+def sql_array(values: list[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+@contextlib.contextmanager
+def server(url: str | None) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    with throwaway_postgres() as started:
+        yield started
+
+
+def timed(client: TestClient, path: str, repeat: int) -> tuple[float, float, int]:
+    client.get(path)  # warm: plans, caches
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        response = client.get(path)
+        times.append((time.perf_counter() - start) * 1000)
+        assert response.status_code == 200, (path, response.status_code, response.text[:300])
+    return statistics.median(times), max(times), len(response.content)
+
+
+def plan_of(engine: Any, statement: Any, params: dict[str, Any]) -> list[str]:
+    """EXPLAIN ANALYZE of `statement` as SQLAlchemy sends it (same SQL, same parameters)."""
+    sent: list[tuple[str, Any]] = []
+
+    def capture(conn: Any, cursor: Any, sql: str, parameters: Any, context: Any, many: Any) -> None:
+        sent.append((sql, parameters))
+
+    with engine.connect() as conn:
+        event.listen(conn, "before_cursor_execute", capture)
+        conn.execute(statement, params).all()
+        event.remove(conn, "before_cursor_execute", capture)
+        sql, parameters = sent[-1]
+        cursor = conn.connection.driver_connection.cursor()
+        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY ON) " + sql, parameters)
+        return [row[0] for row in cursor.fetchall()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--finished", type=int, default=1_000_000)
+    parser.add_argument("--pending", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+
+    with server(args.database_url) as base, scratch_database(base, prefix="sajq_dash_bench") as url:
+        migration.upgrade(url)
+        engine = create_engine(url, pool_size=4)
+        model = admin.model_for_table("jobs")
+        started = time.perf_counter()
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    FILL.format(
+                        queues=sql_array(QUEUES),
+                        kinds=sql_array(KINDS),
+                        nq=len(QUEUES),
+                        nk=len(KINDS),
+                        finished=args.finished,
+                        pending=args.pending,
+                        spread=86400 * 2 / args.finished,  # finished over the last two days
+                    )
+                )
+            )
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.exec_driver_sql("VACUUM ANALYZE jobs")
+            size = conn.exec_driver_sql("SELECT pg_size_pretty(pg_total_relation_size('jobs'))")
+            table_size = size.scalar()
+        filled = time.perf_counter() - started
+        print(f"filled {args.finished:,} finished + {args.pending:,} pending in {filled:.1f}s")
+
+        with engine.connect() as conn:
+            one_failed = conn.execute(
+                text("SELECT id FROM jobs WHERE status = 'failed' ORDER BY id DESC LIMIT 1")
+            ).scalar_one()
+        client = TestClient(make_app(JobQueue(model), engine), base_url="http://127.0.0.1")
+        page2 = client.get("/jobs?status=done").text
+        cursor = page2.split('id="next-page" href="http://127.0.0.1/jobs?')[1].split('"')[0]
+        pages = [
+            ("overview", "/"),
+            ("overview, one queue's charts", "/?queue=mail"),
+            ("overview live refresh (htmx)", "/live"),
+            ("jobs: all, newest first", "/jobs"),
+            ("jobs: pending (claim order)", "/jobs?status=pending"),
+            ("jobs: pending in one queue", "/jobs?status=pending&queue=mail"),
+            ("jobs: running", "/jobs?status=running"),
+            ("jobs: done", "/jobs?status=done"),
+            ("jobs: done, page 2 (keyset)", "/jobs?" + cursor.replace("&amp;", "&")),
+            ("jobs: failed", "/jobs?status=failed"),
+            ("jobs: failed of one kind", "/jobs?status=failed&kind=render_pdf"),
+            ("jobs: failed, error contains 'timed out'", "/jobs?status=failed&error=timed+out"),
+            ("jobs: done, payload customer=c42", "/jobs?status=done&payload=customer%3Dc42"),
+            ("jobs: any, payload has key order_id", "/jobs?payload=order_id"),
+            ("one job", f"/jobs/{one_failed}"),
+            ("workers", "/workers"),
+        ]
+        rows = []
+        for name, path in pages:
+            median, worst, size_bytes = timed(client, path, args.repeat)
+            rows.append((name, path, median, worst, size_bytes))
+            print(f"{name:45s} {median:8.1f} ms  (max {worst:.1f})")
+
+        stats_times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            with Session(engine) as session:
+                admin.stats(session, model)
+            stats_times.append((time.perf_counter() - start) * 1000)
+        print(
+            f"{'admin.stats (CLI stats, full pass)':45s} {statistics.median(stats_times):8.1f} ms"
+        )
+
+        window = {"window": 3600.0}
+        plans = {
+            "pending_summary": (statements.pending_summary(model), {}),
+            "running_summary": (statements.running_summary(model), {}),
+            "finished_recently": (statements.finished_recently(model), window),
+            "finished_per_minute": (statements.finished_per_minute(model), window),
+            "workers_summary": (statements.workers_summary(model), window),
+        }
+        for label, query in [
+            ("job_page status=failed kind=render_pdf", {"status": "failed", "kind": "render_pdf"}),
+            ("job_page status=pending queue=mail", {"status": "pending", "queue": "mail"}),
+            ("job_page status=done (page 2)", dict(parse_qsl(cursor.replace("&amp;", "&")))),
+        ]:
+            f = JobFilter.parse(query)
+            plans[label] = (statements.job_page(model, **f.flags()), {**f.bound(), "limit": 51})
+        plan_text = {name: plan_of(engine, st, params) for name, (st, params) in plans.items()}
+        engine.dispose()
+
+    load = os.getloadavg()
+    out = [
+        "# Dashboard page times on a big table",
+        "",
+        f"`python bench/dashboard.py`: {args.finished:,} finished jobs (97% done, 2% failed, "
+        f"1% cancelled, finished over two days) and {args.pending:,} pending ones (about "
+        f"15% due), 200 running, {len(QUEUES)} queues; table and indexes {table_size}. "
+        "Times are per request through the ASGI app (Starlette's test client: rendering "
+        f"included, no network), median and slowest of {args.repeat} after one warm-up.",
+        "",
+        f"Machine: {platform.platform()}, {os.cpu_count()} cores, load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end (shared with other work).",
+        "",
+        "| page | request | median ms | max ms | bytes |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name, path, median, worst, size_bytes in rows:
+        shown = path if len(path) < 60 else path[:57] + "..."
+        out.append(f"| {name} | `{shown}` | {median:.1f} | {worst:.1f} | {size_bytes:,} |")
+    out += [
+        f"| *for scale: `admin.stats` (`sa-jobqueue stats`, one pass over the table)* | | "
+        f"{statistics.median(stats_times):.1f} | {max(stats_times):.1f} | |",
+        "",
+        "## Plans (EXPLAIN ANALYZE, costs and timing off)",
+        "",
+    ]
+    for name, lines in plan_text.items():
+        out += [f"### {name}", "", "```", *lines, "```", ""]
+    (HERE / "dashboard-results.md").write_text("\n".join(out))
+    print("wrote bench/dashboard-results.md")
+
+
+if __name__ == "__main__":
+    main()

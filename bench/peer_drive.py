@@ -1,0 +1,118 @@
+"""One peer queue's side of `bench/peers.py`; runs in the peers' own virtualenv.
+
+Usage: ``python bench/peer_drive.py PEER URL ACTION N CONCURRENCY``, PEER one of
+``pgqueuer`` and ``procrastinate``, ACTION one of:
+
+- ``install``: create the peer's schema in the (empty, scratch) database;
+- ``fill``: enqueue N no-op jobs in batches (not timed);
+- ``drain``: run the peer's worker in its "until empty" mode at CONCURRENCY; print
+  ``{"rate": jobs/s, "done": N}`` timed from just before the worker starts to its return;
+- ``enqueue``: N single-job enqueues, each its own transaction; print ``{"rate": ...}``.
+
+Each peer runs at its documented defaults except for the concurrency mapping that
+`bench/peers.py` documents. Imports nothing of sa_jobqueue: its virtualenv has none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import time
+from datetime import timedelta
+
+
+def _conninfo(url: str) -> str:
+    """A libpq URL from a SQLAlchemy one (``postgresql+psycopg://`` -> ``postgresql://``)."""
+    scheme, _, rest = url.partition("://")
+    return f"postgresql://{rest}" if scheme.startswith("postgresql") else url
+
+
+async def pgqueuer(url: str, action: str, count: int, concurrency: int) -> dict[str, float]:
+    import asyncpg
+    from pgqueuer import QueueManager
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
+    from pgqueuer.types import QueueExecutionMode
+
+    conn = await asyncpg.connect(_conninfo(url))
+    try:
+        queries = Queries(AsyncpgDriver(conn))
+        if action == "install":
+            await queries.install()
+            return {}
+        if action == "fill":
+            for start in range(0, count, 1000):
+                size = min(1000, count - start)
+                await queries.enqueue(["noop"] * size, [None] * size, [0] * size)
+            return {}
+        if action == "enqueue":
+            started = time.perf_counter()
+            for _ in range(count):
+                await queries.enqueue("noop", None)
+            return {"rate": count / (time.perf_counter() - started)}
+        manager = QueueManager(queries)
+        done = 0
+
+        @manager.entrypoint("noop")
+        async def noop(job: object) -> None:
+            nonlocal done
+            done += 1
+
+        # Concurrency C: fetch batches of C; at most 2C picked at once (its floor).
+        started = time.perf_counter()
+        await manager.run(
+            batch_size=concurrency,
+            max_concurrent_tasks=2 * concurrency,
+            mode=QueueExecutionMode.drain,
+            dequeue_timeout=timedelta(seconds=1),
+        )
+        return {"rate": done / (time.perf_counter() - started), "done": done}
+    finally:
+        await conn.close()
+
+
+async def procrastinate(url: str, action: str, count: int, concurrency: int) -> dict[str, float]:
+    import procrastinate as p
+
+    app = p.App(connector=p.PsycopgConnector(conninfo=_conninfo(url)))
+    done = 0
+
+    @app.task(name="noop")
+    async def noop() -> None:
+        nonlocal done
+        done += 1
+
+    async with app.open_async():
+        if action == "install":
+            await app.schema_manager.apply_schema_async()
+            return {}
+        if action == "fill":
+            for start in range(0, count, 1000):
+                size = min(1000, count - start)
+                await noop.batch_defer_async(*[{} for _ in range(size)])
+            return {}
+        if action == "enqueue":
+            started = time.perf_counter()
+            for _ in range(count):
+                await noop.defer_async()
+            return {"rate": count / (time.perf_counter() - started)}
+        started = time.perf_counter()
+        # Concurrency C: C concurrent sub-workers; wait=False returns once nothing is due.
+        await app.run_worker_async(
+            concurrency=concurrency, wait=False, install_signal_handlers=False
+        )
+        return {"rate": done / (time.perf_counter() - started), "done": done}
+
+
+def main() -> None:
+    peer, url, action, count, concurrency = sys.argv[1:6]
+    logging.basicConfig(level=logging.WARNING)
+    run = {"pgqueuer": pgqueuer, "procrastinate": procrastinate}[peer]
+    result = asyncio.run(run(url, action, int(count), int(concurrency)))
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""`make bench-peers`: sa-jobqueue beside PGQueuer and procrastinate, same PostgreSQL, one run.
+
+Usage: ``python bench/peers.py [--reps N] [--jobs N] [--enqueues N] [--database-url URL]``.
+The peers are installed into a virtualenv of their own (``bench/out/peers-venv``,
+made on first use with pip) and driven by ``bench/peer_drive.py``; sa-jobqueue runs
+from this checkout. Every drain gets a fresh scratch database, holds `--jobs`
+pre-enqueued no-op jobs, and runs each library's own "until empty" mode in one
+process; the repetitions interleave the libraries (rotating who goes first), so all
+see the same load. Enqueue: `--enqueues` single-job enqueues, one transaction each.
+
+Concurrency C maps to each library's documented knob:
+
+- sa-jobqueue: ``jobs.worker(engine, concurrency=C).drain()`` (C handler threads,
+  claims of up to C jobs per round), lease mode, sync no-op handler;
+- PGQueuer: ``QueueManager.run(mode=drain, batch_size=C, max_concurrent_tasks=2C)``
+  (its floor for max_concurrent_tasks is twice the batch), async no-op entrypoint;
+- procrastinate: ``app.run_worker_async(concurrency=C, wait=False)``, async no-op task.
+
+Targets (issue: performance and scale): sa-jobqueue's drain at least 3x PGQueuer's
+at concurrency 16 and 32; its single enqueue at least 0.8x PGQueuer's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from run import enqueue_single, library_drain, server  # noqa: E402
+
+from sa_jobqueue import migration  # noqa: E402
+from sa_jobqueue.testing import scratch_database  # noqa: E402
+
+PEERS = ("pgqueuer", "procrastinate")
+PACKAGES = ("pgqueuer>=1.6", "procrastinate>=3.10", "asyncpg>=0.29", "psycopg[binary,pool]>=3.2")
+CONCURRENCIES = (1, 16, 32)
+VENV = HERE / "out" / "peers-venv"
+
+
+def peers_python() -> Path:
+    """The peers' interpreter; the virtualenv is made (and the peers installed) once."""
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        venv.create(VENV, with_pip=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", *PACKAGES], check=True)
+    return python
+
+
+def peer(python: Path, name: str, url: str, action: str, count: int, concurrency: int) -> dict:
+    done = subprocess.run(
+        [python, HERE / "peer_drive.py", name, url, action, str(count), str(concurrency)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=1800,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def drain(python: Path, who: str, server_url: str, count: int, concurrency: int) -> float:
+    with scratch_database(server_url, prefix="sajq_peers") as url:
+        if who == "sa-jobqueue":
+            migration.upgrade(url)
+            return library_drain(
+                url, count, mode="lease", processes=1, concurrency=concurrency
+            ).rate
+        peer(python, who, url, "install", 0, 1)
+        peer(python, who, url, "fill", count, 1)
+        result = peer(python, who, url, "drain", count, concurrency)
+        if result["done"] != count:
+            raise RuntimeError(f"{who} drained {result['done']} of {count} jobs")
+        return float(result["rate"])
+
+
+def enqueue(python: Path, who: str, server_url: str, count: int) -> float:
+    with scratch_database(server_url, prefix="sajq_peers") as url:
+        if who == "sa-jobqueue":
+            migration.upgrade(url)
+            return enqueue_single(url, count)
+        peer(python, who, url, "install", 0, 1)
+        return float(peer(python, who, url, "enqueue", count, 1)["rate"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--enqueues", type=int, default=1000)
+    args = parser.parse_args()
+    python = peers_python()
+    who_all = ("sa-jobqueue", *PEERS)
+    drains: dict[tuple[str, int], list[float]] = {}
+    enqueues: dict[str, list[float]] = {}
+    with server(args.database_url) as url:
+        for rep in range(args.reps):
+            order = who_all[rep % 3 :] + who_all[: rep % 3]
+            for concurrency in CONCURRENCIES:
+                for who in order:
+                    rate = drain(python, who, url, args.jobs, concurrency)
+                    drains.setdefault((who, concurrency), []).append(rate)
+            for who in order:
+                enqueues.setdefault(who, []).append(enqueue(python, who, url, args.enqueues))
+
+    def median(values: list[float]) -> float:
+        return statistics.median(values)
+
+    print(
+        f"\n{args.jobs:,} no-op jobs per drain, {args.enqueues:,} single enqueues; "
+        f"median of {args.reps} interleaved repetitions (jobs/s)\n"
+    )
+    print("| measurement | sa-jobqueue | PGQueuer | procrastinate | sa-jobqueue / PGQueuer |")
+    print("|---|---|---|---|---|")
+    for concurrency in CONCURRENCIES:
+        row = [median(drains[(who, concurrency)]) for who in who_all]
+        print(
+            f"| drain, concurrency {concurrency} | {row[0]:,.0f} | {row[1]:,.0f} | "
+            f"{row[2]:,.0f} | {row[0] / row[1]:.2f}x |"
+        )
+    row = [median(enqueues[who]) for who in who_all]
+    print(
+        f"| enqueue, 1 per transaction | {row[0]:,.0f} | {row[1]:,.0f} | {row[2]:,.0f} | "
+        f"{row[0] / row[1]:.2f}x |"
+    )
+    print("\nTargets:")
+    for concurrency in (16, 32):
+        ratio = median(drains[("sa-jobqueue", concurrency)]) / median(
+            drains[("pgqueuer", concurrency)]
+        )
+        verdict = "holds" if ratio >= 3 else "does not hold"
+        print(f"- drain at concurrency {concurrency} >= 3x PGQueuer: {ratio:.2f}x -- {verdict}")
+    ratio = median(enqueues["sa-jobqueue"]) / median(enqueues["pgqueuer"])
+    verdict = "holds" if ratio >= 0.8 else "does not hold"
+    print(f"- single enqueue >= 0.8x PGQueuer: {ratio:.2f}x -- {verdict}")
+    load = os.getloadavg()
+    print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

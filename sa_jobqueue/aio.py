@@ -1,0 +1,83 @@
+"""What the asyncio API shares: greenlet's presence and sync/async session checks.
+
+The async calls (`JobQueue.aenqueue`, `JobQueue.astats`, ...) run the sync code
+through SQLAlchemy's own bridge, ``AsyncSession.run_sync``, so there is one
+implementation of each operation and the async one cannot drift from it. That
+bridge needs the ``greenlet`` package, which SQLAlchemy 2.1 no longer installs by
+itself: ``pip install 'sa-jobqueue[asyncio]'`` brings it. Without it,
+``sqlalchemy.ext.asyncio`` cannot even be imported, so this module imports it only
+where an async object must be in hand already.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import cache
+
+from sqlalchemy.orm import Session, scoped_session
+
+from sa_jobqueue.errors import ConfigurationError
+
+__all__ = [
+    "check_async_session",
+    "check_sync_session",
+    "is_async_engine",
+    "is_async_session",
+    "require_greenlet",
+]
+
+
+@cache
+def _has_greenlet() -> bool:
+    return importlib.util.find_spec("greenlet") is not None
+
+
+def require_greenlet(what: str) -> None:
+    """Raise a `ConfigurationError` naming `what` when ``greenlet`` is not installed."""
+    if not _has_greenlet():
+        raise ConfigurationError(
+            f"{what} needs the greenlet package (SQLAlchemy's asyncio bridge), which "
+            "SQLAlchemy 2.1 no longer installs: pip install 'sa-jobqueue[asyncio]'"
+        )
+
+
+def is_async_session(session: object) -> bool:
+    """Whether `session` is an `AsyncSession` or an `async_scoped_session`."""
+    if "sqlalchemy.ext.asyncio" not in sys.modules:
+        return False  # never imported: nothing can be one of its sessions
+    from sqlalchemy.ext.asyncio import AsyncSession, async_scoped_session
+
+    return isinstance(session, (AsyncSession, async_scoped_session))
+
+
+def is_async_engine(engine: object) -> bool:
+    """Whether `engine` is an `AsyncEngine`."""
+    if "sqlalchemy.ext.asyncio" not in sys.modules:
+        return False
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    return isinstance(engine, AsyncEngine)
+
+
+def check_async_session(session: object, call: str) -> None:
+    """Reject anything but an `AsyncSession` (or `async_scoped_session`) given to `call`."""
+    if is_async_session(session):
+        return
+    sync = call[1:] if call.startswith("a") else call
+    kind = type(session).__name__
+    if isinstance(session, (Session, scoped_session)):
+        raise ConfigurationError(
+            f"jobs.{call}() takes an AsyncSession, not a {kind}: use jobs.{sync}(...) with it"
+        )
+    raise ConfigurationError(f"jobs.{call}() takes an AsyncSession, not {kind}")
+
+
+def check_sync_session(session: object, call: str, twin: str | None = None) -> None:
+    """Reject an `AsyncSession` given to the sync `call`, naming its async `twin` if any."""
+    if is_async_session(session):
+        bridge = f"await session.run_sync(jobs.{call}, ...)"
+        how = f"await jobs.{twin}(...) or {bridge}" if twin else bridge
+        raise ConfigurationError(
+            f"jobs.{call}() takes a Session, not an {type(session).__name__}: use {how}"
+        )

@@ -1,0 +1,358 @@
+"""`make_app`: the dashboard as a Starlette (ASGI) application.
+
+Pages are rendered on the server with Jinja2 (autoescaping every value: payloads
+and errors are user data). htmx, vendored as one static file, refreshes the
+overview in place. Reads run in short read-only transactions with a statement
+timeout; actions call `sa_jobqueue.admin`, the functions behind the CLI.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import parse_qs
+
+import jinja2
+from sqlalchemy import Engine, exc
+from sqlalchemy.orm import Session
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from sa_jobqueue import admin, pausing, statements
+from sa_jobqueue.dashboard import charts, queries
+from sa_jobqueue.dashboard.filters import FilterError, JobFilter
+from sa_jobqueue.dashboard.render import FILTERS, NOTICES
+from sa_jobqueue.dashboard.security import (
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    Credentials,
+    GuardMiddleware,
+    new_csrf_token,
+    same_origin,
+    tokens_match,
+)
+from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.jobqueue import JobQueue
+from sa_jobqueue.model import JobMixin
+
+__all__ = ["make_app"]
+
+log = logging.getLogger("sa_jobqueue.dashboard")
+HERE = Path(__file__).parent
+T = TypeVar("T")
+
+
+_JOB_ACTIONS: dict[str, Callable[..., admin.Changed]] = {
+    "retry": admin.retry,
+    "cancel": admin.cancel,
+    "delete": admin.delete_finished,
+}
+
+
+class _Dashboard:
+    """The state every endpoint shares: the model, the engine, the options, the templates."""
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        engine: Engine,
+        *,
+        allow_actions: bool,
+        statement_timeout: float,
+        refresh_seconds: float,
+        page_size: int,
+    ) -> None:
+        self.model = model
+        self.engine = engine
+        # Pages read through the same pool, in transactions PostgreSQL refuses to write in.
+        self.reader = engine.execution_options(postgresql_readonly=True)
+        self.allow_actions = allow_actions
+        self.timeout = f"{int(statement_timeout * 1000)}ms"
+        self.refresh_seconds = refresh_seconds
+        self.page_size = page_size
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(HERE / "templates"),
+            autoescape=True,  # every value, in every template
+            undefined=jinja2.StrictUndefined,
+        )
+        env.filters.update(FILTERS)
+        self.templates = Jinja2Templates(env=env)
+
+    # -- database --------------------------------------------------------------
+
+    def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout."""
+        with Session(self.reader) as session, session.begin():
+            session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
+            return fn(session, self.model, *args, **kwargs)
+
+    def change(self, fn: Callable[..., admin.Changed], *args: Any, **kwargs: Any) -> admin.Changed:
+        """Run the admin function `fn(session, model, ...)` and commit."""
+        with Session(self.engine) as session, session.begin():
+            return fn(session, self.model, *args, **kwargs)
+
+    # -- responses -------------------------------------------------------------
+
+    def page(self, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
+        """Render template `name`, with the CSRF token (set as a cookie when new)."""
+        token = request.cookies.get(CSRF_COOKIE) or new_csrf_token()
+        notice = NOTICES.get(request.query_params.get("notice", ""))
+        count = request.query_params.get("n", "")  # a number, or nothing: no text from URLs
+        response = self.templates.TemplateResponse(
+            request,
+            name,
+            {
+                "table": self.model.__tablename__,
+                "allow_actions": self.allow_actions,
+                "csrf_field": CSRF_FIELD,
+                "csrf_token": token,
+                "refresh_seconds": self.refresh_seconds,
+                "notice": notice,
+                "count": count if count.isdigit() else "",
+                **context,
+            },
+            status_code=status_code,
+        )
+        if request.cookies.get(CSRF_COOKIE) != token:
+            response.set_cookie(
+                CSRF_COOKIE,
+                token,
+                httponly=True,
+                samesite="strict",
+                path=request.scope.get("root_path") or "/",
+            )
+        return response
+
+    def error(self, request: Request, status_code: int, message: str) -> Response:
+        """An error page saying `message`."""
+        return self.page(request, "error.html", status_code, message=message)
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """`read` in a worker thread (the event loop never waits on the database)."""
+        return await run_in_threadpool(self.read, fn, *args, **kwargs)
+
+    # -- pages -----------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        """Every queue's counts and lag, and the last hour as charts."""
+        return await self._overview(request, "overview.html")
+
+    async def live(self, request: Request) -> Response:
+        """The part of the overview htmx reloads every few seconds."""
+        return await self._overview(request, "_live.html")
+
+    async def _overview(self, request: Request, template: str) -> Response:
+        queue = request.query_params.get("queue") or None
+        data = await self.run(queries.overview, queue=queue)
+        return self.page(
+            request,
+            template,
+            overview=data,
+            throughput=charts.throughput(data.minutes),
+            latency=charts.latency(data.minutes),
+        )
+
+    async def jobs(self, request: Request) -> Response:
+        """The jobs list: filters, keyset pages."""
+        try:
+            job_filter = JobFilter.parse(request.query_params)
+        except FilterError as error:
+            return self.page(
+                request, "jobs.html", 400, filter_error=str(error), result=None, f=JobFilter()
+            )
+        result = await self.run(queries.jobs_page, job_filter, limit=self.page_size)
+        return self.page(request, "jobs.html", result=result, f=job_filter, filter_error=None)
+
+    async def job(self, request: Request) -> Response:
+        """One job, every column."""
+        job_id = request.path_params["job_id"]
+        detail = await self.run(queries.job_detail, job_id)
+        if detail is None:
+            return self.error(request, 404, f"There is no job {job_id}.")
+        return self.page(request, "job.html", detail=detail, job=detail.job)
+
+    async def workers(self, request: Request) -> Response:
+        """Who runs what, from ``locked_by``."""
+        at, summaries = await self.run(queries.workers)
+        running = await self.run(queries.jobs_page, JobFilter(status="running"), limit=200)
+        schedules = await self.run(queries.schedules)
+        return self.page(
+            request, "workers.html", at=at, workers=summaries, running=running, schedules=schedules
+        )
+
+    # -- actions ---------------------------------------------------------------
+
+    async def _form(self, request: Request) -> dict[str, str] | Response:
+        """The POSTed form, or the refusal when actions are off or the CSRF check fails."""
+        if not self.allow_actions:
+            return self.error(
+                request, 403, "This dashboard is read-only (start it with --allow-actions)."
+            )
+        body = (await request.body()).decode("utf-8", errors="replace")
+        form = {key: values[-1] for key, values in parse_qs(body).items()}
+        cookie = request.cookies.get(CSRF_COOKIE)
+        if not same_origin(request.headers) or not tokens_match(form.get(CSRF_FIELD), cookie):
+            return self.error(
+                request, 403, "Refused: the form's CSRF token is missing or does not match."
+            )
+        return form
+
+    async def job_action(self, request: Request) -> Response:
+        """Retry, cancel or delete one job, then show it again."""
+        action = request.path_params["action"]
+        fn = _JOB_ACTIONS.get(action)
+        if fn is None:
+            return self.error(request, 404, f"There is no action {action!r}.")
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        job_id = request.path_params["job_id"]
+        changed = await run_in_threadpool(self.change, fn, [job_id])
+        log.info("dashboard: %s job %s -> %s", action, job_id, changed.to_dict())
+        done = bool(changed.ids)
+        if action == "delete" and done:
+            target = request.url_for("jobs")
+            return RedirectResponse(f"{target}?notice=deleted", status_code=303)
+        notice = action if done else f"not_{action}"
+        target = request.url_for("job", job_id=job_id)
+        return RedirectResponse(f"{target}?notice={notice}", status_code=303)
+
+    async def queue_action(self, request: Request) -> Response:
+        """Pause or resume a queue (``pausing.pause`` / ``resume``, as ``sa-jobqueue pause``)."""
+        action = request.path_params["action"]
+        if action not in ("pause", "resume"):
+            return self.error(request, 404, f"There is no action {action!r}.")
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        queue = form.get("queue", "")
+        fn = pausing.pause if action == "pause" else pausing.resume
+        try:
+            changed = await run_in_threadpool(self._switch, fn, queue)
+        except ValidationError as error:
+            return self.error(request, 400, str(error))
+        log.info("dashboard: %s queue %r -> %s", action, queue, changed)
+        notice = f"{action}d" if changed else f"already_{action}d"
+        target = request.url_for("overview")
+        return RedirectResponse(f"{target}?notice={notice}", status_code=303)
+
+    def _switch(self, fn: Callable[..., list[str]], queue: str) -> list[str]:
+        with Session(self.engine) as session, session.begin():
+            return fn(session, self.model, queue)
+
+    async def retry_failed(self, request: Request) -> Response:
+        """Retry every failed job of a kind (and queue, when given)."""
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        kind = form.get("kind") or None
+        queue = form.get("queue") or None
+        if kind is None:
+            return self.error(request, 400, "Retrying all failed jobs needs a kind.")
+        changed = await run_in_threadpool(self.change, admin.retry_failed, kind=kind, queue=queue)
+        log.info("dashboard: retry failed kind=%s queue=%s -> %d", kind, queue, len(changed.ids))
+        query = JobFilter(status="pending", kind=kind, queue=queue).query_string()
+        target = request.url_for("jobs")
+        return RedirectResponse(
+            f"{target}?{query}&notice=retried_failed&n={len(changed.ids)}", status_code=303
+        )
+
+
+def _model_of(jobs: JobQueue[Any] | type[JobMixin]) -> type[JobMixin]:
+    if isinstance(jobs, JobQueue):
+        model: type[JobMixin] = jobs.model
+        return model
+    if isinstance(jobs, type) and issubclass(jobs, JobMixin) and hasattr(jobs, "__table__"):
+        return jobs
+    raise ConfigurationError(f"make_app needs a JobQueue or a mapped JobMixin model, not {jobs!r}")
+
+
+def make_app(
+    jobs: JobQueue[Any] | type[JobMixin],
+    engine: Engine,
+    *,
+    allow_actions: bool = False,
+    basic_auth: str | None = None,
+    token: str | None = None,
+    statement_timeout: float = 5.0,
+    refresh_seconds: float = 5.0,
+    page_size: int = 50,
+) -> Starlette:
+    """The dashboard for `jobs`' table, as an ASGI app to serve or mount.
+
+    Args:
+        jobs: the application's `JobQueue`, or a mapped `JobMixin` model.
+        engine: a sync SQLAlchemy `Engine` for the jobs' database.
+        allow_actions: show and accept retry, cancel, delete, pause and resume; read-only
+            otherwise.
+        basic_auth: ``"user:password"`` every request must present (HTTP basic auth).
+        token: a secret of 16+ characters every request must present, as
+            ``Authorization: Bearer TOKEN`` or as the basic-auth password.
+        statement_timeout: seconds any page's query may take before it is cancelled.
+        refresh_seconds: how often the overview refreshes itself.
+        page_size: jobs per page of the jobs list.
+
+    Example (inside a FastAPI or Starlette application)::
+
+        app.mount("/admin/jobs", make_app(jobs, engine, allow_actions=True))
+
+    Mounted inside an application, it sits behind that application's own
+    authentication; `basic_auth` and `token` are for serving it on its own.
+    Actions are POSTs checked against a CSRF token; see docs/dashboard.md.
+    """
+    model = _model_of(jobs)
+    if not isinstance(engine, Engine):
+        raise ConfigurationError(f"make_app needs a sync sqlalchemy Engine, not {engine!r}")
+    timings = {"statement_timeout": statement_timeout, "refresh_seconds": refresh_seconds}
+    for name, value in timings.items():
+        if not (isinstance(value, (int, float)) and value > 0):
+            raise ConfigurationError(f"{name} must be a positive number, not {value!r}")
+    if not (isinstance(page_size, int) and 1 <= page_size <= 1000):
+        raise ConfigurationError(f"page_size must be an int from 1 to 1000, not {page_size!r}")
+    credentials = Credentials.from_options(basic_auth, token)
+    board = _Dashboard(
+        model,
+        engine,
+        allow_actions=allow_actions,
+        statement_timeout=statement_timeout,
+        refresh_seconds=refresh_seconds,
+        page_size=page_size,
+    )
+    routes = [
+        Route("/", board.overview, name="overview"),
+        Route("/live", board.live, name="live"),
+        Route("/jobs", board.jobs, name="jobs"),
+        Route("/jobs/{job_id:int}", board.job, name="job"),
+        Route(
+            "/jobs/{job_id:int}/{action:str}",
+            board.job_action,
+            methods=["POST"],
+            name="job_action",
+        ),
+        Route("/retry-failed", board.retry_failed, methods=["POST"], name="retry_failed"),
+        Route("/queues/{action:str}", board.queue_action, methods=["POST"], name="queue_action"),
+        Route("/workers", board.workers, name="workers"),
+        Route("/favicon.ico", lambda request: Response(status_code=204)),
+        Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+    ]
+
+    async def database_error(request: Request, error: Exception) -> Response:
+        log.warning("dashboard: database error on %s: %s", request.url.path, error)
+        first = str(getattr(error, "orig", error)).strip().splitlines() or [repr(error)]
+        return board.error(request, 503, f"The database did not answer this page: {first[0]}")
+
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(GuardMiddleware, credentials=credentials)],
+        exception_handlers={exc.DBAPIError: database_error},
+    )
+    app.state.dashboard = board
+    return app

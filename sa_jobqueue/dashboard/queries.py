@@ -1,0 +1,289 @@
+"""What each dashboard page reads, as plain data: built on `sa_jobqueue.statements`.
+
+Every function takes a `Session` and runs read statements in its transaction
+(the caller opens and closes it). Each statement walks one index of the table
+(see `sa_jobqueue.statements.dashboard`), so a page costs about the same on a
+table of ten million finished rows as on an empty one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import pausing, statements
+from sa_jobqueue.admin import JobInfo
+from sa_jobqueue.dashboard.filters import JobFilter
+from sa_jobqueue.model import FINISHED, JobMixin, Status
+
+__all__ = [
+    "HISTORY_MINUTES",
+    "JobDetail",
+    "JobsPage",
+    "Minute",
+    "Overview",
+    "QueueSummary",
+    "ScheduleInfo",
+    "WorkerSummary",
+    "job_detail",
+    "jobs_page",
+    "overview",
+    "pretty_json",
+    "schedules",
+    "workers",
+]
+
+#: How far back the overview's charts and "last hour" counts look.
+HISTORY_MINUTES = 60
+_FINISHED = tuple(s.value for s in FINISHED)
+_KNOWN_COLUMNS = {f.name for f in fields(JobInfo)}
+
+
+def pretty_json(value: Any) -> str:
+    """`value` as indented JSON text (keys sorted; non-JSON values shown with ``str``).
+
+    >>> print(pretty_json({"b": [1, 2], "a": "<x>"}))
+    {
+      "a": "<x>",
+      "b": [
+        1,
+        2
+      ]
+    }
+    """
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@dataclass(slots=True)
+class QueueSummary:
+    """One queue on the overview: live work from the partial indexes, the last hour's results."""
+
+    queue: str
+    pending: int = 0
+    due: int = 0
+    lag_seconds: float | None = None
+    running: int = 0
+    expired_leases: int = 0
+    finished: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_FINISHED, 0))
+    paused_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Minute:
+    """One minute of history: jobs finished by status, and from-due-to-finished seconds."""
+
+    start: datetime
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    avg_seconds: float | None = None
+    max_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The overview page: every queue, and the last hour minute by minute (oldest first)."""
+
+    at: datetime
+    queues: list[QueueSummary]
+    minutes: list[Minute]
+    queue: str | None = None
+
+    @property
+    def total(self) -> QueueSummary:
+        """The sums over all queues (``lag_seconds`` is the largest)."""
+        total = QueueSummary("all queues")
+        for q in self.queues:
+            total.pending += q.pending
+            total.due += q.due
+            total.running += q.running
+            total.expired_leases += q.expired_leases
+            for status, count in q.finished.items():
+                total.finished[status] += count
+        lags = [q.lag_seconds for q in self.queues if q.lag_seconds is not None]
+        total.lag_seconds = max(lags, default=None)
+        return total
+
+
+def overview(session: Session, model: type[JobMixin], *, queue: str | None = None) -> Overview:
+    """Per queue counts, lag and the last hour; `queue` narrows the charts to one queue."""
+    window = {"window": HISTORY_MINUTES * 60.0}
+    at = session.execute(statements.db_now()).scalar_one()
+    queues: dict[str, QueueSummary] = {}
+
+    def of(name: str) -> QueueSummary:
+        return queues.setdefault(name, QueueSummary(name))
+
+    for row in session.execute(statements.pending_summary(model)):
+        summary = of(row.queue)
+        summary.pending, summary.due, summary.lag_seconds = row.pending, row.due, row.lag_seconds
+    for row in session.execute(statements.running_summary(model)):
+        summary = of(row.queue)
+        summary.running, summary.expired_leases = row.running, row.expired_leases
+    for row in session.execute(statements.finished_recently(model), window):
+        of(row.queue).finished[row.status] = row.jobs
+    for name, paused_at in pausing.paused_queues(session, model).items():
+        of(name).paused_at = paused_at  # a paused queue shows even with no job in it
+    per_minute = statements.finished_per_minute(model, by_queue=queue is not None)
+    rows = session.execute(per_minute, {**window, "queue_name": queue}).all()
+    return Overview(
+        at=at,
+        queues=[queues[name] for name in sorted(queues)],
+        minutes=_minutes(at, rows),
+        queue=queue,
+    )
+
+
+def _minutes(at: datetime, rows: Sequence[Any]) -> list[Minute]:
+    """One `Minute` for each of the last `HISTORY_MINUTES` minutes, empty ones included."""
+    by_minute: dict[datetime, dict[str, Any]] = {}
+    for row in rows:
+        slot = by_minute.setdefault(row.minute, {"avg": [], "max": []})
+        slot[row.status] = row.jobs
+        if row.status == Status.DONE.value and row.avg_seconds is not None:
+            slot["avg"].append((float(row.avg_seconds), row.jobs))
+            slot["max"].append(float(row.max_seconds))
+    last = at.replace(second=0, microsecond=0)
+    result = []
+    for back in range(HISTORY_MINUTES - 1, -1, -1):
+        start = last - timedelta(minutes=back)
+        slot = by_minute.get(start, {"avg": [], "max": []})
+        weighted = slot["avg"]
+        count = sum(n for _, n in weighted)
+        result.append(
+            Minute(
+                start=start,
+                done=slot.get(Status.DONE.value, 0),
+                failed=slot.get(Status.FAILED.value, 0),
+                cancelled=slot.get(Status.CANCELLED.value, 0),
+                avg_seconds=sum(a * n for a, n in weighted) / count if count else None,
+                max_seconds=max(slot["max"], default=None),
+            )
+        )
+    return result
+
+
+@dataclass(frozen=True, slots=True)
+class JobsPage:
+    """One page of the jobs list, and the cursor of the next (None on the last page)."""
+
+    filter: JobFilter
+    jobs: list[JobInfo]
+    next_cursor: str | None
+    order: str
+
+
+def jobs_page(
+    session: Session, model: type[JobMixin], job_filter: JobFilter, *, limit: int = 50
+) -> JobsPage:
+    """Up to `limit` jobs matching `job_filter`, in its status's index order (keyset paged)."""
+    query = statements.job_page(model, **job_filter.flags())
+    rows = session.execute(query, {**job_filter.bound(), "limit": limit + 1}).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return JobsPage(
+        filter=job_filter,
+        jobs=[JobInfo.from_row(row) for row in rows],
+        next_cursor=job_filter.cursor_after(rows[-1]) if more else None,
+        order=statements.LIST_ORDERS[job_filter.status or ""],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleInfo:
+    """A periodic schedule as the schedules table holds it."""
+
+    name: str
+    kind: str
+    spec: str
+    next_run_at: datetime
+    last_run_at: datetime | None
+    last_job_id: int | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> ScheduleInfo:
+        """Build from a row of `statements.schedules`."""
+        return cls(**{f.name: getattr(row, f.name) for f in fields(cls)})
+
+
+@dataclass(frozen=True, slots=True)
+class JobDetail:
+    """One job, with the database clock, the table's other columns and its schedule.
+
+    ``extra`` holds the columns `JobMixin` does not declare (``result``, the app's
+    own); ``schedule`` is the periodic schedule that enqueued the job, if one did.
+    """
+
+    job: JobInfo
+    at: datetime
+    extra: dict[str, Any]
+    schedule: ScheduleInfo | None = None
+
+    @property
+    def lease_expired(self) -> bool:
+        """True when the job is running and its lease has run out."""
+        until = self.job.locked_until
+        return self.job.status == Status.RUNNING.value and until is not None and until < self.at
+
+
+def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetail | None:
+    """The job `job_id` with every column of the table, or None."""
+    at = session.execute(statements.db_now()).scalar_one()
+    row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
+    if row is None:
+        return None
+    extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
+    job = JobInfo.from_row(row)
+    schedule = None
+    if job.idempotency_key and job.idempotency_key.startswith("periodic:"):
+        found = session.execute(
+            statements.schedule_of_job(model),
+            {"kind_name": job.kind, "job_key": job.idempotency_key},
+        ).first()
+        schedule = None if found is None else ScheduleInfo.from_row(found)
+    return JobDetail(job=job, at=at, extra=extra, schedule=schedule)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSummary:
+    """A worker as its ``locked_by`` shows it: what it runs now, what it finished lately."""
+
+    worker: str
+    running: int
+    expired_leases: int
+    finished: int
+    kinds: list[str]
+    queues: list[str]
+    lease_ends: datetime | None
+    last_finished_at: datetime | None
+
+
+def schedules(session: Session, model: type[JobMixin], *, limit: int = 500) -> list[ScheduleInfo]:
+    """The periodic schedules workers registered, soonest next run first."""
+    rows = session.execute(statements.schedules(model), {"limit": limit})
+    return [ScheduleInfo.from_row(row) for row in rows]
+
+
+def workers(session: Session, model: type[JobMixin]) -> tuple[datetime, list[WorkerSummary]]:
+    """Every ``locked_by`` that holds a job now or finished one in the last hour."""
+    at = session.execute(statements.db_now()).scalar_one()
+    rows = session.execute(statements.workers_summary(model), {"window": HISTORY_MINUTES * 60.0})
+    result = [
+        WorkerSummary(
+            worker=row.worker,
+            running=row.running,
+            expired_leases=row.expired_leases,
+            finished=row.finished,
+            kinds=sorted(k for k in row.kinds or [] if k is not None),
+            queues=sorted(q for q in row.queues or [] if q is not None),
+            lease_ends=row.lease_ends,
+            last_finished_at=row.last_finished_at,
+        )
+        for row in rows
+    ]
+    return at, result

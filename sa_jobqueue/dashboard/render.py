@@ -1,0 +1,89 @@
+"""Formatting for the dashboard's templates: times, durations, numbers, notices.
+
+Each returns plain text; the templates autoescape it like every other value.
+
+>>> span(0.25), span(75), span(7300), span(None)
+('0.25s', '1m 15s', '2h 01m', '-')
+>>> number(1234567)
+'1,234,567'
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sa_jobqueue.dashboard.queries import pretty_json
+
+__all__ = ["FILTERS", "NOTICES", "first_line", "number", "relative", "span", "stamp"]
+
+#: The messages an action's redirect may ask the next page to show, by code.
+NOTICES = {
+    "retry": "Job retried: it is pending and due now.",
+    "not_retry": "Not retried: only failed or cancelled jobs can be retried.",
+    "cancel": "Job cancelled.",
+    "not_cancel": "Not cancelled: only pending or running jobs can be cancelled.",
+    "delete": "Job deleted.",
+    "deleted": "Job deleted.",
+    "not_delete": "Not deleted: only finished (done, failed, cancelled) jobs can be deleted.",
+    "retried_failed": "Failed jobs retried:",
+    "paused": "Queue paused: workers claim nothing from it until it is resumed.",
+    "already_paused": "The queue was already paused.",
+    "resumed": "Queue resumed: idle workers were woken.",
+    "already_resumed": "The queue was not paused.",
+}
+
+
+def span(seconds: float | None) -> str:
+    """A duration in seconds as short text (``-`` for None)."""
+    if seconds is None:
+        return "-"
+    value = float(seconds)
+    sign = "-" if value < 0 else ""
+    value = abs(value)
+    if value < 10:
+        return f"{sign}{value:.2g}s" if value < 1 else f"{sign}{value:.1f}s"
+    whole = int(value)
+    if whole < 3600:
+        return f"{sign}{whole // 60}m {whole % 60:02d}s" if whole >= 60 else f"{sign}{whole}s"
+    if whole < 86400:
+        return f"{sign}{whole // 3600}h {whole % 3600 // 60:02d}m"
+    return f"{sign}{whole // 86400}d {whole % 86400 // 3600:02d}h"
+
+
+def stamp(moment: datetime | None) -> str:
+    """A timestamp in UTC, to the second (``-`` for None)."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def relative(moment: datetime | None, now: datetime) -> str:
+    """``12s ago`` or ``in 3m 00s`` from the database clock `now`."""
+    if moment is None:
+        return ""
+    delta = (moment - now).total_seconds()
+    return f"in {span(delta)}" if delta > 0 else f"{span(-delta)} ago"
+
+
+def number(value: Any) -> str:
+    """An integer with thousands separators."""
+    return f"{int(value):,}"
+
+
+def first_line(text: str | None, width: int = 100) -> str:
+    """The first line of `text`, cut to `width` characters."""
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "\u2026"
+
+
+FILTERS = {
+    "span": span,
+    "stamp": stamp,
+    "relative": relative,
+    "number": number,
+    "first_line": first_line,
+    "pretty_json": pretty_json,
+}

@@ -1,0 +1,3 @@
+SELECT date_trunc(%(date_trunc_1)s, jobs.finished_at) AS minute, jobs.status AS status, count(*) AS jobs, avg(CAST(EXTRACT(epoch FROM jobs.finished_at) AS FLOAT) - CAST(EXTRACT(epoch FROM jobs.run_at) AS FLOAT)) AS avg_seconds, max(CAST(EXTRACT(epoch FROM jobs.finished_at) AS FLOAT) - CAST(EXTRACT(epoch FROM jobs.run_at) AS FLOAT)) AS max_seconds
+FROM jobs
+WHERE jobs.status IN (__[POSTCOMPILE_status_1]) AND jobs.finished_at > now() - INTERVAL '1 second' * %(window)s AND jobs.queue = %(queue_name)s GROUP BY date_trunc(%(date_trunc_1)s, jobs.finished_at), jobs.status ORDER BY date_trunc(%(date_trunc_1)s, jobs.finished_at)

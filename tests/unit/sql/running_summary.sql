@@ -1,0 +1,3 @@
+SELECT jobs.queue AS queue, count(*) AS running, count(*) FILTER (WHERE jobs.locked_until < now()) AS expired_leases
+FROM jobs
+WHERE jobs.status = %(status_1)s GROUP BY jobs.queue

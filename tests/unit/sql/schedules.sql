@@ -1,0 +1,3 @@
+SELECT sa_jobqueue_schedules_jobs.name, sa_jobqueue_schedules_jobs.kind, sa_jobqueue_schedules_jobs.spec, sa_jobqueue_schedules_jobs.next_run_at, sa_jobqueue_schedules_jobs.last_run_at, sa_jobqueue_schedules_jobs.last_job_id
+FROM sa_jobqueue_schedules_jobs ORDER BY sa_jobqueue_schedules_jobs.next_run_at, sa_jobqueue_schedules_jobs.name
+ LIMIT %(limit)s

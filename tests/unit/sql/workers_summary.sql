@@ -1,0 +1,3 @@
+SELECT jobs.locked_by AS worker, count(*) FILTER (WHERE jobs.status = %(status_1)s) AS running, count(*) FILTER (WHERE jobs.status = %(status_1)s AND jobs.locked_until < now()) AS expired_leases, count(*) FILTER (WHERE jobs.status != %(status_2)s) AS finished, array_agg(DISTINCT jobs.kind) FILTER (WHERE jobs.status = %(status_1)s) AS kinds, array_agg(DISTINCT jobs.queue) AS queues, min(jobs.locked_until) FILTER (WHERE jobs.status = %(status_1)s) AS lease_ends, max(jobs.finished_at) AS last_finished_at
+FROM jobs
+WHERE jobs.locked_by IS NOT NULL AND (jobs.status = %(status_1)s OR jobs.status IN (__[POSTCOMPILE_status_3]) AND jobs.finished_at > now() - INTERVAL '1 second' * %(window)s) GROUP BY jobs.locked_by ORDER BY jobs.locked_by
