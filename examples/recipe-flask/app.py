@@ -1,10 +1,9 @@
 import os
 
+from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from sa_jobqueue import JobContext, JobMixin, JobQueue
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-from flask import Flask
 
 
 class Base(DeclarativeBase):
