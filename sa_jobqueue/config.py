@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypedDict
 
+from sqlalchemy import URL
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.engines import listen_url_of
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.retention import DEFAULT_PRUNE_INTERVAL
 from sa_jobqueue.validation import check_name
@@ -30,6 +32,7 @@ class WorkerOptions(TypedDict, total=False):
     poll_interval: float
     shutdown_timeout: float
     listen: bool
+    listen_url: str | URL | None
     sweep_interval: float
     retention: Mapping[str, timedelta] | None
     prune_interval: float
@@ -50,6 +53,9 @@ class WorkerConfig:
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
         listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler).
+        listen_url: a separate URL for the listener's one connection (a direct
+            one, or a session-mode pool, when the engine goes through a
+            transaction-mode pooler); None: the engine's own. See docs/pgbouncer.md.
         sweep_interval: seconds between sweeps of expired leases.
         retention: ``{status: age}``: finished jobs older than this are deleted
             (None: `retention.DEFAULT_RETENTION`; ``{}`` prunes nothing).
@@ -72,6 +78,7 @@ class WorkerConfig:
     poll_interval: float = 2.0
     shutdown_timeout: float = 30.0
     listen: bool = True
+    listen_url: URL | None = field(default=None, repr=False)
     sweep_interval: float = 30.0
     retention: Mapping[str, timedelta] | None = None
     prune_interval: float = DEFAULT_PRUNE_INTERVAL
@@ -91,7 +98,14 @@ class WorkerConfig:
         if unknown:
             known = ", ".join(sorted(WorkerOptions.__annotations__))
             raise ConfigurationError(f"unknown worker option(s) {unknown}; the options are {known}")
-        config = cls(**{**options, "queues": _queues(options.get("queues"))})  # type: ignore[arg-type]
+        checked = {
+            **options,
+            "queues": _queues(options.get("queues")),
+            "listen_url": listen_url_of(options.get("listen_url")),
+        }
+        config = cls(**checked)  # type: ignore[arg-type]
+        if config.listen_url is not None and not config.listen:
+            raise ConfigurationError("listen_url goes with listen=True (it is the listener's URL)")
         if not isinstance(config.asynchronous_commit, bool):
             raise ConfigurationError(
                 f"asynchronous_commit must be True or False, not {config.asynchronous_commit!r}"

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue import statements, validation
 from sa_jobqueue.errors import ConfigurationError, JobQueueError, ValidationError
+from sa_jobqueue.limits import check_concurrency_key
 from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.registry import Registry
 
@@ -36,6 +37,7 @@ _OPTIONS = frozenset(
         "max_attempts",
         "idempotency_key",
         "unique_key",
+        "concurrency_key",
     }
 )
 
@@ -53,6 +55,7 @@ class JobSpec:
     delay: float
     idempotency_key: str | None
     unique_key: str | None = None
+    concurrency_key: str | None = None
 
 
 def check_session(session: object, method: str) -> None:
@@ -85,6 +88,7 @@ def prepare(
     max_attempts: object = None,
     idempotency_key: object = None,
     unique_key: object = None,
+    concurrency_key: object = None,
 ) -> JobSpec:
     """Validate one job's arguments; fill queue and max_attempts from its task."""
     kind = validation.check_name("kind", kind)
@@ -105,6 +109,7 @@ def prepare(
         delay=0.0 if delay is None else validation.check_delay("delay", delay),
         idempotency_key=validation.check_key(idempotency_key),
         unique_key=validation.check_key(unique_key, "unique_key"),
+        concurrency_key=check_concurrency_key(concurrency_key, task.limits if task else None),
     )
 
 
@@ -221,6 +226,7 @@ class Inserter(Generic[JobT]):
             "delays": [s.delay for s in specs],
             "keys": [s.idempotency_key for s in specs],
             "unique_keys": [s.unique_key for s in specs],
+            "concurrency_keys": [s.concurrency_key for s in specs],
         }
         inserted = sorted(session.scalars(self._load, params).all(), key=lambda job: job.id)
         if len(inserted) == len(specs):

@@ -81,6 +81,9 @@ class JobQueue(Generic[JobT]):
         transactional: bool = False,
         backoff: BackoffPolicy | None = None,
         timeout: timedelta | float | None = None,
+        max_running: int | None = None,
+        max_running_per_key: int | None = None,
+        rate_limit: tuple[int, timedelta | float] | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -100,6 +103,14 @@ class JobQueue(Generic[JobT]):
                 dead-letters like any failure; the worker's slot is free at once.
                 A sync handler cannot be killed: ``ctx.cancelled`` turns True and
                 its late report is fenced away (see docs/tasks.md).
+            max_running: at most this many jobs of `kind` run at once, counted over
+                every worker of the table (docs/flow-control.md).
+            max_running_per_key: at most this many run at once per
+                ``concurrency_key`` given at enqueue; jobs with no key are not
+                limited by it.
+            rate_limit: ``(count, window)``: at most `count` attempts of `kind`
+                start in any window of that length (a timedelta or seconds), over
+                every worker.
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -115,6 +126,9 @@ class JobQueue(Generic[JobT]):
                 transactional=transactional,
                 backoff=backoff,
                 timeout=timeout,
+                max_running=max_running,
+                max_running_per_key=max_running_per_key,
+                rate_limit=rate_limit,
             )
             return handler
 
@@ -211,6 +225,7 @@ class JobQueue(Generic[JobT]):
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
         unique_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -233,6 +248,8 @@ class JobQueue(Generic[JobT]):
                 job holds this key, that job is returned unchanged; once it has
                 finished, the key is free again. Concurrent callers get one job and
                 none of their transactions is aborted.
+            concurrency_key: for a task with ``max_running_per_key``: at most that
+                many jobs with this key run at once (docs/flow-control.md).
 
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
@@ -253,6 +270,7 @@ class JobQueue(Generic[JobT]):
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
             unique_key=unique_key,
+            concurrency_key=concurrency_key,
         )
         return self._inserter.insert(session, [spec])[0]
 
@@ -286,6 +304,7 @@ class JobQueue(Generic[JobT]):
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
         unique_key: str | None = None,
+        concurrency_key: str | None = None,
     ) -> JobT:
         """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
 
@@ -320,6 +339,7 @@ class JobQueue(Generic[JobT]):
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
             unique_key=unique_key,
+            concurrency_key=concurrency_key,
         )
         rows: list[JobT] = await session.run_sync(self._inserter.insert, [spec])
         return rows[0]
@@ -341,7 +361,8 @@ class JobQueue(Generic[JobT]):
         ``await session.run_sync(jobs.retry, [job_id])``.
         """
         check_async_session(session, "astats")
-        return await session.run_sync(admin.stats, self.model)
+        limits = {task.kind: task.limits for task in self.registry.limited()}
+        return await session.run_sync(admin.stats, self.model, limits)
 
     def worker(
         self, engine: Engine | AsyncEngine, **options: Unpack[WorkerOptions]
@@ -365,10 +386,12 @@ class JobQueue(Generic[JobT]):
     def stats(self, session: Session) -> admin.Stats:
         """Counts per queue and status, queue lag, expired leases, recent dead letters.
 
-        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number.
+        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number;
+        each limited task's running/limit numbers are in ``limits`` (`admin.LimitStats`).
         """
         check_sync_session(session, "stats", "astats")
-        return admin.stats(session, self.model)
+        limits = {task.kind: task.limits for task in self.registry.limited()}
+        return admin.stats(session, self.model, limits)
 
     def list_jobs(
         self,

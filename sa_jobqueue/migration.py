@@ -29,6 +29,7 @@ from sa_jobqueue.engines import engine_arguments
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.model import JobMixin, table_args
 from sa_jobqueue.naming import channel_name, check_identifier, check_table_name, version_table
+from sa_jobqueue.starts import starts_table
 from sa_jobqueue.state_tables import add_state_tables
 from sa_jobqueue.statements import catalog
 
@@ -97,6 +98,10 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Create the jobs table `name`, its indexes, notify trigger and autovacuum settings.
 
     Call it from an Alembic revision (``upgrade()``); `drop_jobs_table` undoes it.
+    It makes the table the model declares now, with the tables beside it (paused
+    queues, schedules, the rate limits' starts log); the later revisions' helpers
+    (`add_scheduling`, `sa_jobqueue.flow_migration.add_flow_control`) find their
+    parts there already and do nothing twice.
     """
     _qualified(name, schema)
     table = jobs_table(name, schema=schema)
@@ -128,6 +133,7 @@ def _create_index(
 def _create_state_tables(table: Table) -> None:
     for state in add_state_tables(table):
         state.create(op.get_bind(), checkfirst=True)
+    starts_table(table.metadata, table.name).create(op.get_bind(), checkfirst=True)
 
 
 def add_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
@@ -162,7 +168,9 @@ def drop_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
 def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
     drop_notify_trigger(name, schema=schema)
-    for state in reversed(add_state_tables(jobs_table(name, schema=schema))):
+    table = jobs_table(name, schema=schema)
+    starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
+    for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
     op.drop_table(name, schema=schema)
 

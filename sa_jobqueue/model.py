@@ -27,6 +27,7 @@ from sqlalchemy.sql import FromClause
 
 from sa_jobqueue import ddl
 from sa_jobqueue.naming import check_table_name
+from sa_jobqueue.starts import starts_table
 from sa_jobqueue.state_tables import add_state_tables
 
 __all__ = [
@@ -133,6 +134,9 @@ class JobMixin:
         DateTime(timezone=True), server_default=_now, nullable=False
     )
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Added by revision sajq_0003, so last (the migrated table's column order).
+    #: Serialises jobs of a kind with ``max_running_per_key`` (docs/flow-control.md).
+    concurrency_key: Mapped[str | None] = mapped_column(Text)
 
     __mapper_args__: ClassVar[dict[str, Any]] = {"eager_defaults": True}
 
@@ -154,6 +158,7 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
     table = mapper.local_table
     if isinstance(table, Table):
         add_state_tables(table)
+        starts_table(table.metadata, table.name)  # the rate limits' starts log
 
 
 def table_args(table: str) -> tuple[Any, ...]:

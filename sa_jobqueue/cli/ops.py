@@ -182,6 +182,7 @@ def show_command(
         ("locked_until", when(job.locked_until)),
         ("idempotency_key", job.idempotency_key or "-"),
         ("unique_key", job.unique_key or "-"),
+        ("concurrency_key", job.concurrency_key or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     for name, value in fields:

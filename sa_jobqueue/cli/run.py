@@ -158,6 +158,14 @@ def _first_line(error: BaseException) -> str:
     help="Wake on LISTEN/NOTIFY; --no-listen polls only (for transaction-mode poolers).",
 )
 @click.option(
+    "--listen-url",
+    metavar="URL",
+    envvar="SA_JOBQUEUE_LISTEN_URL",
+    show_envvar=True,
+    help="A separate URL for the listener's one connection: a direct one when "
+    "--database-url goes through a transaction-mode pooler (docs/pgbouncer.md).",
+)
+@click.option(
     "--savepoint-batch",
     type=click.IntRange(min=1),
     default=1,
@@ -188,6 +196,7 @@ def worker(
     retention: dict[str, timedelta] | None,
     prune_interval: float,
     listen: bool,
+    listen_url: str | None,
     savepoint_batch: int,
     asynchronous_commit: bool,
     log_level: str,
@@ -211,6 +220,7 @@ def worker(
             retention=retention,
             prune_interval=prune_interval,
             listen=listen,
+            listen_url=listen_url,
             savepoint_batch=savepoint_batch,
             asynchronous_commit=asynchronous_commit,
         )

@@ -60,8 +60,8 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
     ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
-    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``. Returns the
-    inserted rows, in insertion order of their ids.
+    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``,
+    ``concurrency_keys``. Returns the inserted rows, in insertion order of their ids.
 
     ``ON CONFLICT DO NOTHING`` names no target, so both arbiters apply: the unique
     constraint on ``idempotency_key`` and the partial unique index on ``unique_key``
@@ -78,6 +78,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         ("delays", "delay", Float),
         ("keys", "key", Text),
         ("unique_keys", "unique_key", Text),
+        ("concurrency_keys", "concurrency_key", Text),
     )
     rows = select(
         batch.c.kind,
@@ -90,6 +91,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         batch.c.unique_key,
         literal(Status.PENDING.value, Text),
         literal(0, Integer),
+        batch.c.concurrency_key,
     )
     columns = [
         "kind",
@@ -102,6 +104,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         "unique_key",
         "status",
         "attempts",
+        "concurrency_key",
     ]
     return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
 
@@ -126,6 +129,7 @@ def claim(
     *,
     leases: Mapping[str, float],
     default_lease: float,
+    exclude_kinds: Sequence[str] = (),
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
 
@@ -135,6 +139,9 @@ def claim(
     partial index in claim order, while ``queue IN (...)`` would make PostgreSQL
     sort every due row of those queues on every claim. Nothing is claimed from a
     queue listed in the paused-queues table. Returns the leased jobs.
+
+    `exclude_kinds` are the worker's limited kinds, which `claim_limited` claims
+    instead; without any, the statement is the same as before flow control existed.
     """
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked.
@@ -149,8 +156,10 @@ def claim(
         .order_by(model.priority, model.run_at, model.id)
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
-        .cte("due")
     )
+    if exclude_kinds:
+        due = due.where(model.kind.not_in([literal(k, Text) for k in sorted(exclude_kinds)]))
+    due_cte = due.cte("due")
     lease: ColumnElement[Any] = literal(float(default_lease), Float)
     if leases:
         lease = case(
@@ -166,7 +175,7 @@ def claim(
         model.updated_at: func.now(),
     }
     returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
-    return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+    return update(model).where(model.id == due_cte.c.id).values(leased).returning(*returned)
 
 
 def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:

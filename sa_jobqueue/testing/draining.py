@@ -2,8 +2,8 @@
 
 Each attempt is claimed through the worker's `Driver`, run by its `Executor` and
 recorded by its `Completer` (fenced, with the same log lines), so rows end as
-they would under ``sa-jobqueue worker``; only the threads, heartbeats, sweeper
-and notifications are left out.
+they would under ``sa-jobqueue worker``; only the threads, heartbeats, sweeper,
+notifications and the timeout watchdog are left out.
 """
 
 from __future__ import annotations

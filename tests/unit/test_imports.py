@@ -21,14 +21,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
         {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
-        | {"engines", "state_tables", "aio"},
+        | {"engines", "state_tables", "aio", "limits", "starts"},
     ),
     ("vocabulary", {"context", "attempt", "registry", "cancellation"}),
     ("sql", {"statements"}),
     (
         "operations",
         {"driver", "enqueue", "retention", "admin", "migration", "preflight", "periodic"}
-        | {"pausing"},
+        | {"pausing", "flow_migration", "limit_usage"},
     ),
     (
         "runtime parts",
@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "maintenance",
             "pool",
             "aio_pool",
+            "limited",
         },
     ),
     ("worker", {"worker"}),

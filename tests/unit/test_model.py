@@ -89,6 +89,7 @@ def test_columns_types_and_defaults_match_the_design():
         "created_at": DateTime,
         "updated_at": DateTime,
         "finished_at": DateTime,
+        "concurrency_key": Text,
     }
     assert set(table.c.keys()) == {*expected, "payload"}
     for name, type_ in expected.items():
@@ -103,6 +104,7 @@ def test_columns_types_and_defaults_match_the_design():
         "unique_key",
         "last_error",
         "finished_at",
+        "concurrency_key",
     }
     assert table.c.id.primary_key
     assert table.c.id.identity is not None
