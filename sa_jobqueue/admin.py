@@ -175,6 +175,10 @@ class JobInfo:
     finished_at: datetime | None
     unique_key: str | None = None
     concurrency_key: str | None = None
+    #: The handler's return value (JSON), or None.
+    result: Any = None
+    #: The W3C trace context recorded at enqueue, or None.
+    trace_context: Any = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue.engines import listen_url_of
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retention import DEFAULT_PRUNE_INTERVAL
 from sa_jobqueue.validation import check_name
 
@@ -40,6 +41,7 @@ class WorkerOptions(TypedDict, total=False):
     worker_id: str | None
     savepoint_batch: int
     asynchronous_commit: bool
+    metrics: Metrics | None
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class WorkerConfig:
             crash may lose the last fraction of a second of them, so some jobs run
             again; none is lost or completed twice (docs/performance.md). Never
             applied to enqueues or to transactional-mode ``done`` marks.
+        metrics: the Prometheus `Metrics` the worker reports into (attempts by
+            outcome, handler time, busy handlers, claim rounds, database errors);
+            None reports nothing. See docs/observability.md.
     """
 
     queues: tuple[str, ...] | None = None
@@ -86,6 +91,7 @@ class WorkerConfig:
     worker_id: str | None = None
     savepoint_batch: int = 1
     asynchronous_commit: bool = False
+    metrics: Metrics | None = field(default=None, repr=False)
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -123,6 +129,10 @@ class WorkerConfig:
                 and value > 0
             ):
                 raise ConfigurationError(f"{name} must be a positive number, not {value!r}")
+        if config.metrics is not None and not isinstance(config.metrics, Metrics):
+            raise ConfigurationError(
+                f"metrics must be a sa_jobqueue.metrics.Metrics, not {config.metrics!r}"
+            )
         return config
 
 

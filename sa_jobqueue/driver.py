@@ -78,8 +78,17 @@ class Driver(Protocol):
         """Whether a job of a limited kind is due in `queues` (not paused), waiting."""
         ...
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        """Mark `jobs` done; return the attempts that were still held (the rest were lost)."""
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done, storing `results` (JSON text, one per job; None: no result).
+
+        Returns the attempts that were still held (the rest were lost).
+        """
         ...
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
@@ -212,11 +221,22 @@ class PostgresDriver:
             return False
         return bool(conn.execute(self._limited_due, {"queues": list(queues)}).scalar())
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        """Mark `jobs` done in one fenced UPDATE; return the attempts still held."""
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done in one fenced UPDATE, with their results; return those still held."""
         if not jobs:
             return set()
-        rows = conn.execute(self._complete, fence_params(jobs, owner))
+        if results is None:
+            results = [None] * len(jobs)
+        elif len(results) != len(jobs):
+            raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
+        params = {**fence_params(jobs, owner), "results": list(results)}
+        rows = conn.execute(self._complete, params)
         return {(row.id, row.attempts) for row in rows}
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:

@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any, Generic
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import admin, pausing
+from sa_jobqueue import admin, pausing, tracing
 from sa_jobqueue.aio import check_async_session, check_sync_session, is_async_engine
+from sa_jobqueue.columns import OwnColumns
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.model import JobMixin, JobT
 from sa_jobqueue.periodic import Schedule, make_schedule
 from sa_jobqueue.registry import Handler, Registry, TaskDef
@@ -61,6 +63,9 @@ class JobQueue(Generic[JobT]):
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
         self.schedules: dict[str, Schedule] = {}
+        self._columns = OwnColumns(model, max_payload_bytes)
+        #: The middleware around every handler call; `middleware` adds to it.
+        self.middlewares: Middlewares = self.registry.middlewares
 
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name
@@ -133,6 +138,29 @@ class JobQueue(Generic[JobT]):
             return handler
 
         return register
+
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Wrap every handler call in `fn`; usable as a decorator.
+
+        ``fn(ctx, call_next)`` runs around the handler and returns what
+        ``call_next(ctx)`` returns (the handler's result, stored in ``result``). A
+        plain function wraps sync handlers; an ``async def`` one wraps async
+        handlers (register one of each to wrap both). The first registered runs
+        outermost. For Flask::
+
+            @jobs.middleware
+            def app_context(ctx, call_next):
+                with app.app_context():
+                    return call_next(ctx)
+
+        An exception it raises counts as the handler's (a `Retry`, a `Discard`, or
+        a failure). See `sa_jobqueue.middleware`.
+
+        Raises:
+            ConfigurationError: `fn` is not callable.
+        """
+        self.middlewares.add(fn)
+        return fn
 
     def periodic(
         self,
@@ -226,6 +254,7 @@ class JobQueue(Generic[JobT]):
         idempotency_key: str | None = None,
         unique_key: str | None = None,
         concurrency_key: str | None = None,
+        columns: Mapping[str, Any] | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -250,6 +279,11 @@ class JobQueue(Generic[JobT]):
                 none of their transactions is aborted.
             concurrency_key: for a task with ``max_running_per_key``: at most that
                 many jobs with this key run at once (docs/flow-control.md).
+            columns: values for columns the application added to its model
+                (``{"order_id": 4}``), by attribute name; checked against the model.
+
+        With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
+        context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
 
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
@@ -271,14 +305,19 @@ class JobQueue(Generic[JobT]):
             idempotency_key=idempotency_key,
             unique_key=unique_key,
             concurrency_key=concurrency_key,
+            columns=columns,
+            check_columns=self._columns.check,
         )
-        return self._inserter.insert(session, [spec])[0]
+        with tracing.producing([spec.queue], 1) as produced:
+            job: JobT = self._inserter.insert(session, [spec], trace_context=produced.carrier)[0]
+            produced.inserted([job.id])
+        return job
 
     def enqueue_many(self, session: Session, items: Iterable[Any]) -> list[JobT]:
         """Add many jobs in one round trip; return their rows in the order given.
 
         `items` are ``(kind, payload)`` pairs or dicts of `enqueue`'s keywords plus
-        ``kind``. Fan-out (one event, one job per consumer) is one call::
+        ``kind`` (``"columns"`` included). Fan-out (one event, one job per consumer) is one call::
 
             jobs.enqueue_many(session, [(kind, {"order_id": 4}) for kind in consumers])
 
@@ -286,8 +325,11 @@ class JobQueue(Generic[JobT]):
         the whole call before the session is touched.
         """
         check_session(session, "enqueue_many")
-        specs = prepare_many(self.registry, self.max_payload_bytes, items)
-        return self._inserter.insert(session, specs)
+        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
+            rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
+            produced.inserted([row.id for row in rows])
+        return rows
 
     # -- asyncio (see docs/asyncio.md) ----------------------------------------
 
@@ -305,6 +347,7 @@ class JobQueue(Generic[JobT]):
         idempotency_key: str | None = None,
         unique_key: str | None = None,
         concurrency_key: str | None = None,
+        columns: Mapping[str, Any] | None = None,
     ) -> JobT:
         """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
 
@@ -340,8 +383,14 @@ class JobQueue(Generic[JobT]):
             idempotency_key=idempotency_key,
             unique_key=unique_key,
             concurrency_key=concurrency_key,
+            columns=columns,
+            check_columns=self._columns.check,
         )
-        rows: list[JobT] = await session.run_sync(self._inserter.insert, [spec])
+        with tracing.producing([spec.queue], 1) as produced:
+            rows: list[JobT] = await session.run_sync(
+                self._inserter.insert, [spec], trace_context=produced.carrier
+            )
+            produced.inserted([rows[0].id])
         return rows[0]
 
     async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
@@ -350,8 +399,12 @@ class JobQueue(Generic[JobT]):
         Same items, rules and idempotency as `enqueue_many`; never commits.
         """
         check_async_session(session, "aenqueue_many")
-        specs = prepare_many(self.registry, self.max_payload_bytes, items)
-        rows: list[JobT] = await session.run_sync(self._inserter.insert, specs)
+        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
+            rows: list[JobT] = await session.run_sync(
+                self._inserter.insert, specs, trace_context=produced.carrier
+            )
+            produced.inserted([row.id for row in rows])
         return rows
 
     async def astats(self, session: AsyncSession) -> admin.Stats:

@@ -64,6 +64,19 @@ _PayloadType = JSON().with_variant(JSONB(), "postgresql")
 _now = text("now()")
 
 
+def since(revision: str) -> dict[str, str]:
+    """``info`` for a column added by `revision` after the table's first revision.
+
+    The first revision (``sajq_0001``) creates only the columns without it, and
+    each later revision adds its own, so an old revision's schema never changes.
+    """
+    return {REVISION_INFO: revision}
+
+
+#: The ``Column.info`` key naming the revision that added a column.
+REVISION_INFO = "sa_jobqueue_revision"
+
+
 def _sql_list(values: tuple[Status, ...]) -> str:
     return ", ".join(f"'{v.value}'" for v in values)
 
@@ -137,6 +150,9 @@ class JobMixin:
     # Added by revision sajq_0003, so last (the migrated table's column order).
     #: Serialises jobs of a kind with ``max_running_per_key`` (docs/flow-control.md).
     concurrency_key: Mapped[str | None] = mapped_column(Text)
+    # Added by revision sajq_0004 (`since` tells create_jobs_table to leave them to it).
+    result: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
+    trace_context: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
 
     __mapper_args__: ClassVar[dict[str, Any]] = {"eager_defaults": True}
 

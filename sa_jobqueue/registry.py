@@ -12,6 +12,7 @@ from sa_jobqueue.aio import require_greenlet
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.limits import Limits, check_limits
+from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.retry import BackoffPolicy, exponential
 from sa_jobqueue.validation import check_delay, check_max_attempts, check_name
 
@@ -51,10 +52,15 @@ class TaskDef:
 
 
 class Registry:
-    """Tasks by kind. Registering a kind twice is a `ConfigurationError`."""
+    """Tasks by kind, and the middleware around their handlers.
+
+    Registering a kind twice is a `ConfigurationError`.
+    """
 
     def __init__(self) -> None:
         self._tasks: dict[str, TaskDef] = {}
+        #: What wraps every handler call (`JobQueue.middleware` adds to it).
+        self.middlewares = Middlewares()
 
     def register(
         self,

@@ -127,7 +127,10 @@ class Worker(Generic[JobT]):
         self.limited = LimitedClaims(self.driver, limits)
         self._limited_first = False  # alternates, so neither side starves the other
         self.inflight = InFlight()
-        self.completer = Completer(self.driver, self.worker_id, inflight=self.inflight)
+        self.metrics = config.metrics
+        self.completer = Completer(
+            self.driver, self.worker_id, inflight=self.inflight, metrics=self.metrics
+        )
         self.wakeup = WakeupPolicy(self.poll_interval)
         self._wake = WakeEvent()
         self._stopping = threading.Event()
@@ -142,6 +145,9 @@ class Worker(Generic[JobT]):
             self.worker_id,
             str(model.__tablename__),
             attempts=self.attempts,
+            engine=self.engine,
+            middlewares=registry.middlewares,
+            metrics=self.metrics,
         )
         self._executor = executor
         self.pool = ThreadPool(
@@ -300,6 +306,8 @@ class Worker(Generic[JobT]):
             except exc.SQLAlchemyError as error:
                 # Connection lost, server restarting, pool exhausted: never fatal.
                 # Unrecorded reports stay with the completer (fenced, so safe to redo).
+                if self.metrics is not None:
+                    self.metrics.database_error()
                 failures += 1
                 self._reset_connection()
                 delay = min(5.0, 0.05 * 2**failures)
@@ -336,10 +344,12 @@ class Worker(Generic[JobT]):
             if free > 0 and not self._stopping.is_set():
                 claimed = self._claim(conn, free)
         self.processed += self.completer.recorded(reports)
+        if self.metrics is not None:
+            self.metrics.claim_round()
         if claimed:
             self.inflight.add(claimed)
             for job in claimed:
-                log_job(logging.INFO, job, "claimed")
+                log_job(logging.INFO, job, "claimed", event="claimed", owner=self.worker_id)
             if self._has_async:
                 is_async = self.registry.is_async
                 on_loop = [job for job in claimed if is_async(job.kind)]
@@ -405,6 +415,8 @@ class Worker(Generic[JobT]):
             job,
             "timed out after %gs; its slot is free again and its handler was told (ctx.cancelled)",
             timeout,
+            event="timeout",
+            owner=self.worker_id,
         )
         self._give_up(key, Outcome(job, Result.FAIL, backoff, format_timeout(timeout)))
 
@@ -509,6 +521,8 @@ class Worker(Generic[JobT]):
             return
 
     def _start(self, *, listen: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.handlers.inc(self.concurrency)
         self.pool.start()
         if self._has_async:
             # Under run_async with an AsyncEngine, transactional handlers use it (it
@@ -565,6 +579,8 @@ class Worker(Generic[JobT]):
             self._flush_reports()
         self.pool.stop()
         self.async_pool.close()
+        if self.metrics is not None:
+            self.metrics.handlers.dec(self.concurrency)
         self._stopped.set()
         self.attempts.wake()  # the watchdog sees _stopped
         if self._maintenance_thread is not None:

@@ -156,7 +156,7 @@ def list_command(
 def show_command(
     job_id: int, database_url: str, table: str, app: str | None, as_json: bool
 ) -> None:
-    """Show one job in full: payload, times, locked_by, last_error."""
+    """Show one job in full: payload, result, times, locked_by, last_error."""
     with (
         operating(database_url, table, app) as (queue_api, engine),
         Session(engine) as session,
@@ -189,6 +189,9 @@ def show_command(
         click.echo(f"{name.ljust(width)}  {value}")
     click.echo("payload:")
     click.echo(indent(json.dumps(job.payload, indent=2, ensure_ascii=False)))
+    click.echo("result:" + ("" if job.result is not None else " -"))
+    if job.result is not None:
+        click.echo(indent(json.dumps(job.result, indent=2, ensure_ascii=False)))
     click.echo("last_error:" + ("" if job.last_error else " -"))
     if job.last_error:
         click.echo(indent(job.last_error))

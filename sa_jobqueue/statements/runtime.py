@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     ColumnElement,
     Float,
     Integer,
@@ -55,7 +56,7 @@ __all__ = [
 ]
 
 
-def enqueue(model: type[JobMixin]) -> PgInsert:
+def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
     """Insert a batch of jobs; a taken idempotency key, or active unique key, inserts nothing.
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
@@ -67,7 +68,13 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
     constraint on ``idempotency_key`` and the partial unique index on ``unique_key``
     over pending and running rows. Neither raises, so a conflict never aborts the
     caller's transaction.
+
+    Each column named in `extra` (the application's own columns, ``trace_context``)
+    takes one more array, ``:<column>_values``: of the column's type, or of JSON text
+    for a JSON column.
     """
+    table = model.__table__
+    extras = [table.c[name] for name in extra]
     batch = unnest_rows(
         ("kinds", "kind", Text),
         ("queues", "queue", Text),
@@ -79,7 +86,12 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         ("keys", "key", Text),
         ("unique_keys", "unique_key", Text),
         ("concurrency_keys", "concurrency_key", Text),
+        *((f"{c.name}_values", f"extra_{c.name}", Text if _is_json(c) else c.type) for c in extras),
     )
+    extra_values = [
+        cast(batch.c[f"extra_{c.name}"], c.type) if _is_json(c) else batch.c[f"extra_{c.name}"]
+        for c in extras
+    ]
     rows = select(
         batch.c.kind,
         batch.c.queue,
@@ -92,6 +104,7 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         literal(Status.PENDING.value, Text),
         literal(0, Integer),
         batch.c.concurrency_key,
+        *extra_values,
     )
     columns = [
         "kind",
@@ -105,8 +118,13 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         "status",
         "attempts",
         "concurrency_key",
+        *(c.name for c in extras),
     ]
     return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
+
+
+def _is_json(column: Any) -> bool:
+    return isinstance(column.type, JSON)
 
 
 def by_keys(model: type[JobMixin]) -> Select[Any]:
@@ -234,10 +252,19 @@ def still_owned(model: type[JobMixin]) -> Select[int, int]:
 def complete(model: type[JobMixin]) -> Update:
     """Mark ``:owner``'s jobs done; return ``(id, attempts)`` of those that were still held.
 
-    Parameters: ``ids`` and ``attempt_numbers``, arrays: one fenced UPDATE acknowledges
-    many jobs.
+    Parameters: ``ids``, ``attempt_numbers`` and ``results`` (each handler's return
+    value as JSON text, NULL for none), arrays: one fenced UPDATE acknowledges many
+    jobs and stores their results.
     """
-    batch = unnest_rows(*FENCE_ARRAYS)
+    fence_arrays = [bindparam(param, type_=ARRAY(type_)) for param, _, type_ in FENCE_ARRAYS]
+    # Optional: a NULL array unnests as NULLs beside the others (no results stored).
+    results = bindparam("results", None, type_=ARRAY(Text), required=False)
+    columns = [column for _, column, _ in FENCE_ARRAYS]
+    batch = (
+        func.unnest(*fence_arrays, results)
+        .table_valued(*columns, "result")
+        .render_derived(name="batch")
+    )
     return (
         update(model)
         .where(*fence(model, batch.c.id, batch.c.attempts))
@@ -246,6 +273,7 @@ def complete(model: type[JobMixin]) -> Update:
             locked_until=null(),
             finished_at=func.now(),
             updated_at=func.now(),
+            result=cast(batch.c.result, JSONB),
         )
         .returning(model.id, model.attempts)
     )

@@ -490,7 +490,7 @@ Revises:
 
 from __future__ import annotations
 
-from sa_jobqueue.migration import create_jobs_table, drop_jobs_table
+from sa_jobqueue.migration import add_revision_columns, create_jobs_table, drop_jobs_table
 
 revision = "app_0001"
 down_revision = None
@@ -499,7 +499,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    create_jobs_table("my_jobs")
+    create_jobs_table("my_jobs")  # the table as sajq_0001 makes it, then each later revision:
+    add_revision_columns("sajq_0004", "my_jobs")
 
 
 def downgrade() -> None:

@@ -97,6 +97,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "lock_limited": lambda: statements.lock_limited(Job, "sync_crm"),
     "limit_usage": lambda: statements.limit_usage(Job),
     "limited_due": lambda: statements.limited_due(Job, kinds=["sync_crm", "charge"]),
+    "live_counts": lambda: statements.live_counts(Job),
+    "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
 }
 
 _TYPES = (
