@@ -8,8 +8,9 @@ for a line on stdin, drains until no job is due, and prints one JSON line:
 "rss_end_kb": ..., "rss_peak_kb": ...}`` (times from ``time.monotonic()``, comparable
 across processes; ``warnings`` counts the worker's warnings: a clean run has none).
 With ``--count-claims`` the report also has ``claims``: claim statements run, rows
-they returned, rows they asked for (``:limit``), and how many returned fewer rows
-than asked (``short``) or none (``empty``), seen from the client by an engine event.
+they returned, rows they asked for (``:limit``), how many returned fewer rows
+than asked (``short``) or none (``empty``), and when the last rows came
+(``last_rows_at``), seen from the client by an engine event.
 """
 
 from __future__ import annotations
@@ -49,9 +50,14 @@ class Count(logging.Handler):
         self.count += 1
 
 
-def count_claims(engine: Engine) -> dict[str, int]:
-    """Count the worker's claim statements (``FOR UPDATE SKIP LOCKED``) and their rows."""
-    counts = {"claims": 0, "rows": 0, "asked": 0, "short": 0, "empty": 0}
+def count_claims(engine: Engine) -> dict[str, float]:
+    """Count the worker's claim statements (``FOR UPDATE SKIP LOCKED``) and their rows.
+
+    ``last_rows_at`` is the ``time.monotonic()`` of the last claim that returned rows:
+    the drain's tail (empty claims, the idle probes, the last acknowledgement) follows it.
+    """
+    counts: dict[str, float] = {"claims": 0, "rows": 0, "asked": 0, "short": 0, "empty": 0}
+    counts["last_rows_at"] = 0.0
 
     @event.listens_for(engine, "after_cursor_execute")
     def seen(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
@@ -64,6 +70,8 @@ def count_claims(engine: Engine) -> dict[str, int]:
         counts["asked"] += asked
         counts["short"] += rows < asked
         counts["empty"] += rows == 0
+        if rows:
+            counts["last_rows_at"] = time.monotonic()
 
     return counts
 
