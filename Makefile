@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -52,6 +52,10 @@ bench: $(STAMP)  ## throughput: bench/results.md (+ .png), async handlers: bench
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/async_bench.py
+	$(BIN)/python bench/limits.py
+
+bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
+	$(BIN)/python bench/limits.py
 
 bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
 	$(BIN)/python bench/latency.py

@@ -11,7 +11,7 @@ is in `sa_jobqueue.statements` and spelled out in docs/operations.md.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
 from functools import cache
@@ -23,6 +23,8 @@ from sqlalchemy.orm.util import identity_key
 
 from sa_jobqueue import pausing, statements
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.limit_usage import LimitStats, limit_stats
+from sa_jobqueue.limits import Limits
 from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.naming import channel_name, check_identifier, control_channel_name
 from sa_jobqueue.retention import (
@@ -43,6 +45,7 @@ __all__ = [
     "DEFAULT_RETENTION",
     "Changed",
     "JobInfo",
+    "LimitStats",
     "PruneResult",
     "Pruner",
     "QueueStats",
@@ -121,10 +124,13 @@ class Stats:
     Attributes:
         at: the database clock when it was taken.
         queues: one `QueueStats` per queue that has any row, by name.
+        limits: one `LimitStats` per limited kind of the `JobQueue` asked (empty
+            when the tasks are unknown, as with ``sa-jobqueue stats --table``).
     """
 
     at: datetime
     queues: list[QueueStats]
+    limits: list[LimitStats] = field(default_factory=list)
 
     @property
     def total(self) -> QueueStats:
@@ -143,6 +149,7 @@ class Stats:
             "at": self.at.isoformat(),
             "queues": [q.to_dict() for q in self.queues],
             "total": self.total.to_dict(),
+            "limits": [limit.to_dict() for limit in self.limits],
         }
 
 
@@ -167,6 +174,11 @@ class JobInfo:
     updated_at: datetime
     finished_at: datetime | None
     unique_key: str | None = None
+    concurrency_key: str | None = None
+    #: The handler's return value (JSON), or None.
+    result: Any = None
+    #: The W3C trace context recorded at enqueue, or None.
+    trace_context: Any = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:
@@ -224,11 +236,14 @@ def model_for_table(table: str = "jobs", schema: str | None = None) -> type[JobM
     return model
 
 
-def stats(session: Session, model: type[JobMixin]) -> Stats:
+def stats(
+    session: Session, model: type[JobMixin], limits: Mapping[str, Limits] | None = None
+) -> Stats:
     """Counts per queue and status, lag, expired leases and recent dead letters.
 
     One statement, a single pass over the table: cheap for a queue pruned to
-    a retention window, and a sequential scan on a very large one.
+    a retention window, and a sequential scan on a very large one. With `limits`
+    (kind -> its `Limits`), also how full each limited kind is (`LimitStats`).
     """
     now = session.execute(statements.db_now()).scalar_one()
     rows = session.execute(statements.stats(model)).all()
@@ -236,7 +251,8 @@ def stats(session: Session, model: type[JobMixin]) -> Stats:
     queues = [QueueStats(**row._asdict(), paused=row.queue in paused) for row in rows]
     # A paused queue with no job yet still shows, so the pause is visible.
     queues += [QueueStats(name, paused=True) for name in paused - {q.queue for q in queues}]
-    return Stats(at=now, queues=sorted(queues, key=lambda q: q.queue))
+    usage = limit_stats(session, model, limits) if limits else []
+    return Stats(at=now, queues=sorted(queues, key=lambda q: q.queue), limits=usage)
 
 
 def list_jobs(

@@ -82,13 +82,20 @@ class AsyncSessions:
     def __call__(self) -> AsyncSession:
         """A new session (the engine is made on the first call, on the calling loop)."""
         if self._factory is None:
-            from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+            from sqlalchemy.ext.asyncio import async_sessionmaker
 
-            engine = self._engine
-            if engine is None:
-                engine = self._own = create_async_engine(async_url(self._url))
-            self._factory = async_sessionmaker(engine)
+            self._factory = async_sessionmaker(self.engine())
         return self._factory()
+
+    def engine(self) -> AsyncEngine:
+        """The `AsyncEngine` of these sessions, on the calling loop (an async ``ctx.engine``)."""
+        if self._engine is not None:
+            return self._engine
+        if self._own is None:
+            from sqlalchemy.ext.asyncio import create_async_engine
+
+            self._own = create_async_engine(async_url(self._url))
+        return self._own
 
     async def aclose(self) -> None:
         """Dispose of the engine made here (on the loop that used it)."""

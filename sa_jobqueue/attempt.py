@@ -69,6 +69,8 @@ class Claimed:
     lease: float
     #: `time.monotonic()` when the claim returned: the heartbeat schedule starts here.
     claimed_at: float = field(default_factory=time.monotonic, compare=False)
+    #: The trace context its enqueue recorded (W3C ``traceparent``...), or None.
+    trace_context: Any = field(default=None, compare=False, repr=False)
 
     @property
     def key(self) -> AttemptKey:
@@ -87,6 +89,7 @@ class Claimed:
             row.max_attempts,
             row.idempotency_key,
             lease,
+            trace_context=getattr(row, "trace_context", None),
         )
 
 
@@ -109,6 +112,8 @@ class Outcome:
     delay: float = 0.0
     error: str | None = None
     duration: float = 0.0
+    #: What the handler returned, as JSON text for the ``result`` column (None: nothing).
+    returned: str | None = None
 
 
 class InFlight:

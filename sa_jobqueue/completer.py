@@ -7,6 +7,11 @@ failure), and after the COMMIT calls `recorded`, which forgets those attempts.
 A round whose transaction fails keeps its reports for the next round: every
 statement is fenced by ``(id, attempts, locked_by)``, so recording twice is
 harmless, and an old attempt's report can never touch a newer attempt's row.
+
+Each log line carries the job's fields (`sa_jobqueue.logs.job_fields`, with its
+``event``), and with `Metrics` every recorded attempt is counted by its outcome
+(``done``, ``retry``, ``failed``, ``lease_lost``, ``released``) once its round
+has committed, so a round that is recorded twice is counted once.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from sa_jobqueue.attempt import (
+    AttemptKey,
     Claimed,
     InFlight,
     Outcome,
@@ -26,7 +32,10 @@ from sa_jobqueue.attempt import (
     storable_delay,
     storable_text,
 )
+from sa_jobqueue.cancellation import format_timeout
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.logs import log_job as _log_job
+from sa_jobqueue.metrics import Metrics
 
 __all__ = ["Completer", "log_job"]
 
@@ -37,6 +46,9 @@ _LOGGED_ERROR = 200
 
 _FAILURES = (Result.FAIL, Result.RETRY, Result.UNAVAILABLE, Result.DISCARD)
 
+#: How a timed-out attempt's error starts (`cancellation.format_timeout`).
+_TIMED_OUT = format_timeout(0).split(":", 1)[0] + ":"
+
 
 class Completer:
     """Records how attempts ended, for one worker.
@@ -45,14 +57,20 @@ class Completer:
         driver: runs the fenced statements.
         owner: the worker's id (the fence).
         inflight: the worker's book of claimed attempts; recorded ones leave it.
+        metrics: counts each recorded attempt by outcome (optional).
     """
 
-    def __init__(self, driver: Driver, owner: str, inflight: InFlight) -> None:
+    def __init__(
+        self, driver: Driver, owner: str, inflight: InFlight, metrics: Metrics | None = None
+    ) -> None:
         self.driver = driver
         self.owner = owner
         self.inflight = inflight
+        self.metrics = metrics
         self._outbox: stdlib_queue.SimpleQueue[Outcome] = stdlib_queue.SimpleQueue()
         self._pending: list[Outcome] = []
+        # The metrics outcome of each attempt `record` saw, counted once committed.
+        self._outcomes: dict[AttemptKey, str] = {}
 
     def report(self, outcomes: Sequence[Outcome]) -> None:
         """Hand over finished attempts (from any thread)."""
@@ -77,37 +95,53 @@ class Completer:
             return 0
         self._pending.clear()
         self.inflight.remove(o.job for o in reports)
+        outcomes, self._outcomes = self._outcomes, {}
+        if self.metrics is not None:
+            for o in reports:
+                outcome = outcomes.get(o.job.key)
+                if outcome is not None:
+                    ran = o.result is not Result.RELEASE
+                    self.metrics.attempt(
+                        o.job.queue, o.job.kind, outcome, o.duration if ran else None
+                    )
         return sum(1 for o in reports if o.result not in (Result.RELEASE, Result.ABANDONED))
 
     def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
         """Record `reports` in `conn`'s transaction, fenced, and log each."""
+        self._outcomes = {}
         done = [o for o in reports if o.result is Result.DONE]
         if done:
-            held = self.driver.complete(conn, [o.job for o in done], self.owner)
+            jobs = [o.job for o in done]
+            held = self.driver.complete(conn, jobs, self.owner, [o.returned for o in done])
             for o in done:
                 if o.job.key in held:
-                    log_job(logging.INFO, o.job, "done in %.1f ms", o.duration * 1000)
+                    self._log(logging.INFO, o, "done", "done in %.1f ms", o.duration * 1000)
                 else:
-                    log_job(
-                        logging.WARNING, o.job, "finished but its lease was lost; not marked done"
+                    self._log(
+                        logging.WARNING,
+                        o,
+                        "lease_lost",
+                        "finished but its lease was lost; not marked done",
                     )
-        released = [o.job for o in reports if o.result is Result.RELEASE]
-        self.driver.release(conn, released, self.owner)
+        released = [o for o in reports if o.result is Result.RELEASE]
+        self.driver.release(conn, [o.job for o in released], self.owner)
+        for o in released:
+            self._log(logging.INFO, o, "released", "released back to pending, due now")
         for o in reports:
             if o.result is Result.COMMITTED:
-                log_job(logging.INFO, o.job, "done in %.1f ms (transactional)", o.duration * 1000)
+                message = "done in %.1f ms (transactional)"
+                self._log(logging.INFO, o, "done", message, o.duration * 1000)
             elif o.result is Result.LOST:
-                log_job(logging.WARNING, o.job, "lease lost; its transaction was rolled back")
+                message = "lease lost; its transaction was rolled back"
+                self._log(logging.WARNING, o, "lease_lost", message)
             elif o.result is Result.CANCELLED:
                 # The row is `cancelled` already (jobs.cancel): nothing to write.
-                log_job(logging.WARNING, o.job, "cancelled while running; its slot is free")
-            elif o.result is Result.ABANDONED:
-                log_job(
-                    logging.INFO,
-                    o.job,
-                    "handler returned after it was %s; what it reported is ignored",
-                    o.error,
+                self._log(
+                    logging.WARNING, o, "cancelled", "cancelled while running; its slot is free"
                 )
+            elif o.result is Result.ABANDONED:
+                message = "handler returned after it was %s; what it reported is ignored"
+                self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
             elif o.result in _FAILURES:
                 self._record_failure(conn, o)
 
@@ -122,32 +156,60 @@ class Completer:
         )
         first = error.split("\n", 1)[0][:_LOGGED_ERROR]
         if status is None:
-            log_job(logging.WARNING, o.job, "ended (%s) but its lease was lost", first)
+            self._log(logging.WARNING, o, "lease_lost", "ended (%s) but its lease was lost", first)
         elif status == "failed":
-            log_job(logging.ERROR, o.job, "failed for good (dead letter): %s", first)
+            message = "failed for good (dead letter): %s"
+            self._log(logging.ERROR, o, "dead", message, first, metric="failed")
         elif o.result is Result.RETRY:
-            log_job(logging.INFO, o.job, "retry requested, due in %.1fs", o.delay)
+            self._log(logging.INFO, o, "retry", "retry requested, due in %.1fs", o.delay)
         elif o.result is Result.UNAVAILABLE:
-            log_job(
+            self._log(
                 logging.WARNING,
-                o.job,
+                o,
+                "unavailable",
                 "not started, %s; retrying in %.1fs without using up an attempt",
                 first,
                 o.delay,
+                metric="retry",
             )
         else:
-            log_job(logging.WARNING, o.job, "failed, retrying in %.1fs: %s", o.delay, first)
+            message = "failed, retrying in %.1fs: %s"
+            self._log(logging.WARNING, o, "failed", message, o.delay, first, metric="retry")
+        if o.result is Result.FAIL and error.startswith(_TIMED_OUT):
+            self._outcomes[o.job.key] = "timeout"  # the watchdog's record of a timeout
 
+    def _log(
+        self,
+        level: int,
+        o: Outcome,
+        event: str,
+        message: str,
+        *args: Any,
+        metric: str | None = None,
+    ) -> None:
+        """Log how `o` was recorded, and note its metrics outcome (`event` unless `metric`).
 
-def log_job(level: int, job: Claimed, message: str, *args: Any) -> None:
-    """Log ``job <id> <kind> attempt <n> <message>``, with the job's fields as ``extra``."""
-    if log.isEnabledFor(level):
-        log.log(
+        An empty `metric` counts nothing (an abandoned attempt was counted when given up).
+        """
+        outcome = event if metric is None else metric
+        if outcome:
+            self._outcomes[o.job.key] = outcome
+        ran = o.result is not Result.RELEASE
+        _log_job(
+            log,
             level,
-            "job %d %s attempt %d " + message,
-            job.id,
-            job.kind,
-            job.attempts,
+            o.job,
+            message,
             *args,
-            extra={"job_id": job.id, "kind": job.kind, "queue": job.queue, "attempt": job.attempts},
+            event=event,
+            worker_id=self.owner,
+            duration=o.duration if ran else None,
+            error=o.error if o.result in _FAILURES else None,
         )
+
+
+def log_job(
+    level: int, job: Claimed, message: str, *args: Any, event: str = "job", owner: str = ""
+) -> None:
+    """Log ``job <id> <kind> attempt <n> <message>``, with the job's fields as ``extra``."""
+    _log_job(log, level, job, message, *args, event=event, worker_id=owner)

@@ -13,9 +13,12 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypedDict
 
+from sqlalchemy import URL
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.engines import listen_url_of
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retention import DEFAULT_PRUNE_INTERVAL
 from sa_jobqueue.validation import check_name
 
@@ -30,6 +33,7 @@ class WorkerOptions(TypedDict, total=False):
     poll_interval: float
     shutdown_timeout: float
     listen: bool
+    listen_url: str | URL | None
     sweep_interval: float
     retention: Mapping[str, timedelta] | None
     prune_interval: float
@@ -37,6 +41,7 @@ class WorkerOptions(TypedDict, total=False):
     worker_id: str | None
     savepoint_batch: int
     asynchronous_commit: bool
+    metrics: Metrics | None
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,9 @@ class WorkerConfig:
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
         listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler).
+        listen_url: a separate URL for the listener's one connection (a direct
+            one, or a session-mode pool, when the engine goes through a
+            transaction-mode pooler); None: the engine's own. See docs/pgbouncer.md.
         sweep_interval: seconds between sweeps of expired leases.
         retention: ``{status: age}``: finished jobs older than this are deleted
             (None: `retention.DEFAULT_RETENTION`; ``{}`` prunes nothing).
@@ -65,6 +73,9 @@ class WorkerConfig:
             crash may lose the last fraction of a second of them, so some jobs run
             again; none is lost or completed twice (docs/performance.md). Never
             applied to enqueues or to transactional-mode ``done`` marks.
+        metrics: the Prometheus `Metrics` the worker reports into (attempts by
+            outcome, handler time, busy handlers, claim rounds, database errors);
+            None reports nothing. See docs/observability.md.
     """
 
     queues: tuple[str, ...] | None = None
@@ -72,6 +83,7 @@ class WorkerConfig:
     poll_interval: float = 2.0
     shutdown_timeout: float = 30.0
     listen: bool = True
+    listen_url: URL | None = field(default=None, repr=False)
     sweep_interval: float = 30.0
     retention: Mapping[str, timedelta] | None = None
     prune_interval: float = DEFAULT_PRUNE_INTERVAL
@@ -79,6 +91,7 @@ class WorkerConfig:
     worker_id: str | None = None
     savepoint_batch: int = 1
     asynchronous_commit: bool = False
+    metrics: Metrics | None = field(default=None, repr=False)
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -91,7 +104,14 @@ class WorkerConfig:
         if unknown:
             known = ", ".join(sorted(WorkerOptions.__annotations__))
             raise ConfigurationError(f"unknown worker option(s) {unknown}; the options are {known}")
-        config = cls(**{**options, "queues": _queues(options.get("queues"))})  # type: ignore[arg-type]
+        checked = {
+            **options,
+            "queues": _queues(options.get("queues")),
+            "listen_url": listen_url_of(options.get("listen_url")),
+        }
+        config = cls(**checked)  # type: ignore[arg-type]
+        if config.listen_url is not None and not config.listen:
+            raise ConfigurationError("listen_url goes with listen=True (it is the listener's URL)")
         if not isinstance(config.asynchronous_commit, bool):
             raise ConfigurationError(
                 f"asynchronous_commit must be True or False, not {config.asynchronous_commit!r}"
@@ -109,6 +129,10 @@ class WorkerConfig:
                 and value > 0
             ):
                 raise ConfigurationError(f"{name} must be a positive number, not {value!r}")
+        if config.metrics is not None and not isinstance(config.metrics, Metrics):
+            raise ConfigurationError(
+                f"metrics must be a sa_jobqueue.metrics.Metrics, not {config.metrics!r}"
+            )
         return config
 
 

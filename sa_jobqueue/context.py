@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.validation import check_delay
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["Discard", "JobContext", "Retry"]
 
@@ -40,6 +42,8 @@ class JobContext:
             cancel``), its attempt ran past the task's ``timeout``, or the worker is
             shutting down. A long handler checks it and returns early; see
             docs/tasks.md.
+        engine: the worker's engine (an ``AsyncEngine`` for async handlers), for
+            handlers that open sessions of their own.
     """
 
     id: int
@@ -52,11 +56,34 @@ class JobContext:
     worker_id: str = ""
     _session: Session | AsyncSession | None = field(default=None, repr=False)
     _stop: threading.Event | None = field(default=None, repr=False, compare=False)
+    # An engine, or what makes one on first use (an async handler's, on its loop).
+    _engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = field(
+        default=None, repr=False, compare=False
+    )
 
     @property
     def cancelled(self) -> bool:
         """True once this attempt should stop: cancelled, timed out, or shutting down."""
         return self._stop is not None and self._stop.is_set()
+
+    @property
+    def engine(self) -> Engine | AsyncEngine:
+        """The worker's engine: open your own sessions on it in lease mode.
+
+        ``with Session(ctx.engine) as session, session.begin(): ...`` reuses the
+        worker's connection pool instead of building a second engine per process.
+        It is an `Engine` for sync handlers and an ``AsyncEngine`` for async ones
+        (narrow it with ``isinstance`` under a strict type checker).
+
+        Raises:
+            AttributeError: the context was made outside a worker (in a test) without one.
+        """
+        engine = self._engine
+        if engine is None:
+            raise AttributeError(f"job {self.id} ({self.kind!r}) was given no engine")
+        if isinstance(engine, Engine) or not callable(engine):
+            return engine
+        return engine()
 
     @property
     def session(self) -> Session:

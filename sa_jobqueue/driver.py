@@ -24,6 +24,7 @@ from sqlalchemy import Connection, Select
 
 from sa_jobqueue import statements
 from sa_jobqueue.attempt import AttemptKey, Claimed, Result, fence_params
+from sa_jobqueue.limits import Limits
 from sa_jobqueue.model import JobMixin
 from sa_jobqueue.statements import control
 
@@ -61,11 +62,33 @@ class Driver(Protocol):
     """
 
     def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
-        """Lease up to `limit` due pending jobs of `queue` to `owner`."""
+        """Lease up to `limit` due pending jobs of `queue` to `owner` (no limited kind)."""
         ...
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        """Mark `jobs` done; return the attempts that were still held (the rest were lost)."""
+    def claim_limited(
+        self, conn: Connection, kind: str, queues: Sequence[str], limit: int, owner: str
+    ) -> list[Claimed]:
+        """Lease up to `limit` due `kind` jobs of `queues` to `owner`, within its limits.
+
+        Takes the kind's lock first; the caller's COMMIT releases it.
+        """
+        ...
+
+    def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
+        """Whether a job of a limited kind is due in `queues` (not paused), waiting."""
+        ...
+
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done, storing `results` (JSON text, one per job; None: no result).
+
+        Returns the attempts that were still held (the rest were lost).
+        """
         ...
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
@@ -117,15 +140,37 @@ class PostgresDriver:
         model: the jobs model.
         leases: kind -> lease in seconds, written into each claim.
         default_lease: the lease of kinds not in `leases`.
+        limits: kind -> its `Limits`, for the limited kinds: `claim` leaves them out,
+            `claim_limited` claims them (docs/flow-control.md).
     """
 
     def __init__(
-        self, model: type[JobMixin], *, leases: Mapping[str, float], default_lease: float
+        self,
+        model: type[JobMixin],
+        *,
+        leases: Mapping[str, float],
+        default_lease: float,
+        limits: Mapping[str, Limits] | None = None,
     ) -> None:
         self.model = model
         self.leases = dict(leases)
         self.default_lease = default_lease
-        self._claim = statements.claim(model, leases=self.leases, default_lease=default_lease)
+        limited = {kind: limit for kind, limit in (limits or {}).items() if limit.limited}
+        #: The limited kinds, sorted: the order a claim round takes their locks in.
+        self.limited_kinds: list[str] = sorted(limited)
+        self._claim = statements.claim(
+            model, leases=self.leases, default_lease=default_lease, exclude_kinds=self.limited_kinds
+        )
+        self._lock_limited = {kind: statements.lock_limited(model, kind) for kind in limited}
+        self._limited_due = (
+            statements.limited_due(model, kinds=self.limited_kinds) if limited else None
+        )
+        self._claim_limited = {
+            kind: statements.claim_limited(
+                model, kind=kind, limits=limit, lease=self.leases.get(kind, default_lease)
+            )
+            for kind, limit in limited.items()
+        }
         self._complete = statements.complete(model)
         self._release = statements.release(model)
         self._failures = {
@@ -150,11 +195,48 @@ class PostgresDriver:
             Claimed.from_row(row, self.leases.get(row.kind, self.default_lease)) for row in rows
         ]
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        """Mark `jobs` done in one fenced UPDATE; return the attempts still held."""
+    def claim_limited(
+        self, conn: Connection, kind: str, queues: Sequence[str], limit: int, owner: str
+    ) -> list[Claimed]:
+        """`statements.lock_limited`, then `statements.claim_limited` for each of `queues`.
+
+        The kind's advisory lock is transaction-scoped: it is held until the caller's
+        transaction ends, so the caller commits at once.
+        """
+        conn.execute(self._lock_limited[kind])
+        lease = self.leases.get(kind, self.default_lease)
+        claimed: list[Claimed] = []
+        for queue in queues:
+            want = limit - len(claimed)
+            if want <= 0:
+                break
+            params = {"queue_name": queue, "limit": want, "owner": owner}
+            rows = conn.execute(self._claim_limited[kind], params).all()
+            claimed += [Claimed.from_row(row, lease) for row in rows]
+        return claimed
+
+    def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
+        """`statements.limited_due` over the limited kinds (False when there are none)."""
+        if self._limited_due is None:
+            return False
+        return bool(conn.execute(self._limited_due, {"queues": list(queues)}).scalar())
+
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done in one fenced UPDATE, with their results; return those still held."""
         if not jobs:
             return set()
-        rows = conn.execute(self._complete, fence_params(jobs, owner))
+        if results is None:
+            results = [None] * len(jobs)
+        elif len(results) != len(jobs):
+            raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
+        params = {**fence_params(jobs, owner), "results": list(results)}
+        rows = conn.execute(self._complete, params)
         return {(row.id, row.attempts) for row in rows}
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:

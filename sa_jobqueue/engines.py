@@ -30,6 +30,7 @@ __all__ = [
     "check_sync_url",
     "check_worker_engine",
     "engine_arguments",
+    "listen_url_of",
     "parse_url",
 ]
 
@@ -130,3 +131,25 @@ def check_worker_engine(engine: Engine) -> None:
             f"a worker needs PostgreSQL through psycopg 3 ({_PSYCOPG}), not "
             f"{dialect.name}+{dialect.driver}:// (its LISTEN/NOTIFY wake-ups use psycopg 3)"
         )
+
+
+def listen_url_of(url: object) -> URL | None:
+    """A worker's ``listen_url`` checked: None, or a psycopg 3 PostgreSQL `URL`.
+
+    ``prepare_threshold`` in its query is dropped: the listener runs no
+    statement often enough to prepare it.
+
+    Raises:
+        ConfigurationError: not a URL, or not ``postgresql+psycopg://``.
+    """
+    if url is None:
+        return None
+    if not isinstance(url, (str, URL)):
+        raise ConfigurationError(f"listen_url must be a URL (str or URL), not {type(url).__name__}")
+    parsed, _ = engine_arguments(url)
+    if parsed.get_backend_name() != "postgresql" or _driver(parsed) != "psycopg":
+        raise ConfigurationError(
+            f"listen_url must be PostgreSQL through psycopg 3 ({_PSYCOPG}), "
+            f"not {parsed.drivername}://"
+        )
+    return parsed

@@ -8,16 +8,19 @@ leaves the caller's transaction usable.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Insert, select
+from sqlalchemy import JSON, Insert, select
 from sqlalchemy.orm import Session, scoped_session
+from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue import statements, validation
+from sa_jobqueue.columns import dumps
 from sa_jobqueue.errors import ConfigurationError, JobQueueError, ValidationError
+from sa_jobqueue.limits import check_concurrency_key
 from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.registry import Registry
 
@@ -36,8 +39,13 @@ _OPTIONS = frozenset(
         "max_attempts",
         "idempotency_key",
         "unique_key",
+        "concurrency_key",
+        "columns",
     }
 )
+
+#: Validates ``columns=`` (`OwnColumns.check`): a mapping -> ``(column, value)`` pairs.
+ColumnsCheck = Callable[[object], tuple[tuple[str, Any], ...]]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ class JobSpec:
     delay: float
     idempotency_key: str | None
     unique_key: str | None = None
+    concurrency_key: str | None = None
+    #: The application's own columns: ``(column name, value)`` pairs, sorted by name.
+    columns: tuple[tuple[str, Any], ...] = ()
 
 
 def check_session(session: object, method: str) -> None:
@@ -85,8 +96,13 @@ def prepare(
     max_attempts: object = None,
     idempotency_key: object = None,
     unique_key: object = None,
+    concurrency_key: object = None,
+    columns: object = None,
+    check_columns: ColumnsCheck | None = None,
 ) -> JobSpec:
     """Validate one job's arguments; fill queue and max_attempts from its task."""
+    if columns is not None and check_columns is None:
+        raise ValidationError("columns", columns, "this queue takes no columns")
     kind = validation.check_name("kind", kind)
     task = registry.get(kind)
     if queue is None:
@@ -105,24 +121,33 @@ def prepare(
         delay=0.0 if delay is None else validation.check_delay("delay", delay),
         idempotency_key=validation.check_key(idempotency_key),
         unique_key=validation.check_key(unique_key, "unique_key"),
+        concurrency_key=check_concurrency_key(concurrency_key, task.limits if task else None),
+        columns=check_columns(columns) if check_columns is not None else (),
     )
 
 
-def prepare_many(registry: Registry, max_payload_bytes: int, items: object) -> list[JobSpec]:
+def prepare_many(
+    registry: Registry,
+    max_payload_bytes: int,
+    items: object,
+    check_columns: ColumnsCheck | None = None,
+) -> list[JobSpec]:
     """Validate `items`: ``(kind, payload)`` pairs or dicts of `prepare`'s keywords."""
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         raise ValidationError("items", items, "must be a list of (kind, payload) pairs or of dicts")
     specs = []
     for index, item in enumerate(items):
         try:
-            specs.append(_prepare_item(registry, max_payload_bytes, item))
+            specs.append(_prepare_item(registry, max_payload_bytes, item, check_columns))
         except ValidationError as exc:
             exc.args = (f"items[{index}]: {exc.args[0]}",)
             raise
     return specs
 
 
-def _prepare_item(registry: Registry, max_payload_bytes: int, item: object) -> JobSpec:
+def _prepare_item(
+    registry: Registry, max_payload_bytes: int, item: object, check_columns: ColumnsCheck | None
+) -> JobSpec:
     if isinstance(item, Mapping):
         unknown = set(item) - _OPTIONS
         if unknown:
@@ -130,9 +155,10 @@ def _prepare_item(registry: Registry, max_payload_bytes: int, item: object) -> J
         if "kind" not in item:
             raise ValidationError("item", item, "has no 'kind'")
         options = dict(item)
-        return prepare(registry, max_payload_bytes, options.pop("kind"), **options)
+        kind = options.pop("kind")
+        return prepare(registry, max_payload_bytes, kind, **options, check_columns=check_columns)
     if isinstance(item, Sequence) and not isinstance(item, (str, bytes)) and len(item) == 2:
-        return prepare(registry, max_payload_bytes, item[0], item[1])
+        return prepare(registry, max_payload_bytes, item[0], item[1], check_columns=check_columns)
     raise ValidationError("item", item, "must be a (kind, payload) pair or a dict")
 
 
@@ -160,12 +186,26 @@ class Inserter(Generic[JobT]):
 
     def __init__(self, model: type[JobT]) -> None:
         self.model = model
-        self._insert: Insert = statements.enqueue(model).returning(model)
-        self._load = select(model).from_statement(self._insert)
+        # One statement per set of extra columns given, built on first use.
+        self._loads: dict[tuple[str, ...], ExecutableReturnsRows] = {}
         self._by_keys = statements.by_keys(model)
         self._by_unique_keys = statements.by_unique_keys(model)
 
-    def insert(self, session: Session, specs: Sequence[JobSpec]) -> list[JobT]:
+    def _load(self, extra: tuple[str, ...]) -> ExecutableReturnsRows:
+        load = self._loads.get(extra)
+        if load is None:
+            insert: Insert = statements.enqueue(self.model, extra=extra).returning(self.model)
+            load = select(self.model).from_statement(insert)
+            self._loads[extra] = load
+        return load
+
+    def insert(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        *,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> list[JobT]:
         """Insert `specs` in `session`'s transaction; return one row per spec, in order.
 
         A spec whose idempotency key already exists (committed, or inserted by a
@@ -173,28 +213,70 @@ class Inserter(Generic[JobT]):
         unchanged; so does a spec whose unique key an active (``pending`` or
         ``running``) job holds. A conflict never raises: the caller's transaction
         stays usable. One round trip, plus one more when some keys were taken.
+        Every new row gets `trace_context` (the enqueue span's W3C context), if any.
         """
         if not specs:
             return []
+        self._extra_params(specs, trace_context)  # a bad mix of columns fails before any SQL
         # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
         # a key keep their place): ON CONFLICT waits on a concurrent transaction's
         # uncommitted key, and two batches taking the same keys in different orders
         # would otherwise deadlock, aborting one caller's transaction.
         order = _lock_order(specs)
         if order != sorted(order):
-            rows = self._insert_in_order(session, [specs[i] for i in order])
+            rows = self._insert_in_order(session, [specs[i] for i in order], trace_context)
             result: list[JobT | None] = [None] * len(specs)
             for position, index in enumerate(order):
                 result[index] = rows[position]
             return [job for job in result if job is not None]
-        return self._insert_in_order(session, specs)
+        return self._insert_in_order(session, specs, trace_context)
 
-    def _insert_in_order(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
+    def _extra_params(
+        self, specs: Sequence[JobSpec], trace_context: Mapping[str, str] | None
+    ) -> dict[str, list[Any]]:
+        """One array per extra column (the app's own columns, ``trace_context``), by name.
+
+        A column given for some jobs of a batch only is NULL for the others, which
+        needs it nullable and without a default (else one job would silently miss
+        the default): otherwise it is a `ValidationError`, before any SQL.
+        """
+        table = self.model.__table__
+        names = sorted({name for spec in specs for name, _ in spec.columns})
+        given = [dict(spec.columns) for spec in specs]
+        arrays: dict[str, list[Any]] = {}
+        for name in names:
+            column = table.c[name]
+            values: list[Any] = []
+            for index, columns in enumerate(given):
+                if name not in columns:
+                    if not column.nullable or column.default or column.server_default:
+                        raise ValidationError(
+                            f"items[{index}]",
+                            "columns",
+                            f"sets no {name!r}, which other items set; the column has a "
+                            "default or is NOT NULL: give it in every item or in none",
+                        )
+                    values.append(None)
+                else:
+                    value = columns[name]
+                    json_column = isinstance(column.type, JSON) and value is not None
+                    values.append(dumps(value) if json_column else value)
+            arrays[name] = values
+        if trace_context:
+            arrays["trace_context"] = [dumps(dict(trace_context))] * len(specs)
+        return arrays
+
+    def _insert_in_order(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        trace_context: Mapping[str, str] | None,
+    ) -> list[Any]:
         result: list[Any] = [None] * len(specs)
         todo = list(range(len(specs)))
         for _ in range(1 + self.UNIQUE_RETRIES):
             batch = [specs[i] for i in todo]
-            found = self._insert_once(session, batch)
+            found = self._insert_once(session, batch, trace_context)
             retry = []
             for index, job in zip(todo, found, strict=True):
                 if job is None:
@@ -210,8 +292,13 @@ class Inserter(Generic[JobT]):
             "job finished each time before it could be read; enqueue again"
         )
 
-    def _insert_once(self, session: Session, specs: Sequence[JobSpec]) -> list[Any]:
-        params = {
+    def _insert_once(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        trace_context: Mapping[str, str] | None,
+    ) -> list[Any]:
+        params: dict[str, Any] = {
             "kinds": [s.kind for s in specs],
             "queues": [s.queue for s in specs],
             "payloads": [s.payload for s in specs],
@@ -221,8 +308,13 @@ class Inserter(Generic[JobT]):
             "delays": [s.delay for s in specs],
             "keys": [s.idempotency_key for s in specs],
             "unique_keys": [s.unique_key for s in specs],
+            "concurrency_keys": [s.concurrency_key for s in specs],
         }
-        inserted = sorted(session.scalars(self._load, params).all(), key=lambda job: job.id)
+        extra = self._extra_params(specs, trace_context)
+        for name, values in extra.items():
+            params[f"{name}_values"] = values
+        load = self._load(tuple(extra))
+        inserted = sorted(session.scalars(load, params).all(), key=lambda job: job.id)
         if len(inserted) == len(specs):
             return inserted
         return self._match(session, specs, inserted)

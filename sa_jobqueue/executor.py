@@ -10,6 +10,13 @@ the ``done`` mark commit together or not at all.
 worker's event loop (`aio_pool`); in transactional mode its session is an
 `AsyncSession`, and the fenced ``done`` goes through the same driver call,
 bridged by ``AsyncSession.run_sync``.
+
+Every attempt runs inside its trace span (`tracing.consuming`) and the
+application's middleware (`Middlewares.wrap`); the handler's return value is
+checked and kept as JSON text for the ``result`` column: in lease mode it travels
+in the `Outcome` to the completer's fenced ``done``, in transactional mode it is
+written by the fenced ``done`` of the handler's own transaction. A value JSON
+cannot hold fails the attempt (a `PayloadError` naming it).
 """
 
 from __future__ import annotations
@@ -19,21 +26,26 @@ import inspect
 import logging
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import exc
+from sqlalchemy import Engine, exc
 from sqlalchemy.orm import Session
 
+from sa_jobqueue import tracing
 from sa_jobqueue.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.cancellation import Attempts, Stop
 from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.metrics import Metrics
+from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.retry import exponential
+from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["Executor", "format_error"]
 
@@ -72,7 +84,12 @@ class Executor:
         attempts: the worker's running attempts: each gets a stop event (its
             ``ctx.cancelled``) and its task's timeout there while its handler runs.
         async_session_factory: makes the `AsyncSession` of async transactional
-            handlers (see `aio_pool.AsyncSessions`).
+            handlers (see `aio_pool.AsyncSessions`); its ``engine`` is an async
+            handler's ``ctx.engine``.
+        engine: the worker's engine, a sync handler's ``ctx.engine``.
+        middlewares: what wraps every handler call (`JobQueue.middleware`).
+        metrics: where busy handlers are counted (optional).
+        max_result_bytes: the largest result accepted, in bytes of JSON text.
     """
 
     def __init__(
@@ -84,7 +101,16 @@ class Executor:
         table: str,
         attempts: Attempts | None = None,
         async_session_factory: Callable[[], AsyncSession] | None = None,
+        *,
+        engine: Engine | None = None,
+        middlewares: Middlewares | None = None,
+        metrics: Metrics | None = None,
+        max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
+        self._engine = engine
+        self._middlewares = middlewares or Middlewares()
+        self._metrics = metrics
+        self._max_result_bytes = max_result_bytes
         self.attempts = attempts if attempts is not None else Attempts()
         self._tasks = tasks
         self._session_factory = session_factory
@@ -93,7 +119,12 @@ class Executor:
         self._owner = owner
         self._table = table
 
-    def context(self, job: Claimed, session: Session | AsyncSession | None = None) -> JobContext:
+    def context(
+        self,
+        job: Claimed,
+        session: Session | AsyncSession | None = None,
+        engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
+    ) -> JobContext:
         """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
         return JobContext(
             id=job.id,
@@ -106,7 +137,46 @@ class Executor:
             worker_id=self._owner,
             _session=session,
             _stop=self.attempts.event(job.key),
+            _engine=engine if engine is not None else self._engine,
         )
+
+    def _async_context(self, job: Claimed, session: AsyncSession | None = None) -> JobContext:
+        """An async handler's view: ``ctx.engine`` is the `AsyncEngine` of its loop."""
+        # Made on first use of ctx.engine only: it needs greenlet, lease-mode handlers do not.
+        engine = getattr(self.async_session_factory, "engine", None)
+        return self.context(job, session, engine if callable(engine) else None)
+
+    def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
+        """Run a sync handler inside the middleware; return its result as JSON text."""
+        return dump_result(_call(task, ctx, self._middlewares), self._max_result_bytes)
+
+    async def _acall(self, task: TaskDef, ctx: JobContext) -> str | None:
+        """Await an async handler inside the async middleware; return its result as JSON."""
+        value = await self._middlewares.wrap(task.handler)(ctx)
+        return dump_result(value, self._max_result_bytes)
+
+    def _span(self, job: Claimed) -> Any:
+        """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
+        return tracing.consuming(
+            job_id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            attempt=job.attempts,
+            worker_id=self._owner,
+            trace_context=job.trace_context,
+        )
+
+    @contextmanager
+    def _busy(self) -> Iterator[None]:
+        """Count a handler as busy while it runs a job (or a savepoint batch)."""
+        if self._metrics is None:
+            yield
+            return
+        self._metrics.busy.inc()
+        try:
+            yield
+        finally:
+            self._metrics.busy.dec()
 
     def run(self, job: Claimed) -> Outcome:
         """Run one attempt of `job`; never raises (a handler's error is an outcome).
@@ -119,7 +189,8 @@ class Executor:
         task = self._tasks(job.kind)
         self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
-            outcome = self._run(job, task)
+            with self._busy():
+                outcome = self._run(job, task)
         finally:
             stopped = self.attempts.finish(job.key)
         return _unless_abandoned(outcome, stopped)
@@ -131,18 +202,20 @@ class Executor:
             delay = exponential(job.attempts)
             error = f"no handler registered for kind {job.kind!r} on worker {self._owner}"
             return Outcome(job, Result.FAIL, delay, error, time.perf_counter() - started)
+        returned = None
         try:
-            if task.transactional:
-                result = self._run_transactional(task, job)
-                if isinstance(result, Outcome):
-                    return result
-            else:
-                _call(task, self.context(job))
-                result = Result.DONE
+            with self._span(job):
+                if task.transactional:
+                    result = self._run_transactional(task, job)
+                    if isinstance(result, Outcome):
+                        return result
+                else:
+                    returned = self._call(task, self.context(job))
+                    result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
             return _failed(task, job, exc, started)
-        return Outcome(job, result, duration=_since(started))
+        return Outcome(job, result, duration=_since(started), returned=returned)
 
     async def arun(self, job: Claimed) -> Outcome:
         """`run` for an ``async def`` handler, awaited on the running loop; never raises.
@@ -161,7 +234,8 @@ class Executor:
         if this is not None:
             self.attempts.attach(job.key, lambda: loop.call_soon_threadsafe(this.cancel))
         try:
-            outcome = await self._arun(job, task)
+            with self._busy():
+                outcome = await self._arun(job, task)
         except asyncio.CancelledError:
             stopped = self.attempts.finish(job.key)
             if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
@@ -171,17 +245,19 @@ class Executor:
 
     async def _arun(self, job: Claimed, task: TaskDef) -> Outcome:
         started = time.perf_counter()
+        returned = None
         try:
-            if task.transactional:
-                result = await self._arun_transactional(task, job)
-                if isinstance(result, Outcome):
-                    return result
-            else:
-                await task.handler(self.context(job))
-                result = Result.DONE
+            with self._span(job):
+                if task.transactional:
+                    result = await self._arun_transactional(task, job)
+                    if isinstance(result, Outcome):
+                        return result
+                else:
+                    returned = await self._acall(task, self._async_context(job))
+                    result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             return _failed(task, job, exc, started)
-        return Outcome(job, result, duration=_since(started))
+        return Outcome(job, result, duration=_since(started), returned=returned)
 
     async def _arun_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
         """`_run_transactional` with an `AsyncSession`."""
@@ -193,22 +269,23 @@ class Executor:
                     await session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                await task.handler(self.context(job, session))
+                returned = await self._acall(task, self._async_context(job, session))
                 # The driver's own fenced done, in this transaction, through the bridge.
-                if not await session.run_sync(self._mark_done, job):
+                if not await session.run_sync(self._mark_done, job, returned):
                     raise _LeaseLostError
         except _LeaseLostError:
             return Result.LOST
         return Result.COMMITTED
 
-    def _mark_done(self, session: Session, job: Claimed) -> bool:
-        """Flush the handler's writes and run the fenced done in their transaction.
+    def _mark_done(self, session: Session, job: Claimed, returned: str | None = None) -> bool:
+        """Flush the handler's writes; run the fenced done (with the result) in their transaction.
 
         Returns False when the fence matched no row (the lease was lost).
         """
         session.flush()
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
-        return job.key in self._driver.complete(session.connection(), [job], self._owner)
+        held = self._driver.complete(session.connection(), [job], self._owner, [returned])
+        return job.key in held
 
     def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
         # The handler's writes and the fenced "done" share one transaction: a crash
@@ -219,8 +296,8 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                _call(task, self.context(job, session))
-                if not self._mark_done(session, job):
+                returned = self._call(task, self.context(job, session))
+                if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
         except _LeaseLostError:
             return Result.LOST
@@ -241,6 +318,10 @@ class Executor:
         """
         if len(jobs) == 1:
             return [self.run(jobs[0])]
+        with self._busy():
+            return self._run_batch(jobs)
+
+    def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
         outcomes: list[Outcome] = []
         try:
             with self._session_factory() as session, session.begin():
@@ -272,8 +353,9 @@ class Executor:
         started = time.perf_counter()
         savepoint = session.begin_nested()
         try:
-            _call(task, self.context(job, session))
-            held = self._mark_done(session, job)
+            with self._span(job):
+                returned = self._call(task, self.context(job, session))
+                held = self._mark_done(session, job, returned)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
             return _failed(task, job, exc, started)
@@ -284,13 +366,14 @@ class Executor:
         return Outcome(job, Result.COMMITTED, duration=_since(started))
 
 
-def _call(task: TaskDef, context: JobContext) -> None:
-    """Call a sync handler; one that returns an awaitable fails instead of "finishing".
+def _call(task: TaskDef, context: JobContext, middlewares: Middlewares) -> Any:
+    """Call a sync handler in its middleware; return what it returned.
 
-    An ``async def`` hidden behind a plain decorator would otherwise be marked done
-    without ever running.
+    One that returns an awaitable fails instead of "finishing": an ``async def``
+    hidden behind a plain decorator would otherwise be marked done without ever
+    running.
     """
-    result: Any = task.handler(context)
+    result: Any = middlewares.wrap(task.handler)(context)
     if inspect.isawaitable(result):
         if inspect.iscoroutine(result):
             result.close()  # never awaited, on purpose: no "never awaited" warning
@@ -299,6 +382,7 @@ def _call(task: TaskDef, context: JobContext) -> None:
             "instead of running: register an async def handler (not a plain function "
             "that returns one)"
         )
+    return result
 
 
 def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:

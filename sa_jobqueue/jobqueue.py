@@ -9,11 +9,13 @@ from typing import TYPE_CHECKING, Any, Generic
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import admin, pausing
+from sa_jobqueue import admin, pausing, tracing
 from sa_jobqueue.aio import check_async_session, check_sync_session, is_async_engine
+from sa_jobqueue.columns import OwnColumns
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.model import JobMixin, JobT
 from sa_jobqueue.periodic import Schedule, make_schedule
 from sa_jobqueue.registry import Handler, Registry, TaskDef
@@ -61,6 +63,9 @@ class JobQueue(Generic[JobT]):
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
         self.schedules: dict[str, Schedule] = {}
+        self._columns = OwnColumns(model, max_payload_bytes)
+        #: The middleware around every handler call; `middleware` adds to it.
+        self.middlewares: Middlewares = self.registry.middlewares
 
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name
@@ -81,6 +86,9 @@ class JobQueue(Generic[JobT]):
         transactional: bool = False,
         backoff: BackoffPolicy | None = None,
         timeout: timedelta | float | None = None,
+        max_running: int | None = None,
+        max_running_per_key: int | None = None,
+        rate_limit: tuple[int, timedelta | float] | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -100,6 +108,14 @@ class JobQueue(Generic[JobT]):
                 dead-letters like any failure; the worker's slot is free at once.
                 A sync handler cannot be killed: ``ctx.cancelled`` turns True and
                 its late report is fenced away (see docs/tasks.md).
+            max_running: at most this many jobs of `kind` run at once, counted over
+                every worker of the table (docs/flow-control.md).
+            max_running_per_key: at most this many run at once per
+                ``concurrency_key`` given at enqueue; jobs with no key are not
+                limited by it.
+            rate_limit: ``(count, window)``: at most `count` attempts of `kind`
+                start in any window of that length (a timedelta or seconds), over
+                every worker.
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -115,10 +131,36 @@ class JobQueue(Generic[JobT]):
                 transactional=transactional,
                 backoff=backoff,
                 timeout=timeout,
+                max_running=max_running,
+                max_running_per_key=max_running_per_key,
+                rate_limit=rate_limit,
             )
             return handler
 
         return register
+
+    def middleware(self, fn: Middleware) -> Middleware:
+        """Wrap every handler call in `fn`; usable as a decorator.
+
+        ``fn(ctx, call_next)`` runs around the handler and returns what
+        ``call_next(ctx)`` returns (the handler's result, stored in ``result``). A
+        plain function wraps sync handlers; an ``async def`` one wraps async
+        handlers (register one of each to wrap both). The first registered runs
+        outermost. For Flask::
+
+            @jobs.middleware
+            def app_context(ctx, call_next):
+                with app.app_context():
+                    return call_next(ctx)
+
+        An exception it raises counts as the handler's (a `Retry`, a `Discard`, or
+        a failure). See `sa_jobqueue.middleware`.
+
+        Raises:
+            ConfigurationError: `fn` is not callable.
+        """
+        self.middlewares.add(fn)
+        return fn
 
     def periodic(
         self,
@@ -211,6 +253,8 @@ class JobQueue(Generic[JobT]):
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
         unique_key: str | None = None,
+        concurrency_key: str | None = None,
+        columns: Mapping[str, Any] | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -233,6 +277,13 @@ class JobQueue(Generic[JobT]):
                 job holds this key, that job is returned unchanged; once it has
                 finished, the key is free again. Concurrent callers get one job and
                 none of their transactions is aborted.
+            concurrency_key: for a task with ``max_running_per_key``: at most that
+                many jobs with this key run at once (docs/flow-control.md).
+            columns: values for columns the application added to its model
+                (``{"order_id": 4}``), by attribute name; checked against the model.
+
+        With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
+        context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
 
         Raises:
             ValidationError: (a `ValueError`) naming the bad argument, before the
@@ -253,14 +304,20 @@ class JobQueue(Generic[JobT]):
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
             unique_key=unique_key,
+            concurrency_key=concurrency_key,
+            columns=columns,
+            check_columns=self._columns.check,
         )
-        return self._inserter.insert(session, [spec])[0]
+        with tracing.producing([spec.queue], 1) as produced:
+            job: JobT = self._inserter.insert(session, [spec], trace_context=produced.carrier)[0]
+            produced.inserted([job.id])
+        return job
 
     def enqueue_many(self, session: Session, items: Iterable[Any]) -> list[JobT]:
         """Add many jobs in one round trip; return their rows in the order given.
 
         `items` are ``(kind, payload)`` pairs or dicts of `enqueue`'s keywords plus
-        ``kind``. Fan-out (one event, one job per consumer) is one call::
+        ``kind`` (``"columns"`` included). Fan-out (one event, one job per consumer) is one call::
 
             jobs.enqueue_many(session, [(kind, {"order_id": 4}) for kind in consumers])
 
@@ -268,8 +325,11 @@ class JobQueue(Generic[JobT]):
         the whole call before the session is touched.
         """
         check_session(session, "enqueue_many")
-        specs = prepare_many(self.registry, self.max_payload_bytes, items)
-        return self._inserter.insert(session, specs)
+        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
+            rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
+            produced.inserted([row.id for row in rows])
+        return rows
 
     # -- asyncio (see docs/asyncio.md) ----------------------------------------
 
@@ -286,6 +346,8 @@ class JobQueue(Generic[JobT]):
         max_attempts: int | None = None,
         idempotency_key: str | None = None,
         unique_key: str | None = None,
+        concurrency_key: str | None = None,
+        columns: Mapping[str, Any] | None = None,
     ) -> JobT:
         """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
 
@@ -320,8 +382,15 @@ class JobQueue(Generic[JobT]):
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
             unique_key=unique_key,
+            concurrency_key=concurrency_key,
+            columns=columns,
+            check_columns=self._columns.check,
         )
-        rows: list[JobT] = await session.run_sync(self._inserter.insert, [spec])
+        with tracing.producing([spec.queue], 1) as produced:
+            rows: list[JobT] = await session.run_sync(
+                self._inserter.insert, [spec], trace_context=produced.carrier
+            )
+            produced.inserted([rows[0].id])
         return rows[0]
 
     async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
@@ -330,8 +399,12 @@ class JobQueue(Generic[JobT]):
         Same items, rules and idempotency as `enqueue_many`; never commits.
         """
         check_async_session(session, "aenqueue_many")
-        specs = prepare_many(self.registry, self.max_payload_bytes, items)
-        rows: list[JobT] = await session.run_sync(self._inserter.insert, specs)
+        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
+            rows: list[JobT] = await session.run_sync(
+                self._inserter.insert, specs, trace_context=produced.carrier
+            )
+            produced.inserted([row.id for row in rows])
         return rows
 
     async def astats(self, session: AsyncSession) -> admin.Stats:
@@ -341,7 +414,8 @@ class JobQueue(Generic[JobT]):
         ``await session.run_sync(jobs.retry, [job_id])``.
         """
         check_async_session(session, "astats")
-        return await session.run_sync(admin.stats, self.model)
+        limits = {task.kind: task.limits for task in self.registry.limited()}
+        return await session.run_sync(admin.stats, self.model, limits)
 
     def worker(
         self, engine: Engine | AsyncEngine, **options: Unpack[WorkerOptions]
@@ -365,10 +439,12 @@ class JobQueue(Generic[JobT]):
     def stats(self, session: Session) -> admin.Stats:
         """Counts per queue and status, queue lag, expired leases, recent dead letters.
 
-        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number.
+        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number;
+        each limited task's running/limit numbers are in ``limits`` (`admin.LimitStats`).
         """
         check_sync_session(session, "stats", "astats")
-        return admin.stats(session, self.model)
+        limits = {task.kind: task.limits for task in self.registry.limited()}
+        return admin.stats(session, self.model, limits)
 
     def list_jobs(
         self,

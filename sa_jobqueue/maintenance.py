@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.attempt import AttemptKey, Claimed
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.logs import log_job
 from sa_jobqueue.periodic import PeriodicEnqueuer
 from sa_jobqueue.retention import Pruner
 
@@ -152,12 +153,13 @@ class Maintenance:
                 if key in cancelled and self.on_cancelled is not None:
                     self.on_cancelled(job)  # its log line says "cancelled"
                     continue
-                log.warning(
-                    "job %d %s attempt %d: heartbeat found the lease lost "
-                    "(expired and reclaimed by another worker)",
-                    job.id,
-                    job.kind,
-                    job.attempts,
+                log_job(
+                    log,
+                    logging.WARNING,
+                    job,
+                    "heartbeat found the lease lost (expired and reclaimed by another worker)",
+                    event="lease_lost",
+                    worker_id=self.owner,
                 )
 
     def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
@@ -192,12 +194,14 @@ class Maintenance:
             while True:
                 rows = self.driver.sweep(conn, SWEEP_BATCH)
                 for row in rows:
-                    log.warning(
-                        "job %d %s attempt %d: lease expired, now %s",
-                        row.id,
-                        row.kind,
-                        row.attempts,
+                    log_job(
+                        log,
+                        logging.WARNING,
+                        row,
+                        "lease expired, now %s",
                         row.status,
+                        event="expired",
+                        worker_id=self.owner,
                     )
                 recovered += len(rows)
                 if len(rows) < SWEEP_BATCH:

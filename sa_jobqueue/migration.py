@@ -19,7 +19,17 @@ from typing import Any
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import URL, Connection, Engine, Index, MetaData, Table, create_engine, text
+from sqlalchemy import (
+    URL,
+    Connection,
+    Engine,
+    Index,
+    MetaData,
+    Table,
+    create_engine,
+    inspect,
+    text,
+)
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.pool import NullPool
 
@@ -27,12 +37,14 @@ from alembic import command, op
 from sa_jobqueue import ddl, preflight
 from sa_jobqueue.engines import engine_arguments
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.model import JobMixin, table_args
+from sa_jobqueue.model import REVISION_INFO, JobMixin, table_args
 from sa_jobqueue.naming import channel_name, check_identifier, check_table_name, version_table
+from sa_jobqueue.starts import starts_table
 from sa_jobqueue.state_tables import add_state_tables
 from sa_jobqueue.statements import catalog
 
 __all__ = [
+    "add_revision_columns",
     "add_scheduling",
     "channel_name",
     "check_identifier",
@@ -43,6 +55,7 @@ __all__ = [
     "downgrade",
     "drop_jobs_table",
     "drop_notify_trigger",
+    "drop_revision_columns",
     "drop_scheduling",
     "jobs_table",
     "latest",
@@ -97,10 +110,15 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Create the jobs table `name`, its indexes, notify trigger and autovacuum settings.
 
     Call it from an Alembic revision (``upgrade()``); `drop_jobs_table` undoes it.
+    It makes the table the model declares now, with the tables beside it (paused
+    queues, schedules, the rate limits' starts log); the later revisions' helpers
+    (`add_scheduling`, `sa_jobqueue.flow_migration.add_flow_control`) find their
+    parts there already and do nothing twice.
     """
     _qualified(name, schema)
     table = jobs_table(name, schema=schema)
-    columns = [column._copy() for column in table.columns]
+    # Columns marked `since(revision)` are that revision's to add (add_revision_columns).
+    columns = [column._copy() for column in table.columns if REVISION_INFO not in column.info]
     constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
     op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
@@ -108,6 +126,40 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     set_autovacuum(name, schema=schema)
     create_notify_trigger(name, schema=schema)
     _create_state_tables(table)
+
+
+def add_revision_columns(revision: str, name: str = "jobs", *, schema: str | None = None) -> None:
+    """Add to the jobs table `name` the `JobMixin` columns that `revision` introduced.
+
+    Call it from an Alembic revision of your own for a jobs table you created with
+    `create_jobs_table` (e.g. ``add_revision_columns("sajq_0004", "my_jobs")``).
+    Adding nullable columns without a default rewrites no row and takes a brief
+    ``ACCESS EXCLUSIVE`` lock only.
+    """
+    _qualified(name, schema)
+    columns = _revision_columns(revision, name, schema)
+    if not columns:
+        raise ValueError(f"revision {revision!r} adds no JobMixin column")
+    # A table that create_all made from a newer model (then adopted at the first
+    # revision) has them already: add only what is missing.
+    present = {c["name"] for c in inspect(op.get_bind()).get_columns(name, schema=schema)}
+    for column in columns:
+        if column.name not in present:
+            op.add_column(name, column, schema=schema)
+
+
+def drop_revision_columns(revision: str, name: str = "jobs", *, schema: str | None = None) -> None:
+    """Undo `add_revision_columns` (their data is lost)."""
+    _qualified(name, schema)
+    for column in reversed(_revision_columns(revision, name, schema)):
+        op.drop_column(name, column.name, schema=schema)
+
+
+def _revision_columns(revision: str, name: str, schema: str | None) -> list[Any]:
+    table = jobs_table(name, schema=schema)
+    return [
+        column._copy() for column in table.columns if column.info.get(REVISION_INFO) == revision
+    ]
 
 
 def _create_index(
@@ -128,6 +180,7 @@ def _create_index(
 def _create_state_tables(table: Table) -> None:
     for state in add_state_tables(table):
         state.create(op.get_bind(), checkfirst=True)
+    starts_table(table.metadata, table.name).create(op.get_bind(), checkfirst=True)
 
 
 def add_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
@@ -162,7 +215,9 @@ def drop_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
 def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
     drop_notify_trigger(name, schema=schema)
-    for state in reversed(add_state_tables(jobs_table(name, schema=schema))):
+    table = jobs_table(name, schema=schema)
+    starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
+    for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
     op.drop_table(name, schema=schema)
 

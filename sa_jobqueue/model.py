@@ -27,6 +27,7 @@ from sqlalchemy.sql import FromClause
 
 from sa_jobqueue import ddl
 from sa_jobqueue.naming import check_table_name
+from sa_jobqueue.starts import starts_table
 from sa_jobqueue.state_tables import add_state_tables
 
 __all__ = [
@@ -61,6 +62,19 @@ ACTIVE = (Status.PENDING, Status.RUNNING)
 
 _PayloadType = JSON().with_variant(JSONB(), "postgresql")
 _now = text("now()")
+
+
+def since(revision: str) -> dict[str, str]:
+    """``info`` for a column added by `revision` after the table's first revision.
+
+    The first revision (``sajq_0001``) creates only the columns without it, and
+    each later revision adds its own, so an old revision's schema never changes.
+    """
+    return {REVISION_INFO: revision}
+
+
+#: The ``Column.info`` key naming the revision that added a column.
+REVISION_INFO = "sa_jobqueue_revision"
 
 
 def _sql_list(values: tuple[Status, ...]) -> str:
@@ -133,6 +147,12 @@ class JobMixin:
         DateTime(timezone=True), server_default=_now, nullable=False
     )
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Added by revision sajq_0003, so last (the migrated table's column order).
+    #: Serialises jobs of a kind with ``max_running_per_key`` (docs/flow-control.md).
+    concurrency_key: Mapped[str | None] = mapped_column(Text)
+    # Added by revision sajq_0004 (`since` tells create_jobs_table to leave them to it).
+    result: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
+    trace_context: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
 
     __mapper_args__: ClassVar[dict[str, Any]] = {"eager_defaults": True}
 
@@ -154,6 +174,7 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
     table = mapper.local_table
     if isinstance(table, Table):
         add_state_tables(table)
+        starts_table(table.metadata, table.name)  # the rate limits' starts log
 
 
 def table_args(table: str) -> tuple[Any, ...]:

@@ -10,6 +10,8 @@ importing one another (and without importing Alembic).
 'sa_jobqueue_version_jobs'
 >>> paused_queues_table("jobs"), schedules_table("jobs")
 ('sa_jobqueue_paused_jobs', 'sa_jobqueue_schedules_jobs')
+>>> starts_table_name("jobs")
+'sa_jobqueue_starts_jobs'
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -31,6 +33,7 @@ __all__ = [
     "notify_function_name",
     "paused_queues_table",
     "schedules_table",
+    "starts_table_name",
     "version_table",
 ]
 
@@ -73,6 +76,8 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"ix_{table}_finished",
         f"sa_jobqueue_notify_{table}",
         f"sa_jobqueue_{table}",
+        f"sa_jobqueue_starts_{table}",
+        f"ix_{table}_starts",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -109,6 +114,11 @@ def check_table_name(table: str, *, migrated: bool = False) -> str:
 def version_table(table: str) -> str:
     """The version table `sa-jobqueue migrate` records its revisions in for `table`."""
     return f"sa_jobqueue_version_{table}"[:IDENTIFIER_MAX]
+
+
+def starts_table_name(table: str) -> str:
+    """The table where `table`'s rate-limited kinds log their attempt starts."""
+    return f"sa_jobqueue_starts_{table}"[:IDENTIFIER_MAX]
 
 
 def channel_name(table: str) -> str:

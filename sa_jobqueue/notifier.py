@@ -14,6 +14,15 @@ When the connection drops it retries with backoff, re-LISTENs, and then calls
 at once. After `health_interval` seconds of silence it probes the connection with
 ``SELECT 1``; TCP keepalives and ``TCP_USER_TIMEOUT`` make a probe on a half-open
 socket fail instead of hanging.
+
+LISTEN can fail silently: through a transaction-mode pooler (PgBouncer) the
+LISTEN lands on a server connection the listener does not keep, and nothing ever
+arrives. So once it first LISTENs, the listener sends a test notification of its
+own on the channel from a second, short-lived connection opened the same way
+(`PROBE_PREFIX` payload, which no served queue can be called). When it has not
+heard it within `probe_timeout` seconds it logs one warning with the way out: a
+direct URL for the listener (``listen_url``, ``--listen-url``) or polling only
+(``listen=False``, ``--no-listen``). `Listener.hears` is set once it arrived.
 """
 
 from __future__ import annotations
@@ -28,12 +37,14 @@ from collections.abc import Callable, Collection
 from typing import Any, Protocol
 
 import psycopg
-from sqlalchemy import Engine
+from sqlalchemy import URL, Engine, create_engine
+from sqlalchemy.pool import NullPool
 
 from sa_jobqueue.naming import channel_name, control_channel_name
 
 __all__ = [
     "APPLICATION_NAME",
+    "PROBE_PREFIX",
     "Listener",
     "Notifier",
     "PollingNotifier",
@@ -45,6 +56,10 @@ log = logging.getLogger("sa_jobqueue.notifier")
 
 #: ``application_name`` of the listener's connection, to spot it in ``pg_stat_activity``.
 APPLICATION_NAME = "sa_jobqueue listener"
+
+#: Payloads of the listener's own test notifications start with this; queue names
+#: cannot contain ``?`` (`validation.NAME_PATTERN`), so no worker mistakes one for a queue.
+PROBE_PREFIX = "?sa_jobqueue-probe "
 
 # How often the listening loop returns to check for stop() and the health probe.
 _TICK = 0.5
@@ -122,12 +137,17 @@ class Listener:
             ``(None, None)`` after each (re)connect.
         health_interval: seconds of silence after which the connection is probed.
         max_backoff: the longest wait between reconnection attempts, in seconds.
+        url: connect here instead of to the engine's URL (a worker's
+            ``listen_url``: a direct connection beside a transaction pooler).
+        probe_timeout: seconds to wait for the test notification before warning
+            that LISTEN hears nothing (None: send none).
         on_control: when given, the listener also LISTENs on the table's control
             channel (`naming.control_channel_name`) and calls it with each payload
             there (``cancel <id>`` from `jobs.cancel`).
 
     Attributes:
         connected: set while the connection is up and LISTENing.
+        hears: set once the listener's own test notification arrived.
         reconnects: how many times the connection was lost.
         backend_pid: the server process of the current connection (or None).
     """
@@ -141,13 +161,20 @@ class Listener:
         *,
         health_interval: float = 5.0,
         max_backoff: float = 5.0,
+        url: URL | None = None,
+        probe_timeout: float | None = 5.0,
         on_control: Callable[[str], None] | None = None,
     ) -> None:
         self.engine = engine
         # A pool of our own with the engine's creator, URL, connect_args and pool
-        # events: every (re)connect opens a fresh connection, never a pooled one
-        # that may have died with the server.
-        self._pool = engine.pool.recreate()
+        # events (or a listen_url's): every (re)connect opens a fresh connection,
+        # never a pooled one that may have died with the server.
+        self._own_engine = None if url is None else create_engine(url, poolclass=NullPool)
+        self._pool = (self._own_engine or engine).pool.recreate()
+        self.probe_timeout = probe_timeout
+        self.hears = threading.Event()
+        self._probe_deadline: float | None = None
+        self._probe_payload = f"{PROBE_PREFIX}{id(self)}-{random.getrandbits(32)}"
         self.channel = channel_name(table)
         self.control_channel = control_channel_name(table)
         self.on_control = on_control
@@ -173,6 +200,8 @@ class Listener:
         if not self._thread.is_alive():
             self._close()  # else the thread still uses it; it closes it on its way out
         self._pool.dispose()
+        if self._own_engine is not None:
+            self._own_engine.dispose()
 
     def _connect(self) -> psycopg.Connection[Any]:
         fairy = self._pool.connect()
@@ -242,6 +271,8 @@ class Listener:
                         log.info("listener reconnected to channel %s", self.channel)
                     self.connected.set()
                     failures = 0
+                    if self.probe_timeout is not None and not self.hears.is_set():
+                        self._send_probe()
                     # Whatever was enqueued while we were deaf is claimable now.
                     self.on_wake(None, None)
                     self._listen(self._connection)
@@ -265,6 +296,41 @@ class Listener:
             self.connected.clear()
             self._close()
 
+    def _send_probe(self) -> None:
+        """NOTIFY our channel from a second connection; `_listen` waits for it."""
+        assert self.probe_timeout is not None  # noqa: S101 - the caller checked
+        self._probe_deadline = time.monotonic() + self.probe_timeout
+        try:
+            fairy = self._pool.connect()
+            connection = fairy.driver_connection
+            fairy.detach()  # closed below, never pooled: reconnects open fresh ones
+            try:
+                with connection.cursor() as cursor:  # type: ignore[union-attr]
+                    cursor.execute("SELECT pg_notify(%s, %s)", (self.channel, self._probe_payload))
+                connection.commit()  # type: ignore[union-attr]
+            finally:
+                connection.close()  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - a failed test must not stop the listener
+            self._probe_deadline = None
+            log.warning("could not send the listener's test notification: %s", exc)
+
+    def _check_probe(self, payload: str | None) -> None:
+        if payload == self._probe_payload:
+            self.hears.set()
+            self._probe_deadline = None
+        elif self._probe_deadline is not None and time.monotonic() > self._probe_deadline:
+            self._probe_deadline = None  # warn once
+            log.warning(
+                "LISTEN on channel %s heard nothing of its own test notification within "
+                "%.0fs: this connection cannot receive notifications (a transaction-mode "
+                "pooler such as PgBouncer in between?), so the worker wakes only by "
+                "polling. Give the listener a direct connection (--listen-url URL, "
+                "listen_url=...) or poll on purpose (--no-listen, listen=False); "
+                "see docs/pgbouncer.md",
+                self.channel,
+                self.probe_timeout,
+            )
+
     def _listen(self, connection: psycopg.Connection[Any]) -> None:
         heard = time.monotonic()
         while not self._stop.is_set():
@@ -273,9 +339,14 @@ class Listener:
                 if notify.channel == self.control_channel and self.on_control is not None:
                     self.on_control(notify.payload)
                     continue
+                if notify.payload.startswith(PROBE_PREFIX):
+                    self._check_probe(notify.payload)
+                    continue
                 queue, run_at = parse_payload(notify.payload)
                 if queue in self.queues:
                     self.on_wake(queue, run_at)
+            if self._probe_deadline is not None:
+                self._check_probe(None)
             if time.monotonic() - heard >= self.health_interval and not self._stop.is_set():
                 # Silence: make sure the connection is still alive (a terminated
                 # backend or a half-open socket would otherwise go unnoticed).

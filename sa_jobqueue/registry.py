@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from sa_jobqueue.aio import require_greenlet
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.limits import Limits, check_limits
+from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.retry import BackoffPolicy, exponential
 from sa_jobqueue.validation import check_delay, check_max_attempts, check_name
 
@@ -34,6 +36,7 @@ class TaskDef:
         backoff: delay policy after a failure.
         is_async: the handler is an ``async def`` (awaited on the worker's event loop).
         timeout: seconds an attempt may run before it fails as timed out (None: no limit).
+        limits: flow control over every worker (``max_running``...; see `Limits`).
     """
 
     kind: str
@@ -45,13 +48,19 @@ class TaskDef:
     backoff: BackoffPolicy
     is_async: bool = False
     timeout: float | None = None
+    limits: Limits = field(default_factory=Limits)
 
 
 class Registry:
-    """Tasks by kind. Registering a kind twice is a `ConfigurationError`."""
+    """Tasks by kind, and the middleware around their handlers.
+
+    Registering a kind twice is a `ConfigurationError`.
+    """
 
     def __init__(self) -> None:
         self._tasks: dict[str, TaskDef] = {}
+        #: What wraps every handler call (`JobQueue.middleware` adds to it).
+        self.middlewares = Middlewares()
 
     def register(
         self,
@@ -64,6 +73,9 @@ class Registry:
         transactional: bool,
         backoff: BackoffPolicy | None,
         timeout: timedelta | float | None = None,
+        max_running: object = None,
+        max_running_per_key: object = None,
+        rate_limit: object = None,
     ) -> TaskDef:
         """Validate the options and add the task; return its definition."""
         try:
@@ -73,6 +85,11 @@ class Registry:
                 check_max_attempts(max_attempts)
             lease_seconds = check_delay("lease", lease)
             timeout_seconds = None if timeout is None else check_delay("timeout", timeout)
+            limits = check_limits(
+                max_running=max_running,
+                max_running_per_key=max_running_per_key,
+                rate_limit=rate_limit,
+            )
         except ValidationError as exc:
             raise ConfigurationError(f"task {kind!r}: {exc}") from None
         if lease_seconds < 1:
@@ -101,6 +118,7 @@ class Registry:
             backoff=backoff or exponential,
             is_async=is_async,
             timeout=timeout_seconds,
+            limits=limits,
         )
         self._tasks[kind] = task
         return task
@@ -128,6 +146,10 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    def limited(self) -> list[TaskDef]:
+        """The tasks with any flow-control limit, sorted by kind."""
+        return sorted((t for t in self._tasks.values() if t.limits.limited), key=lambda t: t.kind)
 
     def queues(self) -> list[str]:
         """The queues the registered tasks use, sorted (``["default"]`` when none)."""

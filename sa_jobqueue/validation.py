@@ -33,6 +33,7 @@ __all__ = [
     "check_name",
     "check_priority",
     "dump_payload",
+    "dump_result",
 ]
 
 DEFAULT_MAX_PAYLOAD_BYTES = 1024 * 1024
@@ -179,20 +180,36 @@ def _walk(value: Any, path: str, depth: int = 0) -> None:
         raise PayloadError(path, value, f"{type(value).__name__} is not JSON-serialisable")
 
 
-def dump_payload(payload: Any, max_bytes: int) -> str:
+def dump_payload(payload: Any, max_bytes: int, *, name: str = "payload") -> str:
     """Validate `payload` and return its JSON text, or raise `PayloadError`.
+
+    `name` starts the path the error shows (``result`` for a handler's return value).
 
     >>> dump_payload({"order_id": 4}, 1024)
     '{"order_id":4}'
     """
-    _walk(payload, "payload")
+    _walk(payload, name)
     try:
         text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     except ValueError as exc:  # an int too long to print (sys.get_int_max_str_digits())
-        raise PayloadError("payload", "<a very long int>", str(exc)) from None
+        raise PayloadError(name, "<a very long int>", str(exc)) from None
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadError(
-            "payload", f"<{size} bytes of JSON>", f"is larger than the {max_bytes}-byte limit"
+            name, f"<{size} bytes of JSON>", f"is larger than the {max_bytes}-byte limit"
         )
     return text
+
+
+def dump_result(value: Any, max_bytes: int) -> str | None:
+    """A handler's return value as JSON text for the ``result`` column (None: nothing).
+
+    Raises:
+        PayloadError: the value cannot be stored as JSON (the path starts ``result``).
+
+    >>> dump_result({"invoice_id": 17}, 1024)
+    '{"invoice_id":17}'
+    >>> dump_result(None, 1024) is None
+    True
+    """
+    return None if value is None else dump_payload(value, max_bytes, name="result")

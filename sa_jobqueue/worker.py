@@ -29,14 +29,17 @@ from typing import TYPE_CHECKING, Generic
 from sqlalchemy import Connection, Engine, create_engine, exc
 from sqlalchemy.orm import sessionmaker
 
+from sa_jobqueue import preflight
 from sa_jobqueue.aio_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result
 from sa_jobqueue.cancellation import Attempts, Watchdog, format_timeout
 from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.config import WorkerConfig
 from sa_jobqueue.driver import PostgresDriver
+from sa_jobqueue.engines import check_worker_engine
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.executor import Executor
+from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.maintenance import Maintenance
 from sa_jobqueue.model import JobT
 from sa_jobqueue.notifier import Listener, Notifier, PollingNotifier
@@ -94,6 +97,7 @@ class Worker(Generic[JobT]):
         self.model = model
         self.registry = registry
         self.config = config
+        self._checked = False  # preflight.check_worker runs once, at the first start
         self.async_engine: AsyncEngine | None = None
         self._own_engine = not isinstance(engine, Engine)
         if isinstance(engine, Engine):
@@ -105,6 +109,7 @@ class Worker(Generic[JobT]):
             self.engine = create_engine(
                 sync_url(engine.url), pool_size=config.concurrency + 3, pool_pre_ping=True
             )
+        check_worker_engine(self.engine)  # the listener needs psycopg 3
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
         self.poll_interval = float(config.poll_interval)
@@ -115,9 +120,17 @@ class Worker(Generic[JobT]):
         self.default_lease = max([t.lease for t in tasks], default=300.0)
         leases = {t.kind: t.lease for t in tasks}
 
-        self.driver = PostgresDriver(model, leases=leases, default_lease=self.default_lease)
+        limits = {t.kind: t.limits for t in registry.limited()}
+        self.driver = PostgresDriver(
+            model, leases=leases, default_lease=self.default_lease, limits=limits
+        )
+        self.limited = LimitedClaims(self.driver, limits)
+        self._limited_first = False  # alternates, so neither side starves the other
         self.inflight = InFlight()
-        self.completer = Completer(self.driver, self.worker_id, inflight=self.inflight)
+        self.metrics = config.metrics
+        self.completer = Completer(
+            self.driver, self.worker_id, inflight=self.inflight, metrics=self.metrics
+        )
         self.wakeup = WakeupPolicy(self.poll_interval)
         self._wake = WakeEvent()
         self._stopping = threading.Event()
@@ -132,6 +145,9 @@ class Worker(Generic[JobT]):
             self.worker_id,
             str(model.__tablename__),
             attempts=self.attempts,
+            engine=self.engine,
+            middlewares=registry.middlewares,
+            metrics=self.metrics,
         )
         self._executor = executor
         self.pool = ThreadPool(
@@ -253,6 +269,8 @@ class Worker(Generic[JobT]):
         self._stopped.clear()
         self.processed = 0
         self._callers_loop = loop
+        if not self._checked:
+            self._check_database()
         self._start(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
@@ -260,6 +278,10 @@ class Worker(Generic[JobT]):
             self.queues,
             self.concurrency,
         )
+        for task in self.registry.limited():
+            log.info(
+                "worker %s: %s limited to %s", self.worker_id, task.kind, task.limits.describe()
+            )
         wait: float | None = self.shutdown_timeout
         try:
             self.maintenance.sweep_once()
@@ -284,6 +306,8 @@ class Worker(Generic[JobT]):
             except exc.SQLAlchemyError as error:
                 # Connection lost, server restarting, pool exhausted: never fatal.
                 # Unrecorded reports stay with the completer (fenced, so safe to redo).
+                if self.metrics is not None:
+                    self.metrics.database_error()
                 failures += 1
                 self._reset_connection()
                 delay = min(5.0, 0.05 * 2**failures)
@@ -294,7 +318,10 @@ class Worker(Generic[JobT]):
                 continue
             idle = claimed == 0 and not self.inflight and not self.completer.has_unrecorded()
             if until_empty and idle:
-                return
+                if not self._held_back_by_limits():
+                    return
+                self._stopping.wait(MIN_BACKOFF)  # due jobs wait for a limit: look again
+                continue
             if claimed and claimed == free:
                 continue  # a full batch: more may be due right now
             self._wait(claimed, free)
@@ -312,14 +339,17 @@ class Worker(Generic[JobT]):
                 self.driver.commit_asynchronously(conn)
             if reports:
                 self.completer.record(conn, reports)
+                self.limited.freed(o.job.kind for o in reports)
             claimed: list[Claimed] = []
             if free > 0 and not self._stopping.is_set():
                 claimed = self._claim(conn, free)
         self.processed += self.completer.recorded(reports)
+        if self.metrics is not None:
+            self.metrics.claim_round()
         if claimed:
             self.inflight.add(claimed)
             for job in claimed:
-                log_job(logging.INFO, job, "claimed")
+                log_job(logging.INFO, job, "claimed", event="claimed", owner=self.worker_id)
             if self._has_async:
                 is_async = self.registry.is_async
                 on_loop = [job for job in claimed if is_async(job.kind)]
@@ -333,16 +363,40 @@ class Worker(Generic[JobT]):
         return len(claimed), free
 
     def _claim(self, conn: Connection, free: int) -> list[Claimed]:
-        """Claim up to `free` jobs, one statement per queue, starting with a rotating queue."""
+        """Claim up to `free` jobs: unlimited kinds and, through `LimitedClaims`, limited ones.
+
+        Unlimited kinds take one statement per queue, starting with a rotating queue.
+        Every second round the limited kinds go first, so neither side starves the
+        other; when they go first and fill `free`, the round needs no other claim.
+        """
         queues = self.queues
         start = self._first_queue
         self._first_queue = (start + 1) % len(queues)
+        order = queues[start:] + queues[:start]
+        self._limited_first = not self._limited_first
         claimed: list[Claimed] = []
-        for queue in queues[start:] + queues[:start]:
-            claimed += self.driver.claim(conn, queue, free - len(claimed), self.worker_id)
-            if len(claimed) >= free:
-                break
+        if self.limited and self._limited_first:
+            claimed += self.limited.claim(conn, order, free, self.worker_id)
+        claimed += self._claim_unlimited(conn, order, free - len(claimed))
+        if self.limited and not self._limited_first and len(claimed) < free:
+            claimed += self.limited.claim(conn, order, free - len(claimed), self.worker_id)
         return claimed
+
+    def _claim_unlimited(self, conn: Connection, order: Sequence[str], limit: int) -> list[Claimed]:
+        claimed: list[Claimed] = []
+        for queue in order:
+            if len(claimed) >= limit:
+                break
+            claimed += self.driver.claim(conn, queue, limit - len(claimed), self.worker_id)
+        return claimed
+
+    def _held_back_by_limits(self) -> bool:
+        """In a drain: whether due jobs are left that a limit keeps from running now."""
+        if not self.limited:
+            return False
+        conn = self._connection()
+        with conn.begin():
+            return self.driver.limited_due(conn, self.queues)
 
     def _report(self, outcomes: Sequence[Outcome]) -> None:
         """The pool's callback (a handler thread): hand over, then wake the loop."""
@@ -361,6 +415,8 @@ class Worker(Generic[JobT]):
             job,
             "timed out after %gs; its slot is free again and its handler was told (ctx.cancelled)",
             timeout,
+            event="timeout",
+            owner=self.worker_id,
         )
         self._give_up(key, Outcome(job, Result.FAIL, backoff, format_timeout(timeout)))
 
@@ -438,14 +494,43 @@ class Worker(Generic[JobT]):
 
     # -- start and stop -------------------------------------------------------
 
+    def _check_database(self) -> None:
+        """Run `preflight.check_worker` once, waiting out a database that is not up yet.
+
+        A wrong encoding or a misshapen table raises `ConfigurationError` (one line
+        now, instead of an error at every claim); a server that cannot be reached
+        is retried with backoff, as the claim loop would, until `stop`.
+        """
+        delay = 0.1
+        while not self._stopping.is_set():
+            try:
+                warnings = preflight.check_worker(self.engine, self.model)
+            except exc.OperationalError as error:
+                first = str(error.orig or error).strip().splitlines()[:1]
+                log.warning(
+                    "cannot reach the database to check it (%s); retrying in %.1fs",
+                    first[0] if first else type(error).__name__,
+                    delay,
+                )
+                self._stopping.wait(delay)
+                delay = min(5.0, delay * 2)
+                continue
+            for warning in warnings:
+                log.warning("%s", warning)
+            self._checked = True
+            return
+
     def _start(self, *, listen: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.handlers.inc(self.concurrency)
         self.pool.start()
         if self._has_async:
             # Under run_async with an AsyncEngine, transactional handlers use it (it
             # lives on that loop); otherwise an engine of their own, on their loop.
             in_callers_loop = self._callers_loop is not None and self.async_engine is not None
             self._async_sessions = AsyncSessions(
-                self.engine, self.async_engine if in_callers_loop else None
+                self.async_engine.url if self.async_engine is not None else self.engine.url,
+                self.async_engine if in_callers_loop else None,
             )
             self._executor.async_session_factory = self._async_sessions
             self.async_pool.on_close = self._async_sessions.aclose
@@ -462,6 +547,7 @@ class Worker(Generic[JobT]):
                 str(self.model.__tablename__),
                 self.queues,
                 self._on_notify,
+                url=self.config.listen_url,
                 on_control=self._on_control,
             )
         else:
@@ -493,6 +579,8 @@ class Worker(Generic[JobT]):
             self._flush_reports()
         self.pool.stop()
         self.async_pool.close()
+        if self.metrics is not None:
+            self.metrics.handlers.dec(self.concurrency)
         self._stopped.set()
         self.attempts.wake()  # the watchdog sees _stopped
         if self._maintenance_thread is not None:

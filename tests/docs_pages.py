@@ -14,7 +14,9 @@ An HTML comment right before a block (invisible on the site) adjusts what the te
 
 - ``<!-- test: database -->``: instead of the block (which points ``DATABASE_URL`` at a
   database of the reader's), export the URL of an empty database the test created (a
-  new one each time);
+  new one each time); ``database="VAR"`` exports it as ``VAR``, and ``pgbouncer="VAR2"``
+  also exports as ``VAR2`` the URL of the same database through a real PgBouncer in
+  transaction pooling;
 - ``<!-- test: expect="text" -->``: the block's output contains ``text`` (repeatable);
 - ``<!-- test: background wait="text" -->``: the block is one long-running command (a
   worker): start it, wait until its output contains every ``wait`` text, then press
@@ -197,8 +199,18 @@ class Shell:
         return "--- earlier blocks ---\n" + "\n".join(self.transcript[-6:])
 
 
-def play(blocks: list[Block], shell: Shell, *, new_database: Callable[[], str]) -> None:
-    """Do what the page says, block by block, as its reader would."""
+def play(
+    blocks: list[Block],
+    shell: Shell,
+    *,
+    new_database: Callable[[], str],
+    pooled: Callable[[str], str] | None = None,
+) -> None:
+    """Do what the page says, block by block, as its reader would.
+
+    `new_database` makes an empty database and returns its URL; `pooled` returns a URL
+    of the database at the URL it is given through a PgBouncer in transaction pooling.
+    """
     for block in blocks:
         output: str | None = None
         if block.role == "file":
@@ -207,7 +219,11 @@ def play(blocks: list[Block], shell: Shell, *, new_database: Callable[[], str]) 
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.code)
         elif block.role == "database":
-            shell.env["DATABASE_URL"] = new_database()
+            url = new_database()
+            shell.env[block.options["database"][-1] or "DATABASE_URL"] = url
+            if "pgbouncer" in block.options:
+                assert pooled is not None, f"{block.where}: this run has no PgBouncer"
+                shell.env[block.options["pgbouncer"][-1]] = pooled(url)
         elif block.role == "shell":
             output = shell.run(block.code)
         elif block.role == "background":

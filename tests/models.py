@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sqlalchemy import ForeignKey, Integer, Table, Text
+from datetime import datetime
+
+from sqlalchemy import DateTime, ForeignKey, Integer, Table, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sa_jobqueue import JobMixin, JobQueue
@@ -42,7 +44,21 @@ class Effect(Base):
     note: Mapped[str] = mapped_column(Text, default="")
 
 
-APP_TABLES: list[Table] = [Order.__table__, Invoice.__table__, Effect.__table__]  # type: ignore[list-item]
+class Span(Base):
+    """When a test handler ran, by the database clock (the flow-control tests' oracle)."""
+
+    __tablename__ = "spans"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(Text)
+    key: Mapped[str | None] = mapped_column(Text)
+    worker: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+APP_TABLES: list[Table] = [Order.__table__, Invoice.__table__, Effect.__table__, Span.__table__]  # type: ignore[list-item]
 
 
 def new_queue() -> JobQueue[Job]:

@@ -134,7 +134,13 @@ def running_pgbouncer(database_url: str) -> Iterator[PgBouncer]:
         _config(directory, target, port)
         if os.geteuid() == 0:
             # PgBouncer refuses to run as root.
-            account = pwd.getpwnam("postgres")
+            try:
+                account = pwd.getpwnam("postgres")
+            except KeyError:
+                raise NoPgBouncerError(
+                    "PgBouncer refuses to run as root, and there is no 'postgres' user to "
+                    "run it as (useradd --system postgres)"
+                ) from None
             os.chown(directory, account.pw_uid, account.pw_gid)
             for path in directory.iterdir():
                 os.chown(path, account.pw_uid, account.pw_gid)

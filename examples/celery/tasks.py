@@ -28,6 +28,15 @@ def send_welcome(ctx: JobContext) -> None:
     log.info("welcome mail to user %s, attempt %s", ctx.payload["user_id"], ctx.attempt)
 
 
+@jobs.task("send_digest", queue="mail")
+def send_digest(ctx: JobContext) -> None:
+    log.info("digest sent (tick %s)", ctx.idempotency_key)
+
+
+# beat_schedule = {"digest": {"task": "send_digest", "schedule": 1.0}}
+jobs.periodic("send_digest", every=timedelta(seconds=1))
+
+
 def signup(user_id: int) -> None:
     with Session(engine) as session, session.begin():
         # session.add(User(id=user_id, ...)) goes here: the job commits with it.

@@ -2,6 +2,7 @@ import os
 
 from flask_sqlalchemy import SQLAlchemy
 from sa_jobqueue import JobContext, JobMixin, JobQueue
+from sa_jobqueue.middleware import CallNext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from flask import Flask
@@ -42,14 +43,21 @@ def sign_up(email: str) -> tuple[dict[str, int], int]:
     return {"id": signup.id}, 201
 
 
-@jobs.task("send_welcome", queue="mail")
-def send_welcome(ctx: JobContext) -> None:
-    # The worker runs handlers outside any request: db.session needs an app context.
+@jobs.middleware
+def app_context(ctx: JobContext, call_next: CallNext) -> object:
+    # The worker runs handlers outside any request: db.session needs an app context
+    # (and each job's session is removed when its context ends).
     with app.app_context():
-        signup = db.session.get_one(Signup, ctx.payload["signup_id"])
-        app.logger.info("welcome mail sent to %s", signup.email)
-        signup.welcomed = True
-        db.session.commit()
+        return call_next(ctx)
+
+
+@jobs.task("send_welcome", queue="mail")
+def send_welcome(ctx: JobContext) -> dict[str, str]:
+    signup = db.session.get_one(Signup, ctx.payload["signup_id"])
+    app.logger.info("welcome mail sent to %s", signup.email)
+    signup.welcomed = True
+    db.session.commit()
+    return {"welcomed": signup.email}  # stored in the job's `result` column
 
 
 @app.cli.command("create-tables")

@@ -5,8 +5,8 @@ from sa_jobqueue import JobContext, JobMixin, JobQueue
 from sqlalchemy import create_engine
 from sqlalchemy.orm import DeclarativeBase, Session
 
-# DATABASE_URL points at PgBouncer (port 6432, say). No server-side prepared
-# statements: each transaction may land on another server connection.
+# Through PgBouncer: each transaction may run on another server connection, so no
+# server-side prepared statements (psycopg prepares after five runs of a query).
 engine = create_engine(os.environ["DATABASE_URL"], connect_args={"prepare_threshold": None})
 
 
@@ -28,7 +28,7 @@ def ping(ctx: JobContext) -> None:
 
 
 if __name__ == "__main__":
-    for n in range(10):  # more than prepare_threshold's five runs of the same INSERT
+    for n in range(10):  # more than five runs of the same INSERT, on pooled connections
         with Session(engine) as session, session.begin():
             jobs.enqueue(session, "ping", {"n": n})
     print("enqueued 10 pings")

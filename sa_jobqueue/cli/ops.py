@@ -156,7 +156,7 @@ def list_command(
 def show_command(
     job_id: int, database_url: str, table: str, app: str | None, as_json: bool
 ) -> None:
-    """Show one job in full: payload, times, locked_by, last_error."""
+    """Show one job in full: payload, result, times, locked_by, last_error."""
     with (
         operating(database_url, table, app) as (queue_api, engine),
         Session(engine) as session,
@@ -182,12 +182,16 @@ def show_command(
         ("locked_until", when(job.locked_until)),
         ("idempotency_key", job.idempotency_key or "-"),
         ("unique_key", job.unique_key or "-"),
+        ("concurrency_key", job.concurrency_key or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
         click.echo(f"{name.ljust(width)}  {value}")
     click.echo("payload:")
     click.echo(indent(json.dumps(job.payload, indent=2, ensure_ascii=False)))
+    click.echo("result:" + ("" if job.result is not None else " -"))
+    if job.result is not None:
+        click.echo(indent(json.dumps(job.result, indent=2, ensure_ascii=False)))
     click.echo("last_error:" + ("" if job.last_error else " -"))
     if job.last_error:
         click.echo(indent(job.last_error))

@@ -18,6 +18,7 @@ __all__ = [
     "indent",
     "plural",
     "print_json",
+    "render_limits",
     "render_stats",
     "span",
     "when",
@@ -99,7 +100,28 @@ def render_stats(stats: admin.Stats, table: str) -> str:
     rows[-1][0] = "TOTAL"
     headers = ["queue", *[name for name, _ in _STATS_COLUMNS], "lag"]
     title = f"table {table!r} at {when(stats.at)}"
-    return f"{title}\n{grid(headers, rows, right=1)}"
+    text = f"{title}\n{grid(headers, rows, right=1)}"
+    if stats.limits:
+        text += "\n\n" + render_limits(stats.limits)
+    return text
+
+
+def render_limits(limits: Sequence[admin.LimitStats]) -> str:
+    """Running/limit per limited kind: ``2/2`` running, ``1/1`` per key, ``5/5 per 1s``."""
+    rows = [
+        [
+            item.kind,
+            f"{item.running}/{item.max_running}" if item.max_running else f"{item.running}",
+            f"{item.busiest_key}/{item.max_running_per_key}" if item.max_running_per_key else "-",
+            (
+                f"{item.recent_starts}/{item.rate_count} per {item.rate_window:g}s"
+                if item.rate_count
+                else "-"
+            ),
+        ]
+        for item in limits
+    ]
+    return grid(["limited kind", "running", "busiest key", "started"], rows)
 
 
 def indent(text: str) -> str:

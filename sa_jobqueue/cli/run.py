@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import threading
 from datetime import timedelta
+from typing import Any
 
 import click
+from sqlalchemy import Engine
 
 from sa_jobqueue import admin
 from sa_jobqueue.cli.app import (
@@ -20,6 +21,8 @@ from sa_jobqueue.cli.app import (
     prepared_statements,
 )
 from sa_jobqueue.errors import JobQueueError
+from sa_jobqueue.logs import configure_logging
+from sa_jobqueue.metrics import Metrics, default_metrics
 
 __all__ = ["migrate", "worker"]
 
@@ -38,6 +41,19 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
         except ValueError as error:
             raise click.BadParameter(f"{item!r}: {error}") from None
     return ages
+
+
+def _serve_metrics(engine: Engine, jobs: Any, port: int | None, host: str) -> Metrics | None:
+    """The process's metrics, served on `host`:`port`, or None without a port."""
+    if port is None:
+        return None
+    metrics = default_metrics()
+    metrics.watch(engine, jobs)
+    metrics.serve(port, host)
+    logging.getLogger("sa_jobqueue.metrics").info(
+        "serving metrics on http://%s:%d/metrics", host, port
+    )
+    return metrics
 
 
 @main.command()
@@ -158,6 +174,14 @@ def _first_line(error: BaseException) -> str:
     help="Wake on LISTEN/NOTIFY; --no-listen polls only (for transaction-mode poolers).",
 )
 @click.option(
+    "--listen-url",
+    metavar="URL",
+    envvar="SA_JOBQUEUE_LISTEN_URL",
+    show_envvar=True,
+    help="A separate URL for the listener's one connection: a direct one when "
+    "--database-url goes through a transaction-mode pooler (docs/pgbouncer.md).",
+)
+@click.option(
     "--savepoint-batch",
     type=click.IntRange(min=1),
     default=1,
@@ -177,6 +201,25 @@ def _first_line(error: BaseException) -> str:
     default="INFO",
     show_default=True,
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: one JSON object per line, job lines with job_id, kind, queue, attempt...",
+)
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(min=1, max=65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (needs sa-jobqueue[prometheus]).",
+)
+@click.option(
+    "--metrics-host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address the metrics server binds to.",
+)
 def worker(
     target: str,
     database_url: str,
@@ -188,19 +231,20 @@ def worker(
     retention: dict[str, timedelta] | None,
     prune_interval: float,
     listen: bool,
+    listen_url: str | None,
     savepoint_batch: int,
     asynchronous_commit: bool,
     log_level: str,
+    log_format: str,
+    metrics_port: int | None,
+    metrics_host: str,
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    configure_logging(log_level.upper(), log_format)
     jobs = load_jobqueue(target)
-    engine = make_engine(database_url, pool_size=concurrency + 3)
+    engine = make_engine(database_url, pool_size=concurrency + 4)
     try:
+        metrics = _serve_metrics(engine, jobs, metrics_port, metrics_host)
         runner = jobs.worker(
             engine,
             queues=list(queues) or None,
@@ -211,8 +255,10 @@ def worker(
             retention=retention,
             prune_interval=prune_interval,
             listen=listen,
+            listen_url=listen_url,
             savepoint_batch=savepoint_batch,
             asynchronous_commit=asynchronous_commit,
+            metrics=metrics,
         )
         runner.run()
     except JobQueueError as error:

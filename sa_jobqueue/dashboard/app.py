@@ -310,7 +310,10 @@ def make_app(
     """
     model = _model_of(jobs)
     if not isinstance(engine, Engine):
-        raise ConfigurationError(f"make_app needs a sync sqlalchemy Engine, not {engine!r}")
+        hint = ""
+        if type(engine).__name__ == "AsyncEngine":
+            hint = ": the pages read from threads; give it create_engine(async_engine.url) too"
+        raise ConfigurationError(f"make_app needs a sync sqlalchemy Engine, not {engine!r}{hint}")
     timings = {"statement_timeout": statement_timeout, "refresh_seconds": refresh_seconds}
     for name, value in timings.items():
         if not (isinstance(value, (int, float)) and value > 0):

@@ -9,7 +9,8 @@ Every statement that changes a claimed job is *fenced*: it matches `id`,
 `attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
 lost (and whose job was claimed again) touches no row.
 
-The builders live in four modules (`common`, `runtime`, `operator`, `dashboard`); this
+The builders live in five modules (`common`, `runtime`, `operator`, `dashboard`,
+`limits`); this
 package re-exports them, so callers write ``statements.claim(model, ...)``.
 Nothing outside this package writes SQL.
 """
@@ -42,10 +43,18 @@ from sa_jobqueue.statements.dashboard import (
     set_statement_timeout,
     workers_summary,
 )
+from sa_jobqueue.statements.limits import (
+    claim_limited,
+    limit_usage,
+    limited_due,
+    lock_limited,
+    starts_of,
+)
 from sa_jobqueue.statements.operator import (
     cancel,
     get_job,
     list_jobs,
+    live_counts,
     prune,
     requeue,
     requeue_failed,
@@ -79,6 +88,7 @@ __all__ = [
     "by_unique_keys",
     "cancel",
     "claim",
+    "claim_limited",
     "complete",
     "cursor_params",
     "db_now",
@@ -91,7 +101,11 @@ __all__ = [
     "get_job",
     "heartbeat",
     "job_page",
+    "limit_usage",
+    "limited_due",
     "list_jobs",
+    "live_counts",
+    "lock_limited",
     "next_run_at",
     "notify",
     "pending_summary",
@@ -105,6 +119,7 @@ __all__ = [
     "schedules",
     "seconds",
     "set_statement_timeout",
+    "starts_of",
     "stats",
     "statuses_of",
     "still_owned",

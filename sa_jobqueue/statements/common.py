@@ -52,6 +52,7 @@ CLAIMED_COLUMNS = (
     "attempts",
     "max_attempts",
     "idempotency_key",
+    "trace_context",  # the enqueue's trace, parent of the attempt's span
 )
 
 

@@ -8,19 +8,24 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
+    Float,
     Integer,
     Select,
     Text,
     Update,
     bindparam,
+    cast,
     delete,
     func,
+    literal_column,
     null,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
 from sqlalchemy.sql.dml import ReturningDelete
+from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds
@@ -29,6 +34,7 @@ __all__ = [
     "cancel",
     "get_job",
     "list_jobs",
+    "live_counts",
     "prune",
     "requeue",
     "requeue_failed",
@@ -194,3 +200,44 @@ def cancel(model: type[JobMixin]) -> Update:
         )
         .returning(model.id, target.c.status.label("previous"))
     )
+
+
+def live_counts(model: type[JobMixin]) -> ExecutableReturnsRows:
+    """Pending and running jobs per queue, and each queue's lag: the metrics gauges.
+
+    Rows of ``(queue, status, jobs, lag_seconds)``; ``lag_seconds`` is the age of
+    the oldest due pending job (NULL on running rows and when nothing is due). One
+    branch per status, each with its status as a literal, so each is planned on
+    its partial index (an index-only scan of ``ix_<table>_pending``; the running
+    rows through ``ix_<table>_running``) whatever the plan cache does: its cost
+    follows the backlog, not the table's size, and finished rows are never read
+    (docs/observability.md has the measurement).
+    """
+    now = func.now()
+
+    def status_is(status: Status) -> ColumnElement[bool]:
+        return model.status == literal_column(f"'{status.value}'", Text)
+
+    pending = (
+        select(
+            model.queue.label("queue"),
+            literal_column(f"'{Status.PENDING.value}'", Text).label("status"),
+            func.count().label("jobs"),
+            epoch_seconds(now - func.min(model.run_at).filter(model.run_at <= now)).label(
+                "lag_seconds"
+            ),
+        )
+        .where(status_is(Status.PENDING))
+        .group_by(model.queue)
+    )
+    running = (
+        select(
+            model.queue.label("queue"),
+            literal_column(f"'{Status.RUNNING.value}'", Text).label("status"),
+            func.count().label("jobs"),
+            cast(null(), Float).label("lag_seconds"),
+        )
+        .where(status_is(Status.RUNNING))
+        .group_by(model.queue)
+    )
+    return union_all(pending, running)

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     ColumnElement,
     Float,
     Integer,
@@ -55,19 +56,25 @@ __all__ = [
 ]
 
 
-def enqueue(model: type[JobMixin]) -> PgInsert:
+def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
     """Insert a batch of jobs; a taken idempotency key, or active unique key, inserts nothing.
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
     ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
-    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``. Returns the
-    inserted rows, in insertion order of their ids.
+    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``,
+    ``concurrency_keys``. Returns the inserted rows, in insertion order of their ids.
 
     ``ON CONFLICT DO NOTHING`` names no target, so both arbiters apply: the unique
     constraint on ``idempotency_key`` and the partial unique index on ``unique_key``
     over pending and running rows. Neither raises, so a conflict never aborts the
     caller's transaction.
+
+    Each column named in `extra` (the application's own columns, ``trace_context``)
+    takes one more array, ``:<column>_values``: of the column's type, or of JSON text
+    for a JSON column.
     """
+    table = model.__table__
+    extras = [table.c[name] for name in extra]
     batch = unnest_rows(
         ("kinds", "kind", Text),
         ("queues", "queue", Text),
@@ -78,7 +85,13 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         ("delays", "delay", Float),
         ("keys", "key", Text),
         ("unique_keys", "unique_key", Text),
+        ("concurrency_keys", "concurrency_key", Text),
+        *((f"{c.name}_values", f"extra_{c.name}", Text if _is_json(c) else c.type) for c in extras),
     )
+    extra_values = [
+        cast(batch.c[f"extra_{c.name}"], c.type) if _is_json(c) else batch.c[f"extra_{c.name}"]
+        for c in extras
+    ]
     rows = select(
         batch.c.kind,
         batch.c.queue,
@@ -90,6 +103,8 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         batch.c.unique_key,
         literal(Status.PENDING.value, Text),
         literal(0, Integer),
+        batch.c.concurrency_key,
+        *extra_values,
     )
     columns = [
         "kind",
@@ -102,8 +117,14 @@ def enqueue(model: type[JobMixin]) -> PgInsert:
         "unique_key",
         "status",
         "attempts",
+        "concurrency_key",
+        *(c.name for c in extras),
     ]
     return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
+
+
+def _is_json(column: Any) -> bool:
+    return isinstance(column.type, JSON)
 
 
 def by_keys(model: type[JobMixin]) -> Select[Any]:
@@ -126,6 +147,7 @@ def claim(
     *,
     leases: Mapping[str, float],
     default_lease: float,
+    exclude_kinds: Sequence[str] = (),
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
 
@@ -135,6 +157,9 @@ def claim(
     partial index in claim order, while ``queue IN (...)`` would make PostgreSQL
     sort every due row of those queues on every claim. Nothing is claimed from a
     queue listed in the paused-queues table. Returns the leased jobs.
+
+    `exclude_kinds` are the worker's limited kinds, which `claim_limited` claims
+    instead; without any, the statement is the same as before flow control existed.
     """
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked.
@@ -149,8 +174,10 @@ def claim(
         .order_by(model.priority, model.run_at, model.id)
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
-        .cte("due")
     )
+    if exclude_kinds:
+        due = due.where(model.kind.not_in([literal(k, Text) for k in sorted(exclude_kinds)]))
+    due_cte = due.cte("due")
     lease: ColumnElement[Any] = literal(float(default_lease), Float)
     if leases:
         lease = case(
@@ -166,7 +193,7 @@ def claim(
         model.updated_at: func.now(),
     }
     returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
-    return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+    return update(model).where(model.id == due_cte.c.id).values(leased).returning(*returned)
 
 
 def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
@@ -225,10 +252,19 @@ def still_owned(model: type[JobMixin]) -> Select[int, int]:
 def complete(model: type[JobMixin]) -> Update:
     """Mark ``:owner``'s jobs done; return ``(id, attempts)`` of those that were still held.
 
-    Parameters: ``ids`` and ``attempt_numbers``, arrays: one fenced UPDATE acknowledges
-    many jobs.
+    Parameters: ``ids``, ``attempt_numbers`` and ``results`` (each handler's return
+    value as JSON text, NULL for none), arrays: one fenced UPDATE acknowledges many
+    jobs and stores their results.
     """
-    batch = unnest_rows(*FENCE_ARRAYS)
+    fence_arrays = [bindparam(param, type_=ARRAY(type_)) for param, _, type_ in FENCE_ARRAYS]
+    # Optional: a NULL array unnests as NULLs beside the others (no results stored).
+    results = bindparam("results", None, type_=ARRAY(Text), required=False)
+    columns = [column for _, column, _ in FENCE_ARRAYS]
+    batch = (
+        func.unnest(*fence_arrays, results)
+        .table_valued(*columns, "result")
+        .render_derived(name="batch")
+    )
     return (
         update(model)
         .where(*fence(model, batch.c.id, batch.c.attempts))
@@ -237,6 +273,7 @@ def complete(model: type[JobMixin]) -> Update:
             locked_until=null(),
             finished_at=func.now(),
             updated_at=func.now(),
+            result=cast(batch.c.result, JSONB),
         )
         .returning(model.id, model.attempts)
     )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.errors import ConfigurationError
@@ -193,13 +193,18 @@ def resolve_model(model: Any) -> type[JobMixin]:
     raise ConfigurationError(f"model must be a JobMixin class or a JobQueue, not {model!r}")
 
 
-def _all_jobs(session: Session | Connection, model: Any) -> list[Any]:
-    if not isinstance(session, (Session, Connection)):
+def _all_jobs(session: Session | Connection | Engine, model: Any) -> list[Any]:
+    if not isinstance(session, (Session, Connection, Engine)):
         hint = ""
         if type(session).__name__ == "AsyncSession":
             hint = "; with an AsyncSession, await the a-prefixed twin (aassert_enqueued, ...)"
-        raise TypeError(f"expected a Session or a Connection, not {type(session).__name__}{hint}")
+        raise TypeError(
+            f"expected a Session, a Connection or an Engine, not {type(session).__name__}{hint}"
+        )
     model = resolve_model(model)
+    if isinstance(session, Engine):  # what is committed, read on a connection of its own
+        with session.connect() as connection:
+            return list(connection.execute(select(model.__table__).order_by(model.id)))
     if isinstance(session, Connection):
         return list(session.execute(select(model.__table__).order_by(model.id)))
     # Autoflush puts the session's pending ORM adds (session.add(Job(...))) in first.
@@ -222,7 +227,7 @@ def _listing(jobs: Sequence[Any], title: str) -> str:
 
 
 def enqueued(
-    session: Session | Connection,
+    session: Session | Connection | Engine,
     kind: str | None = None,
     *,
     payload: Any = _UNSET,
@@ -237,7 +242,8 @@ def enqueued(
     """The jobs `session` sees that match every filter given, in id order.
 
     Args:
-        session: the test's session (its uncommitted rows count) or a connection.
+        session: the test's session (its uncommitted rows count), a connection, or
+            an engine (what is committed, e.g. the ``jobqueue_committed`` tier's).
         kind: the task's name; None for any.
         payload: a subset the job's payload must contain (see `payload_contains`).
         queue: the queue; None for any.
@@ -252,14 +258,14 @@ def enqueued(
             `JobMixin` class (see `resolve_model`).
 
     Returns:
-        The mapped job objects (rows, for a connection).
+        The mapped job objects (rows, for a connection or an engine).
     """
     wanted = _filter(kind, payload, queue, run_at, within, priority, idempotency_key, status)
     return [job for job in _all_jobs(session, model) if wanted.matches(job)]
 
 
 def assert_enqueued(
-    session: Session | Connection,
+    session: Session | Connection | Engine,
     kind: str | None = None,
     *,
     payload: Any = _UNSET,
@@ -313,7 +319,7 @@ def assert_enqueued(
 
 
 def refute_enqueued(
-    session: Session | Connection,
+    session: Session | Connection | Engine,
     kind: str | None = None,
     *,
     payload: Any = _UNSET,

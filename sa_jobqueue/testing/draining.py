@@ -2,8 +2,8 @@
 
 Each attempt is claimed through the worker's `Driver`, run by its `Executor` and
 recorded by its `Completer` (fenced, with the same log lines), so rows end as
-they would under ``sa-jobqueue worker``; only the threads, heartbeats, sweeper
-and notifications are left out.
+they would under ``sa-jobqueue worker``; only the threads, heartbeats, sweeper,
+notifications and the timeout watchdog are left out.
 """
 
 from __future__ import annotations
@@ -121,8 +121,14 @@ class _ObservedDriver(PostgresDriver):
         self.held: set[AttemptKey] = set()
         self.statuses: dict[AttemptKey, str | None] = {}
 
-    def complete(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
-        held = super().complete(conn, jobs, owner)
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        held = super().complete(conn, jobs, owner, results)
         self.held |= held
         return held
 
@@ -159,8 +165,15 @@ class _Drain:
                 return Session(bind=connection, join_transaction_mode="create_savepoint")
         else:
             sessions = sessionmaker(bind)
+        # As a worker's: the app's middleware runs, results are stored, ctx.engine is set.
         self.executor = Executor(
-            jobs.registry.get, sessions, self.driver, self.owner, jobs.table_name
+            jobs.registry.get,
+            sessions,
+            self.driver,
+            self.owner,
+            jobs.table_name,
+            engine=bind.engine if isinstance(bind, Connection) else bind,
+            middlewares=jobs.registry.middlewares,
         )
 
     @contextlib.contextmanager

@@ -1,9 +1,10 @@
 """Run-on-commit mode: a test's jobs run in its own process right after their transaction commits.
 
-With the mode on, every commit of a `Session` on the given engine (or on a
-connection of it) is followed, before ``commit()`` returns, by a `drain` of the
-queue: the jobs that transaction enqueued run then, with their real handlers, and
-so does any job those handlers enqueue. A transaction that rolls back enqueued
+With the mode on, every commit of a `Session` whose transaction used the given
+engine (through a connection of its pool, or the test's own connection) is
+followed, before ``commit()`` returns, by a `drain` of the queue: the jobs that
+transaction enqueued run then, with their real handlers, and so does any job
+those handlers enqueue. A transaction that rolls back enqueued
 nothing (invariant 9), so nothing runs. An HTTP endpoint's test thus sees the
 job's effect without a worker.
 
@@ -19,7 +20,8 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, event
@@ -53,6 +55,7 @@ class RunOnCommit:
         self.outcomes: list[JobOutcome] = []
         self.commits = 0
         self._draining = threading.local()
+        self._began: weakref.WeakKeyDictionary[Session, bool] = weakref.WeakKeyDictionary()
 
     def __repr__(self) -> str:
         return f"<RunOnCommit {self.jobs!r} commits={self.commits} ran={len(self.outcomes)}>"
@@ -62,23 +65,32 @@ class RunOnCommit:
         """The attempts that did not end ``done`` (retried or failed), with their errors."""
         return [outcome for outcome in self.outcomes if outcome.outcome != "done"]
 
-    def _target(self, session: Session) -> Engine | Connection | None:
-        bind = session.bind
-        if isinstance(bind, Connection) and bind.engine is self.engine:
-            # The rolled-back tier: the commit released a savepoint on the test's
-            # connection; only that connection sees the jobs, so they run on it.
-            return None if bind.closed else bind
-        if isinstance(bind, Engine) and bind is self.engine:
-            return self.engine
-        return None
+    def after_begin(self, session: Session, transaction: Any, connection: Connection) -> None:
+        """The `after_begin` hook: note the sessions whose transaction uses the engine.
+
+        Noting the connection (not reading ``session.bind``) also covers sessions
+        bound per mapper (``binds=``), whose ``bind`` is None.
+        """
+        if connection.engine is self.engine:
+            self._began[session] = True
+
+    def after_soft_rollback(self, session: Session, previous_transaction: Any) -> None:
+        """The `after_soft_rollback` hook: a rolled-back transaction enqueued nothing."""
+        self._began.pop(session, None)
 
     def after_commit(self, session: Session) -> None:
         """The `after_commit` hook: drain the queue the committed session's jobs went to."""
-        target = self._target(session)
-        if target is None or getattr(self._draining, "active", False):
+        if self._began.pop(session, None) is None or getattr(self._draining, "active", False):
             # Commits made while draining (a transactional handler's, or one that
             # enqueues a follow-up) are picked up by the drain already running.
             return
+        target: Engine | Connection = self.engine
+        if isinstance(session.bind, Connection):
+            # The rolled-back tier: the commit released a savepoint on the test's
+            # connection; only that connection sees the jobs, so they run on it.
+            if session.bind.closed:
+                return
+            target = session.bind
         self._draining.active = True
         try:
             self.commits += 1
@@ -125,8 +137,15 @@ def run_on_commit(
             "this is not a pytest run (pass outside_pytest=True for a harness of your own)"
         )
     mode = RunOnCommit(jobs, engine)
-    event.listen(Session, "after_commit", mode.after_commit)
+    hooks: list[tuple[str, Callable[..., None]]] = [
+        ("after_begin", mode.after_begin),
+        ("after_soft_rollback", mode.after_soft_rollback),
+        ("after_commit", mode.after_commit),
+    ]
+    for name, hook in hooks:
+        event.listen(Session, name, hook)
     try:
         yield mode
     finally:
-        event.remove(Session, "after_commit", mode.after_commit)
+        for name, hook in hooks:
+            event.remove(Session, name, hook)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from sqlalchemy import Connection
@@ -31,6 +32,7 @@ def perform(
     queue: str | None = None,
     max_attempts: int | None = None,
     idempotency_key: str | None = None,
+    cancelled: bool = False,
 ) -> Any:
     """Run the handler of `kind` once, now, in this thread, with a real `JobContext`.
 
@@ -55,6 +57,8 @@ def perform(
         queue: ``ctx.queue`` (default: the task's queue).
         max_attempts: ``ctx.max_attempts`` (default: the task's, else 20).
         idempotency_key: ``ctx.idempotency_key`` (default: derived from `job_id`).
+        cancelled: ``ctx.cancelled`` from the start, as for an attempt that was
+            cancelled, timed out or caught by a shutdown (test the early return).
 
     Returns:
         What the handler returned. Whatever it raises (`Retry` and `Discard`
@@ -81,6 +85,9 @@ def perform(
     if not isinstance(attempt, int) or isinstance(attempt, bool) or attempt < 1:
         raise ConfigurationError(f"attempt must be an int >= 1, not {attempt!r}")
     decoded = json.loads(dump_payload({} if payload is None else payload, jobs.max_payload_bytes))
+    stop = threading.Event()
+    if cancelled:
+        stop.set()
 
     def context(handler_session: Session | None) -> JobContext:
         return JobContext(
@@ -95,6 +102,7 @@ def perform(
             ),
             worker_id=PERFORM_WORKER_ID,
             _session=handler_session,
+            _stop=stop,
         )
 
     if not task.transactional:

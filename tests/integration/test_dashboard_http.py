@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import Integer, event, exc, text
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -327,6 +328,9 @@ def test_make_app_rejects_what_is_not_a_queue_or_engine(committed):
         make_app("jobs", committed)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="sync sqlalchemy Engine"):
         make_app(Job, "postgresql://")  # type: ignore[arg-type]
+    async_engine = create_async_engine(committed.url)
+    with pytest.raises(ConfigurationError, match=r"create_engine\(async_engine.url\)"):
+        make_app(Job, async_engine)  # type: ignore[arg-type]
 
 
 def _plan(conn, statement, params: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ import pytest
 
 from sa_jobqueue.testing import scratch_database
 from tests import docs_pages
+from tests.pgbouncer import running_pgbouncer
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -38,10 +39,25 @@ class Reader:
 
 
 @pytest.fixture
-def databases(server_url: str) -> Iterator[Callable[[], str]]:
-    """A maker of empty databases, each dropped after the test."""
+def stack() -> Iterator[ExitStack]:
     with ExitStack() as stack:
-        yield lambda: stack.enter_context(scratch_database(server_url, prefix="sa_jobqueue_docs"))
+        yield stack
+
+
+@pytest.fixture
+def databases(server_url: str, stack: ExitStack) -> Callable[[], str]:
+    """A maker of empty databases, each dropped after the test."""
+    return lambda: stack.enter_context(scratch_database(server_url, prefix="sa_jobqueue_docs"))
+
+
+@pytest.fixture
+def pooled(stack: ExitStack) -> Callable[[str], str]:
+    """The URL of a database through a real PgBouncer in transaction pooling."""
+
+    def through_pgbouncer(url: str) -> str:
+        return stack.enter_context(running_pgbouncer(url)).url("transaction")
+
+    return through_pgbouncer
 
 
 def _clean_env() -> dict[str, str]:
@@ -91,11 +107,11 @@ def test_getting_started_ends_with_a_worker_processing_jobs(reader):
 
 
 @pytest.mark.parametrize("page", RECIPES, ids=[p.stem for p in RECIPES])
-def test_recipe_runs_as_written(reader, databases, page):
+def test_recipe_runs_as_written(reader, databases, pooled, page):
     blocks = docs_pages.parse(page)
     assert any(b.role in ("shell", "background") for b in blocks), f"{page.name} runs nothing"
     # Beside shop/ and the checkout, where getting started left the reader.
     state = reader.home / f".{page.stem}"
     shell = docs_pages.Shell(cwd=reader.home, env=dict(reader.env), state=state)
     shell.env["DATABASE_URL"] = databases()  # each recipe starts with an empty database
-    docs_pages.play(blocks, shell, new_database=databases)
+    docs_pages.play(blocks, shell, new_database=databases, pooled=pooled)

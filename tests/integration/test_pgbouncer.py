@@ -145,6 +145,7 @@ def test_a_worker_behind_session_pgbouncer_listens_and_runs_jobs(committed, pgbo
         jobs.enqueue_many(session, [("record", {"i": i}) for i in range(20)])
     # With a 30 s poll, only the notification can get these done this soon.
     wait_for(lambda: statuses(committed).get("done") == 20, timeout=25, what="20 jobs done")
+    assert "heard nothing of its own test notification" not in worker.output()
     assert worker.stop() == 0, worker.output()
 
 
@@ -206,3 +207,35 @@ def test_prune_behind_transaction_pgbouncer_leaves_no_lock_for_a_direct_prune(
 
     wait_for(direct_prune_runs, timeout=20, what="a direct prune that is not locked out")
     assert statuses(committed).get("done", 0) == 0
+
+
+LISTEN_WARNING = "heard nothing of its own test notification"
+
+
+def test_a_worker_listening_through_transaction_pgbouncer_warns_with_the_fix(
+    committed, pgbouncer, spawn
+):
+    worker = spawn(*worker_args(pgbouncer.url("transaction"), "--no-prepared-statements"))
+    wait_for(lambda: LISTEN_WARNING in worker.output(), timeout=60, what="the LISTEN warning")
+    log = worker.output()
+    assert "--listen-url" in log
+    assert "--no-listen" in log
+    assert log.count(LISTEN_WARNING) == 1
+    assert worker.stop() == 0, log
+
+
+def test_listen_url_gives_the_listener_a_direct_connection_beside_the_pooler(
+    committed, pgbouncer, spawn, database_url
+):
+    worker = spawn(
+        *worker_args(pgbouncer.url("transaction"), "--no-prepared-statements"),
+        *("--listen-url", database_url, "--poll-interval", "30"),
+    )
+    wait_for(lambda: " started: " in worker.output(), timeout=60, what="the worker to start")
+    # Its own test notification arrives; then enqueues wake it long before a 30 s poll.
+    with Session(committed) as session, session.begin():
+        jobs.enqueue_many(session, [("record_tx", {"i": i}) for i in range(10)])
+    wait_for(lambda: statuses(committed).get("done") == 10, timeout=20, what="10 jobs done")
+    log = worker.output()
+    assert LISTEN_WARNING not in log
+    assert worker.stop() == 0, log

@@ -89,6 +89,19 @@ def test_sessionmaker_sessions_and_explicit_commits_count(committed, jobs):
     assert [o.kind for o in ran.outcomes] == ["create_invoice", "note"]
 
 
+def test_sessions_bound_per_mapper_count_and_sessions_that_used_no_connection_do_not(
+    committed, jobs
+):
+    with run_on_commit(jobs, committed) as ran:
+        with Session(committed) as idle, idle.begin():
+            pass  # no SQL, no connection: nothing can have been enqueued
+        assert ran.commits == 0
+        with Session(binds={Job: committed, Order: committed}) as session, session.begin():
+            place_order(session, jobs, 4)
+    assert ran.commits == 1
+    assert [o.kind for o in ran.outcomes] == ["create_invoice", "note"]
+
+
 def test_a_failing_job_is_recorded_not_raised_into_the_commit(committed, jobs):
     with run_on_commit(jobs, committed) as ran, Session(committed) as session, session.begin():
         jobs.enqueue(session, "boom", {})
@@ -101,7 +114,10 @@ def test_a_failing_job_is_recorded_not_raised_into_the_commit(committed, jobs):
 def test_the_mode_ends_with_its_block(committed, jobs):
     with run_on_commit(jobs, committed) as mode:
         assert event.contains(Session, "after_commit", mode.after_commit)
+        assert event.contains(Session, "after_begin", mode.after_begin)
     assert not event.contains(Session, "after_commit", mode.after_commit)
+    assert not event.contains(Session, "after_begin", mode.after_begin)
+    assert not event.contains(Session, "after_soft_rollback", mode.after_soft_rollback)
     with Session(committed) as session, session.begin():
         place_order(session, jobs, 4)
     assert count(committed, Invoice) == 0

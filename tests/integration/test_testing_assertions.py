@@ -9,7 +9,7 @@ from functools import partial
 import pytest
 from sqlalchemy import update
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy.orm import DeclarativeBase, Session
 
 from sa_jobqueue import ConfigurationError, JobMixin, Status, testing
 from sa_jobqueue.testing import payload_contains
@@ -112,6 +112,14 @@ def test_a_connection_works_as_well_as_a_session(session, jobs):
         testing.assert_enqueued(connection, "other", model=jobs)  # a JobQueue names it too
 
 
+def test_an_engine_reads_what_is_committed(committed, jobs):
+    with Session(committed) as session, session.begin():
+        jobs.enqueue(session, "send_receipt", {"order_id": 4})
+        refute_enqueued(committed)  # not committed yet: another connection sees nothing
+    (row,) = assert_enqueued(committed, "send_receipt", payload={"order_id": 4})
+    assert (row.id, row.queue) == (1, "mail")
+
+
 def test_failure_messages_list_at_most_twenty_jobs(session, jobs):
     jobs.enqueue_many(session, [("sync_crm", {"n": n}) for n in range(25)])
     with pytest.raises(AssertionError) as failure:
@@ -143,7 +151,7 @@ def test_failure_messages_list_at_most_twenty_jobs(session, jobs):
             ConfigurationError,
             "model must be a JobMixin",
         ),
-        (lambda s: enqueued(object()), TypeError, "expected a Session or a Connection"),  # type: ignore[arg-type]
+        (lambda s: enqueued(object()), TypeError, "expected a Session, a Connection or an Engine"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_calls_are_told_what_is_wrong(session, call, error, message):

@@ -56,6 +56,12 @@ def test_perform_runs_the_handler_with_a_real_context_and_returns_its_value(jobs
         _ = ctx.session
 
 
+def test_perform_can_hand_over_a_cancelled_attempt(jobs):
+    perform(jobs, "send_receipt", {"order_id": 4})
+    perform(jobs, "send_receipt", {"order_id": 4}, cancelled=True)
+    assert [ctx.cancelled for ctx in jobs.seen] == [False, True]
+
+
 def test_perform_takes_the_context_fields_it_is_given(jobs):
     perform(
         jobs,

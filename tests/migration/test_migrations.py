@@ -63,11 +63,16 @@ class OtherJob(JobMixin, OtherBase):
 
 
 def _with_state(*tables: str) -> set[str]:
-    """Each jobs table with the paused-queues and schedules tables beside it."""
+    """Each jobs table with the paused-queues, schedules and starts tables beside it."""
     return {
         name
         for table in tables
-        for name in (table, f"sa_jobqueue_paused_{table}", f"sa_jobqueue_schedules_{table}")
+        for name in (
+            table,
+            f"sa_jobqueue_paused_{table}",
+            f"sa_jobqueue_schedules_{table}",
+            f"sa_jobqueue_starts_{table}",
+        )
     }
 
 
@@ -296,6 +301,8 @@ def test_tables_migrated_side_by_side_keep_separate_versions(scratch):
         *_with_state("jobs", "other_jobs"),
         "sa_jobqueue_version_jobs",
         "sa_jobqueue_version_other_jobs",
+        "sa_jobqueue_starts_jobs",
+        "sa_jobqueue_starts_other_jobs",
     }
     with Session(engine) as session, session.begin():
         JobQueue(Job).enqueue(session, "kept", {"n": 1})
@@ -358,6 +365,22 @@ def test_migrated_schema_equals_the_model(scratch):
     assert columns["max_attempts"] == ("integer", True, "20")
     assert columns["run_at"] == ("timestamp with time zone", True, "now()")
     assert migrated["columns"][0] == ("id", "bigint", True, None, "d")  # identity
+    assert migrated["columns"][-1] == ("concurrency_key", "text", False, None, "")
+
+
+def test_migrated_starts_log_equals_the_model(scratch):
+    url, engine = scratch
+    migration.upgrade(url)
+    starts = Base.metadata.tables["sa_jobqueue_starts_jobs"]
+    with engine.begin() as connection:
+        assert _no_drift(connection, Base.metadata, "sa_jobqueue_starts_jobs") == []
+        migrated = _catalog(connection, "sa_jobqueue_starts_jobs")
+        declared = _declared(connection, starts, "declared")
+    assert migrated == declared
+    assert migrated["indexes"] == {
+        "ix_jobs_starts": "CREATE INDEX ix_jobs_starts ON "
+        "sa_jobqueue_starts_jobs USING btree (kind, started_at)"
+    }
 
 
 def test_the_catalog_comparison_catches_a_changed_predicate(scratch):
@@ -413,6 +436,7 @@ def test_user_alembic_environment_upgrades_heads_and_checks_clean(scratch, tmp_p
     assert "op.create_table('orders'" in source
     assert "op.create_table('invoices'" in source
     assert "'jobs'" not in source
+    assert "sa_jobqueue_starts_jobs" not in source
 
     # Two heads now: `upgrade head` refuses, `upgrade heads` is the documented command.
     refused = _alembic(tmp_path, "upgrade", "head")
@@ -425,6 +449,7 @@ def test_user_alembic_environment_upgrades_heads_and_checks_clean(scratch, tmp_p
         "orders",
         "invoices",
         "effects",
+        "spans",
         "alembic_version",
     }
     with engine.connect() as connection:
@@ -444,7 +469,14 @@ def test_user_alembic_environment_upgrades_heads_and_checks_clean(scratch, tmp_p
     # The library's branch goes down on its own; the app's tables stay.
     config.cmd_opts = None
     command.downgrade(config, "sa_jobqueue@base")
-    assert _tables(engine) == {"orders", "invoices", "effects", "legacy_reports", "alembic_version"}
+    assert _tables(engine) == {
+        "orders",
+        "invoices",
+        "effects",
+        "spans",
+        "legacy_reports",
+        "alembic_version",
+    }
 
 
 # --- (d) a custom table from the user's own revision ---------------------------------
@@ -458,7 +490,7 @@ Revises:
 
 from __future__ import annotations
 
-from sa_jobqueue.migration import create_jobs_table, drop_jobs_table
+from sa_jobqueue.migration import add_revision_columns, create_jobs_table, drop_jobs_table
 
 revision = "app_0001"
 down_revision = None
@@ -467,18 +499,46 @@ depends_on = None
 
 
 def upgrade() -> None:
-    create_jobs_table("my_jobs")
+    create_jobs_table("my_jobs")  # the table as sajq_0001 makes it, then each later revision:
+    add_revision_columns("sajq_0004", "my_jobs")
 
 
 def downgrade() -> None:
     drop_jobs_table("my_jobs")
 '''
 
+CUSTOM_FLOW_REVISION = '''\
+"""App: flow control for the application's own jobs table (what sajq_0003 does).
+
+Revision ID: app_0002
+Revises: app_0001
+"""
+
+from __future__ import annotations
+
+from sa_jobqueue.flow_migration import add_flow_control, drop_flow_control
+
+revision = "app_0002"
+down_revision = "app_0001"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    add_flow_control("my_jobs")
+
+
+def downgrade() -> None:
+    drop_flow_control("my_jobs")
+'''
+
 
 def test_custom_table_from_a_user_revision_matches_its_model(scratch, tmp_path):
     url, engine = scratch
     config = _user_env(tmp_path, url)  # the app's own revisions only
-    (tmp_path / "migrations" / "versions" / "app_0001_my_jobs.py").write_text(CUSTOM_REVISION)
+    versions = tmp_path / "migrations" / "versions"
+    (versions / "app_0001_my_jobs.py").write_text(CUSTOM_REVISION)
+    (versions / "app_0002_my_jobs_flow.py").write_text(CUSTOM_FLOW_REVISION)
     config.attributes["target_metadata"] = CustomBase.metadata
 
     command.upgrade(config, "heads")
@@ -553,6 +613,7 @@ def test_wheel_install_migrates_without_the_checkout(scratch, server_url, tmp_pa
     assert "sa_jobqueue/_alembic/env.py" in names
     assert "sa_jobqueue/_alembic/script.py.mako" in names
     assert "sa_jobqueue/_alembic/versions/sajq_0001_jobs_table.py" in names
+    assert "sa_jobqueue/_alembic/versions/sajq_0003_flow_control.py" in names
     assert "sa_jobqueue/py.typed" in names
     # A top-level alembic/ (or an alembic/__init__.py) would shadow Alembic itself.
     assert not [n for n in names if n.startswith("alembic/") or n.endswith("_alembic/__init__.py")]

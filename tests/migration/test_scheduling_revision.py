@@ -157,7 +157,7 @@ def test_upgrade_is_a_no_op_on_a_table_the_current_helpers_made(scratch):
     url, engine = scratch
     migration.upgrade(url, revision=_down_revision())
     columns = _columns(engine)
-    migration.upgrade(url)
+    migration.upgrade(url, revision=REVISION)  # later revisions may add columns of their own
     assert _columns(engine) == columns
     migration.downgrade(url, revision=_down_revision())
     assert "unique_key" not in _columns(engine)

@@ -21,14 +21,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     (
         "foundations",
         {"errors", "model", "retry", "shutdown", "naming", "validation", "ddl", "durations"}
-        | {"engines", "state_tables", "aio"},
+        | {"engines", "state_tables", "aio", "limits", "starts", "columns", "logs"},
     ),
-    ("vocabulary", {"context", "attempt", "registry", "cancellation"}),
+    ("vocabulary", {"context", "attempt", "registry", "cancellation", "middleware", "tracing"}),
     ("sql", {"statements"}),
     (
         "operations",
         {"driver", "enqueue", "retention", "admin", "migration", "preflight", "periodic"}
-        | {"pausing"},
+        | {"pausing", "flow_migration", "limit_usage", "metrics"},
     ),
     (
         "runtime parts",
@@ -41,6 +41,7 @@ LAYERS: list[tuple[str, set[str]]] = [
             "maintenance",
             "pool",
             "aio_pool",
+            "limited",
         },
     ),
     ("worker", {"worker"}),

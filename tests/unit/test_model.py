@@ -89,8 +89,9 @@ def test_columns_types_and_defaults_match_the_design():
         "created_at": DateTime,
         "updated_at": DateTime,
         "finished_at": DateTime,
+        "concurrency_key": Text,
     }
-    assert set(table.c.keys()) == {*expected, "payload"}
+    assert set(table.c.keys()) == {*expected, "payload", "result", "trace_context"}
     for name, type_ in expected.items():
         assert isinstance(table.c[name].type, type_), name
     for name in ("run_at", "locked_until", "created_at", "updated_at", "finished_at"):
@@ -103,7 +104,14 @@ def test_columns_types_and_defaults_match_the_design():
         "unique_key",
         "last_error",
         "finished_at",
+        "concurrency_key",
+        "result",
+        "trace_context",
     }
+    # Added by sajq_0004: JSONB (JSON elsewhere), and marked so create_jobs_table leaves them.
+    for name in ("result", "trace_context"):
+        assert table.c[name].type.compile(dialect=postgresql.dialect()) == "JSONB", name
+        assert table.c[name].info == {"sa_jobqueue_revision": "sajq_0004"}
     assert table.c.id.primary_key
     assert table.c.id.identity is not None
     server_defaults = {

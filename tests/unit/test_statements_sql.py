@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
+from sa_jobqueue.limits import check_limits
 from sa_jobqueue.statements import control
 from tests.models import Job
 
@@ -75,6 +76,29 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "advance_schedule": lambda: control.advance_schedule(Job),
     "record_schedule_job": lambda: control.record_schedule_job(Job),
     "respec_schedule": lambda: control.respec_schedule(Job),
+    "claim_excluding_limited": lambda: statements.claim(
+        Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"]
+    ),
+    "claim_limited": lambda: statements.claim_limited(
+        Job, kind="sync_crm", limits=check_limits(max_running=2), lease=60.0
+    ),
+    "claim_limited_per_key": lambda: statements.claim_limited(
+        Job, kind="charge", limits=check_limits(max_running_per_key=1), lease=60.0
+    ),
+    "claim_limited_rate": lambda: statements.claim_limited(
+        Job, kind="call_api", limits=check_limits(rate_limit=(10, 1.0)), lease=60.0
+    ),
+    "claim_limited_all": lambda: statements.claim_limited(
+        Job,
+        kind="all",
+        limits=check_limits(max_running=5, max_running_per_key=2, rate_limit=(10, 1.0)),
+        lease=60.0,
+    ),
+    "lock_limited": lambda: statements.lock_limited(Job, "sync_crm"),
+    "limit_usage": lambda: statements.limit_usage(Job),
+    "limited_due": lambda: statements.limited_due(Job, kinds=["sync_crm", "charge"]),
+    "live_counts": lambda: statements.live_counts(Job),
+    "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
 }
 
 _TYPES = (
@@ -123,6 +147,7 @@ NOT_SNAPSHOTTED = {
     "notify",
     "set_statement_timeout",
     "cursor_params",  # not a statement: the names of job_page's cursor parameters
+    "starts_of",
 }
 
 

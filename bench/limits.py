@@ -1,0 +1,218 @@
+"""`make bench-limits`: what flow control costs claims, as ratios within one run.
+
+Three cases, drained by the same worker processes and interleaved repetition by
+repetition, so they see the same load:
+
+* ``unlimited``: no task has a limit (the baseline, 100 %);
+* ``beside limits``: the drained kind is unlimited, and three other kinds (with no
+  jobs) have ``max_running``, ``max_running_per_key`` and ``rate_limit``;
+* ``limited, high limit``: the drained kind itself has ``max_running=1000``, a
+  limit it never reaches, so every claim takes the kind lock and counts.
+
+Usage: ``python bench/limits.py [--jobs N] [--reps N] [--processes P]
+[--concurrency C] [--database-url URL]`` (default: ``DATABASE_URL``, else a throwaway
+server). Writes ``bench/limits-results.md``.
+(``python bench/limits.py --drive URL CASE CONCURRENCY`` is one worker process.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import raw  # noqa: E402
+from app import Job  # noqa: E402
+from sqlalchemy import create_engine, event, text  # noqa: E402
+
+from sa_jobqueue import JobContext, JobQueue, migration  # noqa: E402
+from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+
+CASES = ("unlimited", "beside limits", "limited, high limit")
+
+
+def _noop(ctx: JobContext) -> None:
+    """Nothing to do: the claim path is what is measured."""
+
+
+def queue_for(case: str) -> JobQueue[Job]:
+    """The application of one case: `noop` is the kind drained in each."""
+    jobs = JobQueue(Job)
+    if case == "limited, high limit":
+        jobs.task("noop", max_running=1000)(_noop)
+    else:
+        jobs.task("noop")(_noop)
+    if case == "beside limits":
+        jobs.task("sync_crm", max_running=2)(_noop)
+        jobs.task("charge", max_running_per_key=1)(_noop)
+        jobs.task("call_api", rate_limit=(10, timedelta(seconds=1)))(_noop)
+    return jobs
+
+
+def drive(url: str, case: str, concurrency: int) -> None:
+    """One worker process: wait for a line on stdin, drain, print a JSON report."""
+    engine = create_engine(url, pool_size=concurrency + 4, max_overflow=4)
+    worker = queue_for(case).worker(engine, concurrency=concurrency, listen=False)
+    with engine.connect() as conn:
+        conn.execute(text("SELECT 1"))
+    print("ready", flush=True)
+    sys.stdin.readline()
+    start = time.monotonic()
+    processed = worker.drain()
+    print(json.dumps({"start": start, "end": time.monotonic(), "processed": processed}))
+    engine.dispose()
+
+
+def statements_per_round(url: str, case: str, count: int, concurrency: int) -> dict[str, float]:
+    """One in-process drain of `count` jobs: SQL statements per claim round, by what they do.
+
+    A round is one transaction that records what finished (one ``complete``) and
+    claims; how many jobs a round takes depends on timing, what a round costs does
+    not, so this is the claim path's cost in round trips, whatever the load.
+    """
+    raw.truncate(url)
+    raw.fill(url, "noop", count)
+    engine = create_engine(url, pool_size=concurrency + 4, max_overflow=4)
+    counts: collections.Counter[str] = collections.Counter()
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def count_statement(conn: object, cursor: object, statement: str, *args: object) -> None:
+        if "pg_advisory_xact_lock(" in statement:
+            counts["kind lock"] += 1
+        elif "locked AS" in statement:
+            counts["limited claim"] += 1
+        elif "WITH due AS" in statement:
+            counts["claim"] += 1
+        elif statement.startswith("UPDATE"):
+            counts["complete"] += 1
+        else:
+            counts["other"] += 1
+
+    try:
+        done = queue_for(case).worker(engine, concurrency=concurrency, listen=False).drain()
+    finally:
+        engine.dispose()
+    if done != count:
+        raise RuntimeError(f"{case}: {done} of {count} jobs processed")
+    rounds = max(1, counts["complete"])
+    return {name: n / rounds for name, n in counts.items()}
+
+
+def drain(url: str, case: str, count: int, processes: int, concurrency: int) -> float:
+    """Jobs per second for `count` pre-enqueued noop jobs drained by `processes` workers."""
+    raw.truncate(url)
+    raw.fill(url, "noop", count)
+    command = [sys.executable, __file__, "--drive", url, case, str(concurrency)]
+    children = [
+        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for _ in range(processes)
+    ]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError("a worker process did not start")
+        started = time.monotonic()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        reports = []
+        for child in children:
+            assert child.stdout is not None
+            reports.append(json.loads(child.stdout.readline()))
+            child.wait(60)
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+    done = sum(r["processed"] for r in reports)
+    if done != count:
+        raise RuntimeError(f"{case}: {done} of {count} jobs processed")
+    return count / (max(r["end"] for r in reports) - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--jobs", type=int, default=5_000)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--output", type=Path, default=HERE / "limits-results.md")
+    parser.add_argument("--drive", nargs=3, metavar=("URL", "CASE", "CONCURRENCY"))
+    parser.add_argument(
+        "--statements-only", action="store_true", help="only count statements per job"
+    )
+    args = parser.parse_args()
+    if args.drive:
+        drive(args.drive[0], args.drive[1], int(args.drive[2]))
+        return
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    rates: dict[str, list[float]] = {case: [] for case in CASES}
+    with contextlib.ExitStack() as stack:
+        server = args.database_url or stack.enter_context(throwaway_postgres())
+        url = stack.enter_context(scratch_database(server, prefix="sa_jobqueue_bench_limits"))
+        migration.upgrade(url)
+        per_job = {case: statements_per_round(url, case, 2_000, args.concurrency) for case in CASES}
+        for rep in range(0 if args.statements_only else args.reps):
+            for case in CASES:
+                rate = drain(url, case, args.jobs, args.processes, args.concurrency)
+                rates[case].append(rate)
+                print(f"rep {rep + 1} {case}: {rate:,.0f} jobs/s", file=sys.stderr, flush=True)
+    counted = render_statements(per_job, args.concurrency)
+    if args.statements_only:
+        print(counted)
+        return
+    base = statistics.median(rates["unlimited"])
+    lines = [
+        "# Flow control: what limits cost the claim path (bench/limits.py)",
+        "",
+        f"Drain throughput of {args.jobs:,} no-op lease-mode jobs (claims and acknowledgements), "
+        f"{args.processes} worker processes at "
+        f"concurrency {args.concurrency}, {args.reps} repetitions interleaved; median (min-max). "
+        f"Load average at start: {load}.",
+        "",
+        "| case | jobs/s | vs unlimited |",
+        "|---|---|---|",
+    ]
+    for case in CASES:
+        median = statistics.median(rates[case])
+        low, high = min(rates[case]), max(rates[case])
+        lines.append(f"| {case} | {median:,.0f} ({low:,.0f}-{high:,.0f}) | {median / base:.0%} |")
+    report = "\n".join(lines) + "\n\n" + counted
+    args.output.write_text(report)
+    print(report)
+
+
+def render_statements(per_job: dict[str, dict[str, float]], concurrency: int) -> str:
+    """The statement counts as a table: statements per claim round, by kind of statement."""
+    names = sorted({name for counts in per_job.values() for name in counts})
+    base = sum(per_job["unlimited"].values())
+    lines = [
+        f"SQL statements per claim round (2,000 jobs, 1 process, concurrency {concurrency}); "
+        "a round's cost in round trips does not depend on the load:",
+        "",
+        "| case | " + " | ".join(names) + " | total | unlimited / total |",
+        "|---|" + "---|" * (len(names) + 2),
+    ]
+    for case, counts in per_job.items():
+        total = sum(counts.values())
+        cells = " | ".join(f"{counts.get(name, 0):.3f}" for name in names)
+        lines.append(f"| {case} | {cells} | {total:.3f} | {base / total:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

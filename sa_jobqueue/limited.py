@@ -1,0 +1,150 @@
+"""A worker's claims of its limited kinds: lock the kind, count, lease what fits.
+
+The worker claims unlimited kinds as before (one statement per queue, with the
+limited kinds left out of it) and hands the limited ones to `LimitedClaims`, in
+the same claim transaction. For each limited kind, in sorted order, it asks the
+driver's `claim_limited`, which takes the kind's transaction-scoped advisory lock
+and claims what the limits allow from each queue. Sorted order means two workers
+never wait on each other's kind locks in a circle. See docs/flow-control.md.
+
+A kind that had nothing to give (none due, or its limit full) is not asked again
+at once: it backs off from `MIN_BACKOFF`, four times longer each time, up to
+`MAX_BACKOFF` (for a rate-limited kind that leased jobs within its window, at most
+one start's share of the window),
+so limits defined on kinds without work cost the other kinds' claims almost
+nothing. A job of the kind finishing on this worker (`freed`) frees one of its
+slots, so it is asked again in the next round.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from sqlalchemy import Connection
+
+from sa_jobqueue.attempt import Claimed
+from sa_jobqueue.driver import Driver
+from sa_jobqueue.limits import Limits
+
+__all__ = ["MAX_BACKOFF", "MIN_BACKOFF", "Backoff", "LimitedClaims"]
+
+#: Seconds a limited kind that gave nothing waits before it is asked again...
+MIN_BACKOFF = 0.05
+#: ...four times longer each time, up to this: how late a slot freed on another
+#: worker may be noticed by a worker with nothing else to do.
+MAX_BACKOFF = 1.0
+
+
+class Backoff:
+    """When each limited kind is worth asking again. Pure: no I/O, a clock given.
+
+    >>> now = [0.0]
+    >>> backoff = Backoff(clock=lambda: now[0])
+    >>> backoff.due("sync_crm")
+    True
+    >>> backoff.gave_nothing("sync_crm"); backoff.due("sync_crm")
+    False
+    >>> now[0] = MIN_BACKOFF; backoff.due("sync_crm")
+    True
+    >>> backoff.gave_nothing("sync_crm"); backoff.freed(["sync_crm"]); backoff.due("sync_crm")
+    True
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        windows: Mapping[str, tuple[int, float]] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._windows = dict(windows or {})  # rate-limited kind -> (count, window)
+        self._next: dict[str, float] = {}
+        self._delay: dict[str, float] = {}
+        self._leased_at: dict[str, float] = {}
+
+    def due(self, kind: str) -> bool:
+        """Whether `kind` should be asked in this round."""
+        return self._clock() >= self._next.get(kind, 0.0)
+
+    def gave_nothing(self, kind: str) -> None:
+        """`kind` leased no job: wait before asking again, longer each time."""
+        now = self._clock()
+        cap = MAX_BACKOFF
+        if kind in self._windows:
+            count, window = self._windows[kind]
+            if now - self._leased_at.get(kind, -math.inf) <= window:
+                # It leased jobs within its window, so its window is likely full and
+                # moves on by one start's share at a time: look that often.
+                cap = max(MIN_BACKOFF, min(MAX_BACKOFF, window / count))
+        delay = min(cap, self._delay.get(kind, MIN_BACKOFF / 4) * 4)
+        self._delay[kind] = delay
+        self._next[kind] = now + delay
+
+    def gave_some(self, kind: str) -> None:
+        """`kind` leased jobs: ask again next round."""
+        self._leased_at[kind] = self._clock()
+        self.freed([kind])
+
+    def freed(self, kinds: Iterable[str]) -> None:
+        """Jobs of `kinds` finished here, freeing slots: ask them next round."""
+        for kind in kinds:
+            self._delay.pop(kind, None)
+            self._next.pop(kind, None)
+
+
+class LimitedClaims:
+    """A claim round's part for the limited kinds: which to ask, in which order.
+
+    Args:
+        driver: the worker's driver (`Driver.claim_limited` does the locking and
+            counting).
+        limits: kind -> `Limits`, for the limited kinds.
+        clock: monotonic seconds (for `Backoff`).
+    """
+
+    def __init__(
+        self,
+        driver: Driver,
+        limits: Mapping[str, Limits],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.driver = driver
+        #: The limited kinds, sorted: the order their locks are taken in.
+        self.kinds: list[str] = sorted(kind for kind, limit in limits.items() if limit.limited)
+        windows = {
+            kind: (limit.rate_count, limit.rate_window)
+            for kind, limit in limits.items()
+            if limit.rate_count and limit.rate_window
+        }
+        self.backoff = Backoff(clock, windows)
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds)
+
+    def claim(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str
+    ) -> list[Claimed]:
+        """Lease up to `limit` jobs of the limited kinds from `queues` to `owner`.
+
+        Runs in `conn`'s current transaction, whose end releases the kind locks
+        taken here; the caller commits at once.
+        """
+        claimed: list[Claimed] = []
+        for kind in self.kinds:
+            if len(claimed) >= limit:
+                break
+            if not self.backoff.due(kind):
+                continue
+            got = self.driver.claim_limited(conn, kind, queues, limit - len(claimed), owner)
+            claimed += got
+            if got:
+                self.backoff.gave_some(kind)
+            else:
+                self.backoff.gave_nothing(kind)
+        return claimed
+
+    def freed(self, kinds: Iterable[str]) -> None:
+        """Jobs of `kinds` finished on this worker: ask those kinds in the next round."""
+        self.backoff.freed(kind for kind in kinds if kind in self.kinds)

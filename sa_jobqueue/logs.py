@@ -1,0 +1,173 @@
+"""Structured logs: one JSON object per line, and the job fields every job line carries.
+
+The worker logs to ``sa_jobqueue.*`` loggers with standard `logging`. Each line
+about a job passes its fields as ``extra=`` (`job_fields`): ``event`` (``claimed``,
+``done``, ``retry``, ``failed``, ``dead``, ``lease_lost``, ``released``...),
+``job_id``, ``kind``, ``queue``, ``attempt``, ``worker_id``, and where they apply
+``duration_ms`` and ``error`` (the first line; the full text is in ``last_error``).
+
+`JsonFormatter` writes those (and any other ``extra=`` field) as one JSON object
+per line, for ``sa-jobqueue worker --log-format json`` or an application that
+configures logging itself::
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    logging.getLogger("sa_jobqueue").addHandler(handler)
+
+A line looks like::
+
+    {"time": "2026-12-01T09:30:00.123Z", "level": "INFO", "logger": "sa_jobqueue.worker",
+     "message": "job 7 send_receipt attempt 1 done in 12.5 ms", "event": "done",
+     "job_id": 7, "kind": "send_receipt", "queue": "mail", "attempt": 1,
+     "worker_id": "web-1:4242:a1b2c3", "duration_ms": 12.5}
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+from typing import Any, Protocol
+
+__all__ = ["JOB_FIELDS", "JsonFormatter", "configure_logging", "job_fields", "log_job"]
+
+#: The fields a job line carries, in the order `JsonFormatter` writes them.
+JOB_FIELDS = ("event", "job_id", "kind", "queue", "attempt", "worker_id", "duration_ms", "error")
+
+# What every LogRecord has: anything else on a record came from ``extra=``.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+
+TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class _Job(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def attempts(self) -> int: ...
+
+
+def job_fields(
+    event: str,
+    job: _Job,
+    worker_id: str,
+    *,
+    duration: float | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """The ``extra=`` of a log line about `job` (a claimed job): its `JOB_FIELDS`.
+
+    `duration` is in seconds (written as ``duration_ms``); only the first line of
+    `error` is kept. A job without a ``queue`` attribute (a swept row) has none.
+
+    >>> from types import SimpleNamespace as Job
+    >>> job_fields("done", Job(id=7, kind="k", queue="q", attempts=1), "w", duration=0.0125)
+    {'event': 'done', 'job_id': 7, 'kind': 'k', 'queue': 'q', 'attempt': 1, 'worker_id': 'w', \
+'duration_ms': 12.5}
+    """
+    fields: dict[str, Any] = {
+        "event": event,
+        "job_id": job.id,
+        "kind": job.kind,
+        "queue": getattr(job, "queue", None),
+        "attempt": job.attempts,
+        "worker_id": worker_id,
+    }
+    if fields["queue"] is None:
+        del fields["queue"]
+    if duration is not None:
+        fields["duration_ms"] = round(duration * 1000, 3)
+    if error is not None:
+        fields["error"] = error.split("\n", 1)[0]
+    return fields
+
+
+def log_job(
+    logger: logging.Logger,
+    level: int,
+    job: _Job,
+    message: str,
+    *args: Any,
+    event: str,
+    worker_id: str,
+    duration: float | None = None,
+    error: str | None = None,
+) -> None:
+    """Log ``job <id> <kind> attempt <n> <message>`` on `logger`, with `job_fields` as extra."""
+    if logger.isEnabledFor(level):
+        logger.log(
+            level,
+            "job %d %s attempt %d " + message,
+            job.id,
+            job.kind,
+            job.attempts,
+            *args,
+            extra=job_fields(event, job, worker_id, duration=duration, error=error),
+        )
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats each record as one line of JSON.
+
+    Keys: ``time`` (UTC, ISO 8601 with milliseconds), ``level``, ``logger``,
+    ``message``, then the `JOB_FIELDS` present, then any other ``extra=`` field,
+    then ``exception`` / ``stack`` when the record has them. Values JSON cannot
+    hold are written with ``str()``; a line never holds a raw newline.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The record as a JSON object on one line."""
+        line: dict[str, Any] = {
+            "time": _utc(record.created),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        extras = vars(record)
+        for key in JOB_FIELDS:
+            value = extras.get(key)
+            if value is not None:
+                line[key] = value
+        for key, value in extras.items():
+            if key not in _STANDARD and key not in line and not key.startswith("_"):
+                line[key] = value
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            line["stack"] = self.formatStack(record.stack_info)
+        return json.dumps(line, default=str, ensure_ascii=False)
+
+
+def _utc(created: float) -> str:
+    seconds = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(created))
+    return f"{seconds}.{int(created % 1 * 1000):03d}Z"
+
+
+def configure_logging(level: str | int = "INFO", log_format: str = "text") -> logging.Handler:
+    """Send the root logger's records to stderr as ``text`` or ``json`` lines.
+
+    What ``sa-jobqueue worker --log-level ... --log-format ...`` does; returns the
+    handler it installed (replacing the root logger's handlers).
+
+    Raises:
+        ValueError: `log_format` is neither ``"text"`` nor ``"json"``.
+    """
+    if log_format not in ("text", "json"):
+        raise ValueError(f"log_format must be 'text' or 'json', not {log_format!r}")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        JsonFormatter() if log_format == "json" else logging.Formatter(TEXT_FORMAT)
+    )
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level.upper() if isinstance(level, str) else level)
+    return handler

@@ -1,0 +1,263 @@
+"""Prometheus metrics (``pip install 'sa-jobqueue[prometheus]'``, prometheus-client).
+
+``sa-jobqueue worker ... --metrics-port 9464`` serves them on
+``http://127.0.0.1:9464/metrics`` (``--metrics-host`` to change the address). An
+application that serves its own ``/metrics`` registers them on its registry::
+
+    from sa_jobqueue.metrics import default_metrics
+
+    metrics = default_metrics()               # on prometheus_client.REGISTRY
+    metrics.watch(engine, jobs)               # the table gauges, optional
+    jobs.worker(engine, metrics=metrics).run()
+
+The series:
+
+* ``sa_jobqueue_job_attempts_total{queue,kind,outcome}`` (counter), outcome one of
+  `OUTCOMES`: ``done``, ``retry``, ``failed`` (dead letter), ``cancelled``,
+  ``timeout``, ``lease_lost``, ``released``;
+* ``sa_jobqueue_job_duration_seconds{queue,kind}`` (histogram of handler time);
+* ``sa_jobqueue_jobs{queue,status}`` (pending and running jobs) and
+  ``sa_jobqueue_queue_lag_seconds{queue}`` (age of the oldest due pending job):
+  gauges from one query (`statements.live_counts`) run at most every
+  ``interval`` seconds, on scrape, by each process that `watch` es;
+* ``sa_jobqueue_handlers_busy`` and ``sa_jobqueue_handlers`` (gauges: handlers
+  running a job, and handler slots, summed over the process's workers),
+  ``sa_jobqueue_claim_rounds_total`` and ``sa_jobqueue_database_errors_total``
+  (counters).
+
+prometheus-client is imported only when a `Metrics` is made; without it that
+raises a `ConfigurationError` saying what to install.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, exc
+
+from sa_jobqueue import statements
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.model import JobMixin, Status
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+__all__ = ["BUCKETS", "OUTCOMES", "Metrics", "TableGauges", "default_metrics"]
+
+log = logging.getLogger("sa_jobqueue.metrics")
+
+#: The ``outcome`` label's values.
+OUTCOMES = ("done", "retry", "failed", "cancelled", "timeout", "lease_lost", "released")
+#: Histogram buckets of ``sa_jobqueue_job_duration_seconds``: 5 ms to 15 minutes.
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+
+_LIVE = (Status.PENDING.value, Status.RUNNING.value)
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client
+        import prometheus_client.core  # GaugeMetricFamily, for TableGauges
+    except ImportError:
+        raise ConfigurationError(
+            "metrics need prometheus-client: pip install 'sa-jobqueue[prometheus]'"
+        ) from None
+    return prometheus_client
+
+
+class Metrics:
+    """The queue's metrics on one Prometheus registry; workers report into it.
+
+    Make one per registry (`default_metrics` gives the one for the default
+    registry); several workers of one process share it.
+
+    Args:
+        registry: where the series are registered (default: prometheus-client's
+            global ``REGISTRY``).
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        client = _client()
+        self.registry = client.REGISTRY if registry is None else registry
+        self._client = client
+        on = {"registry": self.registry}
+        try:
+            self.attempts = client.Counter(
+                "sa_jobqueue_job_attempts",
+                "Attempts that ended, by queue, kind and outcome.",
+                ["queue", "kind", "outcome"],
+                **on,
+            )
+            self.duration = client.Histogram(
+                "sa_jobqueue_job_duration_seconds",
+                "Handler time of each attempt, in seconds.",
+                ["queue", "kind"],
+                buckets=BUCKETS,
+                **on,
+            )
+            self.busy = client.Gauge(
+                "sa_jobqueue_handlers_busy", "Handlers running a job now.", **on
+            )
+            self.handlers = client.Gauge(
+                "sa_jobqueue_handlers", "Handler slots of the running workers.", **on
+            )
+            self.claim_rounds = client.Counter(
+                "sa_jobqueue_claim_rounds", "Claim rounds the workers ran.", **on
+            )
+            self.database_errors = client.Counter(
+                "sa_jobqueue_database_errors",
+                "Database errors the workers met (and recovered from).",
+                **on,
+            )
+        except ValueError as error:  # "Duplicated timeseries in CollectorRegistry"
+            raise ConfigurationError(
+                f"sa_jobqueue metrics are registered on this registry already ({error}); "
+                "share one Metrics (default_metrics() for the default registry)"
+            ) from None
+        self._gauges: list[TableGauges] = []
+
+    # -- what workers report ------------------------------------------------------------
+
+    def attempt(self, queue: str, kind: str, outcome: str, duration: float | None) -> None:
+        """Count one attempt that ended with `outcome`; observe its handler time."""
+        self.attempts.labels(queue, kind, outcome).inc()
+        if duration is not None and outcome != "released":
+            self.duration.labels(queue, kind).observe(duration)
+
+    def claim_round(self) -> None:
+        """Count one claim round."""
+        self.claim_rounds.inc()
+
+    def database_error(self) -> None:
+        """Count one database error."""
+        self.database_errors.inc()
+
+    # -- the table gauges and serving -------------------------------------------------
+
+    def watch(self, engine: Engine, jobqueue: Any, *, interval: float = 5.0) -> TableGauges:
+        """Report `jobqueue`'s table gauges, read through `engine` at most every `interval` s.
+
+        `jobqueue` is a `JobQueue` (or a `JobMixin` model). Returns the collector
+        (registered on this registry; `TableGauges.close` unregisters it).
+        """
+        model = getattr(jobqueue, "model", jobqueue)
+        if not (isinstance(model, type) and issubclass(model, JobMixin)):
+            raise ConfigurationError(f"watch needs a JobQueue or a JobMixin model, not {model!r}")
+        gauges = TableGauges(self, engine, model, interval)
+        self.registry.register(gauges)
+        self._gauges.append(gauges)
+        return gauges
+
+    def serve(self, port: int, host: str = "127.0.0.1") -> Any:
+        """Serve this registry on ``http://host:port/metrics`` from a daemon thread.
+
+        Returns prometheus-client's server (``.shutdown()`` stops it). Binds to
+        127.0.0.1 unless told otherwise: metrics can say more than you mean to share.
+        """
+        try:
+            server, _thread = self._client.start_http_server(port, host, registry=self.registry)
+        except OSError as error:
+            raise ConfigurationError(f"cannot serve metrics on {host}:{port}: {error}") from None
+        return server
+
+    def text(self) -> str:
+        """The registry in Prometheus' text format (what ``/metrics`` returns)."""
+        return str(self._client.generate_latest(self.registry).decode())
+
+
+_default: Metrics | None = None
+_default_lock = threading.Lock()
+
+
+def default_metrics() -> Metrics:
+    """The process's `Metrics` on prometheus-client's default registry (made once)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Metrics()
+        return _default
+
+
+class TableGauges:
+    """A Prometheus collector of one table's live counts and lag (see `Metrics.watch`).
+
+    The query (`statements.live_counts`) reads pending and running rows only; its
+    result is reused for `interval` seconds, so scrapes from several Prometheus
+    servers cost one query. A (queue, status) seen once is reported as 0 when it
+    empties, instead of vanishing. A failed query counts a database error and
+    reports nothing for these series until the next success.
+    """
+
+    def __init__(self, metrics: Metrics, engine: Engine, model: type[JobMixin], interval: float):
+        if not interval > 0:
+            raise ConfigurationError(f"interval must be > 0 seconds, not {interval!r}")
+        self._metrics = metrics
+        self._engine = engine
+        self._query = statements.live_counts(model)
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._read_at = -float("inf")
+        self._counts: dict[tuple[str, str], int] = {}
+        self._lags: dict[str, float] = {}
+        self._ok = False
+        #: How many times the query ran (for tests and the curious).
+        self.queries = 0
+
+    def describe(self) -> list[Any]:
+        """No description: the registry must not run the query at registration."""
+        return []
+
+    def collect(self) -> Iterator[Any]:
+        """The two gauge families, from the last reading when it is recent enough."""
+        core = self._metrics._client.core
+        with self._lock:
+            if time.monotonic() - self._read_at >= self._interval:
+                self._read()
+            counts, lags, ok = dict(self._counts), dict(self._lags), self._ok
+        if not ok:
+            return
+        jobs = core.GaugeMetricFamily(
+            "sa_jobqueue_jobs", "Pending and running jobs.", labels=["queue", "status"]
+        )
+        for (queue, status), count in sorted(counts.items()):
+            jobs.add_metric([queue, status], count)
+        lag = core.GaugeMetricFamily(
+            "sa_jobqueue_queue_lag_seconds",
+            "Age of the oldest due pending job (0 when none is due).",
+            labels=["queue"],
+        )
+        for queue, seconds in sorted(lags.items()):
+            lag.add_metric([queue], seconds)
+        yield jobs
+        yield lag
+
+    def _read(self) -> None:
+        self._read_at = time.monotonic()
+        try:
+            with self._engine.connect() as connection:
+                rows = connection.execute(self._query).all()
+        except exc.SQLAlchemyError as error:
+            log.warning("reading the metrics gauges failed: %s", error)
+            self._metrics.database_error()
+            self._ok = False
+            return
+        self.queries += 1
+        counts: dict[tuple[str, str], int] = dict.fromkeys(self._counts, 0)
+        lags = dict.fromkeys(self._lags, 0.0)
+        for row in rows:
+            counts[(row.queue, row.status)] = row.jobs
+            lags.setdefault(row.queue, 0.0)
+            if row.lag_seconds is not None:
+                lags[row.queue] = max(0.0, float(row.lag_seconds))
+        for queue in {queue for queue, _ in counts}:
+            for status in _LIVE:
+                counts.setdefault((queue, status), 0)
+        self._counts, self._lags, self._ok = counts, lags, True
+
+    def close(self) -> None:
+        """Unregister from the registry."""
+        self._metrics.registry.unregister(self)

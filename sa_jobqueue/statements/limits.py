@@ -1,0 +1,254 @@
+"""Flow control's statements: the per-kind lock, the limited claim, the limits' stats.
+
+A limited kind is claimed in the claimer's transaction, in two statements: first
+`lock_limited` (a transaction-scoped advisory lock for the kind, held until that
+transaction ends), then `claim_limited`, which counts what the limits count and
+leases only what still fits. The lock makes every claim of one kind, over every
+worker, run one after another; the count runs in a statement that starts after the
+lock was granted, so under READ COMMITTED it sees every claim committed by the
+lock's previous holders. Why this design, and its failure cases: docs/flow-control.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    Float,
+    Integer,
+    Select,
+    Text,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
+
+from sa_jobqueue.limits import Limits
+from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.naming import lock_name
+from sa_jobqueue.starts import starts_table
+from sa_jobqueue.statements.common import CLAIMED_COLUMNS, seconds
+from sa_jobqueue.statements.control import is_paused
+
+__all__ = ["claim_limited", "limit_usage", "limited_due", "lock_limited", "starts_of"]
+
+
+def starts_of(model: type[JobMixin]) -> Any:
+    """The starts log `Table` of `model`'s jobs table."""
+    table: Any = model.__table__
+    return starts_table(table.metadata, model.__tablename__)
+
+
+def lock_limited(model: type[JobMixin], kind: str) -> Select[Any]:
+    """``pg_advisory_xact_lock`` on `kind`'s limit: waits for other claimers of `kind`.
+
+    Claim transactions are short (no handler runs inside one), so the wait is a
+    claim's length. A claimer taking several kinds' locks takes them in sorted
+    order, so two claimers never wait on each other in a circle.
+    """
+    key = func.hashtextextended(lock_name(model.__tablename__, f"limit:{kind}"), 0)
+    return select(func.pg_advisory_xact_lock(key))
+
+
+def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: float) -> Executable:
+    """Lease up to ``:limit`` due pending `kind` jobs of ``:queue_name``, within `limits`.
+
+    The jobs go to ``:owner``. Run it after `lock_limited`, in the same transaction.
+
+    * ``max_running``: leases at most ``max_running - running`` (running jobs of the
+      kind in any queue, leased by any worker; an expired lease still counts until
+      the sweeper takes the job back).
+    * ``max_running_per_key``: of each ``concurrency_key``, leases at most
+      ``N - running of that key``, in claim order within the key; jobs without a key
+      are not limited by it. A key at its limit is passed over, so the jobs of
+      other keys behind it still run (no head-of-line blocking).
+    * ``rate_limit``: leases at most ``count - starts in the last window`` and logs
+      one start per leased job (``clock_timestamp()``, read after the lock was
+      granted), pruning the kind's starts that left the window.
+
+    Rows locked by another transaction are skipped, never waited on. Returns the
+    leased jobs' `CLAIMED_COLUMNS`.
+    """
+    queue_name = bindparam("queue_name", type_=Text)
+    pending = [
+        model.status == Status.PENDING.value,
+        model.queue == queue_name,
+        model.kind == literal(kind, Text),
+        model.run_at <= func.now(),
+        # A paused queue yields nothing, limited or not (as in `claim`).
+        ~is_paused(model, queue_name),
+    ]
+    limit = bindparam("limit", type_=Integer)
+    room: list[ColumnElement[Any]] = []
+    running_of_kind = [model.status == Status.RUNNING.value, model.kind == literal(kind, Text)]
+    if limits.max_running is not None:
+        running = select(func.count()).where(*running_of_kind).scalar_subquery()
+        room.append(literal(limits.max_running, Integer) - running)
+    starts = starts_of(model)
+    clock: Any = None
+    window: ColumnElement[Any] | None = None
+    if limits.rate_count is not None:
+        clock = select(func.clock_timestamp().label("t")).cte("clock")
+        window = seconds(literal(float(limits.rate_window or 0), Float))
+        recent = (
+            select(func.count())
+            .where(starts.c.kind == literal(kind, Text))
+            .where(starts.c.started_at > select(clock.c.t).scalar_subquery() - window)
+            .scalar_subquery()
+        )
+        room.append(literal(limits.rate_count, Integer) - recent)
+    order = (model.priority, model.run_at, model.id)
+
+    # The rows are locked with the plain ``LIMIT :limit``, which the planner can
+    # estimate (a LIMIT computed by a subquery it guesses as 10 % of the table,
+    # and then joins the UPDATE by scanning every row); the room the limits leave
+    # is applied to the locked rows afterwards. Locked rows left over stay locked
+    # until COMMIT, which costs nobody: every claimer of the kind waits on its lock.
+    candidates = select(model.id, model.priority, model.run_at).where(*pending)
+    if limits.max_running_per_key is not None:
+        busy = (
+            select(model.concurrency_key.label("key"), func.count().label("n"))
+            .where(*running_of_kind, model.concurrency_key.is_not(None))
+            .group_by(model.concurrency_key)
+            .cte("busy")
+        )
+        ranked = (
+            select(
+                model.id,
+                model.concurrency_key.label("key"),
+                (
+                    func.row_number().over(partition_by=model.concurrency_key, order_by=order)
+                    + func.coalesce(busy.c.n, 0)
+                ).label("slot"),
+            )
+            .outerjoin(busy, busy.c.key == model.concurrency_key)
+            .where(*pending)
+            .cte("ranked")
+        )
+        fitting = (
+            select(ranked.c.id)
+            .where(
+                or_(
+                    ranked.c.key.is_(None),
+                    ranked.c.slot <= literal(limits.max_running_per_key, Integer),
+                )
+            )
+            .subquery("fitting")
+        )
+        # The window function cannot sit beside FOR UPDATE: lock in the outer query,
+        # which re-checks the status of a row changed since the snapshot. A join, not
+        # ``id IN (...)``, which PostgreSQL may run as a nested loop over both sets.
+        candidates = candidates.join(fitting, fitting.c.id == model.id)
+    locked = (
+        candidates.order_by(*order)
+        .limit(limit)
+        .with_for_update(of=model, skip_locked=True)
+        .cte("locked")
+    )
+    if room:
+        # LIMIT takes no negative count: a limit overrun (lowered while jobs ran) is 0.
+        fits = func.greatest(func.least(*room), 0) if len(room) > 1 else func.greatest(room[0], 0)
+        due = (
+            select(locked.c.id)
+            .order_by(locked.c.priority, locked.c.run_at, locked.c.id)
+            .limit(fits)
+            .cte("due")
+        )
+    else:
+        due = select(locked.c.id).cte("due")
+
+    leased = {
+        model.status: Status.RUNNING.value,
+        model.attempts: model.attempts + 1,
+        model.locked_by: bindparam("owner", type_=Text),
+        model.locked_until: func.now() + seconds(literal(float(lease), Float)),
+        model.updated_at: func.now(),
+    }
+    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
+    claimed = update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+    if clock is None or window is None:
+        return claimed
+    claimed_cte = claimed.cte("claimed")
+    now = select(clock.c.t).scalar_subquery()
+    logged = insert(starts).from_select(["kind", "started_at"], select(claimed_cte.c.kind, now))
+    pruned = delete(starts).where(
+        starts.c.kind == literal(kind, Text),
+        starts.c.started_at <= now - window,
+    )
+    return (
+        select(*(claimed_cte.c[name] for name in CLAIMED_COLUMNS))
+        .add_cte(logged.cte("logged"))
+        .add_cte(pruned.cte("pruned"))
+    )
+
+
+def limited_due(model: type[JobMixin], *, kinds: Sequence[str]) -> Select[Any]:
+    """Whether a job of `kinds` is due in a queue of ``:queues`` that is not paused.
+
+    A drain asks it when it claimed nothing: such jobs wait for a limit (a slot, a
+    rate window), so the drain waits for them too.
+    """
+    queues = bindparam("queues", type_=ARRAY(Text))
+    due = (
+        select(model.id)
+        .where(
+            model.status == Status.PENDING.value,
+            model.run_at <= func.now(),
+            model.queue == func.any(queues),
+            model.kind.in_([literal(kind, Text) for kind in sorted(kinds)]),
+            ~is_paused(model, model.__table__.c.queue),
+        )
+        .limit(1)
+    )
+    return select(due.exists())
+
+
+def limit_usage(model: type[JobMixin]) -> Select[Any]:
+    """For each kind in ``:kinds``: running jobs, busiest key, recent starts.
+
+    ``busiest_key`` is the most jobs running under one ``concurrency_key``;
+    ``recent_starts`` counts attempt starts within the kind's window (``:windows``,
+    seconds, one per kind). Read-only; for `admin.stats`.
+    """
+    asked = (
+        func.unnest(bindparam("kinds", type_=ARRAY(Text)), bindparam("windows", type_=ARRAY(Float)))
+        .table_valued("kind", "window")
+        .render_derived(name="asked")
+    )
+    running = Status.RUNNING.value
+    per_key = (
+        select(func.count().label("n"))
+        .where(
+            model.status == running,
+            model.kind == asked.c.kind,
+            model.concurrency_key.is_not(None),
+        )
+        .group_by(model.concurrency_key)
+        .correlate(asked)
+        .subquery()
+    )
+    starts = starts_of(model)
+    return select(
+        asked.c.kind,
+        select(func.count())
+        .where(model.status == running, model.kind == asked.c.kind)
+        .scalar_subquery()
+        .label("running"),
+        select(func.coalesce(func.max(per_key.c.n), 0)).scalar_subquery().label("busiest_key"),
+        select(func.count())
+        .where(
+            starts.c.kind == asked.c.kind,
+            starts.c.started_at > func.clock_timestamp() - seconds(asked.c.window),
+        )
+        .scalar_subquery()
+        .label("recent_starts"),
+    ).select_from(asked)

@@ -1,0 +1,213 @@
+"""OpenTelemetry traces, when ``opentelemetry-api`` is installed (``sa-jobqueue[otel]``).
+
+`enqueue` runs in a PRODUCER span (``send <queue>``) and records that span's
+context (W3C ``traceparent``/``tracestate``, through the globally configured
+propagator) in the job's ``trace_context`` column. The worker runs each attempt in
+a CONSUMER span (``process <queue>``) whose parent is that context, so the request
+that enqueued a job and every attempt of it are one trace. Failures are recorded on
+the attempt's span (``record_exception``, status ERROR, ``error.type``); a `Retry`
+is an event, not an error.
+
+Attribute names follow OpenTelemetry's messaging semantic conventions, written out
+here (they are still incubating, so no semantic-conventions package is imported):
+``messaging.system`` (``"sa_jobqueue"``), ``messaging.operation.type`` and
+``messaging.operation.name``, ``messaging.destination.name`` (the queue),
+``messaging.message.id`` (the job id), ``messaging.batch.message_count``; plus
+``sa_jobqueue.job.kind``, ``sa_jobqueue.job.attempt`` and ``sa_jobqueue.worker.id``.
+
+Without OpenTelemetry installed nothing here imports it and every call is a no-op.
+Without an SDK configured (only the API installed), spans are non-recording, no
+context is injected and ``trace_context`` stays NULL.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from sa_jobqueue.context import Discard, Retry
+
+__all__ = [
+    "MESSAGING_SYSTEM",
+    "Produced",
+    "available",
+    "consuming",
+    "producing",
+    "record_failure",
+    "use_tracer_provider",
+]
+
+#: The value of ``messaging.system`` on every span.
+MESSAGING_SYSTEM = "sa_jobqueue"
+
+
+@functools.cache
+def _otel() -> Any:
+    """The OpenTelemetry API modules, or None when it is not installed."""
+    try:
+        from opentelemetry import propagate, trace
+    except ImportError:
+        return None
+
+    @dataclass
+    class Api:
+        trace: Any
+        propagate: Any
+        tracer: Any
+        #: A provider given to `use_tracer_provider` (None: the global one).
+        provider: Any = None
+
+        def recording(self) -> bool:
+            """Whether spans can record: a provider was given, or an SDK set globally."""
+            if self.provider is not None:
+                return True
+            default = (self.trace.ProxyTracerProvider, self.trace.NoOpTracerProvider)
+            return not isinstance(self.trace.get_tracer_provider(), default)
+
+    return Api(trace, propagate, trace.get_tracer("sa_jobqueue", _version()))
+
+
+def use_tracer_provider(provider: Any = None) -> None:
+    """Make sa-jobqueue's spans with `provider` (None: the global one, the default).
+
+    For an application (or a test) that keeps a `TracerProvider` of its own rather
+    than setting OpenTelemetry's global one. Does nothing without OpenTelemetry.
+    """
+    otel = _otel()
+    if otel is None:
+        return
+    otel.provider = provider
+    if provider is None:
+        otel.tracer = otel.trace.get_tracer("sa_jobqueue", _version())
+    else:
+        otel.tracer = provider.get_tracer("sa_jobqueue", _version())
+
+
+def _version() -> str | None:
+    try:
+        return metadata.version("sa-jobqueue")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def available() -> bool:
+    """Whether OpenTelemetry's API is installed (tracing then follows its configuration)."""
+    return _otel() is not None
+
+
+@dataclass
+class Produced:
+    """What an enqueue's span gives the INSERT: the context to store, if any."""
+
+    carrier: dict[str, str] | None = None
+    span: Any = field(default=None, repr=False)
+
+    def inserted(self, ids: Sequence[int]) -> None:
+        """Name the inserted job(s) on the span (``messaging.message.id`` for one job)."""
+        if self.span is None or not ids:
+            return
+        if len(ids) == 1:
+            self.span.set_attribute("messaging.message.id", str(ids[0]))
+
+
+_NOTHING = Produced()
+
+
+@contextmanager
+def producing(queues: Sequence[str], count: int) -> Iterator[Produced]:
+    """A PRODUCER span around an enqueue of `count` jobs into `queues`.
+
+    Yields the `Produced` whose ``carrier`` goes into the rows' ``trace_context``.
+    An exception inside is recorded on the span and re-raised.
+    """
+    otel = _otel()
+    if otel is None or count == 0 or not otel.recording():
+        yield _NOTHING  # no SDK: a span would record nothing and inject no context
+        return
+    distinct = sorted(set(queues))
+    attributes: dict[str, Any] = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.type": "send",
+        "messaging.operation.name": "send",
+    }
+    name = "send"
+    if len(distinct) == 1:
+        attributes["messaging.destination.name"] = distinct[0]
+        name = f"send {distinct[0]}"
+    if count > 1:
+        attributes["messaging.batch.message_count"] = count
+    kind = otel.trace.SpanKind.PRODUCER
+    with otel.tracer.start_as_current_span(name, kind=kind, attributes=attributes) as span:
+        carrier: dict[str, str] = {}
+        otel.propagate.inject(carrier)
+        yield Produced(carrier or None, span)
+
+
+@contextmanager
+def consuming(
+    *,
+    job_id: int,
+    kind: str,
+    queue: str,
+    attempt: int,
+    worker_id: str,
+    trace_context: Mapping[str, str] | None,
+) -> Iterator[Any]:
+    """A CONSUMER span for one attempt, child of the context its enqueue stored.
+
+    Yields the span (None without OpenTelemetry). An exception raised inside is
+    recorded (a `Retry` only as an event) and re-raised for the caller to handle.
+    """
+    otel = _otel()
+    if otel is None or not otel.recording():
+        yield None
+        return
+    parent = None
+    if isinstance(trace_context, Mapping) and trace_context:
+        parent = otel.propagate.extract(dict(trace_context))
+    attributes = {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.type": "process",
+        "messaging.operation.name": "process",
+        "messaging.destination.name": queue,
+        "messaging.message.id": str(job_id),
+        "sa_jobqueue.job.kind": kind,
+        "sa_jobqueue.job.attempt": attempt,
+        "sa_jobqueue.worker.id": worker_id,
+    }
+    with otel.tracer.start_as_current_span(
+        f"process {queue}",
+        context=parent,
+        kind=otel.trace.SpanKind.CONSUMER,
+        attributes=attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+        try:
+            yield span
+        except Retry as signal:
+            span.add_event("sa_jobqueue.retry", {"delay_seconds": signal.delay})
+            raise
+        except BaseException as error:
+            record_failure(span, error)
+            raise
+
+
+def record_failure(span: Any, error: BaseException) -> None:
+    """Mark `span` failed by `error`: the exception event, ERROR status, ``error.type``."""
+    otel = _otel()
+    if otel is None or span is None:
+        return
+    name = "discard" if isinstance(error, Discard) else type(error).__qualname__
+    span.set_attribute("error.type", name)
+    try:
+        message = f"{name}: {error}"[:200]
+        span.record_exception(error)
+    except Exception:  # noqa: BLE001 - an exception whose __str__ fails must still be
+        # reported as the handler's failure, not replaced by this one.
+        message = f"{name}: <unprintable message>"
+    span.set_status(otel.trace.Status(otel.trace.StatusCode.ERROR, message))

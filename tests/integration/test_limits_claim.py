@@ -1,0 +1,247 @@
+"""The limited claim statements against a real PostgreSQL, on separate connections.
+
+The races are made deterministic: two claim transactions are held open side by side,
+so the test shows what the kind lock is for (without it the second claimer counts the
+same free slots) and that with it the second claimer waits, then counts right.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sqlalchemy import Connection, Engine, func, select, text, update
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import statements
+from sa_jobqueue.limits import check_limits
+from sa_jobqueue.model import Status
+from tests.helpers import wait_for
+from tests.models import Job, new_queue
+
+
+def _enqueue(engine: Engine, kind: str, n: int, keys: list[str | None] | None = None) -> list[int]:
+    jobs = new_queue()
+    with Session(engine) as session, session.begin():
+        items: list[dict[str, Any]] = [
+            {"kind": kind, "payload": {"n": i}, "concurrency_key": keys[i] if keys else None}
+            for i in range(n)
+        ]
+        return [job.id for job in jobs.enqueue_many(session, items)]
+
+
+def _claim(conn: Connection, statement: Any, owner: str, limit: int = 10) -> list[int]:
+    params = {"queue_name": "default", "limit": limit, "owner": owner}
+    return [row.id for row in conn.execute(statement, params)]
+
+
+def _running(engine: Engine, kind: str) -> int:
+    with engine.connect() as conn:
+        query = select(func.count()).where(Job.kind == kind, Job.status == Status.RUNNING.value)
+        return int(conn.scalar(query) or 0)
+
+
+def _backend_waiting_on_advisory(engine: Engine, pid: int) -> bool:
+    with engine.connect() as conn:
+        query = text("SELECT wait_event FROM pg_stat_activity WHERE pid = :pid")
+        return bool(conn.scalar(query, {"pid": pid}) == "advisory")
+
+
+MAX2 = check_limits(max_running=2)
+
+
+def test_without_the_kind_lock_two_open_claims_overbook(committed):
+    """Why the lock exists: the count alone cannot see an uncommitted claim."""
+    _enqueue(committed, "sync_crm", 6)
+    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    with committed.connect() as a, committed.connect() as b, a.begin():
+        first = _claim(a, claim, "a", limit=2)
+        with b.begin():
+            second = _claim(b, claim, "b", limit=2)
+    assert len(first) == 2
+    assert len(second) == 2  # both counted 0 running: 4 running under max_running=2
+    assert _running(committed, "sync_crm") == 4
+
+
+def test_with_the_kind_lock_the_second_claimer_waits_then_counts_the_first(committed):
+    _enqueue(committed, "sync_crm", 6)
+    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    lock = statements.lock_limited(Job, "sync_crm")
+    second: list[int] = []
+    with committed.connect() as a, committed.connect() as b:
+        b_pid = b.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
+        b.rollback()
+
+        def claimer_b() -> None:
+            with b.begin():
+                b.execute(lock)
+                second.extend(_claim(b, claim, "b"))
+
+        with a.begin():
+            a.execute(lock)
+            first = _claim(a, claim, "a")
+            thread = threading.Thread(target=claimer_b)
+            thread.start()
+            wait_for(lambda: _backend_waiting_on_advisory(committed, b_pid), 10, "b on the lock")
+            assert not second
+        thread.join(10)
+    assert len(first) == 2
+    assert second == []  # it counted the 2 that `a` committed
+    assert _running(committed, "sync_crm") == 2
+
+
+def test_other_kinds_locks_do_not_wait_on_each_other(committed):
+    lock_a = statements.lock_limited(Job, "a")
+    lock_b = statements.lock_limited(Job, "b")
+    with committed.connect() as one, committed.connect() as two, one.begin():
+        one.execute(lock_a)
+        with two.begin():
+            two.execute(text("SET LOCAL lock_timeout = '2s'"))
+            two.execute(lock_b)  # would time out if the keys collided
+
+
+def test_a_finished_job_frees_its_slot(committed):
+    _enqueue(committed, "sync_crm", 4)
+    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    with committed.begin() as conn:
+        first = _claim(conn, claim, "w")
+    with committed.begin() as conn:
+        assert _claim(conn, claim, "w") == []
+        params = {"ids": first[:1], "attempt_numbers": [1], "owner": "w"}
+        conn.execute(statements.complete(Job), params)
+        assert len(_claim(conn, claim, "w")) == 1  # its own completion counts at once
+
+
+def test_expired_lease_holds_its_slot_until_the_sweeper_takes_the_job_back(committed):
+    _enqueue(committed, "sync_crm", 3)
+    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    with committed.begin() as conn:
+        held = _claim(conn, claim, "crashed")
+        assert len(held) == 2
+        conn.execute(
+            update(Job)
+            .where(Job.id.in_(held))
+            .values(locked_until=func.now() - text("interval '1 second'"))
+        )
+    with committed.begin() as conn:
+        assert _claim(conn, claim, "alive") == []  # expired, but still running
+        swept = conn.execute(statements.sweep_expired(Job), {"limit": 100}).all()
+        assert sorted(row.id for row in swept) == held
+    with committed.begin() as conn:
+        assert len(_claim(conn, claim, "alive")) == 2
+
+
+def test_per_key_limit_passes_over_busy_keys_and_leaves_keyless_jobs_alone(committed):
+    keys: list[str | None] = ["a", "a", "b", "a", "b", "c", None, None]
+    ids = _enqueue(committed, "charge", len(keys), keys)
+    claim = statements.claim_limited(
+        Job, kind="charge", limits=check_limits(max_running_per_key=1), lease=60.0
+    )
+    with committed.begin() as conn:
+        first = _claim(conn, claim, "w")
+    # One per key, the oldest of each, and both keyless jobs.
+    assert first == [ids[0], ids[2], ids[5], ids[6], ids[7]]
+    with committed.begin() as conn:
+        assert _claim(conn, claim, "w") == []
+        params = {"ids": [ids[0]], "attempt_numbers": [1], "owner": "w"}
+        conn.execute(statements.complete(Job), params)
+        assert _claim(conn, claim, "w") == [ids[1]]  # key "a" again, in claim order
+
+
+def test_per_key_and_max_running_together_and_limit_is_respected(committed):
+    keys: list[str | None] = ["a", "b", "c", "d", "a"]
+    ids = _enqueue(committed, "charge", len(keys), keys)
+    limits = check_limits(max_running=3, max_running_per_key=1)
+    claim = statements.claim_limited(Job, kind="charge", limits=limits, lease=60.0)
+    with committed.begin() as conn:
+        assert _claim(conn, claim, "w", limit=2) == ids[:2]
+        assert _claim(conn, claim, "w", limit=5) == ids[2:3]  # max_running=3 reached
+
+
+def test_rate_limit_counts_starts_in_a_sliding_window(committed):
+    _enqueue(committed, "call_api", 10)
+    limits = check_limits(rate_limit=(3, 60.0))
+    claim = statements.claim_limited(Job, kind="call_api", limits=limits, lease=60.0)
+    starts = statements.starts_of(Job)
+    with committed.begin() as conn:
+        first = _claim(conn, claim, "w")
+        assert len(first) == 3
+        conn.execute(
+            statements.complete(Job), {"ids": first, "attempt_numbers": [1] * 3, "owner": "w"}
+        )
+    with committed.begin() as conn:
+        assert _claim(conn, claim, "w") == []  # finished or not, the starts count
+        assert conn.scalar(select(func.count()).select_from(starts)) == 3
+        # Move one start out of the window (61 s ago), two stay in it: one more fits.
+        oldest = select(func.min(starts.c.started_at)).scalar_subquery()
+        conn.execute(
+            update(starts)
+            .where(starts.c.started_at == oldest)
+            .values(started_at=starts.c.started_at - text("interval '61 seconds'"))
+        )
+        # Several rows can share one stamp (one claim): count what moved.
+        moved = conn.scalar(
+            select(func.count()).where(starts.c.started_at < func.now() - text("interval '60 s'"))
+        )
+    with committed.begin() as conn:
+        assert len(_claim(conn, claim, "w")) == moved
+        # The claim pruned the starts that left the window and logged its own.
+        assert conn.scalar(select(func.count()).select_from(starts)) == 3
+
+
+def test_unlimited_claim_passes_over_a_saturated_limited_kind(committed):
+    limited = _enqueue(committed, "sync_crm", 5)  # older, due first
+    unlimited = _enqueue(committed, "plain", 3)
+    claim = statements.claim(Job, leases={}, default_lease=60.0, exclude_kinds=["sync_crm"])
+    with committed.begin() as conn:
+        rows = conn.execute(claim, {"queue_name": "default", "limit": 10, "owner": "w"}).all()
+    assert sorted(row.id for row in rows) == unlimited
+    with committed.connect() as conn:
+        pending = conn.scalars(select(Job.id).where(Job.status == Status.PENDING.value))
+        assert sorted(pending) == limited
+
+
+def test_stats_show_running_against_each_limit(committed):
+    jobs = new_queue()
+    jobs.task("sync_crm", max_running=2)(lambda ctx: None)
+    jobs.task("charge", max_running_per_key=1)(lambda ctx: None)
+    jobs.task("call_api", rate_limit=(5, 1.0))(lambda ctx: None)
+    jobs.task("plain")(lambda ctx: None)
+    _enqueue(committed, "sync_crm", 3)
+    _enqueue(committed, "charge", 2, ["k", "j"])
+    _enqueue(committed, "call_api", 2)
+    with committed.begin() as conn:
+        for task in jobs.registry.limited():
+            claim = statements.claim_limited(Job, kind=task.kind, limits=task.limits, lease=60)
+            conn.execute(statements.lock_limited(Job, task.kind))
+            _claim(conn, claim, "w")
+    with Session(committed) as session:
+        snapshot = jobs.stats(session)
+    usage = {item.kind: item for item in snapshot.limits}
+    assert sorted(usage) == ["call_api", "charge", "sync_crm"]
+    assert (usage["sync_crm"].running, usage["sync_crm"].max_running) == (2, 2)
+    assert (usage["charge"].busiest_key, usage["charge"].max_running_per_key) == (1, 1)
+    assert (usage["call_api"].recent_starts, usage["call_api"].rate_count) == (2, 5)
+    assert snapshot.to_dict()["limits"][0]["kind"] == "call_api"
+
+    from sa_jobqueue.cli.render import render_stats
+
+    text_ = render_stats(snapshot, "jobs")
+    assert "sync_crm      2/2" in text_
+    assert "2/5 per 1s" in text_
+
+
+def test_a_paused_queue_gives_no_limited_job(committed):
+    jobs = new_queue()
+    _enqueue(committed, "sync_crm", 2)
+    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    with Session(committed) as session, session.begin():
+        jobs.pause(session, "default")
+    with committed.begin() as conn:
+        conn.execute(statements.lock_limited(Job, "sync_crm"))
+        assert _claim(conn, claim, "w") == []
+    with Session(committed) as session, session.begin():
+        jobs.resume(session, "default")
+    with committed.begin() as conn:
+        conn.execute(statements.lock_limited(Job, "sync_crm"))
+        assert len(_claim(conn, claim, "w")) == 2

@@ -1,0 +1,14 @@
+WITH locked AS
+(SELECT jobs.id AS id, jobs.priority AS priority, jobs.run_at AS run_at
+FROM jobs
+WHERE jobs.status = %(status_1)s AND jobs.queue = %(queue_name)s AND jobs.kind = %(param_2)s AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
+FROM sa_jobqueue_paused_jobs
+WHERE sa_jobqueue_paused_jobs.queue = %(queue_name)s)) ORDER BY jobs.priority, jobs.run_at, jobs.id
+ LIMIT %(limit)s FOR UPDATE OF jobs SKIP LOCKED),
+due AS
+(SELECT locked.id AS id
+FROM locked ORDER BY locked.priority, locked.run_at, locked.id
+ LIMIT greatest(%(param_3)s - (SELECT count(*) AS count_1
+FROM jobs
+WHERE jobs.status = %(status_2)s AND jobs.kind = %(param_4)s), %(greatest_1)s))
+ UPDATE jobs SET status=%(status)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * %(param_1)s), locked_by=%(owner)s, updated_at=now() FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.kind, jobs.queue, jobs.payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, jobs.trace_context
