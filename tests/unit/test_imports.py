@@ -48,7 +48,7 @@ LAYERS: list[tuple[str, set[str]]] = [
         },
     ),
     ("worker", {"worker"}),
-    ("api", {"jobqueue", "", "testing"}),
+    ("api", {"jobqueue", "operator_api", "", "testing"}),
     ("entry points", {"cli", "pytest_plugin", "dashboard"}),
 ]
 
