@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers chaos clean
+.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -68,6 +68,12 @@ bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit,
 
 bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
 	$(BIN)/python bench/peers.py
+
+bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces against one PostgreSQL (root)
+	$(BIN)/python bench/hosts.py
+
+bench-backlog: $(STAMP)  ## claim throughput beside 1,000,000 pending rows and over 1,000 queues
+	$(BIN)/python bench/backlog.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py

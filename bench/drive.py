@@ -1,11 +1,16 @@
 """One worker process of the benchmark: drain the queue when told to, report as JSON.
 
-Usage: ``python bench/drive.py URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]``.
+Usage: ``python bench/drive.py URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]
+[--queue NAME ...] [--count-claims]``.
 It builds its engine and worker, warms the connection, prints ``ready``, waits
 for a line on stdin, drains until no job is due, and prints one JSON line:
 ``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "rss_start_kb": ...,
 "rss_end_kb": ..., "rss_peak_kb": ...}`` (times from ``time.monotonic()``, comparable
 across processes; ``warnings`` counts the worker's warnings: a clean run has none).
+With ``--count-claims`` the report also has ``claims``: claim statements run, rows
+they returned, rows they asked for (``:limit``), how many returned fewer rows
+than asked (``short``) or none (``empty``), and when the last rows came
+(``last_rows_at``), seen from the client by an engine event.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app import jobs
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, event, text
+from sqlalchemy.engine import Engine
 
 
 def rss_kb() -> int:
@@ -44,6 +50,32 @@ class Count(logging.Handler):
         self.count += 1
 
 
+def count_claims(engine: Engine) -> dict[str, float]:
+    """Count the worker's claim statements (``FOR UPDATE SKIP LOCKED``) and their rows.
+
+    ``last_rows_at`` is the ``time.monotonic()`` of the last claim that returned rows:
+    the drain's tail (empty claims, the idle probes, the last acknowledgement) follows it.
+    """
+    counts: dict[str, float] = {"claims": 0, "rows": 0, "asked": 0, "short": 0, "empty": 0}
+    counts["last_rows_at"] = 0.0
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def seen(conn, cursor, statement, parameters, context, executemany) -> None:  # type: ignore[no-untyped-def]
+        if "SKIP LOCKED" not in statement or not isinstance(parameters, dict):
+            return
+        asked = int(parameters.get("limit") or 0)
+        rows = max(cursor.rowcount, 0)
+        counts["claims"] += 1
+        counts["rows"] += rows
+        counts["asked"] += asked
+        counts["short"] += rows < asked
+        counts["empty"] += rows == 0
+        if rows:
+            counts["last_rows_at"] = time.monotonic()
+
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
@@ -51,6 +83,8 @@ def main() -> None:
     parser.add_argument("--rss-every", type=float, default=0.0)
     parser.add_argument("--savepoint-batch", type=int, default=1)
     parser.add_argument("--asynchronous-commit", action="store_true")
+    parser.add_argument("--queue", action="append", default=[])
+    parser.add_argument("--count-claims", action="store_true")
     args = parser.parse_args()
     engine = create_engine(args.url, pool_size=args.concurrency + 4, max_overflow=4)
     options = {}
@@ -58,6 +92,9 @@ def main() -> None:
         options["savepoint_batch"] = args.savepoint_batch
     if args.asynchronous_commit:
         options["asynchronous_commit"] = True
+    if args.queue:
+        options["queues"] = args.queue
+    claims = count_claims(engine) if args.count_claims else None
     worker = jobs.worker(engine, concurrency=args.concurrency, listen=False, **options)
     with engine.connect() as conn:  # open the pool's first connection before the clock starts
         conn.execute(text("SELECT 1"))
@@ -91,6 +128,8 @@ def main() -> None:
         "rss_peak_kb": max([rss_start, rss_end, *samples]),
         "rss_samples_kb": samples,
     }
+    if claims is not None:
+        report["claims"] = claims
     print(json.dumps(report), flush=True)
     engine.dispose()
 

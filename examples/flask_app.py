@@ -22,13 +22,12 @@ import os
 from datetime import datetime, timezone
 from typing import Any
 
+from flask import Flask, jsonify
 from flask_sqlalchemy import SQLAlchemy
 from sa_jobqueue import JobContext, JobMixin, JobQueue, migration
 from sa_jobqueue.middleware import CallNext
 from sqlalchemy import DateTime, Integer, Text, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-from flask import Flask, jsonify
 
 DEFAULT_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 

@@ -14,7 +14,10 @@
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, Connection, Engine, Table
+import logging
+import threading
+
+from sqlalchemy import CheckConstraint, Connection, Engine, Table, exc
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import AddConstraint
 
@@ -30,6 +33,7 @@ __all__ = [
     "check_encoding",
     "check_table",
     "check_worker",
+    "check_worker_waiting",
     "has_notify_trigger",
     "table_differences",
     "table_exists",
@@ -165,3 +169,33 @@ def adopt(conn: Connection, table: Table) -> list[str]:
         added.append("notify trigger")
     conn.exec_driver_sql(ddl.autovacuum_sql(table.name, table.schema))
     return added
+
+
+def check_worker_waiting(
+    engine: Engine, model: type[JobMixin], stopping: threading.Event, log: logging.Logger
+) -> bool:
+    """`check_worker` at a worker's start, waiting out a database that is not up yet.
+
+    Logs its warnings once and returns True; returns False when `stopping` was set
+    before the database answered. A wrong encoding or a misshapen table raises
+    `ConfigurationError` (one line now, instead of an error at every claim); a
+    server that cannot be reached is retried with backoff, as the claim loop would.
+    """
+    delay = 0.1
+    while not stopping.is_set():
+        try:
+            warnings = check_worker(engine, model)
+        except exc.OperationalError as error:
+            first = str(error.orig or error).strip().splitlines()[:1]
+            log.warning(
+                "cannot reach the database to check it (%s); retrying in %.1fs",
+                first[0] if first else type(error).__name__,
+                delay,
+            )
+            stopping.wait(delay)
+            delay = min(5.0, delay * 2)
+            continue
+        for warning in warnings:
+            log.warning("%s", warning)
+        return True
+    return False

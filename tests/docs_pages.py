@@ -18,6 +18,7 @@ An HTML comment right before a block (invisible on the site) adjusts what the te
   also exports as ``VAR2`` the URL of the same database through a real PgBouncer in
   transaction pooling;
 - ``<!-- test: expect="text" -->``: the block's output contains ``text`` (repeatable);
+  ``absent="text"``: it does not;
 - ``<!-- test: background wait="text" -->``: the block is one long-running command (a
   worker): start it, wait until its output contains every ``wait`` text, then press
   Ctrl+C (SIGINT to its process group; ``signal="TERM"`` sends what a process manager
@@ -235,3 +236,6 @@ def play(
         for text in block.options.get("expect", []):
             assert output is not None, f"{block.where}: expect= on a block that prints nothing"
             assert text in output, f"{block.where}: {text!r} not in the output:\n{output}"
+        for text in block.options.get("absent", []):
+            assert output is not None, f"{block.where}: absent= on a block that prints nothing"
+            assert text not in output, f"{block.where}: {text!r} in the output:\n{output}"

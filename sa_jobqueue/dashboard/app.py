@@ -9,7 +9,7 @@ timeout; actions call `sa_jobqueue.admin`, the functions behind the CLI.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -41,6 +41,7 @@ from sa_jobqueue.dashboard.security import (
 )
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.jobqueue import JobQueue
+from sa_jobqueue.limits import Limits
 from sa_jobqueue.model import JobMixin
 
 __all__ = ["make_app"]
@@ -66,6 +67,7 @@ class _Dashboard:
         engine: Engine,
         *,
         allow_actions: bool,
+        limits: Mapping[str, Limits],
         statement_timeout: float,
         refresh_seconds: float,
         page_size: int,
@@ -75,6 +77,7 @@ class _Dashboard:
         # Pages read through the same pool, in transactions PostgreSQL refuses to write in.
         self.reader = engine.execution_options(postgresql_readonly=True)
         self.allow_actions = allow_actions
+        self.limits = limits
         self.timeout = f"{int(statement_timeout * 1000)}ms"
         self.refresh_seconds = refresh_seconds
         self.page_size = page_size
@@ -151,7 +154,7 @@ class _Dashboard:
 
     async def _overview(self, request: Request, template: str) -> Response:
         queue = request.query_params.get("queue") or None
-        data = await self.run(queries.overview, queue=queue)
+        data = await self.run(queries.overview, queue=queue, limits=self.limits)
         return self.page(
             request,
             template,
@@ -321,10 +324,16 @@ def make_app(
     if not (isinstance(page_size, int) and 1 <= page_size <= 1000):
         raise ConfigurationError(f"page_size must be an int from 1 to 1000, not {page_size!r}")
     credentials = Credentials.from_options(basic_auth, token)
+    limits = (
+        {task.kind: task.limits for task in jobs.registry.limited()}
+        if isinstance(jobs, JobQueue)
+        else {}
+    )
     board = _Dashboard(
         model,
         engine,
         allow_actions=allow_actions,
+        limits=limits,
         statement_timeout=statement_timeout,
         refresh_seconds=refresh_seconds,
         page_size=page_size,

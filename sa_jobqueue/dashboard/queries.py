@@ -9,7 +9,7 @@ table of ten million finished rows as on an empty one.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +19,8 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import pausing, statements
 from sa_jobqueue.admin import JobInfo
 from sa_jobqueue.dashboard.filters import JobFilter
+from sa_jobqueue.limit_usage import LimitStats, limit_stats
+from sa_jobqueue.limits import Limits
 from sa_jobqueue.model import FINISHED, JobMixin, Status
 
 __all__ = [
@@ -93,6 +95,7 @@ class Overview:
     queues: list[QueueSummary]
     minutes: list[Minute]
     queue: str | None = None
+    limits: list[LimitStats] = field(default_factory=list)
 
     @property
     def total(self) -> QueueSummary:
@@ -110,8 +113,19 @@ class Overview:
         return total
 
 
-def overview(session: Session, model: type[JobMixin], *, queue: str | None = None) -> Overview:
-    """Per queue counts, lag and the last hour; `queue` narrows the charts to one queue."""
+def overview(
+    session: Session,
+    model: type[JobMixin],
+    *,
+    queue: str | None = None,
+    limits: Mapping[str, Limits] | None = None,
+) -> Overview:
+    """Per queue counts, lag and the last hour; `queue` narrows the charts to one queue.
+
+    With `limits` (the application's limited kinds), each one's running jobs and
+    recent starts beside its limits (`limit_usage.limit_stats`: running rows and the
+    starts log only).
+    """
     window = {"window": HISTORY_MINUTES * 60.0}
     at = session.execute(statements.db_now()).scalar_one()
     queues: dict[str, QueueSummary] = {}
@@ -136,6 +150,7 @@ def overview(session: Session, model: type[JobMixin], *, queue: str | None = Non
         queues=[queues[name] for name in sorted(queues)],
         minutes=_minutes(at, rows),
         queue=queue,
+        limits=limit_stats(session, model, limits) if limits else [],
     )
 
 

@@ -5,7 +5,8 @@ What a test of an application needs (see docs/testing.md):
 * assertions on what the code under test enqueued, read from the test's session:
   `assert_enqueued`, `refute_enqueued`, `enqueued` (and `aassert_enqueued`,
   `arefute_enqueued`, `aenqueued` for an `AsyncSession`);
-* running jobs in the test's process: `perform` (one handler, now), `drain`
+* running jobs in the test's process: `perform` (one handler, now; `aperform`
+  for an ``async def`` one), `drain`
   (every due job, with each attempt's `JobOutcome`), and `run_on_commit`
   (jobs run right after the transaction that enqueued them commits);
 * a PostgreSQL to run against: `throwaway_postgres` (testcontainers, the
@@ -29,7 +30,7 @@ from sa_jobqueue.testing.assertions import (
 )
 from sa_jobqueue.testing.draining import JobOutcome, drain
 from sa_jobqueue.testing.on_commit import RunOnCommit, run_on_commit
-from sa_jobqueue.testing.running import perform
+from sa_jobqueue.testing.running import aperform, perform
 from sa_jobqueue.testing.servers import (
     LocalCluster,
     NoPostgresError,
@@ -45,6 +46,7 @@ __all__ = [
     "RunOnCommit",
     "aassert_enqueued",
     "aenqueued",
+    "aperform",
     "arefute_enqueued",
     "assert_enqueued",
     "drain",

@@ -8,12 +8,14 @@ notifications and the timeout watchdog are left out.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import secrets
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -24,6 +26,9 @@ from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.executor import Executor
 from sa_jobqueue.jobqueue import JobQueue
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 __all__ = ["DRAIN_LIMIT", "JobOutcome", "drain"]
 
@@ -72,7 +77,9 @@ def drain(
     """Run every due job of `jobs` in this thread, one at a time; return each attempt's outcome.
 
     Jobs the handlers enqueue run too, once due; jobs scheduled for later, and
-    failures waiting out their backoff, stay ``pending``. Attempts are claimed,
+    failures waiting out their backoff, stay ``pending``. ``async def`` handlers run
+    in an event loop of their own (in a thread when called inside a running loop);
+    async transactional ones are not supported here (their outcome says so). Attempts are claimed,
     run and recorded as a worker does (fenced, with backoff and dead letters).
 
     `bind` decides where:
@@ -165,6 +172,7 @@ class _Drain:
                 return Session(bind=connection, join_transaction_mode="create_savepoint")
         else:
             sessions = sessionmaker(bind)
+        self.jobs = jobs
         # As a worker's: the app's middleware runs, results are stored, ctx.engine is set.
         self.executor = Executor(
             jobs.registry.get,
@@ -172,6 +180,7 @@ class _Drain:
             self.driver,
             self.owner,
             jobs.table_name,
+            async_session_factory=_no_async_sessions,
             engine=bind.engine if isinstance(bind, Connection) else bind,
             middlewares=jobs.registry.middlewares,
         )
@@ -199,7 +208,20 @@ class _Drain:
                     f"drain ran {limit} attempts and jobs are still due (job {job.id} "
                     f"{job.kind!r} again); does a handler retry at once, forever?"
                 )
-            outcomes.append(self.record(self.executor.run(job)))
+            outcomes.append(self.record(self.run_one(job)))
+
+    def run_one(self, job: Claimed) -> Outcome:
+        """Run `job`'s handler: a sync one here, an ``async def`` one in an event loop of its own.
+
+        From inside a running loop (an `AsyncSession`'s commit in run-on-commit mode,
+        an async test), that loop runs in a thread of its own, waited for here.
+        """
+        if not self.jobs.registry.is_async(job.kind):
+            return self.executor.run(job)
+        if not _loop_running():
+            return asyncio.run(self.executor.arun(job))
+        with ThreadPoolExecutor(1, thread_name_prefix="sa_jobqueue-drain") as pool:
+            return pool.submit(asyncio.run, self.executor.arun(job)).result()
 
     def claim_one(self) -> Claimed | None:
         with self.step() as connection:
@@ -227,3 +249,20 @@ class _Drain:
             name = "lost" if status is None else "failed" if status == "failed" else "retried"
         error = storable_text(o.error)
         return JobOutcome(job.id, job.kind, job.queue, job.payload, job.attempts, name, error)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _no_async_sessions() -> AsyncSession:
+    """The executor's AsyncSession factory here: async transactional handlers need a worker."""
+    raise ConfigurationError(
+        "testing.drain cannot run an async transactional handler (its ctx.session is an "
+        "AsyncSession); test it with aperform(..., session=async_session) or a worker's "
+        "run_async"
+    )

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import json
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, JobMixin
+from sa_jobqueue.registry import TaskDef
 from sa_jobqueue.validation import check_max_attempts, check_name, dump_payload
 
-__all__ = ["PERFORM_WORKER_ID", "perform"]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+__all__ = ["PERFORM_WORKER_ID", "aperform", "perform"]
 
 #: The ``worker_id`` a handler run by `perform` sees.
 PERFORM_WORKER_ID = "sa_jobqueue.testing.perform"
@@ -33,6 +38,7 @@ def perform(
     max_attempts: int | None = None,
     idempotency_key: str | None = None,
     cancelled: bool = False,
+    engine: Engine | None = None,
 ) -> Any:
     """Run the handler of `kind` once, now, in this thread, with a real `JobContext`.
 
@@ -59,6 +65,11 @@ def perform(
         idempotency_key: ``ctx.idempotency_key`` (default: derived from `job_id`).
         cancelled: ``ctx.cancelled`` from the start, as for an attempt that was
             cancelled, timed out or caught by a shutdown (test the early return).
+        engine: ``ctx.engine``, for a lease-mode handler that opens its own sessions
+            (an ``AsyncEngine`` for `aperform`). Without it, ``ctx.engine`` raises.
+
+    The app's middleware (``jobs.middleware``) does not run: this is the handler
+    alone. `drain` runs it, as a worker does.
 
     Returns:
         What the handler returned. Whatever it raises (`Retry` and `Discard`
@@ -69,11 +80,115 @@ def perform(
             handler got no `session`.
         PayloadError: the payload is not JSON (as `enqueue` would say).
     """
+    task, context = _prepare(
+        "perform",
+        jobs,
+        kind,
+        payload,
+        attempt=attempt,
+        job_id=job_id,
+        queue=queue,
+        max_attempts=max_attempts,
+        idempotency_key=idempotency_key,
+        cancelled=cancelled,
+        engine=engine,
+    )
+    if task.is_async:
+        raise ConfigurationError(
+            f"the handler of {task.kind!r} is an async def: await aperform(jobs, ...) instead"
+        )
+    if not task.transactional:
+        return task.handler(context(None))
+    if session is None:
+        raise ConfigurationError(
+            f"task {task.kind!r} is transactional: pass session= (the test's session or "
+            "connection), whose connection its ctx.session uses"
+        )
+    connection = session.connection() if isinstance(session, Session) else session
+    if isinstance(session, Session):
+        session.flush()  # the handler's session sees what the test's session added
+    with (
+        Session(bind=connection, join_transaction_mode="create_savepoint") as handler_session,
+        handler_session.begin(),
+    ):
+        return task.handler(context(handler_session))
+
+
+async def aperform(
+    jobs: JobQueue[Any],
+    kind: str | JobMixin,
+    payload: Any = None,
+    *,
+    session: AsyncSession | None = None,
+    attempt: int = 1,
+    job_id: int = 0,
+    queue: str | None = None,
+    max_attempts: int | None = None,
+    idempotency_key: str | None = None,
+    cancelled: bool = False,
+    engine: AsyncEngine | None = None,
+) -> Any:
+    """`perform` for an ``async def`` handler: await it on the running loop.
+
+    Takes `perform`'s arguments. A transactional async handler's ``ctx.session`` is
+    an `AsyncSession` on the connection of `session` (the test's `AsyncSession`),
+    inside a SAVEPOINT: visible to the test when it returns, rolled back when it
+    raises.
+
+    Raises:
+        ConfigurationError: as `perform`, and for a sync handler (use `perform`).
+    """
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    task, context = _prepare(
+        "aperform",
+        jobs,
+        kind,
+        payload,
+        attempt=attempt,
+        job_id=job_id,
+        queue=queue,
+        max_attempts=max_attempts,
+        idempotency_key=idempotency_key,
+        cancelled=cancelled,
+        engine=engine,
+    )
+    if not task.is_async:
+        raise ConfigurationError(f"the handler of {task.kind!r} is not async: call perform(...)")
+    if not task.transactional:
+        return await task.handler(context(None))
+    if not isinstance(session, AsyncSession):
+        raise ConfigurationError(
+            f"task {task.kind!r} is transactional: pass session= (the test's AsyncSession), "
+            f"not {session!r}"
+        )
+    await session.flush()
+    connection = await session.connection()
+    handler_session = AsyncSession(bind=connection, join_transaction_mode="create_savepoint")
+    async with handler_session, handler_session.begin():
+        return await task.handler(context(handler_session))
+
+
+def _prepare(
+    name: str,
+    jobs: JobQueue[Any],
+    kind: str | JobMixin,
+    payload: Any,
+    *,
+    attempt: int,
+    job_id: int,
+    queue: str | None,
+    max_attempts: int | None,
+    idempotency_key: str | None,
+    cancelled: bool,
+    engine: Engine | AsyncEngine | None,
+) -> tuple[TaskDef, Callable[[Session | AsyncSession | None], JobContext]]:
+    """The task and a maker of its context, after checking every argument."""
     if not isinstance(jobs, JobQueue):
-        raise ConfigurationError(f"perform needs the application's JobQueue, not {jobs!r}")
+        raise ConfigurationError(f"{name} needs the application's JobQueue, not {jobs!r}")
     if isinstance(kind, JobMixin):
         if payload is not None:
-            raise ConfigurationError("perform(jobs, job) takes the payload from the job; give none")
+            raise ConfigurationError(f"{name}(jobs, job) takes the payload from the job; give none")
         row = kind
         kind, payload, job_id, queue = row.kind, row.payload, row.id, row.queue
         attempt, max_attempts = row.attempts + 1, row.max_attempts
@@ -89,7 +204,7 @@ def perform(
     if cancelled:
         stop.set()
 
-    def context(handler_session: Session | None) -> JobContext:
+    def context(handler_session: Session | AsyncSession | None) -> JobContext:
         return JobContext(
             id=job_id,
             kind=task.kind,
@@ -103,20 +218,7 @@ def perform(
             worker_id=PERFORM_WORKER_ID,
             _session=handler_session,
             _stop=stop,
+            _engine=engine,
         )
 
-    if not task.transactional:
-        return task.handler(context(None))
-    if session is None:
-        raise ConfigurationError(
-            f"task {kind!r} is transactional: pass session= (the test's session or connection), "
-            "whose connection its ctx.session uses"
-        )
-    connection = session.connection() if isinstance(session, Session) else session
-    if isinstance(session, Session):
-        session.flush()  # the handler's session sees what the test's session added
-    with (
-        Session(bind=connection, join_transaction_mode="create_savepoint") as handler_session,
-        handler_session.begin(),
-    ):
-        return task.handler(context(handler_session))
+    return task, context

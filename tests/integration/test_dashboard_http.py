@@ -390,7 +390,12 @@ def test_job_page_shows_a_result_column_and_the_apps_own_columns(engine):
     ResultBase.metadata.create_all(engine)
     try:
         with Session(engine) as session, session.begin():
-            job = JobWithResult(kind="render", result={"pages": 3, "html": XSS}, order_id=42)
+            job = JobWithResult(
+                kind="render",
+                result={"pages": 3, "html": XSS},
+                trace_context={"traceparent": "00-4bf92f3577b34da6-00f067aa0ba902b7-01"},
+                order_id=42,
+            )
             session.add(job)
             session.flush()
             job_id = job.id
@@ -400,6 +405,7 @@ def test_job_page_shows_a_result_column_and_the_apps_own_columns(engine):
         assert result is not None
         assert '"pages": 3' in result.group(1).replace("&#34;", '"')
         assert "&lt;script&gt;" in result.group(1)
+        assert "00-4bf92f3577b34da6" in body.split('id="trace-context"')[1]
         extra = re.search(r'<table class="fields" id="extra">(.*?)</table>', body, re.S)
         assert extra is not None
         assert "order_id" in extra.group(1)
@@ -554,3 +560,35 @@ def test_schedules_on_the_workers_page_and_on_their_jobs(committed):
     assert found is not None
     assert ">nightly:report<" in found.group(1)  # the longest name that prefixes the key
     assert 'id="schedule"' not in c.get(f"/jobs/{plain}").text
+
+
+def test_overview_shows_running_against_each_limited_kinds_limits(committed):
+    jobs = new_queue()
+
+    @jobs.task("sync_crm", max_running=2, max_running_per_key=1)
+    def sync_crm(ctx):  # pragma: no cover - never run, only its limits are read
+        pass
+
+    @jobs.task("plain")
+    def plain(ctx):  # pragma: no cover
+        pass
+
+    for key in ("customer:1", "customer:2"):
+        add(
+            committed,
+            kind="sync_crm",
+            status="running",
+            attempts=1,
+            locked_by="w",
+            concurrency_key=key,
+            locked_until=text("now() + interval '1 minute'"),
+        )
+    body = TestClient(make_app(jobs, committed), base_url="http://127.0.0.1").get("/").text
+    row = re.search(r'<tr data-kind="sync_crm">(.*?)</tr>', body, re.S)
+    assert row is not None
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+    assert cells[0] == "2 / 2"  # at its max_running: flagged
+    assert cells[1] == "1 / 1"
+    assert 'data-kind="plain"' not in body
+    # Without the application's JobQueue there are no task definitions, so no limits.
+    assert 'id="limits"' not in client(committed).get("/").text

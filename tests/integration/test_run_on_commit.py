@@ -159,6 +159,26 @@ def test_an_async_sessions_commit_runs_its_jobs(committed, jobs, database_url):
     assert count(committed, Invoice) == 1
 
 
+def test_an_async_handler_runs_after_an_async_sessions_commit(committed, database_url):
+    queue = new_queue()
+
+    @queue.task("ping")
+    async def ping(ctx: JobContext) -> None:
+        await asyncio.sleep(0)
+
+    async def scenario() -> list[tuple[str, str]]:
+        engine = create_async_engine(database_url)
+        try:
+            with run_on_commit(queue, engine) as ran:
+                async with AsyncSession(engine) as session, session.begin():
+                    await session.run_sync(queue.enqueue, "ping", {})
+            return [(o.kind, o.outcome) for o in ran.outcomes]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(scenario()) == [("ping", "done")]
+
+
 def test_the_fixture_switches_it_on(jobqueue_run_on_commit, committed, jobqueue):
     with Session(committed) as session, session.begin():
         place_order(session, jobqueue, 4)

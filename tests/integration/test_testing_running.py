@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 from sqlalchemy import Engine, func, select
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, Discard, JobContext, JobQueueError, PayloadError, Retry
-from sa_jobqueue.testing import drain, perform
+from sa_jobqueue.testing import aperform, drain, perform
 from sa_jobqueue.testing.running import PERFORM_WORKER_ID
 from tests.models import Invoice, Job, Order, new_queue
 
@@ -60,6 +63,15 @@ def test_perform_can_hand_over_a_cancelled_attempt(jobs):
     perform(jobs, "send_receipt", {"order_id": 4})
     perform(jobs, "send_receipt", {"order_id": 4}, cancelled=True)
     assert [ctx.cancelled for ctx in jobs.seen] == [False, True]
+
+
+def test_perform_hands_over_an_engine_for_ctx_engine(jobs, engine):
+    perform(jobs, "send_receipt", {"order_id": 4})
+    perform(jobs, "send_receipt", {"order_id": 4}, engine=engine)
+    without, given = jobs.seen
+    with pytest.raises(AttributeError, match="was given no engine"):
+        _ = without.engine
+    assert given.engine is engine
 
 
 def test_perform_takes_the_context_fields_it_is_given(jobs):
@@ -278,3 +290,99 @@ def test_bad_drain_calls_say_what_is_wrong(committed, flaky, args, kwargs, messa
     queue, bind = args
     with pytest.raises(ConfigurationError, match=message):
         drain(flaky if queue is None else queue, committed if bind is None else bind, **kwargs)
+
+
+# -- async handlers ------------------------------------------------------------
+
+
+@pytest.fixture
+def async_jobs():
+    queue = new_queue()
+    seen: list[JobContext] = []
+
+    @queue.task("notify")
+    async def notify(ctx: JobContext) -> str:
+        await asyncio.sleep(0)
+        seen.append(ctx)
+        return f"notified {ctx.payload['order_id']}"
+
+    @queue.task("async_invoice", transactional=True)
+    async def async_invoice(ctx: JobContext) -> None:
+        session: Any = ctx.session  # an AsyncSession for an async handler
+        order = await session.get_one(Order, ctx.payload["order_id"])
+        session.add(Invoice(order_id=order.id, total_cents=order.total_cents))
+        if ctx.payload.get("explode"):
+            raise RuntimeError("printer on fire")
+
+    @queue.task("sync_one")
+    def sync_one(ctx: JobContext) -> None:
+        pass
+
+    queue.seen = seen  # type: ignore[attr-defined]
+    return queue
+
+
+def test_aperform_awaits_an_async_handler(async_jobs):
+    result = asyncio.run(aperform(async_jobs, "notify", {"order_id": 4}, cancelled=True))
+    assert result == "notified 4"
+    (ctx,) = async_jobs.seen
+    assert (ctx.kind, ctx.cancelled, ctx.worker_id) == ("notify", True, PERFORM_WORKER_ID)
+
+
+def test_aperform_gives_an_async_transactional_handler_a_savepoint(database_url, async_jobs):
+    async def scenario() -> tuple[int, Invoice | None]:
+        engine = create_async_engine(database_url)
+        try:
+            async with AsyncSession(engine) as session, session.begin():
+                session.add(Order(id=4, customer="dave", total_cents=2500))
+                await aperform(async_jobs, "async_invoice", {"order_id": 4}, session=session)
+                kept = (await session.get_one(Invoice, 4)).total_cents
+                session.add(Order(id=5, customer="erin", total_cents=700))
+                with pytest.raises(RuntimeError, match="printer on fire"):
+                    await aperform(
+                        async_jobs,
+                        "async_invoice",
+                        {"order_id": 5, "explode": True},
+                        session=session,
+                    )
+                gone = await session.get(Invoice, 5)
+                await session.rollback()
+            return kept, gone
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(scenario()) == (2500, None)
+
+
+def test_perform_and_aperform_each_refuse_the_other_kind_of_handler(async_jobs):
+    with pytest.raises(ConfigurationError, match=r"is an async def: await aperform"):
+        perform(async_jobs, "notify", {"order_id": 4})
+    with pytest.raises(ConfigurationError, match="is not async: call perform"):
+        asyncio.run(aperform(async_jobs, "sync_one"))
+    with pytest.raises(ConfigurationError, match=r"pass session= \(the test's AsyncSession\)"):
+        asyncio.run(aperform(async_jobs, "async_invoice", {"order_id": 4}))
+
+
+def test_drain_runs_async_handlers_and_says_it_cannot_run_async_transactional_ones(
+    committed, async_jobs
+):
+    with Session(committed) as session, session.begin():
+        async_jobs.enqueue_many(session, [("notify", {"order_id": 4}), ("async_invoice", {})])
+    ran = drain(async_jobs, committed)
+    assert [(o.kind, o.outcome) for o in ran] == [("notify", "done"), ("async_invoice", "retried")]
+    assert ran[1].error is not None
+    assert "cannot run an async transactional handler" in ran[1].error
+    assert [ctx.payload for ctx in async_jobs.seen] == [{"order_id": 4}]
+
+
+def test_drain_inside_a_running_loop_runs_async_handlers_in_a_loop_of_their_own(
+    committed, async_jobs
+):
+    with Session(committed) as session, session.begin():
+        async_jobs.enqueue(session, "notify", {"order_id": 4})
+
+    async def inside() -> list[str]:
+        return [o.outcome for o in drain(async_jobs, committed)]
+
+    assert asyncio.run(inside()) == ["done"]
+    assert [ctx.payload for ctx in async_jobs.seen] == [{"order_id": 4}]

@@ -139,8 +139,8 @@ def test_a_cancel_of_a_job_this_worker_does_not_run_changes_nothing_here(committ
         effect(committed, ctx, "ran")
 
     with running(jobs, committed) as worker:
-        worker._on_control("cancel 12345")  # not running here
-        worker._on_control("nonsense")
+        worker.interrupts.control("cancel 12345")  # not running here
+        worker.interrupts.control("nonsense")
         job_id = enqueue(committed, jobs, "quick")
         wait_for(lambda: row(committed, job_id).status == "done", what="a job still runs")
     assert worker.pool.abandoned == 0

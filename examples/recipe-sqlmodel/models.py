@@ -2,7 +2,6 @@ import os
 
 from sa_jobqueue import JobMixin
 from sqlalchemy.orm import DeclarativeBase
-
 from sqlmodel import Field, SQLModel, create_engine
 
 engine = create_engine(os.environ["DATABASE_URL"])

@@ -1,5 +1,6 @@
-from models import Hero, engine
 from sqlmodel import Session, SQLModel
+
+from models import Hero, engine
 from tasks import jobs
 
 # The jobs table is the migration's; create only the SQLModel tables here.

@@ -1,11 +1,10 @@
 import os
 
+from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
 from sa_jobqueue import JobContext, JobMixin, JobQueue
 from sa_jobqueue.middleware import CallNext
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-
-from flask import Flask
 
 
 class Base(DeclarativeBase):
