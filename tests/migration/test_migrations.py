@@ -365,7 +365,15 @@ def test_migrated_schema_equals_the_model(scratch):
     assert columns["max_attempts"] == ("integer", True, "20")
     assert columns["run_at"] == ("timestamp with time zone", True, "now()")
     assert migrated["columns"][0] == ("id", "bigint", True, None, "d")  # identity
-    assert ("concurrency_key", "text", False, None, "") in migrated["columns"]
+    # Each later revision's columns come last, in revision order (create_all agrees above).
+    assert [c[0] for c in migrated["columns"][-3:]] == [
+        "concurrency_key",
+        "result",
+        "trace_context",
+    ]
+    assert migrated["columns"][-3] == ("concurrency_key", "text", False, None, "")
+    assert columns["result"] == ("jsonb", False, None)
+    assert columns["trace_context"] == ("jsonb", False, None)
 
 
 def test_migrated_starts_log_equals_the_model(scratch):
