@@ -72,7 +72,10 @@ class Attempts:
         deadline = None if timeout is None else self._clock() + timeout
         with self._lock:
             self._attempts[key] = _Attempt(event, timeout, deadline, subject=subject)
-            self._changed.notify_all()
+            if deadline is not None:
+                # Only a new deadline concerns the watchdog: waking it for every
+                # attempt would cost each job a thread switch.
+                self._changed.notify_all()
         return event
 
     def event(self, key: Key) -> threading.Event | None:

@@ -172,6 +172,7 @@ class PostgresDriver:
             for kind, limit in limited.items()
         }
         self._complete = statements.complete(model)
+        self._complete_plain = statements.complete(model, with_results=False)
         self._release = statements.release(model)
         self._failures = {
             Result.FAIL: statements.fail(model),
@@ -231,12 +232,13 @@ class PostgresDriver:
         """Mark `jobs` done in one fenced UPDATE, with their results; return those still held."""
         if not jobs:
             return set()
-        if results is None:
-            results = [None] * len(jobs)
-        elif len(results) != len(jobs):
+        if results is not None and len(results) != len(jobs):
             raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
-        params = {**fence_params(jobs, owner), "results": list(results)}
-        rows = conn.execute(self._complete, params)
+        if results is None or all(result is None for result in results):
+            rows = conn.execute(self._complete_plain, fence_params(jobs, owner))
+        else:
+            params = {**fence_params(jobs, owner), "results": list(results)}
+            rows = conn.execute(self._complete, params)
         return {(row.id, row.attempts) for row in rows}
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:

@@ -75,6 +75,8 @@ class Middlewares:
 
     def wrap(self, handler: Callable[[JobContext], Any]) -> Callable[[JobContext], Any]:
         """`handler` inside the middlewares of its kind (async ones for an async handler)."""
+        if not self._sync and not self._async:
+            return handler  # the common case, on every attempt: no inspection to pay for
         chain = self._async if is_async(handler) else self._sync
         call = handler
         for middleware in reversed(chain):

@@ -249,32 +249,38 @@ def still_owned(model: type[JobMixin]) -> Select[int, int]:
     return select(model.id, model.attempts).where(*fence(model, batch.c.id, batch.c.attempts))
 
 
-def complete(model: type[JobMixin]) -> Update:
+def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
     """Mark ``:owner``'s jobs done; return ``(id, attempts)`` of those that were still held.
 
-    Parameters: ``ids``, ``attempt_numbers`` and ``results`` (each handler's return
-    value as JSON text, NULL for none), arrays: one fenced UPDATE acknowledges many
-    jobs and stores their results.
+    Parameters: ``ids``, ``attempt_numbers`` and, `with_results`, ``results`` (each
+    handler's return value as JSON text, NULL for none), arrays: one fenced UPDATE
+    acknowledges many jobs and stores their results. Without `with_results` it stores
+    none and unnests two arrays instead of three: the cheaper statement for the usual
+    batch, in which no handler returned anything.
     """
     fence_arrays = [bindparam(param, type_=ARRAY(type_)) for param, _, type_ in FENCE_ARRAYS]
-    # Optional: a NULL array unnests as NULLs beside the others (no results stored).
-    results = bindparam("results", None, type_=ARRAY(Text), required=False)
     columns = [column for _, column, _ in FENCE_ARRAYS]
-    batch = (
-        func.unnest(*fence_arrays, results)
-        .table_valued(*columns, "result")
-        .render_derived(name="batch")
-    )
+    done: dict[str, Any] = {
+        "status": Status.DONE.value,
+        "locked_until": null(),
+        "finished_at": func.now(),
+        "updated_at": func.now(),
+    }
+    if with_results:
+        # Optional: a NULL array unnests as NULLs beside the others (no results stored).
+        results = bindparam("results", None, type_=ARRAY(Text), required=False)
+        batch = (
+            func.unnest(*fence_arrays, results)
+            .table_valued(*columns, "result")
+            .render_derived(name="batch")
+        )
+        done["result"] = cast(batch.c.result, JSONB)
+    else:
+        batch = func.unnest(*fence_arrays).table_valued(*columns).render_derived(name="batch")
     return (
         update(model)
         .where(*fence(model, batch.c.id, batch.c.attempts))
-        .values(
-            status=Status.DONE.value,
-            locked_until=null(),
-            finished_at=func.now(),
-            updated_at=func.now(),
-            result=cast(batch.c.result, JSONB),
-        )
+        .values(**done)
         .returning(model.id, model.attempts)
     )
 

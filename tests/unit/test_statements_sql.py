@@ -32,6 +32,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "heartbeat": lambda: statements.heartbeat(Job),
     "still_owned": lambda: statements.still_owned(Job),
     "complete": lambda: statements.complete(Job),
+    "complete_plain": lambda: statements.complete(Job, with_results=False),
     "fail": lambda: statements.fail(Job),
     "retry_later": lambda: statements.retry_later(Job),
     "release": lambda: statements.release(Job),

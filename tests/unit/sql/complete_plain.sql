@@ -1,0 +1,1 @@
+UPDATE jobs SET status=%(status)s, locked_until=NULL, updated_at=now(), finished_at=now() FROM unnest(%(ids)s, %(attempt_numbers)s) AS batch(id, attempts) WHERE jobs.id = batch.id AND jobs.attempts = batch.attempts AND jobs.locked_by = %(owner)s AND jobs.status = %(status_1)s RETURNING jobs.id, jobs.attempts
