@@ -26,9 +26,12 @@ from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.wakeup import Notified, WakeEvent, WakeupPolicy
 
-__all__ = ["ClaimLoop"]
+__all__ = ["COALESCE_SECONDS", "ClaimLoop"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+#: After a full batch, the longest the loop waits for handlers to free half the slots.
+COALESCE_SECONDS = 0.002
 
 
 class ClaimLoop:
@@ -123,8 +126,30 @@ class ClaimLoop:
                 self.stopping.wait(MIN_BACKOFF)  # due jobs wait for a limit: look again
                 continue
             if claimed and claimed == free:
-                continue  # a full batch: more may be due right now
+                # A full batch: more may be due right now. Let a few finished handlers
+                # report first, so the next round acknowledges and claims in a batch.
+                self.coalesce()
+                continue
             self.wait(claimed, free)
+
+    def coalesce(self) -> None:
+        """Before the round after a full batch: wait for half the slots, briefly.
+
+        Without it the loop runs its next round while most handlers of the batch it
+        just claimed are still running, and settles at rounds of a few jobs each,
+        paying a claim's and an acknowledgement's round trips for each few. At most
+        `COALESCE_SECONDS`; returns at once for a stop, or when `concurrency` is 1.
+        """
+        wanted = self.concurrency // 2
+        if wanted < 1:
+            return
+        deadline = time.monotonic() + COALESCE_SECONDS
+        while self.completer.unrecorded() < wanted and not self.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self.wake.wait(remaining)
+            self.wake.clear()
 
     def round(self) -> tuple[int, int]:
         """Record finished jobs and claim new ones, in one short transaction."""

@@ -89,6 +89,10 @@ class Completer:
         """Whether a report waits to be recorded."""
         return bool(self._pending) or not self._outbox.empty()
 
+    def unrecorded(self) -> int:
+        """How many reports wait to be recorded (approximate while handlers report)."""
+        return len(self._pending) + self._outbox.qsize()
+
     def recorded(self, reports: Sequence[Outcome]) -> int:
         """`reports` committed: forget them; return how many were attempts that ran."""
         if not reports:

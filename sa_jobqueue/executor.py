@@ -27,7 +27,7 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine, exc
@@ -157,6 +157,8 @@ class Executor:
 
     def _span(self, job: Claimed) -> Any:
         """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
+        if not tracing.recording():
+            return nullcontext()  # the common case: no generator to step through per job
         return tracing.consuming(
             job_id=job.id,
             kind=job.kind,
@@ -166,12 +168,15 @@ class Executor:
             trace_context=job.trace_context,
         )
 
-    @contextmanager
-    def _busy(self) -> Iterator[None]:
+    def _busy(self) -> AbstractContextManager[None]:
         """Count a handler as busy while it runs a job (or a savepoint batch)."""
         if self._metrics is None:
-            yield
-            return
+            return nullcontext()
+        return self._counted_busy()
+
+    @contextmanager
+    def _counted_busy(self) -> Iterator[None]:
+        assert self._metrics is not None  # noqa: S101 - for the type checker
         self._metrics.busy.inc()
         try:
             yield

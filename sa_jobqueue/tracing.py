@@ -38,6 +38,7 @@ __all__ = [
     "consuming",
     "producing",
     "record_failure",
+    "recording",
     "use_tracer_provider",
 ]
 
@@ -97,6 +98,12 @@ def _version() -> str | None:
 def available() -> bool:
     """Whether OpenTelemetry's API is installed (tracing then follows its configuration)."""
     return _otel() is not None
+
+
+def recording() -> bool:
+    """Whether spans would record now (the API is installed and an SDK configured)."""
+    otel = _otel()
+    return otel is not None and bool(otel.recording())
 
 
 @dataclass
