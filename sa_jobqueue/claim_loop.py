@@ -118,10 +118,7 @@ class ClaimLoop:
                 continue
             idle = claimed == 0 and not self.inflight and not self.completer.has_unrecorded()
             if until_empty and idle:
-                conn = self.connection()
-                with conn.begin():
-                    held_back = self.claimer.held_back(conn)
-                if not held_back:
+                if not self.limited or not self.held_back():
                     return
                 self.stopping.wait(MIN_BACKOFF)  # due jobs wait for a limit: look again
                 continue
@@ -131,6 +128,12 @@ class ClaimLoop:
                 self.coalesce()
                 continue
             self.wait(claimed, free)
+
+    def held_back(self) -> bool:
+        """In a drain: whether due jobs are left that a limit keeps from running now."""
+        conn = self.connection()
+        with conn.begin():
+            return self.claimer.held_back(conn)
 
     def coalesce(self) -> None:
         """Before the round after a full batch: wait for half the slots, briefly.

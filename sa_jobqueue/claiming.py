@@ -60,7 +60,7 @@ class Claimer:
 
     def held_back(self, conn: Connection) -> bool:
         """Whether due jobs are left that a limit keeps from running now (for a drain)."""
-        return bool(self.limited) and self.driver.limited_due(conn, self.queues)
+        return self.driver.limited_due(conn, self.queues)
 
     def _claim_unlimited(self, conn: Connection, order: Sequence[str], limit: int) -> list[Claimed]:
         claimed: list[Claimed] = []

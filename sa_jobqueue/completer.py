@@ -87,7 +87,7 @@ class Completer:
 
     def has_unrecorded(self) -> bool:
         """Whether a report waits to be recorded."""
-        return bool(self._pending) or not self._outbox.empty()
+        return self.unrecorded() > 0
 
     def unrecorded(self) -> int:
         """How many reports wait to be recorded (approximate while handlers report)."""
