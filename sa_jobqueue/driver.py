@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Select
+from sqlalchemy import Connection, Row, Select
 
 from sa_jobqueue import statements
 from sa_jobqueue.attempt import AttemptKey, Claimed, Result, fence_params
@@ -63,6 +63,16 @@ class Driver(Protocol):
 
     def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due pending jobs of `queue` to `owner` (no limited kind)."""
+        ...
+
+    def claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queues`, in their order, to `owner`.
+
+        One statement: the first queue's jobs in claim order, then the next queue's,
+        as `claim` called for each queue in turn would take them (no limited kind).
+        """
         ...
 
     def claim_limited(
@@ -161,6 +171,9 @@ class PostgresDriver:
         self._claim = statements.claim(
             model, leases=self.leases, default_lease=default_lease, exclude_kinds=self.limited_kinds
         )
+        self._claim_queues = statements.claim_queues(
+            model, leases=self.leases, default_lease=default_lease, exclude_kinds=self.limited_kinds
+        )
         self._lock_limited = {kind: statements.lock_limited(model, kind) for kind in limited}
         self._limited_due = (
             statements.limited_due(model, kinds=self.limited_kinds) if limited else None
@@ -191,7 +204,19 @@ class PostgresDriver:
     def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due pending jobs of `queue` to `owner` (`statements.claim`)."""
         params = {"queue_name": queue, "limit": limit, "owner": owner}
-        rows = conn.execute(self._claim, params).all()
+        return self._claimed(conn.execute(self._claim, params).all())
+
+    def claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queues` to `owner` (`statements.claim_queues`).
+
+        The earlier a queue is in `queues`, the sooner its jobs are taken.
+        """
+        params = {"queues": list(queues), "limit": limit, "owner": owner}
+        return self._claimed(conn.execute(self._claim_queues, params).all())
+
+    def _claimed(self, rows: Sequence[Row[Any]]) -> list[Claimed]:
         return [
             Claimed.from_row(row, self.leases.get(row.kind, self.default_lease)) for row in rows
         ]
