@@ -269,7 +269,12 @@ def _lease(
         model.updated_at: func.now(),
     }
     returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
-    return update(model).where(model.id == due.c.id).values(leased).returning(*returned)
+    # ``id = ANY(ARRAY(SELECT id FROM due))``, not ``FROM due``: the planner sizes
+    # the array at a few elements whatever it guessed for `due` (whose LIMIT it
+    # cannot see), so the leased rows are found by primary key, never by a hash
+    # join over a scan of the whole table.
+    ids = func.array(select(due.c.id).scalar_subquery())
+    return update(model).where(model.id == func.any(ids)).values(leased).returning(*returned)
 
 
 def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+import pytest
 from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.orm import Session
@@ -152,25 +153,33 @@ def test_the_first_queue_rotates_so_a_busy_queue_cannot_hold_the_others_back(com
     assert rounds[2] == {busy[2], busy[3]}  # c is empty now, a fills the round
 
 
-def _plan(conn: Connection, queues: list[str], generic: bool) -> str:
-    """EXPLAIN ANALYZE of the prepared claim_queues statement, as a custom or generic plan."""
+def _plan(conn: Connection, one_queue: bool, queues: list[str], generic: bool) -> str:
+    """EXPLAIN ANALYZE of a prepared claim statement, as a custom or generic plan."""
     mode = "force_generic_plan" if generic else "force_custom_plan"
     conn.execute(text(f"SET LOCAL plan_cache_mode = {mode}"))
-    conn.exec_driver_sql(f"PREPARE sajq_claim_queues(text[], int) AS {_prepared_sql()}")
-    names = ",".join(queues)  # plain names: EXECUTE in EXPLAIN takes no bound parameters
-    rows = conn.exec_driver_sql(
-        f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE sajq_claim_queues('{{{names}}}'::text[], 32)"
-    )
-    return "\n".join(row[0] for row in rows)
+    if one_queue:
+        statement = statements.claim(Job, leases={}, default_lease=300.0)
+        conn.exec_driver_sql(f"PREPARE sajq_claim(text, int) AS {_prepared_sql(statement)}")
+        argument = f"'{queues[0]}'"
+    else:
+        statement = statements.claim_queues(Job, leases={}, default_lease=300.0)
+        conn.exec_driver_sql(f"PREPARE sajq_claim(text[], int) AS {_prepared_sql(statement)}")
+        names = ",".join(queues)  # plain names: EXECUTE in EXPLAIN takes no bound parameters
+        argument = f"'{{{names}}}'::text[]"
+    try:
+        rows = conn.exec_driver_sql(
+            f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE sajq_claim({argument}, 32)"
+        )
+        return "\n".join(row[0] for row in rows)
+    finally:
+        conn.exec_driver_sql("DEALLOCATE sajq_claim")  # PREPARE outlives the transaction
 
 
-def _prepared_sql() -> str:
-    """The statement with ``$1`` (queues), ``$2`` (limit) and constants for the rest."""
-    compiled = statements.claim_queues(Job, leases={}, default_lease=300.0).compile(
-        dialect=psycopg.dialect()
-    )
+def _prepared_sql(statement: Any) -> str:
+    """`statement` with ``$1`` (the queue or queues), ``$2`` (limit), constants for the rest."""
+    compiled = statement.compile(dialect=psycopg.dialect())
     sql = str(compiled)
-    values = {"queues": "$1", "limit": "$2", "owner": f"'{OWNER}'"}
+    values = {"queues": "$1", "queue_name": "$1", "limit": "$2", "owner": f"'{OWNER}'"}
     for name, value in compiled.params.items():
         if name not in values:
             values[name] = f"'{value}'" if isinstance(value, str) else str(value)
@@ -179,13 +188,17 @@ def _prepared_sql() -> str:
     return sql
 
 
-def test_the_plan_walks_the_pending_index_even_with_one_deep_queue_unknown_to_statistics(
-    committed,
+@pytest.mark.parametrize("analysed", [False, True], ids=["stale", "fresh"])
+@pytest.mark.parametrize("one_queue", [True, False], ids=["claim", "claim_queues"])
+def test_the_plan_walks_the_pending_index_then_finds_the_rows_by_primary_key(
+    committed, one_queue, analysed
 ):
-    """Custom and generic plans: an ordered index walk per queue, never a sort of a queue.
+    """Custom and generic plans, beside one deep queue among thin ones.
 
-    The deep queue arrives after ANALYZE, so the planner believes it holds as few
-    rows as the others; shown the LIMIT, it would sort all of them on every claim.
+    With stale statistics (the deep queue arrived after ANALYZE) the planner thinks
+    it as thin as the others: shown the LIMIT, it would read and sort all of it on
+    every claim. With fresh ones, and the LIMIT hidden from it, it would expect
+    hundreds of rows to lease and find them by a hash join over a scan of the table.
     """
     queues = [f"q{i:03d}" for i in range(100)]
     _add(committed, [{"queue": q} for q in queues for _ in range(3)])
@@ -198,9 +211,15 @@ def test_the_plan_walks_the_pending_index_even_with_one_deep_queue_unknown_to_st
                 "INSERT INTO jobs (kind, queue) SELECT 'noop', 'deep' FROM generate_series(1, 5000)"
             )
         )
+    if analysed:
+        with committed.connect() as conn:
+            conn.execute(text("ANALYZE jobs"))
+            conn.commit()
     for generic in (False, True):
         with committed.connect() as conn, conn.begin():
-            plan = _plan(conn, ["deep", *queues], generic)
+            plan = _plan(conn, one_queue, ["deep", *queues], generic)
             conn.rollback()
         assert "Index Scan using ix_jobs_pending" in plan, plan
-        assert "Sort" not in plan, plan
+        assert "Index Scan using jobs_pkey" in plan, plan
+        for step in ("Sort", "Seq Scan", "Hash", "Bitmap"):
+            assert step not in plan, plan
