@@ -1,8 +1,11 @@
 """What one claim round takes: queues in rotation, limited kinds alternating with the rest.
 
-`Claimer.claim` fills a round's free slots. Unlimited kinds take one statement per
-queue (the driver's `claim`), starting with a queue that rotates each round so no
-queue waits behind the others. Limited kinds go through `LimitedClaims` (a lock
+`Claimer.claim` fills a round's free slots. Unlimited kinds take one statement for
+all the worker's queues (the driver's `claim_queues`; `claim` for a worker of one
+queue), which fills the slots from the first queue, then the next. The first
+queue rotates each round, so a queue with due jobs is claimed from within as many
+rounds as the worker has queues, however busy the others are (docs/workers.md).
+Limited kinds go through `LimitedClaims` (a lock
 and a counting claim each); every second round they go first, so neither side
 starves the other, and when they fill the round no other claim runs.
 """
