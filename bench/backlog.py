@@ -1,6 +1,7 @@
 """`make bench-backlog`: claim throughput over deep backlogs, as ratios to a small table.
 
-Usage: ``python bench/backlog.py [--jobs N] [--deep N] [--queues N] [--database-url URL]``.
+Usage: ``python bench/backlog.py [--jobs N] [--deep N] [--queues N] [--repeat N]
+[--database-url URL]``.
 Every case drains ``--jobs`` (10,000) due no-op jobs with one worker process at
 concurrency 32 in lease mode (`drive.py`), in a scratch database:
 
@@ -12,10 +13,21 @@ concurrency 32 in lease mode (`drive.py`), in a scratch database:
   holding 100 due pending rows it must not touch (the multi-tenant layout: one
   worker, or one deployment, per queue);
 - **all of many queues**: the jobs spread evenly over ``--queues`` (1,000) queues and
-  the worker serving all of them (one claim statement per queue per round).
+  the worker serving all of them (one claim statement per round,
+  `statements.claim_queues`).
 
-Big tables are filled with one ``INSERT ... SELECT generate_series`` and analysed.
-It prints jobs/s, the ratio to small (target >= 0.80) and the load average.
+Big tables are filled with one ``INSERT ... SELECT generate_series``, analysed, and
+followed by a ``CHECKPOINT``: without it the fill's dirty pages are written back
+(and, after the checkpoint that a big fill requests, the first change of each page
+is logged in full) while the next drain runs, which measured that drain, not the
+claims: 3,220 and then 7,901 jobs/s for the same deep case, minutes apart.
+
+The cases run ``--repeat`` (3) times, interleaved (each repetition starts one case
+later), and the table gives the median of each with its range; ratios are to the
+small case's median. Beside the rates, two figures the machine's load does not move:
+the database blocks each job cost (``pg_stat_database``: shared blocks hit and read
+between go and the worker's exit) and the claim statements per 1,000 jobs. It
+prints the table, the ratio to small (target >= 0.80) and the load average.
 """
 
 from __future__ import annotations
@@ -23,9 +35,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,7 +67,35 @@ def sql(url: str, *statements: str) -> None:
             conn.execute(statement)  # type: ignore[arg-type]
 
 
-def drain(url: str, count: int, queues: list[str]) -> tuple[float, float]:
+def checkpoint(url: str) -> None:
+    """Write the fill's dirty pages now, not during the drain (needs pg_checkpoint in 15)."""
+    try:
+        sql(url, "CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        log("  no CHECKPOINT (not permitted): the fill's writes may land in the drain")
+
+
+def blocks(url: str) -> int:
+    """Shared blocks hit and read in the database so far (all backends)."""
+    with psycopg.connect(raw.dsn(url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT blks_hit + blks_read FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@dataclass
+class Drain:
+    """One drain: jobs/s to the end and to the last rows claimed, blocks and claims per job."""
+
+    rate: float
+    steady: float
+    blocks_per_job: float
+    claims_per_1000: float
+
+
+def drain(url: str, count: int, queues: list[str]) -> Drain:
     """One drive.py worker at CONCURRENCY over `queues`; checks `count` jobs got done.
 
     Returns jobs/s from go to the drain's end, and from go to the last claim that
@@ -71,6 +113,7 @@ def drain(url: str, count: int, queues: list[str]) -> tuple[float, float]:
         line = child.stdout.readline().strip()
         if line != "ready":
             raise RuntimeError(f"worker did not start: {line!r}")
+        blocks_before = blocks(url)
         started = time.monotonic()
         child.stdin.write("go\n")
         child.stdin.flush()
@@ -83,12 +126,19 @@ def drain(url: str, count: int, queues: list[str]) -> tuple[float, float]:
         if child.poll() is None:
             child.kill()
             child.wait(10)
+    time.sleep(1.0)  # the worker's backend reports its counters as it exits
+    used = blocks(url) - blocks_before
     done = raw.count_done(url) - before
     if done != count or report["warnings"]:
         raise RuntimeError(f"{done} of {count} jobs done, {report['warnings']} worker warnings")
     claims = report["claims"]
     log(f"  claims: {claims}; tail {report['end'] - claims['last_rows_at']:.3f} s")
-    return count / (report["end"] - started), count / (claims["last_rows_at"] - started)
+    return Drain(
+        count / (report["end"] - started),
+        count / (claims["last_rows_at"] - started),
+        used / count,
+        1000 * claims["claims"] / count,
+    )
 
 
 def fill_due(url: str, count: int, queues: int) -> None:
@@ -108,18 +158,21 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--deep", type=int, default=1_000_000)
     parser.add_argument("--queues", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    results: list[tuple[str, tuple[float, float]]] = []
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load_before = os.getloadavg()
     with server(args.database_url) as url, scratch_database(url, prefix="sajq_backlog") as db:
         migration.upgrade(db)
 
-        def small() -> tuple[float, float]:
+        def small() -> Drain:
             raw.truncate(db)
             sql(db, "VACUUM ANALYZE jobs")
             fill_due(db, args.jobs, 1)
+            checkpoint(db)
             return drain(db, args.jobs, ["default"])
 
-        def deep() -> tuple[float, float]:
+        def deep() -> Drain:
             raw.truncate(db)
             sql(
                 db,
@@ -129,9 +182,10 @@ def main() -> None:
                 "VACUUM ANALYZE jobs",
             )
             fill_due(db, args.jobs, 1)
+            checkpoint(db)
             return drain(db, args.jobs, ["default"])
 
-        def one_of_many() -> tuple[float, float]:
+        def one_of_many() -> Drain:
             raw.truncate(db)
             others = args.queues - 1
             sql(
@@ -142,12 +196,14 @@ def main() -> None:
                 "VACUUM ANALYZE jobs",
             )
             fill_due(db, args.jobs, 1)
+            checkpoint(db)
             return drain(db, args.jobs, ["default"])
 
-        def all_of_many() -> tuple[float, float]:
+        def all_of_many() -> Drain:
             raw.truncate(db)
             sql(db, "VACUUM ANALYZE jobs")
             fill_due(db, args.jobs, args.queues)
+            checkpoint(db)
             names = [f"q{i:04d}" for i in range(args.queues)]
             return drain(db, args.jobs, names)
 
@@ -159,33 +215,52 @@ def main() -> None:
                 one_of_many,
             ),
             (f"all of {args.queues:,} queues ({args.jobs // args.queues} jobs each)", all_of_many),
-            ("small", small),
         ]
-        for name, case in cases:
-            log(f"{name} ...")
-            results.append((name, case()))
-            rate, steady = results[-1][1]
-            log(f"  {rate:,.0f} jobs/s to the end, {steady:,.0f} to the last rows")
+        results: dict[str, list[Drain]] = {name: [] for name, _ in cases}
+        for repetition in range(args.repeat):
+            shift = repetition % len(cases)
+            for name, case in cases[shift:] + cases[:shift]:
+                log(f"[{repetition + 1}/{args.repeat}] {name} ...")
+                result = case()
+                results[name].append(result)
+                log(f"  {result.rate:,.0f} jobs/s to the end, {result.steady:,.0f} to last rows")
         raw.truncate(db)
-    base = [(results[0][1][k] + results[-1][1][k]) / 2 for k in (0, 1)]
+    load_after = os.getloadavg()
+
+    def median(name: str, field: str) -> float:
+        return statistics.median(getattr(d, field) for d in results[name])
+
+    def spread(name: str, field: str) -> str:
+        values = [getattr(d, field) for d in results[name]]
+        return f"{median(name, field):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+    base = {field: median("small", field) for field in ("rate", "steady")}
     print(
         f"lease mode, 1 process, concurrency {CONCURRENCY}, drain of {args.jobs:,} no-op jobs;"
-        f" one run each; small = mean of the first and last run ({base[0]:,.0f} jobs/s"
-        f" to the end, {base[1]:,.0f} to the last claim with rows)"
+        f" {started}; median of {args.repeat} interleaved run(s) (min-max); ratios to the"
+        f" small case's median ({base['rate']:,.0f} jobs/s to the end,"
+        f" {base['steady']:,.0f} to the last claim with rows)"
     )
     print(
         "| case | jobs/s, go -> drain end | vs small | jobs/s, go -> last rows claimed | vs small |"
-        f" target >= {TARGET:.0%} (drain end) |"
+        f" blocks/job | claims/1,000 jobs | target >= {TARGET:.0%} (drain end) |"
     )
-    print("|---|---|---|---|---|---|")
-    for name, (rate, steady) in results:
-        ratio, steady_ratio = rate / base[0], steady / base[1]
+    print("|---|---|---|---|---|---|---|---|")
+    for name, _ in cases:
+        ratio = median(name, "rate") / base["rate"]
+        steady_ratio = median(name, "steady") / base["steady"]
         held = "held" if ratio >= TARGET else "NOT held"
         print(
-            f"| {name} | {rate:,.0f} | {ratio:.0%} | {steady:,.0f} | {steady_ratio:.0%} | {held} |"
+            f"| {name} | {spread(name, 'rate')} | {ratio:.0%} | {spread(name, 'steady')}"
+            f" | {steady_ratio:.0%} | {median(name, 'blocks_per_job'):.1f}"
+            f" | {median(name, 'claims_per_1000'):,.0f} | {held} |"
         )
-    load = os.getloadavg()
-    print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        "load average (1, 5, 15 min): before "
+        + " ".join(f"{x:.2f}" for x in load_before)
+        + ", after "
+        + " ".join(f"{x:.2f}" for x in load_after)
+    )
 
 
 if __name__ == "__main__":
