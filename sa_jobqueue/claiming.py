@@ -2,9 +2,10 @@
 
 `Claimer.claim` fills a round's free slots. Unlimited kinds take one statement for
 all the worker's queues (the driver's `claim_queues`; `claim` for a worker of one
-queue), which fills the slots from the first queue, then the next. The first
-queue rotates each round, so a queue with due jobs is claimed from within as many
-rounds as the worker has queues, however busy the others are (docs/workers.md).
+queue), which fills the slots from the first queue, then the next. The next round
+starts after the last queue a round took jobs from (one queue later when it took
+none), so the queues with due jobs take turns: none waits more rounds than there
+are other queues with due jobs, however busy they are (docs/workers.md).
 Limited kinds go through `LimitedClaims` (a lock
 and a counting claim each); every second round they go first, so neither side
 starves the other, and when they fill the round no other claim runs.
@@ -73,4 +74,13 @@ class Claimer:
             return []
         if len(order) == 1:
             return self.driver.claim(conn, order[0], limit, self.owner)
-        return self.driver.claim_queues(conn, order, limit, self.owner)
+        claimed = self.driver.claim_queues(conn, order, limit, self.owner)
+        if claimed:
+            # The next round starts after the last queue this one took jobs from,
+            # not one queue later: the queues with due jobs take turns (none waits
+            # more rounds than there are other busy queues), and the queues this
+            # round found empty are not probed again before the others.
+            place = {queue: i for i, queue in enumerate(order)}
+            last = order[max(place[job.queue] for job in claimed)]
+            self._first_queue = (self.queues.index(last) + 1) % len(self.queues)
+        return claimed

@@ -153,6 +153,25 @@ def test_the_first_queue_rotates_so_a_busy_queue_cannot_hold_the_others_back(com
     assert rounds[2] == {busy[2], busy[3]}  # c is empty now, a fills the round
 
 
+def test_queues_with_due_jobs_take_turns_however_the_empty_ones_lie(committed):
+    """Two busy queues side by side among empty ones: each round goes to the other one.
+
+    Rotating the first queue by one per round would give `a` every round that starts
+    at an empty queue (four rounds in five here); starting after the last queue
+    served alternates them.
+    """
+    _add(committed, [{"queue": q} for q in ("a", "b") for _ in range(20)])
+    queues = ["a", "b", "c", "d", "e"]
+    claimer = Claimer(_driver(), LimitedClaims(_driver(), {}), queues, OWNER)
+    served: list[str] = []
+    for _ in range(6):
+        with committed.connect() as conn, conn.begin():
+            got = claimer.claim(conn, 2)
+        assert len({job.queue for job in got}) == 1
+        served.append(got[0].queue)
+    assert served == ["a", "b", "a", "b", "a", "b"]
+
+
 def _plan(conn: Connection, one_queue: bool, queues: list[str], generic: bool) -> str:
     """EXPLAIN ANALYZE of a prepared claim statement, as a custom or generic plan."""
     mode = "force_generic_plan" if generic else "force_custom_plan"
