@@ -22,12 +22,14 @@ followed by a ``CHECKPOINT``: without it the fill's dirty pages are written back
 is logged in full) while the next drain runs, which measured that drain, not the
 claims: 3,220 and then 7,901 jobs/s for the same deep case, minutes apart.
 
-The cases run ``--repeat`` (3) times, interleaved (each repetition starts one case
-later), and the table gives the median of each with its range; ratios are to the
-small case's median. Beside the rates, two figures the machine's load does not move:
-the database blocks each job cost (``pg_stat_database``: shared blocks hit and read
-between go and the worker's exit) and the claim statements per 1,000 jobs. It
-prints the table, the ratio to small (target >= 0.80) and the load average.
+Each repetition (``--repeat``, 3) runs every case beside a small drain of its own,
+the pair's order alternating between repetitions, and the case's ratio to small is
+the median of its pairs' ratios: two drains seconds apart, so a change of the
+machine's load between cases does not land in a ratio. Beside the rates, figures
+the load moves little: the database blocks each job cost (``pg_stat_database``:
+shared blocks hit and read between go and the worker's exit), the worker process's
+CPU per 1,000 jobs, and the claim statements per 1,000 jobs. It prints the table
+(target: ratio >= 0.80) and the load average.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -87,12 +90,19 @@ def blocks(url: str) -> int:
 
 @dataclass
 class Drain:
-    """One drain: jobs/s to the end and to the last rows claimed, blocks and claims per job."""
+    """One drain: jobs/s to the end and to the last rows claimed; what each job cost."""
 
     rate: float
     steady: float
     blocks_per_job: float
     claims_per_1000: float
+    cpu_ms_per_1000: float  # the worker process's user + system CPU
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def drain(url: str, count: int, queues: list[str]) -> Drain:
@@ -103,6 +113,7 @@ def drain(url: str, count: int, queues: list[str]) -> Drain:
     and idle probes, whose cost grows with the backlog, see docs/scaling.md).
     """
     before = raw.count_done(url)
+    cpu_before = children_cpu()
     command = [sys.executable, str(HERE / "drive.py"), url, str(CONCURRENCY), "--count-claims"]
     for queue in queues:
         command += ["--queue", queue]
@@ -138,6 +149,7 @@ def drain(url: str, count: int, queues: list[str]) -> Drain:
         count / (claims["last_rows_at"] - started),
         used / count,
         1000 * claims["claims"] / count,
+        1e6 * (children_cpu() - cpu_before) / count,
     )
 
 
@@ -217,13 +229,25 @@ def main() -> None:
             (f"all of {args.queues:,} queues ({args.jobs // args.queues} jobs each)", all_of_many),
         ]
         results: dict[str, list[Drain]] = {name: [] for name, _ in cases}
+        ratios: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in cases[1:]}
         for repetition in range(args.repeat):
-            shift = repetition % len(cases)
-            for name, case in cases[shift:] + cases[:shift]:
-                log(f"[{repetition + 1}/{args.repeat}] {name} ...")
-                result = case()
-                results[name].append(result)
-                log(f"  {result.rate:,.0f} jobs/s to the end, {result.steady:,.0f} to last rows")
+            for name, case in cases[1:]:
+                # Each case beside a small drain of its own, the pair's order
+                # alternating: the ratio compares two drains a few seconds apart.
+                pair = [cases[0], (name, case)]
+                if repetition % 2:
+                    pair.reverse()
+                got: dict[str, Drain] = {}
+                for which, run_case in pair:
+                    log(f"[{repetition + 1}/{args.repeat}] {which} ...")
+                    got[which] = run_case()
+                    results[which].append(got[which])
+                    log(
+                        f"  {got[which].rate:,.0f} jobs/s to the end,"
+                        f" {got[which].steady:,.0f} to last rows"
+                    )
+                base = got["small"]
+                ratios[name].append((got[name].rate / base.rate, got[name].steady / base.steady))
         raw.truncate(db)
     load_after = os.getloadavg()
 
@@ -234,25 +258,34 @@ def main() -> None:
         values = [getattr(d, field) for d in results[name]]
         return f"{median(name, field):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
-    base = {field: median("small", field) for field in ("rate", "steady")}
+    def ratio(name: str, k: int) -> tuple[float, str]:
+        values = [pair[k] for pair in ratios[name]]
+        middle = statistics.median(values)
+        return middle, f"{middle:.0%} ({min(values):.0%}-{max(values):.0%})"
+
     print(
         f"lease mode, 1 process, concurrency {CONCURRENCY}, drain of {args.jobs:,} no-op jobs;"
-        f" {started}; median of {args.repeat} interleaved run(s) (min-max); ratios to the"
-        f" small case's median ({base['rate']:,.0f} jobs/s to the end,"
-        f" {base['steady']:,.0f} to the last claim with rows)"
+        f" {started}; {args.repeat} repetition(s), each case paired with a small drain"
+        " (order alternating); jobs/s: median (min-max) of the case's drains; vs small:"
+        " median (min-max) of the pairs' ratios"
     )
     print(
         "| case | jobs/s, go -> drain end | vs small | jobs/s, go -> last rows claimed | vs small |"
-        f" blocks/job | claims/1,000 jobs | target >= {TARGET:.0%} (drain end) |"
+        " blocks/job | worker CPU ms/1,000 jobs | claims/1,000 jobs |"
+        f" target >= {TARGET:.0%} (drain end) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for name, _ in cases:
-        ratio = median(name, "rate") / base["rate"]
-        steady_ratio = median(name, "steady") / base["steady"]
-        held = "held" if ratio >= TARGET else "NOT held"
+        if name == "small":
+            shown, steady_shown, held = "-", "-", "-"
+        else:
+            middle, shown = ratio(name, 0)
+            _, steady_shown = ratio(name, 1)
+            held = "held" if middle >= TARGET else "NOT held"
         print(
-            f"| {name} | {spread(name, 'rate')} | {ratio:.0%} | {spread(name, 'steady')}"
-            f" | {steady_ratio:.0%} | {median(name, 'blocks_per_job'):.1f}"
+            f"| {name} | {spread(name, 'rate')} | {shown} | {spread(name, 'steady')}"
+            f" | {steady_shown} | {median(name, 'blocks_per_job'):.1f}"
+            f" | {median(name, 'cpu_ms_per_1000'):,.0f}"
             f" | {median(name, 'claims_per_1000'):,.0f} | {held} |"
         )
     print(
