@@ -17,10 +17,11 @@ concurrency 32 in lease mode (`drive.py`), in a scratch database:
   `statements.claim_queues`).
 
 Big tables are filled with one ``INSERT ... SELECT generate_series``, analysed, and
-followed by a ``CHECKPOINT``: without it the fill's dirty pages are written back
-(and, after the checkpoint that a big fill requests, the first change of each page
-is logged in full) while the next drain runs, which measured that drain, not the
-claims: 3,220 and then 7,901 jobs/s for the same deep case, minutes apart.
+followed by a ``CHECKPOINT``, so the fill's dirty pages are not written back (nor the
+checkpoint a 1,000,000-row fill requests run) during the drain that follows. On a
+shared 2-core machine that is not the main source of variation, other work is (the
+same deep case measured 2,723 and 4,501 jobs/s minutes apart, the slower one after
+a CHECKPOINT): hence the pairs below, and the figures that do not depend on time.
 
 Each repetition (``--repeat``, 3) runs every case beside a small drain of its own,
 the pair's order alternating between repetitions, and the case's ratio to small is
