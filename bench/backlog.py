@@ -1,7 +1,7 @@
 """`make bench-backlog`: claim throughput over deep backlogs, as ratios to a small table.
 
 Usage: ``python bench/backlog.py [--jobs N] [--deep N] [--queues N] [--repeat N]
-[--database-url URL]``.
+[--cases deep,one,all] [--database-url URL]``.
 Every case drains ``--jobs`` (10,000) due no-op jobs with one worker process at
 concurrency 32 in lease mode (`drive.py`), in a scratch database:
 
@@ -172,6 +172,11 @@ def main() -> None:
     parser.add_argument("--deep", type=int, default=1_000_000)
     parser.add_argument("--queues", type=int, default=1_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--cases",
+        default="deep,one,all",
+        help="which cases beside small: deep, one (of many queues), all (of many queues)",
+    )
     args = parser.parse_args()
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load_before = os.getloadavg()
@@ -229,6 +234,11 @@ def main() -> None:
             ),
             (f"all of {args.queues:,} queues ({args.jobs // args.queues} jobs each)", all_of_many),
         ]
+        keys = ["small", "deep", "one", "all"]
+        wanted = {"small", *args.cases.split(",")}
+        if not wanted <= set(keys):
+            raise SystemExit(f"--cases: some of deep, one, all; got {args.cases!r}")
+        cases = [case for key, case in zip(keys, cases, strict=True) if key in wanted]
         results: dict[str, list[Drain]] = {name: [] for name, _ in cases}
         ratios: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in cases[1:]}
         for repetition in range(args.repeat):

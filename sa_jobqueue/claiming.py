@@ -74,7 +74,9 @@ class Claimer:
             return []
         if len(order) == 1:
             return self.driver.claim(conn, order[0], limit, self.owner)
-        claimed = self.driver.claim_queues(conn, order, limit, self.owner)
+        # `order` is self.queues rotated: pass where it starts, not the names.
+        start = self.queues.index(order[0])
+        claimed = self.driver.claim_queues(conn, self.queues, limit, self.owner, start)
         if claimed:
             # The next round starts after the last queue this one took jobs from,
             # not one queue later: the queues with due jobs take turns (none waits

@@ -22,9 +22,11 @@ from sqlalchemy import (
     cast,
     func,
     literal,
+    literal_column,
     null,
     select,
     true,
+    type_coerce,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
@@ -41,6 +43,7 @@ from sa_jobqueue.statements.common import (
     unnest_rows,
 )
 from sa_jobqueue.statements.control import is_paused
+from sa_jobqueue.validation import check_name
 
 __all__ = [
     "by_keys",
@@ -174,39 +177,45 @@ def claim(
 def claim_queues(
     model: type[JobMixin],
     *,
+    queues: Sequence[str],
     leases: Mapping[str, float],
     default_lease: float,
     exclude_kinds: Sequence[str] = (),
 ) -> Update:
-    """Lease up to ``:limit`` due pending jobs of the queues ``:queues`` (an array) to ``:owner``.
+    """Lease up to ``:limit`` due pending jobs of `queues` to ``:owner``, from ``queues[:start]``.
 
-    One statement for a worker of many queues, taking them in the array's order:
-    the first queue's due jobs in claim order (``priority, run_at, id``), then the
-    next queue's, until ``:limit`` rows are leased; the same rows as `claim` run
-    once per queue in that order, with the same leases, paused-queue filter and
-    `exclude_kinds`. The caller rotates the array between rounds, so no queue waits
-    behind the others for long.
+    One statement for a worker of many queues, taking them in their order from the
+    one at index ``:start`` (0-based), wrapping around: that queue's due jobs in
+    claim order (``priority, run_at, id``), then the next queue's, until ``:limit``
+    rows are leased; the same rows as `claim` run once per queue in that order, with
+    the same leases, paused-queue filter and `exclude_kinds`. The caller moves
+    ``:start`` between rounds, so no queue waits behind the others for long.
 
     Each queue is a ``LATERAL`` subquery (``queue = q.name``): an ordered walk of
     the pending index that locks its rows with ``FOR UPDATE SKIP LOCKED`` as it goes
     and stops as soon as the outer ``LIMIT`` is met, so an empty queue costs one
     index probe, a locked row is stepped over inside its queue, and no row is locked
     that is not leased. (``queue = ANY(:queues)`` would sort every due row of those
-    queues on every claim.)
+    queues on every claim.) The names are written into the statement, checked by
+    `check_name` first, so a round sends an offset, not a thousand names.
     """
-    queues = (
-        func.unnest(bindparam("queues", type_=ARRAY(Text)))
-        .table_valued("name")
-        .render_derived(name="q")
+    names = [check_name("queue", queue) for queue in queues]
+    # Names hold only letters, digits and _ . : / - (check_name): safe in a literal.
+    ring = type_coerce(
+        literal_column("(ARRAY[" + ", ".join(f"'{name}'" for name in names) + "]::text[])"),
+        ARRAY(Text),
     )
-    per_queue = _due_in(model, queues.c.name, exclude_kinds, outer=queues).lateral("c")
+    start = bindparam("start", type_=Integer)
+    rotated = ring[start + 1 : len(names)].op("||")(ring[1:start])
+    ordered = func.unnest(rotated).table_valued("name").render_derived(name="q")
+    per_queue = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered).lateral("c")
     # No ORDER BY: the rows come as the nested loop makes them, queue by queue in
     # the array's order (a function scan returns its rows in order, and a LATERAL
     # subquery can only be the inner side of a nested loop; nothing else is joined,
     # so there is no other join order to choose).
     due = (
         select(per_queue.c.id)
-        .select_from(queues.join(per_queue, true()))
+        .select_from(ordered.join(per_queue, true()))
         .limit(bindparam("limit", type_=Integer))
         .cte("due")
     )

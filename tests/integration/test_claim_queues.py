@@ -17,7 +17,7 @@ from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue import ValidationError, statements
 from sa_jobqueue.claiming import Claimer
 from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.limited import LimitedClaims
@@ -77,6 +77,19 @@ def test_a_later_queue_goes_first_when_the_order_says_so(committed):
     with committed.connect() as conn, conn.begin():
         got = _driver().claim_queues(conn, ["b", "a"], 4, OWNER)
     assert {job.id for job in got} == {*b_ids, a_ids[0]}
+
+
+def test_start_names_the_queue_that_goes_first_wrapping_around(committed):
+    a_ids = _add(committed, [{"queue": "a"} for _ in range(2)])
+    c_ids = _add(committed, [{"queue": "c"}])
+    with committed.connect() as conn, conn.begin():
+        got = _driver().claim_queues(conn, ["a", "b", "c"], 2, OWNER, start=2)
+    assert {job.id for job in got} == {c_ids[0], a_ids[0]}
+
+
+def test_queue_names_written_into_the_statement_are_checked_first():
+    with pytest.raises(ValidationError, match="queue"):
+        statements.claim_queues(Job, queues=["a", "b'; --"], leases={}, default_lease=300.0)
 
 
 def test_paused_queues_and_limited_kinds_are_left_out(committed):
@@ -181,10 +194,9 @@ def _plan(conn: Connection, one_queue: bool, queues: list[str], generic: bool) -
         conn.exec_driver_sql(f"PREPARE sajq_claim(text, int) AS {_prepared_sql(statement)}")
         argument = f"'{queues[0]}'"
     else:
-        statement = statements.claim_queues(Job, leases={}, default_lease=300.0)
-        conn.exec_driver_sql(f"PREPARE sajq_claim(text[], int) AS {_prepared_sql(statement)}")
-        names = ",".join(queues)  # plain names: EXECUTE in EXPLAIN takes no bound parameters
-        argument = f"'{{{names}}}'::text[]"
+        statement = statements.claim_queues(Job, queues=queues, leases={}, default_lease=300.0)
+        conn.exec_driver_sql(f"PREPARE sajq_claim(int, int) AS {_prepared_sql(statement)}")
+        argument = "0"  # start at the first queue
     try:
         rows = conn.exec_driver_sql(
             f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE sajq_claim({argument}, 32)"
@@ -195,10 +207,10 @@ def _plan(conn: Connection, one_queue: bool, queues: list[str], generic: bool) -
 
 
 def _prepared_sql(statement: Any) -> str:
-    """`statement` with ``$1`` (the queue or queues), ``$2`` (limit), constants for the rest."""
+    """`statement` with ``$1`` (the queue, or the start), ``$2`` (limit), constants for the rest."""
     compiled = statement.compile(dialect=psycopg.dialect())
     sql = str(compiled)
-    values = {"queues": "$1", "queue_name": "$1", "limit": "$2", "owner": f"'{OWNER}'"}
+    values = {"start": "$1", "queue_name": "$1", "limit": "$2", "owner": f"'{OWNER}'"}
     for name, value in compiled.params.items():
         if name not in values:
             values[name] = f"'{value}'" if isinstance(value, str) else str(value)

@@ -29,7 +29,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "by_keys": lambda: statements.by_keys(Job),
     "claim": lambda: statements.claim(Job, leases={"send_receipt": 60.0}, default_lease=300.0),
     "claim_queues": lambda: statements.claim_queues(
-        Job, leases={"send_receipt": 60.0}, default_lease=300.0
+        Job, queues=["default", "mail"], leases={"send_receipt": 60.0}, default_lease=300.0
     ),
     "next_run_at": lambda: statements.next_run_at(Job, queues=["default", "mail"]),
     "heartbeat": lambda: statements.heartbeat(Job),
