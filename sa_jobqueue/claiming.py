@@ -5,19 +5,31 @@ queue (the driver's `claim`), starting with a queue that rotates each round so n
 queue waits behind the others. Limited kinds go through `LimitedClaims` (a lock
 and a counting claim each); every second round they go first, so neither side
 starves the other, and when they fill the round no other claim runs.
+
+An unlimited claim that found nothing gives up its turn to go first for
+`UNLIMITED_BACKOFF`: meanwhile the limited kinds go first in every round, and the
+unlimited claim runs only when they leave room (so a round with room never skips
+it). While both sides have work the rounds alternate as before; a round with only
+limited work no longer pays for an empty unlimited claim every second time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection
 
 from sa_jobqueue.attempt import Claimed
 from sa_jobqueue.driver import PostgresDriver
-from sa_jobqueue.limited import LimitedClaims
+from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 
-__all__ = ["Claimer"]
+__all__ = ["UNLIMITED_BACKOFF", "Claimer"]
+
+#: Seconds an unlimited claim that found nothing lets the limited kinds go first:
+#: at most this late are new unlimited jobs claimed by a worker whose rounds the
+#: limited kinds fill (one with room claims them in its next round).
+UNLIMITED_BACKOFF = MIN_BACKOFF
 
 
 class Claimer:
@@ -28,6 +40,7 @@ class Claimer:
         limited: the claims of limited kinds (empty when no task has a limit).
         queues: the queues the worker serves.
         owner: the worker's id (``locked_by``).
+        clock: monotonic seconds (for `UNLIMITED_BACKOFF`).
     """
 
     def __init__(
@@ -36,13 +49,17 @@ class Claimer:
         limited: LimitedClaims,
         queues: Sequence[str],
         owner: str,
+        *,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.driver = driver
         self.limited = limited
         self.queues = list(queues)
         self.owner = owner
+        self._clock = clock
         self._first_queue = 0  # rotates, so no queue waits behind the others
         self._limited_first = False  # alternates, so neither side starves the other
+        self._unlimited_idle_until = 0.0  # the unlimited claim found nothing: until then
 
     def claim(self, conn: Connection, free: int) -> list[Claimed]:
         """Claim up to `free` jobs in `conn`'s transaction."""
@@ -50,11 +67,20 @@ class Claimer:
         self._first_queue = (start + 1) % len(self.queues)
         order = self.queues[start:] + self.queues[:start]
         self._limited_first = not self._limited_first
+        if not self.limited:
+            return self._claim_unlimited(conn, order, free)
+        now = self._clock()
+        limited_first = self._limited_first or now < self._unlimited_idle_until
         claimed: list[Claimed] = []
-        if self.limited and self._limited_first:
+        if limited_first:
             claimed += self.limited.claim(conn, order, free, self.owner)
-        claimed += self._claim_unlimited(conn, order, free - len(claimed))
-        if self.limited and not self._limited_first and len(claimed) < free:
+        if len(claimed) < free:
+            unlimited = self._claim_unlimited(conn, order, free - len(claimed))
+            # Found nothing: let the limited kinds go first for a while. Found some:
+            # alternate again, so neither side waits behind the other.
+            self._unlimited_idle_until = 0.0 if unlimited else now + UNLIMITED_BACKOFF
+            claimed += unlimited
+        if not limited_first and len(claimed) < free:
             claimed += self.limited.claim(conn, order, free - len(claimed), self.owner)
         return claimed
 

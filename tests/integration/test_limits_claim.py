@@ -10,10 +10,13 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sqlalchemy import Connection, Engine, func, select, text, update
+from sqlalchemy import Connection, Engine, event, func, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
+from sa_jobqueue.claiming import UNLIMITED_BACKOFF, Claimer
+from sa_jobqueue.driver import PostgresDriver
+from sa_jobqueue.limited import LimitedClaims
 from sa_jobqueue.limits import check_limits
 from sa_jobqueue.model import Status
 from tests.helpers import wait_for
@@ -245,3 +248,48 @@ def test_a_paused_queue_gives_no_limited_job(committed):
     with committed.begin() as conn:
         conn.execute(statements.lock_limited(Job, "sync_crm"))
         assert len(_claim(conn, claim, "w")) == 2
+
+
+def _driver(limits: dict[str, Any]) -> PostgresDriver:
+    return PostgresDriver(Job, leases={}, default_lease=60.0, limits=limits)
+
+
+def _statements(conn: Connection) -> list[str]:
+    seen: list[str] = []
+    event.listen(conn, "before_cursor_execute", lambda *args: seen.append(args[2]))
+    return seen
+
+
+def test_an_empty_unlimited_claim_lets_limited_kinds_go_first_for_a_while(committed):
+    _enqueue(committed, "sync_crm", 20)
+    high = {"sync_crm": check_limits(max_running=1000)}
+    driver = _driver(high)
+    now = [0.0]
+    limited = LimitedClaims(driver, high, clock=lambda: now[0])
+    claimer = Claimer(driver, limited, ["default"], "w", clock=lambda: now[0])
+    with committed.connect() as conn:
+        seen = _statements(conn)
+
+        def round_(free: int) -> list[str]:
+            seen.clear()
+            with conn.begin():
+                kinds = [job.kind for job in claimer.claim(conn, free)]
+            return kinds
+
+        assert round_(2) == ["sync_crm"] * 2  # limited first; it filled the round
+        assert round_(2) == ["sync_crm"] * 2  # unlimited first: it found nothing...
+        assert len(seen) == 3  # (the unlimited claim, the kind lock, the limited claim)
+        _enqueue(committed, "plain", 5)
+        assert round_(2) == ["sync_crm"] * 2  # ...so the limited kinds go first
+        assert round_(2) == ["sync_crm"] * 2  # in every round, while they fill it
+        assert len(seen) == 2  # no unlimited claim
+        assert round_(30) == ["sync_crm"] * 12 + ["plain"] * 5  # room left: it is asked
+        assert round_(2) == []  # (nothing left)
+        _enqueue(committed, "sync_crm", 4)
+        _enqueue(committed, "plain", 4)
+        limited.freed(["sync_crm"])  # (it gave nothing: as if one of its jobs finished)
+        assert round_(2) == ["sync_crm"] * 2  # empty last time: limited first again
+        now[0] += UNLIMITED_BACKOFF
+        assert round_(2) == ["plain"] * 2  # its turn again once the backoff is over
+        assert round_(2) == ["sync_crm"] * 2  # and both alternate while both have work
+        assert round_(2) == ["plain"] * 2
