@@ -11,6 +11,11 @@ An unlimited claim that found nothing gives up its turn to go first for
 unlimited claim runs only when they leave room (so a round with room never skips
 it). While both sides have work the rounds alternate as before; a round with only
 limited work no longer pays for an empty unlimited claim every second time.
+
+When the limited kinds go first in the next round, the claimer asks the driver to
+take their locks (those of the kinds due now) in that round's acknowledgement
+(`Driver.lock_ahead`): the kind lock then costs no statement of its own
+(docs/flow-control.md).
 """
 
 from __future__ import annotations
@@ -82,6 +87,10 @@ class Claimer:
             claimed += unlimited
         if not limited_first and len(claimed) < free:
             claimed += self.limited.claim(conn, order, free - len(claimed), self.owner)
+        # The next round's acknowledgement takes the locks its limited claims will need,
+        # when they go first (otherwise the unlimited claim may fill that round).
+        going_first = not self._limited_first or self._clock() < self._unlimited_idle_until
+        self.driver.lock_ahead(conn, self.limited.due_kinds() if going_first else [])
         return claimed
 
     def held_back(self, conn: Connection) -> bool:

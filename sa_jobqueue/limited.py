@@ -14,6 +14,11 @@ one start's share of the window),
 so limits defined on kinds without work cost the other kinds' claims almost
 nothing. A job of the kind finishing on this worker (`freed`) frees one of its
 slots, so it is asked again in the next round.
+
+The kinds due at the end of a round (`due_kinds`) have their locks taken by the
+next round's acknowledgement (`Driver.lock_ahead`), which saves each a statement.
+A kind that became due meanwhile and sorts before one of those waits a round:
+taking its lock after a later kind's would break the sorted order.
 """
 
 from __future__ import annotations
@@ -132,10 +137,15 @@ class LimitedClaims:
         taken here; the caller commits at once.
         """
         claimed: list[Claimed] = []
+        held = self.driver.locked_ahead(conn)  # taken by this round's acknowledgement
         for kind in self.kinds:
             if len(claimed) >= limit:
                 break
             if not self.backoff.due(kind):
+                continue
+            if held and kind not in held and kind < max(held):
+                # Its lock now would come after a later kind's: sorted order is what
+                # keeps two claimers from waiting on each other. Ask it next round.
                 continue
             got = self.driver.claim_limited(conn, kind, queues, limit - len(claimed), owner)
             claimed += got
@@ -148,3 +158,7 @@ class LimitedClaims:
     def freed(self, kinds: Iterable[str]) -> None:
         """Jobs of `kinds` finished on this worker: ask those kinds in the next round."""
         self.backoff.freed(kind for kind in kinds if kind in self.kinds)
+
+    def due_kinds(self) -> list[str]:
+        """The kinds worth asking now, sorted: the locks the next round takes ahead."""
+        return [kind for kind in self.kinds if self.backoff.due(kind)]

@@ -45,6 +45,7 @@ from sa_jobqueue.statements.dashboard import (
 )
 from sa_jobqueue.statements.limits import (
     claim_limited,
+    complete_and_lock,
     limit_usage,
     limited_due,
     lock_limited,
@@ -90,6 +91,7 @@ __all__ = [
     "claim",
     "claim_limited",
     "complete",
+    "complete_and_lock",
     "cursor_params",
     "db_now",
     "delete_finished",

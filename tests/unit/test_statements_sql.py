@@ -96,6 +96,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         lease=60.0,
     ),
     "lock_limited": lambda: statements.lock_limited(Job, "sync_crm"),
+    "complete_and_lock": lambda: statements.complete_and_lock(
+        Job, statements.complete(Job, with_results=False)
+    ),
     "limit_usage": lambda: statements.limit_usage(Job),
     "limited_due": lambda: statements.limited_due(Job, kinds=["sync_crm", "charge"]),
     "live_counts": lambda: statements.live_counts(Job),
