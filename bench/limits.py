@@ -88,14 +88,15 @@ def statements_per_round(url: str, case: str, count: int, concurrency: int) -> d
 
     @event.listens_for(engine, "before_cursor_execute")
     def count_statement(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if "pg_advisory_xact_lock(" in statement:
-            counts["kind lock"] += 1
-        elif "locked AS" in statement:
+        if "locked AS" in statement:
             counts["limited claim"] += 1
         elif "WITH due AS" in statement:
             counts["claim"] += 1
-        elif statement.startswith("UPDATE"):
+        elif statement.startswith(("UPDATE", "WITH done AS")):
+            # The acknowledgement, with the kind locks of the next claims or without.
             counts["complete"] += 1
+        elif "pg_advisory_xact_lock(" in statement:
+            counts["kind lock"] += 1
         else:
             counts["other"] += 1
 
