@@ -151,6 +151,8 @@ def library_drain(
     command = [sys.executable, str(HERE / "drive.py"), url, str(concurrency)]
     command += ["--savepoint-batch", str(savepoint_batch), "--rss-every", str(rss_every)]
     command += list(extra_args)
+    if mode == "async":
+        command.append("--async-tasks")
     children = [
         subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
