@@ -199,8 +199,9 @@ class ClaimLoop:
             self.metrics.claim_round()
         if claimed:
             self.inflight.add(claimed)
-            for job in claimed:
-                log_job(logging.INFO, job, "claimed", event="claimed", owner=self.owner)
+            if log.isEnabledFor(logging.INFO):
+                for job in claimed:
+                    log_job(logging.INFO, job, "claimed", event="claimed", owner=self.owner)
             self.submit(claimed)
         return len(claimed), free + ahead
 
