@@ -54,7 +54,7 @@ class WorkerConfig:
 
     Attributes:
         queues: the queues to claim from (None: every registered task's queue).
-        concurrency: handler threads; also the most jobs held at once.
+        concurrency: handler threads; also the most jobs running at once.
         poll_interval: seconds between polls when no notification arrives.
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
