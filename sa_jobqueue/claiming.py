@@ -8,9 +8,10 @@ starves the other, and when they fill the round no other claim runs.
 
 An unlimited claim that found nothing gives up its turn to go first for
 `UNLIMITED_BACKOFF`: meanwhile the limited kinds go first in every round, and the
-unlimited claim runs only when they leave room (so a round with room never skips
-it). While both sides have work the rounds alternate as before; a round with only
-limited work no longer pays for an empty unlimited claim every second time.
+unlimited claim runs only when they leave slots free now (so a round with a free
+slot never skips it), and claims nothing ahead of free slots. While both sides have
+work the rounds alternate as before; a round with only limited work no longer pays
+for an empty unlimited claim every second time (nor, with claims ahead, every time).
 
 When the limited kinds go first in the next round, the claimer asks the driver to
 take their locks (those of the kinds due now) in that round's acknowledgement
@@ -65,22 +66,35 @@ class Claimer:
         self._first_queue = 0  # rotates, so no queue waits behind the others
         self._limited_first = False  # alternates, so neither side starves the other
         self._unlimited_idle_until = 0.0  # the unlimited claim found nothing: until then
+        #: The most the last `claim` could take: ``free + ahead``, or ``free`` while
+        #: the unlimited claim claims nothing ahead (a round that took that is full).
+        self.room = 0
 
-    def claim(self, conn: Connection, free: int) -> list[Claimed]:
-        """Claim up to `free` jobs in `conn`'s transaction."""
+    def claim(self, conn: Connection, free: int, ahead: int = 0) -> list[Claimed]:
+        """Claim up to `free` jobs in `conn`'s transaction, and `ahead` more of unlimited kinds.
+
+        Jobs claimed ahead wait for a free slot of this worker: a limited kind is
+        claimed only for slots free now, so its limit and rate count jobs that start.
+        """
         start = self._first_queue
         self._first_queue = (start + 1) % len(self.queues)
         order = self.queues[start:] + self.queues[:start]
         self._limited_first = not self._limited_first
+        self.room = free + ahead
         if not self.limited:
-            return self._claim_unlimited(conn, order, free)
+            return self._claim_unlimited(conn, order, free + ahead)
         now = self._clock()
+        if now < self._unlimited_idle_until:
+            self.room = free
         limited_first = self._limited_first or now < self._unlimited_idle_until
         claimed: list[Claimed] = []
-        if limited_first:
+        if limited_first and free > 0:
             claimed += self.limited.claim(conn, order, free, self.owner)
-        if len(claimed) < free:
-            unlimited = self._claim_unlimited(conn, order, free - len(claimed))
+        # While the unlimited claim is idle (it found nothing lately) it runs only for
+        # slots free now that the limited kinds left, and claims nothing ahead.
+        room = self.room - len(claimed)
+        if room > 0:
+            unlimited = self._claim_unlimited(conn, order, room)
             # Found nothing: let the limited kinds go first for a while. Found some:
             # alternate again, so neither side waits behind the other.
             self._unlimited_idle_until = 0.0 if unlimited else now + UNLIMITED_BACKOFF

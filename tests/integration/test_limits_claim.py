@@ -397,3 +397,26 @@ def test_a_kind_sorting_before_the_locks_taken_ahead_waits_a_round(committed):
         with conn.begin():
             kinds = [job.kind for job in limited.claim(conn, ["default"], 10, "w")]
             assert kinds == ["a", "a"]  # `b` is full (2 running)
+
+
+def test_an_idle_unlimited_claim_claims_nothing_ahead_of_free_slots(committed):
+    _enqueue(committed, "sync_crm", 20)
+    high = {"sync_crm": check_limits(max_running=1000)}
+    driver = _driver(high)
+    now = [0.0]
+    claimer = Claimer(driver, LimitedClaims(driver, high), ["default"], "w", clock=lambda: now[0])
+    with committed.connect() as conn:
+        seen = _statements(conn)
+
+        def round_(free: int, ahead: int) -> list[str]:
+            seen.clear()
+            with conn.begin():
+                return [job.kind for job in claimer.claim(conn, free, ahead)]
+
+        assert round_(2, 5) == ["sync_crm"] * 2
+        assert len(seen) == 3  # the lock, the limited claim, the (empty) claim ahead
+        _enqueue(committed, "plain", 5)
+        assert round_(2, 5) == ["sync_crm"] * 2
+        assert len(seen) == 2  # idle: no claim ahead of the free slots the limited kind took
+        now[0] += UNLIMITED_BACKOFF
+        assert round_(2, 5) == ["sync_crm"] * 2 + ["plain"] * 5
