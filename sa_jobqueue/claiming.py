@@ -104,7 +104,7 @@ class Claimer:
         # The next round's acknowledgement takes the locks its limited claims will need,
         # when they go first (otherwise the unlimited claim may fill that round).
         going_first = not self._limited_first or self._clock() < self._unlimited_idle_until
-        self.driver.lock_ahead(conn, self.limited.due_kinds() if going_first else [])
+        self.driver.lock_ahead(conn, self.limited.kinds_to_lock() if going_first else [])
         return claimed
 
     def held_back(self, conn: Connection) -> bool:

@@ -87,6 +87,10 @@ class Driver(Protocol):
         """The limited kinds whose locks `conn`'s current transaction took in `complete`."""
         ...
 
+    def due_kinds(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """Of the limited `kinds`, those with a job due in `queues` (not paused); no lock."""
+        ...
+
     def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
         """Whether a job of a limited kind is due in `queues` (not paused), waiting."""
         ...
@@ -178,6 +182,7 @@ class PostgresDriver:
         self._limited_due = (
             statements.limited_due(model, kinds=self.limited_kinds) if limited else None
         )
+        self._due_kinds = statements.due_kinds(model)
         self._claim_limited = {
             kind: statements.claim_limited(
                 model, kind=kind, limits=limit, lease=self.leases.get(kind, default_lease)
@@ -248,6 +253,11 @@ class PostgresDriver:
         if held is None or not held[0].is_active or held[0] is not conn.get_transaction():
             return frozenset()
         return held[1]
+
+    def due_kinds(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """`statements.due_kinds`: which of `kinds` have a job due in `queues`, without a lock."""
+        params = {"kinds": list(kinds), "queues": list(queues)}
+        return {row.kind for row in conn.execute(self._due_kinds, params)}
 
     def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
         """`statements.limited_due` over the limited kinds (False when there are none)."""

@@ -15,10 +15,14 @@ so limits defined on kinds without work cost the other kinds' claims almost
 nothing. A job of the kind finishing on this worker (`freed`) frees one of its
 slots, so it is asked again in the next round.
 
-The kinds due at the end of a round (`due_kinds`) have their locks taken by the
+A kind that leased nothing when last asked is, when due again, first looked for in
+one statement for all such kinds, without their locks (`Driver.due_kinds`): a
+limit defined on a kind without jobs then costs no lock, and no other worker waits
+on one. The kinds that leased jobs (`kinds_to_lock`) have their locks taken by the
 next round's acknowledgement (`Driver.lock_ahead`), which saves each a statement.
-A kind that became due meanwhile and sorts before one of those waits a round:
-taking its lock after a later kind's would break the sorted order.
+A kind that sorts before one of those and is not locked ahead waits a round (taking
+its lock after a later kind's would break the sorted order), and is locked ahead
+in that round's acknowledgement.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class Backoff:
         self._next: dict[str, float] = {}
         self._delay: dict[str, float] = {}
         self._leased_at: dict[str, float] = {}
+        self._busy: set[str] = set()  # leased when last asked, or freed here since
 
     def due(self, kind: str) -> bool:
         """Whether `kind` should be asked in this round."""
@@ -82,6 +87,7 @@ class Backoff:
                 # It leased jobs within its window, so its window is likely full and
                 # moves on by one start's share at a time: look that often.
                 cap = max(MIN_BACKOFF, min(MAX_BACKOFF, window / count))
+        self._busy.discard(kind)
         delay = min(cap, self._delay.get(kind, MIN_BACKOFF / 4) * 4)
         self._delay[kind] = delay
         self._next[kind] = now + delay
@@ -94,8 +100,16 @@ class Backoff:
     def freed(self, kinds: Iterable[str]) -> None:
         """Jobs of `kinds` finished here, freeing slots: ask them next round."""
         for kind in kinds:
+            self._busy.add(kind)
             self._delay.pop(kind, None)
             self._next.pop(kind, None)
+
+    def idle(self, kind: str) -> bool:
+        """Whether `kind` was never asked, or leased nothing when last asked.
+
+        A job of it finishing here since makes it busy again, as leasing does.
+        """
+        return kind not in self._busy
 
 
 class LimitedClaims:
@@ -124,6 +138,7 @@ class LimitedClaims:
             if limit.rate_count and limit.rate_window
         }
         self.backoff = Backoff(clock, windows)
+        self._deferred: set[str] = set()  # left by the last round for the next one
 
     def __bool__(self) -> bool:
         return bool(self.kinds)
@@ -138,14 +153,25 @@ class LimitedClaims:
         """
         claimed: list[Claimed] = []
         held = self.driver.locked_ahead(conn)  # taken by this round's acknowledgement
-        for kind in self.kinds:
+        due = [kind for kind in self.kinds if self.backoff.due(kind)]
+        # Kinds that leased nothing last time: one statement, without their locks,
+        # tells which have a job due at all; only those are locked and claimed.
+        idle = [kind for kind in due if kind not in held and self.backoff.idle(kind)]
+        if idle:
+            found = self.driver.due_kinds(conn, idle, queues)
+            for kind in idle:
+                if kind not in found:
+                    self.backoff.gave_nothing(kind)
+            due = [kind for kind in due if kind not in idle or kind in found]
+        self._deferred = set()
+        for kind in due:
             if len(claimed) >= limit:
                 break
-            if not self.backoff.due(kind):
-                continue
             if held and kind not in held and kind < max(held):
                 # Its lock now would come after a later kind's: sorted order is what
-                # keeps two claimers from waiting on each other. Ask it next round.
+                # keeps two claimers from waiting on each other. Lock it ahead for
+                # the next round instead.
+                self._deferred.add(kind)
                 continue
             got = self.driver.claim_limited(conn, kind, queues, limit - len(claimed), owner)
             claimed += got
@@ -159,6 +185,15 @@ class LimitedClaims:
         """Jobs of `kinds` finished on this worker: ask those kinds in the next round."""
         self.backoff.freed(kind for kind in kinds if kind in self.kinds)
 
-    def due_kinds(self) -> list[str]:
-        """The kinds worth asking now, sorted: the locks the next round takes ahead."""
-        return [kind for kind in self.kinds if self.backoff.due(kind)]
+    def kinds_to_lock(self) -> list[str]:
+        """The kinds the next round takes the locks of ahead, sorted.
+
+        Those due that leased jobs when last asked (or whose jobs finished here since),
+        and those the last round left for this one; not the idle ones, whose locks
+        would mostly be taken for nothing (they are asked `Driver.due_kinds` first).
+        """
+        return [
+            kind
+            for kind in self.kinds
+            if self.backoff.due(kind) and (not self.backoff.idle(kind) or kind in self._deferred)
+        ]

@@ -46,6 +46,7 @@ from sa_jobqueue.statements.dashboard import (
 from sa_jobqueue.statements.limits import (
     claim_limited,
     complete_and_lock,
+    due_kinds,
     limit_usage,
     limited_due,
     lock_limited,
@@ -96,6 +97,7 @@ __all__ = [
     "db_now",
     "delete_finished",
     "discard",
+    "due_kinds",
     "enqueue",
     "fail",
     "finished_per_minute",

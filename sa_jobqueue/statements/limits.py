@@ -45,6 +45,7 @@ from sa_jobqueue.statements.control import is_paused
 __all__ = [
     "claim_limited",
     "complete_and_lock",
+    "due_kinds",
     "limit_usage",
     "limited_due",
     "lock_limited",
@@ -256,6 +257,34 @@ def limited_due(model: type[JobMixin], *, kinds: Sequence[str]) -> Select[Any]:
         .limit(1)
     )
     return select(due.exists())
+
+
+def due_kinds(model: type[JobMixin]) -> Select[Any]:
+    """Which of the kinds in ``:kinds`` have a job due in an unpaused queue of ``:queues``.
+
+    One statement, and no lock, for limited kinds that leased nothing when last
+    asked: only those it names are then locked and claimed. A hint, read without
+    the kinds' locks; the claims still count under them.
+    """
+    asked = (
+        func.unnest(bindparam("kinds", type_=ARRAY(Text)))
+        .table_valued("kind")
+        .render_derived(name="asked")
+    )
+    queues = bindparam("queues", type_=ARRAY(Text))
+    due = (
+        select(model.id)
+        .where(
+            model.status == Status.PENDING.value,
+            model.run_at <= func.now(),
+            model.queue == func.any(queues),
+            model.kind == asked.c.kind,
+            ~is_paused(model, model.__table__.c.queue),
+        )
+        .limit(1)
+        .correlate(asked)
+    )
+    return select(asked.c.kind).where(due.exists())
 
 
 def limit_usage(model: type[JobMixin]) -> Select[Any]:

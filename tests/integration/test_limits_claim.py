@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import statements
 from sa_jobqueue.claiming import UNLIMITED_BACKOFF, Claimer
 from sa_jobqueue.driver import PostgresDriver
-from sa_jobqueue.limited import LimitedClaims
+from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.limits import check_limits
 from sa_jobqueue.model import Status
 from tests.helpers import wait_for
@@ -392,7 +392,10 @@ def test_a_kind_sorting_before_the_locks_taken_ahead_waits_a_round(committed):
             driver.complete(conn, running, "w")
             kinds = [job.kind for job in limited.claim(conn, ["default"], 10, "w")]
             assert kinds == ["b", "b"]
-            assert len(seen) == 2  # no lock of `a` after `b`'s, and no claim of `a`
+            # The acknowledgement (with b's lock), whether `a` has jobs (no lock), b's
+            # claim: no lock of `a` after `b`'s, and no claim of `a`.
+            assert len(seen) == 3
+            assert limited.kinds_to_lock() == ["a", "b"]  # `a` is locked ahead next round
             assert _lock_is_free(committed, "a")
         with conn.begin():
             kinds = [job.kind for job in limited.claim(conn, ["default"], 10, "w")]
@@ -414,9 +417,34 @@ def test_an_idle_unlimited_claim_claims_nothing_ahead_of_free_slots(committed):
                 return [job.kind for job in claimer.claim(conn, free, ahead)]
 
         assert round_(2, 5) == ["sync_crm"] * 2
-        assert len(seen) == 3  # the lock, the limited claim, the (empty) claim ahead
+        # Whether the (never asked) limited kind has jobs, its lock and claim, and the
+        # (empty) claim ahead.
+        assert len(seen) == 4
         _enqueue(committed, "plain", 5)
         assert round_(2, 5) == ["sync_crm"] * 2
         assert len(seen) == 2  # idle: no claim ahead of the free slots the limited kind took
         now[0] += UNLIMITED_BACKOFF
         assert round_(2, 5) == ["sync_crm"] * 2 + ["plain"] * 5
+
+
+def test_idle_limited_kinds_are_looked_for_in_one_statement_without_their_locks(committed):
+    limits = {kind: MAX2 for kind in ("a", "b", "c")}
+    driver = _driver(limits)
+    now = [0.0]
+    limited = LimitedClaims(driver, limits, clock=lambda: now[0])
+    with committed.connect() as conn:
+        seen = _statements(conn)
+        with conn.begin():
+            assert limited.claim(conn, ["default"], 10, "w") == []
+        assert len(seen) == 1  # none was ever asked: which are due, one statement
+        _enqueue(committed, "b", 1)
+        now[0] += MIN_BACKOFF
+        seen.clear()
+        with conn.begin():
+            kinds = [job.kind for job in limited.claim(conn, ["default"], 10, "w")]
+            assert _lock_is_free(committed, "a")
+            assert _lock_is_free(committed, "c")
+            assert not _lock_is_free(committed, "b")
+        assert kinds == ["b"]
+        assert len(seen) == 3  # which are due (no lock), then b's lock and claim
+        assert limited.kinds_to_lock() == ["b"]  # it leased: locked ahead next round

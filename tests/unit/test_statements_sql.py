@@ -96,6 +96,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         lease=60.0,
     ),
     "lock_limited": lambda: statements.lock_limited(Job, "sync_crm"),
+    "due_kinds": lambda: statements.due_kinds(Job),
     "complete_and_lock": lambda: statements.complete_and_lock(
         Job, statements.complete(Job, with_results=False)
     ),
