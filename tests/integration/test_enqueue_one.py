@@ -16,7 +16,14 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, ForeignKey, Integer, Text, event, inspect, select
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, reconstructor
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    Session,
+    mapped_column,
+    reconstructor,
+    scoped_session,
+)
 
 from sa_jobqueue import JobMixin, JobQueue
 from tests.models import Job, Order
@@ -173,4 +180,12 @@ def test_a_session_with_orm_execute_listeners_sees_the_statement(session):
     finally:
         event.remove(session, "do_orm_execute", listen)
     assert seen  # the ORM ran the INSERT, so its listeners saw it
+    assert session.get(Job, job.id) is job
+
+
+def test_a_scoped_session_gets_the_job_in_its_current_session(session):
+    # (Typed for a sessionmaker; enqueue takes one at run time, as Flask-SQLAlchemy's.)
+    scoped: scoped_session[Session] = scoped_session(lambda: session)  # type: ignore[arg-type]
+    job = JobQueue(Job).enqueue(scoped, "send_receipt", {"c": 3})  # type: ignore[arg-type]
+    assert scoped.get(Job, job.id) is job
     assert session.get(Job, job.id) is job
