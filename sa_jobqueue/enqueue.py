@@ -212,8 +212,16 @@ class _One:
 
 
 def _plain_session(session: Session) -> bool:
-    """Whether nothing listening on `session` would tell a built row from a loaded one."""
-    return not (session.dispatch.do_orm_execute or session.dispatch.loaded_as_persistent)
+    """Whether `session` may take a built row: nothing listening would tell it from a load.
+
+    Inside a flush (a mapper event enqueueing "when an order is inserted"),
+    ``Session.add()`` is not supported, while a load is: the ORM loads it there.
+    """
+    return not (
+        session._flushing
+        or session.dispatch.do_orm_execute
+        or session.dispatch.loaded_as_persistent
+    )
 
 
 class Inserter(Generic[JobT]):
@@ -294,11 +302,13 @@ class Inserter(Generic[JobT]):
         persistent object, as if loaded: no flush, no second statement. When
         something could tell the difference from an ORM load (a ``load`` event or
         ``@reconstructor`` on the model, an inheritance hierarchy, a session with
-        ``do_orm_execute`` or ``loaded_as_persistent`` listeners), the row is loaded
-        through the ORM as `insert` does.
+        ``do_orm_execute`` or ``loaded_as_persistent`` listeners, a session in the
+        middle of a flush), the row is loaded through the ORM as `insert` does.
         """
         real = session() if isinstance(session, scoped_session) else session
-        if not (self._plain_model() and _plain_session(real)):
+        mapper = self._mapper()
+        loaded = mapper.class_manager.dispatch.load  # a @reconstructor is one too
+        if loaded or not (self._plain_model() and _plain_session(real)):
             job: JobT = self.insert(session, [spec], trace_context=trace_context)[0]
             return job
         one = self._one(spec, trace_context)
@@ -330,7 +340,6 @@ class Inserter(Generic[JobT]):
             # As the ORM would before running a statement: the caller's pending
             # objects (the order a job's foreign key points to) go first.
             session._autoflush()
-            mapper = self._mapper()
             bind = {"mapper": mapper, "clause": one.statement}
             row = session.connection(bind_arguments=bind).execute(one.statement, params).first()
             if row is None:  # a key was taken: find the job that holds it
@@ -365,7 +374,6 @@ class Inserter(Generic[JobT]):
                 and mapper.polymorphic_on is None
                 and not mapper._inheriting_mappers
                 and tuple(mapper.primary_key) == (table.c.id,)
-                and not mapper.class_manager.dispatch.load
             )
         return self._plain
 

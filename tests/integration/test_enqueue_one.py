@@ -189,3 +189,23 @@ def test_a_scoped_session_gets_the_job_in_its_current_session(session):
     job = JobQueue(Job).enqueue(scoped, "send_receipt", {"c": 3})  # type: ignore[arg-type]
     assert scoped.get(Job, job.id) is job
     assert session.get(Job, job.id) is job
+
+
+def test_enqueue_inside_a_flush_loads_the_row_without_warning(session, recwarn):
+    # "When an order is inserted, enqueue its receipt": from a mapper event, which
+    # runs inside the flush, where Session.add() is not supported.
+    jobs = JobQueue(Job)
+    enqueued: list[Job] = []
+
+    def after_insert(mapper, connection, order):
+        enqueued.append(jobs.enqueue(session, "send_receipt", {"order_id": order.id}))
+
+    event.listen(Order, "after_insert", after_insert)
+    try:
+        session.add(Order(id=91, customer="gus", total_cents=4))
+        session.flush()
+    finally:
+        event.remove(Order, "after_insert", after_insert)
+    assert [job.payload for job in enqueued] == [{"order_id": 91}]
+    assert session.get(Job, enqueued[0].id) is enqueued[0]
+    assert not [w for w in recwarn if "flush" in str(w.message)], [str(w.message) for w in recwarn]
