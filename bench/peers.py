@@ -81,13 +81,13 @@ def drain(python: Path, who: str, server_url: str, count: int, concurrency: int)
         return float(result["rate"])
 
 
-def enqueue(python: Path, who: str, server_url: str, count: int) -> float:
+def enqueue(python: Path, who: str, server_url: str, count: int, action: str = "enqueue") -> float:
     with scratch_database(server_url, prefix="sajq_peers") as url:
         if who == "sa-jobqueue":
             migration.upgrade(url)
             return enqueue_single(url, count)
         peer(python, who, url, "install", 0, 1)
-        return float(peer(python, who, url, "enqueue", count, 1)["rate"])
+        return float(peer(python, who, url, action, count, 1)["rate"])
 
 
 def main() -> None:
@@ -112,6 +112,11 @@ def main() -> None:
                     drains.setdefault((who, concurrency), []).append(rate)
             for who in order:
                 enqueues.setdefault(who, []).append(enqueue(python, who, url, args.enqueues))
+            # PGQueuer's enqueue autocommits (one round trip); sa-jobqueue's joins the
+            # caller's transaction (BEGIN, INSERT, COMMIT). This row shows PGQueuer's
+            # cost when it joins one too.
+            in_tx = enqueue(python, "pgqueuer", url, args.enqueues, "enqueue_tx")
+            enqueues.setdefault("pgqueuer_tx", []).append(in_tx)
 
     def median(values: list[float]) -> float:
         return statistics.median(values)
@@ -132,6 +137,11 @@ def main() -> None:
     print(
         f"| enqueue, 1 per transaction | {row[0]:,.0f} | {row[1]:,.0f} | {row[2]:,.0f} | "
         f"{row[0] / row[1]:.2f}x |"
+    )
+    in_tx = median(enqueues["pgqueuer_tx"])
+    print(
+        f"| enqueue, 1 per explicit transaction (BEGIN, INSERT, COMMIT) | {row[0]:,.0f} | "
+        f"{in_tx:,.0f} | - | {row[0] / in_tx:.2f}x |"
     )
     print("\nTargets:")
     for concurrency in (16, 32) if concurrencies else ():
