@@ -104,6 +104,14 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "limited_due": lambda: statements.limited_due(Job, kinds=["sync_crm", "charge"]),
     "live_counts": lambda: statements.live_counts(Job),
     "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
+    "enqueue_one": lambda: statements.enqueue_one(Job, returning=("id", "payload", "run_at")),
+    "enqueue_one_keyed": lambda: statements.enqueue_one(
+        Job,
+        timing="after",
+        keys=("idempotency_key", "unique_key", "concurrency_key"),
+        extra=("trace_context",),
+    ),
+    "enqueue_one_at": lambda: statements.enqueue_one(Job, timing="at"),
 }
 
 _TYPES = (
