@@ -54,15 +54,16 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name's module at the name's first use, and keep the name."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sa_jobqueue' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
+if not TYPE_CHECKING:  # mypy sees the imports above, and so still flags a misspelt name
 
+    def __getattr__(name: str) -> Any:
+        """Import a public name's module at the name's first use, and keep the name."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'sa_jobqueue' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
 
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})
