@@ -44,16 +44,20 @@ class Claimer:
         self._first_queue = 0  # rotates, so no queue waits behind the others
         self._limited_first = False  # alternates, so neither side starves the other
 
-    def claim(self, conn: Connection, free: int) -> list[Claimed]:
-        """Claim up to `free` jobs in `conn`'s transaction."""
+    def claim(self, conn: Connection, free: int, ahead: int = 0) -> list[Claimed]:
+        """Claim up to `free` jobs in `conn`'s transaction, and `ahead` more of unlimited kinds.
+
+        Jobs claimed ahead wait for a free slot of this worker: a limited kind is
+        claimed only for slots free now, so its limit and rate count jobs that start.
+        """
         start = self._first_queue
         self._first_queue = (start + 1) % len(self.queues)
         order = self.queues[start:] + self.queues[:start]
         self._limited_first = not self._limited_first
         claimed: list[Claimed] = []
-        if self.limited and self._limited_first:
+        if self.limited and self._limited_first and free > 0:
             claimed += self.limited.claim(conn, order, free, self.owner)
-        claimed += self._claim_unlimited(conn, order, free - len(claimed))
+        claimed += self._claim_unlimited(conn, order, free + ahead - len(claimed))
         if self.limited and not self._limited_first and len(claimed) < free:
             claimed += self.limited.claim(conn, order, free - len(claimed), self.owner)
         return claimed

@@ -20,6 +20,7 @@ from sa_jobqueue.cli.app import (
     make_engine,
     prepared_statements,
 )
+from sa_jobqueue.config import DEFAULT_PREFETCH
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
@@ -215,6 +216,14 @@ def _first_line(error: BaseException) -> str:
     help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
 )
 @click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=DEFAULT_PREFETCH,
+    show_default=True,
+    help="Jobs claimed ahead of free handler slots while handlers are short (0: none; "
+    "docs/workers.md).",
+)
+@click.option(
     "--asynchronous-commit/--synchronous-commit",
     default=False,
     show_default=True,
@@ -259,6 +268,7 @@ def worker(
     listen: bool,
     listen_url: str | None,
     savepoint_batch: int,
+    prefetch: int,
     asynchronous_commit: bool,
     log_level: str,
     log_format: str,
@@ -284,6 +294,7 @@ def worker(
             listen=listen,
             listen_url=listen_url,
             savepoint_batch=savepoint_batch,
+            prefetch=prefetch,
             asynchronous_commit=asynchronous_commit,
             metrics=metrics,
         )
