@@ -5,11 +5,12 @@ Usage: ``python bench/startup.py [--reps N] [--database-url URL]``. The server i
 scratch database dropped afterwards.
 
 - *imports*: ``python -c "<import>"`` minus ``python -c "pass"``, each the median of
-  `--reps` fresh interpreters: ``import sa_jobqueue`` (the exception tree; the other
-  names load at first use), ``import sa_jobqueue.cli`` (what ``sa-jobqueue --help``
-  pays), and ``from sa_jobqueue import JobQueue`` (what an application and a worker
-  pay: SQLAlchemy and the runtime). The *dependencies* line imports SQLAlchemy's ORM,
-  its psycopg dialect, psycopg and click alone: what no change here can take off.
+  `--reps` fresh interpreters, the five run in turns: ``import sa_jobqueue`` (the
+  exception tree; the other names load at first use), ``import sa_jobqueue.cli`` (what
+  ``sa-jobqueue --help`` pays), and ``from sa_jobqueue import JobQueue`` (what an
+  application and a worker pay: SQLAlchemy and the runtime). The *dependencies* line
+  imports SQLAlchemy's ORM, its psycopg dialect, psycopg and click alone: what no
+  change here can take off.
 - *first claim*: one pending job is in the table; the clock starts just before the
   worker process is exec'd and stops when the job's row says ``running`` (read every
   millisecond on another connection, so the reader leaves the worker a core), so it
@@ -71,13 +72,15 @@ def compile_bytecode() -> None:
     compileall.compile_file(HERE / "app.py", quiet=1)
 
 
-def interpreter_ms(code: str, reps: int) -> float:
-    times = []
+def interpreter_ms(codes: list[str], reps: int) -> list[float]:
+    """The median wall time of ``python -c CODE`` for each code, run in turns."""
+    times: list[list[float]] = [[] for _ in codes]
     for _ in range(reps):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], check=True, cwd=HERE)
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+        for code, samples in zip(codes, times, strict=True):
+            started = time.perf_counter()
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=HERE)
+            samples.append((time.perf_counter() - started) * 1000)
+    return [statistics.median(samples) for samples in times]
 
 
 def first_claim_ms(url: str, reps: int) -> list[float]:
@@ -122,11 +125,10 @@ def main() -> None:
     args = parser.parse_args()
     print(f"load average before: {load()}")
     compile_bytecode()
-    bare = interpreter_ms("pass", args.reps)
-    print(f"{'python -c pass':<64} {bare:6.1f} ms (median of {args.reps})")
-    for label, code in IMPORTS.items():
-        cost = interpreter_ms(code, args.reps) - bare
-        print(f"{label:<64} {cost:6.1f} ms")
+    bare, *costs = interpreter_ms(["pass", *IMPORTS.values()], args.reps)
+    print(f"{'python -c pass':<64} {bare:6.1f} ms (median of {args.reps}, run in turns)")
+    for label, cost in zip(IMPORTS, costs, strict=True):
+        print(f"{label:<64} {cost - bare:6.1f} ms")
 
     def measure(server: str) -> float:
         with scratch_database(server, prefix="sa_jobqueue_startup") as url:
