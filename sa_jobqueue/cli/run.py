@@ -44,7 +44,7 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
     return ages
 
 
-def _open_connections(engine: Engine, count: int) -> None:
+def _open_connections(engine: Engine, count: int) -> threading.Thread:
     """Open `count` pooled connections in a thread, while the application is imported.
 
     A worker's first claim waits on a few new connections (the start-up check, the
@@ -67,7 +67,9 @@ def _open_connections(engine: Engine, count: int) -> None:
             for conn in opened:
                 conn.close()  # back to the pool, open
 
-    threading.Thread(target=open_them, name="sa_jobqueue-connect", daemon=True).start()
+    thread = threading.Thread(target=open_them, name="sa_jobqueue-connect", daemon=True)
+    thread.start()
+    return thread
 
 
 def _serve_metrics(engine: Engine, jobs: Any, port: int | None, host: str) -> Metrics | None:
