@@ -7,7 +7,7 @@ scratch database dropped afterwards.
 - *imports*: ``python -c "<import>"`` minus ``python -c "pass"``, each the median of
   `--reps` fresh interpreters, the five run in turns: ``import sa_jobqueue`` (the
   exception tree; the other names load at first use), ``import sa_jobqueue.cli`` (what
-  ``sa-jobqueue --help`` pays), and ``from sa_jobqueue import JobQueue`` (what an
+  every command pays before its own module), and ``from sa_jobqueue import JobQueue`` (what an
   application and a worker pay: SQLAlchemy and the runtime). The *dependencies* line
   imports SQLAlchemy's ORM, its psycopg dialect, psycopg and click alone: what no
   change here can take off.

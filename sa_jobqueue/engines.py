@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 # SQLAlchemy is imported by the functions that use it, not here: the command line
 # imports this module for `NO_PREPARE_ENVVAR` before it knows it needs SQLAlchemy
-# (``sa-jobqueue --help`` never does).
+# (``sa-jobqueue --version`` never does).
 
 __all__ = [
     "NO_PREPARE_ENVVAR",

@@ -7,7 +7,8 @@ and exit non-zero (2 for bad usage), without a traceback.
 Start-up: this module imports click and the standard library only. Each command's
 module is imported when the command is looked up (`SUBCOMMANDS`), and SQLAlchemy
 and the runtime when a command needs them, so ``sa-jobqueue worker`` loads neither
-the operator commands nor the dashboard, and ``--help`` loads no SQLAlchemy.
+the operator commands nor the dashboard, and ``--version`` loads no SQLAlchemy.
+(``--help`` imports every command's module: it lists their help.)
 """
 
 from __future__ import annotations
