@@ -44,6 +44,34 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
     return ages
 
 
+def _open_connections(engine: Engine, count: int) -> threading.Thread:
+    """Open `count` pooled connections in a thread, while the application is imported.
+
+    A worker's first claim waits on a few new connections (the start-up check, the
+    sweep, the claim loop, the heartbeats); opening them meanwhile overlaps the
+    server's connection start (and SQLAlchemy's first-connect queries) with the
+    imports, which run on the CPU. A failure is left for the start-up check to
+    report and retry (`preflight.check_worker_waiting`).
+    """
+
+    def open_them() -> None:
+        opened = []
+        try:
+            for _ in range(count):
+                opened.append(engine.connect())
+        except Exception:  # the start-up check reports (and waits out) an unusable database
+            logging.getLogger("sa_jobqueue.worker").debug(
+                "opening connections early failed", exc_info=True
+            )
+        finally:
+            for conn in opened:
+                conn.close()  # back to the pool, open
+
+    thread = threading.Thread(target=open_them, name="sa_jobqueue-connect", daemon=True)
+    thread.start()
+    return thread
+
+
 def _serve_metrics(engine: Engine, jobs: Any, port: int | None, host: str) -> Metrics | None:
     """The process's metrics, served on `host`:`port`, or None without a port."""
     if port is None:
@@ -251,9 +279,10 @@ def worker(
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
     configure_logging(log_level.upper(), log_format)
-    jobs = load_jobqueue(target)
     engine = make_engine(database_url, pool_size=concurrency + 4)
+    _open_connections(engine, 2)  # the claim loop's and the maintenance thread's
     try:
+        jobs = load_jobqueue(target)
         metrics = _serve_metrics(engine, jobs, metrics_port, metrics_host)
         runner = jobs.worker(
             engine,
