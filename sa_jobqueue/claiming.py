@@ -74,7 +74,8 @@ class Claimer:
         """Claim up to `free` jobs in `conn`'s transaction, and `ahead` more of unlimited kinds.
 
         Jobs claimed ahead wait for a free slot of this worker: a limited kind is
-        claimed only for slots free now, so its limit and rate count jobs that start.
+        claimed only for slots free now (its limit and rate count jobs that start),
+        unless it is one of the `LimitedClaims.roomy` kinds.
         """
         start = self._first_queue
         self._first_queue = (start + 1) % len(self.queues)
@@ -84,23 +85,28 @@ class Claimer:
         if not self.limited:
             return self._claim_unlimited(conn, order, free + ahead)
         now = self._clock()
-        if now < self._unlimited_idle_until:
+        roomy = bool(self.limited.roomy)  # limited kinds that may be claimed ahead too
+        if now < self._unlimited_idle_until and not roomy:
             self.room = free
         limited_first = self._limited_first or now < self._unlimited_idle_until
         claimed: list[Claimed] = []
-        if limited_first and free > 0:
-            claimed += self.limited.claim(conn, order, free, self.owner)
+        if limited_first and (free > 0 or (roomy and ahead > 0)):
+            claimed += self.limited.claim(conn, order, free, self.owner, ahead)
         # While the unlimited claim is idle (it found nothing lately) it runs only for
         # slots free now that the limited kinds left, and claims nothing ahead.
-        room = self.room - len(claimed)
+        room = (free if now < self._unlimited_idle_until else self.room) - len(claimed)
         if room > 0:
             unlimited = self._claim_unlimited(conn, order, room)
             # Found nothing: let the limited kinds go first for a while. Found some:
             # alternate again, so neither side waits behind the other.
             self._unlimited_idle_until = 0.0 if unlimited else now + UNLIMITED_BACKOFF
             claimed += unlimited
-        if not limited_first and len(claimed) < free:
-            claimed += self.limited.claim(conn, order, free - len(claimed), self.owner)
+        free_left = free - len(claimed)
+        ahead_left = ahead - max(0, len(claimed) - free)
+        if not limited_first and (free_left > 0 or (roomy and ahead_left > 0)):
+            claimed += self.limited.claim(
+                conn, order, max(0, free_left), self.owner, max(0, ahead_left)
+            )
         # The next round's acknowledgement takes the locks its limited claims will need,
         # when they go first (otherwise the unlimited claim may fill that round).
         going_first = not self._limited_first or self._clock() < self._unlimited_idle_until

@@ -37,13 +37,19 @@ from sa_jobqueue.attempt import Claimed
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.limits import Limits
 
-__all__ = ["MAX_BACKOFF", "MIN_BACKOFF", "Backoff", "LimitedClaims"]
+__all__ = ["AHEAD_FACTOR", "MAX_BACKOFF", "MIN_BACKOFF", "Backoff", "LimitedClaims"]
 
 #: Seconds a limited kind that gave nothing waits before it is asked again...
 MIN_BACKOFF = 0.05
 #: ...four times longer each time, up to this: how late a slot freed on another
 #: worker may be noticed by a worker with nothing else to do.
 MAX_BACKOFF = 1.0
+
+#: A kind limited by ``max_running`` alone is claimed ahead of free slots when its limit
+#: is at least this many times what one worker holds: the jobs a worker holds ahead then
+#: never make the kind's slots scarce for the others. Rate and per-key limits count
+#: starts and sequences, so their kinds are claimed for free slots only.
+AHEAD_FACTOR = 4
 
 
 class Backoff:
@@ -120,6 +126,9 @@ class LimitedClaims:
             counting).
         limits: kind -> `Limits`, for the limited kinds.
         clock: monotonic seconds (for `Backoff`).
+        holds: the most jobs the worker holds at once (concurrency + prefetch): a kind
+            whose only limit is a ``max_running`` of at least `AHEAD_FACTOR` times that
+            may be claimed ahead of free slots (0: no kind is).
     """
 
     def __init__(
@@ -128,10 +137,21 @@ class LimitedClaims:
         limits: Mapping[str, Limits],
         *,
         clock: Callable[[], float] = time.monotonic,
+        holds: int = 0,
     ) -> None:
         self.driver = driver
         #: The limited kinds, sorted: the order their locks are taken in.
         self.kinds: list[str] = sorted(kind for kind, limit in limits.items() if limit.limited)
+        #: The kinds claimed ahead of free slots too (see `AHEAD_FACTOR`).
+        self.roomy: frozenset[str] = frozenset(
+            kind
+            for kind, limit in limits.items()
+            if holds > 0
+            and limit.max_running is not None
+            and limit.max_running >= AHEAD_FACTOR * holds
+            and limit.max_running_per_key is None
+            and limit.rate_count is None
+        )
         windows = {
             kind: (limit.rate_count, limit.rate_window)
             for kind, limit in limits.items()
@@ -144,13 +164,17 @@ class LimitedClaims:
         return bool(self.kinds)
 
     def claim(
-        self, conn: Connection, queues: Sequence[str], limit: int, owner: str
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, ahead: int = 0
     ) -> list[Claimed]:
         """Lease up to `limit` jobs of the limited kinds from `queues` to `owner`.
 
+        And up to `ahead` more of the `roomy` kinds, claimed ahead of free slots.
         Runs in `conn`'s current transaction, whose end releases the kind locks
         taken here; the caller commits at once.
         """
+        if not self.roomy:
+            ahead = 0
+        free_left, ahead_left = limit, ahead
         claimed: list[Claimed] = []
         held = self.driver.locked_ahead(conn)  # taken by this round's acknowledgement
         due = [kind for kind in self.kinds if self.backoff.due(kind)]
@@ -165,16 +189,22 @@ class LimitedClaims:
             due = [kind for kind in due if kind not in idle or kind in found]
         self._deferred = set()
         for kind in due:
-            if len(claimed) >= limit:
+            room = free_left + (ahead_left if kind in self.roomy else 0)
+            if free_left <= 0 and ahead_left <= 0:
                 break
+            if room <= 0:
+                continue
             if held and kind not in held and kind < max(held):
                 # Its lock now would come after a later kind's: sorted order is what
                 # keeps two claimers from waiting on each other. Lock it ahead for
                 # the next round instead.
                 self._deferred.add(kind)
                 continue
-            got = self.driver.claim_limited(conn, kind, queues, limit - len(claimed), owner)
+            got = self.driver.claim_limited(conn, kind, queues, room, owner)
             claimed += got
+            from_free = min(len(got), free_left)
+            free_left -= from_free
+            ahead_left -= len(got) - from_free
             if got:
                 self.backoff.gave_some(kind)
             else:

@@ -126,7 +126,8 @@ class Worker(Generic[JobT]):
         self.driver = PostgresDriver(
             model, leases=leases, default_lease=self.default_lease, limits=limits
         )
-        self.limited = LimitedClaims(self.driver, limits)
+        prefetch = 0 if any(task.is_async for task in tasks) else config.prefetch
+        self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
         self.inflight = InFlight()
         self.metrics = config.metrics
@@ -210,7 +211,7 @@ class Worker(Generic[JobT]):
             asynchronous_commit=config.asynchronous_commit,
             metrics=self.metrics,
             # The event loop starts every async job it is given: none waits for a slot.
-            prefetch=0 if any(task.is_async for task in tasks) else config.prefetch,
+            prefetch=prefetch,
         )
 
     @property

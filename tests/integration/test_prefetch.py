@@ -160,3 +160,24 @@ def test_prefetch_must_be_a_count(committed):
     for bad in (-1, 1.5, "8", True, None):
         with pytest.raises(ConfigurationError, match="prefetch must be an int >= 0"):
             JobQueue(Job).worker(committed, prefetch=bad)  # type: ignore[arg-type]
+
+
+def test_a_kind_with_a_roomy_max_running_is_claimed_ahead_and_a_tight_one_is_not(committed):
+    jobs = JobQueue(Job)
+    seen: dict[str, list[int]] = {"roomy": [], "tight": []}
+
+    # One worker at concurrency 1 holds at most 1 + 32: 1,000 is over four times that.
+    @jobs.task("roomy", max_running=1000)
+    def roomy(ctx: JobContext) -> None:
+        seen["roomy"].append(running_rows(committed))
+
+    @jobs.task("tight", max_running=100)
+    def tight(ctx: JobContext) -> None:
+        seen["tight"].append(running_rows(committed))
+
+    enqueue(committed, jobs, "roomy", 60)
+    assert jobs.worker(committed, concurrency=1, listen=False).drain() == 60
+    assert max(seen["roomy"]) > 1
+    enqueue(committed, jobs, "tight", 30)
+    assert jobs.worker(committed, concurrency=1, listen=False).drain() == 30
+    assert seen["tight"] == [1] * 30  # its slots count jobs that run, not jobs that wait
