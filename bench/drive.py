@@ -1,7 +1,7 @@
 """One worker process of the benchmark: drain the queue when told to, report as JSON.
 
 Usage: ``python bench/drive.py URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]
-[--queue NAME ...] [--count-claims]``.
+[--queue NAME ...] [--count-claims] [--async-tasks]``.
 It builds its engine and worker, warms the connection, prints ``ready``, waits
 for a line on stdin, drains until no job is due, and prints one JSON line:
 ``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "rss_start_kb": ...,
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from app import jobs
+from app import async_jobs, jobs
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
 
@@ -85,6 +85,7 @@ def main() -> None:
     parser.add_argument("--asynchronous-commit", action="store_true")
     parser.add_argument("--queue", action="append", default=[])
     parser.add_argument("--count-claims", action="store_true")
+    parser.add_argument("--async-tasks", action="store_true", help="the async no-op's queue")
     args = parser.parse_args()
     engine = create_engine(args.url, pool_size=args.concurrency + 4, max_overflow=4)
     options = {}
@@ -95,7 +96,8 @@ def main() -> None:
     if args.queue:
         options["queues"] = args.queue
     claims = count_claims(engine) if args.count_claims else None
-    worker = jobs.worker(engine, concurrency=args.concurrency, listen=False, **options)
+    queue = async_jobs if args.async_tasks else jobs
+    worker = queue.worker(engine, concurrency=args.concurrency, listen=False, **options)
     with engine.connect() as conn:  # open the pool's first connection before the clock starts
         conn.execute(text("SELECT 1"))
     gc.collect()

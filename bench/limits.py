@@ -1,7 +1,7 @@
 """`make bench-limits`: what flow control costs claims, as ratios within one run.
 
 Three cases, drained by the same worker processes and interleaved repetition by
-repetition, so they see the same load:
+repetition (each repetition starting with the next case), so they see the same load:
 
 * ``unlimited``: no task has a limit (the baseline, 100 %);
 * ``beside limits``: the drained kind is unlimited, and three other kinds (with no
@@ -10,9 +10,11 @@ repetition, so they see the same load:
   limit it never reaches, so every claim takes the kind lock and counts.
 
 Usage: ``python bench/limits.py [--jobs N] [--reps N] [--processes P]
-[--concurrency C] [--database-url URL]`` (default: ``DATABASE_URL``, else a throwaway
-server). Writes ``bench/limits-results.md``.
-(``python bench/limits.py --drive URL CASE CONCURRENCY`` is one worker process.)
+[--concurrency C] [--prefetch N] [--database-url URL]`` (default: ``DATABASE_URL``,
+else a throwaway server; ``--prefetch`` defaults to the worker's). Writes
+``bench/limits-results.md``. ``--prefetch 0`` claims only free slots, as limited
+kinds always are: it isolates what the lock and the count cost from claiming ahead.
+(``python bench/limits.py --drive URL CASE CONCURRENCY PREFETCH`` is one worker process.)
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from app import Job  # noqa: E402
 from sqlalchemy import create_engine, event, text  # noqa: E402
 
 from sa_jobqueue import JobContext, JobQueue, migration  # noqa: E402
+from sa_jobqueue.config import DEFAULT_PREFETCH  # noqa: E402
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
 
 CASES = ("unlimited", "beside limits", "limited, high limit")
@@ -60,10 +63,12 @@ def queue_for(case: str) -> JobQueue[Job]:
     return jobs
 
 
-def drive(url: str, case: str, concurrency: int) -> None:
+def drive(url: str, case: str, concurrency: int, prefetch: int) -> None:
     """One worker process: wait for a line on stdin, drain, print a JSON report."""
     engine = create_engine(url, pool_size=concurrency + 4, max_overflow=4)
-    worker = queue_for(case).worker(engine, concurrency=concurrency, listen=False)
+    worker = queue_for(case).worker(
+        engine, concurrency=concurrency, prefetch=prefetch, listen=False
+    )
     with engine.connect() as conn:
         conn.execute(text("SELECT 1"))
     print("ready", flush=True)
@@ -74,7 +79,9 @@ def drive(url: str, case: str, concurrency: int) -> None:
     engine.dispose()
 
 
-def statements_per_round(url: str, case: str, count: int, concurrency: int) -> dict[str, float]:
+def statements_per_round(
+    url: str, case: str, count: int, concurrency: int, prefetch: int
+) -> dict[str, float]:
     """One in-process drain of `count` jobs: SQL statements per claim round, by what they do.
 
     A round is one transaction that records what finished (one ``complete``) and
@@ -88,19 +95,23 @@ def statements_per_round(url: str, case: str, count: int, concurrency: int) -> d
 
     @event.listens_for(engine, "before_cursor_execute")
     def count_statement(conn: object, cursor: object, statement: str, *args: object) -> None:
-        if "pg_advisory_xact_lock(" in statement:
-            counts["kind lock"] += 1
-        elif "locked AS" in statement:
+        if "locked AS" in statement:
             counts["limited claim"] += 1
         elif "WITH due AS" in statement:
             counts["claim"] += 1
-        elif statement.startswith("UPDATE"):
+        elif statement.startswith(("UPDATE", "WITH done AS")):
+            # The acknowledgement, with the kind locks of the next claims or without.
             counts["complete"] += 1
+        elif "pg_advisory_xact_lock(" in statement:
+            counts["kind lock"] += 1
         else:
             counts["other"] += 1
 
     try:
-        done = queue_for(case).worker(engine, concurrency=concurrency, listen=False).drain()
+        worker = queue_for(case).worker(
+            engine, concurrency=concurrency, prefetch=prefetch, listen=False
+        )
+        done = worker.drain()
     finally:
         engine.dispose()
     if done != count:
@@ -109,11 +120,13 @@ def statements_per_round(url: str, case: str, count: int, concurrency: int) -> d
     return {name: n / rounds for name, n in counts.items()}
 
 
-def drain(url: str, case: str, count: int, processes: int, concurrency: int) -> float:
+def drain(
+    url: str, case: str, count: int, processes: int, concurrency: int, prefetch: int
+) -> float:
     """Jobs per second for `count` pre-enqueued noop jobs drained by `processes` workers."""
     raw.truncate(url)
     raw.fill(url, "noop", count)
-    command = [sys.executable, __file__, "--drive", url, case, str(concurrency)]
+    command = [sys.executable, __file__, "--drive", url, case, str(concurrency), str(prefetch)]
     children = [
         subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
@@ -150,14 +163,15 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--prefetch", type=int, default=DEFAULT_PREFETCH)
     parser.add_argument("--output", type=Path, default=HERE / "limits-results.md")
-    parser.add_argument("--drive", nargs=3, metavar=("URL", "CASE", "CONCURRENCY"))
+    parser.add_argument("--drive", nargs=4, metavar=("URL", "CASE", "CONCURRENCY", "PREFETCH"))
     parser.add_argument(
         "--statements-only", action="store_true", help="only count statements per job"
     )
     args = parser.parse_args()
     if args.drive:
-        drive(args.drive[0], args.drive[1], int(args.drive[2]))
+        drive(args.drive[0], args.drive[1], int(args.drive[2]), int(args.drive[3]))
         return
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     rates: dict[str, list[float]] = {case: [] for case in CASES}
@@ -165,13 +179,17 @@ def main() -> None:
         server = args.database_url or stack.enter_context(throwaway_postgres())
         url = stack.enter_context(scratch_database(server, prefix="sa_jobqueue_bench_limits"))
         migration.upgrade(url)
-        per_job = {case: statements_per_round(url, case, 2_000, args.concurrency) for case in CASES}
+        per_job = {
+            case: statements_per_round(url, case, 2_000, args.concurrency, args.prefetch)
+            for case in CASES
+        }
         for rep in range(0 if args.statements_only else args.reps):
-            for case in CASES:
-                rate = drain(url, case, args.jobs, args.processes, args.concurrency)
+            # Each repetition starts with the next case, so no case always runs first.
+            for case in CASES[rep % len(CASES) :] + CASES[: rep % len(CASES)]:
+                rate = drain(url, case, args.jobs, args.processes, args.concurrency, args.prefetch)
                 rates[case].append(rate)
                 print(f"rep {rep + 1} {case}: {rate:,.0f} jobs/s", file=sys.stderr, flush=True)
-    counted = render_statements(per_job, args.concurrency)
+    counted = render_statements(per_job, args.concurrency, args.prefetch)
     if args.statements_only:
         print(counted)
         return
@@ -181,7 +199,9 @@ def main() -> None:
         "",
         f"Drain throughput of {args.jobs:,} no-op lease-mode jobs (claims and acknowledgements), "
         f"{args.processes} worker processes at "
-        f"concurrency {args.concurrency}, {args.reps} repetitions interleaved; median (min-max). "
+        f"concurrency {args.concurrency}, prefetch {args.prefetch}, "
+        f"{args.reps} repetitions interleaved (each starting "
+        "with the next case); median (min-max). "
         f"Load average at start: {load}.",
         "",
         "| case | jobs/s | vs unlimited |",
@@ -196,12 +216,13 @@ def main() -> None:
     print(report)
 
 
-def render_statements(per_job: dict[str, dict[str, float]], concurrency: int) -> str:
+def render_statements(per_job: dict[str, dict[str, float]], concurrency: int, prefetch: int) -> str:
     """The statement counts as a table: statements per claim round, by kind of statement."""
     names = sorted({name for counts in per_job.values() for name in counts})
     base = sum(per_job["unlimited"].values())
     lines = [
-        f"SQL statements per claim round (2,000 jobs, 1 process, concurrency {concurrency}); "
+        f"SQL statements per claim round (2,000 jobs, 1 process, concurrency {concurrency}, "
+        f"prefetch {prefetch}); "
         "a round's cost in round trips does not depend on the load:",
         "",
         "| case | " + " | ".join(names) + " | total | unlimited / total |",

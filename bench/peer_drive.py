@@ -7,7 +7,8 @@ Usage: ``python bench/peer_drive.py PEER URL ACTION N CONCURRENCY``, PEER one of
 - ``fill``: enqueue N no-op jobs in batches (not timed);
 - ``drain``: run the peer's worker in its "until empty" mode at CONCURRENCY; print
   ``{"rate": jobs/s, "done": N}`` timed from just before the worker starts to its return;
-- ``enqueue``: N single-job enqueues, each its own transaction; print ``{"rate": ...}``.
+- ``enqueue``: N single-job enqueues, each its own transaction; print ``{"rate": ...}``;
+- ``enqueue_tx`` (PGQueuer): the same, each inside an explicit ``conn.transaction()``.
 
 Each peer runs at its documented defaults except for the concurrency mapping that
 `bench/peers.py` documents. Imports nothing of sa_jobqueue: its virtualenv has none.
@@ -51,6 +52,14 @@ async def pgqueuer(url: str, action: str, count: int, concurrency: int) -> dict[
             started = time.perf_counter()
             for _ in range(count):
                 await queries.enqueue("noop", None)
+            return {"rate": count / (time.perf_counter() - started)}
+        if action == "enqueue_tx":
+            # Inside a transaction of the caller's, as an enqueue beside an app's own
+            # writes runs: BEGIN, the INSERT, COMMIT (three round trips, not one).
+            started = time.perf_counter()
+            for _ in range(count):
+                async with conn.transaction():
+                    await queries.enqueue("noop", None)
             return {"rate": count / (time.perf_counter() - started)}
         manager = QueueManager(queries)
         done = 0

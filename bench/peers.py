@@ -1,6 +1,7 @@
 """`make bench-peers`: sa-jobqueue beside PGQueuer and procrastinate, same PostgreSQL, one run.
 
-Usage: ``python bench/peers.py [--reps N] [--jobs N] [--enqueues N] [--database-url URL]``.
+Usage: ``python bench/peers.py [--reps N] [--jobs N] [--enqueues N] [--only-enqueue]
+[--database-url URL]`` (``--only-enqueue``: the enqueue row alone, no drains).
 The peers are installed into a virtualenv of their own (``bench/out/peers-venv``,
 made on first use with pip) and driven by ``bench/peer_drive.py``; sa-jobqueue runs
 from this checkout. Every drain gets a fresh scratch database, holds `--jobs`
@@ -80,13 +81,13 @@ def drain(python: Path, who: str, server_url: str, count: int, concurrency: int)
         return float(result["rate"])
 
 
-def enqueue(python: Path, who: str, server_url: str, count: int) -> float:
+def enqueue(python: Path, who: str, server_url: str, count: int, action: str = "enqueue") -> float:
     with scratch_database(server_url, prefix="sajq_peers") as url:
         if who == "sa-jobqueue":
             migration.upgrade(url)
             return enqueue_single(url, count)
         peer(python, who, url, "install", 0, 1)
-        return float(peer(python, who, url, "enqueue", count, 1)["rate"])
+        return float(peer(python, who, url, action, count, 1)["rate"])
 
 
 def main() -> None:
@@ -95,7 +96,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--enqueues", type=int, default=1000)
+    parser.add_argument("--only-enqueue", action="store_true", help="skip the drains")
     args = parser.parse_args()
+    concurrencies = () if args.only_enqueue else CONCURRENCIES
     python = peers_python()
     who_all = ("sa-jobqueue", *PEERS)
     drains: dict[tuple[str, int], list[float]] = {}
@@ -103,12 +106,17 @@ def main() -> None:
     with server(args.database_url) as url:
         for rep in range(args.reps):
             order = who_all[rep % 3 :] + who_all[: rep % 3]
-            for concurrency in CONCURRENCIES:
+            for concurrency in concurrencies:
                 for who in order:
                     rate = drain(python, who, url, args.jobs, concurrency)
                     drains.setdefault((who, concurrency), []).append(rate)
             for who in order:
                 enqueues.setdefault(who, []).append(enqueue(python, who, url, args.enqueues))
+            # PGQueuer's enqueue autocommits (one round trip); sa-jobqueue's joins the
+            # caller's transaction (BEGIN, INSERT, COMMIT). This row shows PGQueuer's
+            # cost when it joins one too.
+            in_tx = enqueue(python, "pgqueuer", url, args.enqueues, "enqueue_tx")
+            enqueues.setdefault("pgqueuer_tx", []).append(in_tx)
 
     def median(values: list[float]) -> float:
         return statistics.median(values)
@@ -119,7 +127,7 @@ def main() -> None:
     )
     print("| measurement | sa-jobqueue | PGQueuer | procrastinate | sa-jobqueue / PGQueuer |")
     print("|---|---|---|---|---|")
-    for concurrency in CONCURRENCIES:
+    for concurrency in concurrencies:
         row = [median(drains[(who, concurrency)]) for who in who_all]
         print(
             f"| drain, concurrency {concurrency} | {row[0]:,.0f} | {row[1]:,.0f} | "
@@ -130,8 +138,13 @@ def main() -> None:
         f"| enqueue, 1 per transaction | {row[0]:,.0f} | {row[1]:,.0f} | {row[2]:,.0f} | "
         f"{row[0] / row[1]:.2f}x |"
     )
+    in_tx = median(enqueues["pgqueuer_tx"])
+    print(
+        f"| enqueue, 1 per explicit transaction (BEGIN, INSERT, COMMIT) | {row[0]:,.0f} | "
+        f"{in_tx:,.0f} | - | {row[0] / in_tx:.2f}x |"
+    )
     print("\nTargets:")
-    for concurrency in (16, 32):
+    for concurrency in (16, 32) if concurrencies else ():
         ratio = median(drains[("sa-jobqueue", concurrency)]) / median(
             drains[("pgqueuer", concurrency)]
         )

@@ -151,6 +151,8 @@ def library_drain(
     command = [sys.executable, str(HERE / "drive.py"), url, str(concurrency)]
     command += ["--savepoint-batch", str(savepoint_batch), "--rss-every", str(rss_every)]
     command += list(extra_args)
+    if mode == "async":
+        command.append("--async-tasks")
     children = [
         subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
@@ -323,6 +325,7 @@ def main() -> None:
             for processes in (1, 2)
             for concurrency in (1, 8, 32)
         ]
+        configs.insert(2, ("lease", 1, 16, 1))  # issue 19's targets name concurrency 16 too
         if not args.no_savepoint_batches:
             # A batch's jobs run one after another on one connection, so several
             # batches in flight (a quarter of the slots each) beat one big batch.
@@ -461,6 +464,8 @@ def render(
     for (mode, processes, concurrency, batch), figure in drains.items():
         base, base_name = (raw32, "raw batched") if mode == "lease" else (raw1, "raw 1/tx")
         note = f"{ratio(figure, base)} of {base_name}"
+        if mode == "lease" and concurrency == 1:
+            note += f"; {ratio(figure, raw1)} of raw 1/tx"
         if processes == 2:
             one = drains.get((mode, 1, concurrency, batch))
             if one is not None:
@@ -488,6 +493,29 @@ def render(
 
     add("## Targets\n")
     lease32 = drains[("lease", 1, 32, 1)]
+    near = [  # issue 19: near the raw-SQL limit at every concurrency (1 process, no-op jobs)
+        ("lease mode, concurrency 1", drains[("lease", 1, 1, 1)], raw1, 0.85, "one-job-per-tx"),
+        ("lease mode, concurrency 8", drains[("lease", 1, 8, 1)], raw32, 0.70, "batched"),
+        ("lease mode, concurrency 16", drains[("lease", 1, 16, 1)], raw32, 0.70, "batched"),
+        ("lease mode, concurrency 32", lease32, raw32, 0.85, "batched"),
+        (
+            "transactional mode, concurrency 1",
+            drains[("transactional", 1, 1, 1)],
+            raw1,
+            0.80,
+            "one-job-per-tx",
+        ),
+    ]
+    for label, figure, base, share, limit in near:
+        add(
+            f"- {label} >= {100 * share:.0f} % of the raw {limit} limit: "
+            f"{ratio(figure, base)} -- {verdict(figure.median >= share * base.median)}"
+        )
+    add(
+        f"- enqueue, 1 per transaction >= 80 % of a raw single-row INSERT: "
+        f"{ratio(enq['single'], enq['raw_single'])} -- "
+        f"{verdict(enq['single'].median >= 0.8 * enq['raw_single'].median)}"
+    )
     add(
         f"- lease mode, 1 process, concurrency 32 >= 60 % of the raw batched limit: "
         f"{ratio(lease32, raw32)} -- {verdict(lease32.median >= 0.6 * raw32.median)}"

@@ -5,19 +5,28 @@ Example:
     >>> class Job(JobMixin, Base):                      # doctest: +SKIP
     ...     __tablename__ = "jobs"
     >>> jobs = JobQueue(Job)                            # doctest: +SKIP
+
+Importing the package loads only the exception tree: every other public name is
+imported at its first use (PEP 562), so ``import sa_jobqueue.errors`` or a command
+such as ``sa-jobqueue --help`` does not pay for SQLAlchemy and the runtime.
 """
 
 from __future__ import annotations
 
-from sa_jobqueue.context import Discard, JobContext, Retry
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from sa_jobqueue.errors import (
     ConfigurationError,
     JobQueueError,
     PayloadError,
     ValidationError,
 )
-from sa_jobqueue.jobqueue import JobQueue
-from sa_jobqueue.model import JobMixin, Status
+
+if TYPE_CHECKING:
+    from sa_jobqueue.context import Discard, JobContext, Retry
+    from sa_jobqueue.jobqueue import JobQueue
+    from sa_jobqueue.model import JobMixin, Status
 
 __all__ = [
     "ConfigurationError",
@@ -33,3 +42,28 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+#: Public name -> the module that defines it, imported at the name's first use.
+_LAZY = {
+    "Discard": "sa_jobqueue.context",
+    "JobContext": "sa_jobqueue.context",
+    "Retry": "sa_jobqueue.context",
+    "JobQueue": "sa_jobqueue.jobqueue",
+    "JobMixin": "sa_jobqueue.model",
+    "Status": "sa_jobqueue.model",
+}
+
+
+if not TYPE_CHECKING:  # mypy sees the imports above, and so still flags a misspelt name
+
+    def __getattr__(name: str) -> Any:
+        """Import a public name's module at the name's first use, and keep the name."""
+        module = _LAZY.get(name)
+        if module is None:
+            raise AttributeError(f"module 'sa_jobqueue' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *_LAZY})

@@ -71,11 +71,12 @@ class Claimed:
     claimed_at: float = field(default_factory=time.monotonic, compare=False)
     #: The trace context its enqueue recorded (W3C ``traceparent``...), or None.
     trace_context: Any = field(default=None, compare=False, repr=False)
+    #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
+    #: the worker looks attempts up by it several times per job).
+    key: AttemptKey = field(init=False, compare=False, repr=False)
 
-    @property
-    def key(self) -> AttemptKey:
-        """``(id, attempts)``: this attempt, as every fenced statement names it."""
-        return (self.id, self.attempts)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.id, self.attempts))
 
     @classmethod
     def from_row(cls, row: Row[Any], lease: float) -> Claimed:

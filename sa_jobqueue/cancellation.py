@@ -1,6 +1,6 @@
 """Stopping running attempts: cancellation, timeouts and shutdown, as the worker sees them.
 
-Each running attempt has a `threading.Event` that its `JobContext` reads as
+Each running attempt has a `StopFlag` that its `JobContext` reads as
 ``ctx.cancelled``. `Attempts` keeps them, keyed by ``(id, attempts)`` (never by id
 alone), with the attempt's timeout deadline; it is pure bookkeeping over an
 injectable clock, so it is tested without threads or a database. `Watchdog` is
@@ -21,9 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Attempts", "Stop", "Watchdog", "format_timeout"]
+__all__ = ["CANCELLED_EARLY_KEPT", "Attempts", "Stop", "StopFlag", "Watchdog", "format_timeout"]
 
 Key = tuple[int, int]
+
+#: How many cancels of attempts not running (yet) an `Attempts` remembers, newest kept.
+CANCELLED_EARLY_KEPT = 4096
 
 
 class Stop(str, enum.Enum):
@@ -43,9 +46,31 @@ def format_timeout(seconds: float) -> str:
     return f"timed out: the attempt ran longer than its timeout of {seconds:g}s"
 
 
+class StopFlag:
+    """An attempt's stop signal, as its context reads it (``ctx.cancelled``).
+
+    A flag rather than a `threading.Event`: one is made for every attempt, and
+    nothing waits on it (handlers poll ``ctx.cancelled``; the watchdog waits on
+    its own condition).
+    """
+
+    __slots__ = ("_set",)
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self) -> None:
+        """Tell the attempt to stop."""
+        self._set = True
+
+    def is_set(self) -> bool:
+        """Whether the attempt was told to stop."""
+        return self._set
+
+
 @dataclass
 class _Attempt:
-    event: threading.Event
+    event: StopFlag
     timeout: float | None
     deadline: float | None
     reason: Stop | None = None
@@ -61,14 +86,17 @@ class Attempts:
         self._lock = threading.Lock()
         self._attempts: dict[Key, _Attempt] = {}
         self._changed = threading.Condition(self._lock)
+        # job id -> clock time of a cancel that found no attempt of it running: a job
+        # claimed ahead (waiting for a slot) must not start once it was cancelled.
+        self._cancelled_early: dict[int, float] = {}
 
-    def start(self, key: Key, timeout: float | None, subject: Any = None) -> threading.Event:
+    def start(self, key: Key, timeout: float | None, subject: Any = None) -> StopFlag:
         """Register an attempt about to run; return the event its context reads.
 
         `subject` (the claimed job) comes back with the attempt when it is stopped,
         even if its handler returns at that very moment.
         """
-        event = threading.Event()
+        event = StopFlag()
         deadline = None if timeout is None else self._clock() + timeout
         with self._lock:
             self._attempts[key] = _Attempt(event, timeout, deadline, subject=subject)
@@ -78,7 +106,7 @@ class Attempts:
                 self._changed.notify_all()
         return event
 
-    def event(self, key: Key) -> threading.Event | None:
+    def event(self, key: Key) -> StopFlag | None:
         """The stop event of the running attempt `key` (None when it is not running)."""
         with self._lock:
             attempt = self._attempts.get(key)
@@ -126,11 +154,39 @@ class Attempts:
         return [key for key, _ in self.cancel_attempts(job_id, attempt)]
 
     def cancel_attempts(self, job_id: int, attempt: int | None = None) -> list[tuple[Key, Any]]:
-        """`cancel`, returning ``(key, subject)`` pairs."""
-        return self._stop(
+        """`cancel`, returning ``(key, subject)`` pairs.
+
+        When no attempt of `job_id` runs, the cancel is remembered (the newest
+        `CANCELLED_EARLY_KEPT`): an attempt of it claimed before now that has not
+        started yet must not start (`cancelled_before_start`).
+        """
+        stopped = self._stop(
             lambda key, a: key[0] == job_id and (attempt is None or key[1] == attempt),
             Stop.CANCELLED,
         )
+        if not stopped:
+            with self._lock:
+                early = self._cancelled_early
+                early.pop(job_id, None)
+                early[job_id] = self._clock()
+                if len(early) > CANCELLED_EARLY_KEPT:
+                    del early[next(iter(early))]
+        return stopped
+
+    def cancelled_before_start(self, job_id: int, claimed_at: float) -> bool:
+        """Whether `job_id` was cancelled after `claimed_at` (clock time) while not running.
+
+        Its attempt, claimed ahead of a free slot, should then end as cancelled without
+        running. A cancel from before the claim concerns an earlier attempt only.
+        """
+        if not self._cancelled_early:  # the common case, without taking the lock
+            return False
+        with self._lock:
+            when = self._cancelled_early.get(job_id)
+            if when is None or when < claimed_at:
+                return False
+            del self._cancelled_early[job_id]
+            return True
 
     def overdue(self) -> list[Key]:
         """Stop the attempts past their deadline; return their keys."""

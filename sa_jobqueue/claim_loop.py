@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, exc
 
-from sa_jobqueue.attempt import Claimed, InFlight
+from sa_jobqueue.attempt import Claimed, InFlight, Outcome, Result
 from sa_jobqueue.claiming import Claimer
 from sa_jobqueue.completer import Completer, log_job
 from sa_jobqueue.driver import PostgresDriver
@@ -26,12 +26,21 @@ from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.wakeup import Notified, WakeEvent, WakeupPolicy
 
-__all__ = ["COALESCE_SECONDS", "ClaimLoop"]
+__all__ = ["AHEAD_SECONDS", "COALESCE_SECONDS", "ClaimLoop"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
+# The outcomes of attempts whose handler ran to its end: their durations count.
+_RAN = frozenset({Result.DONE, Result.COMMITTED, Result.FAIL, Result.RETRY, Result.DISCARD})
+
 #: After a full batch, the longest the loop waits for handlers to free half the slots.
 COALESCE_SECONDS = 0.002
+
+#: Claims ahead of free slots hold at most what the handlers finish in about this long.
+AHEAD_SECONDS = 0.02
+
+# How much each new handler duration moves the running mean (an exponential average).
+_MEAN_WEIGHT = 0.05
 
 
 class ClaimLoop:
@@ -52,6 +61,7 @@ class ClaimLoop:
         owner: the worker's id.
         asynchronous_commit: the rounds' transactions skip the WAL flush wait.
         metrics: claim rounds and database errors are counted, when given.
+        prefetch: the most jobs claimed ahead of free slots (`ahead` says how many now).
 
     Attributes:
         processed: attempts recorded since the last `run` began (releases excluded).
@@ -75,6 +85,7 @@ class ClaimLoop:
         owner: str,
         asynchronous_commit: bool = False,
         metrics: Metrics | None = None,
+        prefetch: int = 0,
     ) -> None:
         self.engine = engine
         self.driver = driver
@@ -91,8 +102,10 @@ class ClaimLoop:
         self.owner = owner
         self.asynchronous_commit = asynchronous_commit
         self.metrics = metrics
+        self.prefetch = prefetch
         self.processed = 0
         self._conn: Connection | None = None
+        self._mean_duration: float | None = None  # of recent handlers; None: none seen yet
 
     def run(self, until_empty: bool) -> None:
         """Rounds until stopped (or, with `until_empty`, until nothing is due or running)."""
@@ -141,9 +154,10 @@ class ClaimLoop:
         Without it the loop runs its next round while most handlers of the batch it
         just claimed are still running, and settles at rounds of a few jobs each,
         paying a claim's and an acknowledgement's round trips for each few. At most
-        `COALESCE_SECONDS`; returns at once for a stop, or when `concurrency` is 1.
+        `COALESCE_SECONDS`; returns at once for a stop, or when `concurrency` is 1
+        and nothing is claimed ahead. Jobs claimed ahead count as slots.
         """
-        wanted = self.concurrency // 2
+        wanted = (self.concurrency + self.ahead()) // 2
         if wanted < 1:
             return
         deadline = time.monotonic() + COALESCE_SECONDS
@@ -157,10 +171,19 @@ class ClaimLoop:
     def round(self) -> tuple[int, int]:
         """Record finished jobs and claim new ones, in one short transaction."""
         reports = self.completer.collect()
+        self._learn_durations(reports)
         # An attempt given up (timed out, cancelled) may be reported twice: when it is
         # given up, and when its handler returns; it frees one slot, once.
         free = self.concurrency - len(self.inflight)
-        free += len({o.job.key for o in reports if o.job.key in self.inflight})
+        if reports:
+            inflight = self.inflight
+            free += len({o.job.key for o in reports if o.job.key in inflight})
+        # Jobs claimed ahead wait for a slot in this worker: only unlimited kinds.
+        ahead = self.ahead()
+        ahead = max(0, min(ahead, ahead + free))
+        free = max(0, free)
+        if not reports and free + ahead == 0:
+            return 0, 0  # nothing to record, no room to claim: no transaction
         conn = self.connection()
         with conn.begin():
             if self.asynchronous_commit:
@@ -169,17 +192,43 @@ class ClaimLoop:
                 self.completer.record(conn, reports)
                 self.limited.freed(o.job.kind for o in reports)
             claimed: list[Claimed] = []
-            if free > 0 and not self.stopping.is_set():
-                claimed = self.claimer.claim(conn, free)
+            if free + ahead > 0 and not self.stopping.is_set():
+                claimed = self.claimer.claim(conn, free, ahead)
         self.processed += self.completer.recorded(reports)
         if self.metrics is not None:
             self.metrics.claim_round()
         if claimed:
             self.inflight.add(claimed)
-            for job in claimed:
-                log_job(logging.INFO, job, "claimed", event="claimed", owner=self.owner)
+            if log.isEnabledFor(logging.INFO):
+                for job in claimed:
+                    log_job(logging.INFO, job, "claimed", event="claimed", owner=self.owner)
             self.submit(claimed)
-        return len(claimed), free
+        # What the round could take: less while the claimer claims nothing ahead.
+        return len(claimed), min(free + ahead, self.claimer.room)
+
+    def ahead(self) -> int:
+        """How many jobs to hold claimed beyond the free slots now.
+
+        None until a handler has finished, then as many as the handlers finish in
+        about `AHEAD_SECONDS` at their recent mean duration, at most `prefetch`: a
+        worker of long jobs claims only what it can start (a job claimed ahead waits
+        for a slot of this worker while another worker might have run it).
+        """
+        mean = self._mean_duration
+        if not self.prefetch or mean is None:
+            return 0
+        if mean <= 0:
+            return self.prefetch
+        return min(self.prefetch, int(self.concurrency * AHEAD_SECONDS / mean))
+
+    def _learn_durations(self, reports: Sequence[Outcome]) -> None:
+        if not self.prefetch:
+            return
+        mean = self._mean_duration
+        for o in reports:
+            if o.result in _RAN:
+                mean = o.duration if mean is None else mean + _MEAN_WEIGHT * (o.duration - mean)
+        self._mean_duration = mean
 
     def wait(self, claimed: int, free: int) -> None:
         """Sleep until a claim round is worth running (see `WakeupPolicy`)."""

@@ -117,9 +117,12 @@ class Completer:
         if done:
             jobs = [o.job for o in done]
             held = self.driver.complete(conn, jobs, self.owner, [o.returned for o in done])
+            # The common case, per job: a "done" line nobody reads and no metrics.
+            quiet = self.metrics is None and not log.isEnabledFor(logging.INFO)
             for o in done:
                 if o.job.key in held:
-                    self._log(logging.INFO, o, "done", "done in %.1f ms", o.duration * 1000)
+                    if not quiet:
+                        self._log(logging.INFO, o, "done", "done in %.1f ms", o.duration * 1000)
                 else:
                     self._log(
                         logging.WARNING,

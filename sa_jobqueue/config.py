@@ -22,7 +22,10 @@ from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retention import DEFAULT_PRUNE_INTERVAL
 from sa_jobqueue.validation import check_name
 
-__all__ = ["WorkerConfig", "WorkerOptions"]
+__all__ = ["DEFAULT_PREFETCH", "WorkerConfig", "WorkerOptions"]
+
+#: The default of `WorkerConfig.prefetch`: claims of up to this many jobs ahead.
+DEFAULT_PREFETCH = 32
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -42,6 +45,7 @@ class WorkerOptions(TypedDict, total=False):
     savepoint_batch: int
     asynchronous_commit: bool
     metrics: Metrics | None
+    prefetch: int
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class WorkerConfig:
 
     Attributes:
         queues: the queues to claim from (None: every registered task's queue).
-        concurrency: handler threads; also the most jobs held at once.
+        concurrency: handler threads; also the most jobs running at once.
         poll_interval: seconds between polls when no notification arrives.
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
@@ -76,6 +80,13 @@ class WorkerConfig:
         metrics: the Prometheus `Metrics` the worker reports into (attempts by
             outcome, handler time, busy handlers, claim rounds, database errors);
             None reports nothing. See docs/observability.md.
+        prefetch: the most jobs claimed ahead of free handler slots, to start as
+            slots free: claims and acknowledgements then come in batches even at
+            concurrency 1. Only while the recent handlers are short (the worker
+            claims ahead no more than its handlers finish in about
+            `claim_loop.AHEAD_SECONDS`, so long jobs are never held back behind each
+            other), only for kinds without a limit, and only when no task is
+            ``async def``. 0 turns it off. See docs/performance.md.
     """
 
     queues: tuple[str, ...] | None = None
@@ -92,6 +103,7 @@ class WorkerConfig:
     savepoint_batch: int = 1
     asynchronous_commit: bool = False
     metrics: Metrics | None = field(default=None, repr=False)
+    prefetch: int = DEFAULT_PREFETCH
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -120,6 +132,9 @@ class WorkerConfig:
             value = getattr(config, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigurationError(f"{name} must be an int >= 1, not {value!r}")
+        prefetch = config.prefetch
+        if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
+            raise ConfigurationError(f"prefetch must be an int >= 0, not {prefetch!r}")
         for name in ("poll_interval", "shutdown_timeout", "sweep_interval", "prune_interval"):
             value = getattr(config, name)
             if not (

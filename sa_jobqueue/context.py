@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -17,6 +16,12 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["Discard", "JobContext", "Retry"]
+
+
+class _StopSignal(Protocol):
+    """What ``ctx.cancelled`` reads: the worker's `cancellation.StopFlag`, or an Event."""
+
+    def is_set(self) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class JobContext:
     max_attempts: int = 1
     worker_id: str = ""
     _session: Session | AsyncSession | None = field(default=None, repr=False)
-    _stop: threading.Event | None = field(default=None, repr=False, compare=False)
+    _stop: _StopSignal | None = field(default=None, repr=False, compare=False)
     # An engine, or what makes one on first use (an async handler's, on its loop).
     _engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = field(
         default=None, repr=False, compare=False

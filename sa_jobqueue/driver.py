@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, Row, Select, Update
+from sqlalchemy import Connection, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.attempt import AttemptKey, Claimed, Result, fence_params
@@ -81,8 +81,25 @@ class Driver(Protocol):
     ) -> list[Claimed]:
         """Lease up to `limit` due `kind` jobs of `queues` to `owner`, within its limits.
 
-        Takes the kind's lock first; the caller's COMMIT releases it.
+        Takes the kind's lock first (unless this transaction holds it already,
+        `lock_ahead`); the caller's COMMIT releases it.
         """
+        ...
+
+    def lock_ahead(self, conn: Connection, kinds: Sequence[str]) -> None:
+        """Take `kinds`' locks with the next acknowledgement (`complete`) on `conn`.
+
+        For the next transaction's claims of those kinds: the lock then costs no
+        statement of its own. Any other connection's `complete` takes no lock.
+        """
+        ...
+
+    def locked_ahead(self, conn: Connection) -> frozenset[str]:
+        """The limited kinds whose locks `conn`'s current transaction took in `complete`."""
+        ...
+
+    def due_kinds(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """Of the limited `kinds`, those with a job due in `queues` (not paused); no lock."""
         ...
 
     def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
@@ -177,6 +194,7 @@ class PostgresDriver:
         self._limited_due = (
             statements.limited_due(model, kinds=self.limited_kinds) if limited else None
         )
+        self._due_kinds = statements.due_kinds(model)
         self._claim_limited = {
             kind: statements.claim_limited(
                 model, kind=kind, limits=limit, lease=self.leases.get(kind, default_lease)
@@ -185,6 +203,12 @@ class PostgresDriver:
         }
         self._complete = statements.complete(model)
         self._complete_plain = statements.complete(model, with_results=False)
+        self._complete_and_lock = statements.complete_and_lock(model, self._complete)
+        self._complete_plain_and_lock = statements.complete_and_lock(model, self._complete_plain)
+        # Set by the claim loop's thread only: the locks its next acknowledgement takes
+        # (on that connection), and the transaction that took them, with those kinds.
+        self._ahead: tuple[Connection, list[str]] | None = None
+        self._held: tuple[RootTransaction, frozenset[str]] | None = None
         self._release = statements.release(model)
         self._failures = {
             Result.FAIL: statements.fail(model),
@@ -237,9 +261,11 @@ class PostgresDriver:
         """`statements.lock_limited`, then `statements.claim_limited` for each of `queues`.
 
         The kind's advisory lock is transaction-scoped: it is held until the caller's
-        transaction ends, so the caller commits at once.
+        transaction ends, so the caller commits at once. When this transaction's
+        acknowledgement took it already (`lock_ahead`), no lock statement runs.
         """
-        conn.execute(self._lock_limited[kind])
+        if kind not in self.locked_ahead(conn):
+            conn.execute(self._lock_limited[kind])
         lease = self.leases.get(kind, self.default_lease)
         claimed: list[Claimed] = []
         for queue in queues:
@@ -250,6 +276,23 @@ class PostgresDriver:
             rows = conn.execute(self._claim_limited[kind], params).all()
             claimed += [Claimed.from_row(row, lease) for row in rows]
         return claimed
+
+    def lock_ahead(self, conn: Connection, kinds: Sequence[str]) -> None:
+        """Have the next `complete` on `conn` take `kinds`' locks (`complete_and_lock`)."""
+        wanted = sorted(kind for kind in kinds if kind in self._lock_limited)
+        self._ahead = (conn, wanted) if wanted else None
+
+    def locked_ahead(self, conn: Connection) -> frozenset[str]:
+        """The kinds whose locks `conn`'s current transaction took in `complete`."""
+        held = self._held
+        if held is None or not held[0].is_active or held[0] is not conn.get_transaction():
+            return frozenset()
+        return held[1]
+
+    def due_kinds(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """`statements.due_kinds`: which of `kinds` have a job due in `queues`, without a lock."""
+        params = {"kinds": list(kinds), "queues": list(queues)}
+        return {row.kind for row in conn.execute(self._due_kinds, params)}
 
     def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
         """`statements.limited_due` over the limited kinds (False when there are none)."""
@@ -264,17 +307,30 @@ class PostgresDriver:
         owner: str,
         results: Sequence[str | None] | None = None,
     ) -> set[AttemptKey]:
-        """Mark `jobs` done in one fenced UPDATE, with their results; return those still held."""
+        """Mark `jobs` done in one fenced UPDATE, with their results; return those still held.
+
+        On the connection `lock_ahead` named, the same statement also takes the kind
+        locks asked for (`statements.complete_and_lock`), once.
+        """
         if not jobs:
             return set()
         if results is not None and len(results) != len(jobs):
             raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
-        if results is None or all(result is None for result in results):
-            rows = conn.execute(self._complete_plain, fence_params(jobs, owner))
-        else:
-            params = {**fence_params(jobs, owner), "results": list(results)}
-            rows = conn.execute(self._complete, params)
-        return {(row.id, row.attempts) for row in rows}
+        plain = results is None or all(result is None for result in results)
+        params = fence_params(jobs, owner)
+        if not plain:
+            params = {**params, "results": list(results or ())}
+        ahead = self._ahead
+        if ahead is None or ahead[0] is not conn:
+            rows = conn.execute(self._complete_plain if plain else self._complete, params)
+            return {(row.id, row.attempts) for row in rows}
+        self._ahead = None
+        locking = self._complete_plain_and_lock if plain else self._complete_and_lock
+        row = conn.execute(locking, {**params, "lock_kinds": ahead[1]}).one()
+        transaction = conn.get_transaction()
+        if transaction is not None:
+            self._held = (transaction, frozenset(ahead[1]))
+        return set(zip(row.ids or (), row.attempt_numbers or (), strict=True))
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
         """Give `jobs` back to ``pending``, due now, without using up an attempt."""

@@ -18,12 +18,16 @@ Errors never repeat the URL, so a password in it is never printed.
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import URL, Engine, make_url
-from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from typing import TYPE_CHECKING, Any
 
 from sa_jobqueue.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy import URL, Engine
+
+# SQLAlchemy is imported by the functions that use it, not here: the command line
+# imports this module for `NO_PREPARE_ENVVAR` before it knows it needs SQLAlchemy
+# (``sa-jobqueue --version`` never does).
 
 __all__ = [
     "NO_PREPARE_ENVVAR",
@@ -43,6 +47,9 @@ _NONE = {"none", "null", "off", ""}
 
 def parse_url(url: str | URL) -> URL:
     """`url` as a SQLAlchemy `URL`, or a `ConfigurationError` that does not repeat it."""
+    from sqlalchemy import URL, make_url
+    from sqlalchemy.exc import ArgumentError
+
     if isinstance(url, URL):
         return url
     try:
@@ -96,6 +103,8 @@ def engine_arguments(
 
 
 def _driver(url: URL) -> str:
+    from sqlalchemy.exc import NoSuchModuleError
+
     try:
         return str(url.get_dialect().driver)
     except NoSuchModuleError:
@@ -104,6 +113,8 @@ def _driver(url: URL) -> str:
 
 def check_sync_url(url: URL) -> None:
     """Refuse an asyncio driver: the command line talks to the database synchronously."""
+    from sqlalchemy.exc import NoSuchModuleError
+
     try:
         dialect = url.get_dialect()
     except NoSuchModuleError:
@@ -123,6 +134,8 @@ def check_worker_engine(engine: Engine) -> None:
 
     Anything but a synchronous `Engine` is left to the caller to judge.
     """
+    from sqlalchemy import Engine
+
     if not isinstance(engine, Engine):
         return
     dialect = engine.dialect
@@ -142,6 +155,8 @@ def listen_url_of(url: object) -> URL | None:
     Raises:
         ConfigurationError: not a URL, or not ``postgresql+psycopg://``.
     """
+    from sqlalchemy import URL
+
     if url is None:
         return None
     if not isinstance(url, (str, URL)):

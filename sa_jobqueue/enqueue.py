@@ -13,15 +13,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import JSON, Insert, select
-from sqlalchemy.orm import Session, scoped_session
+from sqlalchemy import JSON, Insert, Row, inspect, select
+from sqlalchemy.orm import Mapper, Session, make_transient_to_detached, scoped_session
+from sqlalchemy.orm.attributes import instance_dict
+from sqlalchemy.sql.dml import ReturningInsert
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue import statements, validation
 from sa_jobqueue.columns import dumps
 from sa_jobqueue.errors import ConfigurationError, JobQueueError, ValidationError
 from sa_jobqueue.limits import check_concurrency_key
-from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
+from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin, Status
 from sa_jobqueue.registry import Registry
 
 __all__ = ["Inserter", "JobSpec", "check_session", "prepare", "prepare_many"]
@@ -177,6 +179,51 @@ def _keys(spec: JobSpec) -> tuple[str, str]:
     return (spec.idempotency_key or "", spec.unique_key or "")
 
 
+#: The columns a new job leaves NULL: one enqueue knows them without asking.
+_NULL_COLUMNS = (
+    "locked_until",
+    "locked_by",
+    "last_error",
+    "finished_at",
+    "result",
+    "trace_context",
+)
+#: The columns one enqueue sets from its `JobSpec` (and the constants beside them).
+_SET_COLUMNS = (
+    "kind",
+    "queue",
+    "status",
+    "priority",
+    "attempts",
+    "max_attempts",
+    "idempotency_key",
+    "unique_key",
+    "concurrency_key",
+)
+
+
+@dataclass(frozen=True)
+class _One:
+    """The INSERT of one job with a given set of extra columns, and what it returns."""
+
+    statement: ReturningInsert[Any]
+    #: The attribute each RETURNING column fills, in order.
+    returned: tuple[str, ...]
+
+
+def _plain_session(session: Session) -> bool:
+    """Whether `session` may take a built row: nothing listening would tell it from a load.
+
+    Inside a flush (a mapper event enqueueing "when an order is inserted"),
+    ``Session.add()`` is not supported, while a load is: the ORM loads it there.
+    """
+    return not (
+        session._flushing
+        or session.dispatch.do_orm_execute
+        or session.dispatch.loaded_as_persistent
+    )
+
+
 class Inserter(Generic[JobT]):
     """Runs the batched INSERT for one model; statements are built once."""
 
@@ -188,6 +235,11 @@ class Inserter(Generic[JobT]):
         self.model = model
         # One statement per set of extra columns given, built on first use.
         self._loads: dict[tuple[str, ...], ExecutableReturnsRows] = {}
+        # One single-job statement per shape: (timing, keys given, extra columns).
+        self._ones: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _One] = {}
+        # Whether one job's row can be attached without the ORM's loading: decided
+        # on first use, once the application's mappers can be configured.
+        self._plain: bool | None = None
         self._by_keys = statements.by_keys(model)
         self._by_unique_keys = statements.by_unique_keys(model)
 
@@ -223,13 +275,172 @@ class Inserter(Generic[JobT]):
         # uncommitted key, and two batches taking the same keys in different orders
         # would otherwise deadlock, aborting one caller's transaction.
         order = _lock_order(specs)
+
+        def insert_once(session: Session, batch: Sequence[JobSpec]) -> list[Any]:
+            return self._insert_once(session, batch, trace_context)
+
         if order != sorted(order):
-            rows = self._insert_in_order(session, [specs[i] for i in order], trace_context)
+            rows = self._insert_in_order(session, [specs[i] for i in order], insert_once)
             result: list[JobT | None] = [None] * len(specs)
             for position, index in enumerate(order):
                 result[index] = rows[position]
             return [job for job in result if job is not None]
-        return self._insert_in_order(session, specs, trace_context)
+        return self._insert_in_order(session, specs, insert_once)
+
+    def insert_one(
+        self,
+        session: Session,
+        spec: JobSpec,
+        *,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> JobT:
+        """`insert` for one job, at the cost of one ``INSERT ... VALUES ... RETURNING``.
+
+        Same guarantees as `insert`. The row is built from what was inserted and
+        from the columns the database fills (``id``, the timestamps, ``payload`` as
+        stored, the application's own columns), then added to `session` as a
+        persistent object, as if loaded: no flush, no second statement. When
+        something could tell the difference from an ORM load (a ``load`` event or
+        ``@reconstructor`` on the model, an inheritance hierarchy, a session with
+        ``do_orm_execute`` or ``loaded_as_persistent`` listeners, a session in the
+        middle of a flush), the row is loaded through the ORM as `insert` does.
+        """
+        real = session() if isinstance(session, scoped_session) else session
+        mapper = self._mapper()
+        loaded = mapper.class_manager.dispatch.load  # a @reconstructor is one too
+        if loaded or not (self._plain_model() and _plain_session(real)):
+            job: JobT = self.insert(session, [spec], trace_context=trace_context)[0]
+            return job
+        one = self._one(spec, trace_context)
+        params: dict[str, Any] = {
+            "new_kind": spec.kind,
+            "new_queue": spec.queue,
+            "new_payload": spec.payload,
+            "new_priority": spec.priority,
+            "new_max_attempts": spec.max_attempts,
+        }
+        if spec.run_at is not None:
+            params["new_run_at"] = spec.run_at
+        elif spec.delay:
+            params["new_delay"] = spec.delay
+        if spec.idempotency_key is not None:
+            params["new_idempotency_key"] = spec.idempotency_key
+        if spec.unique_key is not None:
+            params["new_unique_key"] = spec.unique_key
+        if spec.concurrency_key is not None:
+            params["new_concurrency_key"] = spec.concurrency_key
+        table = self.model.__table__
+        for name, value in spec.columns:
+            json_column = isinstance(table.c[name].type, JSON) and value is not None
+            params[f"new_{name}"] = dumps(value) if json_column else value
+        if trace_context:
+            params["new_trace_context"] = dumps(dict(trace_context))
+
+        def insert_once(session: Session, specs: Sequence[JobSpec]) -> list[Any]:
+            # As the ORM would before running a statement: the caller's pending
+            # objects (the order a job's foreign key points to) go first.
+            session._autoflush()
+            bind = {"mapper": mapper, "clause": one.statement}
+            row = session.connection(bind_arguments=bind).execute(one.statement, params).first()
+            if row is None:  # a key was taken: find the job that holds it
+                return self._match(session, specs, [])
+            return [self._attach(session, mapper, spec, one, row, trace_context)]
+
+        found: JobT = self._insert_in_order(real, [spec], insert_once)[0]
+        return found
+
+    def _mapper(self) -> Mapper[Any]:
+        """The model's mapper, configured: as the ORM makes sure before each statement.
+
+        The application's mappers may have changed since (a relationship to the
+        jobs model declared later); configuring is a flag check once done.
+        """
+        mapper: Mapper[Any] = inspect(self.model)
+        mapper._check_configure()
+        return mapper
+
+    def _plain_model(self) -> bool:
+        """Whether a job of this model may be attached as built (see `insert_one`)."""
+        if self._plain is None:
+            mapper = self._mapper()
+            table = self.model.__table__
+            own_keys = all(
+                mapper.get_property_by_column(table.c[name]).key == name
+                for name in (*_SET_COLUMNS, *_NULL_COLUMNS, "id", "payload")
+            )
+            self._plain = (
+                own_keys
+                and mapper.inherits is None
+                and mapper.polymorphic_on is None
+                and not mapper._inheriting_mappers
+                and tuple(mapper.primary_key) == (table.c.id,)
+            )
+        return self._plain
+
+    def _one(self, spec: JobSpec, trace_context: Mapping[str, str] | None) -> _One:
+        """The statement for a job like `spec`: which columns it sets decides which."""
+        timing = "at" if spec.run_at is not None else "after" if spec.delay else "now"
+        keys = tuple(
+            name
+            for name, value in (
+                ("idempotency_key", spec.idempotency_key),
+                ("unique_key", spec.unique_key),
+                ("concurrency_key", spec.concurrency_key),
+            )
+            if value is not None
+        )
+        extra = tuple(name for name, _ in spec.columns)
+        if trace_context:
+            extra += ("trace_context",)
+        shape = (timing, keys, extra)
+        one = self._ones.get(shape)
+        if one is None:
+            mapper = self._mapper()
+            known = set(_SET_COLUMNS) | (set(_NULL_COLUMNS) - set(extra))
+            mapped = set(mapper.columns.values())
+            columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
+            statement = statements.enqueue_one(
+                self.model,
+                timing=timing,
+                keys=keys,
+                extra=extra,
+                returning=[c.name for c in columns],
+            )
+            returned = tuple(mapper.get_property_by_column(c).key for c in columns)
+            one = self._ones[shape] = _One(statement, returned)
+        return one
+
+    def _attach(
+        self,
+        session: Session,
+        mapper: Mapper[Any],
+        spec: JobSpec,
+        one: _One,
+        row: Row[Any],
+        trace_context: Mapping[str, str] | None,
+    ) -> Any:
+        """The persistent object for the row just inserted, in `session`'s identity map."""
+        values: dict[str, Any] = dict.fromkeys(_NULL_COLUMNS)
+        values.update(
+            kind=spec.kind,
+            queue=spec.queue,
+            status=Status.PENDING.value,
+            priority=spec.priority,
+            attempts=0,
+            max_attempts=spec.max_attempts,
+            idempotency_key=spec.idempotency_key,
+            unique_key=spec.unique_key,
+            concurrency_key=spec.concurrency_key,
+        )
+        values.update(zip(one.returned, row, strict=True))
+        existing = session.identity_map.get(mapper.identity_key_from_primary_key((values["id"],)))
+        if existing is not None:
+            return existing  # as an ORM load would: the session's object wins
+        job = mapper.class_manager.new_instance()
+        instance_dict(job).update(values)
+        make_transient_to_detached(job)  # history clear, identity key set: as loaded
+        session.add(job)
+        return job
 
     def _extra_params(
         self, specs: Sequence[JobSpec], trace_context: Mapping[str, str] | None
@@ -270,13 +481,14 @@ class Inserter(Generic[JobT]):
         self,
         session: Session,
         specs: Sequence[JobSpec],
-        trace_context: Mapping[str, str] | None,
+        insert_once: Callable[[Session, Sequence[JobSpec]], list[Any]],
     ) -> list[Any]:
+        """Run `insert_once` until every spec has its row (a finished unique job: again)."""
         result: list[Any] = [None] * len(specs)
         todo = list(range(len(specs)))
         for _ in range(1 + self.UNIQUE_RETRIES):
             batch = [specs[i] for i in todo]
-            found = self._insert_once(session, batch, trace_context)
+            found = insert_once(session, batch)
             retry = []
             for index, job in zip(todo, found, strict=True):
                 if job is None:

@@ -189,8 +189,12 @@ class Executor:
         While the handler runs, its attempt is in `attempts` with its task's
         timeout. An attempt stopped meanwhile as cancelled or timed out was
         reported then (and its slot given back): what it returns now is
-        `Result.ABANDONED`, which records nothing.
+        `Result.ABANDONED`, which records nothing. A job cancelled after its claim
+        and before its start (claimed ahead, waiting for a slot) does not run: it
+        ends as `Result.CANCELLED`.
         """
+        if self.attempts.cancelled_before_start(job.id, job.claimed_at):
+            return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
         task = self._tasks(job.kind)
         self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
@@ -379,7 +383,7 @@ def _call(task: TaskDef, context: JobContext, middlewares: Middlewares) -> Any:
     running.
     """
     result: Any = middlewares.wrap(task.handler)(context)
-    if inspect.isawaitable(result):
+    if result is not None and inspect.isawaitable(result):
         if inspect.iscoroutine(result):
             result.close()  # never awaited, on purpose: no "never awaited" warning
         raise TypeError(

@@ -13,7 +13,7 @@ from sa_jobqueue import tracing
 from sa_jobqueue.aio import check_async_session, is_async_engine
 from sa_jobqueue.columns import OwnColumns
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
-from sa_jobqueue.enqueue import Inserter, check_session, prepare, prepare_many
+from sa_jobqueue.enqueue import Inserter, JobSpec, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.model import JobMixin, JobT
@@ -278,7 +278,38 @@ class JobQueue(OperatorAPI[JobT]):
                 is told to use ``await jobs.aenqueue(...)``).
         """
         check_session(session, "enqueue")
-        spec = prepare(
+        spec = self._prepare(
+            kind,
+            payload,
+            queue=queue,
+            priority=priority,
+            run_at=run_at,
+            delay=delay,
+            max_attempts=max_attempts,
+            idempotency_key=idempotency_key,
+            unique_key=unique_key,
+            concurrency_key=concurrency_key,
+            columns=columns,
+        )
+        return self._insert_one(session, spec)
+
+    def _prepare(
+        self,
+        kind: object,
+        payload: Any,
+        *,
+        queue: object,
+        priority: object,
+        run_at: object,
+        delay: object,
+        max_attempts: object,
+        idempotency_key: object,
+        unique_key: object,
+        concurrency_key: object,
+        columns: object,
+    ) -> JobSpec:
+        """One job's `JobSpec`, for `enqueue` and `aenqueue` (same arguments, same rules)."""
+        return prepare(
             self.registry,
             self.max_payload_bytes,
             kind,
@@ -294,8 +325,11 @@ class JobQueue(OperatorAPI[JobT]):
             columns=columns,
             check_columns=self._columns.check,
         )
+
+    def _insert_one(self, session: Session, spec: JobSpec) -> JobT:
+        """Insert `spec` in `session`'s transaction, inside its ``send`` span."""
         with tracing.producing([spec.queue], 1) as produced:
-            job: JobT = self._inserter.insert(session, [spec], trace_context=produced.carrier)[0]
+            job = self._inserter.insert_one(session, spec, trace_context=produced.carrier)
             produced.inserted([job.id])
         return job
 
@@ -356,9 +390,7 @@ class JobQueue(OperatorAPI[JobT]):
                 is told to use ``jobs.enqueue(...)``).
         """
         check_async_session(session, "aenqueue")
-        spec = prepare(
-            self.registry,
-            self.max_payload_bytes,
+        spec = self._prepare(
             kind,
             payload,
             queue=queue,
@@ -370,14 +402,14 @@ class JobQueue(OperatorAPI[JobT]):
             unique_key=unique_key,
             concurrency_key=concurrency_key,
             columns=columns,
-            check_columns=self._columns.check,
         )
+        # The span opens here, in the caller's context, around the bridge.
         with tracing.producing([spec.queue], 1) as produced:
-            rows: list[JobT] = await session.run_sync(
-                self._inserter.insert, [spec], trace_context=produced.carrier
+            job: JobT = await session.run_sync(
+                self._inserter.insert_one, spec, trace_context=produced.carrier
             )
-            produced.inserted([rows[0].id])
-        return rows[0]
+            produced.inserted([job.id])
+        return job
 
     async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
         """`enqueue_many` for an `AsyncSession`: one round trip, rows in the order given.

@@ -80,6 +80,29 @@ class ThreadPool:
         for job in jobs:
             self._inbox.put(job)
 
+    def release_unstarted(self) -> int:
+        """Report the jobs waiting for a thread as released (shutdown); return how many.
+
+        Jobs claimed ahead of a free slot wait here: at shutdown they go back to
+        ``pending`` at once rather than wait behind running handlers.
+        """
+        released: list[Outcome] = []
+        stops = 0
+        while True:
+            try:
+                job = self._inbox.get_nowait()
+            except stdlib_queue.Empty:
+                break
+            if isinstance(job, _Stop):
+                stops += 1
+            else:
+                released.append(Outcome(job, Result.RELEASE))
+        for _ in range(stops):
+            self._inbox.put(_STOP)
+        if released:
+            self._report(released)
+        return len(released)
+
     def stop(self) -> None:
         """Ask every thread to exit once it is idle (running handlers are not interrupted)."""
         for _ in range(self.size):

@@ -23,6 +23,7 @@ context is injected and ``trace_context`` stays NULL.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from sa_jobqueue.context import Discard, Retry
 
 __all__ = [
     "MESSAGING_SYSTEM",
+    "RECHECK_SECONDS",
     "Produced",
     "available",
     "consuming",
@@ -44,6 +46,9 @@ __all__ = [
 
 #: The value of ``messaging.system`` on every span.
 MESSAGING_SYSTEM = "sa_jobqueue"
+
+#: While no provider records, the global one is looked up again at most this often.
+RECHECK_SECONDS = 1.0
 
 
 @functools.cache
@@ -61,6 +66,8 @@ def _otel() -> Any:
         tracer: Any
         #: A provider given to `use_tracer_provider` (None: the global one).
         provider: Any = None
+        #: `time.monotonic()` before which the last "not recording" answer stands.
+        quiet_until: float = 0.0
 
         def recording(self) -> bool:
             """Whether spans can record: a provider was given, or an SDK set globally."""
@@ -82,6 +89,7 @@ def use_tracer_provider(provider: Any = None) -> None:
     if otel is None:
         return
     otel.provider = provider
+    otel.quiet_until = 0.0
     if provider is None:
         otel.tracer = otel.trace.get_tracer("sa_jobqueue", _version())
     else:
@@ -101,9 +109,25 @@ def available() -> bool:
 
 
 def recording() -> bool:
-    """Whether spans would record now (the API is installed and an SDK configured)."""
+    """Whether spans would record now (the API is installed and an SDK configured).
+
+    Asked for every job enqueued and every attempt. OpenTelemetry's global provider
+    lookup reads the environment each time, so while nothing records the answer is
+    kept for `RECHECK_SECONDS`: a global provider set while a worker runs is used
+    within a second (one given to `use_tracer_provider` at once).
+    """
     otel = _otel()
-    return otel is not None and bool(otel.recording())
+    if otel is None:
+        return False
+    if otel.provider is not None:
+        return True
+    now = time.monotonic()
+    if now < otel.quiet_until:
+        return False
+    if otel.recording():
+        return True
+    otel.quiet_until = now + RECHECK_SECONDS
+    return False
 
 
 @dataclass

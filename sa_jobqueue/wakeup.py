@@ -156,7 +156,14 @@ class WakeEvent(threading.Event):
         self._claim_lock = threading.Lock()
 
     def set(self) -> None:
-        """Wake the loop for a claim round."""
+        """Wake the loop for a claim round.
+
+        Called by every handler thread after each report: when a claim round is
+        asked for already and the loop not yet woken, there is nothing to add (the
+        round after that wake-up collects every report made before it).
+        """
+        if self._claim and self.is_set():
+            return
         with self._claim_lock:
             self._claim = True
         super().set()

@@ -126,7 +126,8 @@ class Worker(Generic[JobT]):
         self.driver = PostgresDriver(
             model, leases=leases, default_lease=self.default_lease, limits=limits
         )
-        self.limited = LimitedClaims(self.driver, limits)
+        prefetch = 0 if any(task.is_async for task in tasks) else config.prefetch
+        self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
         self.inflight = InFlight()
         self.metrics = config.metrics
@@ -209,6 +210,8 @@ class Worker(Generic[JobT]):
             owner=self.worker_id,
             asynchronous_commit=config.asynchronous_commit,
             metrics=self.metrics,
+            # The event loop starts every async job it is given: none waits for a slot.
+            prefetch=prefetch,
         )
 
     @property
@@ -385,6 +388,7 @@ class Worker(Generic[JobT]):
     def _shutdown(self, wait: float | None) -> None:
         """Let running handlers finish within `wait` seconds, then release the rest."""
         self.attempts.shutdown()  # ctx.cancelled: long handlers may end early
+        self.pool.release_unstarted()  # claimed ahead, not started: pending again now
         self.notifier.stop()
         deadline = None if wait is None else time.monotonic() + wait
         while self.inflight:

@@ -3,6 +3,12 @@
 ``DATABASE_URL`` is read when ``--database-url`` is absent. User errors (bad
 flags, an unimportable target, a `JobQueueError`, a missing job) print one line
 and exit non-zero (2 for bad usage), without a traceback.
+
+Start-up: this module imports click and the standard library only. Each command's
+module is imported when the command is looked up (`SUBCOMMANDS`), and SQLAlchemy
+and the runtime when a command needs them, so ``sa-jobqueue worker`` loads neither
+the operator commands nor the dashboard, and ``--version`` loads no SQLAlchemy.
+(``--help`` imports every command's module: it lists their help.)
 """
 
 from __future__ import annotations
@@ -10,20 +16,24 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-from sqlalchemy import Engine, create_engine, exc
 
-from sa_jobqueue import admin
-from sa_jobqueue.engines import NO_PREPARE_ENVVAR, check_sync_url, engine_arguments
+from sa_jobqueue.engines import NO_PREPARE_ENVVAR
 from sa_jobqueue.errors import JobQueueError
-from sa_jobqueue.jobqueue import JobQueue
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.exc import DBAPIError
+
+    from sa_jobqueue.jobqueue import JobQueue
 
 __all__ = [
+    "SUBCOMMANDS",
     "Duration",
     "Moment",
     "csv",
@@ -91,6 +101,10 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
     ``prepare_threshold`` in the URL's query and --no-prepared-statements are
     honoured (`engines.engine_arguments`); the URL itself is never printed.
     """
+    from sqlalchemy import create_engine
+
+    from sa_jobqueue.engines import check_sync_url, engine_arguments
+
     try:
         parsed, connect_args = engine_arguments(url, prepared_statements=prepared_statements())
         check_sync_url(parsed)
@@ -110,6 +124,8 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
 
 def load_jobqueue(target: str) -> JobQueue[Any]:
     """Import ``module:attribute`` (the current directory is importable) as a `JobQueue`."""
+    from sa_jobqueue.jobqueue import JobQueue
+
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         fail(f"target {target!r} must look like 'package.module:jobs'", 2)
@@ -130,8 +146,57 @@ def load_jobqueue(target: str) -> JobQueue[Any]:
     return obj
 
 
+#: Each command of `main` -> the module that defines it (importing it registers it).
+SUBCOMMANDS: Mapping[str, str] = {
+    "cancel": "sa_jobqueue.cli.ops",
+    "dashboard": "sa_jobqueue.cli.dashboard",
+    "enqueue": "sa_jobqueue.cli.ops",
+    "jobs": "sa_jobqueue.cli.ops",
+    "migrate": "sa_jobqueue.cli.run",
+    "pause": "sa_jobqueue.cli.control",
+    "periodic": "sa_jobqueue.cli.control",
+    "prune": "sa_jobqueue.cli.ops",
+    "resume": "sa_jobqueue.cli.control",
+    "retry": "sa_jobqueue.cli.ops",
+    "stats": "sa_jobqueue.cli.ops",
+    "worker": "sa_jobqueue.cli.run",
+}
+
+
 class _OneLineErrors(click.Group):
-    """Report usage errors (bad flags, bad values) in one line, exit code 2."""
+    """Report usage errors (bad flags, bad values) in one line, exit code 2.
+
+    A command's module is imported when the command is looked up (`SUBCOMMANDS`):
+    ``sa-jobqueue worker`` imports neither the operator commands nor the dashboard.
+    """
+
+    @property  # type: ignore[override]
+    def commands(self) -> dict[str, click.Command]:
+        """Every command, their modules imported (what introspection and docs expect)."""
+        for module in sorted(set(SUBCOMMANDS.values())):
+            importlib.import_module(module)
+        return self._commands
+
+    @commands.setter
+    def commands(self, value: dict[str, click.Command]) -> None:
+        self._commands = value
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Register `cmd` (what ``@main.command()`` calls) without importing the others."""
+        name = name or cmd.name
+        if name is None:
+            raise TypeError("Command has no name.")
+        self._commands[name] = cmd
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The command `cmd_name`, its module imported first."""
+        if cmd_name not in self._commands and cmd_name in SUBCOMMANDS:
+            importlib.import_module(SUBCOMMANDS[cmd_name])
+        return self._commands.get(cmd_name)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every command's name, without importing their modules."""
+        return sorted({*self._commands, *SUBCOMMANDS})
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["standalone_mode"] = False
@@ -182,7 +247,7 @@ def csv(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> li
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in click 8.2+
-    """A duration option: ``30s``, ``5m``, ``2h``, ``7d`` (`admin.parse_duration`)."""
+    """A duration option: ``30s``, ``5m``, ``2h``, ``7d`` (`durations.parse_duration`)."""
 
     name = "duration"
 
@@ -190,8 +255,10 @@ class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
         """Parse `value`, or fail with a one-line usage error."""
         if isinstance(value, timedelta):
             return value
+        from sa_jobqueue.durations import parse_duration
+
         try:
-            return admin.parse_duration(str(value))
+            return parse_duration(str(value))
         except ValueError as error:
             self.fail(str(error), param, ctx)
 
@@ -214,8 +281,10 @@ class Moment(click.ParamType):  # type: ignore[type-arg]
         return moment
 
 
-def _describe(error: exc.DBAPIError, table: str) -> str:
+def _describe(error: DBAPIError, table: str) -> str:
     """One line for a database error."""
+    from sqlalchemy import exc
+
     sqlstate = getattr(error.orig, "sqlstate", None)
     if sqlstate == "42P01":
         return f"table {table!r} does not exist (run: sa-jobqueue migrate --table {table})"
@@ -228,6 +297,11 @@ def _describe(error: exc.DBAPIError, table: str) -> str:
 @contextmanager
 def operating(database_url: str, table: str, app: str | None) -> Iterator[tuple[Any, Engine]]:
     """The `JobQueue` to operate and an engine; database errors end in one line."""
+    from sqlalchemy import exc
+
+    from sa_jobqueue import admin
+    from sa_jobqueue.jobqueue import JobQueue
+
     if app:
         jobs = load_jobqueue(app)
     else:

@@ -20,6 +20,7 @@ from sa_jobqueue.cli.app import (
     make_engine,
     prepared_statements,
 )
+from sa_jobqueue.config import DEFAULT_PREFETCH
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
@@ -41,6 +42,34 @@ def _retention(value: str | None) -> dict[str, timedelta] | None:
         except ValueError as error:
             raise click.BadParameter(f"{item!r}: {error}") from None
     return ages
+
+
+def _open_connections(engine: Engine, count: int) -> threading.Thread:
+    """Open `count` pooled connections in a thread, while the application is imported.
+
+    A worker's first claim waits on a few new connections (the start-up check, the
+    sweep, the claim loop, the heartbeats); opening them meanwhile overlaps the
+    server's connection start (and SQLAlchemy's first-connect queries) with the
+    imports, which run on the CPU. A failure is left for the start-up check to
+    report and retry (`preflight.check_worker_waiting`).
+    """
+
+    def open_them() -> None:
+        opened = []
+        try:
+            for _ in range(count):
+                opened.append(engine.connect())
+        except Exception:  # the start-up check reports (and waits out) an unusable database
+            logging.getLogger("sa_jobqueue.worker").debug(
+                "opening connections early failed", exc_info=True
+            )
+        finally:
+            for conn in opened:
+                conn.close()  # back to the pool, open
+
+    thread = threading.Thread(target=open_them, name="sa_jobqueue-connect", daemon=True)
+    thread.start()
+    return thread
 
 
 def _serve_metrics(engine: Engine, jobs: Any, port: int | None, host: str) -> Metrics | None:
@@ -189,6 +218,14 @@ def _first_line(error: BaseException) -> str:
     help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
 )
 @click.option(
+    "--prefetch",
+    type=click.IntRange(min=0),
+    default=DEFAULT_PREFETCH,
+    show_default=True,
+    help="Jobs claimed ahead of free handler slots while handlers are short (0: none; "
+    "docs/workers.md).",
+)
+@click.option(
     "--asynchronous-commit/--synchronous-commit",
     default=False,
     show_default=True,
@@ -233,6 +270,7 @@ def worker(
     listen: bool,
     listen_url: str | None,
     savepoint_batch: int,
+    prefetch: int,
     asynchronous_commit: bool,
     log_level: str,
     log_format: str,
@@ -241,9 +279,10 @@ def worker(
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
     configure_logging(log_level.upper(), log_format)
-    jobs = load_jobqueue(target)
     engine = make_engine(database_url, pool_size=concurrency + 4)
+    _open_connections(engine, 2)  # the claim loop's and the maintenance thread's
     try:
+        jobs = load_jobqueue(target)
         metrics = _serve_metrics(engine, jobs, metrics_port, metrics_host)
         runner = jobs.worker(
             engine,
@@ -257,6 +296,7 @@ def worker(
             listen=listen,
             listen_url=listen_url,
             savepoint_batch=savepoint_batch,
+            prefetch=prefetch,
             asynchronous_commit=asynchronous_commit,
             metrics=metrics,
         )

@@ -1,12 +1,14 @@
 """Flow control's statements: the per-kind lock, the limited claim, the limits' stats.
 
-A limited kind is claimed in the claimer's transaction, in two statements: first
-`lock_limited` (a transaction-scoped advisory lock for the kind, held until that
-transaction ends), then `claim_limited`, which counts what the limits count and
-leases only what still fits. The lock makes every claim of one kind, over every
-worker, run one after another; the count runs in a statement that starts after the
-lock was granted, so under READ COMMITTED it sees every claim committed by the
-lock's previous holders. Why this design, and its failure cases: docs/flow-control.md.
+A limited kind is claimed in the claimer's transaction: first its lock (a
+transaction-scoped advisory lock for the kind, held until that transaction ends),
+taken by `lock_limited` or, in the same round trip as the round's acknowledgement,
+by `complete_and_lock`; then `claim_limited`, a later statement, which counts what
+the limits count and leases only what still fits. The lock makes every claim of one
+kind, over every worker, run one after another; the count runs in a statement that
+starts after the lock was granted, so under READ COMMITTED it sees every claim
+committed by the lock's previous holders. Why this design, and its failure cases:
+docs/flow-control.md.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sqlalchemy import (
     Integer,
     Select,
     Text,
+    Update,
     bindparam,
     delete,
     func,
@@ -39,7 +42,15 @@ from sa_jobqueue.starts import starts_table
 from sa_jobqueue.statements.common import CLAIMED_COLUMNS, seconds
 from sa_jobqueue.statements.control import is_paused
 
-__all__ = ["claim_limited", "limit_usage", "limited_due", "lock_limited", "starts_of"]
+__all__ = [
+    "claim_limited",
+    "complete_and_lock",
+    "due_kinds",
+    "limit_usage",
+    "limited_due",
+    "lock_limited",
+    "starts_of",
+]
 
 
 def starts_of(model: type[JobMixin]) -> Any:
@@ -55,14 +66,50 @@ def lock_limited(model: type[JobMixin], kind: str) -> Select[Any]:
     claim's length. A claimer taking several kinds' locks takes them in sorted
     order, so two claimers never wait on each other in a circle.
     """
-    key = func.hashtextextended(lock_name(model.__tablename__, f"limit:{kind}"), 0)
+    key = func.hashtextextended(_limit_lock_name(model, kind), 0)
     return select(func.pg_advisory_xact_lock(key))
+
+
+def complete_and_lock(model: type[JobMixin], complete: Update) -> Select[Any]:
+    """`complete` (the acknowledgement), then the locks of the kinds in ``:lock_kinds``.
+
+    One statement, so one round trip, for what a claim round runs first anyway and
+    the kind locks its limited claims need (those of `lock_limited`, taken in the
+    order of ``:lock_kinds``: sorted, as always). `complete` is an ``UPDATE ...
+    RETURNING id, attempts``; it runs as a data-modifying CTE, which PostgreSQL
+    always runs to completion, and the locks in a scalar subquery of an aggregate
+    without ``GROUP BY``, which yields exactly one row, so they are taken whether or
+    not any job was still held. Returns that row: ``locked`` (how many locks),
+    ``ids`` and ``attempt_numbers`` (arrays of the jobs still held, NULL for none).
+
+    A `claim_limited` after it, in the same transaction, starts after the locks were
+    granted: its READ COMMITTED snapshot sees every claim of the lock's previous
+    holders, as after `lock_limited`.
+    """
+    done = complete.cte("done")
+    kinds = (
+        func.unnest(bindparam("lock_kinds", type_=ARRAY(Text)))
+        .table_valued("kind")
+        .render_derived(name="locking")
+    )
+    key = func.hashtextextended(literal(_limit_lock_name(model, ""), Text) + kinds.c.kind, 0)
+    locked = select(func.count(func.pg_advisory_xact_lock(key))).select_from(kinds)
+    return select(
+        locked.scalar_subquery().label("locked"),
+        func.array_agg(done.c.id).label("ids"),
+        func.array_agg(done.c.attempts).label("attempt_numbers"),
+    ).select_from(done)
+
+
+def _limit_lock_name(model: type[JobMixin], kind: str) -> str:
+    return lock_name(model.__tablename__, f"limit:{kind}")
 
 
 def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: float) -> Executable:
     """Lease up to ``:limit`` due pending `kind` jobs of ``:queue_name``, within `limits`.
 
-    The jobs go to ``:owner``. Run it after `lock_limited`, in the same transaction.
+    The jobs go to ``:owner``. Run it after `lock_limited` (or `complete_and_lock`),
+    in the same transaction.
 
     * ``max_running``: leases at most ``max_running - running`` (running jobs of the
       kind in any queue, leased by any worker; an expired lease still counts until
@@ -210,6 +257,34 @@ def limited_due(model: type[JobMixin], *, kinds: Sequence[str]) -> Select[Any]:
         .limit(1)
     )
     return select(due.exists())
+
+
+def due_kinds(model: type[JobMixin]) -> Select[Any]:
+    """Which of the kinds in ``:kinds`` have a job due in an unpaused queue of ``:queues``.
+
+    One statement, and no lock, for limited kinds that leased nothing when last
+    asked: only those it names are then locked and claimed. A hint, read without
+    the kinds' locks; the claims still count under them.
+    """
+    asked = (
+        func.unnest(bindparam("kinds", type_=ARRAY(Text)))
+        .table_valued("kind")
+        .render_derived(name="asked")
+    )
+    queues = bindparam("queues", type_=ARRAY(Text))
+    due = (
+        select(model.id)
+        .where(
+            model.status == Status.PENDING.value,
+            model.run_at <= func.now(),
+            model.queue == func.any(queues),
+            model.kind == asked.c.kind,
+            ~is_paused(model, model.__table__.c.queue),
+        )
+        .limit(1)
+        .correlate(asked)
+    )
+    return select(asked.c.kind).where(due.exists())
 
 
 def limit_usage(model: type[JobMixin]) -> Select[Any]:

@@ -91,3 +91,30 @@ def test_watchdog_calls_back_for_each_overdue_attempt():
 
 def test_the_timeout_error_names_the_timeout():
     assert "timeout of 1.5s" in format_timeout(1.5)
+
+
+def test_a_cancel_that_finds_nothing_running_stops_an_attempt_claimed_before_it():
+    clock = Clock()
+    attempts = Attempts(clock)
+    assert attempts.cancelled_before_start(5, claimed_at=99.0) is False  # nothing cancelled
+    clock.now = 101.0
+    assert attempts.cancel(5) == []  # claimed ahead at 100.0, waiting for a slot
+    assert attempts.cancelled_before_start(6, claimed_at=100.0) is False  # another job
+    assert attempts.cancelled_before_start(5, claimed_at=102.0) is False  # claimed after it
+    assert attempts.cancelled_before_start(5, claimed_at=100.0) is True
+    assert attempts.cancelled_before_start(5, claimed_at=100.0) is False  # once
+
+
+def test_cancels_of_attempts_not_running_are_remembered_up_to_a_bound():
+    from sa_jobqueue.cancellation import CANCELLED_EARLY_KEPT
+
+    attempts = Attempts(Clock())
+    for job_id in range(CANCELLED_EARLY_KEPT + 10):
+        attempts.cancel(job_id)
+    assert attempts.cancelled_before_start(0, claimed_at=0.0) is False  # the oldest went
+    assert attempts.cancelled_before_start(CANCELLED_EARLY_KEPT + 9, claimed_at=0.0) is True
+    running = attempts.start((10**6, 1), timeout=None)
+    attempts.cancel(10**6)  # running: stopped, not remembered as early
+    assert running.is_set()
+    attempts.finish((10**6, 1))
+    assert attempts.cancelled_before_start(10**6, claimed_at=0.0) is False

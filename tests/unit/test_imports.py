@@ -196,3 +196,81 @@ def test_the_command_line_and_the_worker_do_not_load_alembic():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert done.stdout.strip() == "[]"
+
+
+def _loaded_after(code: str) -> set[str]:
+    """The top-level and sa_jobqueue modules a fresh interpreter holds after `code`."""
+    import subprocess
+    import sys
+
+    probe = (
+        f"{code}\nimport sys\n"
+        "print('\\n'.join(m for m in sys.modules if '.' not in m or m.startswith('sa_jobqueue')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    return set(done.stdout.split())
+
+
+#: What a worker, or a plain import, must not load: migrations, optional extras.
+OPTIONAL = {"alembic", "prometheus_client", "opentelemetry", "jinja2", "starlette", "uvicorn"}
+
+
+def test_importing_the_package_loads_only_the_exception_tree():
+    """`import sa_jobqueue` pays for no dependency: the other names load at first use."""
+    loaded = _loaded_after("import sa_jobqueue")
+    assert {m for m in loaded if m.startswith("sa_jobqueue")} == {
+        "sa_jobqueue",
+        "sa_jobqueue.errors",
+    }
+    assert not loaded & (OPTIONAL | {"sqlalchemy", "psycopg", "click", "greenlet"})
+
+
+def test_the_command_line_loads_its_commands_and_sqlalchemy_when_they_are_used():
+    loaded = _loaded_after("import sa_jobqueue.cli")
+    assert not loaded & (OPTIONAL | {"sqlalchemy", "psycopg"})
+    assert not {m for m in loaded if m.startswith("sa_jobqueue.cli.")} - {"sa_jobqueue.cli.app"}
+
+
+def test_a_worker_loads_neither_the_operator_commands_nor_optional_dependencies():
+    """What `sa-jobqueue worker tests.apps.lesson:jobs` imports before its first claim."""
+    loaded = _loaded_after(
+        "from sa_jobqueue.cli import main\n"
+        "assert main.get_command(None, 'worker') is not None\n"  # what click looks up
+        "import tests.apps.lesson, sa_jobqueue.worker"
+    )
+    assert "sa_jobqueue.worker" in loaded
+    assert not loaded & OPTIONAL
+    unused = {"cli.ops", "cli.control", "cli.dashboard", "cli.render", "dashboard", "migration"}
+    assert not loaded & {f"sa_jobqueue.{name}" for name in unused}
+
+
+def test_every_public_name_of_the_package_imports():
+    import sa_jobqueue
+
+    for name in sa_jobqueue.__all__:
+        value = getattr(sa_jobqueue, name)
+        assert value.__name__ == name
+    assert set(sa_jobqueue.__all__) <= set(dir(sa_jobqueue))
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        getattr(sa_jobqueue, "nothing")  # noqa: B009
+
+
+def test_each_command_is_found_in_the_module_its_name_maps_to():
+    import importlib
+
+    from sa_jobqueue.cli.app import SUBCOMMANDS, main
+
+    for module in set(SUBCOMMANDS.values()):
+        importlib.import_module(module)
+    commands = main.commands
+    assert set(commands) == set(SUBCOMMANDS)
+    for name, command in commands.items():
+        assert command.callback is not None
+        assert command.callback.__module__ == SUBCOMMANDS[name], name

@@ -99,10 +99,22 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         lease=60.0,
     ),
     "lock_limited": lambda: statements.lock_limited(Job, "sync_crm"),
+    "due_kinds": lambda: statements.due_kinds(Job),
+    "complete_and_lock": lambda: statements.complete_and_lock(
+        Job, statements.complete(Job, with_results=False)
+    ),
     "limit_usage": lambda: statements.limit_usage(Job),
     "limited_due": lambda: statements.limited_due(Job, kinds=["sync_crm", "charge"]),
     "live_counts": lambda: statements.live_counts(Job),
     "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
+    "enqueue_one": lambda: statements.enqueue_one(Job, returning=("id", "payload", "run_at")),
+    "enqueue_one_keyed": lambda: statements.enqueue_one(
+        Job,
+        timing="after",
+        keys=("idempotency_key", "unique_key", "concurrency_key"),
+        extra=("trace_context",),
+    ),
+    "enqueue_one_at": lambda: statements.enqueue_one(Job, timing="at"),
 }
 
 _TYPES = (

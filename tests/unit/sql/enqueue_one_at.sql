@@ -1,0 +1,1 @@
+INSERT INTO jobs (queue, kind, payload, status, priority, attempts, max_attempts, run_at) VALUES (%(new_queue)s, %(new_kind)s, CAST(%(new_payload)s AS JSONB), 'pending', %(new_priority)s, 0, %(new_max_attempts)s, %(new_run_at)s) ON CONFLICT DO NOTHING RETURNING jobs.id
