@@ -293,7 +293,11 @@ def _due_in(
         paused = paused.correlate(outer)
     due = (
         select(model.id)
-        .where(model.status == Status.PENDING.value)
+        # 'pending' written into the SQL, not bound: a generic plan can then prove
+        # the partial index's predicate; with ``status = $1`` it can only scan the
+        # table and sort (885 ms over 1,000 queues), and psycopg prepares the claim
+        # after five executions.
+        .where(model.status == literal_column(f"'{Status.PENDING.value}'", Text))
         .where(model.queue == queue)
         .where(model.run_at <= func.now())
         .where(~paused)

@@ -9,6 +9,7 @@ number of statements, one per round however many queues are empty.
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -186,37 +187,49 @@ def test_queues_with_due_jobs_take_turns_however_the_empty_ones_lie(committed):
 
 
 def _plan(conn: Connection, one_queue: bool, queues: list[str], generic: bool) -> str:
-    """EXPLAIN ANALYZE of a prepared claim statement, as a custom or generic plan."""
+    """EXPLAIN ANALYZE of a claim statement prepared as the driver runs it, every value bound.
+
+    The plan is forced custom or generic: psycopg prepares a statement after five
+    executions, and PostgreSQL may then keep a generic plan.
+    """
     mode = "force_generic_plan" if generic else "force_custom_plan"
     conn.execute(text(f"SET LOCAL plan_cache_mode = {mode}"))
     if one_queue:
         statement = statements.claim(Job, leases={}, default_lease=300.0)
-        conn.exec_driver_sql(f"PREPARE sajq_claim(text, int) AS {_prepared_sql(statement)}")
-        argument = f"'{queues[0]}'"
+        values: dict[str, Any] = {"queue_name": queues[0]}
     else:
         statement = statements.claim_queues(Job, queues=queues, leases={}, default_lease=300.0)
-        conn.exec_driver_sql(f"PREPARE sajq_claim(int, int) AS {_prepared_sql(statement)}")
-        argument = "0"  # start at the first queue
+        values = {"start": 0}
+    sql, arguments = _prepared(statement, {**values, "limit": 32, "owner": OWNER})
+    conn.exec_driver_sql(f"PREPARE sajq_claim AS {sql}")
     try:
-        rows = conn.exec_driver_sql(
-            f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE sajq_claim({argument}, 32)"
-        )
+        rows = conn.exec_driver_sql(f"EXPLAIN (ANALYZE, COSTS OFF) EXECUTE sajq_claim({arguments})")
         return "\n".join(row[0] for row in rows)
     finally:
         conn.exec_driver_sql("DEALLOCATE sajq_claim")  # PREPARE outlives the transaction
 
 
-def _prepared_sql(statement: Any) -> str:
-    """`statement` with ``$1`` (the queue, or the start), ``$2`` (limit), constants for the rest."""
+def _prepared(statement: Any, values: dict[str, Any]) -> tuple[str, str]:
+    """`statement` with each bound parameter as ``$n``, and the arguments to EXECUTE it with.
+
+    EXECUTE inside EXPLAIN takes no bound parameters, so the arguments are literals
+    (plain names and numbers here).
+    """
     compiled = statement.compile(dialect=psycopg.dialect())
-    sql = str(compiled)
-    values = {"start": "$1", "queue_name": "$1", "limit": "$2", "owner": f"'{OWNER}'"}
-    for name, value in compiled.params.items():
-        if name not in values:
-            values[name] = f"'{value}'" if isinstance(value, str) else str(value)
-    for name, value in values.items():
-        sql = sql.replace(f"%({name})s", value)
-    return sql
+    params = {**compiled.params, **values}
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    sql = re.sub(r"%\((\w+)\)s", number, str(compiled))
+    arguments = ", ".join(
+        f"'{params[name]}'" if isinstance(params[name], str) else str(params[name])
+        for name in names
+    )
+    return sql, arguments
 
 
 @pytest.mark.parametrize("analysed", [False, True], ids=["stale", "fresh"])

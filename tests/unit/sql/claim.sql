@@ -1,7 +1,7 @@
 WITH due AS
 (SELECT jobs.id AS id
 FROM jobs
-WHERE jobs.status = %(status_1)s AND jobs.queue = %(queue_name)s AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
+WHERE jobs.status = 'pending' AND jobs.queue = %(queue_name)s AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
 FROM sa_jobqueue_paused_jobs
 WHERE sa_jobqueue_paused_jobs.queue = %(queue_name)s)) ORDER BY jobs.priority, jobs.run_at, jobs.id
  LIMIT (SELECT %(limit)s AS anon_1) FOR UPDATE SKIP LOCKED)

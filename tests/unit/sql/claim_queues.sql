@@ -2,7 +2,7 @@ WITH due AS
 (SELECT c.id AS id
 FROM unnest((ARRAY['default', 'mail']::text[])[%(start)s + %(param_4)s:%(param_5)s] || (ARRAY['default', 'mail']::text[])[%(param_6)s:%(start)s]) AS q(name) JOIN LATERAL (SELECT jobs.id AS id
 FROM jobs
-WHERE jobs.status = %(status_1)s AND jobs.queue = q.name AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
+WHERE jobs.status = 'pending' AND jobs.queue = q.name AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
 FROM sa_jobqueue_paused_jobs
 WHERE sa_jobqueue_paused_jobs.queue = q.name)) ORDER BY jobs.priority, jobs.run_at, jobs.id
  LIMIT (SELECT %(limit)s AS anon_1) FOR UPDATE SKIP LOCKED) AS c ON true
