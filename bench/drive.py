@@ -1,7 +1,7 @@
 """One worker process of the benchmark: drain the queue when told to, report as JSON.
 
 Usage: ``python bench/drive.py URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]
-[--queue NAME ...] [--count-claims] [--async-tasks]``.
+[--queue NAME ...] [--count-claims] [--async-tasks] [--prefetch N]``.
 It builds its engine and worker, warms the connection, prints ``ready``, waits
 for a line on stdin, drains until no job is due, and prints one JSON line:
 ``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "rss_start_kb": ...,
@@ -86,6 +86,7 @@ def main() -> None:
     parser.add_argument("--queue", action="append", default=[])
     parser.add_argument("--count-claims", action="store_true")
     parser.add_argument("--async-tasks", action="store_true", help="the async no-op's queue")
+    parser.add_argument("--prefetch", type=int, default=None, help="the worker's prefetch")
     args = parser.parse_args()
     engine = create_engine(args.url, pool_size=args.concurrency + 4, max_overflow=4)
     options = {}
@@ -95,6 +96,8 @@ def main() -> None:
         options["asynchronous_commit"] = True
     if args.queue:
         options["queues"] = args.queue
+    if args.prefetch is not None:
+        options["prefetch"] = args.prefetch
     claims = count_claims(engine) if args.count_claims else None
     queue = async_jobs if args.async_tasks else jobs
     worker = queue.worker(engine, concurrency=args.concurrency, listen=False, **options)

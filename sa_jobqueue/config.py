@@ -25,7 +25,7 @@ from sa_jobqueue.validation import check_name
 __all__ = ["DEFAULT_PREFETCH", "WorkerConfig", "WorkerOptions"]
 
 #: The default of `WorkerConfig.prefetch`: claims of up to this many jobs ahead.
-DEFAULT_PREFETCH = 32
+DEFAULT_PREFETCH = 128
 
 
 class WorkerOptions(TypedDict, total=False):

@@ -203,6 +203,7 @@ class PostgresDriver:
         }
         self._complete = statements.complete(model)
         self._complete_plain = statements.complete(model, with_results=False)
+        self._complete_one = statements.complete_one(model)
         self._complete_and_lock = statements.complete_and_lock(model, self._complete)
         self._complete_plain_and_lock = statements.complete_and_lock(model, self._complete_plain)
         # Set by the claim loop's thread only: the locks its next acknowledgement takes
@@ -322,7 +323,13 @@ class PostgresDriver:
             params = {**params, "results": list(results or ())}
         ahead = self._ahead
         if ahead is None or ahead[0] is not conn:
-            rows = conn.execute(self._complete_plain if plain else self._complete, params)
+            if len(jobs) == 1:  # a transactional handler's done, or a round of one
+                job = jobs[0]
+                one = {"job_id": job.id, "attempt": job.attempts, "owner": owner}
+                one["result"] = None if results is None else results[0]
+                rows = conn.execute(self._complete_one, one)
+            else:
+                rows = conn.execute(self._complete_plain if plain else self._complete, params)
             return {(row.id, row.attempts) for row in rows}
         self._ahead = None
         locking = self._complete_plain_and_lock if plain else self._complete_and_lock

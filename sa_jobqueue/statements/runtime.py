@@ -52,6 +52,7 @@ __all__ = [
     "claim",
     "claim_queues",
     "complete",
+    "complete_one",
     "discard",
     "enqueue",
     "enqueue_one",
@@ -429,6 +430,28 @@ def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
         update(model)
         .where(*fence(model, batch.c.id, batch.c.attempts))
         .values(**done)
+        .returning(model.id, model.attempts)
+    )
+
+
+def complete_one(model: type[JobMixin]) -> Update:
+    """Mark one job done, ``:job_id``/``:attempt``, storing ``:result`` (JSON text or NULL).
+
+    The one-attempt `complete`, with scalar parameters: a transactional handler's
+    fenced ``done`` marks one job, and arrays of one would only cost their encoding.
+    Returns ``(id, attempts)`` when the attempt was still held.
+    """
+    result = bindparam("result", None, type_=Text, required=False)
+    return (
+        update(model)
+        .where(*fence_one(model))
+        .values(
+            status=Status.DONE.value,
+            locked_until=null(),
+            finished_at=func.now(),
+            updated_at=func.now(),
+            result=cast(result, JSONB),
+        )
         .returning(model.id, model.attempts)
     )
 

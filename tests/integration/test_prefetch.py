@@ -166,7 +166,7 @@ def test_a_kind_with_a_roomy_max_running_is_claimed_ahead_and_a_tight_one_is_not
     jobs = JobQueue(Job)
     seen: dict[str, list[int]] = {"roomy": [], "tight": []}
 
-    # One worker at concurrency 1 holds at most 1 + 32: 1,000 is over four times that.
+    # One worker at concurrency 1 holds at most 1 + 128: 1,000 is over four times that.
     @jobs.task("roomy", max_running=1000)
     def roomy(ctx: JobContext) -> None:
         seen["roomy"].append(running_rows(committed))

@@ -36,6 +36,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "still_owned": lambda: statements.still_owned(Job),
     "complete": lambda: statements.complete(Job),
     "complete_plain": lambda: statements.complete(Job, with_results=False),
+    "complete_one": lambda: statements.complete_one(Job),
     "fail": lambda: statements.fail(Job),
     "retry_later": lambda: statements.retry_later(Job),
     "release": lambda: statements.release(Job),
@@ -168,7 +169,8 @@ NOT_SNAPSHOTTED = {
 
 
 def test_fenced_statements_match_id_attempts_owner_and_running():
-    for name in ("heartbeat", "complete", "fail", "retry_later", "release", "discard"):
+    fenced = ("heartbeat", "complete", "complete_one", "fail", "retry_later", "release", "discard")
+    for name in fenced:
         sql = render(BUILDERS[name]())
         # The heartbeat fences in its locking CTE's join (ON), the others in WHERE.
         where = sql[sql.index(" ON " if name == "heartbeat" else "WHERE") :]
