@@ -48,11 +48,13 @@ demo: $(STAMP)  ## the lesson end to end with real worker processes
 demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
 	$(BIN)/python examples/demo.py --dashboard
 
-bench: $(STAMP)  ## throughput: bench/results.md (+ .png), async handlers: bench/async-results.md
+bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, deep backlogs, many hosts (root; skipped without netns)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/async_bench.py
 	$(BIN)/python bench/limits.py
+	$(BIN)/python bench/backlog.py
+	$(BIN)/python bench/hosts.py --skip-unless-permitted
 
 bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
 	$(BIN)/python bench/limits.py
@@ -69,10 +71,10 @@ bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit,
 bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
 	$(BIN)/python bench/peers.py
 
-bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces against one PostgreSQL (root)
+bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces against one PostgreSQL (root): bench/hosts-results.md
 	$(BIN)/python bench/hosts.py
 
-bench-backlog: $(STAMP)  ## claim throughput beside 1,000,000 pending rows and over 1,000 queues
+bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 queues: bench/backlog-results.md
 	$(BIN)/python bench/backlog.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)

@@ -1,6 +1,7 @@
 """`make bench-backlog`: claim throughput over deep backlogs, as ratios to a small table.
 
-Usage: ``python bench/backlog.py [--jobs N] [--deep N] [--queues N] [--database-url URL]``.
+Usage: ``python bench/backlog.py [--jobs N] [--deep N] [--queues N] [--repeat N]
+[--cases deep,one,all] [--database-url URL]``.
 Every case drains ``--jobs`` (10,000) due no-op jobs with one worker process at
 concurrency 32 in lease mode (`drive.py`), in a scratch database:
 
@@ -12,10 +13,24 @@ concurrency 32 in lease mode (`drive.py`), in a scratch database:
   holding 100 due pending rows it must not touch (the multi-tenant layout: one
   worker, or one deployment, per queue);
 - **all of many queues**: the jobs spread evenly over ``--queues`` (1,000) queues and
-  the worker serving all of them (one claim statement per queue per round).
+  the worker serving all of them (one claim statement per round,
+  `statements.claim_queues`).
 
-Big tables are filled with one ``INSERT ... SELECT generate_series`` and analysed.
-It prints jobs/s, the ratio to small (target >= 0.80) and the load average.
+Big tables are filled with one ``INSERT ... SELECT generate_series``, analysed, and
+followed by a ``CHECKPOINT``, so the fill's dirty pages are not written back (nor the
+checkpoint a 1,000,000-row fill requests run) during the drain that follows. On a
+shared 2-core machine that is not the main source of variation, other work is (the
+same deep case measured 2,723 and 4,501 jobs/s minutes apart, the slower one after
+a CHECKPOINT): hence the pairs below, and the figures that do not depend on time.
+
+Each repetition (``--repeat``, 3) runs every case beside a small drain of its own,
+the pair's order alternating between repetitions, and the case's ratio to small is
+the median of its pairs' ratios: two drains seconds apart, so a change of the
+machine's load between cases does not land in a ratio. Beside the rates, figures
+the load moves little: the database blocks each job cost (``pg_stat_database``:
+shared blocks hit and read between go and the worker's exit), the worker process's
+CPU per 1,000 jobs, and the claim statements per 1,000 jobs. It prints the table
+(target: ratio >= 0.80) and the load average.
 """
 
 from __future__ import annotations
@@ -23,9 +38,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -53,7 +71,42 @@ def sql(url: str, *statements: str) -> None:
             conn.execute(statement)  # type: ignore[arg-type]
 
 
-def drain(url: str, count: int, queues: list[str]) -> tuple[float, float]:
+def checkpoint(url: str) -> None:
+    """Write the fill's dirty pages now, not during the drain (needs pg_checkpoint in 15)."""
+    try:
+        sql(url, "CHECKPOINT")
+    except psycopg.errors.InsufficientPrivilege:
+        log("  no CHECKPOINT (not permitted): the fill's writes may land in the drain")
+
+
+def blocks(url: str) -> int:
+    """Shared blocks hit and read in the database so far (all backends)."""
+    with psycopg.connect(raw.dsn(url), autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT blks_hit + blks_read FROM pg_stat_database WHERE datname = current_database()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@dataclass
+class Drain:
+    """One drain: jobs/s to the end and to the last rows claimed; what each job cost."""
+
+    rate: float
+    steady: float
+    blocks_per_job: float
+    claims_per_1000: float
+    cpu_ms_per_1000: float  # the worker process's user + system CPU
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of the child processes waited for so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def drain(url: str, count: int, queues: list[str]) -> Drain:
     """One drive.py worker at CONCURRENCY over `queues`; checks `count` jobs got done.
 
     Returns jobs/s from go to the drain's end, and from go to the last claim that
@@ -61,6 +114,7 @@ def drain(url: str, count: int, queues: list[str]) -> tuple[float, float]:
     and idle probes, whose cost grows with the backlog, see docs/scaling.md).
     """
     before = raw.count_done(url)
+    cpu_before = children_cpu()
     command = [sys.executable, str(HERE / "drive.py"), url, str(CONCURRENCY), "--count-claims"]
     for queue in queues:
         command += ["--queue", queue]
@@ -71,6 +125,7 @@ def drain(url: str, count: int, queues: list[str]) -> tuple[float, float]:
         line = child.stdout.readline().strip()
         if line != "ready":
             raise RuntimeError(f"worker did not start: {line!r}")
+        blocks_before = blocks(url)
         started = time.monotonic()
         child.stdin.write("go\n")
         child.stdin.flush()
@@ -83,12 +138,20 @@ def drain(url: str, count: int, queues: list[str]) -> tuple[float, float]:
         if child.poll() is None:
             child.kill()
             child.wait(10)
+    time.sleep(1.0)  # the worker's backend reports its counters as it exits
+    used = blocks(url) - blocks_before
     done = raw.count_done(url) - before
     if done != count or report["warnings"]:
         raise RuntimeError(f"{done} of {count} jobs done, {report['warnings']} worker warnings")
     claims = report["claims"]
     log(f"  claims: {claims}; tail {report['end'] - claims['last_rows_at']:.3f} s")
-    return count / (report["end"] - started), count / (claims["last_rows_at"] - started)
+    return Drain(
+        count / (report["end"] - started),
+        count / (claims["last_rows_at"] - started),
+        used / count,
+        1000 * claims["claims"] / count,
+        1e6 * (children_cpu() - cpu_before) / count,
+    )
 
 
 def fill_due(url: str, count: int, queues: int) -> None:
@@ -108,18 +171,26 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--deep", type=int, default=1_000_000)
     parser.add_argument("--queues", type=int, default=1_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--cases",
+        default="deep,one,all",
+        help="which cases beside small: deep, one (of many queues), all (of many queues)",
+    )
     args = parser.parse_args()
-    results: list[tuple[str, tuple[float, float]]] = []
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    load_before = os.getloadavg()
     with server(args.database_url) as url, scratch_database(url, prefix="sajq_backlog") as db:
         migration.upgrade(db)
 
-        def small() -> tuple[float, float]:
+        def small() -> Drain:
             raw.truncate(db)
             sql(db, "VACUUM ANALYZE jobs")
             fill_due(db, args.jobs, 1)
+            checkpoint(db)
             return drain(db, args.jobs, ["default"])
 
-        def deep() -> tuple[float, float]:
+        def deep() -> Drain:
             raw.truncate(db)
             sql(
                 db,
@@ -129,9 +200,10 @@ def main() -> None:
                 "VACUUM ANALYZE jobs",
             )
             fill_due(db, args.jobs, 1)
+            checkpoint(db)
             return drain(db, args.jobs, ["default"])
 
-        def one_of_many() -> tuple[float, float]:
+        def one_of_many() -> Drain:
             raw.truncate(db)
             others = args.queues - 1
             sql(
@@ -142,12 +214,14 @@ def main() -> None:
                 "VACUUM ANALYZE jobs",
             )
             fill_due(db, args.jobs, 1)
+            checkpoint(db)
             return drain(db, args.jobs, ["default"])
 
-        def all_of_many() -> tuple[float, float]:
+        def all_of_many() -> Drain:
             raw.truncate(db)
             sql(db, "VACUUM ANALYZE jobs")
             fill_due(db, args.jobs, args.queues)
+            checkpoint(db)
             names = [f"q{i:04d}" for i in range(args.queues)]
             return drain(db, args.jobs, names)
 
@@ -159,33 +233,78 @@ def main() -> None:
                 one_of_many,
             ),
             (f"all of {args.queues:,} queues ({args.jobs // args.queues} jobs each)", all_of_many),
-            ("small", small),
         ]
-        for name, case in cases:
-            log(f"{name} ...")
-            results.append((name, case()))
-            rate, steady = results[-1][1]
-            log(f"  {rate:,.0f} jobs/s to the end, {steady:,.0f} to the last rows")
+        keys = ["small", "deep", "one", "all"]
+        wanted = {"small", *args.cases.split(",")}
+        if not wanted <= set(keys):
+            raise SystemExit(f"--cases: some of deep, one, all; got {args.cases!r}")
+        cases = [case for key, case in zip(keys, cases, strict=True) if key in wanted]
+        results: dict[str, list[Drain]] = {name: [] for name, _ in cases}
+        ratios: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in cases[1:]}
+        for repetition in range(args.repeat):
+            for name, case in cases[1:]:
+                # Each case beside a small drain of its own, the pair's order
+                # alternating: the ratio compares two drains a few seconds apart.
+                pair = [cases[0], (name, case)]
+                if repetition % 2:
+                    pair.reverse()
+                got: dict[str, Drain] = {}
+                for which, run_case in pair:
+                    log(f"[{repetition + 1}/{args.repeat}] {which} ...")
+                    got[which] = run_case()
+                    results[which].append(got[which])
+                    log(
+                        f"  {got[which].rate:,.0f} jobs/s to the end,"
+                        f" {got[which].steady:,.0f} to last rows"
+                    )
+                base = got["small"]
+                ratios[name].append((got[name].rate / base.rate, got[name].steady / base.steady))
         raw.truncate(db)
-    base = [(results[0][1][k] + results[-1][1][k]) / 2 for k in (0, 1)]
+    load_after = os.getloadavg()
+
+    def median(name: str, field: str) -> float:
+        return statistics.median(getattr(d, field) for d in results[name])
+
+    def spread(name: str, field: str) -> str:
+        values = [getattr(d, field) for d in results[name]]
+        return f"{median(name, field):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+    def ratio(name: str, k: int) -> tuple[float, str]:
+        values = [pair[k] for pair in ratios[name]]
+        middle = statistics.median(values)
+        return middle, f"{middle:.0%} ({min(values):.0%}-{max(values):.0%})"
+
     print(
         f"lease mode, 1 process, concurrency {CONCURRENCY}, drain of {args.jobs:,} no-op jobs;"
-        f" one run each; small = mean of the first and last run ({base[0]:,.0f} jobs/s"
-        f" to the end, {base[1]:,.0f} to the last claim with rows)"
+        f" {started}; {args.repeat} repetition(s), each case paired with a small drain"
+        " (order alternating); jobs/s: median (min-max) of the case's drains; vs small:"
+        " median (min-max) of the pairs' ratios"
     )
     print(
         "| case | jobs/s, go -> drain end | vs small | jobs/s, go -> last rows claimed | vs small |"
+        " blocks/job | worker CPU ms/1,000 jobs | claims/1,000 jobs |"
         f" target >= {TARGET:.0%} (drain end) |"
     )
-    print("|---|---|---|---|---|---|")
-    for name, (rate, steady) in results:
-        ratio, steady_ratio = rate / base[0], steady / base[1]
-        held = "held" if ratio >= TARGET else "NOT held"
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, _ in cases:
+        if name == "small":
+            shown, steady_shown, held = "-", "-", "-"
+        else:
+            middle, shown = ratio(name, 0)
+            _, steady_shown = ratio(name, 1)
+            held = "held" if middle >= TARGET else "NOT held"
         print(
-            f"| {name} | {rate:,.0f} | {ratio:.0%} | {steady:,.0f} | {steady_ratio:.0%} | {held} |"
+            f"| {name} | {spread(name, 'rate')} | {shown} | {spread(name, 'steady')}"
+            f" | {steady_shown} | {median(name, 'blocks_per_job'):.1f}"
+            f" | {median(name, 'cpu_ms_per_1000'):,.0f}"
+            f" | {median(name, 'claims_per_1000'):,.0f} | {held} |"
         )
-    load = os.getloadavg()
-    print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    print(
+        "load average (1, 5, 15 min): before "
+        + " ".join(f"{x:.2f}" for x in load_before)
+        + ", after "
+        + " ".join(f"{x:.2f}" for x in load_after)
+    )
 
 
 if __name__ == "__main__":

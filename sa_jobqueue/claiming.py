@@ -1,8 +1,12 @@
 """What one claim round takes: queues in rotation, limited kinds alternating with the rest.
 
-`Claimer.claim` fills a round's free slots. Unlimited kinds take one statement per
-queue (the driver's `claim`), starting with a queue that rotates each round so no
-queue waits behind the others. Limited kinds go through `LimitedClaims` (a lock
+`Claimer.claim` fills a round's free slots. Unlimited kinds take one statement for
+all the worker's queues (the driver's `claim_queues`; `claim` for a worker of one
+queue), which fills the slots from the first queue, then the next. The next round
+starts after the last queue a round took jobs from (one queue later when it took
+none), so the queues with due jobs take turns: none waits more rounds than there
+are other queues with due jobs, however busy they are (docs/workers.md).
+Limited kinds go through `LimitedClaims` (a lock
 and a counting claim each); every second round they go first, so neither side
 starves the other, and when they fill the round no other claim runs.
 
@@ -118,9 +122,22 @@ class Claimer:
         return self.driver.limited_due(conn, self.queues)
 
     def _claim_unlimited(self, conn: Connection, order: Sequence[str], limit: int) -> list[Claimed]:
-        claimed: list[Claimed] = []
-        for queue in order:
-            if len(claimed) >= limit:
-                break
-            claimed += self.driver.claim(conn, queue, limit - len(claimed), self.owner)
+        # One statement however many queues: the first queue of `order` fills what
+        # it can, then the next, as one claim per queue in that order would, but
+        # an empty queue costs an index probe instead of a round trip.
+        if limit <= 0:
+            return []
+        if len(order) == 1:
+            return self.driver.claim(conn, order[0], limit, self.owner)
+        # `order` is self.queues rotated: pass where it starts, not the names.
+        start = self.queues.index(order[0])
+        claimed = self.driver.claim_queues(conn, self.queues, limit, self.owner, start)
+        if claimed:
+            # The next round starts after the last queue this one took jobs from,
+            # not one queue later: the queues with due jobs take turns (none waits
+            # more rounds than there are other busy queues), and the queues this
+            # round found empty are not probed again before the others.
+            place = {queue: i for i, queue in enumerate(order)}
+            last = order[max(place[job.queue] for job in claimed)]
+            self._first_queue = (self.queues.index(last) + 1) % len(self.queues)
         return claimed

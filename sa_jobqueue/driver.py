@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, RootTransaction, Select
+from sqlalchemy import Connection, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.attempt import AttemptKey, Claimed, Result, fence_params
@@ -63,6 +63,17 @@ class Driver(Protocol):
 
     def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due pending jobs of `queue` to `owner` (no limited kind)."""
+        ...
+
+    def claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int = 0
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queues` to `owner`, from ``queues[start]``.
+
+        One statement: that queue's jobs in claim order, then the next queue's
+        (wrapping around), as `claim` called for each queue in turn would take them
+        (no limited kind).
+        """
         ...
 
     def claim_limited(
@@ -178,6 +189,7 @@ class PostgresDriver:
         self._claim = statements.claim(
             model, leases=self.leases, default_lease=default_lease, exclude_kinds=self.limited_kinds
         )
+        self._claim_queues: dict[tuple[str, ...], Update] = {}
         self._lock_limited = {kind: statements.lock_limited(model, kind) for kind in limited}
         self._limited_due = (
             statements.limited_due(model, kinds=self.limited_kinds) if limited else None
@@ -216,7 +228,30 @@ class PostgresDriver:
     def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due pending jobs of `queue` to `owner` (`statements.claim`)."""
         params = {"queue_name": queue, "limit": limit, "owner": owner}
-        rows = conn.execute(self._claim, params).all()
+        return self._claimed(conn.execute(self._claim, params).all())
+
+    def claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int = 0
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queues` to `owner` (`statements.claim_queues`).
+
+        The statement is built once per list of queues, with the names in it; a
+        round passes only `start`, the index of the queue whose jobs come first.
+        """
+        key = tuple(queues)
+        statement = self._claim_queues.get(key)
+        if statement is None:
+            statement = self._claim_queues[key] = statements.claim_queues(
+                self.model,
+                queues=key,
+                leases=self.leases,
+                default_lease=self.default_lease,
+                exclude_kinds=self.limited_kinds,
+            )
+        params = {"start": start % len(key), "limit": limit, "owner": owner}
+        return self._claimed(conn.execute(statement, params).all())
+
+    def _claimed(self, rows: Sequence[Row[Any]]) -> list[Claimed]:
         return [
             Claimed.from_row(row, self.leases.get(row.kind, self.default_lease)) for row in rows
         ]

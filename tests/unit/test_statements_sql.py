@@ -28,6 +28,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue": lambda: statements.enqueue(Job),
     "by_keys": lambda: statements.by_keys(Job),
     "claim": lambda: statements.claim(Job, leases={"send_receipt": 60.0}, default_lease=300.0),
+    "claim_queues": lambda: statements.claim_queues(
+        Job, queues=["default", "mail"], leases={"send_receipt": 60.0}, default_lease=300.0
+    ),
     "next_run_at": lambda: statements.next_run_at(Job, queues=["default", "mail"]),
     "heartbeat": lambda: statements.heartbeat(Job),
     "still_owned": lambda: statements.still_owned(Job),
