@@ -1,12 +1,16 @@
 """The raw-SQL limit: plain psycopg, the queue's own claim and completion SQL, no library.
 
-The statements below are the ones `sa_jobqueue.statements` builds (claim: a
-``FOR UPDATE SKIP LOCKED`` CTE feeding ``UPDATE ... RETURNING``; complete: one
-fenced UPDATE over ``unnest(ids, attempts)``), written out by hand so that nothing
+The statements below are the plain form of what `sa_jobqueue.statements` builds
+(claim: a ``FOR UPDATE SKIP LOCKED`` CTE feeding ``UPDATE ... RETURNING``; complete:
+one fenced UPDATE over ``unnest(ids, attempts)``), written out by hand so that nothing
 but psycopg runs between the loop and the server. The claim filters on one queue
-with ``queue = %(queue)s``, as the library's ``queue IN (:queue)`` does for a worker
-of one queue: that lets PostgreSQL walk the pending index in claim order. (``queue =
-ANY(%(queues)s)`` would not: a prepared generic plan then sorts every pending row.)
+with ``queue = %(queue)s``, as the library does for a worker of one queue: that lets
+PostgreSQL walk the pending index in claim order. (``queue = ANY(%(queues)s)`` would
+not: a prepared generic plan then sorts every pending row.) The library's claim
+differs in ways that keep its plan on that index whatever the statistics say (its
+LIMIT hidden in a subquery, the leased rows found by ``id = ANY(ARRAY(...))``,
+``'pending'`` written into the SQL, the paused-queue probe); on a table whose
+statistics are fresh, as here, both plans are the same index walk.
 """
 
 from __future__ import annotations

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 
 def wait_for(
@@ -19,3 +22,17 @@ def wait_for(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
+
+
+@contextmanager
+def running(jobs: Any, engine: Any, **options: Any) -> Iterator[Any]:
+    """A worker of `jobs` running in a thread (polling every 0.2 s); stopped on exit."""
+    worker = jobs.worker(engine, poll_interval=0.2, **options)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        thread.join(30)
+        assert not thread.is_alive()

@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobContext, JobQueue
-from tests.helpers import wait_for
+from tests.helpers import running, wait_for
 from tests.models import Job
 
 
@@ -37,19 +35,6 @@ def enqueue(
 ) -> list[int]:
     with Session(engine) as s, s.begin():
         return [jobs.enqueue(s, kind, {"n": n}, **options).id for n in range(count)]
-
-
-@contextmanager
-def running(jobs: JobQueue[Job], engine: Engine, **options: Any) -> Iterator[Any]:
-    worker = jobs.worker(engine, poll_interval=0.2, **options)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        thread.join(30)
-        assert not thread.is_alive()
 
 
 def test_short_jobs_are_claimed_ahead_and_long_ones_are_not(committed):

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobContext, JobQueue
 from sa_jobqueue.retry import Backoff
-from tests.helpers import wait_for
+from tests.helpers import running, wait_for
 from tests.models import Effect, Job
 
 FAST = Backoff(base=0.1, factor=1, cap=0.1, jitter=0)
@@ -43,19 +40,6 @@ def enqueue(engine, jobs, kind, payload=None):
 def effect(engine, ctx: JobContext, note: str) -> None:
     with Session(engine) as s, s.begin():
         s.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note=note))
-
-
-@contextmanager
-def running(jobs, engine, **options) -> Iterator[Any]:
-    worker = jobs.worker(engine, poll_interval=0.2, **options)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-        thread.join(30)
-        assert not thread.is_alive()
 
 
 def test_a_timed_out_transactional_attempt_is_rolled_back(committed):
