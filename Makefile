@@ -48,12 +48,14 @@ demo: $(STAMP)  ## the lesson end to end with real worker processes
 demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
 	$(BIN)/python examples/demo.py --dashboard
 
-bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, deep backlogs, many hosts (root; skipped without netns)
+bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, deep backlogs, peers, start-up, many hosts (root; skipped without netns)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/async_bench.py
 	$(BIN)/python bench/limits.py
 	$(BIN)/python bench/backlog.py
+	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
 
 bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
