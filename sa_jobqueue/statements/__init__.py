@@ -9,14 +9,16 @@ Every statement that changes a claimed job is *fenced*: it matches `id`,
 `attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
 lost (and whose job was claimed again) touches no row.
 
-The builders live in five modules (`common`, `runtime`, `operator`, `dashboard`,
-`limits`); this
-package re-exports them, so callers write ``statements.claim(model, ...)``.
+The builders live in modules by purpose (`common`, `inserts` for enqueue, `claims`,
+`runtime` for the fenced transitions after a claim, `operator`, `control`, `catalog`,
+`dashboard`, `limits`); this package re-exports them, so callers write
+``statements.claim(model, ...)``.
 Nothing outside this package writes SQL.
 """
 
 from __future__ import annotations
 
+from sa_jobqueue.statements.claims import claim, claim_queues, next_run_at
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
     FINISHED_VALUES,
@@ -43,6 +45,7 @@ from sa_jobqueue.statements.dashboard import (
     set_statement_timeout,
     workers_summary,
 )
+from sa_jobqueue.statements.inserts import by_keys, by_unique_keys, enqueue, enqueue_one
 from sa_jobqueue.statements.limits import (
     claim_limited,
     complete_and_lock,
@@ -64,18 +67,11 @@ from sa_jobqueue.statements.operator import (
     statuses_of,
 )
 from sa_jobqueue.statements.runtime import (
-    by_keys,
-    by_unique_keys,
-    claim,
-    claim_queues,
     complete,
     complete_one,
     discard,
-    enqueue,
-    enqueue_one,
     fail,
     heartbeat,
-    next_run_at,
     release,
     retry_later,
     still_owned,

@@ -1,19 +1,13 @@
-"""The runtime's statements: enqueue, claim, and every fenced transition after it."""
+"""The runtime's fenced transitions after a claim: heartbeats, done, failures, releases, sweeps."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
-    ColumnElement,
-    Exists,
     Float,
-    FromClause,
     Integer,
     Select,
-    SmallInteger,
     Text,
     Update,
     and_,
@@ -21,345 +15,32 @@ from sqlalchemy import (
     case,
     cast,
     func,
-    literal,
-    literal_column,
     null,
     select,
-    true,
-    type_coerce,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
-from sqlalchemy.dialects.postgresql import Insert as PgInsert
-from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.sql.dml import ReturningInsert
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from sa_jobqueue.model import ACTIVE, JobMixin, Status
+from sa_jobqueue.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
-    CLAIMED_COLUMNS,
     FENCE_ARRAYS,
     fence,
     fence_one,
     seconds,
     unnest_rows,
 )
-from sa_jobqueue.statements.control import is_paused
-from sa_jobqueue.validation import check_name
 
 __all__ = [
-    "by_keys",
-    "by_unique_keys",
-    "claim",
-    "claim_queues",
     "complete",
     "complete_one",
     "discard",
-    "enqueue",
-    "enqueue_one",
     "fail",
     "heartbeat",
-    "next_run_at",
     "release",
     "retry_later",
     "still_owned",
     "sweep_expired",
 ]
-
-
-def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
-    """Insert a batch of jobs; a taken idempotency key, or active unique key, inserts nothing.
-
-    Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
-    ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
-    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``,
-    ``concurrency_keys``. Returns the inserted rows, in insertion order of their ids.
-
-    ``ON CONFLICT DO NOTHING`` names no target, so both arbiters apply: the unique
-    constraint on ``idempotency_key`` and the partial unique index on ``unique_key``
-    over pending and running rows. Neither raises, so a conflict never aborts the
-    caller's transaction.
-
-    Each column named in `extra` (the application's own columns, ``trace_context``)
-    takes one more array, ``:<column>_values``: of the column's type, or of JSON text
-    for a JSON column.
-    """
-    table = model.__table__
-    extras = [table.c[name] for name in extra]
-    batch = unnest_rows(
-        ("kinds", "kind", Text),
-        ("queues", "queue", Text),
-        ("payloads", "payload", Text),
-        ("priorities", "priority", SmallInteger),
-        ("max_attempts_list", "max_attempts", Integer),
-        ("run_ats", "run_at", TIMESTAMP(timezone=True)),
-        ("delays", "delay", Float),
-        ("keys", "key", Text),
-        ("unique_keys", "unique_key", Text),
-        ("concurrency_keys", "concurrency_key", Text),
-        *((f"{c.name}_values", f"extra_{c.name}", Text if _is_json(c) else c.type) for c in extras),
-    )
-    extra_values = [
-        cast(batch.c[f"extra_{c.name}"], c.type) if _is_json(c) else batch.c[f"extra_{c.name}"]
-        for c in extras
-    ]
-    rows = select(
-        batch.c.kind,
-        batch.c.queue,
-        cast(batch.c.payload, JSONB),
-        batch.c.priority,
-        batch.c.max_attempts,
-        func.coalesce(batch.c.run_at, func.now() + seconds(batch.c.delay)),
-        batch.c.key,
-        batch.c.unique_key,
-        literal(Status.PENDING.value, Text),
-        literal(0, Integer),
-        batch.c.concurrency_key,
-        *extra_values,
-    )
-    columns = [
-        "kind",
-        "queue",
-        "payload",
-        "priority",
-        "max_attempts",
-        "run_at",
-        "idempotency_key",
-        "unique_key",
-        "status",
-        "attempts",
-        "concurrency_key",
-        *(c.name for c in extras),
-    ]
-    return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
-
-
-def enqueue_one(
-    model: type[JobMixin],
-    *,
-    timing: str = "now",
-    keys: Sequence[str] = (),
-    extra: Sequence[str] = (),
-    returning: Sequence[str] = ("id",),
-) -> ReturningInsert[Any]:
-    """Insert one job from scalar parameters: `enqueue` for a batch of one, but cheaper.
-
-    The same row, defaults and ``ON CONFLICT DO NOTHING`` as `enqueue`, written as
-    ``INSERT ... VALUES`` with only the columns this job sets: one enqueue per
-    transaction is the common case, and a short statement with plain parameters
-    spares the driver, SQLAlchemy's statement cache and the server the arrays and
-    the ``unnest``. Parameters: ``new_kind``, ``new_queue``, ``new_payload`` (JSON
-    text), ``new_priority``, ``new_max_attempts``; then by `timing`, nothing
-    (``"now"``: the column default, ``now()``), ``new_run_at`` (``"at"``) or
-    ``new_delay`` in seconds (``"after"``: ``now()`` plus that); ``new_<column>``
-    for each of `keys` (``idempotency_key``, ``unique_key``, ``concurrency_key``:
-    the others stay NULL), and for each column in `extra` (of the column's type,
-    or JSON text for a JSON column). Returns the columns named in `returning`, or
-    no row when a key was taken.
-    """
-    table = model.__table__
-    given: dict[str, Any] = {
-        "kind": bindparam("new_kind", type_=Text),
-        "queue": bindparam("new_queue", type_=Text),
-        "payload": cast(bindparam("new_payload", type_=Text), JSONB),
-        # Constants, written into the SQL: the statement is the same for every job.
-        "status": literal_column(f"'{Status.PENDING.value}'", Text),
-        "priority": bindparam("new_priority", type_=SmallInteger),
-        "attempts": literal_column("0", Integer),
-        "max_attempts": bindparam("new_max_attempts", type_=Integer),
-    }
-    if timing == "at":
-        given["run_at"] = bindparam("new_run_at", type_=TIMESTAMP(timezone=True))
-    elif timing == "after":
-        given["run_at"] = func.now() + seconds(bindparam("new_delay", type_=Float))
-    elif timing != "now":
-        raise ValueError(f"timing must be 'now', 'at' or 'after', not {timing!r}")
-    for name in keys:
-        given[name] = bindparam(f"new_{name}", type_=Text)
-    for name in extra:
-        column = table.c[name]
-        if _is_json(column):
-            given[name] = cast(bindparam(f"new_{name}", type_=Text), column.type)
-        else:
-            given[name] = bindparam(f"new_{name}", type_=column.type)
-    insert = pg_insert(model).values(given).on_conflict_do_nothing()
-    return insert.returning(*(table.c[name] for name in returning))
-
-
-def _is_json(column: Any) -> bool:
-    return isinstance(column.type, JSON)
-
-
-def by_keys(model: type[JobMixin]) -> Select[Any]:
-    """Jobs whose idempotency key is in ``:keys`` (an array)."""
-    return select(model).where(
-        model.idempotency_key == func.any(bindparam("keys", type_=ARRAY(Text)))
-    )
-
-
-def by_unique_keys(model: type[JobMixin]) -> Select[Any]:
-    """Active (pending or running) jobs whose unique key is in ``:unique_keys`` (an array)."""
-    return select(model).where(
-        model.unique_key == func.any(bindparam("unique_keys", type_=ARRAY(Text))),
-        model.status.in_([s.value for s in ACTIVE]),
-    )
-
-
-def claim(
-    model: type[JobMixin],
-    *,
-    leases: Mapping[str, float],
-    default_lease: float,
-    exclude_kinds: Sequence[str] = (),
-) -> Update:
-    """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
-
-    The lease of each job is its kind's lease from `leases` (seconds), else
-    `default_lease`. Rows locked by another claimer are skipped, never waited on.
-    ``queue = :queue_name`` walks the partial index in claim order and stops after
-    ``:limit`` rows. Nothing is claimed from a queue listed in the paused-queues
-    table. Returns the leased jobs. A worker of several queues uses `claim_queues`.
-
-    `exclude_kinds` are the worker's limited kinds, which `claim_limited` claims
-    instead; without any, the statement is the same as before flow control existed.
-    """
-    queue_name = bindparam("queue_name", type_=Text)
-    due = _due_in(model, queue_name, exclude_kinds)
-    # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
-    # update more rows than it locked.
-    return _lease(model, due.cte("due"), leases, default_lease)
-
-
-def claim_queues(
-    model: type[JobMixin],
-    *,
-    queues: Sequence[str],
-    leases: Mapping[str, float],
-    default_lease: float,
-    exclude_kinds: Sequence[str] = (),
-) -> Update:
-    """Lease up to ``:limit`` due pending jobs of `queues` to ``:owner``, from ``queues[:start]``.
-
-    One statement for a worker of many queues, taking them in their order from the
-    one at index ``:start`` (0-based), wrapping around: that queue's due jobs in
-    claim order (``priority, run_at, id``), then the next queue's, until ``:limit``
-    rows are leased; the same rows as `claim` run once per queue in that order, with
-    the same leases, paused-queue filter and `exclude_kinds`. The caller moves
-    ``:start`` between rounds, so no queue waits behind the others for long.
-
-    Each queue is a ``LATERAL`` subquery (``queue = q.name``): an ordered walk of
-    the pending index that locks its rows with ``FOR UPDATE SKIP LOCKED`` as it goes
-    and stops as soon as the outer ``LIMIT`` is met, so an empty queue costs one
-    index probe, a locked row is stepped over inside its queue, and no row is locked
-    that is not leased. (``queue = ANY(:queues)`` would sort every due row of those
-    queues on every claim.) The names are written into the statement, checked by
-    `check_name` first, so a round sends an offset, not a thousand names.
-    """
-    names = [check_name("queue", queue) for queue in queues]
-    # Names hold only letters, digits and _ . : / - (check_name): safe in a literal.
-    ring = type_coerce(
-        literal_column("(ARRAY[" + ", ".join(f"'{name}'" for name in names) + "]::text[])"),
-        ARRAY(Text),
-    )
-    start = bindparam("start", type_=Integer)
-    rotated = ring[start + 1 : len(names)].op("||")(ring[1:start])
-    ordered = func.unnest(rotated).table_valued("name").render_derived(name="q")
-    per_queue = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered).lateral("c")
-    # No ORDER BY: the rows come as the nested loop makes them, queue by queue in
-    # the array's order (a function scan returns its rows in order, and a LATERAL
-    # subquery can only be the inner side of a nested loop; nothing else is joined,
-    # so there is no other join order to choose).
-    due = (
-        select(per_queue.c.id)
-        .select_from(ordered.join(per_queue, true()))
-        .limit(bindparam("limit", type_=Integer))
-        .cte("due")
-    )
-    return _lease(model, due, leases, default_lease)
-
-
-def _due_in(
-    model: type[JobMixin],
-    queue: ColumnElement[Any],
-    exclude_kinds: Sequence[str],
-    outer: FromClause | None = None,
-) -> Select[Any]:
-    """The first ``:limit`` due pending jobs of `queue`, locked (``SKIP LOCKED``) in claim order.
-
-    None when `queue` is paused (one primary-key probe of the paused-queues table).
-    `outer` is the FROM that `queue` comes from, when the result is a LATERAL
-    subquery: the paused probe refers to it rather than joining it again.
-    """
-    paused = is_paused(model, queue)
-    if outer is not None and isinstance(paused, Exists):
-        paused = paused.correlate(outer)
-    due = (
-        select(model.id)
-        # 'pending' written into the SQL, not bound: a generic plan can then prove
-        # the partial index's predicate; with ``status = $1`` it can only scan the
-        # table and sort (885 ms over 1,000 queues), and psycopg prepares the claim
-        # after five executions.
-        .where(model.status == literal_column(f"'{Status.PENDING.value}'", Text))
-        .where(model.queue == queue)
-        .where(model.run_at <= func.now())
-        .where(~paused)
-        .order_by(model.priority, model.run_at, model.id)
-        # A LIMIT the planner cannot see: it then plans for the first few rows, an
-        # ordered index walk. Shown ``LIMIT 32`` and a queue it thinks holds fewer
-        # rows (stale statistics, or one deep queue among many thin ones), it
-        # would read and sort every due row of the queue first (docs/scaling.md).
-        .limit(select(bindparam("limit", type_=Integer)).scalar_subquery())
-        .with_for_update(skip_locked=True)
-    )
-    if exclude_kinds:
-        due = due.where(model.kind.not_in([literal(k, Text) for k in sorted(exclude_kinds)]))
-    return due
-
-
-def _lease(
-    model: type[JobMixin],
-    due: Any,
-    leases: Mapping[str, float],
-    default_lease: float,
-) -> Update:
-    """Lease the rows of the CTE `due` (its ``id`` column) to ``:owner``; return them."""
-    lease: ColumnElement[Any] = literal(float(default_lease), Float)
-    if leases:
-        lease = case(
-            {kind: literal(float(value), Float) for kind, value in leases.items()},
-            value=model.kind,
-            else_=lease,
-        )
-    leased = {
-        model.status: Status.RUNNING.value,
-        model.attempts: model.attempts + 1,
-        model.locked_by: bindparam("owner", type_=Text),
-        model.locked_until: func.now() + seconds(lease),
-        model.updated_at: func.now(),
-    }
-    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
-    # ``id = ANY(ARRAY(SELECT id FROM due))``, not ``FROM due``: the planner sizes
-    # the array at a few elements whatever it guessed for `due` (whose LIMIT it
-    # cannot see), so the leased rows are found by primary key, never by a hash
-    # join over a scan of the whole table.
-    ids = func.array(select(due.c.id).scalar_subquery())
-    return update(model).where(model.id == func.any(ids)).values(leased).returning(*returned)
-
-
-def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
-    """Seconds from now until the earliest pending job of `queues` is due, and the clock.
-
-    Returns one row: ``seconds`` (NULL: none pending; zero or less: one is due
-    already, locked by a claim in flight or just due) and ``now``, the database
-    clock in Unix seconds, so a worker can place notified ``run_at`` values on its
-    own monotonic clock without trusting its wall clock. Idle workers run it to
-    sleep until a scheduled job's ``run_at``; it reads the pending partial index
-    only, never ``done`` rows.
-    """
-    earliest = func.min(model.run_at) - func.now()
-    return select(
-        cast(func.extract("epoch", earliest), Float).label("seconds"),
-        cast(func.extract("epoch", func.now()), Float).label("now"),
-    ).where(model.status == Status.PENDING.value, model.queue.in_(list(queues)))
 
 
 def heartbeat(model: type[JobMixin]) -> Update:

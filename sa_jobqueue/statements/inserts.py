@@ -1,0 +1,176 @@
+"""The enqueue statements: one job, many jobs, and the lookups of keys already taken."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Float,
+    Integer,
+    Select,
+    SmallInteger,
+    Text,
+    bindparam,
+    cast,
+    func,
+    literal,
+    literal_column,
+    select,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
+from sqlalchemy.dialects.postgresql import Insert as PgInsert
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.dml import ReturningInsert
+
+from sa_jobqueue.model import ACTIVE, JobMixin, Status
+from sa_jobqueue.statements.common import (
+    seconds,
+    unnest_rows,
+)
+
+__all__ = [
+    "by_keys",
+    "by_unique_keys",
+    "enqueue",
+    "enqueue_one",
+]
+
+
+def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
+    """Insert a batch of jobs; a taken idempotency key, or active unique key, inserts nothing.
+
+    Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
+    ``payloads`` (JSON text), ``priorities``, ``max_attempts_list``, ``run_ats`` (NULL
+    for "now plus delay"), ``delays`` (seconds), ``keys``, ``unique_keys``,
+    ``concurrency_keys``. Returns the inserted rows, in insertion order of their ids.
+
+    ``ON CONFLICT DO NOTHING`` names no target, so both arbiters apply: the unique
+    constraint on ``idempotency_key`` and the partial unique index on ``unique_key``
+    over pending and running rows. Neither raises, so a conflict never aborts the
+    caller's transaction.
+
+    Each column named in `extra` (the application's own columns, ``trace_context``)
+    takes one more array, ``:<column>_values``: of the column's type, or of JSON text
+    for a JSON column.
+    """
+    table = model.__table__
+    extras = [table.c[name] for name in extra]
+    batch = unnest_rows(
+        ("kinds", "kind", Text),
+        ("queues", "queue", Text),
+        ("payloads", "payload", Text),
+        ("priorities", "priority", SmallInteger),
+        ("max_attempts_list", "max_attempts", Integer),
+        ("run_ats", "run_at", TIMESTAMP(timezone=True)),
+        ("delays", "delay", Float),
+        ("keys", "key", Text),
+        ("unique_keys", "unique_key", Text),
+        ("concurrency_keys", "concurrency_key", Text),
+        *((f"{c.name}_values", f"extra_{c.name}", Text if _is_json(c) else c.type) for c in extras),
+    )
+    extra_values = [
+        cast(batch.c[f"extra_{c.name}"], c.type) if _is_json(c) else batch.c[f"extra_{c.name}"]
+        for c in extras
+    ]
+    rows = select(
+        batch.c.kind,
+        batch.c.queue,
+        cast(batch.c.payload, JSONB),
+        batch.c.priority,
+        batch.c.max_attempts,
+        func.coalesce(batch.c.run_at, func.now() + seconds(batch.c.delay)),
+        batch.c.key,
+        batch.c.unique_key,
+        literal(Status.PENDING.value, Text),
+        literal(0, Integer),
+        batch.c.concurrency_key,
+        *extra_values,
+    )
+    columns = [
+        "kind",
+        "queue",
+        "payload",
+        "priority",
+        "max_attempts",
+        "run_at",
+        "idempotency_key",
+        "unique_key",
+        "status",
+        "attempts",
+        "concurrency_key",
+        *(c.name for c in extras),
+    ]
+    return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
+
+
+def enqueue_one(
+    model: type[JobMixin],
+    *,
+    timing: str = "now",
+    keys: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    returning: Sequence[str] = ("id",),
+) -> ReturningInsert[Any]:
+    """Insert one job from scalar parameters: `enqueue` for a batch of one, but cheaper.
+
+    The same row, defaults and ``ON CONFLICT DO NOTHING`` as `enqueue`, written as
+    ``INSERT ... VALUES`` with only the columns this job sets: one enqueue per
+    transaction is the common case, and a short statement with plain parameters
+    spares the driver, SQLAlchemy's statement cache and the server the arrays and
+    the ``unnest``. Parameters: ``new_kind``, ``new_queue``, ``new_payload`` (JSON
+    text), ``new_priority``, ``new_max_attempts``; then by `timing`, nothing
+    (``"now"``: the column default, ``now()``), ``new_run_at`` (``"at"``) or
+    ``new_delay`` in seconds (``"after"``: ``now()`` plus that); ``new_<column>``
+    for each of `keys` (``idempotency_key``, ``unique_key``, ``concurrency_key``:
+    the others stay NULL), and for each column in `extra` (of the column's type,
+    or JSON text for a JSON column). Returns the columns named in `returning`, or
+    no row when a key was taken.
+    """
+    table = model.__table__
+    given: dict[str, Any] = {
+        "kind": bindparam("new_kind", type_=Text),
+        "queue": bindparam("new_queue", type_=Text),
+        "payload": cast(bindparam("new_payload", type_=Text), JSONB),
+        # Constants, written into the SQL: the statement is the same for every job.
+        "status": literal_column(f"'{Status.PENDING.value}'", Text),
+        "priority": bindparam("new_priority", type_=SmallInteger),
+        "attempts": literal_column("0", Integer),
+        "max_attempts": bindparam("new_max_attempts", type_=Integer),
+    }
+    if timing == "at":
+        given["run_at"] = bindparam("new_run_at", type_=TIMESTAMP(timezone=True))
+    elif timing == "after":
+        given["run_at"] = func.now() + seconds(bindparam("new_delay", type_=Float))
+    elif timing != "now":
+        raise ValueError(f"timing must be 'now', 'at' or 'after', not {timing!r}")
+    for name in keys:
+        given[name] = bindparam(f"new_{name}", type_=Text)
+    for name in extra:
+        column = table.c[name]
+        if _is_json(column):
+            given[name] = cast(bindparam(f"new_{name}", type_=Text), column.type)
+        else:
+            given[name] = bindparam(f"new_{name}", type_=column.type)
+    insert = pg_insert(model).values(given).on_conflict_do_nothing()
+    return insert.returning(*(table.c[name] for name in returning))
+
+
+def _is_json(column: Any) -> bool:
+    return isinstance(column.type, JSON)
+
+
+def by_keys(model: type[JobMixin]) -> Select[Any]:
+    """Jobs whose idempotency key is in ``:keys`` (an array)."""
+    return select(model).where(
+        model.idempotency_key == func.any(bindparam("keys", type_=ARRAY(Text)))
+    )
+
+
+def by_unique_keys(model: type[JobMixin]) -> Select[Any]:
+    """Active (pending or running) jobs whose unique key is in ``:unique_keys`` (an array)."""
+    return select(model).where(
+        model.unique_key == func.any(bindparam("unique_keys", type_=ARRAY(Text))),
+        model.status.in_([s.value for s in ACTIVE]),
+    )
