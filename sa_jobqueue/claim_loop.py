@@ -178,7 +178,8 @@ class ClaimLoop:
         if reports:
             inflight = self.inflight
             free += len({o.job.key for o in reports if o.job.key in inflight})
-        # Jobs claimed ahead wait for a slot in this worker: only unlimited kinds.
+        # Jobs claimed ahead wait for a slot in this worker (the claimer decides which
+        # kinds may be: unlimited ones and roomy max_running ones).
         ahead = self.ahead()
         ahead = max(0, min(ahead, ahead + free))
         free = max(0, free)
@@ -209,7 +210,7 @@ class ClaimLoop:
     def ahead(self) -> int:
         """How many jobs to hold claimed beyond the free slots now.
 
-        None until a handler has finished, then as many as the handlers finish in
+        0 until a handler has finished, then as many as the handlers finish in
         about `AHEAD_SECONDS` at their recent mean duration, at most `prefetch`: a
         worker of long jobs claims only what it can start (a job claimed ahead waits
         for a slot of this worker while another worker might have run it).
