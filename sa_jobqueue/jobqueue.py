@@ -13,8 +13,9 @@ from sa_jobqueue import tracing
 from sa_jobqueue.aio import check_async_session, is_async_engine
 from sa_jobqueue.columns import OwnColumns
 from sa_jobqueue.config import WorkerConfig, WorkerOptions
-from sa_jobqueue.enqueue import Inserter, JobSpec, check_session, prepare, prepare_many
+from sa_jobqueue.enqueue import JobSpec, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.inserter import Inserter
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.model import JobMixin, JobT
 from sa_jobqueue.operator_api import OperatorAPI

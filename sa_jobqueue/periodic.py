@@ -39,8 +39,9 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.enqueue import Inserter, JobSpec
+from sa_jobqueue.enqueue import JobSpec
 from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.inserter import Inserter
 from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, JobMixin
 from sa_jobqueue.registry import Registry
 from sa_jobqueue.statements import control

@@ -27,7 +27,8 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("sql", {"statements"}),
     (
         "operations",
-        {"driver", "enqueue", "retention", "admin", "migration", "migration_ops", "preflight"}
+        {"driver", "enqueue", "inserter", "retention", "admin", "migration", "migration_ops"}
+        | {"preflight"}
         | {"periodic"}
         | {"pausing", "flow_migration", "limit_usage", "metrics"},
     ),
