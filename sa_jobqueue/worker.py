@@ -126,7 +126,9 @@ class Worker(Generic[JobT]):
         self.driver = PostgresDriver(
             model, leases=leases, default_lease=self.default_lease, limits=limits
         )
-        prefetch = 0 if any(task.is_async for task in tasks) else config.prefetch
+        self._has_async = any(task.is_async for task in tasks)
+        # The event loop starts every async job it is given: none could wait for a slot.
+        prefetch = 0 if self._has_async else config.prefetch
         self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
         self.inflight = InFlight()
@@ -190,7 +192,6 @@ class Worker(Generic[JobT]):
             self._stopping.is_set,
             on_close=self._async_sessions.aclose,
         )
-        self._has_async = any(task.is_async for task in tasks)
         self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()
         self._maintenance_thread: threading.Thread | None = None
@@ -210,7 +211,6 @@ class Worker(Generic[JobT]):
             owner=self.worker_id,
             asynchronous_commit=config.asynchronous_commit,
             metrics=self.metrics,
-            # The event loop starts every async job it is given: none waits for a slot.
             prefetch=prefetch,
         )
 
