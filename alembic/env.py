@@ -9,7 +9,7 @@ from __future__ import annotations
 from sqlalchemy import create_engine, pool
 
 from alembic import context
-from sa_jobqueue.migration import lock_migrations, version_table
+from sa_jobqueue.migration.scripts import lock_migrations, version_table
 
 config = context.config
 # `sa_jobqueue.migration.upgrade` passes the connection whose transaction holds

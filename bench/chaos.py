@@ -56,8 +56,8 @@ from sqlalchemy.orm import Session  # noqa: E402
 from sqlalchemy.pool import NullPool  # noqa: E402
 
 from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.notifier import APPLICATION_NAME as LISTENER_NAME  # noqa: E402
 from sa_jobqueue.testing import LocalCluster, local_cluster  # noqa: E402
+from sa_jobqueue.worker.listener import APPLICATION_NAME as LISTENER_NAME  # noqa: E402
 from tests import chaos_app  # noqa: E402
 
 CLI = str(Path(sys.executable).with_name("sa-jobqueue"))

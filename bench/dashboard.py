@@ -30,9 +30,10 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
-from sa_jobqueue import JobQueue, admin, migration, statements
+from sa_jobqueue import JobQueue, migration, statements
 from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.dashboard.filters import JobFilter
+from sa_jobqueue.ops import admin
 from sa_jobqueue.testing import scratch_database, throwaway_postgres
 
 HERE = Path(__file__).resolve().parent

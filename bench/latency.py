@@ -45,8 +45,8 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import DeclarativeBase, Session
 
 from sa_jobqueue import JobContext, JobMixin, JobQueue, migration, statements
-from sa_jobqueue.notifier import APPLICATION_NAME
 from sa_jobqueue.testing import scratch_database, throwaway_postgres
+from sa_jobqueue.worker.listener import APPLICATION_NAME
 
 HERE = Path(__file__).resolve().parent
 QUEUE = "latency"

@@ -39,8 +39,8 @@ from app import Job  # noqa: E402
 from sqlalchemy import create_engine, event, text  # noqa: E402
 
 from sa_jobqueue import JobContext, JobQueue, migration  # noqa: E402
-from sa_jobqueue.config import DEFAULT_PREFETCH  # noqa: E402
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH  # noqa: E402
 
 CASES = ("unlimited", "beside limits", "limited, high limit")
 

@@ -26,7 +26,7 @@ from sa_jobqueue.errors import (
 if TYPE_CHECKING:
     from sa_jobqueue.context import Discard, JobContext, Retry
     from sa_jobqueue.jobqueue import JobQueue
-    from sa_jobqueue.model import JobMixin, Status
+    from sa_jobqueue.schema.model import JobMixin, Status
 
 __all__ = [
     "ConfigurationError",
@@ -49,8 +49,8 @@ _LAZY = {
     "JobContext": "sa_jobqueue.context",
     "Retry": "sa_jobqueue.context",
     "JobQueue": "sa_jobqueue.jobqueue",
-    "JobMixin": "sa_jobqueue.model",
-    "Status": "sa_jobqueue.model",
+    "JobMixin": "sa_jobqueue.schema.model",
+    "Status": "sa_jobqueue.schema.model",
 }
 
 

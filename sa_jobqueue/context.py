@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.validation import check_delay
+from sa_jobqueue.core.validation import check_delay
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession

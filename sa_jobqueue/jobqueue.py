@@ -10,20 +10,20 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.aio import check_async_session, is_async_engine
-from sa_jobqueue.columns import OwnColumns
-from sa_jobqueue.config import WorkerConfig, WorkerOptions
-from sa_jobqueue.enqueue import JobSpec, check_session, prepare, prepare_many
+from sa_jobqueue.core.aio import check_async_session, is_async_engine
+from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.enqueue.prepare import JobSpec, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.inserter import Inserter
 from sa_jobqueue.middleware import Middleware, Middlewares
-from sa_jobqueue.model import JobMixin, JobT
-from sa_jobqueue.operator_api import OperatorAPI
+from sa_jobqueue.ops.operator_api import OperatorAPI
 from sa_jobqueue.periodic import Schedule, make_schedule
-from sa_jobqueue.registry import Handler, Registry, TaskDef
 from sa_jobqueue.retry import BackoffPolicy
-from sa_jobqueue.validation import DEFAULT_MAX_PAYLOAD_BYTES
-from sa_jobqueue.worker import Worker
+from sa_jobqueue.schema.columns import OwnColumns
+from sa_jobqueue.schema.model import JobMixin, JobT
+from sa_jobqueue.tasks import Handler, Registry, TaskDef
+from sa_jobqueue.worker.config import WorkerConfig, WorkerOptions
+from sa_jobqueue.worker.worker import Worker
 
 if TYPE_CHECKING:
     from typing import Unpack

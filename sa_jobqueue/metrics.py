@@ -41,7 +41,7 @@ from sqlalchemy import Engine, exc
 
 from sa_jobqueue import statements
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.schema.model import JobMixin, Status
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry

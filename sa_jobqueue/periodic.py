@@ -39,13 +39,13 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.enqueue import JobSpec
+from sa_jobqueue.core.validation import check_delay, check_name, dump_payload
+from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import ConfigurationError, ValidationError
-from sa_jobqueue.inserter import Inserter
-from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, JobMixin
-from sa_jobqueue.registry import Registry
+from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, JobMixin
 from sa_jobqueue.statements import control
-from sa_jobqueue.validation import check_delay, check_name, dump_payload
+from sa_jobqueue.tasks import Registry
 
 __all__ = ["PeriodicEnqueuer", "Schedule", "Tick", "enqueue_due", "make_schedule", "next_runs"]
 

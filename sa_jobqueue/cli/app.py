@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from sa_jobqueue.engines import NO_PREPARE_ENVVAR
+from sa_jobqueue.core.engines import NO_PREPARE_ENVVAR
 from sa_jobqueue.errors import JobQueueError
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
     """
     from sqlalchemy import create_engine
 
-    from sa_jobqueue.engines import check_sync_url, engine_arguments
+    from sa_jobqueue.core.engines import check_sync_url, engine_arguments
 
     try:
         parsed, connect_args = engine_arguments(url, prepared_statements=prepared_statements())
@@ -255,7 +255,7 @@ class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
         """Parse `value`, or fail with a one-line usage error."""
         if isinstance(value, timedelta):
             return value
-        from sa_jobqueue.durations import parse_duration
+        from sa_jobqueue.core.durations import parse_duration
 
         try:
             return parse_duration(str(value))
@@ -299,8 +299,8 @@ def operating(database_url: str, table: str, app: str | None) -> Iterator[tuple[
     """The `JobQueue` to operate and an engine; database errors end in one line."""
     from sqlalchemy import exc
 
-    from sa_jobqueue import admin
     from sa_jobqueue.jobqueue import JobQueue
+    from sa_jobqueue.ops import admin
 
     if app:
         jobs = load_jobqueue(app)

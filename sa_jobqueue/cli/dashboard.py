@@ -10,9 +10,10 @@ from __future__ import annotations
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import pausing, statements
+from sa_jobqueue import statements
 from sa_jobqueue.cli.app import fail, main, operating, operator_options
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.ops import pausing
 
 __all__ = ["dashboard"]
 

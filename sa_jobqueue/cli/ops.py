@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import admin, statements
+from sa_jobqueue import statements
 from sa_jobqueue.cli.app import (
     Duration,
     Moment,
@@ -35,7 +35,8 @@ from sa_jobqueue.cli.render import (
     span,
     when,
 )
-from sa_jobqueue.model import Status
+from sa_jobqueue.ops import admin
+from sa_jobqueue.schema.model import Status
 
 __all__ = ["cancel", "enqueue", "jobs", "prune", "retry", "stats"]
 

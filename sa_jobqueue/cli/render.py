@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from sa_jobqueue import admin
+from sa_jobqueue.ops import admin
 
 __all__ = [
     "age",

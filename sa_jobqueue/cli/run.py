@@ -11,7 +11,6 @@ from typing import Any
 import click
 from sqlalchemy import Engine
 
-from sa_jobqueue import admin
 from sa_jobqueue.cli.app import (
     database_url_option,
     fail,
@@ -20,10 +19,11 @@ from sa_jobqueue.cli.app import (
     make_engine,
     prepared_statements,
 )
-from sa_jobqueue.config import DEFAULT_PREFETCH
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
+from sa_jobqueue.ops import admin
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 __all__ = ["migrate", "worker"]
 

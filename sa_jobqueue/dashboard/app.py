@@ -3,7 +3,7 @@
 Pages are rendered on the server with Jinja2 (autoescaping every value: payloads
 and errors are user data). htmx, vendored as one static file, refreshes the
 overview in place. Reads run in short read-only transactions with a statement
-timeout; actions call `sa_jobqueue.admin`, the functions behind the CLI.
+timeout; actions call `sa_jobqueue.ops.admin`, the functions behind the CLI.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from sa_jobqueue import admin, pausing, statements
+from sa_jobqueue import statements
+from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.dashboard import charts, queries
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
 from sa_jobqueue.dashboard.render import FILTERS, NOTICES
@@ -41,8 +42,8 @@ from sa_jobqueue.dashboard.security import (
 )
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.jobqueue import JobQueue
-from sa_jobqueue.limits import Limits
-from sa_jobqueue.model import JobMixin
+from sa_jobqueue.ops import admin, pausing
+from sa_jobqueue.schema.model import JobMixin
 
 __all__ = ["make_app"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sa_jobqueue import statements
-from sa_jobqueue.model import Status
+from sa_jobqueue.schema.model import Status
 
 __all__ = ["MAX_TEXT", "FilterError", "JobFilter", "like_pattern"]
 

@@ -16,12 +16,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import pausing, statements
-from sa_jobqueue.admin import JobInfo
+from sa_jobqueue import statements
+from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.dashboard.filters import JobFilter
-from sa_jobqueue.limit_usage import LimitStats, limit_stats
-from sa_jobqueue.limits import Limits
-from sa_jobqueue.model import FINISHED, JobMixin, Status
+from sa_jobqueue.ops import pausing
+from sa_jobqueue.ops.admin import JobInfo
+from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
+from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
 __all__ = [
     "HISTORY_MINUTES",

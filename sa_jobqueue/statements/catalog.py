@@ -1,6 +1,6 @@
 """What PostgreSQL's catalog says about a database and a jobs table (read-only).
 
-Used before migrating and when a worker starts (`sa_jobqueue.preflight`). A table
+Used before migrating and when a worker starts (`sa_jobqueue.migration.preflight`). A table
 is named by ``:name``, its schema-qualified, quoted name as `ddl.qualified`
 makes it, resolved with ``to_regclass`` (so an unqualified name follows the
 ``search_path``, as every other statement does). Locks taken here are
@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import Select, TextClause, func, select, text
 
-from sa_jobqueue.naming import lock_name
+from sa_jobqueue.schema.naming import lock_name
 
 __all__ = [
     "columns",

@@ -27,13 +27,13 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.core.validation import check_name
+from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
     seconds,
 )
 from sa_jobqueue.statements.control import is_paused
-from sa_jobqueue.validation import check_name
 
 __all__ = [
     "claim",

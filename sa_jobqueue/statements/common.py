@@ -20,8 +20,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from sa_jobqueue.model import FINISHED, JobMixin, Status
-from sa_jobqueue.naming import lock_name
+from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
+from sa_jobqueue.schema.naming import lock_name
 
 __all__ = [
     "CLAIMED_COLUMNS",

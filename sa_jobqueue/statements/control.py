@@ -21,8 +21,8 @@ from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.dml import ReturningDelete, ReturningInsert
 
-from sa_jobqueue.model import JobMixin, Status
-from sa_jobqueue.state_tables import paused_table_for, schedules_table_for
+from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.state_tables import paused_table_for, schedules_table_for
 from sa_jobqueue.statements.common import FENCE_ARRAYS, unnest_rows
 
 __all__ = [

@@ -38,8 +38,8 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.sql.dml import ReturningDelete
 
-from sa_jobqueue.model import JobMixin, Status
-from sa_jobqueue.state_tables import schedules_table_for
+from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.state_tables import schedules_table_for
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, seconds
 
 if TYPE_CHECKING:

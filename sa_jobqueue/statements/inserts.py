@@ -24,7 +24,7 @@ from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.dml import ReturningInsert
 
-from sa_jobqueue.model import ACTIVE, JobMixin, Status
+from sa_jobqueue.schema.model import ACTIVE, JobMixin, Status
 from sa_jobqueue.statements.common import (
     seconds,
     unnest_rows,

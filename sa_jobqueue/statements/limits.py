@@ -35,10 +35,10 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from sa_jobqueue.limits import Limits
-from sa_jobqueue.model import JobMixin, Status
-from sa_jobqueue.naming import lock_name
-from sa_jobqueue.starts import starts_table
+from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.naming import lock_name
+from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.statements.common import CLAIMED_COLUMNS, seconds
 from sa_jobqueue.statements.control import is_paused
 

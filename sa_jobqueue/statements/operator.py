@@ -1,4 +1,4 @@
-"""The operator's statements (`sa_jobqueue.admin`): stats, listing, requeue, cancel, prune."""
+"""The operator's statements (`sa_jobqueue.ops.admin`): stats, listing, requeue, cancel, prune."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
 from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
-from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds
 
 __all__ = [

@@ -21,7 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
-from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
     FENCE_ARRAYS,
     fence,

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.model import JobMixin, Status
+from sa_jobqueue.schema.model import JobMixin, Status
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

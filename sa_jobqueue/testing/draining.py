@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from sa_jobqueue.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
-from sa_jobqueue.completer import Completer
-from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.errors import ConfigurationError, JobQueueError
-from sa_jobqueue.executor import Executor
 from sa_jobqueue.jobqueue import JobQueue
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
+from sa_jobqueue.worker.completer import Completer
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.run.executor import Executor
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession

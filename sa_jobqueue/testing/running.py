@@ -11,11 +11,11 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.context import JobContext
+from sa_jobqueue.core.validation import check_max_attempts, check_name, dump_payload
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.jobqueue import JobQueue
-from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, JobMixin
-from sa_jobqueue.registry import TaskDef
-from sa_jobqueue.validation import check_max_attempts, check_name, dump_payload
+from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, JobMixin
+from sa_jobqueue.tasks import TaskDef
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession

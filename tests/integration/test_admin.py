@@ -11,7 +11,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, statements
-from sa_jobqueue.migration import channel_name
+from sa_jobqueue.migration.scripts import channel_name
 from tests.helpers import wait_for
 from tests.models import Job, new_queue
 
@@ -274,7 +274,7 @@ def test_only_one_pruner_runs_at_a_time(committed):
 
 def test_prune_stops_on_its_budget(committed):
     seed_finished(committed, [("done", 10)] * 3)
-    from sa_jobqueue import admin
+    from sa_jobqueue.ops import admin
 
     result = admin.prune(committed, Job, older_than=timedelta(0), budget=0)
     assert (result.complete, result.batches, result.total) == (False, 0, 0)

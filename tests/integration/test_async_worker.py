@@ -21,8 +21,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import ConfigurationError, Discard, JobContext, JobQueue, Retry
-from sa_jobqueue.notifier import Listener
 from sa_jobqueue.retry import Backoff
+from sa_jobqueue.worker.listener import Listener
 from tests.helpers import wait_for
 from tests.models import Effect, Job
 

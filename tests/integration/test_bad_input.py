@@ -24,7 +24,7 @@ from sqlalchemy import Engine, event, func, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue, PayloadError, ValidationError
-from sa_jobqueue.validation import MAX_DELAY_SECONDS
+from sa_jobqueue.core.validation import MAX_DELAY_SECONDS
 from tests.models import Job, Order
 
 Call = Callable[[JobQueue[Job], Session], object]

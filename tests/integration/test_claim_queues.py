@@ -19,10 +19,10 @@ from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ValidationError, statements
-from sa_jobqueue.claiming import Claimer
-from sa_jobqueue.driver import PostgresDriver
-from sa_jobqueue.limited import LimitedClaims
-from sa_jobqueue.limits import check_limits
+from sa_jobqueue.core.limits import check_limits
+from sa_jobqueue.worker.claimer import Claimer
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.limited_claimer import LimitedClaims
 from tests.models import Job, new_queue
 
 OWNER = "claim-queues-test"

@@ -25,7 +25,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import pausing
+from sa_jobqueue.ops import pausing
 from tests.helpers import wait_for
 from tests.models import Job
 

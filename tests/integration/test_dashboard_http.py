@@ -21,12 +21,13 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
 
-from sa_jobqueue import ConfigurationError, JobMixin, pausing, statements
+from sa_jobqueue import ConfigurationError, JobMixin, statements
 from sa_jobqueue.cli import main
 from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
-from sa_jobqueue.state_tables import schedules_table_for
+from sa_jobqueue.ops import pausing
+from sa_jobqueue.schema.state_tables import schedules_table_for
 from tests.models import Job, new_queue
 
 XSS = "<script>document.title='pwned'</script>"

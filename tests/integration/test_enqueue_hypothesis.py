@@ -5,7 +5,7 @@ Each case either stores a job that reads back exactly as given (through a fresh
 session), or raises the documented error (`PayloadError` for payloads,
 `ValidationError` for everything else) and leaves the table, and the caller's
 transaction, as they were. The expectation comes from the rules written in
-`sa_jobqueue.validation`'s docstring, re-stated here, not from calling them.
+`sa_jobqueue.core.validation`'s docstring, re-stated here, not from calling them.
 """
 
 from __future__ import annotations

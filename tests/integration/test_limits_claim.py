@@ -14,11 +14,11 @@ from sqlalchemy import Connection, Engine, event, func, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.claiming import UNLIMITED_BACKOFF, Claimer
-from sa_jobqueue.driver import PostgresDriver
-from sa_jobqueue.limited import MIN_BACKOFF, LimitedClaims
-from sa_jobqueue.limits import check_limits
-from sa_jobqueue.model import Status
+from sa_jobqueue.core.limits import check_limits
+from sa_jobqueue.schema.model import Status
+from sa_jobqueue.worker.claimer import UNLIMITED_BACKOFF, Claimer
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.limited_claimer import MIN_BACKOFF, LimitedClaims
 from tests.helpers import wait_for
 from tests.models import Job, new_queue
 

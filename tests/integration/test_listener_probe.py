@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from sa_jobqueue import ConfigurationError, JobQueue
-from sa_jobqueue.notifier import PROBE_PREFIX, Listener
+from sa_jobqueue.worker.listener import PROBE_PREFIX, Listener
 from tests.helpers import wait_for
 from tests.models import Job
 

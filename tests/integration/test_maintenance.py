@@ -9,10 +9,10 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue, statements
-from sa_jobqueue.attempt import Claimed
-from sa_jobqueue.driver import PostgresDriver
-from sa_jobqueue.maintenance import Maintenance
-from sa_jobqueue.retention import Pruner
+from sa_jobqueue.ops.retention import Pruner
+from sa_jobqueue.worker.attempt import Claimed
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.maintenance import Maintenance
 from tests.models import Job
 
 OWNER = "worker-under-test"

@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobContext, JobQueue, Retry
-from sa_jobqueue.migration import channel_name
-from sa_jobqueue.notifier import APPLICATION_NAME, Listener, PollingNotifier, parse_payload
-from sa_jobqueue.worker import Worker
+from sa_jobqueue.migration.scripts import channel_name
+from sa_jobqueue.worker.listener import APPLICATION_NAME, Listener, PollingNotifier, parse_payload
+from sa_jobqueue.worker.worker import Worker
 from tests.helpers import wait_for as _wait_for
 from tests.models import Job, new_queue
 

@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, func, select, text
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.engines import engine_arguments
+from sa_jobqueue.core.engines import engine_arguments
 from tests.apps.lesson import jobs
 from tests.helpers import wait_for
 from tests.models import Effect, Job

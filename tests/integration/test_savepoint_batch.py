@@ -8,10 +8,10 @@ from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue import Discard, JobContext, JobQueue, statements
-from sa_jobqueue.attempt import Claimed, Result
-from sa_jobqueue.driver import PostgresDriver
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.executor import Executor
+from sa_jobqueue.worker.attempt import Claimed, Result
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.run.executor import Executor
 from tests.models import Effect, Job
 
 OWNER = "test:1:batch"

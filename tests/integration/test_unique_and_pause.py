@@ -11,7 +11,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue, ValidationError, statements
-from sa_jobqueue.naming import channel_name
+from sa_jobqueue.schema.naming import channel_name
 from tests.models import Job, Order
 
 jobs = JobQueue(Job)

@@ -15,8 +15,8 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue, Retry, statements
-from sa_jobqueue.attempt import Outcome, Result
 from sa_jobqueue.retry import Backoff
+from sa_jobqueue.worker.attempt import Outcome, Result
 from tests.helpers import wait_for
 from tests.models import Effect, Job
 

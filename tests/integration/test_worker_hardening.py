@@ -17,7 +17,7 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue import ConfigurationError, Discard, JobContext, JobQueue, Retry
-from sa_jobqueue.attempt import MAX_ERROR_LENGTH
+from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH
 from tests.helpers import wait_for
 from tests.integration.test_worker import enqueue, row
 from tests.models import Effect, Job

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import migration, statements
-from sa_jobqueue.limits import check_limits
+from sa_jobqueue.core.limits import check_limits
 from sa_jobqueue.testing import scratch_database
 from tests.models import Job, new_queue
 

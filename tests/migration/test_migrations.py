@@ -32,7 +32,7 @@ from sqlalchemy.pool import NullPool
 
 from alembic import command
 from sa_jobqueue import JobMixin, JobQueue, migration
-from sa_jobqueue.model import table_args
+from sa_jobqueue.schema.model import table_args
 from sa_jobqueue.testing import scratch_database
 from tests.models import Base, Job
 

@@ -7,7 +7,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from sa_jobqueue import ConfigurationError
-from sa_jobqueue.admin import (
+from sa_jobqueue.cli.render import age as _age
+from sa_jobqueue.cli.render import grid as _grid
+from sa_jobqueue.cli.render import plural as _plural
+from sa_jobqueue.cli.render import span as _span
+from sa_jobqueue.ops.admin import (
     DEFAULT_RETENTION,
     Pruner,
     PruneResult,
@@ -16,10 +20,6 @@ from sa_jobqueue.admin import (
     model_for_table,
     parse_duration,
 )
-from sa_jobqueue.cli.render import age as _age
-from sa_jobqueue.cli.render import grid as _grid
-from sa_jobqueue.cli.render import plural as _plural
-from sa_jobqueue.cli.render import span as _span
 
 
 @pytest.mark.parametrize(

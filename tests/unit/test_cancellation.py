@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from sa_jobqueue.cancellation import Attempts, Stop, Watchdog, format_timeout
+from sa_jobqueue.worker.running import RunningAttempts, Stop, Watchdog, format_timeout
 
 
 class Clock:
@@ -17,7 +17,7 @@ class Clock:
 
 def test_timeouts_fire_at_their_deadline_only():
     clock = Clock()
-    attempts = Attempts(clock)
+    attempts = RunningAttempts(clock)
     slow = attempts.start((1, 1), timeout=2.0)
     untimed = attempts.start((2, 1), timeout=None)
     assert attempts.next_deadline() == 102.0
@@ -36,7 +36,7 @@ def test_timeouts_fire_at_their_deadline_only():
 
 
 def test_cancel_is_keyed_by_id_and_attempt():
-    attempts = Attempts(Clock())
+    attempts = RunningAttempts(Clock())
     old = attempts.start((7, 1), timeout=None)
     other = attempts.start((8, 1), timeout=None)
     assert attempts.cancel(7, attempt=2) == []
@@ -50,7 +50,7 @@ def test_cancel_is_keyed_by_id_and_attempt():
 
 def test_shutdown_tells_everyone_but_keeps_earlier_reasons():
     clock = Clock()
-    attempts = Attempts(clock)
+    attempts = RunningAttempts(clock)
     attempts.start((1, 1), timeout=1.0)
     attempts.start((2, 1), timeout=None)
     attempts.cancel(2)
@@ -66,7 +66,7 @@ def test_shutdown_tells_everyone_but_keeps_earlier_reasons():
 
 
 def test_watchdog_calls_back_for_each_overdue_attempt():
-    attempts = Attempts()
+    attempts = RunningAttempts()
     stopped = threading.Event()
     fired: list[tuple[int, int]] = []
     done = threading.Event()
@@ -95,7 +95,7 @@ def test_the_timeout_error_names_the_timeout():
 
 def test_a_cancel_that_finds_nothing_running_stops_an_attempt_claimed_before_it():
     clock = Clock()
-    attempts = Attempts(clock)
+    attempts = RunningAttempts(clock)
     assert attempts.cancelled_before_start(5, claimed_at=99.0) is False  # nothing cancelled
     clock.now = 101.0
     assert attempts.cancel(5) == []  # claimed ahead at 100.0, waiting for a slot
@@ -106,9 +106,9 @@ def test_a_cancel_that_finds_nothing_running_stops_an_attempt_claimed_before_it(
 
 
 def test_cancels_of_attempts_not_running_are_remembered_up_to_a_bound():
-    from sa_jobqueue.cancellation import CANCELLED_EARLY_KEPT
+    from sa_jobqueue.worker.running import CANCELLED_EARLY_KEPT
 
-    attempts = Attempts(Clock())
+    attempts = RunningAttempts(Clock())
     for job_id in range(CANCELLED_EARLY_KEPT + 10):
         attempts.cancel(job_id)
     assert attempts.cancelled_before_start(0, claimed_at=0.0) is False  # the oldest went

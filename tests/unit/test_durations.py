@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from sa_jobqueue import ConfigurationError
-from sa_jobqueue.admin import Pruner, model_for_table
-from sa_jobqueue.durations import MAX_DURATION, check_duration, parse_duration
+from sa_jobqueue.core.durations import MAX_DURATION, check_duration, parse_duration
+from sa_jobqueue.ops.admin import Pruner, model_for_table
 
 
 @pytest.mark.parametrize(

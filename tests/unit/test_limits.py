@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, ValidationError
-from sa_jobqueue.limited import MAX_BACKOFF, MIN_BACKOFF, Backoff, LimitedClaims
-from sa_jobqueue.limits import Limits, check_concurrency_key, check_limits
+from sa_jobqueue.core.limits import Limits, check_concurrency_key, check_limits
+from sa_jobqueue.worker.limited_claimer import MAX_BACKOFF, MIN_BACKOFF, KindBackoff, LimitedClaims
 from tests.models import new_queue
 
 
@@ -109,7 +109,7 @@ def test_enqueue_refuses_a_bad_concurrency_key_before_touching_the_session():
 
 def test_backoff_doubles_up_to_its_cap_and_resets_when_a_slot_frees():
     now = [0.0]
-    backoff = Backoff(clock=lambda: now[0])
+    backoff = KindBackoff(clock=lambda: now[0])
     delays = []
     for _ in range(8):
         backoff.gave_nothing("k")

@@ -24,9 +24,9 @@ from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from sa_jobqueue import JobMixin, Status
-from sa_jobqueue.migration import jobs_table
-from sa_jobqueue.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, FINISHED
+from sa_jobqueue.migration.scripts import jobs_table
 from sa_jobqueue.retry import Backoff, exponential
+from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, FINISHED
 from tests.models import Job
 
 

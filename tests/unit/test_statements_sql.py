@@ -18,7 +18,7 @@ import pytest
 from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
-from sa_jobqueue.limits import check_limits
+from sa_jobqueue.core.limits import check_limits
 from sa_jobqueue.statements import control
 from tests.models import Job
 

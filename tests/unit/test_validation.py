@@ -11,9 +11,9 @@ from decimal import Decimal
 import pytest
 
 from sa_jobqueue import ConfigurationError, JobQueue, PayloadError, ValidationError
-from sa_jobqueue import validation as v
-from sa_jobqueue.enqueue import prepare, prepare_many
-from sa_jobqueue.registry import Registry
+from sa_jobqueue.core import validation as v
+from sa_jobqueue.enqueue.prepare import prepare, prepare_many
+from sa_jobqueue.tasks import Registry
 from tests.models import Job
 
 LIMIT = v.DEFAULT_MAX_PAYLOAD_BYTES

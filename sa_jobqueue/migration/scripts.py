@@ -1,0 +1,280 @@
+"""The shipped Alembic migration: where its scripts are, and the helpers they call.
+
+Two ways to migrate (see docs/migrations.md):
+
+* ``sa-jobqueue migrate --database-url URL [--table NAME]`` runs the library's
+  own revisions with a version table of their own (`upgrade`).
+* A user's Alembic environment adds `versions_location()` to its
+  ``version_locations`` and runs ``alembic upgrade heads``; or, for a jobs table
+  of its own, calls `create_jobs_table` / `drop_jobs_table` from its own revision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import (
+    URL,
+    Connection,
+    Engine,
+    create_engine,
+    text,
+)
+from sqlalchemy.pool import NullPool
+
+from alembic import command
+from sa_jobqueue.core.engines import engine_arguments
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.migration import preflight
+from sa_jobqueue.migration.ops import (
+    add_revision_columns,
+    add_scheduling,
+    create_jobs_table,
+    create_notify_trigger,
+    drop_jobs_table,
+    drop_notify_trigger,
+    drop_revision_columns,
+    drop_scheduling,
+    jobs_table,
+    set_autovacuum,
+)
+from sa_jobqueue.schema import ddl
+from sa_jobqueue.schema.naming import (
+    channel_name,
+    check_identifier,
+    check_table_name,
+    version_table,
+)
+from sa_jobqueue.statements import catalog
+
+__all__ = [
+    "add_revision_columns",
+    "add_scheduling",
+    "channel_name",
+    "check_identifier",
+    "check_table_name",
+    "create_jobs_table",
+    "create_notify_trigger",
+    "current_revisions",
+    "downgrade",
+    "drop_jobs_table",
+    "drop_notify_trigger",
+    "drop_revision_columns",
+    "drop_scheduling",
+    "jobs_table",
+    "latest",
+    "lock_migrations",
+    "script_location",
+    "set_autovacuum",
+    "upgrade",
+    "version_table",
+    "versions_location",
+]
+
+#: Autovacuum settings for a high-churn queue table (see docs/operations.md).
+AUTOVACUUM = ddl.AUTOVACUUM
+
+
+def script_location() -> Path:
+    """The directory holding the shipped ``env.py`` and ``versions/``.
+
+    Inside the wheel it is ``sa_jobqueue/_alembic``; an editable install or a
+    checkout uses the repository's top-level ``alembic/``.
+    """
+    packaged = Path(__file__).resolve().parent / "_alembic"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent / "alembic"
+    if (checkout / "env.py").is_file():
+        return checkout
+    raise FileNotFoundError("sa_jobqueue's Alembic scripts are missing from this install")
+
+
+#: The revision that creates the jobs table (and whose downgrade drops it).
+ROOT_REVISION = "sajq_0001"
+
+
+def versions_location() -> Path:
+    """The directory to add to a user environment's ``version_locations``."""
+    return script_location() / "versions"
+
+
+def _config(connection: Connection, table: str) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    # env.py runs on this connection, inside the transaction that holds the lock.
+    config.attributes["connection"] = connection
+    config.attributes["sa_jobqueue_table"] = table
+    return config
+
+
+def _engine(url: str | URL, prepared_statements: bool) -> Engine:
+    parsed, connect_args = engine_arguments(url, prepared_statements=prepared_statements)
+    return create_engine(parsed, poolclass=NullPool, connect_args=connect_args)
+
+
+@contextmanager
+def _locked(url: str | URL, table: str, prepared_statements: bool) -> Iterator[Connection]:
+    """One transaction on `url` holding `table`'s migration lock, in a UTF8 database."""
+    engine = _engine(url, prepared_statements)
+    try:
+        with engine.begin() as connection:
+            # Concurrent `migrate` runs wait here for one another, then find the
+            # work done; the lock is the transaction's, so no pooler can keep it.
+            connection.execute(catalog.migration_lock(table))
+            preflight.check_encoding(connection)
+            yield connection
+    finally:
+        engine.dispose()
+
+
+def lock_migrations(connection: Connection, table: str) -> None:
+    """Wait for `table`'s migration lock in `connection`'s transaction (env.py takes it)."""
+    connection.execute(catalog.migration_lock(table))
+
+
+def _heads(connection: Connection, table: str) -> tuple[str, ...]:
+    context = MigrationContext.configure(connection, opts={"version_table": version_table(table)})
+    return tuple(context.get_current_heads())
+
+
+def current_revisions(url: str | URL, *, table: str = "jobs") -> tuple[str, ...]:
+    """The shipped revisions recorded for `table`, sorted; empty before its first migrate."""
+    engine = _engine(url, True)
+    try:
+        with engine.connect() as connection:
+            return tuple(sorted(_heads(connection, check_identifier(table))))
+    finally:
+        engine.dispose()
+
+
+def latest() -> tuple[str, ...]:
+    """The heads of the shipped revisions (what ``upgrade`` goes to by default)."""
+    config = Config()
+    config.set_main_option("script_location", str(script_location()))
+    return tuple(ScriptDirectory.from_config(config).get_heads())
+
+
+def upgrade(
+    url: str | URL,
+    *,
+    table: str = "jobs",
+    revision: str = "heads",
+    adopt: bool = False,
+    prepared_statements: bool = True,
+) -> tuple[str, ...]:
+    """Run the shipped revisions against `url` for the jobs table `table`.
+
+    Revisions are recorded in `version_table(table)`, apart from the
+    application's own ``alembic_version``. Concurrent upgrades of one table wait
+    for one another (a transaction-level advisory lock), so they all succeed.
+
+    Args:
+        url: the database (``prepare_threshold`` in its query is honoured).
+        table: the jobs table.
+        revision: where to go (default: the latest).
+        adopt: when `table` exists already without a record of ours (made by
+            ``create_all`` or by hand), take it over if it matches the model:
+            add what it lacks (indexes, constraints, trigger, autovacuum
+            settings) and record it as at ``sajq_0001``; else it is refused. On
+            a table already migrated, it adds back what was dropped since.
+        prepared_statements: False turns psycopg's prepared statements off.
+
+    Returns:
+        The revisions `table` is at afterwards.
+
+    Raises:
+        ConfigurationError: a bad table name, a database not in UTF8, or an
+            existing table without `adopt` (or, with it, one that differs from
+            the model, naming each difference).
+    """
+    check_table_name(table, migrated=True)
+    with _locked(url, table, prepared_statements) as connection:
+        model_table = jobs_table(table)
+        recorded = bool(_heads(connection, table))
+        if preflight.table_exists(connection, model_table) and (adopt or not recorded):
+            if not adopt:
+                raise ConfigurationError(
+                    f"table {table!r} exists, but sa-jobqueue migrate did not make it "
+                    f"(create_all, or by hand?): to take it over when it matches the model, "
+                    f"run sa-jobqueue migrate --adopt --table {table} "
+                    "(Python: migration.upgrade(url, adopt=True))"
+                )
+            preflight.adopt(connection, model_table)
+            if not recorded:
+                command.stamp(_config(connection, table), ROOT_REVISION)
+        command.upgrade(_config(connection, table), revision)
+        return _heads(connection, table)
+
+
+def _drops_table(connection: Connection, table: str, revision: str) -> bool:
+    """True when downgrading `table` to `revision` undoes the revision that created it."""
+    heads = _heads(connection, table)
+    if not heads:
+        return False
+    config = _config(connection, table)
+    script = ScriptDirectory.from_config(config)
+    undone = script.iterate_revisions(heads, revision)
+    return any(step.revision == ROOT_REVISION for step in undone)
+
+
+def downgrade(
+    url: str | URL,
+    *,
+    table: str = "jobs",
+    revision: str = "base",
+    force: bool = False,
+    prepared_statements: bool = True,
+) -> tuple[str, ...]:
+    """Undo the shipped revisions for `table` down to `revision` (default: all).
+
+    Down to ``base``, the table is dropped, and the emptied `version_table(table)`
+    with it, so a full round trip leaves no table behind.
+
+    Args:
+        url: the database.
+        table: the jobs table.
+        revision: where to go down to.
+        force: drop the table even when it holds ``pending`` or ``running`` jobs.
+        prepared_statements: False turns psycopg's prepared statements off.
+
+    Returns:
+        The revisions `table` is at afterwards (empty at ``base``).
+
+    Raises:
+        ConfigurationError: the downgrade would drop a table holding pending or
+            running jobs and `force` is not set (the message counts them).
+    """
+    check_table_name(table, migrated=True)
+    with _locked(url, table, prepared_statements) as connection:
+        if _drops_table(connection, table, revision) and not force:
+            live: dict[str, int] = dict(
+                connection.execute(catalog.live_counts(ddl.qualified(table, None))).all()
+            )
+            if live:
+                counts = " and ".join(f"{count} {status}" for status, count in live.items())
+                noun = "job" if sum(live.values()) == 1 else "jobs"
+                raise ConfigurationError(
+                    f"table {table!r} holds {counts} {noun}, and downgrading to {revision} "
+                    "drops it: pass --force (force=True) to drop them with it"
+                )
+        command.downgrade(_config(connection, table), revision)
+        heads = _heads(connection, table)
+        if not heads:
+            _drop_version_table(connection, table)
+        return heads
+
+
+def _drop_version_table(connection: Connection, table: str) -> None:
+    # Alembic keeps its version table even when it is empty; this one is ours alone.
+    name = version_table(check_identifier(table))
+    mine = "SELECT 1 FROM pg_tables WHERE tablename = :name AND schemaname = current_schema()"
+    if not connection.scalar(text(mine), {"name": name}):
+        return
+    if connection.scalar(text(f'SELECT count(*) FROM "{name}"')) == 0:  # noqa: S608
+        connection.execute(text(f'DROP TABLE "{name}"'))

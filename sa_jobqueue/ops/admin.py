@@ -1,0 +1,387 @@
+"""Operating a queue: stats, inspect, retry, cancel, prune, and enqueue from the shell.
+
+Every function returns plain data (dataclasses with a ``to_dict()`` for JSON). Those
+that take a `Session` run in its transaction and never commit, like ``enqueue``;
+`prune` takes an `Engine` (or a `Connection`) because it commits in short batches.
+The command line (``sa-jobqueue stats``, ``jobs list``, ``retry``, ...) and the
+`JobQueue` methods of the same names are thin over this module; the SQL behind each
+is in `sa_jobqueue.statements` and spelled out in docs/operations.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from functools import cache
+from typing import Any
+
+from sqlalchemy import MetaData
+from sqlalchemy.orm import DeclarativeBase, Session
+from sqlalchemy.orm.util import identity_key
+
+from sa_jobqueue import statements
+from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.ops import pausing
+from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
+from sa_jobqueue.ops.retention import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_PRUNE_INTERVAL,
+    DEFAULT_RETENTION,
+    Pruner,
+    PruneResult,
+    check_statuses,
+    parse_duration,
+    prune,
+    prune_on,
+)
+from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.naming import channel_name, check_identifier, control_channel_name
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_PRUNE_INTERVAL",
+    "DEFAULT_RETENTION",
+    "Changed",
+    "JobInfo",
+    "LimitStats",
+    "PruneResult",
+    "Pruner",
+    "QueueStats",
+    "Stats",
+    "cancel",
+    "delete_finished",
+    "get_job",
+    "list_jobs",
+    "model_for_table",
+    "parse_duration",
+    "prune",
+    "prune_on",
+    "retry",
+    "retry_failed",
+    "stats",
+]
+
+log = logging.getLogger("sa_jobqueue.ops.admin")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
+# -- results -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """One queue's numbers (or the totals, with ``queue="*"``).
+
+    Attributes:
+        queue: the queue's name.
+        pending: jobs waiting, due or scheduled later.
+        due: pending jobs whose ``run_at`` has passed (claimable now).
+        running: jobs leased to a worker.
+        expired_leases: running jobs whose lease has run out (a worker died or
+            stalled; the sweeper will make them due again).
+        done: finished successfully, not yet pruned.
+        failed: dead letters (attempts used up, or discarded), not yet pruned.
+        cancelled: cancelled by an operator, not yet pruned.
+        failed_last_hour: jobs that became dead letters within the last hour.
+        retrying: pending jobs whose last attempt failed (waiting for their backoff).
+        lag_seconds: age of the oldest due pending job; None when nothing is due.
+        paused: the queue is paused (`JobQueue.pause`): workers claim nothing from it.
+    """
+
+    queue: str
+    pending: int = 0
+    due: int = 0
+    running: int = 0
+    expired_leases: int = 0
+    done: int = 0
+    failed: int = 0
+    cancelled: int = 0
+    failed_last_hour: int = 0
+    retrying: int = 0
+    lag_seconds: float | None = None
+    paused: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A snapshot of the whole table, taken in one statement.
+
+    Attributes:
+        at: the database clock when it was taken.
+        queues: one `QueueStats` per queue that has any row, by name.
+        limits: one `LimitStats` per limited kind of the `JobQueue` asked (empty
+            when the tasks are unknown, as with ``sa-jobqueue stats --table``).
+    """
+
+    at: datetime
+    queues: list[QueueStats]
+    limits: list[LimitStats] = field(default_factory=list)
+
+    @property
+    def total(self) -> QueueStats:
+        """The sums over all queues; ``lag_seconds`` is the largest lag."""
+        counts = {
+            f.name: sum(getattr(q, f.name) for q in self.queues)
+            for f in fields(QueueStats)
+            if f.name not in ("queue", "lag_seconds", "paused")
+        }
+        lags = [q.lag_seconds for q in self.queues if q.lag_seconds is not None]
+        return QueueStats("*", **counts, lag_seconds=max(lags, default=None))
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"at": ..., "queues": [...], "total": {...}}``, JSON-ready."""
+        return {
+            "at": self.at.isoformat(),
+            "queues": [q.to_dict() for q in self.queues],
+            "total": self.total.to_dict(),
+            "limits": [limit.to_dict() for limit in self.limits],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """One job row, detached from any session; the fields are `JobMixin`'s columns."""
+
+    id: int
+    queue: str
+    kind: str
+    payload: Any
+    status: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    run_at: datetime
+    locked_until: datetime | None
+    locked_by: str | None
+    idempotency_key: str | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    unique_key: str | None = None
+    concurrency_key: str | None = None
+    #: The handler's return value (JSON), or None.
+    result: Any = None
+    #: The W3C trace context recorded at enqueue, or None.
+    trace_context: Any = None
+
+    @classmethod
+    def from_row(cls, row: Any) -> JobInfo:
+        """Build from a result row of the table's columns."""
+        mapping = row._mapping
+        return cls(**{f.name: mapping[f.name] for f in fields(cls)})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict (timestamps in ISO 8601)."""
+        return {key: _plain(value) for key, value in asdict(self).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class Changed:
+    """What a `retry` or `cancel` did, id by id.
+
+    Attributes:
+        ids: the jobs changed, in ascending order.
+        was_running: of those, the ones `cancel` took from ``running``: their
+            handlers may still be finishing, and their reports will be ignored.
+        skipped: jobs left alone, with the status that made them ineligible.
+        missing: ids that match no job.
+    """
+
+    ids: list[int] = field(default_factory=list)
+    was_running: list[int] = field(default_factory=list)
+    skipped: dict[int, str] = field(default_factory=dict)
+    missing: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a JSON-ready dict (``skipped`` keys become strings)."""
+        return {
+            "ids": self.ids,
+            "was_running": self.was_running,
+            "skipped": {str(k): v for k, v in self.skipped.items()},
+            "missing": self.missing,
+        }
+
+
+@cache
+def model_for_table(table: str = "jobs", schema: str | None = None) -> type[JobMixin]:
+    """A mapped `JobMixin` class for the jobs table `table`, for tools with no app model.
+
+    The command line uses it when it is given ``--table`` rather than ``--app``.
+    One class per name, made once (mapping it again would warn).
+    """
+    check_identifier(table)
+    if schema is not None:
+        check_identifier(schema)
+
+    class Base(DeclarativeBase):
+        metadata = MetaData(schema=schema)
+
+    model: type[JobMixin] = type(f"Job_{table}", (JobMixin, Base), {"__tablename__": table})
+    return model
+
+
+def stats(
+    session: Session, model: type[JobMixin], limits: Mapping[str, Limits] | None = None
+) -> Stats:
+    """Counts per queue and status, lag, expired leases and recent dead letters.
+
+    One statement, a single pass over the table: cheap for a queue pruned to
+    a retention window, and a sequential scan on a very large one. With `limits`
+    (kind -> its `Limits`), also how full each limited kind is (`LimitStats`).
+    """
+    now = session.execute(statements.db_now()).scalar_one()
+    rows = session.execute(statements.stats(model)).all()
+    paused = set(pausing.paused_queues(session, model))
+    queues = [QueueStats(**row._asdict(), paused=row.queue in paused) for row in rows]
+    # A paused queue with no job yet still shows, so the pause is visible.
+    queues += [QueueStats(name, paused=True) for name in paused - {q.queue for q in queues}]
+    usage = limit_stats(session, model, limits) if limits else []
+    return Stats(at=now, queues=sorted(queues, key=lambda q: q.queue), limits=usage)
+
+
+def list_jobs(
+    session: Session,
+    model: type[JobMixin],
+    *,
+    status: Sequence[str] | str | None = None,
+    queue: Sequence[str] | str | None = None,
+    kind: Sequence[str] | str | None = None,
+    limit: int = 50,
+) -> list[JobInfo]:
+    """Jobs matching every filter given (each a name or a list of names), newest first."""
+    filters = {"statuses": status, "queues": queue, "kinds": kind}
+    params: dict[str, Any] = {
+        name: [value] if isinstance(value, str) else list(value)
+        for name, value in filters.items()
+        if value is not None
+    }
+    if "statuses" in params:
+        check_statuses(params["statuses"], tuple(s.value for s in Status))
+    if not (isinstance(limit, int) and limit >= 1):
+        raise ConfigurationError(f"limit must be a positive int, not {limit!r}")
+    query = statements.list_jobs(
+        model,
+        by_status="statuses" in params,
+        by_queue="queues" in params,
+        by_kind="kinds" in params,
+    )
+    rows = session.execute(query, {**params, "limit": limit}).all()
+    return [JobInfo.from_row(row) for row in rows]
+
+
+def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | None:
+    """The job `job_id`, or None."""
+    row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
+    return None if row is None else JobInfo.from_row(row)
+
+
+# -- changing ------------------------------------------------------------------------
+
+
+def retry(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
+    """Move the ``failed`` or ``cancelled`` jobs among `ids` back to ``pending``, due now.
+
+    Each gets one more attempt than it has made (``max_attempts`` is raised if
+    needed); ``attempts`` and ``last_error`` stay as history, ``finished_at`` is
+    cleared. Jobs in another status are reported in ``skipped``. Idle workers are
+    notified when the caller commits; this never commits.
+    """
+    wanted = _ids(ids)
+    rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
+    return _finish(session, model, wanted, rows, notify=True)
+
+
+def retry_failed(
+    session: Session, model: type[JobMixin], *, queue: str | None = None, kind: str | None = None
+) -> Changed:
+    """Like `retry`, for every ``failed`` job (of `queue` and/or `kind` when given)."""
+    query = statements.requeue_failed(model, by_queue=queue is not None, by_kind=kind is not None)
+    rows = session.execute(query, {"queue_name": queue, "kind_name": kind}).all()
+    return _finish(session, model, [], rows, notify=True)
+
+
+def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
+    """Cancel the ``pending`` or ``running`` jobs among `ids`; never commits.
+
+    A pending job will not run. A running job is marked ``cancelled`` at once,
+    and its worker is told on commit (a NOTIFY on the table's control channel,
+    with the heartbeat as a fallback): ``ctx.cancelled`` turns True for its
+    handler and the worker's slot is freed. Everything the handler reports
+    afterwards (done, failure, heartbeat) is fenced on ``status = 'running'`` and
+    changes nothing, so it is not retried. Such jobs are listed in ``was_running``.
+    Finished jobs are reported in ``skipped``.
+    """
+    wanted = _ids(ids)
+    rows = session.execute(statements.cancel(model), {"ids": wanted}).all()
+    result = _finish(session, model, wanted, rows, notify=False)
+    result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
+    if result.was_running:
+        # Tell the workers running them, at commit: their handlers see ctx.cancelled
+        # and their slots are freed (heartbeats notice too, should this be missed).
+        channel = control_channel_name(model.__tablename__)
+        messages = [f"cancel {job_id}" for job_id in result.was_running]
+        session.execute(statements.notify(channel), {"queues": messages})
+    return result
+
+
+def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
+    """Delete the finished (``done``, ``failed``, ``cancelled``) jobs among `ids`; never commits.
+
+    Pending and running jobs are never deleted: they come back in ``skipped``
+    with their status. For deleting by age in batches, use `prune`.
+    """
+    wanted = _ids(ids)
+    rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
+    return _finish(session, model, wanted, rows, notify=False)
+
+
+def _ids(ids: Iterable[int]) -> list[int]:
+    wanted = sorted(set(ids))
+    for job_id in wanted:
+        if not isinstance(job_id, int) or isinstance(job_id, bool):
+            raise ConfigurationError(f"job ids must be ints, not {job_id!r}")
+    return wanted
+
+
+def _finish(
+    session: Session, model: type[JobMixin], wanted: list[int], rows: Sequence[Any], notify: bool
+) -> Changed:
+    changed = sorted(row.id for row in rows)
+    # Objects this session already loaded would show the old status: reload on access.
+    for job_id in changed:
+        loaded = session.identity_map.get(identity_key(model, job_id))
+        if loaded is not None:
+            session.expire(loaded)
+    if notify and rows:
+        queues = sorted({row.queue for row in rows})
+        session.execute(statements.notify(channel_name(model.__tablename__)), {"queues": queues})
+    result = Changed(ids=changed)
+    rest = sorted(set(wanted) - set(changed))
+    if rest:
+        found: dict[int, str] = {
+            row.id: row.status
+            for row in session.execute(statements.statuses_of(model), {"ids": rest})
+        }
+        result.skipped.update({job_id: found[job_id] for job_id in rest if job_id in found})
+        result.missing.extend(job_id for job_id in rest if job_id not in found)
+    return result
+
+
+# -- pruning -------------------------------------------------------------------------

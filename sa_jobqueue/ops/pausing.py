@@ -1,0 +1,57 @@
+"""Pause and resume queues, across every worker of a jobs table.
+
+A paused queue has a row in ``sa_jobqueue_paused_<table>``; every claim checks it
+(`sa_jobqueue.statements.control.is_paused`), so no worker claims from a paused
+queue once the pause has committed, while jobs already running finish. Resuming
+deletes the row and sends the queue's NOTIFY, so idle workers claim at once.
+Both run in the caller's transaction and never commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import statements
+from sa_jobqueue.core.validation import check_name
+from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.schema.naming import channel_name
+from sa_jobqueue.statements import control
+
+__all__ = ["pause", "paused_queues", "resume"]
+
+
+def _names(queues: str | Iterable[str]) -> list[str]:
+    items = [queues] if isinstance(queues, str) else list(queues)
+    return sorted({check_name("queue", queue) for queue in items})
+
+
+def pause(session: Session, model: type[JobMixin], queues: str | Iterable[str]) -> list[str]:
+    """Pause `queues` when `session` commits; return those that were not paused already."""
+    names = _names(queues)
+    if not names:
+        return []
+    return sorted(session.scalars(control.pause(model), {"queues": names}))
+
+
+def resume(session: Session, model: type[JobMixin], queues: str | Iterable[str]) -> list[str]:
+    """Resume `queues` when `session` commits; return those that were paused.
+
+    The queues' NOTIFY goes out with the commit, so idle workers wake at once.
+    """
+    names = _names(queues)
+    if not names:
+        return []
+    resumed = sorted(session.scalars(control.resume(model), {"queues": names}))
+    if resumed:
+        channel = channel_name(str(model.__tablename__))
+        session.execute(statements.notify(channel), {"queues": resumed})
+    return resumed
+
+
+def paused_queues(session: Session, model: type[JobMixin]) -> dict[str, datetime]:
+    """Every paused queue and when it was paused."""
+    rows = session.execute(control.paused_queues(model)).all()
+    return {row.queue: row.paused_at for row in rows}

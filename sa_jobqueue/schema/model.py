@@ -1,0 +1,232 @@
+"""`JobMixin`: the jobs table's columns, constraints and indexes, mixed into the app's model."""
+
+from __future__ import annotations
+
+import enum
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Identity,
+    Index,
+    Integer,
+    SmallInteger,
+    Table,
+    Text,
+    UniqueConstraint,
+    event,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, Mapper, declared_attr, mapped_column
+from sqlalchemy.sql import FromClause
+
+from sa_jobqueue.schema import ddl
+from sa_jobqueue.schema.naming import check_table_name
+from sa_jobqueue.schema.starts import starts_table
+from sa_jobqueue.schema.state_tables import add_state_tables
+
+__all__ = [
+    "ACTIVE",
+    "DEFAULT_MAX_ATTEMPTS",
+    "DEFAULT_QUEUE",
+    "FINISHED",
+    "JobMixin",
+    "JobT",
+    "Status",
+]
+
+DEFAULT_QUEUE = "default"
+DEFAULT_MAX_ATTEMPTS = 20
+
+
+class Status(str, enum.Enum):
+    """A job's status. A `str` enum, so drivers write its value and not its name."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+ACTIVE = (Status.PENDING, Status.RUNNING)
+
+_PayloadType = JSON().with_variant(JSONB(), "postgresql")
+_now = text("now()")
+
+
+def since(revision: str) -> dict[str, str]:
+    """``info`` for a column added by `revision` after the table's first revision.
+
+    The first revision (``sajq_0001``) creates only the columns without it, and
+    each later revision adds its own, so an old revision's schema never changes.
+    """
+    return {REVISION_INFO: revision}
+
+
+#: The ``Column.info`` key naming the revision that added a column.
+REVISION_INFO = "sa_jobqueue_revision"
+
+
+def _sql_list(values: tuple[Status, ...]) -> str:
+    return ", ".join(f"'{v.value}'" for v in values)
+
+
+class JobMixin:
+    """Columns, constraints and indexes of a jobs table; the application names the table.
+
+    Example:
+        >>> from sqlalchemy.orm import DeclarativeBase
+        >>> class Base(DeclarativeBase): ...
+        >>> class Job(JobMixin, Base):
+        ...     __tablename__ = "jobs"
+
+    Every constraint and index is named after the table (``ck_jobs_status``,
+    ``ix_jobs_pending``...), so several job tables can share one ``MetaData``.
+    Defaults exist both in Python (set at flush) and on the server (for raw SQL
+    inserts), and ``eager_defaults`` reads the server-made ones back on flush, so
+    ``session.add(Job(kind=..., payload=...))`` yields a fully populated row.
+    Timestamps come from the database clock.
+
+    ``Base.metadata.create_all(engine)`` makes the same table as ``sa-jobqueue
+    migrate``: on PostgreSQL the table's ``after_create`` also applies the
+    autovacuum settings and creates the notify trigger (`sa_jobqueue.schema.ddl`), and
+    ``drop_all`` removes the trigger function.
+    """
+
+    if TYPE_CHECKING:
+        # The same declarations as SQLAlchemy's DeclarativeBase, so the two agree.
+        __tablename__: Any
+        __table__: ClassVar[FromClause]
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    queue: Mapped[str] = mapped_column(
+        Text, default=DEFAULT_QUEUE, server_default=DEFAULT_QUEUE, nullable=False
+    )
+    kind: Mapped[str] = mapped_column(Text, nullable=False)
+    payload: Mapped[Any] = mapped_column(
+        _PayloadType, default=dict, server_default=text("'{}'"), nullable=False
+    )
+    status: Mapped[str] = mapped_column(
+        Text, default=Status.PENDING.value, server_default=Status.PENDING.value, nullable=False
+    )
+    priority: Mapped[int] = mapped_column(
+        SmallInteger, default=0, server_default=text("0"), nullable=False
+    )
+    attempts: Mapped[int] = mapped_column(
+        Integer, default=0, server_default=text("0"), nullable=False
+    )
+    max_attempts: Mapped[int] = mapped_column(
+        Integer,
+        default=DEFAULT_MAX_ATTEMPTS,
+        server_default=text(str(DEFAULT_MAX_ATTEMPTS)),
+        nullable=False,
+    )
+    run_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=_now, nullable=False
+    )
+    locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    locked_by: Mapped[str | None] = mapped_column(Text)
+    idempotency_key: Mapped[str | None] = mapped_column(Text)
+    #: Deduplicates while a job is pending or running (see `JobQueue.enqueue`).
+    unique_key: Mapped[str | None] = mapped_column(Text)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=_now, nullable=False
+    )
+    updated_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=_now, nullable=False
+    )
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    # Added by revision sajq_0003, so last (the migrated table's column order).
+    #: Serialises jobs of a kind with ``max_running_per_key`` (docs/flow-control.md).
+    concurrency_key: Mapped[str | None] = mapped_column(Text)
+    # Added by revision sajq_0004 (`since` tells create_jobs_table to leave them to it).
+    result: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
+    trace_context: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
+
+    __mapper_args__: ClassVar[dict[str, Any]] = {"eager_defaults": True}
+
+    @declared_attr.directive
+    def __table_args__(cls) -> tuple[Any, ...]:
+        return table_args(cls.__tablename__)
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} id={self.id} kind={self.kind!r} queue={self.queue!r} "
+            f"status={self.status!r} attempts={self.attempts}/{self.max_attempts}>"
+        )
+
+
+@event.listens_for(JobMixin, "instrument_class", propagate=True)
+def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
+    # The paused-queues and schedules tables join the model's MetaData, so
+    # create_all makes them with the jobs table (sa_jobqueue.schema.state_tables).
+    table = mapper.local_table
+    if isinstance(table, Table):
+        add_state_tables(table)
+        starts_table(table.metadata, table.name)  # the rate limits' starts log
+
+
+def table_args(table: str) -> tuple[Any, ...]:
+    """The constraints and indexes of a jobs table named `table`.
+
+    Shared by `JobMixin` and the migration helpers, so the migrated schema and the
+    model are built from one definition.
+    """
+    check_table_name(table)
+    statuses = tuple(Status)
+    return (
+        CheckConstraint(f"status IN ({_sql_list(statuses)})", name=f"ck_{table}_status"),
+        CheckConstraint("attempts >= 0", name=f"ck_{table}_attempts"),
+        CheckConstraint("max_attempts >= 1", name=f"ck_{table}_max_attempts"),
+        UniqueConstraint("idempotency_key", name=f"uq_{table}_idempotency_key"),
+        # Claim order; only claimable rows are in it, so done rows never slow a claim.
+        Index(
+            f"ix_{table}_pending",
+            "queue",
+            "priority",
+            "run_at",
+            "id",
+            postgresql_where=text("status = 'pending'"),
+        ),
+        # The sweeper's path to expired leases.
+        Index(
+            f"ix_{table}_running",
+            "locked_until",
+            postgresql_where=text("status = 'running'"),
+        ),
+        # One active (pending or running) job per unique_key; finished ones free it.
+        Index(
+            f"uq_{table}_unique_key",
+            "unique_key",
+            unique=True,
+            postgresql_where=text(f"status IN ({_sql_list(ACTIVE)})"),
+        ),
+        # Retention: prune finished rows by age without scanning live ones.
+        Index(
+            f"ix_{table}_finished",
+            "finished_at",
+            postgresql_where=text(f"status IN ({_sql_list(FINISHED)})"),
+        ),
+    )
+
+
+JobT = TypeVar("JobT", bound=JobMixin)
+
+
+@event.listens_for(JobMixin, "after_mapper_constructed", propagate=True)
+def _attach_ddl(mapper: Mapper[Any], cls: type[Any]) -> None:
+    # Every mapped JobMixin table gets the trigger and settings at create_all.
+    table = mapper.local_table
+    if isinstance(table, Table):
+        ddl.attach_to(table)

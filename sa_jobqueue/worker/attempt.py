@@ -1,0 +1,192 @@
+"""One attempt of a job, from its claim to its outcome, and the worker's book of them.
+
+An attempt is named by ``(id, attempts)``: the same job claimed again (after a
+cancel and retry, or after its lease expired while a paused worker still ran
+it) is a *different* attempt, and nothing recorded for one may touch the other.
+`InFlight` is keyed that way; so is every fenced statement.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Row
+
+from sa_jobqueue.core.validation import MAX_DELAY_SECONDS
+
+__all__ = [
+    "MAX_ERROR_LENGTH",
+    "AttemptKey",
+    "Claimed",
+    "InFlight",
+    "Outcome",
+    "Result",
+    "fence_params",
+    "storable_delay",
+    "storable_text",
+]
+
+#: ``last_error`` keeps at most this many characters (errors, `Retry` and `Discard` reasons).
+MAX_ERROR_LENGTH = 4000
+
+#: ``(id, attempts)``: which attempt of which job.
+AttemptKey = tuple[int, int]
+
+
+class Result(enum.Enum):
+    """How an attempt ended."""
+
+    DONE = "done"  # lease mode: the loop must still mark it done
+    COMMITTED = "committed"  # transactional mode: done, already committed
+    LOST = "lost"  # transactional mode: the fence matched no row; writes rolled back
+    FAIL = "fail"  # retry with backoff, or dead-letter when attempts are used up
+    RETRY = "retry"  # a Retry signal: snooze
+    UNAVAILABLE = "unavailable"  # no connection before the handler started: retry, uncounted
+    DISCARD = "discard"  # a Discard signal: dead-letter now
+    RELEASE = "release"  # not started before shutdown: give it back
+    CANCELLED = "cancelled"  # cancelled while running: the row says so already; free the slot
+    ABANDONED = "abandoned"  # the late report of an attempt recorded when it timed out or
+    # was cancelled: nothing to record (its `error` says which)
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A job as the claim returned it: what is needed to run and fence it."""
+
+    id: int
+    kind: str
+    queue: str
+    payload: Any
+    attempts: int
+    max_attempts: int
+    idempotency_key: str | None
+    lease: float
+    #: `time.monotonic()` when the claim returned: the heartbeat schedule starts here.
+    claimed_at: float = field(default_factory=time.monotonic, compare=False)
+    #: The trace context its enqueue recorded (W3C ``traceparent``...), or None.
+    trace_context: Any = field(default=None, compare=False, repr=False)
+    #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
+    #: the worker looks attempts up by it several times per job).
+    key: AttemptKey = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", (self.id, self.attempts))
+
+    @classmethod
+    def from_row(cls, row: Row[Any], lease: float) -> Claimed:
+        """Build from a row of `statements.claim`."""
+        return cls(
+            row.id,
+            row.kind,
+            row.queue,
+            row.payload,
+            row.attempts,
+            row.max_attempts,
+            row.idempotency_key,
+            lease,
+            trace_context=getattr(row, "trace_context", None),
+        )
+
+
+def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
+    """The parameters of a batched fenced statement (``ids``, ``attempt_numbers``, ``owner``)."""
+    jobs = list(jobs)
+    return {
+        "ids": [job.id for job in jobs],
+        "attempt_numbers": [job.attempts for job in jobs],
+        "owner": owner,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The end of one attempt, for the completer to record."""
+
+    job: Claimed
+    result: Result
+    delay: float = 0.0
+    error: str | None = None
+    duration: float = 0.0
+    #: What the handler returned, as JSON text for the ``result`` column (None: nothing).
+    returned: str | None = None
+
+
+class InFlight:
+    """The attempts a worker has claimed and not yet recorded, keyed by `Claimed.key`.
+
+    Shared by the claim loop (adds and removes), the handler pool (reads) and the
+    heartbeats (snapshots), hence the lock. Keying by ``(id, attempts)`` keeps an
+    old attempt's late report from removing a newer attempt of the same job.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._jobs: dict[AttemptKey, Claimed] = {}
+
+    def __len__(self) -> int:
+        return len(self._jobs)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._jobs
+
+    def add(self, jobs: Iterable[Claimed]) -> None:
+        """Book claimed attempts."""
+        with self._lock:
+            for job in jobs:
+                self._jobs[job.key] = job
+
+    def remove(self, jobs: Iterable[Claimed]) -> None:
+        """Forget recorded attempts (each by its own key only)."""
+        with self._lock:
+            for job in jobs:
+                self._jobs.pop(job.key, None)
+
+    def snapshot(self) -> list[Claimed]:
+        """The attempts in flight now."""
+        with self._lock:
+            return list(self._jobs.values())
+
+
+def storable_text(text: object, limit: int = MAX_ERROR_LENGTH) -> str | None:
+    r"""`text` as PostgreSQL ``text`` can hold it, at most `limit` characters.
+
+    NUL characters become ``\x00`` and lone surrogates ``\udXXX`` escapes (neither
+    can be stored, and either would make the fenced update fail on every round);
+    anything longer than `limit` keeps its head and tail. A non-string is stored by
+    its ``repr``. None stays None.
+
+    >>> storable_text("a\x00b")
+    'a\\x00b'
+    >>> storable_text("x" * 10, limit=7)
+    'x\n...\nx'
+    """
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        text = repr(text)
+    text = text.replace("\x00", "\\x00")
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(text) <= limit:
+        return text
+    head = max(1, (limit - 5) // 2)
+    tail = max(1, limit - 5 - head)
+    return f"{text[:head]}\n...\n{text[-tail:]}"
+
+
+def storable_delay(delay: float) -> float:
+    """A backoff policy's delay bounded to what ``now() + interval`` accepts (0-100 years).
+
+    >>> storable_delay(float("inf")) == MAX_DELAY_SECONDS
+    True
+    >>> storable_delay(-3.0)
+    0.0
+    """
+    if not math.isfinite(delay):
+        return MAX_DELAY_SECONDS if delay > 0 else 0.0
+    return min(max(delay, 0.0), MAX_DELAY_SECONDS)

@@ -1,0 +1,222 @@
+"""Batched, fenced acknowledgements and failure records, with their log lines.
+
+Handler threads `report` outcomes from any thread; the claim loop `collect`s
+them at the start of a round, `record`s them in that round's transaction (one
+fenced UPDATE for every ``done`` job, one for every released job, one per
+failure), and after the COMMIT calls `recorded`, which forgets those attempts.
+A round whose transaction fails keeps its reports for the next round: every
+statement is fenced by ``(id, attempts, locked_by)``, so recording twice is
+harmless, and an old attempt's report can never touch a newer attempt's row.
+
+Each log line carries the job's fields (`sa_jobqueue.logs.job_fields`, with its
+``event``), and with `Metrics` every recorded attempt is counted by its outcome
+(``done``, ``retry``, ``failed``, ``lease_lost``, ``released``) once its round
+has committed, so a round that is recorded twice is counted once.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as stdlib_queue
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection
+
+from sa_jobqueue.logs import log_job as _log_job
+from sa_jobqueue.metrics import Metrics
+from sa_jobqueue.worker.attempt import (
+    AttemptKey,
+    Claimed,
+    InFlight,
+    Outcome,
+    Result,
+    storable_delay,
+    storable_text,
+)
+from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.running import format_timeout
+
+__all__ = ["Completer", "log_job"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+# How much of an error's first line a log line shows (the row keeps up to 4,000 characters).
+_LOGGED_ERROR = 200
+
+_FAILURES = (Result.FAIL, Result.RETRY, Result.UNAVAILABLE, Result.DISCARD)
+
+#: How a timed-out attempt's error starts (`cancellation.format_timeout`).
+_TIMED_OUT = format_timeout(0).split(":", 1)[0] + ":"
+
+
+class Completer:
+    """Records how attempts ended, for one worker.
+
+    Args:
+        driver: runs the fenced statements.
+        owner: the worker's id (the fence).
+        inflight: the worker's book of claimed attempts; recorded ones leave it.
+        metrics: counts each recorded attempt by outcome (optional).
+    """
+
+    def __init__(
+        self, driver: Driver, owner: str, inflight: InFlight, metrics: Metrics | None = None
+    ) -> None:
+        self.driver = driver
+        self.owner = owner
+        self.inflight = inflight
+        self.metrics = metrics
+        self._outbox: stdlib_queue.SimpleQueue[Outcome] = stdlib_queue.SimpleQueue()
+        self._pending: list[Outcome] = []
+        # The metrics outcome of each attempt `record` saw, counted once committed.
+        self._outcomes: dict[AttemptKey, str] = {}
+
+    def report(self, outcomes: Sequence[Outcome]) -> None:
+        """Hand over finished attempts (from any thread)."""
+        for outcome in outcomes:
+            self._outbox.put(outcome)
+
+    def collect(self) -> list[Outcome]:
+        """What to record now: the unrecorded reports of earlier rounds, then new ones."""
+        while True:
+            try:
+                self._pending.append(self._outbox.get_nowait())
+            except stdlib_queue.Empty:
+                return list(self._pending)
+
+    def has_unrecorded(self) -> bool:
+        """Whether a report waits to be recorded."""
+        return self.unrecorded() > 0
+
+    def unrecorded(self) -> int:
+        """How many reports wait to be recorded (approximate while handlers report)."""
+        return len(self._pending) + self._outbox.qsize()
+
+    def recorded(self, reports: Sequence[Outcome]) -> int:
+        """`reports` committed: forget them; return how many were attempts that ran."""
+        if not reports:
+            return 0
+        self._pending.clear()
+        self.inflight.remove(o.job for o in reports)
+        outcomes, self._outcomes = self._outcomes, {}
+        if self.metrics is not None:
+            for o in reports:
+                outcome = outcomes.get(o.job.key)
+                if outcome is not None:
+                    ran = o.result is not Result.RELEASE
+                    self.metrics.attempt(
+                        o.job.queue, o.job.kind, outcome, o.duration if ran else None
+                    )
+        return sum(1 for o in reports if o.result not in (Result.RELEASE, Result.ABANDONED))
+
+    def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
+        """Record `reports` in `conn`'s transaction, fenced, and log each."""
+        self._outcomes = {}
+        done = [o for o in reports if o.result is Result.DONE]
+        if done:
+            jobs = [o.job for o in done]
+            held = self.driver.complete(conn, jobs, self.owner, [o.returned for o in done])
+            # The common case, per job: a "done" line nobody reads and no metrics.
+            quiet = self.metrics is None and not log.isEnabledFor(logging.INFO)
+            for o in done:
+                if o.job.key in held:
+                    if not quiet:
+                        self._log(logging.INFO, o, "done", "done in %.1f ms", o.duration * 1000)
+                else:
+                    self._log(
+                        logging.WARNING,
+                        o,
+                        "lease_lost",
+                        "finished but its lease was lost; not marked done",
+                    )
+        released = [o for o in reports if o.result is Result.RELEASE]
+        self.driver.release(conn, [o.job for o in released], self.owner)
+        for o in released:
+            self._log(logging.INFO, o, "released", "released back to pending, due now")
+        for o in reports:
+            if o.result is Result.COMMITTED:
+                message = "done in %.1f ms (transactional)"
+                self._log(logging.INFO, o, "done", message, o.duration * 1000)
+            elif o.result is Result.LOST:
+                message = "lease lost; its transaction was rolled back"
+                self._log(logging.WARNING, o, "lease_lost", message)
+            elif o.result is Result.CANCELLED:
+                # The row is `cancelled` already (jobs.cancel): nothing to write.
+                self._log(
+                    logging.WARNING, o, "cancelled", "cancelled while running; its slot is free"
+                )
+            elif o.result is Result.ABANDONED:
+                message = "handler returned after it was %s; what it reported is ignored"
+                self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
+            elif o.result in _FAILURES:
+                self._record_failure(conn, o)
+
+    def release_all(self, jobs: Sequence[Claimed]) -> None:
+        """Report `jobs` (still running at the shutdown deadline) as released."""
+        self.report([Outcome(job, Result.RELEASE) for job in jobs])
+
+    def _record_failure(self, conn: Connection, o: Outcome) -> None:
+        error = storable_text(o.error) or ""
+        status = self.driver.record_failure(
+            conn, o.job, self.owner, o.result, storable_delay(o.delay), error
+        )
+        first = error.split("\n", 1)[0][:_LOGGED_ERROR]
+        if status is None:
+            self._log(logging.WARNING, o, "lease_lost", "ended (%s) but its lease was lost", first)
+        elif status == "failed":
+            message = "failed for good (dead letter): %s"
+            self._log(logging.ERROR, o, "dead", message, first, metric="failed")
+        elif o.result is Result.RETRY:
+            self._log(logging.INFO, o, "retry", "retry requested, due in %.1fs", o.delay)
+        elif o.result is Result.UNAVAILABLE:
+            self._log(
+                logging.WARNING,
+                o,
+                "unavailable",
+                "not started, %s; retrying in %.1fs without using up an attempt",
+                first,
+                o.delay,
+                metric="retry",
+            )
+        else:
+            message = "failed, retrying in %.1fs: %s"
+            self._log(logging.WARNING, o, "failed", message, o.delay, first, metric="retry")
+        if o.result is Result.FAIL and error.startswith(_TIMED_OUT):
+            self._outcomes[o.job.key] = "timeout"  # the watchdog's record of a timeout
+
+    def _log(
+        self,
+        level: int,
+        o: Outcome,
+        event: str,
+        message: str,
+        *args: Any,
+        metric: str | None = None,
+    ) -> None:
+        """Log how `o` was recorded, and note its metrics outcome (`event` unless `metric`).
+
+        An empty `metric` counts nothing (an abandoned attempt was counted when given up).
+        """
+        outcome = event if metric is None else metric
+        if outcome:
+            self._outcomes[o.job.key] = outcome
+        ran = o.result is not Result.RELEASE
+        _log_job(
+            log,
+            level,
+            o.job,
+            message,
+            *args,
+            event=event,
+            worker_id=self.owner,
+            duration=o.duration if ran else None,
+            error=o.error if o.result in _FAILURES else None,
+        )
+
+
+def log_job(
+    level: int, job: Claimed, message: str, *args: Any, event: str = "job", owner: str = ""
+) -> None:
+    """Log ``job <id> <kind> attempt <n> <message>``, with the job's fields as ``extra``."""
+    _log_job(log, level, job, message, *args, event=event, worker_id=owner)

@@ -1,0 +1,397 @@
+"""The one seam between the worker runtime and the database, at the level of operations.
+
+The claim loop, the completer, the executor and maintenance ask a `Driver` to
+claim, complete, fail, release, heartbeat and sweep; they never execute a
+statement themselves. `PostgresDriver` is built on `sa_jobqueue.statements`
+(still the only place SQL is written) and runs each operation on a connection
+the caller gives, inside the caller's transaction: the caller decides what
+shares a COMMIT (one claim round records the finished jobs and claims new ones
+in one transaction).
+
+A second implementation fits the same `Driver` protocol: an asyncio one, or one
+day another dialect (MySQL has no ``UPDATE ... RETURNING``, SQLite no ``SKIP
+LOCKED``; such a driver would claim with ``SELECT ... FOR UPDATE`` then
+``UPDATE``, in the same transaction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, RootTransaction, Row, Select, Update
+
+from sa_jobqueue import statements
+from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.statements import control
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
+
+__all__ = ["Driver", "NextDue", "PostgresDriver", "Swept"]
+
+
+@dataclass(frozen=True, slots=True)
+class NextDue:
+    """When the earliest pending job is due, by the database's clock.
+
+    Attributes:
+        seconds: from now until it is due (<= 0: due already), or None when no job
+            of the queues is pending.
+        now: the database clock, Unix seconds.
+    """
+
+    seconds: float | None
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Swept:
+    """A job whose expired lease the sweeper recovered."""
+
+    id: int
+    kind: str
+    attempts: int
+    status: str
+
+
+class Driver(Protocol):
+    """What the worker runtime needs from a database; every change after a claim is fenced.
+
+    Each method runs in the caller's transaction on `conn` and never commits.
+    """
+
+    def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queue` to `owner` (no limited kind)."""
+        ...
+
+    def claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int = 0
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queues` to `owner`, from ``queues[start]``.
+
+        One statement: that queue's jobs in claim order, then the next queue's
+        (wrapping around), as `claim` called for each queue in turn would take them
+        (no limited kind).
+        """
+        ...
+
+    def claim_limited(
+        self, conn: Connection, kind: str, queues: Sequence[str], limit: int, owner: str
+    ) -> list[Claimed]:
+        """Lease up to `limit` due `kind` jobs of `queues` to `owner`, within its limits.
+
+        Takes the kind's lock first (unless this transaction holds it already,
+        `lock_ahead`); the caller's COMMIT releases it.
+        """
+        ...
+
+    def lock_ahead(self, conn: Connection, kinds: Sequence[str]) -> None:
+        """Take `kinds`' locks with the next acknowledgement (`complete`) on `conn`.
+
+        For the next transaction's claims of those kinds: the lock then costs no
+        statement of its own. Any other connection's `complete` takes no lock.
+        """
+        ...
+
+    def locked_ahead(self, conn: Connection) -> frozenset[str]:
+        """The limited kinds whose locks `conn`'s current transaction took in `complete`."""
+        ...
+
+    def due_kinds(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """Of the limited `kinds`, those with a job due in `queues` (not paused); no lock."""
+        ...
+
+    def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
+        """Whether a job of a limited kind is due in `queues` (not paused), waiting."""
+        ...
+
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done, storing `results` (JSON text, one per job; None: no result).
+
+        Returns the attempts that were still held (the rest were lost).
+        """
+        ...
+
+    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Give unstarted or interrupted `jobs` back to ``pending``, due now."""
+        ...
+
+    def record_failure(
+        self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
+    ) -> str | None:
+        """Record a FAIL, RETRY, UNAVAILABLE or DISCARD `Result`; return the new status.
+
+        None means the lease was lost and nothing changed.
+        """
+        ...
+
+    def heartbeat(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Extend the leases of `jobs` (each by its own lease); return those extended."""
+        ...
+
+    def still_owned(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Of `jobs`, the attempts still running under `owner` (as last committed)."""
+        ...
+
+    def cancelled(self, conn: Connection, jobs: Sequence[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, the attempts whose job has been cancelled (``jobs.cancel``)."""
+        ...
+
+    def try_lock(self, conn: Connection, purpose: str) -> bool:
+        """Take the table's transaction-scoped lock for `purpose` (e.g. ``sweep``) if free."""
+        ...
+
+    def sweep(self, conn: Connection, limit: int) -> list[Swept]:
+        """Recover up to `limit` expired leases of any worker."""
+        ...
+
+    def next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
+        """How long until the earliest pending job of `queues` is due."""
+        ...
+
+    def commit_asynchronously(self, conn: Connection) -> None:
+        """Let this transaction's COMMIT return before its WAL is flushed."""
+        ...
+
+
+class PostgresDriver:
+    """`Driver` for PostgreSQL, over `sa_jobqueue.statements`; statements are built once.
+
+    Args:
+        model: the jobs model.
+        leases: kind -> lease in seconds, written into each claim.
+        default_lease: the lease of kinds not in `leases`.
+        limits: kind -> its `Limits`, for the limited kinds: `claim` leaves them out,
+            `claim_limited` claims them (docs/flow-control.md).
+    """
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        *,
+        leases: Mapping[str, float],
+        default_lease: float,
+        limits: Mapping[str, Limits] | None = None,
+    ) -> None:
+        self.model = model
+        self.leases = dict(leases)
+        self.default_lease = default_lease
+        limited = {kind: limit for kind, limit in (limits or {}).items() if limit.limited}
+        #: The limited kinds, sorted: the order a claim round takes their locks in.
+        self.limited_kinds: list[str] = sorted(limited)
+        self._claim = statements.claim(
+            model, leases=self.leases, default_lease=default_lease, exclude_kinds=self.limited_kinds
+        )
+        self._claim_queues: dict[tuple[str, ...], Update] = {}
+        self._lock_limited = {kind: statements.lock_limited(model, kind) for kind in limited}
+        self._limited_due = (
+            statements.limited_due(model, kinds=self.limited_kinds) if limited else None
+        )
+        self._due_kinds = statements.due_kinds(model)
+        self._claim_limited = {
+            kind: statements.claim_limited(
+                model, kind=kind, limits=limit, lease=self.leases.get(kind, default_lease)
+            )
+            for kind, limit in limited.items()
+        }
+        self._complete = statements.complete(model)
+        self._complete_plain = statements.complete(model, with_results=False)
+        self._complete_one = statements.complete_one(model)
+        self._complete_and_lock = statements.complete_and_lock(model, self._complete)
+        self._complete_plain_and_lock = statements.complete_and_lock(model, self._complete_plain)
+        # Set by the claim loop's thread only: the locks its next acknowledgement takes
+        # (on that connection), and the transaction that took them, with those kinds.
+        self._ahead: tuple[Connection, list[str]] | None = None
+        self._held: tuple[RootTransaction, frozenset[str]] | None = None
+        self._release = statements.release(model)
+        self._failures = {
+            Result.FAIL: statements.fail(model),
+            Result.RETRY: statements.retry_later(model),
+            Result.UNAVAILABLE: statements.retry_later(model),
+            Result.DISCARD: statements.discard(model),
+        }
+        self._heartbeat = statements.heartbeat(model)
+        self._still_owned = statements.still_owned(model)
+        self._cancelled = control.cancelled_attempts(model)
+        self._sweep = statements.sweep_expired(model)
+        self._asynchronous_commit = statements.asynchronous_commit()
+        self._locks: dict[str, Select[Any]] = {}
+        self._next_due: dict[tuple[str, ...], Select[Any]] = {}
+
+    def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queue` to `owner` (`statements.claim`)."""
+        params = {"queue_name": queue, "limit": limit, "owner": owner}
+        return self._claimed(conn.execute(self._claim, params).all())
+
+    def claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int = 0
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queues` to `owner` (`statements.claim_queues`).
+
+        The statement is built once per list of queues, with the names in it; a
+        round passes only `start`, the index of the queue whose jobs come first.
+        """
+        key = tuple(queues)
+        statement = self._claim_queues.get(key)
+        if statement is None:
+            statement = self._claim_queues[key] = statements.claim_queues(
+                self.model,
+                queues=key,
+                leases=self.leases,
+                default_lease=self.default_lease,
+                exclude_kinds=self.limited_kinds,
+            )
+        params = {"start": start % len(key), "limit": limit, "owner": owner}
+        return self._claimed(conn.execute(statement, params).all())
+
+    def _claimed(self, rows: Sequence[Row[Any]]) -> list[Claimed]:
+        return [
+            Claimed.from_row(row, self.leases.get(row.kind, self.default_lease)) for row in rows
+        ]
+
+    def claim_limited(
+        self, conn: Connection, kind: str, queues: Sequence[str], limit: int, owner: str
+    ) -> list[Claimed]:
+        """`statements.lock_limited`, then `statements.claim_limited` for each of `queues`.
+
+        The kind's advisory lock is transaction-scoped: it is held until the caller's
+        transaction ends, so the caller commits at once. When this transaction's
+        acknowledgement took it already (`lock_ahead`), no lock statement runs.
+        """
+        if kind not in self.locked_ahead(conn):
+            conn.execute(self._lock_limited[kind])
+        lease = self.leases.get(kind, self.default_lease)
+        claimed: list[Claimed] = []
+        for queue in queues:
+            want = limit - len(claimed)
+            if want <= 0:
+                break
+            params = {"queue_name": queue, "limit": want, "owner": owner}
+            rows = conn.execute(self._claim_limited[kind], params).all()
+            claimed += [Claimed.from_row(row, lease) for row in rows]
+        return claimed
+
+    def lock_ahead(self, conn: Connection, kinds: Sequence[str]) -> None:
+        """Have the next `complete` on `conn` take `kinds`' locks (`complete_and_lock`)."""
+        wanted = sorted(kind for kind in kinds if kind in self._lock_limited)
+        self._ahead = (conn, wanted) if wanted else None
+
+    def locked_ahead(self, conn: Connection) -> frozenset[str]:
+        """The kinds whose locks `conn`'s current transaction took in `complete`."""
+        held = self._held
+        if held is None or not held[0].is_active or held[0] is not conn.get_transaction():
+            return frozenset()
+        return held[1]
+
+    def due_kinds(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """`statements.due_kinds`: which of `kinds` have a job due in `queues`, without a lock."""
+        params = {"kinds": list(kinds), "queues": list(queues)}
+        return {row.kind for row in conn.execute(self._due_kinds, params)}
+
+    def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
+        """`statements.limited_due` over the limited kinds (False when there are none)."""
+        if self._limited_due is None:
+            return False
+        return bool(conn.execute(self._limited_due, {"queues": list(queues)}).scalar())
+
+    def complete(
+        self,
+        conn: Connection,
+        jobs: Sequence[Claimed],
+        owner: str,
+        results: Sequence[str | None] | None = None,
+    ) -> set[AttemptKey]:
+        """Mark `jobs` done in one fenced UPDATE, with their results; return those still held.
+
+        On the connection `lock_ahead` named, the same statement also takes the kind
+        locks asked for (`statements.complete_and_lock`), once.
+        """
+        if not jobs:
+            return set()
+        if results is not None and len(results) != len(jobs):
+            raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
+        plain = results is None or all(result is None for result in results)
+        params = fence_params(jobs, owner)
+        if not plain:
+            params = {**params, "results": list(results or ())}
+        ahead = self._ahead
+        if ahead is None or ahead[0] is not conn:
+            if len(jobs) == 1:  # a transactional handler's done, or a round of one
+                job = jobs[0]
+                one = {"job_id": job.id, "attempt": job.attempts, "owner": owner}
+                one["result"] = None if results is None else results[0]
+                rows = conn.execute(self._complete_one, one)
+            else:
+                rows = conn.execute(self._complete_plain if plain else self._complete, params)
+            return {(row.id, row.attempts) for row in rows}
+        self._ahead = None
+        locking = self._complete_plain_and_lock if plain else self._complete_and_lock
+        row = conn.execute(locking, {**params, "lock_kinds": ahead[1]}).one()
+        transaction = conn.get_transaction()
+        if transaction is not None:
+            self._held = (transaction, frozenset(ahead[1]))
+        return set(zip(row.ids or (), row.attempt_numbers or (), strict=True))
+
+    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Give `jobs` back to ``pending``, due now, without using up an attempt."""
+        if jobs:
+            conn.execute(self._release, fence_params(jobs, owner))
+
+    def record_failure(
+        self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
+    ) -> str | None:
+        """Run the fenced `statements.fail`, `retry_later` or `discard` for `result`."""
+        params = {
+            "job_id": job.id,
+            "attempt": job.attempts,
+            "owner": owner,
+            "delay": delay,
+            "error": error,
+        }
+        row = conn.execute(self._failures[result], params).first()
+        return None if row is None else str(row.status)
+
+    def heartbeat(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Extend the leases of `jobs` in one fenced UPDATE that skips locked rows."""
+        params = {**fence_params(jobs, owner), "leases": [job.lease for job in jobs]}
+        return {(row.id, row.attempts) for row in conn.execute(self._heartbeat, params)}
+
+    def still_owned(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
+        """Of `jobs`, those still running under `owner`, by a plain (lock-free) read."""
+        rows = conn.execute(self._still_owned, fence_params(jobs, owner))
+        return {(row.id, row.attempts) for row in rows}
+
+    def cancelled(self, conn: Connection, jobs: Sequence[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, the attempts whose row is ``cancelled`` (`control.cancelled_attempts`)."""
+        params = {k: v for k, v in fence_params(jobs, "").items() if k != "owner"}
+        return {(row.id, row.attempts) for row in conn.execute(self._cancelled, params)}
+
+    def try_lock(self, conn: Connection, purpose: str) -> bool:
+        """``pg_try_advisory_xact_lock`` on the table's key for `purpose`."""
+        if purpose not in self._locks:
+            self._locks[purpose] = statements.try_advisory_xact_lock(self.model, purpose)
+        return bool(conn.execute(self._locks[purpose]).scalar())
+
+    def sweep(self, conn: Connection, limit: int) -> list[Swept]:
+        """Recover up to `limit` expired leases (`statements.sweep_expired`)."""
+        rows = conn.execute(self._sweep, {"limit": limit}).all()
+        return [Swept(row.id, row.kind, row.attempts, row.status) for row in rows]
+
+    def next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
+        """Seconds until the earliest pending job of `queues` is due, and the database clock."""
+        key = tuple(queues)
+        if key not in self._next_due:
+            self._next_due[key] = statements.next_run_at(self.model, queues=key)
+        row = conn.execute(self._next_due[key]).one()
+        return NextDue(row.seconds, row.now)
+
+    def commit_asynchronously(self, conn: Connection) -> None:
+        """``SET LOCAL synchronous_commit = off`` (`statements.asynchronous_commit`)."""
+        conn.execute(self._asynchronous_commit)

@@ -1,0 +1,229 @@
+"""A worker's claims of its limited kinds: lock the kind, count, lease what fits.
+
+The worker claims unlimited kinds as before (one statement per queue, with the
+limited kinds left out of it) and hands the limited ones to `LimitedClaims`, in
+the same claim transaction. For each limited kind, in sorted order, it asks the
+driver's `claim_limited`, which takes the kind's transaction-scoped advisory lock
+and claims what the limits allow from each queue. Sorted order means two workers
+never wait on each other's kind locks in a circle. See docs/flow-control.md.
+
+A kind that had nothing to give (none due, or its limit full) is not asked again
+at once: it backs off from `MIN_BACKOFF`, four times longer each time, up to
+`MAX_BACKOFF` (for a rate-limited kind that leased jobs within its window, at most
+one start's share of the window),
+so limits defined on kinds without work cost the other kinds' claims almost
+nothing. A job of the kind finishing on this worker (`freed`) frees one of its
+slots, so it is asked again in the next round.
+
+A kind that leased nothing when last asked is, when due again, first looked for in
+one statement for all such kinds, without their locks (`Driver.due_kinds`): a
+limit defined on a kind without jobs then costs no lock, and no other worker waits
+on one. The kinds that leased jobs (`kinds_to_lock`) have their locks taken by the
+next round's acknowledgement (`Driver.lock_ahead`), which saves each a statement.
+A kind that sorts before one of those and is not locked ahead waits a round (taking
+its lock after a later kind's would break the sorted order), and is locked ahead
+in that round's acknowledgement.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from sqlalchemy import Connection
+
+from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.worker.attempt import Claimed
+from sa_jobqueue.worker.driver import Driver
+
+__all__ = ["AHEAD_FACTOR", "MAX_BACKOFF", "MIN_BACKOFF", "KindBackoff", "LimitedClaims"]
+
+#: Seconds a limited kind that gave nothing waits before it is asked again...
+MIN_BACKOFF = 0.05
+#: ...four times longer each time, up to this: how late a slot freed on another
+#: worker may be noticed by a worker with nothing else to do.
+MAX_BACKOFF = 1.0
+
+#: A kind limited by ``max_running`` alone is claimed ahead of free slots when its limit
+#: is at least this many times what one worker holds: the jobs a worker holds ahead then
+#: never make the kind's slots scarce for the others. Rate and per-key limits count
+#: starts and sequences, so their kinds are claimed for free slots only.
+AHEAD_FACTOR = 4
+
+
+class KindBackoff:
+    """When each limited kind is worth asking again. Pure: no I/O, a clock given.
+
+    >>> now = [0.0]
+    >>> backoff = KindBackoff(clock=lambda: now[0])
+    >>> backoff.due("sync_crm")
+    True
+    >>> backoff.gave_nothing("sync_crm"); backoff.due("sync_crm")
+    False
+    >>> now[0] = MIN_BACKOFF; backoff.due("sync_crm")
+    True
+    >>> backoff.gave_nothing("sync_crm"); backoff.freed(["sync_crm"]); backoff.due("sync_crm")
+    True
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        windows: Mapping[str, tuple[int, float]] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._windows = dict(windows or {})  # rate-limited kind -> (count, window)
+        self._next: dict[str, float] = {}
+        self._delay: dict[str, float] = {}
+        self._leased_at: dict[str, float] = {}
+        self._busy: set[str] = set()  # leased when last asked, or freed here since
+
+    def due(self, kind: str) -> bool:
+        """Whether `kind` should be asked in this round."""
+        return self._clock() >= self._next.get(kind, 0.0)
+
+    def gave_nothing(self, kind: str) -> None:
+        """`kind` leased no job: wait before asking again, longer each time."""
+        now = self._clock()
+        cap = MAX_BACKOFF
+        if kind in self._windows:
+            count, window = self._windows[kind]
+            if now - self._leased_at.get(kind, -math.inf) <= window:
+                # It leased jobs within its window, so its window is likely full and
+                # moves on by one start's share at a time: look that often.
+                cap = max(MIN_BACKOFF, min(MAX_BACKOFF, window / count))
+        self._busy.discard(kind)
+        delay = min(cap, self._delay.get(kind, MIN_BACKOFF / 4) * 4)
+        self._delay[kind] = delay
+        self._next[kind] = now + delay
+
+    def gave_some(self, kind: str) -> None:
+        """`kind` leased jobs: ask again next round."""
+        self._leased_at[kind] = self._clock()
+        self.freed([kind])
+
+    def freed(self, kinds: Iterable[str]) -> None:
+        """Jobs of `kinds` finished here, freeing slots: ask them next round."""
+        for kind in kinds:
+            self._busy.add(kind)
+            self._delay.pop(kind, None)
+            self._next.pop(kind, None)
+
+    def idle(self, kind: str) -> bool:
+        """Whether `kind` was never asked, or leased nothing when last asked.
+
+        A job of it finishing here since makes it busy again, as leasing does.
+        """
+        return kind not in self._busy
+
+
+class LimitedClaims:
+    """A claim round's part for the limited kinds: which to ask, in which order.
+
+    Args:
+        driver: the worker's driver (`Driver.claim_limited` does the locking and
+            counting).
+        limits: kind -> `Limits`, for the limited kinds.
+        clock: monotonic seconds (for `KindBackoff`).
+        holds: the most jobs the worker holds at once (concurrency + prefetch): a kind
+            whose only limit is a ``max_running`` of at least `AHEAD_FACTOR` times that
+            may be claimed ahead of free slots (0: no kind is).
+    """
+
+    def __init__(
+        self,
+        driver: Driver,
+        limits: Mapping[str, Limits],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        holds: int = 0,
+    ) -> None:
+        self.driver = driver
+        #: The limited kinds, sorted: the order their locks are taken in.
+        self.kinds: list[str] = sorted(kind for kind, limit in limits.items() if limit.limited)
+        #: The kinds claimed ahead of free slots too (see `AHEAD_FACTOR`).
+        self.roomy: frozenset[str] = frozenset(
+            kind
+            for kind, limit in limits.items()
+            if holds > 0
+            and limit.max_running is not None
+            and limit.max_running >= AHEAD_FACTOR * holds
+            and limit.max_running_per_key is None
+            and limit.rate_count is None
+        )
+        windows = {
+            kind: (limit.rate_count, limit.rate_window)
+            for kind, limit in limits.items()
+            if limit.rate_count and limit.rate_window
+        }
+        self.backoff = KindBackoff(clock, windows)
+        self._deferred: set[str] = set()  # left by the last round for the next one
+
+    def __bool__(self) -> bool:
+        return bool(self.kinds)
+
+    def claim(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, ahead: int = 0
+    ) -> list[Claimed]:
+        """Lease up to `limit` jobs of the limited kinds from `queues` to `owner`.
+
+        And up to `ahead` more of the `roomy` kinds, claimed ahead of free slots.
+        Runs in `conn`'s current transaction, whose end releases the kind locks
+        taken here; the caller commits at once.
+        """
+        if not self.roomy:
+            ahead = 0
+        free_left, ahead_left = limit, ahead
+        claimed: list[Claimed] = []
+        held = self.driver.locked_ahead(conn)  # taken by this round's acknowledgement
+        due = [kind for kind in self.kinds if self.backoff.due(kind)]
+        # Kinds that leased nothing last time: one statement, without their locks,
+        # tells which have a job due at all; only those are locked and claimed.
+        idle = [kind for kind in due if kind not in held and self.backoff.idle(kind)]
+        if idle:
+            found = self.driver.due_kinds(conn, idle, queues)
+            for kind in idle:
+                if kind not in found:
+                    self.backoff.gave_nothing(kind)
+            due = [kind for kind in due if kind not in idle or kind in found]
+        self._deferred = set()
+        for kind in due:
+            room = free_left + (ahead_left if kind in self.roomy else 0)
+            if free_left <= 0 and ahead_left <= 0:
+                break
+            if room <= 0:
+                continue
+            if held and kind not in held and kind < max(held):
+                # Its lock now would come after a later kind's: sorted order is what
+                # keeps two claimers from waiting on each other. Lock it ahead for
+                # the next round instead.
+                self._deferred.add(kind)
+                continue
+            got = self.driver.claim_limited(conn, kind, queues, room, owner)
+            claimed += got
+            from_free = min(len(got), free_left)
+            free_left -= from_free
+            ahead_left -= len(got) - from_free
+            if got:
+                self.backoff.gave_some(kind)
+            else:
+                self.backoff.gave_nothing(kind)
+        return claimed
+
+    def freed(self, kinds: Iterable[str]) -> None:
+        """Jobs of `kinds` finished on this worker: ask those kinds in the next round."""
+        self.backoff.freed(kind for kind in kinds if kind in self.kinds)
+
+    def kinds_to_lock(self) -> list[str]:
+        """The kinds the next round takes the locks of ahead, sorted.
+
+        Those due that leased jobs when last asked (or whose jobs finished here since),
+        and those the last round left for this one; not the idle ones, whose locks
+        would mostly be taken for nothing (they are asked `Driver.due_kinds` first).
+        """
+        return [
+            kind
+            for kind in self.kinds
+            if self.backoff.due(kind) and (not self.backoff.idle(kind) or kind in self._deferred)
+        ]

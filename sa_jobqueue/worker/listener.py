@@ -1,0 +1,354 @@
+"""LISTEN/NOTIFY wake-ups on one dedicated connection; polling stays the safety net.
+
+The jobs table's statement-level trigger (`migration.create_notify_trigger`) sends
+one notification per queue per INSERT statement on `naming.channel_name(table)`,
+delivered when the inserting transaction commits (never on rollback). Its payload
+is the queue name, or ``"<queue> <epoch>"`` when every new job of that queue is
+scheduled for later (`parse_payload`).
+
+The `Listener` thread holds one connection of its own (opened like the engine's,
+but outside its pool, so handlers can neither starve it nor receive it), and calls
+``on_wake(queue, run_at)`` for each notification of a queue the worker serves.
+When the connection drops it retries with backoff, re-LISTENs, and then calls
+``on_wake(None, None)`` once, so that jobs enqueued while it was deaf are claimed
+at once. After `health_interval` seconds of silence it probes the connection with
+``SELECT 1``; TCP keepalives and ``TCP_USER_TIMEOUT`` make a probe on a half-open
+socket fail instead of hanging.
+
+LISTEN can fail silently: through a transaction-mode pooler (PgBouncer) the
+LISTEN lands on a server connection the listener does not keep, and nothing ever
+arrives. So once it first LISTENs, the listener sends a test notification of its
+own on the channel from a second, short-lived connection opened the same way
+(`PROBE_PREFIX` payload, which no served queue can be called). When it has not
+heard it within `probe_timeout` seconds it logs one warning with the way out: a
+direct URL for the listener (``listen_url``, ``--listen-url``) or polling only
+(``listen=False``, ``--no-listen``). `Listener.hears` is set once it arrived.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+import psycopg
+from sqlalchemy import URL, Engine, create_engine
+from sqlalchemy.pool import NullPool
+
+from sa_jobqueue.schema.naming import channel_name, control_channel_name
+
+__all__ = [
+    "APPLICATION_NAME",
+    "PROBE_PREFIX",
+    "Listener",
+    "Notifier",
+    "PollingNotifier",
+    "WakeCallback",
+    "parse_payload",
+]
+
+log = logging.getLogger("sa_jobqueue.worker.listener")
+
+#: ``application_name`` of the listener's connection, to spot it in ``pg_stat_activity``.
+APPLICATION_NAME = "sa_jobqueue listener"
+
+#: Payloads of the listener's own test notifications start with this; queue names
+#: cannot contain ``?`` (`validation.NAME_PATTERN`), so no worker mistakes one for a queue.
+PROBE_PREFIX = "?sa_jobqueue-probe "
+
+# How often the listening loop returns to check for stop() and the health probe.
+_TICK = 0.5
+
+
+#: ``on_wake(queue, run_at)``: see `Listener`.
+WakeCallback = Callable[[str | None, float | None], None]
+
+
+class Notifier(Protocol):
+    """What wakes an idle worker between polls.
+
+    Attributes:
+        connected: set while notifications can arrive.
+    """
+
+    connected: threading.Event
+
+    def start(self) -> None:
+        """Begin delivering wake-ups."""
+        ...
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop delivering wake-ups and release what it holds."""
+        ...
+
+
+class PollingNotifier:
+    """A `Notifier` that never notifies: the worker relies on its polls alone.
+
+    For ``listen=False`` and for setups where LISTEN cannot work (a
+    transaction-mode pooler in front of the database).
+    """
+
+    def __init__(self) -> None:
+        self.connected = threading.Event()  # never set: nothing can arrive
+
+    def start(self) -> None:
+        """Nothing to start."""
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Nothing to stop."""
+
+
+def parse_payload(payload: str) -> tuple[str, float | None]:
+    """Split a notification payload into ``(queue, run_at)``.
+
+    ``run_at`` is None when a job of the queue is due now, else the earliest
+    ``run_at`` of the statement's jobs in Unix seconds (database clock).
+
+    >>> parse_payload("mail")
+    ('mail', None)
+    >>> parse_payload("mail 1764450000.25")
+    ('mail', 1764450000.25)
+    """
+    queue, _, at = payload.rpartition(" ")
+    if queue:
+        try:
+            return queue, float(at)
+        except ValueError:
+            pass  # a raw-SQL queue name with a space; served queue names have none
+    return payload, None
+
+
+class Listener:
+    """A daemon thread that LISTENs for enqueue notifications and wakes the worker.
+
+    Args:
+        engine: whose URL, connect arguments and pool events open the listener's own
+            connection (a fresh one at each reconnect, never one of its pool).
+        table: the jobs table; decides the channel.
+        queues: the queues whose notifications wake the worker.
+        on_wake: called from the listener thread with ``(queue, run_at)`` per
+            notification of a served queue (`parse_payload`), and with
+            ``(None, None)`` after each (re)connect.
+        health_interval: seconds of silence after which the connection is probed.
+        max_backoff: the longest wait between reconnection attempts, in seconds.
+        url: connect here instead of to the engine's URL (a worker's
+            ``listen_url``: a direct connection beside a transaction pooler).
+        probe_timeout: seconds to wait for the test notification before warning
+            that LISTEN hears nothing (None: send none).
+        on_control: when given, the listener also LISTENs on the table's control
+            channel (`naming.control_channel_name`) and calls it with each payload
+            there (``cancel <id>`` from `jobs.cancel`).
+
+    Attributes:
+        connected: set while the connection is up and LISTENing.
+        hears: set once the listener's own test notification arrived.
+        reconnects: how many times the connection was lost.
+        backend_pid: the server process of the current connection (or None).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        table: str,
+        queues: Collection[str],
+        on_wake: WakeCallback,
+        *,
+        health_interval: float = 5.0,
+        max_backoff: float = 5.0,
+        url: URL | None = None,
+        probe_timeout: float | None = 5.0,
+        on_control: Callable[[str], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        # A pool of our own with the engine's creator, URL, connect_args and pool
+        # events (or a listen_url's): every (re)connect opens a fresh connection,
+        # never a pooled one that may have died with the server.
+        self._own_engine = None if url is None else create_engine(url, poolclass=NullPool)
+        self._pool = (self._own_engine or engine).pool.recreate()
+        self.probe_timeout = probe_timeout
+        self.hears = threading.Event()
+        self._probe_deadline: float | None = None
+        self._probe_payload = f"{PROBE_PREFIX}{id(self)}-{random.getrandbits(32)}"
+        self.channel = channel_name(table)
+        self.control_channel = control_channel_name(table)
+        self.on_control = on_control
+        self.queues = frozenset(queues)
+        self.on_wake = on_wake
+        self.health_interval = health_interval
+        self.max_backoff = max_backoff
+        self.connected = threading.Event()
+        self.reconnects = 0
+        self.backend_pid: int | None = None
+        self._stop = threading.Event()
+        self._connection: psycopg.Connection[Any] | None = None
+        self._thread = threading.Thread(target=self._run, name="sa_jobqueue-listener", daemon=True)
+
+    def start(self) -> None:
+        """Start listening in the background."""
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop listening and close the connection (within about half a second)."""
+        self._stop.set()
+        self._thread.join(timeout)
+        if not self._thread.is_alive():
+            self._close()  # else the thread still uses it; it closes it on its way out
+        self._pool.dispose()
+        if self._own_engine is not None:
+            self._own_engine.dispose()
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        fairy = self._pool.connect()
+        connection = fairy.driver_connection
+        if not isinstance(connection, psycopg.Connection):
+            fairy.close()
+            raise TypeError(
+                f"the listener needs a psycopg 3 connection, not {type(connection).__name__}: "
+                "use a postgresql+psycopg:// URL, or listen=False (--no-listen)"
+            )
+        fairy.detach()  # ours alone: never returned to any pool
+        try:
+            connection.autocommit = True
+            connection.execute(f"SET application_name = '{APPLICATION_NAME}'")
+            connection.execute(f'LISTEN "{self.channel}"')
+            if self.on_control is not None:
+                connection.execute(f'LISTEN "{self.control_channel}"')
+            self._harden(connection)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                connection.close()
+            raise
+        self.backend_pid = connection.info.backend_pid
+        return connection
+
+    def _harden(self, connection: psycopg.Connection[Any]) -> None:
+        """Make a probe on a half-open TCP socket fail within seconds instead of hanging."""
+        try:
+            sock = socket.socket(fileno=connection.fileno())
+        except OSError:
+            return
+        try:
+            if sock.family not in (socket.AF_INET, socket.AF_INET6):
+                return  # a Unix socket cannot be half-open
+            idle = max(1, int(self.health_interval))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            for name, value in (
+                ("TCP_KEEPIDLE", idle),
+                ("TCP_KEEPINTVL", idle),
+                ("TCP_KEEPCNT", 3),
+                # Unacknowledged data (our probe) for this long kills the connection.
+                ("TCP_USER_TIMEOUT", 1000 * max(2, 2 * idle)),
+            ):
+                option = getattr(socket, name, None)
+                if option is not None:
+                    with contextlib.suppress(OSError):
+                        sock.setsockopt(socket.IPPROTO_TCP, option, value)
+        finally:
+            sock.detach()  # the fd stays psycopg's
+
+    def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        self.backend_pid = None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception:  # a broken connection may fail to close
+                log.debug("closing the listener connection failed", exc_info=True)
+
+    def _run(self) -> None:
+        failures = 0
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._connection = self._connect()
+                    if self.reconnects:
+                        log.info("listener reconnected to channel %s", self.channel)
+                    self.connected.set()
+                    failures = 0
+                    if self.probe_timeout is not None and not self.hears.is_set():
+                        self._send_probe()
+                    # Whatever was enqueued while we were deaf is claimable now.
+                    self.on_wake(None, None)
+                    self._listen(self._connection)
+                except Exception as exc:  # noqa: BLE001 - the listener must outlive any DB error
+                    self.connected.clear()
+                    self._close()
+                    if self._stop.is_set():
+                        return
+                    failures += 1
+                    self.reconnects += 1
+                    # Jitter: many workers losing one server must not reconnect in step.
+                    delay = min(self.max_backoff, 0.1 * 2 ** min(failures - 1, 10))
+                    delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not secrecy
+                    log.warning(
+                        "listener connection lost (%s); polling meanwhile, reconnecting in %.2fs",
+                        exc,
+                        delay,
+                    )
+                    self._stop.wait(delay)
+        finally:
+            self.connected.clear()
+            self._close()
+
+    def _send_probe(self) -> None:
+        """NOTIFY our channel from a second connection; `_listen` waits for it."""
+        assert self.probe_timeout is not None  # noqa: S101 - the caller checked
+        self._probe_deadline = time.monotonic() + self.probe_timeout
+        try:
+            fairy = self._pool.connect()
+            connection = fairy.driver_connection
+            fairy.detach()  # closed below, never pooled: reconnects open fresh ones
+            try:
+                with connection.cursor() as cursor:  # type: ignore[union-attr]
+                    cursor.execute("SELECT pg_notify(%s, %s)", (self.channel, self._probe_payload))
+                connection.commit()  # type: ignore[union-attr]
+            finally:
+                connection.close()  # type: ignore[union-attr]
+        except Exception as exc:  # noqa: BLE001 - a failed test must not stop the listener
+            self._probe_deadline = None
+            log.warning("could not send the listener's test notification: %s", exc)
+
+    def _check_probe(self, payload: str | None) -> None:
+        if payload == self._probe_payload:
+            self.hears.set()
+            self._probe_deadline = None
+        elif self._probe_deadline is not None and time.monotonic() > self._probe_deadline:
+            self._probe_deadline = None  # warn once
+            log.warning(
+                "LISTEN on channel %s heard nothing of its own test notification within "
+                "%.0fs: this connection cannot receive notifications (a transaction-mode "
+                "pooler such as PgBouncer in between?), so the worker wakes only by "
+                "polling. Give the listener a direct connection (--listen-url URL, "
+                "listen_url=...) or poll on purpose (--no-listen, listen=False); "
+                "see docs/pgbouncer.md",
+                self.channel,
+                self.probe_timeout,
+            )
+
+    def _listen(self, connection: psycopg.Connection[Any]) -> None:
+        heard = time.monotonic()
+        while not self._stop.is_set():
+            for notify in connection.notifies(timeout=_TICK, stop_after=1):
+                heard = time.monotonic()
+                if notify.channel == self.control_channel and self.on_control is not None:
+                    self.on_control(notify.payload)
+                    continue
+                if notify.payload.startswith(PROBE_PREFIX):
+                    self._check_probe(notify.payload)
+                    continue
+                queue, run_at = parse_payload(notify.payload)
+                if queue in self.queues:
+                    self.on_wake(queue, run_at)
+            if self._probe_deadline is not None:
+                self._check_probe(None)
+            if time.monotonic() - heard >= self.health_interval and not self._stop.is_set():
+                # Silence: make sure the connection is still alive (a terminated
+                # backend or a half-open socket would otherwise go unnoticed).
+                connection.execute("SELECT 1")
+                heard = time.monotonic()

@@ -1,0 +1,305 @@
+"""The claim loop: rounds of "record what finished, claim what fits", and the sleeps between.
+
+One thread runs `ClaimLoop.run` on one connection of its own. Each round is one
+short transaction in which the `Completer` records the attempts that finished
+(fenced, batched) and the `Claimer` claims as many due jobs as there are free
+slots; the claimed attempts are booked in `InFlight` and handed to the handler
+pools. Between rounds it sleeps as the `WakeupPolicy` says: until a notification,
+a finished handler, a sweep, a stop, a scheduled ``run_at`` or the next poll. It
+executes no SQL itself: every statement runs through the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Connection, Engine, exc
+
+from sa_jobqueue.metrics import Metrics
+from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome, Result
+from sa_jobqueue.worker.claimer import Claimer
+from sa_jobqueue.worker.completer import Completer, log_job
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.limited_claimer import MIN_BACKOFF, LimitedClaims
+from sa_jobqueue.worker.wakeup import Notified, WakeEvent, WakeupPolicy
+
+__all__ = ["AHEAD_SECONDS", "COALESCE_SECONDS", "ClaimLoop"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+# The outcomes of attempts whose handler ran to its end: their durations count.
+_RAN = frozenset({Result.DONE, Result.COMMITTED, Result.FAIL, Result.RETRY, Result.DISCARD})
+
+#: After a full batch, the longest the loop waits for handlers to free half the slots.
+COALESCE_SECONDS = 0.002
+
+#: Claims ahead of free slots hold at most what the handlers finish in about this long.
+AHEAD_SECONDS = 0.02
+
+# How much each new handler duration moves the running mean (an exponential average).
+_MEAN_WEIGHT = 0.05
+
+
+class ClaimLoop:
+    """One worker's claim loop.
+
+    Args:
+        engine: where its connection comes from.
+        driver: runs the statements.
+        claimer: what a round claims (queues in rotation, limited kinds).
+        completer: records finished attempts.
+        inflight: the attempts claimed and not yet recorded.
+        submit: hands claimed attempts to the handler pools.
+        wakeup: how long to sleep between rounds.
+        wake: what the loop sleeps on.
+        stopping: set when the worker stops claiming.
+        queues: the queues served (for the next-due lookups).
+        concurrency: the most attempts held at once.
+        owner: the worker's id.
+        asynchronous_commit: the rounds' transactions skip the WAL flush wait.
+        metrics: claim rounds and database errors are counted, when given.
+        prefetch: the most jobs claimed ahead of free slots (`ahead` says how many now).
+
+    Attributes:
+        processed: attempts recorded since the last `run` began (releases excluded).
+    """
+
+    def __init__(
+        self,
+        *,
+        engine: Engine,
+        driver: PostgresDriver,
+        claimer: Claimer,
+        limited: LimitedClaims,
+        completer: Completer,
+        inflight: InFlight,
+        submit: Callable[[Sequence[Claimed]], None],
+        wakeup: WakeupPolicy,
+        wake: WakeEvent,
+        stopping: threading.Event,
+        queues: Sequence[str],
+        concurrency: int,
+        owner: str,
+        asynchronous_commit: bool = False,
+        metrics: Metrics | None = None,
+        prefetch: int = 0,
+    ) -> None:
+        self.engine = engine
+        self.driver = driver
+        self.claimer = claimer
+        self.limited = limited
+        self.completer = completer
+        self.inflight = inflight
+        self.submit = submit
+        self.wakeup = wakeup
+        self.wake = wake
+        self.stopping = stopping
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.owner = owner
+        self.asynchronous_commit = asynchronous_commit
+        self.metrics = metrics
+        self.prefetch = prefetch
+        self.processed = 0
+        self._conn: Connection | None = None
+        self._mean_duration: float | None = None  # of recent handlers; None: none seen yet
+
+    def run(self, until_empty: bool) -> None:
+        """Rounds until stopped (or, with `until_empty`, until nothing is due or running)."""
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                claimed, free = self.round()
+                failures = 0
+            except (exc.CompileError, exc.ArgumentError):
+                raise  # a bug in a statement, not a passing database problem
+            except exc.SQLAlchemyError as error:
+                # Connection lost, server restarting, pool exhausted: never fatal.
+                # Unrecorded reports stay with the completer (fenced, so safe to redo).
+                if self.metrics is not None:
+                    self.metrics.database_error()
+                failures += 1
+                self.reset_connection()
+                delay = min(5.0, 0.05 * 2**failures)
+                log.warning(
+                    "database error in the claim loop (%s); retrying in %.2fs", error, delay
+                )
+                self.stopping.wait(delay)
+                continue
+            idle = claimed == 0 and not self.inflight and not self.completer.has_unrecorded()
+            if until_empty and idle:
+                if not self.limited or not self.held_back():
+                    return
+                self.stopping.wait(MIN_BACKOFF)  # due jobs wait for a limit: look again
+                continue
+            if claimed and claimed == free:
+                # A full batch: more may be due right now. Let a few finished handlers
+                # report first, so the next round acknowledges and claims in a batch.
+                self.coalesce()
+                continue
+            self.wait(claimed, free)
+
+    def held_back(self) -> bool:
+        """In a drain: whether due jobs are left that a limit keeps from running now."""
+        conn = self.connection()
+        with conn.begin():
+            return self.claimer.held_back(conn)
+
+    def coalesce(self) -> None:
+        """Before the round after a full batch: wait for half the slots, briefly.
+
+        Without it the loop runs its next round while most handlers of the batch it
+        just claimed are still running, and settles at rounds of a few jobs each,
+        paying a claim's and an acknowledgement's round trips for each few. At most
+        `COALESCE_SECONDS`; returns at once for a stop, or when `concurrency` is 1
+        and nothing is claimed ahead. Jobs claimed ahead count as slots.
+        """
+        wanted = (self.concurrency + self.ahead()) // 2
+        if wanted < 1:
+            return
+        deadline = time.monotonic() + COALESCE_SECONDS
+        while self.completer.unrecorded() < wanted and not self.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            self.wake.wait(remaining)
+            self.wake.clear()
+
+    def round(self) -> tuple[int, int]:
+        """Record finished jobs and claim new ones, in one short transaction."""
+        reports = self.completer.collect()
+        self._learn_durations(reports)
+        # An attempt given up (timed out, cancelled) may be reported twice: when it is
+        # given up, and when its handler returns; it frees one slot, once.
+        free = self.concurrency - len(self.inflight)
+        if reports:
+            inflight = self.inflight
+            free += len({o.job.key for o in reports if o.job.key in inflight})
+        # Jobs claimed ahead wait for a slot in this worker (the claimer decides which
+        # kinds may be: unlimited ones and roomy max_running ones).
+        ahead = self.ahead()
+        ahead = max(0, min(ahead, ahead + free))
+        free = max(0, free)
+        if not reports and free + ahead == 0:
+            return 0, 0  # nothing to record, no room to claim: no transaction
+        conn = self.connection()
+        with conn.begin():
+            if self.asynchronous_commit:
+                self.driver.commit_asynchronously(conn)
+            if reports:
+                self.completer.record(conn, reports)
+                self.limited.freed(o.job.kind for o in reports)
+            claimed: list[Claimed] = []
+            if free + ahead > 0 and not self.stopping.is_set():
+                claimed = self.claimer.claim(conn, free, ahead)
+        self.processed += self.completer.recorded(reports)
+        if self.metrics is not None:
+            self.metrics.claim_round()
+        if claimed:
+            self.inflight.add(claimed)
+            if log.isEnabledFor(logging.INFO):
+                for job in claimed:
+                    log_job(logging.INFO, job, "claimed", event="claimed", owner=self.owner)
+            self.submit(claimed)
+        # What the round could take: less while the claimer claims nothing ahead.
+        return len(claimed), min(free + ahead, self.claimer.room)
+
+    def ahead(self) -> int:
+        """How many jobs to hold claimed beyond the free slots now.
+
+        0 until a handler has finished, then as many as the handlers finish in
+        about `AHEAD_SECONDS` at their recent mean duration, at most `prefetch`: a
+        worker of long jobs claims only what it can start (a job claimed ahead waits
+        for a slot of this worker while another worker might have run it).
+        """
+        mean = self._mean_duration
+        if not self.prefetch or mean is None:
+            return 0
+        if mean <= 0:
+            return self.prefetch
+        return min(self.prefetch, int(self.concurrency * AHEAD_SECONDS / mean))
+
+    def _learn_durations(self, reports: Sequence[Outcome]) -> None:
+        if not self.prefetch:
+            return
+        mean = self._mean_duration
+        for o in reports:
+            if o.result in _RAN:
+                mean = o.duration if mean is None else mean + _MEAN_WEIGHT * (o.duration - mean)
+        self._mean_duration = mean
+
+    def wait(self, claimed: int, free: int) -> None:
+        """Sleep until a claim round is worth running (see `WakeupPolicy`)."""
+        now = time.monotonic()
+        if self.wakeup.begin_wait(now, claimed=claimed, free=free, processed=self.processed):
+            self.learn_next_due()
+        while not self.stopping.is_set():
+            if not self.wake.wait(self.wakeup.timeout(time.monotonic())):
+                self.wakeup.woke(time.monotonic(), timed_out=True)
+                return
+            if self.wake.take():
+                self.wakeup.woke(time.monotonic(), timed_out=False)
+                return
+            # Only nudged: a sooner run_at was learned; sleep again, shorter.
+
+    def learn_next_due(self) -> None:
+        """Ask the database how long until the earliest pending job of our queues is due."""
+        try:
+            conn = self.connection()
+            with conn.begin():
+                due = self.driver.next_due(conn, self.queues)
+        except exc.SQLAlchemyError as error:
+            log.warning("reading the next run_at failed (%s); polling", error)
+            self.reset_connection()  # the next round reconnects
+            return
+        self.wakeup.learned(time.monotonic(), time.time(), due, self.processed)
+
+    def on_notify(self, queue: str | None, run_at: float | None = None) -> None:
+        """The listener's callback (its thread): wake the claim loop, or reschedule it."""
+        action = self.wakeup.notified(time.monotonic(), time.time(), queue, run_at)
+        if action is Notified.CLAIM:
+            self.wake.set()
+        elif action is Notified.NUDGE:
+            self.wake.nudge()
+
+    def connection(self) -> Connection:
+        """The loop's own connection, opened (again) when needed."""
+        if self._conn is None or self._conn.closed or self._conn.invalidated:
+            self._conn = self.engine.connect()
+        return self._conn
+
+    def reset_connection(self) -> None:
+        """Drop a connection that failed; the next round opens a fresh one."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.invalidate()
+                conn.close()
+            except Exception:
+                log.debug("closing a broken connection failed", exc_info=True)
+
+    def flush_reports(self) -> None:
+        """Record what finished, outside a claim round (during shutdown)."""
+        reports = self.completer.collect()
+        if not reports:
+            return
+        for attempt in range(5):
+            try:
+                conn = self.connection()
+                with conn.begin():
+                    self.completer.record(conn, reports)
+                break
+            except exc.SQLAlchemyError as error:
+                log.warning("recording finished jobs failed (%s); retrying", error)
+                self.reset_connection()
+                time.sleep(min(2.0, 0.1 * 2**attempt))
+        self.processed += self.completer.recorded(reports)
+
+    def close(self) -> None:
+        """Close the loop's connection (at shutdown)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

@@ -1,0 +1,211 @@
+"""Heartbeats, the sweeper and retention: the worker's maintenance thread.
+
+It holds one connection of its own, so handlers cannot starve it. Each pass
+extends the leases of the worker's running jobs that are a third used up (one
+fenced UPDATE for all of them), sweeps expired leases every `sweep_interval`
+when no other worker is sweeping (a transaction-scoped advisory lock), and
+prunes finished jobs by retention (`admin.Pruner`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import Connection, Engine, exc
+
+from sa_jobqueue.logs import log_job
+from sa_jobqueue.ops.retention import Pruner
+from sa_jobqueue.periodic import PeriodicEnqueuer
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed
+from sa_jobqueue.worker.driver import Driver
+
+__all__ = ["SWEEP_BATCH", "Maintenance"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+#: Expired leases recovered per sweep statement.
+SWEEP_BATCH = 500
+
+
+class Maintenance:
+    """Keeps a worker's leases alive and recovers other workers' expired ones.
+
+    Args:
+        engine: where its connection comes from.
+        driver: runs the heartbeat and sweep operations.
+        owner: the worker's id (the heartbeat's fence).
+        leases: the lease lengths in use (seconds); the shortest sets the tick.
+        sweep_interval: seconds between sweeps.
+        pruner: retention, run at most once per tick within half a tick.
+        running: a snapshot of the worker's claimed, unrecorded jobs.
+        on_recovered: called after a sweep made jobs claimable.
+        stopped: set when the worker stops; ends `run`.
+        periodic: enqueues the due ticks of periodic schedules (about once a second).
+        on_cancelled: called with a running job the heartbeat found cancelled (the
+            fallback for a missed cancel notification).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        driver: Driver,
+        owner: str,
+        *,
+        leases: Sequence[float],
+        sweep_interval: float,
+        pruner: Pruner,
+        running: Callable[[], list[Claimed]],
+        on_recovered: Callable[[], None],
+        stopped: threading.Event,
+        periodic: PeriodicEnqueuer | None = None,
+        on_cancelled: Callable[[Claimed], None] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.owner = owner
+        self.sweep_interval = sweep_interval
+        self.pruner = pruner
+        self.running = running
+        self.on_recovered = on_recovered
+        self.stopped = stopped
+        # Tick at a third of the shortest lease: a job claimed right after a pass is
+        # still extended in time.
+        self.tick = max(0.05, min(min(leases, default=300.0) / 3, sweep_interval))
+        self.periodic = periodic if periodic is not None and periodic.schedules else None
+        if self.periodic is not None:
+            self.tick = min(self.tick, self.periodic.interval)
+        self.on_cancelled = on_cancelled
+        self.driver = driver
+
+    def run(self) -> None:
+        """Heartbeats, sweeps and pruning until `stopped`; the thread's target.
+
+        Each running job's lease is extended once a third of it has passed since its
+        claim (or its last extension), so a live job's lease never runs out while
+        one heartbeat may fail. Any error is logged and retried: this thread keeps
+        the leases alive and must outlive a lost connection or a restarting server.
+        """
+        last_sweep = time.monotonic()
+        beats: dict[AttemptKey, float] = {}  # (id, attempts) -> last extension
+        lost: set[AttemptKey] = set()
+        conn: Connection | None = None
+        failures = 0
+        with contextlib.suppress(exc.SQLAlchemyError):
+            conn = self.engine.connect()  # take it before the handlers fill the pool
+        while not self.stopped.wait(self.tick if failures == 0 else min(self.tick, 0.5)):
+            try:
+                if conn is None or conn.invalidated or conn.closed:
+                    conn = self.engine.connect()
+                self._beat(conn, beats, lost)
+                if time.monotonic() - last_sweep >= self.sweep_interval:
+                    self.sweep(conn)
+                    last_sweep = time.monotonic()
+                self.pruner.maybe_run(conn, budget=self.tick / 2)
+                if self.periodic is not None:
+                    self.periodic.maybe_run(conn)
+                failures = 0
+            except Exception as error:  # noqa: BLE001 - see the docstring: never die
+                failures += 1
+                log.warning("database error in heartbeats/sweeper (%s); retrying", error)
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.invalidate()
+                        conn.close()
+                conn = None
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def _beat(
+        self, conn: Connection, beats: dict[AttemptKey, float], lost: set[AttemptKey]
+    ) -> None:
+        """Extend the leases that are a third used up; log each lease found lost once."""
+        now = time.monotonic()
+        jobs = self.running()
+        live = {j.key for j in jobs}
+        for key in [k for k in beats if k not in live]:
+            del beats[key]
+        lost &= live
+        due = [
+            j
+            for j in jobs
+            if j.key not in lost and now - beats.get(j.key, j.claimed_at) >= j.lease / 3
+        ]
+        if not due:
+            return
+        held = self._extend(conn, due)
+        missed = [j for j in due if j.key not in held]
+        owned = self._owned(conn, missed) if missed else set()
+        gone = [j for j in missed if j.key not in owned]
+        cancelled = self._cancelled(conn, gone) if gone else set()
+        still_running = {j.key for j in self.running()}
+        for job in due:
+            key = job.key
+            if key in held:
+                beats[key] = now
+            elif key in owned:
+                continue  # its row is locked (its own done mark, uncommitted): try again
+            elif key in still_running:
+                lost.add(key)
+                if key in cancelled and self.on_cancelled is not None:
+                    self.on_cancelled(job)  # its log line says "cancelled"
+                    continue
+                log_job(
+                    log,
+                    logging.WARNING,
+                    job,
+                    "heartbeat found the lease lost (expired and reclaimed by another worker)",
+                    event="lease_lost",
+                    worker_id=self.owner,
+                )
+
+    def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
+        """Run the fenced heartbeat for `jobs`; return the attempts still held."""
+        with conn.begin():
+            return self.driver.heartbeat(conn, jobs, self.owner)
+
+    def _cancelled(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, those whose row is ``cancelled``."""
+        with conn.begin():
+            return self.driver.cancelled(conn, jobs)
+
+    def _owned(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
+        """Of `jobs`, those still running under this worker (as last committed)."""
+        with conn.begin():
+            return self.driver.still_owned(conn, jobs, self.owner)
+
+    def sweep_once(self) -> None:
+        """Sweep on a connection of its own (at start and in `drain`); log a failure."""
+        try:
+            with self.engine.connect() as conn:
+                self.sweep(conn)
+        except exc.SQLAlchemyError as error:
+            log.warning("sweeping expired leases failed (%s); will retry", error)
+
+    def sweep(self, conn: Connection) -> int:
+        """Recover expired leases, if no other worker is sweeping; return how many."""
+        recovered = 0
+        with conn.begin():
+            if not self.driver.try_lock(conn, "sweep"):
+                return 0
+            while True:
+                rows = self.driver.sweep(conn, SWEEP_BATCH)
+                for row in rows:
+                    log_job(
+                        log,
+                        logging.WARNING,
+                        row,
+                        "lease expired, now %s",
+                        row.status,
+                        event="expired",
+                        worker_id=self.owner,
+                    )
+                recovered += len(rows)
+                if len(rows) < SWEEP_BATCH:
+                    break
+        if recovered:
+            self.on_recovered()
+        return recovered

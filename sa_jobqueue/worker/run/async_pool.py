@@ -1,0 +1,283 @@
+"""The event-loop handler pool: awaits ``async def`` handlers beside the thread pool.
+
+One event loop per worker: a thread of its own under `Worker.run` and
+`Worker.drain`, or the caller's loop under `Worker.run_async`. The claim loop
+hands each claimed async job over with `AsyncPool.submit` (thread-safe); the job
+becomes a task on the loop and its `Outcome` goes back through `report`, exactly
+as a handler thread's does, so fencing, batching of acknowledgements, heartbeats,
+retries, `Retry` and `Discard` are the sync path's own. The worker's concurrency
+bounds the jobs held at once, so at most that many tasks are in flight.
+
+Transactional async handlers get an `AsyncSession` whose transaction also
+carries the fenced ``done`` update (`Executor.arun`); it comes from an async
+engine on this loop (`AsyncSessions`: the caller's `AsyncEngine` under
+`run_async`, else one made from the worker's URL and disposed when the pool
+closes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import URL, Engine
+
+from sa_jobqueue.retry import exponential
+from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.run.executor import format_error
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+__all__ = ["AsyncPool", "AsyncSessions", "async_url", "serve_in_thread", "sync_url"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+_PSYCOPG_NAMES = ("psycopg", "psycopg_async", "asyncpg")
+
+
+def async_url(url: URL) -> URL:
+    """`url` for an async engine: psycopg 3 serves both sides under one driver name.
+
+    >>> async_url(URL.create("postgresql+psycopg2", host="db")).drivername
+    'postgresql+psycopg'
+    >>> async_url(URL.create("postgresql+asyncpg", host="db")).drivername
+    'postgresql+asyncpg'
+    """
+    if url.get_driver_name() in _PSYCOPG_NAMES:
+        return url
+    return url.set(drivername=f"{url.get_backend_name()}+psycopg")
+
+
+def sync_url(url: URL) -> URL:
+    """`url` for the worker's sync engine: asyncpg has no sync side, psycopg 3 does.
+
+    >>> sync_url(URL.create("postgresql+asyncpg", host="db")).drivername
+    'postgresql+psycopg'
+    """
+    if url.get_driver_name() in _PSYCOPG_NAMES:
+        return url.set(drivername=f"{url.get_backend_name()}+psycopg")
+    return url
+
+
+class AsyncSessions:
+    """The `AsyncSession`s of async transactional handlers, from an engine on their loop.
+
+    With `engine` (the caller's `AsyncEngine`, under `Worker.run_async`) it makes
+    sessions of that engine; without, it makes an engine from `url` on first use
+    and disposes of it in `aclose`. asyncpg and psycopg connections belong to the
+    loop that opened them, so an engine made here never leaves its loop.
+    """
+
+    def __init__(self, url: URL | Engine, engine: AsyncEngine | None = None) -> None:
+        self._url = url.url if isinstance(url, Engine) else url
+        self._engine = engine
+        self._own: AsyncEngine | None = None
+        self._factory: Callable[[], AsyncSession] | None = None
+
+    def __call__(self) -> AsyncSession:
+        """A new session (the engine is made on the first call, on the calling loop)."""
+        if self._factory is None:
+            from sqlalchemy.ext.asyncio import async_sessionmaker
+
+            self._factory = async_sessionmaker(self.engine())
+        return self._factory()
+
+    def engine(self) -> AsyncEngine:
+        """The `AsyncEngine` of these sessions, on the calling loop (an async ``ctx.engine``)."""
+        if self._engine is not None:
+            return self._engine
+        if self._own is None:
+            from sqlalchemy.ext.asyncio import create_async_engine
+
+            self._own = create_async_engine(async_url(self._url))
+        return self._own
+
+    async def aclose(self) -> None:
+        """Dispose of the engine made here (on the loop that used it)."""
+        engine, self._own, self._factory = self._own, None, None
+        if engine is not None:
+            await engine.dispose()
+
+
+class AsyncPool:
+    """Awaits claimed async jobs on one event loop; reports each `Outcome`.
+
+    Args:
+        attempt: runs one attempt (`Executor.arun`).
+        report: takes outcomes (called on the loop's thread).
+        stopping: true once the worker stops claiming: jobs not started yet are
+            given back (`Result.RELEASE`) instead of started.
+    """
+
+    def __init__(
+        self,
+        attempt: Callable[[Claimed], Awaitable[Outcome]],
+        report: Callable[[Sequence[Outcome]], None],
+        stopping: Callable[[], bool],
+        *,
+        on_close: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    ) -> None:
+        self._attempt = attempt
+        self._report = report
+        self._stopping = stopping
+        self.on_close = on_close
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._cancelling = False
+        # Outcomes of tasks that ended in this pass of the loop, reported together:
+        # one hand-over (and one wake-up of the claim loop) for a batch of jobs.
+        self._finished: list[Outcome] = []
+
+    @property
+    def running(self) -> bool:
+        """Whether the pool has a loop to run jobs on."""
+        return self._loop is not None
+
+    def start(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        """Use `loop` (the caller's, under `run_async`), or start a thread with a loop."""
+        self._cancelling = False
+        if loop is not None:
+            self._loop = loop
+            return
+        ready = threading.Event()
+
+        def serve() -> None:
+            loop = self._loop = asyncio.new_event_loop()
+            ready.set()
+            try:
+                loop.run_forever()
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            finally:
+                loop.close()
+
+        self._thread = threading.Thread(target=serve, name="sa_jobqueue-asyncio", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def submit(self, jobs: Sequence[Claimed]) -> None:
+        """Start `jobs` on the loop; safe from any thread (one wake-up of the loop)."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("AsyncPool.submit before start")
+        loop.call_soon_threadsafe(self._begin, list(jobs))
+
+    def _begin(self, jobs: list[Claimed]) -> None:
+        if self._stopping():
+            # Claimed but not started before shutdown: give them back, fenced.
+            self._report([Outcome(job, Result.RELEASE) for job in jobs])
+            return
+        loop = asyncio.get_running_loop()  # _begin runs on the pool's loop
+        for job in jobs:
+            task = loop.create_task(self._one(job))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _one(self, job: Claimed) -> None:
+        try:
+            outcome = await self._attempt(job)
+        except asyncio.CancelledError:
+            # Cut short, by the worker's shutdown or by the loop's owner: give it back
+            # now (fenced) rather than let it wait for its lease.
+            self._report([Outcome(job, Result.RELEASE)])
+            if not self._cancelling:
+                raise
+            return
+        except BaseException as error:  # noqa: BLE001 - Executor.arun never raises by
+            # design; should it, the job must still be reported, as in the thread pool.
+            outcome = Outcome(job, Result.FAIL, exponential(job.attempts), format_error(error))
+        if not self._finished:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._finished.append(outcome)
+
+    def _flush(self) -> None:
+        finished, self._finished = self._finished, []
+        self._report(finished)
+
+    def cancel_running(self, timeout: float = 5.0) -> None:
+        """Cancel the jobs still awaited and wait up to `timeout` for their reports.
+
+        Called by the worker (from its own thread) when the shutdown timeout passed;
+        a cancelled job reports `Result.RELEASE`, and a transactional one's
+        transaction rolls back.
+        """
+        loop = self._loop
+        if loop is None or not self._tasks:
+            return
+        future = asyncio.run_coroutine_threadsafe(self._cancel_all(), loop)
+        with contextlib.suppress(Exception):
+            future.result(timeout)
+
+    async def _cancel_all(self) -> None:
+        self._cancelling = True
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Release what the pool holds; stop its own loop and thread (from any thread)."""
+        loop, self._loop = self._loop, None
+        if loop is None:
+            return
+        if self.on_close is not None:
+            future = asyncio.run_coroutine_threadsafe(self.on_close(), loop)
+            try:
+                future.result(timeout)
+            except Exception as error:  # noqa: BLE001 - closing must not fail a shutdown
+                log.warning("closing the async handlers' engine failed (%s)", error)
+        if self._thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __repr__(self) -> str:
+        return f"<AsyncPool tasks={len(self._tasks)}>"
+
+
+async def serve_in_thread(serve: Callable[[], None], stop: Callable[[], None]) -> None:
+    """Run the blocking `serve` in a thread and await its end, without blocking the loop.
+
+    When the awaiting task is cancelled, `stop` is called and `serve` is still awaited
+    to its end (a graceful shutdown), and then the cancellation goes on. What `serve`
+    raises is raised here.
+    """
+    loop = asyncio.get_running_loop()
+    finished: asyncio.Future[None] = loop.create_future()
+
+    def target() -> None:
+        error: BaseException | None = None
+        try:
+            serve()
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting task
+            error = exc
+        loop.call_soon_threadsafe(_settle, finished, error)
+
+    threading.Thread(target=target, name="sa_jobqueue-worker", daemon=True).start()
+    cancelled = False
+    while True:
+        try:
+            await asyncio.shield(finished)
+            break
+        except asyncio.CancelledError:
+            if finished.done():
+                raise
+            cancelled = True
+            stop()  # shut down gracefully, then let the cancellation through
+    if cancelled:
+        raise asyncio.CancelledError
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    """Finish `future` (on its loop) with the serving thread's result."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

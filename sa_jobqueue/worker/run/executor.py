@@ -1,0 +1,432 @@
+"""Run one claimed job, in lease mode or transactional mode, and say how it ended.
+
+Lease mode runs the handler outside any queue transaction and returns an
+`Outcome`; the worker's loop then records it with a fenced statement (batched
+for successes). Transactional mode runs the handler in a session whose
+transaction also carries the fenced ``done`` update, so the handler's writes and
+the ``done`` mark commit together or not at all.
+
+`Executor.arun` is the same for an ``async def`` handler, awaited on the
+worker's event loop (`aio_pool`); in transactional mode its session is an
+`AsyncSession`, and the fenced ``done`` goes through the same driver call,
+bridged by ``AsyncSession.run_sync``.
+
+Every attempt runs inside its trace span (`tracing.consuming`) and the
+application's middleware (`Middlewares.wrap`); the handler's return value is
+checked and kept as JSON text for the ``result`` column: in lease mode it travels
+in the `Outcome` to the completer's fenced ``done``, in transactional mode it is
+written by the fenced ``done`` of the handler's own transaction. A value JSON
+cannot hold fails the attempt (a `PayloadError` naming it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine, exc
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import tracing
+from sa_jobqueue.context import Discard, JobContext, Retry
+from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
+from sa_jobqueue.metrics import Metrics
+from sa_jobqueue.middleware import Middlewares
+from sa_jobqueue.retry import exponential
+from sa_jobqueue.tasks import TaskDef
+from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
+from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.running import RunningAttempts, Stop
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+__all__ = ["Executor", "format_error"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+
+def format_error(error: BaseException, limit: int = MAX_ERROR_LENGTH) -> str:
+    """``Type: message`` and the tail of the traceback, at most `limit` characters.
+
+    Never raises: an exception whose ``__str__`` fails is named by its type alone.
+    """
+    try:
+        head = f"{type(error).__qualname__}: {error}"
+    except Exception:  # noqa: BLE001 - a handler's exception may not even print
+        head = f"{type(error).__qualname__}: <unprintable message>"
+    try:
+        trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except Exception:  # noqa: BLE001 - as above
+        trace = ""
+    text = f"{head}\n{trace}" if trace else head
+    if len(text) <= limit:
+        return text
+    keep = limit - len(head) - 6
+    return f"{head}\n...\n{trace[-keep:]}" if keep > 0 else head[:limit]
+
+
+class Executor:
+    """Runs claimed jobs with their registered handlers.
+
+    Args:
+        tasks: kind -> task definition (the registry's content).
+        session_factory: makes the session for transactional handlers.
+        driver: marks transactional jobs done, fenced, in their own transaction.
+        owner: this worker's id, for the fence and the context.
+        table: the jobs table's name, for derived idempotency keys.
+        attempts: the worker's running attempts: each gets a stop event (its
+            ``ctx.cancelled``) and its task's timeout there while its handler runs.
+        async_session_factory: makes the `AsyncSession` of async transactional
+            handlers (see `aio_pool.AsyncSessions`); its ``engine`` is an async
+            handler's ``ctx.engine``.
+        engine: the worker's engine, a sync handler's ``ctx.engine``.
+        middlewares: what wraps every handler call (`JobQueue.middleware`).
+        metrics: where busy handlers are counted (optional).
+        max_result_bytes: the largest result accepted, in bytes of JSON text.
+    """
+
+    def __init__(
+        self,
+        tasks: Callable[[str], TaskDef | None],
+        session_factory: Callable[[], Session],
+        driver: Driver,
+        owner: str,
+        table: str,
+        attempts: RunningAttempts | None = None,
+        async_session_factory: Callable[[], AsyncSession] | None = None,
+        *,
+        engine: Engine | None = None,
+        middlewares: Middlewares | None = None,
+        metrics: Metrics | None = None,
+        max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+    ) -> None:
+        self._engine = engine
+        self._middlewares = middlewares or Middlewares()
+        self._metrics = metrics
+        self._max_result_bytes = max_result_bytes
+        self.attempts = attempts if attempts is not None else RunningAttempts()
+        self._tasks = tasks
+        self._session_factory = session_factory
+        self.async_session_factory = async_session_factory
+        self._driver = driver
+        self._owner = owner
+        self._table = table
+
+    def context(
+        self,
+        job: Claimed,
+        session: Session | AsyncSession | None = None,
+        engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
+    ) -> JobContext:
+        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
+        return JobContext(
+            id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            payload=job.payload,
+            attempt=job.attempts,
+            idempotency_key=job.idempotency_key or f"{self._table}:{job.id}",
+            max_attempts=job.max_attempts,
+            worker_id=self._owner,
+            _session=session,
+            _stop=self.attempts.event(job.key),
+            _engine=engine if engine is not None else self._engine,
+        )
+
+    def _async_context(self, job: Claimed, session: AsyncSession | None = None) -> JobContext:
+        """An async handler's view: ``ctx.engine`` is the `AsyncEngine` of its loop."""
+        # Made on first use of ctx.engine only: it needs greenlet, lease-mode handlers do not.
+        engine = getattr(self.async_session_factory, "engine", None)
+        return self.context(job, session, engine if callable(engine) else None)
+
+    def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
+        """Run a sync handler inside the middleware; return its result as JSON text."""
+        return dump_result(_call(task, ctx, self._middlewares), self._max_result_bytes)
+
+    async def _acall(self, task: TaskDef, ctx: JobContext) -> str | None:
+        """Await an async handler inside the async middleware; return its result as JSON."""
+        value = await self._middlewares.wrap(task.handler)(ctx)
+        return dump_result(value, self._max_result_bytes)
+
+    def _span(self, job: Claimed) -> Any:
+        """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
+        if not tracing.recording():
+            return nullcontext()  # the common case: no generator to step through per job
+        return tracing.consuming(
+            job_id=job.id,
+            kind=job.kind,
+            queue=job.queue,
+            attempt=job.attempts,
+            worker_id=self._owner,
+            trace_context=job.trace_context,
+        )
+
+    def _busy(self) -> AbstractContextManager[None]:
+        """Count a handler as busy while it runs a job (or a savepoint batch)."""
+        if self._metrics is None:
+            return nullcontext()
+        return self._counted_busy()
+
+    @contextmanager
+    def _counted_busy(self) -> Iterator[None]:
+        assert self._metrics is not None  # noqa: S101 - for the type checker
+        self._metrics.busy.inc()
+        try:
+            yield
+        finally:
+            self._metrics.busy.dec()
+
+    def run(self, job: Claimed) -> Outcome:
+        """Run one attempt of `job`; never raises (a handler's error is an outcome).
+
+        While the handler runs, its attempt is in `attempts` with its task's
+        timeout. An attempt stopped meanwhile as cancelled or timed out was
+        reported then (and its slot given back): what it returns now is
+        `Result.ABANDONED`, which records nothing. A job cancelled after its claim
+        and before its start (claimed ahead, waiting for a slot) does not run: it
+        ends as `Result.CANCELLED`.
+        """
+        if self.attempts.cancelled_before_start(job.id, job.claimed_at):
+            return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
+        task = self._tasks(job.kind)
+        self.attempts.start(job.key, task.timeout if task else None, subject=job)
+        try:
+            with self._busy():
+                outcome = self._run(job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
+        started = time.perf_counter()
+        if task is None:
+            # A deploy may be in flight: retry later rather than lose the job.
+            delay = exponential(job.attempts)
+            error = f"no handler registered for kind {job.kind!r} on worker {self._owner}"
+            return Outcome(job, Result.FAIL, delay, error, time.perf_counter() - started)
+        returned = None
+        try:
+            with self._span(job):
+                if task.transactional:
+                    result = self._run_transactional(task, job)
+                    if isinstance(result, Outcome):
+                        return result
+                else:
+                    returned = self._call(task, self.context(job))
+                    result = Result.DONE
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
+            # sys.exit() in it) must never kill the worker nor strand its job.
+            return _failed(task, job, exc, started)
+        return Outcome(job, result, duration=_since(started), returned=returned)
+
+    async def arun(self, job: Claimed) -> Outcome:
+        """`run` for an ``async def`` handler, awaited on the running loop; never raises.
+
+        As in `run`, the attempt is in `attempts` while it runs, with its task's
+        cancel as its handle: a timeout or a ``jobs.cancel`` (from another thread)
+        cancels it, its transaction (if any) rolls back, and it returns
+        `Result.ABANDONED`. Any other cancellation (the worker shutting down, the
+        loop going away) passes through, for the pool to give the job back.
+        """
+        task = self._tasks(job.kind)
+        if task is None or not task.is_async:
+            return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
+        self.attempts.start(job.key, task.timeout, subject=job)
+        loop, this = asyncio.get_running_loop(), asyncio.current_task()
+        if this is not None:
+            self.attempts.attach(job.key, lambda: loop.call_soon_threadsafe(this.cancel))
+        try:
+            with self._busy():
+                outcome = await self._arun(job, task)
+        except asyncio.CancelledError:
+            stopped = self.attempts.finish(job.key)
+            if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+                return _unless_abandoned(Outcome(job, Result.RELEASE), stopped)
+            raise
+        return _unless_abandoned(outcome, self.attempts.finish(job.key))
+
+    async def _arun(self, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
+        returned = None
+        try:
+            with self._span(job):
+                if task.transactional:
+                    result = await self._arun_transactional(task, job)
+                    if isinstance(result, Outcome):
+                        return result
+                else:
+                    returned = await self._acall(task, self._async_context(job))
+                    result = Result.DONE
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
+            return _failed(task, job, exc, started)
+        return Outcome(job, result, duration=_since(started), returned=returned)
+
+    async def _arun_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        """`_run_transactional` with an `AsyncSession`."""
+        if self.async_session_factory is None:
+            raise RuntimeError("no AsyncSession factory for async transactional handlers")
+        try:
+            async with self.async_session_factory() as session, session.begin():
+                try:
+                    await session.connection()  # before the handler: see _unavailable
+                except exc.SQLAlchemyError as error:
+                    return _unavailable(job, error)
+                returned = await self._acall(task, self._async_context(job, session))
+                # The driver's own fenced done, in this transaction, through the bridge.
+                if not await session.run_sync(self._mark_done, job, returned):
+                    raise _LeaseLostError
+        except _LeaseLostError:
+            return Result.LOST
+        return Result.COMMITTED
+
+    def _mark_done(self, session: Session, job: Claimed, returned: str | None = None) -> bool:
+        """Flush the handler's writes; run the fenced done (with the result) in their transaction.
+
+        Returns False when the fence matched no row (the lease was lost).
+        """
+        session.flush()
+        # Core, not ORM, execution: no identity-map synchronisation to pay for.
+        held = self._driver.complete(session.connection(), [job], self._owner, [returned])
+        return job.key in held
+
+    def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        # The handler's writes and the fenced "done" share one transaction: a crash
+        # anywhere before COMMIT leaves neither; a lost lease rolls both back.
+        try:
+            with self._session_factory() as session, session.begin():
+                try:
+                    session.connection()  # before the handler: see _unavailable
+                except exc.SQLAlchemyError as error:
+                    return _unavailable(job, error)
+                returned = self._call(task, self.context(job, session))
+                if not self._mark_done(session, job, returned):
+                    raise _LeaseLostError
+        except _LeaseLostError:
+            return Result.LOST
+        return Result.COMMITTED
+
+    def run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
+        """Run transactional `jobs` in one transaction, one SAVEPOINT per job.
+
+        Each job's handler writes and its fenced ``done`` mark sit in its own
+        savepoint: a handler error or a lost lease rolls back that savepoint only,
+        and the others commit together, sharing one COMMIT. Until that COMMIT
+        nothing is visible; a crash before it leaves every job of the batch
+        unfinished, with none of its writes (their leases expire and they run
+        again). Should the COMMIT itself fail (a deferred constraint, a lost
+        connection), every job runs again in a transaction of its own, so one bad
+        job cannot fail the others; the fence makes that safe even when the failed
+        COMMIT did in fact commit. Never raises.
+        """
+        if len(jobs) == 1:
+            return [self.run(jobs[0])]
+        with self._busy():
+            return self._run_batch(jobs)
+
+    def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        try:
+            with self._session_factory() as session, session.begin():
+                for job in jobs:
+                    outcomes.append(self._run_savepoint(session, job))
+                    # The next job starts from an empty identity map, as it would alone.
+                    session.expunge_all()
+        except Exception as exc:  # noqa: BLE001 - a failed batch COMMIT is retried job by job
+            log.warning(
+                "savepoint batch of %d jobs failed to commit (%s); running them one by one",
+                len(jobs),
+                exc,
+            )
+            return [self.run(job) for job in jobs]
+        return outcomes
+
+    def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
+        task = self._tasks(job.kind)
+        if task is None or not task.transactional:
+            return self.run(job)  # not batchable: runs (or fails) on its own
+        self.attempts.start(job.key, task.timeout, subject=job)
+        try:
+            outcome = self._run_savepoint_of(session, job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return _unless_abandoned(outcome, stopped)
+
+    def _run_savepoint_of(self, session: Session, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
+        savepoint = session.begin_nested()
+        try:
+            with self._span(job):
+                returned = self._call(task, self.context(job, session))
+                held = self._mark_done(session, job, returned)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
+            savepoint.rollback()
+            return _failed(task, job, exc, started)
+        if not held:
+            savepoint.rollback()  # the lease was lost: none of this job's writes survive
+            return Outcome(job, Result.LOST, duration=_since(started))
+        savepoint.commit()
+        return Outcome(job, Result.COMMITTED, duration=_since(started))
+
+
+def _call(task: TaskDef, context: JobContext, middlewares: Middlewares) -> Any:
+    """Call a sync handler in its middleware; return what it returned.
+
+    One that returns an awaitable fails instead of "finishing": an ``async def``
+    hidden behind a plain decorator would otherwise be marked done without ever
+    running.
+    """
+    result: Any = middlewares.wrap(task.handler)(context)
+    if result is not None and inspect.isawaitable(result):
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited, on purpose: no "never awaited" warning
+        raise TypeError(
+            f"the handler of {task.kind!r} returned a coroutine (or another awaitable) "
+            "instead of running: register an async def handler (not a plain function "
+            "that returns one)"
+        )
+    return result
+
+
+def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:
+    """`outcome`, or `Result.ABANDONED` when the attempt was recorded as it was stopped."""
+    if stopped in (Stop.CANCELLED, Stop.TIMED_OUT):
+        assert stopped is not None  # noqa: S101 - for the type checker
+        return Outcome(outcome.job, Result.ABANDONED, error=stopped.value)
+    return outcome
+
+
+class _LeaseLostError(Exception):
+    """The fenced done matched no row: roll the handler's writes back."""
+
+
+def _failed(task: TaskDef, job: Claimed, exc: BaseException, started: float) -> Outcome:
+    """The outcome of a handler that raised: a `Retry`, a `Discard`, or a failure."""
+    if isinstance(exc, Retry):
+        return Outcome(job, Result.RETRY, exc.delay, exc.reason or None, _since(started))
+    if isinstance(exc, Discard):
+        return Outcome(job, Result.DISCARD, 0.0, f"discarded: {exc.reason}", _since(started))
+    return Outcome(job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started))
+
+
+def _unavailable(job: Claimed, error: exc.SQLAlchemyError) -> Outcome:
+    """No connection for the handler's transaction: not the handler's failure.
+
+    No connection slot, a restarting server, an exhausted pool: the handler never
+    started, so the attempt must not count against ``max_attempts``. The job is
+    retried later (`Result.UNAVAILABLE`, recorded like a `Retry`) with a short backoff.
+    """
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    delay = min(30.0, 0.5 * 2 ** min(job.attempts, 6))
+    text = f"database unavailable before the handler started: {first}"
+    return Outcome(job, Result.UNAVAILABLE, delay, text)
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started

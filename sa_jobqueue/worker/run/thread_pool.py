@@ -1,0 +1,177 @@
+"""The handler pool: threads that run claimed jobs and report how each attempt ended.
+
+`ThreadPool` runs sync handlers in `size` threads, outside any queue
+transaction (lease mode) or in their own transaction with the ``done`` mark
+(transactional mode, through the `Executor`). A thread that finds more
+transactional jobs waiting runs up to `savepoint_batch` of them in one
+transaction. Each outcome goes to `report`; a job taken after shutdown began is
+reported as `Result.RELEASE` without running.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as stdlib_queue
+import threading
+from collections.abc import Callable, Sequence
+
+from sa_jobqueue.retry import exponential
+from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.run.executor import Executor, format_error
+
+__all__ = ["ThreadPool"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+
+class _Stop:
+    """Tells one handler thread to exit."""
+
+
+_STOP = _Stop()
+
+
+class ThreadPool:
+    """Runs claimed jobs in `size` daemon threads.
+
+    Args:
+        executor: runs one attempt (or a savepoint batch) and returns its outcome.
+        size: the number of threads: the most jobs running at once.
+        report: called from a handler thread with the outcomes of what it ran.
+        stopping: true once shutdown began (jobs not yet started are released).
+        batchable: whether a kind may share a savepoint batch (transactional tasks).
+        savepoint_batch: the most transactional jobs one thread runs in one transaction.
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        size: int,
+        *,
+        report: Callable[[Sequence[Outcome]], None],
+        stopping: Callable[[], bool],
+        batchable: Callable[[str], bool],
+        savepoint_batch: int = 1,
+    ) -> None:
+        self.executor = executor
+        self.size = size
+        self._report = report
+        self._stopping = stopping
+        self._batchable = batchable
+        self.savepoint_batch = savepoint_batch
+        self._inbox: stdlib_queue.SimpleQueue[Claimed | _Stop] = stdlib_queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        #: Attempts given up while their handler ran, and the threads that have since exited.
+        self.abandoned = 0
+        self.retired = 0
+
+    def start(self) -> None:
+        """Start the handler threads."""
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"sa_jobqueue-handler-{i}", daemon=True)
+            for i in range(self.size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, jobs: Sequence[Claimed]) -> None:
+        """Queue claimed jobs for the threads."""
+        for job in jobs:
+            self._inbox.put(job)
+
+    def release_unstarted(self) -> int:
+        """Report the jobs waiting for a thread as released (shutdown); return how many.
+
+        Jobs claimed ahead of a free slot wait here: at shutdown they go back to
+        ``pending`` at once rather than wait behind running handlers.
+        """
+        released: list[Outcome] = []
+        stops = 0
+        while True:
+            try:
+                job = self._inbox.get_nowait()
+            except stdlib_queue.Empty:
+                break
+            if isinstance(job, _Stop):
+                stops += 1
+            else:
+                released.append(Outcome(job, Result.RELEASE))
+        for _ in range(stops):
+            self._inbox.put(_STOP)
+        if released:
+            self._report(released)
+        return len(released)
+
+    def stop(self) -> None:
+        """Ask every thread to exit once it is idle (running handlers are not interrupted)."""
+        for _ in range(self.size):
+            self._inbox.put(_STOP)
+
+    def abandon(self) -> None:
+        """A running attempt was given up (timed out or cancelled): start a replacement.
+
+        Its thread cannot be killed; it keeps running the handler, and exits when the
+        handler returns (`_serve`), so `size` threads take new jobs meanwhile.
+        """
+        with self._lock:
+            self.abandoned += 1
+            number = len(self._threads)
+            thread = threading.Thread(
+                target=self._serve, name=f"sa_jobqueue-handler-{number}", daemon=True
+            )
+            self._threads.append(thread)
+            stuck = self.abandoned - self.retired
+        if stuck > self.size:
+            log.warning(
+                "%d handler threads are still running attempts that timed out or were "
+                "cancelled; handlers should check ctx.cancelled",
+                stuck,
+            )
+        thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            job = self._inbox.get()
+            if isinstance(job, _Stop):
+                return
+            batch = [job]
+            if self.savepoint_batch > 1 and not self._stopping():
+                batch = self._take_batch(job)
+            outcomes = self._run(batch)
+            self._report(outcomes)
+            if any(o.result is Result.ABANDONED for o in outcomes):
+                # A replacement took this thread's place when the attempt was given up.
+                with self._lock:
+                    self.retired += 1
+                return
+
+    def _run(self, batch: list[Claimed]) -> list[Outcome]:
+        if self._stopping():
+            # Claimed but not started before shutdown: give it back, fenced.
+            return [Outcome(job, Result.RELEASE) for job in batch]
+        try:
+            if len(batch) > 1:
+                return self.executor.run_batch(batch)
+            return [self.executor.run(batch[0])]
+        except BaseException as error:  # noqa: BLE001 - the executor never raises by design;
+            # should it, every job must still be reported, or it would stay in flight
+            # (and be heartbeated) forever.
+            text = format_error(error)
+            return [Outcome(job, Result.FAIL, exponential(job.attempts), text) for job in batch]
+
+    def _take_batch(self, job: Claimed) -> list[Claimed]:
+        """`job` and the transactional jobs already waiting, up to `savepoint_batch`."""
+        if not self._batchable(job.kind):
+            return [job]
+        batch = [job]
+        while len(batch) < self.savepoint_batch:
+            try:
+                more = self._inbox.get_nowait()
+            except stdlib_queue.Empty:
+                break
+            if isinstance(more, _Stop):
+                self._inbox.put(more)  # another thread's (or this one's, next time)
+                break
+            batch.append(more)  # a lease-mode job here is run alone by run_batch
+        return batch

@@ -1,0 +1,424 @@
+"""The worker: it wires the parts, starts them, and stops them gracefully.
+
+The claim loop (`ClaimLoop`, its own module) runs rounds of "record what
+finished, claim what fits" on one connection; what a round claims is the
+`Claimer`'s; finished attempts are recorded by the `Completer`. Claimed jobs go
+to the `ThreadPool`; heartbeats, the sweeper, retention and periodic enqueues run
+beside it (`Maintenance`), on a connection of their own; the `Listener` wakes the
+loop on NOTIFY; timeouts and cancellations of running attempts go through
+`Interrupts`. No SQL is executed here: every statement runs through the driver.
+
+Jobs of ``async def`` tasks go to the `AsyncPool` instead, on one event loop: a
+thread of the worker's own under `run`/`drain`, the caller's loop under
+`run_async` (where this same loop runs in a thread beside it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Generic
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.orm import sessionmaker
+
+from sa_jobqueue.core.engines import check_worker_engine
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.migration import preflight
+from sa_jobqueue.ops.retention import Pruner
+from sa_jobqueue.periodic import PeriodicEnqueuer, Schedule
+from sa_jobqueue.schema.model import JobT
+from sa_jobqueue.tasks import Registry
+from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome
+from sa_jobqueue.worker.claimer import Claimer
+from sa_jobqueue.worker.completer import Completer
+from sa_jobqueue.worker.config import WorkerConfig
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.limited_claimer import LimitedClaims
+from sa_jobqueue.worker.listener import Listener, Notifier, PollingNotifier
+from sa_jobqueue.worker.loop import ClaimLoop
+from sa_jobqueue.worker.maintenance import Maintenance
+from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
+from sa_jobqueue.worker.run.executor import Executor
+from sa_jobqueue.worker.run.interrupts import Interrupts
+from sa_jobqueue.worker.run.thread_pool import ThreadPool
+from sa_jobqueue.worker.running import RunningAttempts, Watchdog
+from sa_jobqueue.worker.signals import install_signal_handlers
+from sa_jobqueue.worker.wakeup import WakeEvent, WakeupPolicy
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+__all__ = ["Worker", "make_worker_id"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+
+def make_worker_id() -> str:
+    """``host:pid:random``: unique per process start, readable in ``locked_by``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Worker(Generic[JobT]):
+    """Runs a `JobQueue`'s jobs; make one with ``jobs.worker(engine, **options)``.
+
+    Args:
+        model: the jobs model.
+        registry: the tasks to run.
+        engine: a PostgreSQL engine. The worker holds up to ``concurrency + 3``
+            connections: the claim loop, heartbeats/sweeper, the listener, and
+            one per handler thread in transactional mode. Size the pool so.
+            An `AsyncEngine` works too: the worker's threads then use a sync
+            engine made from its URL (psycopg 3), and under `run_async` async
+            transactional handlers use the `AsyncEngine` itself (docs/asyncio.md).
+        config: the options (`WorkerConfig` documents each).
+        schedules: periodic schedules (`JobQueue.periodic`) whose due ticks this
+            worker's maintenance enqueues; the database gives each tick to one worker.
+
+    Guarantees: every job is claimed by one worker at a time, its claim commits
+    before the handler starts, every later change is fenced by ``attempts`` and
+    ``locked_by``, and a crash loses nothing (the lease expires, the sweeper
+    makes the job due again).
+    """
+
+    def __init__(
+        self,
+        model: type[JobT],
+        registry: Registry,
+        engine: Engine | AsyncEngine,
+        config: WorkerConfig,
+        *,
+        schedules: Mapping[str, Schedule] | None = None,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.config = config
+        self._checked = False  # preflight.check_worker runs once, at the first start
+        self.async_engine: AsyncEngine | None = None
+        self._own_engine = not isinstance(engine, Engine)
+        if isinstance(engine, Engine):
+            self.engine = engine
+        else:
+            self.async_engine = engine
+            # The claim loop, maintenance and listener run in threads: a sync engine
+            # for them, made from the same URL (closed when a run ends).
+            self.engine = create_engine(
+                sync_url(engine.url), pool_size=config.concurrency + 3, pool_pre_ping=True
+            )
+        check_worker_engine(self.engine)  # the listener needs psycopg 3
+        self.queues = list(config.queues or registry.queues())
+        self.concurrency = config.concurrency
+        self.poll_interval = float(config.poll_interval)
+        self.shutdown_timeout = float(config.shutdown_timeout)
+        self.listen = config.listen
+        self.worker_id = config.worker_id or make_worker_id()
+        tasks = list(registry)
+        self.default_lease = max([t.lease for t in tasks], default=300.0)
+        leases = {t.kind: t.lease for t in tasks}
+
+        limits = {t.kind: t.limits for t in registry.limited()}
+        self.driver = PostgresDriver(
+            model, leases=leases, default_lease=self.default_lease, limits=limits
+        )
+        self._has_async = any(task.is_async for task in tasks)
+        # The event loop starts every async job it is given: none could wait for a slot.
+        prefetch = 0 if self._has_async else config.prefetch
+        self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
+        self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
+        self.inflight = InFlight()
+        self.metrics = config.metrics
+        self.completer = Completer(
+            self.driver, self.worker_id, inflight=self.inflight, metrics=self.metrics
+        )
+        self.wakeup = WakeupPolicy(self.poll_interval)
+        self._wake = WakeEvent()
+        self._stopping = threading.Event()
+        self._stopped = threading.Event()
+        # Running attempts' stop events (ctx.cancelled) and timeout deadlines.
+        self.attempts = RunningAttempts()
+        self._watchdog: Watchdog | None = None
+        executor = Executor(
+            registry.get,
+            config.session_factory or sessionmaker(self.engine),
+            self.driver,
+            self.worker_id,
+            str(model.__tablename__),
+            attempts=self.attempts,
+            engine=self.engine,
+            middlewares=registry.middlewares,
+            metrics=self.metrics,
+        )
+        self._executor = executor
+        self.pool = ThreadPool(
+            executor,
+            # Sync handlers get `concurrency` threads; with none, one thread is enough
+            # (for a kind nothing here handles, which fails without running).
+            config.concurrency if registry.has_sync_tasks() else 1,
+            report=self._report,
+            stopping=self._stopping.is_set,
+            batchable=registry.is_transactional,
+            savepoint_batch=config.savepoint_batch,
+        )
+        self.interrupts = Interrupts(
+            registry,
+            self.attempts,
+            abandon_thread=self.pool.abandon,
+            report=self._report,
+            owner=self.worker_id,
+        )
+        self.maintenance = Maintenance(
+            self.engine,
+            self.driver,
+            self.worker_id,
+            leases=[*leases.values(), self.default_lease],
+            sweep_interval=float(config.sweep_interval),
+            pruner=Pruner(model, config.retention, config.prune_interval),
+            running=self.inflight.snapshot,
+            on_recovered=self._wake.set,
+            stopped=self._stopped,
+            periodic=PeriodicEnqueuer(model, registry, schedules or {}),
+            on_cancelled=lambda job: self.interrupts.cancelled(job.id, job.attempts),
+        )
+        self._async_sessions = AsyncSessions(self.engine)
+        self.async_pool = AsyncPool(
+            executor.arun,
+            self._report,
+            self._stopping.is_set,
+            on_close=self._async_sessions.aclose,
+        )
+        self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
+        self.notifier: Notifier = PollingNotifier()
+        self._maintenance_thread: threading.Thread | None = None
+        self.loop = ClaimLoop(
+            engine=self.engine,
+            driver=self.driver,
+            claimer=self.claimer,
+            limited=self.limited,
+            completer=self.completer,
+            inflight=self.inflight,
+            submit=self._dispatch,
+            wakeup=self.wakeup,
+            wake=self._wake,
+            stopping=self._stopping,
+            queues=self.queues,
+            concurrency=self.concurrency,
+            owner=self.worker_id,
+            asynchronous_commit=config.asynchronous_commit,
+            metrics=self.metrics,
+            prefetch=prefetch,
+        )
+
+    @property
+    def processed(self) -> int:
+        """Attempts recorded since the last `run`/`drain` began (releases excluded)."""
+        return self.loop.processed
+
+    def __repr__(self) -> str:
+        return (
+            f"<Worker {self.worker_id} queues={self.queues} concurrency={self.concurrency} "
+            f"running={len(self.inflight)}>"
+        )
+
+    # -- public API --------------------------------------------------------
+
+    def run(self) -> None:
+        """Process jobs until `stop` is called or SIGTERM/SIGINT arrives.
+
+        Signal handlers are installed only when called from the main thread. The
+        first signal stops claiming, lets running handlers finish within
+        `shutdown_timeout`, releases the rest back to ``pending`` and returns;
+        a second signal exits the process at once (leases recover its jobs).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # no loop in this thread: good
+        else:
+            raise ConfigurationError(
+                "worker.run() would block the running event loop: use `await worker.run_async()`"
+            )
+        restore = install_signal_handlers(self.stop)
+        try:
+            self._serve(until_empty=False)
+        finally:
+            restore()
+
+    async def run_async(self) -> None:
+        """Process jobs inside the running event loop until `stop`, or until cancelled.
+
+        Async handlers are awaited on this loop; the claim loop, heartbeats and the
+        listener run in threads beside it, exactly as under `run`, so nothing here
+        blocks the loop. On `stop` (from any thread) or cancellation, it shuts down
+        as `run` does: no more claims, running handlers finish within
+        `shutdown_timeout`, the rest go back to ``pending``; a cancellation is
+        re-raised once that is done. A `stop` that comes before the task started
+        makes it return at once. No signal handlers are installed: the application
+        (its server) owns them.
+
+        Example:
+            >>> worker = jobs.worker(async_engine, concurrency=8)  # doctest: +SKIP
+            >>> serving = asyncio.create_task(worker.run_async())  # doctest: +SKIP
+            >>> worker.stop(); await serving                       # doctest: +SKIP
+        """
+        loop = asyncio.get_running_loop()
+
+        def serve() -> None:
+            try:
+                self._serve(until_empty=False, loop=loop)
+            finally:
+                self._stopping.clear()  # stopped: the worker may be run again
+
+        await serve_in_thread(serve, self.stop)
+
+    def drain(self) -> int:
+        """Sweep expired leases once, then run due jobs until none is left.
+
+        Returns:
+            How many attempts ran (successful or not).
+        """
+        self._serve(until_empty=True)
+        return self.processed
+
+    def stop(self) -> None:
+        """Ask `run` to shut down gracefully; safe from any thread or signal handler."""
+        self._stopping.set()
+        self._wake.set()
+
+    # -- the loop ----------------------------------------------------------
+
+    def _serve(self, *, until_empty: bool, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        if loop is None:
+            self._stopping.clear()
+        # else run_async: a stop() that came before this thread started must count
+        # (the task may be stopped right after it was created); it clears at the end.
+        self._stopped.clear()
+        self.loop.processed = 0
+        self._callers_loop = loop
+        if not self._checked:
+            self._check_database()
+        self._start(listen=not until_empty)
+        log.info(
+            "worker %s started: queues=%s concurrency=%d",
+            self.worker_id,
+            self.queues,
+            self.concurrency,
+        )
+        for task in self.registry.limited():
+            log.info(
+                "worker %s: %s limited to %s", self.worker_id, task.kind, task.limits.describe()
+            )
+        wait: float | None = self.shutdown_timeout
+        try:
+            self.maintenance.sweep_once()
+            self.loop.run(until_empty)
+            if until_empty and not self._stopping.is_set():
+                wait = None  # a finished drain: nothing runs any more
+        except BaseException:
+            self._stopping.set()  # e.g. Ctrl-C in drain(): give unstarted jobs back
+            raise
+        finally:
+            self._shutdown(wait)
+        log.info("worker %s stopped after %d jobs", self.worker_id, self.processed)
+
+    def _report(self, outcomes: Sequence[Outcome]) -> None:
+        """The pools' callback (a handler thread): hand over, then wake the loop."""
+        self.completer.report(outcomes)
+        self._wake.set()
+
+    def _dispatch(self, claimed: Sequence[Claimed]) -> None:
+        """Hand claimed attempts to their pool: the event loop for async handlers."""
+        if not self._has_async:
+            self.pool.submit(claimed)
+            return
+        is_async = self.registry.is_async
+        on_loop = [job for job in claimed if is_async(job.kind)]
+        in_threads = [job for job in claimed if not is_async(job.kind)]
+        if on_loop:
+            self.async_pool.submit(on_loop)
+        if in_threads:
+            self.pool.submit(in_threads)
+
+    # -- start and stop -------------------------------------------------------
+
+    def _check_database(self) -> None:
+        """`preflight.check_worker_waiting`, once per worker (at its first start)."""
+        if preflight.check_worker_waiting(self.engine, self.model, self._stopping, log):
+            self._checked = True
+
+    def _start(self, *, listen: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.handlers.inc(self.concurrency)
+        self.pool.start()
+        if self._has_async:
+            # Under run_async with an AsyncEngine, transactional handlers use it (it
+            # lives on that loop); otherwise an engine of their own, on their loop.
+            in_callers_loop = self._callers_loop is not None and self.async_engine is not None
+            self._async_sessions = AsyncSessions(
+                self.async_engine.url if self.async_engine is not None else self.engine.url,
+                self.async_engine if in_callers_loop else None,
+            )
+            self._executor.async_session_factory = self._async_sessions
+            self.async_pool.on_close = self._async_sessions.aclose
+            self.async_pool.start(self._callers_loop)
+        self._watchdog = Watchdog(self.attempts, self.interrupts.timed_out, self._stopped)
+        self._watchdog.start()
+        self._maintenance_thread = threading.Thread(
+            target=self.maintenance.run, name="sa_jobqueue-maintenance", daemon=True
+        )
+        self._maintenance_thread.start()
+        if self.listen and listen:
+            self.notifier = Listener(
+                self.engine,
+                str(self.model.__tablename__),
+                self.queues,
+                self.loop.on_notify,
+                url=self.config.listen_url,
+                on_control=self.interrupts.control,
+            )
+        else:
+            self.notifier = PollingNotifier()
+        self.notifier.start()
+
+    def _shutdown(self, wait: float | None) -> None:
+        """Let running handlers finish within `wait` seconds, then release the rest."""
+        self.attempts.shutdown()  # ctx.cancelled: long handlers may end early
+        self.pool.release_unstarted()  # claimed ahead, not started: pending again now
+        self.notifier.stop()
+        deadline = None if wait is None else time.monotonic() + wait
+        while self.inflight:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            self._wake.wait(0.05 if remaining is None else min(0.05, remaining))
+            self._wake.clear()
+            self.loop.flush_reports()
+        # Async handlers still running past the deadline are cancelled (a transactional
+        # one's transaction rolls back) and report themselves released.
+        self.async_pool.cancel_running()
+        self.loop.flush_reports()
+        leftover = self.inflight.snapshot()
+        if leftover:
+            log.warning(
+                "shutdown timeout: releasing %d running jobs back to pending", len(leftover)
+            )
+            self.completer.release_all(leftover)
+            self.loop.flush_reports()
+        self.pool.stop()
+        self.async_pool.close()
+        if self.metrics is not None:
+            self.metrics.handlers.dec(self.concurrency)
+        self._stopped.set()
+        self.attempts.wake()  # the watchdog sees _stopped
+        if self._maintenance_thread is not None:
+            self._maintenance_thread.join(5)
+        if self._watchdog is not None:
+            self._watchdog.join(5)
+        self.loop.close()
+        if self._own_engine:
+            self.engine.dispose()  # the sync engine made for an AsyncEngine
