@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
+.PHONY: help install system-packages test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -18,19 +18,23 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)  ## create .venv and install the project with its test and docs extras
 
-lint: $(STAMP)  ## ruff check and format check
+system-packages:  ## install PgBouncer and Chromium (Debian packages) when missing: the suite drives both
+	bash .ci/system-packages
+
+lint: $(STAMP)  ## ruff check, format check, and the import layers (import-linter)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)  ## mypy (strict)
 	$(BIN)/mypy
 
-pytest: $(STAMP)  ## the test suite only
+pytest: $(STAMP) system-packages  ## the test suite only
 	$(BIN)/pytest
 
-quick: $(STAMP)  ## the fast tier: ruff, and the tests that start no worker or CLI subprocess
+quick: $(STAMP)  ## the fast tiers: ruff, then tests/unit and tests/integration (no worker processes)
 	$(BIN)/ruff check .
-	$(BIN)/pytest -m "not slow" -q
+	$(BIN)/pytest -q tests/unit tests/integration tests/migration sa_jobqueue
 
 docs: $(STAMP)  ## build the docs site into site/ in strict mode (a broken link fails)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict

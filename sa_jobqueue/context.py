@@ -19,7 +19,7 @@ __all__ = ["Discard", "JobContext", "Retry"]
 
 
 class _StopSignal(Protocol):
-    """What ``ctx.cancelled`` reads: the worker's `cancellation.StopFlag`, or an Event."""
+    """What ``ctx.cancelled`` reads: the worker's `worker.running.StopFlag`, or an Event."""
 
     def is_set(self) -> bool: ...
 
@@ -159,7 +159,7 @@ class Discard(Exception):
 def _check_reason(signal: str, reason: object) -> None:
     """Refuse a non-text reason where it is raised, not later in the worker.
 
-    The reason is kept in ``last_error`` (cut to `attempt.MAX_ERROR_LENGTH`
+    The reason is kept in ``last_error`` (cut to `worker.attempt.MAX_ERROR_LENGTH`
     characters, NULs escaped, when it is recorded).
     """
     if not isinstance(reason, str):

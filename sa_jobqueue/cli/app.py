@@ -99,7 +99,7 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
     """An engine for `url`, with a one-line error for a malformed URL or an unusable driver.
 
     ``prepare_threshold`` in the URL's query and --no-prepared-statements are
-    honoured (`engines.engine_arguments`); the URL itself is never printed.
+    honoured (`core.engines.engine_arguments`); the URL itself is never printed.
     """
     from sqlalchemy import create_engine
 
@@ -247,7 +247,7 @@ def csv(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> li
 
 
 class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in click 8.2+
-    """A duration option: ``30s``, ``5m``, ``2h``, ``7d`` (`durations.parse_duration`)."""
+    """A duration option: ``30s``, ``5m``, ``2h``, ``7d`` (`core.durations.parse_duration`)."""
 
     name = "duration"
 

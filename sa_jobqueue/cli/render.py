@@ -135,7 +135,7 @@ def plural(count: int, noun: str) -> str:
 
 
 def span(age: timedelta) -> str:
-    """``7d``, ``1h30m``, ``0s``: a duration as `admin.parse_duration` reads it."""
+    """``7d``, ``1h30m``, ``0s``: a duration as `ops.admin.parse_duration` reads it."""
     seconds = age.total_seconds()
     parts = []
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):

@@ -51,7 +51,7 @@ def _open_connections(engine: Engine, count: int) -> threading.Thread:
     sweep, the claim loop, the heartbeats); opening them meanwhile overlaps the
     server's connection start (and SQLAlchemy's first-connect queries) with the
     imports, which run on the CPU. A failure is left for the start-up check to
-    report and retry (`preflight.check_worker_waiting`).
+    report and retry (`migration.preflight.check_worker_waiting`).
     """
 
     def open_them() -> None:

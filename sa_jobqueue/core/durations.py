@@ -26,7 +26,7 @@ from datetime import timedelta
 
 __all__ = ["MAX_DURATION", "UNITS", "check_duration", "parse_duration"]
 
-#: The longest duration accepted anywhere (100 years, as `validation.MAX_DELAY_SECONDS`).
+#: The longest duration accepted anywhere (100 years, as `core.validation.MAX_DELAY_SECONDS`).
 MAX_DURATION = timedelta(days=36525)
 
 #: Seconds per unit. Case-sensitive: ``m`` is a minute and ``M`` is not a unit.

@@ -124,7 +124,7 @@ def overview(
     """Per queue counts, lag and the last hour; `queue` narrows the charts to one queue.
 
     With `limits` (the application's limited kinds), each one's running jobs and
-    recent starts beside its limits (`limit_usage.limit_stats`: running rows and the
+    recent starts beside its limits (`ops.limit_stats.limit_stats`: running rows and the
     starts log only).
     """
     window = {"window": HISTORY_MINUTES * 60.0}

@@ -4,7 +4,7 @@
 returns the jobs as mapped instances: a batch (and any job whose session could
 tell a built row from a loaded one) is loaded through the ORM; a single job's row
 is built from what the INSERT returned and attached to the session. Keys already
-taken return the job that holds them. What goes in was checked by `enqueue.prepare`.
+taken return the job that holds them. What goes in was checked by `enqueue.prepare.prepare`.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A job enqueued here commits or rolls back with the caller's unit of work: it is
 invisible to workers until that transaction commits, and never existed if it rolls
 back. Everything is validated here (`prepare`, `prepare_many`: one `JobSpec` per
 job) before the session is touched, so a rejected call leaves the caller's
-transaction usable; `inserter.Inserter` then runs the INSERT.
+transaction usable; `enqueue.insert.Inserter` then runs the INSERT.
 """
 
 from __future__ import annotations

@@ -59,8 +59,8 @@ class OperatorAPI(Generic[JobT]):
     def stats(self, session: Session) -> admin.Stats:
         """Counts per queue and status, queue lag, expired leases, recent dead letters.
 
-        Read-only, in `session`'s transaction. See `admin.QueueStats` for each number;
-        each limited task's running/limit numbers are in ``limits`` (`admin.LimitStats`).
+        Read-only, in `session`'s transaction. See `ops.admin.QueueStats` for each number;
+        each limited task's running/limit numbers are in ``limits`` (`ops.admin.LimitStats`).
         """
         check_sync_session(session, "stats", "astats")
         limits = {task.kind: task.limits for task in self.registry.limited()}
@@ -123,7 +123,7 @@ class OperatorAPI(Generic[JobT]):
         statuses: Iterable[str] | None = None,
         batch_size: int = admin.DEFAULT_BATCH_SIZE,
     ) -> admin.PruneResult:
-        """Delete finished jobs older than `older_than` in short batches; see `admin.prune`.
+        """Delete finished jobs older than `older_than` in short batches; see `ops.admin.prune`.
 
         Commits each batch itself (hence an engine, not a session). Never touches
         ``pending`` or ``running`` rows, never blocks a claim, and only one pruner

@@ -1,7 +1,7 @@
 """What PostgreSQL's catalog says about a database and a jobs table (read-only).
 
 Used before migrating and when a worker starts (`sa_jobqueue.migration.preflight`). A table
-is named by ``:name``, its schema-qualified, quoted name as `ddl.qualified`
+is named by ``:name``, its schema-qualified, quoted name as `schema.ddl.qualified`
 makes it, resolved with ``to_regclass`` (so an unqualified name follows the
 ``search_path``, as every other statement does). Locks taken here are
 transaction-scoped, so a transaction-mode pooler cannot strand them.
@@ -88,7 +88,7 @@ def has_notify_trigger() -> TextClause:
 def live_counts(qualified: str) -> TextClause:
     """``(status, count)`` of the pending and running jobs of the table `qualified`.
 
-    `qualified` must come from `ddl.qualified` (checked identifiers, quoted).
+    `qualified` must come from `schema.ddl.qualified` (checked identifiers, quoted).
     """
     return text(
         f"SELECT status, count(*) FROM {qualified}"  # noqa: S608 - checked identifiers

@@ -1,6 +1,6 @@
 """The dashboard's read statements: each one walks an index of the table, never all of it.
 
-`admin.stats` counts every row in one pass, which is a sequential scan on a
+`ops.admin.stats` counts every row in one pass, which is a sequential scan on a
 large table. The dashboard's pages refresh every few seconds, so they ask only
 what an index answers quickly:
 

@@ -292,7 +292,7 @@ def limit_usage(model: type[JobMixin]) -> Select[Any]:
 
     ``busiest_key`` is the most jobs running under one ``concurrency_key``;
     ``recent_starts`` counts attempt starts within the kind's window (``:windows``,
-    seconds, one per kind). Read-only; for `admin.stats`.
+    seconds, one per kind). Read-only; for `ops.admin.stats`.
     """
     asked = (
         func.unnest(bindparam("kinds", type_=ARRAY(Text)), bindparam("windows", type_=ARRAY(Float)))

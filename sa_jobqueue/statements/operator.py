@@ -67,7 +67,7 @@ def stats(model: type[JobMixin]) -> Select[Any]:
     """Per-queue counts by status, expired leases, recent dead letters and the queue lag.
 
     One pass over the table (``GROUP BY queue``); columns are named after
-    `admin.QueueStats`'s fields. ``lag_seconds`` is the age of the oldest due
+    `ops.admin.QueueStats`'s fields. ``lag_seconds`` is the age of the oldest due
     pending job (NULL when none is due).
     """
     now = func.now()

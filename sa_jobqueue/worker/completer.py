@@ -46,7 +46,7 @@ _LOGGED_ERROR = 200
 
 _FAILURES = (Result.FAIL, Result.RETRY, Result.UNAVAILABLE, Result.DISCARD)
 
-#: How a timed-out attempt's error starts (`cancellation.format_timeout`).
+#: How a timed-out attempt's error starts (`worker.running.format_timeout`).
 _TIMED_OUT = format_timeout(0).split(":", 1)[0] + ":"
 
 

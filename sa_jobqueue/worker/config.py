@@ -64,7 +64,7 @@ class WorkerConfig:
             transaction-mode pooler); None: the engine's own. See docs/pgbouncer.md.
         sweep_interval: seconds between sweeps of expired leases.
         retention: ``{status: age}``: finished jobs older than this are deleted
-            (None: `retention.DEFAULT_RETENTION`; ``{}`` prunes nothing).
+            (None: `ops.retention.DEFAULT_RETENTION`; ``{}`` prunes nothing).
         prune_interval: seconds between prune runs.
         session_factory: makes transactional handlers' sessions (default:
             ``sessionmaker(engine)``).
@@ -84,7 +84,7 @@ class WorkerConfig:
             slots free: claims and acknowledgements then come in batches even at
             concurrency 1. Only while the recent handlers are short (the worker
             claims ahead no more than its handlers finish in about
-            `claim_loop.AHEAD_SECONDS`, so long jobs are never held back behind each
+            `worker.loop.AHEAD_SECONDS`, so long jobs are never held back behind each
             other), only for kinds without a limit, and only when no task is
             ``async def``. 0 turns it off. See docs/performance.md.
     """

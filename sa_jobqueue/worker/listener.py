@@ -1,7 +1,7 @@
 """LISTEN/NOTIFY wake-ups on one dedicated connection; polling stays the safety net.
 
 The jobs table's statement-level trigger (`migration.create_notify_trigger`) sends
-one notification per queue per INSERT statement on `naming.channel_name(table)`,
+one notification per queue per INSERT statement on `schema.naming.channel_name(table)`,
 delivered when the inserting transaction commits (never on rollback). Its payload
 is the queue name, or ``"<queue> <epoch>"`` when every new job of that queue is
 scheduled for later (`parse_payload`).
@@ -58,7 +58,7 @@ log = logging.getLogger("sa_jobqueue.worker.listener")
 APPLICATION_NAME = "sa_jobqueue listener"
 
 #: Payloads of the listener's own test notifications start with this; queue names
-#: cannot contain ``?`` (`validation.NAME_PATTERN`), so no worker mistakes one for a queue.
+#: cannot contain ``?`` (`core.validation.NAME_PATTERN`), so no worker mistakes one for a queue.
 PROBE_PREFIX = "?sa_jobqueue-probe "
 
 # How often the listening loop returns to check for stop() and the health probe.
@@ -142,7 +142,7 @@ class Listener:
         probe_timeout: seconds to wait for the test notification before warning
             that LISTEN hears nothing (None: send none).
         on_control: when given, the listener also LISTENs on the table's control
-            channel (`naming.control_channel_name`) and calls it with each payload
+            channel (`schema.naming.control_channel_name`) and calls it with each payload
             there (``cancel <id>`` from `jobs.cancel`).
 
     Attributes:

@@ -4,7 +4,7 @@ It holds one connection of its own, so handlers cannot starve it. Each pass
 extends the leases of the worker's running jobs that are a third used up (one
 fenced UPDATE for all of them), sweeps expired leases every `sweep_interval`
 when no other worker is sweeping (a transaction-scoped advisory lock), and
-prunes finished jobs by retention (`admin.Pruner`).
+prunes finished jobs by retention (`ops.admin.Pruner`).
 """
 
 from __future__ import annotations

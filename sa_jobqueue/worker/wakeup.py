@@ -5,7 +5,7 @@ passes it the monotonic time (and, for notifications, the wall time), so it is
 tested with a fake clock. It decides how long an idle loop sleeps: until the
 next poll (jittered), or until the earliest known ``run_at`` of a scheduled
 job if sooner. Every ``run_at`` it learns is placed on the monotonic clock
-through the *database's* clock (`driver.NextDue.now`), never the worker's wall
+through the *database's* clock (`worker.driver.NextDue.now`), never the worker's wall
 clock, so a worker whose clock is off still starts a scheduled job on time.
 
 `WakeEvent` is what the loop sleeps on: `WakeEvent.set` asks for a claim round

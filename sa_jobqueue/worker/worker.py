@@ -347,7 +347,7 @@ class Worker(Generic[JobT]):
     # -- start and stop -------------------------------------------------------
 
     def _check_database(self) -> None:
-        """`preflight.check_worker_waiting`, once per worker (at its first start)."""
+        """`migration.preflight.check_worker_waiting`, once per worker (at its first start)."""
         if preflight.check_worker_waiting(self.engine, self.model, self._stopping, log):
             self._checked = True
 
