@@ -5,7 +5,7 @@ Usage: ``python bench/chaos.py [--jobs 2000] [--seconds 90] [--workers 4] [--con
 
 The run starts its own throwaway PostgreSQL cluster (`sa_jobqueue.testing.local_cluster`,
 never a shared server, since it restarts it), migrates it, and starts ``--workers``
-real ``sa-jobqueue worker tests.chaos_app:jobs`` processes plus one idle *probe*
+real ``sa-jobqueue worker tests.support.chaos_app:jobs`` processes plus one idle *probe*
 worker (queue ``probe``, polling every 60 s, so only NOTIFY wakes it promptly).
 While jobs are enqueued over the window, the driver
 
@@ -24,7 +24,7 @@ have exactly one effect, every extra run and every duplicate effect of a lease k
 is explained by a fault, there is no stale write, no deadlock, and every surviving
 worker exited 0. It prints one summary table and exits non-zero if a check failed.
 
-`run()` is importable (the short CI variant in ``tests/integration/test_chaos.py``).
+`run()` is importable (the short CI variant in ``tests/acceptance/test_chaos.py``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from sqlalchemy.pool import NullPool  # noqa: E402
 from sa_jobqueue import migration  # noqa: E402
 from sa_jobqueue.testing import LocalCluster, local_cluster  # noqa: E402
 from sa_jobqueue.worker.listener import APPLICATION_NAME as LISTENER_NAME  # noqa: E402
-from tests import chaos_app  # noqa: E402
+from tests.support import chaos_app  # noqa: E402
 
 CLI = str(Path(sys.executable).with_name("sa-jobqueue"))
 WEIGHTS = {
@@ -243,7 +243,7 @@ class Driver:
         command = [
             CLI,
             "worker",
-            "tests.chaos_app:jobs",
+            "tests.support.chaos_app:jobs",
             "--database-url",
             f"{self.url}?application_name={name}",
             "--queue",

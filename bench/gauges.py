@@ -21,7 +21,7 @@ from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import migration, statements
 from sa_jobqueue.testing import scratch_database
-from tests.models import Job
+from tests.support.models import Job
 
 FILL = """
 INSERT INTO jobs (queue, kind, payload, status, attempts, run_at, locked_by, locked_until,

@@ -8,19 +8,21 @@ be had the run fails and says how to provide one: it never skips. Each run creat
 database of its own on that server and drops it at the end, so runs (and CI beside
 a developer) never see each other's rows.
 
-What is this project's own: the application tables of tests/models.py, and the
+What is this project's own: the application tables of tests/support/models.py, and the
 short fixture names the suite has always used, each the plugin's fixture of that tier.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, Table
 from sqlalchemy.orm import Session
 
-from tests.models import APP_TABLES
+from tests.support.models import APP_TABLES
+from tests.support.processes import Processes
 
 pytest_plugins = ["pytester"]
 
@@ -65,3 +67,11 @@ def session(jobqueue_session: Session) -> Session:
 def committed(jobqueue_committed: Engine) -> Engine:
     """Real commits, visible across connections; every table is truncated afterwards."""
     return jobqueue_committed
+
+
+@pytest.fixture
+def processes(database_url: str, committed: Engine, tmp_path: Path) -> Iterator[Processes]:
+    """Real `sa-jobqueue` processes on this run's database; all stopped at the test's end."""
+    started = Processes(database_url, tmp_path)
+    yield started
+    started.stop_all()

@@ -14,7 +14,7 @@ from sqlalchemy.pool import NullPool
 from sa_jobqueue import migration, statements
 from sa_jobqueue.core.limits import check_limits
 from sa_jobqueue.testing import scratch_database
-from tests.models import Job, new_queue
+from tests.support.models import Job, new_queue
 
 REVISION = "sajq_0003"
 

@@ -34,7 +34,7 @@ from alembic import command
 from sa_jobqueue import JobMixin, JobQueue, migration
 from sa_jobqueue.schema.model import table_args
 from sa_jobqueue.testing import scratch_database
-from tests.models import Base, Job
+from tests.support.models import Base, Job
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -200,7 +200,7 @@ from alembic import context
 config = context.config
 target_metadata = config.attributes.get("target_metadata")
 if target_metadata is None:
-    from tests.models import Base
+    from tests.support.models import Base
 
     target_metadata = Base.metadata
 

@@ -17,7 +17,7 @@ from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobQueue, migration
 from sa_jobqueue.testing import scratch_database
-from tests.models import Job
+from tests.support.models import Job
 
 REVISION = "sajq_0004"
 

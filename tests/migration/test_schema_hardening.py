@@ -21,7 +21,7 @@ from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import ConfigurationError, JobMixin, JobQueue, migration
 from sa_jobqueue.testing import scratch_database
-from tests.models import Job
+from tests.support.models import Job
 
 
 class DeclaredBase(DeclarativeBase):

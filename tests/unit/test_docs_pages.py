@@ -1,6 +1,6 @@
 """The tested pages are well formed, and examples/ holds exactly the files they write.
 
-tests/integration/test_docs_pages.py runs the pages; this checks, without a database,
+tests/acceptance/test_docs_pages.py runs the pages; this checks, without a database,
 what a page must be for that run to mean something.
 """
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import docs_pages
+from tests.support import docs_pages
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPES = sorted(p for p in (ROOT / "docs" / "recipes").glob("*.md") if p.name != "index.md")

@@ -130,11 +130,11 @@ def test_the_command_line_loads_its_commands_and_sqlalchemy_when_they_are_used()
 
 
 def test_a_worker_loads_neither_the_operator_commands_nor_optional_dependencies():
-    """What `sa-jobqueue worker tests.apps.lesson:jobs` imports before its first claim."""
+    """What `sa-jobqueue worker tests.support.apps.lesson:jobs` imports before its first claim."""
     loaded = _loaded_after(
         "from sa_jobqueue.cli import main\n"
         "assert main.get_command(None, 'worker') is not None\n"  # what click looks up
-        "import tests.apps.lesson, sa_jobqueue.worker"
+        "import tests.support.apps.lesson, sa_jobqueue.worker"
     )
     assert "sa_jobqueue.worker" in loaded
     assert not loaded & OPTIONAL

@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import ConfigurationError, ValidationError
 from sa_jobqueue.core.limits import Limits, check_concurrency_key, check_limits
 from sa_jobqueue.worker.limited_claimer import MAX_BACKOFF, MIN_BACKOFF, KindBackoff, LimitedClaims
-from tests.models import new_queue
+from tests.support.models import new_queue
 
 
 def _noop(ctx):

@@ -8,7 +8,7 @@ import pytest
 
 from sa_jobqueue import ConfigurationError, JobContext, JobQueue
 from sa_jobqueue.middleware import Middlewares, is_async
-from tests.models import Job
+from tests.support.models import Job
 
 
 def _ctx() -> JobContext:

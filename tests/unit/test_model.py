@@ -27,7 +27,7 @@ from sa_jobqueue import JobMixin, Status
 from sa_jobqueue.migration.scripts import jobs_table
 from sa_jobqueue.retry import Backoff, exponential
 from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, FINISHED
-from tests.models import Job
+from tests.support.models import Job
 
 
 def _table(model: Any) -> Table:

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from sa_jobqueue import ConfigurationError, JobQueue
-from tests.models import Job
+from tests.support.models import Job
 
 UTC = timezone.utc
 PARIS = ZoneInfo("Europe/Paris")

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.postgresql import psycopg
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
 from sa_jobqueue.statements import control
-from tests.models import Job
+from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
 

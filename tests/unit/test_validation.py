@@ -14,7 +14,7 @@ from sa_jobqueue import ConfigurationError, JobQueue, PayloadError, ValidationEr
 from sa_jobqueue.core import validation as v
 from sa_jobqueue.enqueue.prepare import prepare, prepare_many
 from sa_jobqueue.tasks import Registry
-from tests.models import Job
+from tests.support.models import Job
 
 LIMIT = v.DEFAULT_MAX_PAYLOAD_BYTES
 

@@ -1,0 +1,117 @@
+"""Getting started and every recipe, followed literally, as a reader pastes them.
+
+One reader per test session: getting-started.md runs first, in an empty directory beside
+a ``sa-jobqueue`` checkout (a link to this tree), and creates the virtualenv with the
+package installed from the checkout, not editable. Each recipe then runs in its own
+empty directory with that virtualenv active and a database of its own, the way the
+recipes index tells a reader to start. See tests/support/docs_pages.py for what each block means.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from sa_jobqueue.testing import scratch_database
+from tests.support import docs_pages
+from tests.support.pgbouncer import running_pgbouncer
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+RECIPES = sorted(p for p in (DOCS / "recipes").glob("*.md") if p.name != "index.md")
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass
+class Reader:
+    """Where getting started left its reader: a home with ``shop/.venv`` in it."""
+
+    home: Path
+    env: dict[str, str]
+    transcript: list[str]
+
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    with ExitStack() as stack:
+        yield stack
+
+
+@pytest.fixture
+def databases(server_url: str, stack: ExitStack) -> Callable[[], str]:
+    """A maker of empty databases, each dropped after the test."""
+    return lambda: stack.enter_context(scratch_database(server_url, prefix="sa_jobqueue_docs"))
+
+
+@pytest.fixture
+def pooled(stack: ExitStack) -> Callable[[str], str]:
+    """The URL of a database through a real PgBouncer in transaction pooling."""
+
+    def through_pgbouncer(url: str) -> str:
+        return stack.enter_context(running_pgbouncer(url)).url("transaction")
+
+    return through_pgbouncer
+
+
+def _clean_env() -> dict[str, str]:
+    """The environment of a new terminal: no virtualenv of ours, no test settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "VIRTUAL_ENV"))}
+    env.pop("DATABASE_URL", None)
+    ours = str(Path(sys.executable).parent)
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p != ours)
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    return env
+
+
+@pytest.fixture(scope="session")
+def reader(tmp_path_factory: pytest.TempPathFactory, server_url: str) -> Reader:
+    stack = ExitStack()
+    home = tmp_path_factory.mktemp("reader")
+    (home / "sa-jobqueue").symlink_to(ROOT, target_is_directory=True)
+    shell = docs_pages.Shell(cwd=home, env=_clean_env(), state=home / ".shell")
+    page = docs_pages.parse(DOCS / "getting-started.md")
+    with stack:
+        docs_pages.play(
+            page,
+            shell,
+            new_database=lambda: stack.enter_context(
+                scratch_database(server_url, prefix="sa_jobqueue_docs")
+            ),
+        )
+    venv = home / "shop" / ".venv"
+    assert (venv / "bin" / "sa-jobqueue").is_file()
+    env = _clean_env()
+    env["VIRTUAL_ENV"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+    return Reader(home, env, shell.transcript)
+
+
+def test_getting_started_ends_with_a_worker_processing_jobs(reader):
+    venv = reader.home / "shop" / ".venv"
+    # Installed from the checkout as a wheel: the package lives in the virtualenv,
+    # with the migrations inside it, and nothing points back into the checkout.
+    site = list(venv.glob("lib/python*/site-packages/sa_jobqueue"))
+    assert len(site) == 1, site
+    assert (site[0] / "_alembic" / "versions").is_dir()
+    assert not list(venv.glob("lib/python*/site-packages/*sa_jobqueue*.pth"))
+    worker_run = next(t for t in reader.transcript if t.startswith("$ sa-jobqueue worker"))
+    assert "receipt for order 1 sent (key order:1:receipt)" in worker_run
+    assert "stopped after 2 jobs" in worker_run
+
+
+@pytest.mark.parametrize("page", RECIPES, ids=[p.stem for p in RECIPES])
+def test_recipe_runs_as_written(reader, databases, pooled, page):
+    blocks = docs_pages.parse(page)
+    assert any(b.role in ("shell", "background") for b in blocks), f"{page.name} runs nothing"
+    # Beside shop/ and the checkout, where getting started left the reader.
+    state = reader.home / f".{page.stem}"
+    shell = docs_pages.Shell(cwd=reader.home, env=dict(reader.env), state=state)
+    shell.env["DATABASE_URL"] = databases()  # each recipe starts with an empty database
+    docs_pages.play(blocks, shell, new_database=databases, pooled=pooled)

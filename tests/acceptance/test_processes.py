@@ -1,0 +1,232 @@
+"""Real worker processes (``python -m sa_jobqueue.cli worker tests.support.apps.lesson:jobs``),
+real signals and real crashes: kill -9, SIGSTOP/SIGCONT, SIGTERM.
+
+Every side effect writes an `Effect` row; the tests count them. Leases are 2 s and
+sweeps every 0.5 s, so a dead worker's job comes back about 2.5 s after the crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from tests.support.apps.lesson import jobs
+from tests.support.helpers import wait_for
+from tests.support.models import Effect, Job
+
+ROOT = Path(__file__).resolve().parents[2]
+LEASE = 2.0
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def spawn(processes):
+    def start(*extra, concurrency=1, ready=True):
+        return processes.worker(
+            "tests.support.apps.lesson:jobs",
+            *("--poll-interval", "0.5", "--sweep-interval", "0.5", *extra),
+            concurrency=concurrency,
+            env={"SAJQ_LEASE": str(LEASE)},
+            ready=ready,
+        )
+
+    return start
+
+
+def enqueue(engine, kind, payload=None, **options):
+    with Session(engine) as s, s.begin():
+        return jobs.enqueue(s, kind, payload, **options).id
+
+
+def row(engine, job_id):
+    with Session(engine) as s:
+        job = s.get_one(Job, job_id)
+        s.expunge(job)
+        return job
+
+
+def effects(engine):
+    with Session(engine) as s:
+        return [
+            tuple(r) for r in s.execute(select(Effect.job_id, Effect.attempt).order_by(Effect.id))
+        ]
+
+
+def count(engine, status):
+    with Session(engine) as s:
+        return s.scalar(select(func.count()).where(Job.status == status))
+
+
+def test_ten_workers_one_job_exactly_one_execution_then_300_jobs_none_twice(committed, spawn):
+    workers = [spawn(ready=False) for _ in range(10)]
+    for worker in workers:
+        worker.wait_for_log(" started: ", timeout=60)
+    job_id = enqueue(committed, "record")
+    wait_for(lambda: row(committed, job_id).status == "done", what="the one job")
+    # One claim (attempts == 1) is one execution: a job is claimed only while pending,
+    # and its handler's effect commits before its done mark.
+    assert row(committed, job_id).attempts == 1
+    assert effects(committed) == [(job_id, 1)]
+
+    with Session(committed) as s, s.begin():
+        many = [j.id for j in jobs.enqueue_many(s, [("record", {"i": i}) for i in range(300)])]
+    wait_for(lambda: count(committed, "done") == 301, timeout=90, what="300 jobs done")
+    done = [e for e in effects(committed) if e[0] != job_id]
+    assert sorted(j for j, _ in done) == sorted(many)  # each exactly once
+    assert {attempt for _, attempt in done} == {1}
+    assert all(w.popen.poll() is None for w in workers)
+
+
+def test_kill_9_after_claim_job_runs_again_after_the_lease_with_attempts_kept(committed, spawn):
+    first = spawn()
+    job_id = enqueue(committed, "record", {"sleep": 60, "only_attempt": 1})
+    wait_for(lambda: row(committed, job_id).status == "running", what="the claim")
+    first.signal(signal.SIGKILL)
+    first.wait()
+    held = row(committed, job_id)
+    assert (held.status, held.attempts) == ("running", 1)
+    spawn()  # a second worker, sweeping every 0.5 s
+    with committed.connect() as c:
+        # Until the lease runs out, nobody takes the job.
+        while c.execute(select(func.now() < held.locked_until)).scalar():
+            job = row(committed, job_id)
+            assert (job.status, job.attempts) == ("running", 1)
+            time.sleep(0.1)
+            c.rollback()
+    wait_for(lambda: row(committed, job_id).status == "done", what="the rerun")
+    job = row(committed, job_id)
+    assert job.attempts == 2  # the crashed attempt was counted
+    assert effects(committed) == [(job_id, 2)]
+
+
+def test_slow_job_with_heartbeats_is_never_reclaimed(committed, spawn):
+    spawn()
+    spawn()  # a rival whose sweeper runs every 0.5 s
+    job_id = enqueue(committed, "record", {"sleep": 3 * LEASE})
+    wait_for(lambda: row(committed, job_id).status == "done", timeout=60, what="slow job")
+    job = row(committed, job_id)
+    assert (job.attempts, job.last_error) == (1, None)
+    assert effects(committed) == [(job_id, 1)]
+
+
+def test_frozen_worker_is_reclaimed_and_its_late_report_changes_nothing(committed, spawn):
+    frozen = spawn()
+    job_id = enqueue(committed, "record", {"sleep": 3, "only_attempt": 1})
+    wait_for(lambda: row(committed, job_id).status == "running", what="the claim")
+    frozen.signal(signal.SIGSTOP)
+    rescuer = spawn()
+    wait_for(lambda: row(committed, job_id).status == "done", timeout=30, what="the rescue")
+    rescued = row(committed, job_id)
+    assert rescued.attempts == 2
+    frozen.signal(signal.SIGCONT)
+    frozen.wait_for_log("lease was lost")  # its report was fenced off...
+    after = row(committed, job_id)
+    assert (after.status, after.attempts, after.locked_by, after.updated_at) == (
+        "done",
+        2,
+        rescued.locked_by,
+        rescued.updated_at,
+    )  # ...and changed nothing
+    # Lease mode is at-least-once: the frozen handler's side effect did happen too.
+    assert sorted(effects(committed)) == [(job_id, 1), (job_id, 2)]
+    assert rescuer.popen.poll() is None
+    assert frozen.popen.poll() is None
+
+
+def test_transactional_jobs_under_repeated_kill_9_have_each_effect_exactly_once(committed, spawn):
+    with Session(committed) as s, s.begin():
+        ids = [j.id for j in jobs.enqueue_many(s, [("record_tx", {"sleep": 0.3})] * 16)]
+    for _ in range(4):
+        victim = spawn(concurrency=2)
+        wait_for(lambda: count(committed, "running") > 0, what="a claim")
+        time.sleep(0.15)
+        victim.signal(signal.SIGKILL)
+        victim.wait()
+    spawn(concurrency=2)
+    wait_for(lambda: count(committed, "done") == 16, timeout=90, what="all 16 done")
+    got = effects(committed)
+    assert sorted(j for j, _ in got) == ids  # each side effect exactly once
+    final = {i: row(committed, i).attempts for i in ids}
+    assert all(final[j] == attempt for j, attempt in got)  # the attempt whose done committed
+    assert max(final.values()) >= 2  # the kills did interrupt work
+
+
+def test_transactional_job_that_kills_its_worker_every_time_ends_failed(committed, spawn):
+    job_id = enqueue(committed, "crash_tx", max_attempts=3)
+    for attempt in range(1, 4):
+        worker = spawn()
+        assert worker.wait(60) == -signal.SIGKILL  # the handler killed it
+        assert row(committed, job_id).attempts == attempt
+    spawn()  # its sweeper finds the last lease expired, with attempts used up
+    wait_for(lambda: row(committed, job_id).status == "failed", what="dead letter")
+    job = row(committed, job_id)
+    assert job.attempts == 3
+    assert job.last_error.startswith("lease expired")
+    assert effects(committed) == []  # every attempt's writes were rolled back
+
+
+def test_sigterm_finishes_the_running_job_leaves_the_others_pending_exits_0(committed, spawn):
+    worker = spawn()
+    running = enqueue(committed, "record", {"sleep": 1.5})
+    wait_for(lambda: row(committed, running).status == "running", what="the claim")
+    others = [enqueue(committed, "record") for _ in range(3)]
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    assert row(committed, running).status == "done"
+    assert effects(committed) == [(running, 1)]
+    assert [(row(committed, i).status, row(committed, i).attempts) for i in others] == [
+        ("pending", 0)
+    ] * 3
+    assert "Traceback" not in worker.output()
+
+
+def test_second_signal_exits_at_once_and_the_lease_recovers_the_job(committed, spawn):
+    worker = spawn("--shutdown-timeout", "60")
+    job_id = enqueue(committed, "record", {"sleep": 60, "only_attempt": 1})
+    wait_for(lambda: row(committed, job_id).status == "running", what="the claim")
+    worker.signal(signal.SIGTERM)
+    worker.wait_for_log("finishing running jobs")
+    started = time.monotonic()
+    worker.signal(signal.SIGINT)
+    assert worker.wait(10) == 128 + signal.SIGINT
+    assert time.monotonic() - started < 5
+    assert (row(committed, job_id).status, row(committed, job_id).attempts) == ("running", 1)
+    spawn()
+    wait_for(lambda: row(committed, job_id).status == "done", what="recovery by lease")
+    assert effects(committed) == [(job_id, 2)]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["tests.support.apps.lesson:jobs", "--bogus"], "--bogus"),
+        (["tests.support.apps.lesson:jobs", "--concurrency", "0"], "--concurrency"),
+        (["tests.support.apps.lesson:jobs", "--savepoint-batch", "0"], "--savepoint-batch"),
+        (["no_such_module_xyz:jobs"], "cannot import 'no_such_module_xyz'"),
+        (["tests.support.apps.lesson:nothing"], "no attribute 'nothing'"),
+        (["tests.support.models:Job"], "not a sa_jobqueue.JobQueue"),
+        (["tests.support.apps.lesson"], "must look like"),
+    ],
+)
+def test_cli_rejects_bad_flags_and_targets_in_one_line(database_url, args, message):
+    result = subprocess.run(
+        [sys.executable, "-m", "sa_jobqueue.cli", "worker", *args],
+        env={**os.environ, "DATABASE_URL": database_url},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert message in lines[0]

@@ -1,0 +1,85 @@
+"""Heartbeats never wait on a row lock, nor mistake a locked row for a lost lease."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import JobQueue, statements
+from sa_jobqueue.ops.retention import Pruner
+from sa_jobqueue.worker.attempt import Claimed
+from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.maintenance import Maintenance
+from tests.support.models import Job
+
+OWNER = "worker-under-test"
+
+
+def _claimed(engine, count):
+    jobs: JobQueue[Job] = JobQueue(Job)
+    with Session(engine) as session, session.begin():
+        jobs.enqueue_many(session, [("beat", {"i": i}) for i in range(count)])
+    claim = statements.claim(Job, leases={}, default_lease=60.0)
+    with engine.begin() as conn:
+        rows = conn.execute(claim, {"queue_name": "default", "limit": count, "owner": OWNER}).all()
+    # Claimed long ago, so every lease is due for extension.
+    return [Claimed.from_row(row, 60.0) for row in rows]
+
+
+def _maintenance(engine, running):
+    return Maintenance(
+        engine,
+        PostgresDriver(Job, leases={}, default_lease=60.0),
+        OWNER,
+        leases=[60.0],
+        sweep_interval=30.0,
+        pruner=Pruner(Job, {}, 300.0),
+        running=lambda: running,
+        on_recovered=lambda: None,
+        stopped=threading.Event(),
+    )
+
+
+def _locked_until(engine, job_id):
+    with Session(engine) as session:
+        return session.scalar(select(Job.locked_until).where(Job.id == job_id))
+
+
+def test_heartbeat_skips_a_locked_row_and_still_extends_the_others(committed, caplog):
+    locked, free = _claimed(committed, 2)
+    for job in (locked, free):
+        object.__setattr__(job, "claimed_at", time.monotonic() - 3600)
+    maintenance = _maintenance(committed, [locked, free])
+    before = {job.id: _locked_until(committed, job.id) for job in (locked, free)}
+    with committed.connect() as holder, committed.connect() as conn:
+        # A transaction of the worker's own (a savepoint batch after its done mark)
+        # holds the row locked.
+        holder.begin()
+        holder.execute(text("SELECT 1 FROM jobs WHERE id = :id FOR UPDATE"), {"id": locked.id})
+        conn.execute(text("SET lock_timeout = '5s'"))
+        conn.commit()
+        started = time.monotonic()
+        lost: set[tuple[int, int]] = set()
+        maintenance._beat(conn, {}, lost)
+        assert time.monotonic() - started < 5  # it did not wait for the lock
+        holder.rollback()
+    assert _locked_until(committed, free.id) > before[free.id]
+    assert _locked_until(committed, locked.id) == before[locked.id]
+    assert lost == set()  # a locked row is not a lost lease
+    assert "lease lost" not in caplog.text
+
+
+def test_heartbeat_reports_a_reclaimed_job_as_lost(committed, caplog):
+    (job,) = _claimed(committed, 1)
+    object.__setattr__(job, "claimed_at", time.monotonic() - 3600)
+    with committed.begin() as conn:  # the lease expired and another worker took the job
+        conn.execute(text("UPDATE jobs SET locked_by = 'someone-else', attempts = attempts + 1"))
+    maintenance = _maintenance(committed, [job])
+    lost: set[tuple[int, int]] = set()
+    with committed.connect() as conn:
+        maintenance._beat(conn, {}, lost)
+    assert lost == {(job.id, job.attempts)}
+    assert "lease lost" in caplog.text

@@ -1,0 +1,103 @@
+"""Real `sa-jobqueue` processes for the acceptance tests: one way to start, read and stop them.
+
+The `processes` fixture (tests/conftest.py) hands a `Processes` to a test; every process
+it started is stopped when the test ends. Output goes to a file, never a pipe (a full
+pipe would block the worker).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from tests.support.helpers import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Proc:
+    """One process whose output goes to a file."""
+
+    def __init__(self, args: list[str], env: Mapping[str, str], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()/terminate()
+        self.popen = subprocess.Popen(
+            args, env=dict(env), cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT
+        )
+        self.pid = self.popen.pid
+
+    def output(self) -> str:
+        return self.log_path.read_text()
+
+    def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
+        wait_for(lambda: text in self.output(), timeout, f"{text!r} in {self.log_path.name}")
+
+    def signal(self, sig: int) -> None:
+        self.popen.send_signal(sig)
+
+    def wait(self, timeout: float = 30.0) -> int:
+        return self.popen.wait(timeout)
+
+    def stop(self) -> None:
+        """Kill it (after SIGCONT, in case it was stopped); no grace."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGCONT)
+            self.popen.kill()
+            self.popen.wait(10)
+        self._log.close()
+
+    def terminate(self, timeout: float = 30.0) -> int:
+        """SIGTERM, wait up to `timeout` for a graceful exit (else kill); the exit code."""
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGCONT)
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(10)
+        self._log.close()
+        return self.popen.returncode
+
+
+class Processes:
+    """Starts `sa-jobqueue` commands against one test database; stops them all at the end."""
+
+    def __init__(self, database_url: str, logs: Path) -> None:
+        self.database_url = database_url
+        self.logs = logs
+        self.started: list[Proc] = []
+
+    def command(self, *args: str, env: Mapping[str, str] | None = None) -> Proc:
+        """``python -m sa_jobqueue.cli ARGS`` with ``DATABASE_URL`` set, plus `env`."""
+        environment = {**os.environ, "DATABASE_URL": self.database_url, **(env or {})}
+        proc = Proc(
+            [sys.executable, "-m", "sa_jobqueue.cli", *args],
+            environment,
+            self.logs / f"process-{len(self.started)}.log",
+        )
+        self.started.append(proc)
+        return proc
+
+    def worker(
+        self,
+        app: str,
+        *extra: str,
+        concurrency: int = 1,
+        env: Mapping[str, str] | None = None,
+        ready: bool = True,
+        ready_timeout: float = 30.0,
+    ) -> Proc:
+        """``sa-jobqueue worker APP --concurrency N EXTRA...``; waits for its start line."""
+        proc = self.command("worker", app, "--concurrency", str(concurrency), *extra, env=env)
+        if ready:
+            proc.wait_for_log(" started: ", ready_timeout)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.started:
+            proc.stop()
