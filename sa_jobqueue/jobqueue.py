@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from collections.abc import Callable, Iterable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.core.aio import check_async_session, is_async_engine
+from sa_jobqueue.core.aio import check_async_session, check_sync_session, is_async_engine
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from sa_jobqueue.enqueue.insert import Inserter
-from sa_jobqueue.enqueue.prepare import JobSpec, check_session, prepare, prepare_many
+from sa_jobqueue.enqueue.prepare import (
+    EnqueueOptions,
+    JobSpec,
+    check_options,
+    prepare,
+    prepare_many,
+)
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.ops.operator_api import OperatorAPI
@@ -232,16 +238,7 @@ class JobQueue(OperatorAPI[JobT]):
         session: Session,
         kind: str,
         payload: Any = None,
-        *,
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        max_attempts: int | None = None,
-        idempotency_key: str | None = None,
-        unique_key: str | None = None,
-        concurrency_key: str | None = None,
-        columns: Mapping[str, Any] | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -253,21 +250,9 @@ class JobQueue(OperatorAPI[JobT]):
             session: the caller's session.
             kind: the task's name.
             payload: a JSON value (default ``{}``).
-            queue: default: the task's queue, else ``"default"``.
-            priority: lower runs first (a smallint).
-            run_at: when it becomes due (timezone-aware); default now.
-            delay: or: due this long after now (a timedelta or seconds).
-            max_attempts: default: the task's, else 20.
-            idempotency_key: names the side effect; when a job with this key exists
-                already, that job is returned unchanged and nothing is inserted.
-            unique_key: deduplicates while active: when a ``pending`` or ``running``
-                job holds this key, that job is returned unchanged; once it has
-                finished, the key is free again. Concurrent callers get one job and
-                none of their transactions is aborted.
-            concurrency_key: for a task with ``max_running_per_key``: at most that
-                many jobs with this key run at once (docs/flow-control.md).
-            columns: values for columns the application added to its model
-                (``{"order_id": 4}``), by attribute name; checked against the model.
+            **options: `EnqueueOptions`: ``queue``, ``priority``, ``run_at`` or
+                ``delay``, ``max_attempts``, ``idempotency_key``, ``unique_key``,
+                ``concurrency_key``, ``columns``; each is described there.
 
         With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
         context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
@@ -278,52 +263,21 @@ class JobQueue(OperatorAPI[JobT]):
             ConfigurationError: `session` is not a `Session` (an `AsyncSession`
                 is told to use ``await jobs.aenqueue(...)``).
         """
-        check_session(session, "enqueue")
-        spec = self._prepare(
-            kind,
-            payload,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            idempotency_key=idempotency_key,
-            unique_key=unique_key,
-            concurrency_key=concurrency_key,
-            columns=columns,
-        )
+        check_sync_session(session, "enqueue", "aenqueue")
+        spec = self._prepare(kind, payload, options, call="jobs.enqueue")
         return self._insert_one(session, spec)
 
     def _prepare(
-        self,
-        kind: object,
-        payload: Any,
-        *,
-        queue: object,
-        priority: object,
-        run_at: object,
-        delay: object,
-        max_attempts: object,
-        idempotency_key: object,
-        unique_key: object,
-        concurrency_key: object,
-        columns: object,
+        self, kind: object, payload: Any, options: EnqueueOptions, *, call: str
     ) -> JobSpec:
         """One job's `JobSpec`, for `enqueue` and `aenqueue` (same arguments, same rules)."""
+        check_options(call, options)
         return prepare(
             self.registry,
             self.max_payload_bytes,
             kind,
             payload,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            idempotency_key=idempotency_key,
-            unique_key=unique_key,
-            concurrency_key=concurrency_key,
-            columns=columns,
+            **options,
             check_columns=self._columns.check,
         )
 
@@ -345,7 +299,7 @@ class JobQueue(OperatorAPI[JobT]):
         Same transaction rules, idempotency and unique keys as `enqueue`; one bad item rejects
         the whole call before the session is touched.
         """
-        check_session(session, "enqueue_many")
+        check_sync_session(session, "enqueue_many", "aenqueue_many")
         specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
         with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
             rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
@@ -359,16 +313,7 @@ class JobQueue(OperatorAPI[JobT]):
         session: AsyncSession,
         kind: str,
         payload: Any = None,
-        *,
-        queue: str | None = None,
-        priority: int = 0,
-        run_at: datetime | None = None,
-        delay: timedelta | float | None = None,
-        max_attempts: int | None = None,
-        idempotency_key: str | None = None,
-        unique_key: str | None = None,
-        concurrency_key: str | None = None,
-        columns: Mapping[str, Any] | None = None,
+        **options: Unpack[EnqueueOptions],
     ) -> JobT:
         """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
 
@@ -391,19 +336,7 @@ class JobQueue(OperatorAPI[JobT]):
                 is told to use ``jobs.enqueue(...)``).
         """
         check_async_session(session, "aenqueue")
-        spec = self._prepare(
-            kind,
-            payload,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            idempotency_key=idempotency_key,
-            unique_key=unique_key,
-            concurrency_key=concurrency_key,
-            columns=columns,
-        )
+        spec = self._prepare(kind, payload, options, call="jobs.aenqueue")
         # The span opens here, in the caller's context, around the bridge.
         with tracing.producing([spec.queue], 1) as produced:
             job: JobT = await session.run_sync(

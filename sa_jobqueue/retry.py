@@ -1,7 +1,8 @@
-"""Backoff: how long to wait before the next attempt of a failed job.
+"""Backoff: how long to wait before the next attempt of a failed job, or of a reconnect.
 
-The policy returns a delay in seconds; the database adds it to `now()`, so retry
-timing lives in the row and never in a worker's memory.
+The policy returns a delay in seconds; for a job the database adds it to `now()`, so
+retry timing lives in the row and never in a worker's memory. The worker's own waits
+(reconnecting, re-recording reports, re-asking a limited kind) use the same class.
 """
 
 from __future__ import annotations

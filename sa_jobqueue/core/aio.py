@@ -74,10 +74,17 @@ def check_async_session(session: object, call: str) -> None:
 
 
 def check_sync_session(session: object, call: str, twin: str | None = None) -> None:
-    """Reject an `AsyncSession` given to the sync `call`, naming its async `twin` if any."""
+    """Refuse anything but a `Session` (or a `scoped_session`) given to the sync `call`.
+
+    An `AsyncSession` is told what to use instead: the async `twin` (``await
+    jobs.aenqueue(...)``) where there is one, else ``session.run_sync``; called with
+    one, the sync method would otherwise fail later on a coroutine.
+    """
+    if isinstance(session, (Session, scoped_session)):
+        return
+    kind = type(session).__name__
     if is_async_session(session):
         bridge = f"await session.run_sync(jobs.{call}, ...)"
         how = f"await jobs.{twin}(...) or {bridge}" if twin else bridge
-        raise ConfigurationError(
-            f"jobs.{call}() takes a Session, not an {type(session).__name__}: use {how}"
-        )
+        raise ConfigurationError(f"jobs.{call}() takes a Session, not an {kind}: use {how}")
+    raise ConfigurationError(f"jobs.{call}() takes a sqlalchemy.orm.Session, not {kind}")

@@ -230,7 +230,7 @@ class _Dashboard:
         return RedirectResponse(f"{target}?notice={notice}", status_code=303)
 
     async def queue_action(self, request: Request) -> Response:
-        """Pause or resume a queue (``ops.pausing.pause`` / ``resume``, as ``sa-jobqueue pause``)."""
+        """Pause or resume a queue (`ops.pausing.pause` / `resume`, as ``sa-jobqueue pause``)."""
         action = request.path_params["action"]
         if action not in ("pause", "resume"):
             return self.error(request, 404, f"There is no action {action!r}.")

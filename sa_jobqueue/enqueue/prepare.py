@@ -11,34 +11,63 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-
-from sqlalchemy.orm import Session, scoped_session
+from datetime import datetime, timedelta
+from typing import Any, TypedDict
 
 from sa_jobqueue.core import validation
 from sa_jobqueue.core.limits import check_concurrency_key
-from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
 from sa_jobqueue.tasks import Registry
 
-__all__ = ["JobSpec", "check_session", "prepare", "prepare_many"]
+__all__ = ["EnqueueOptions", "JobSpec", "check_options", "prepare", "prepare_many"]
 
-_OPTIONS = frozenset(
-    {
-        "kind",
-        "payload",
-        "queue",
-        "priority",
-        "run_at",
-        "delay",
-        "max_attempts",
-        "idempotency_key",
-        "unique_key",
-        "concurrency_key",
-        "columns",
-    }
-)
+
+class EnqueueOptions(TypedDict, total=False):
+    """The keyword options of `JobQueue.enqueue` and `aenqueue`, each optional.
+
+    An `enqueue_many` item that is a dict takes the same keys, plus ``kind`` and
+    ``payload``.
+
+    Attributes:
+        queue: default: the task's queue, else ``"default"``.
+        priority: lower runs first (a smallint); default 0.
+        run_at: when it becomes due (timezone-aware); default now.
+        delay: or: due this long after now (a timedelta or seconds).
+        max_attempts: default: the task's, else 20.
+        idempotency_key: names the side effect; when a job with this key exists
+            already, that job is returned unchanged and nothing is inserted.
+        unique_key: deduplicates while active: when a ``pending`` or ``running``
+            job holds this key, that job is returned unchanged; once it has
+            finished, the key is free again. Concurrent callers get one job and
+            none of their transactions is aborted.
+        concurrency_key: for a task with ``max_running_per_key``: at most that
+            many jobs with this key run at once (docs/flow-control.md).
+        columns: values for columns the application added to its model
+            (``{"order_id": 4}``), by attribute name; checked against the model.
+    """
+
+    queue: str | None
+    priority: int
+    run_at: datetime | None
+    delay: timedelta | float | None
+    max_attempts: int | None
+    idempotency_key: str | None
+    unique_key: str | None
+    concurrency_key: str | None
+    columns: Mapping[str, Any] | None
+
+
+#: The keys of an `enqueue_many` dict item.
+_OPTIONS = frozenset({"kind", "payload"} | EnqueueOptions.__optional_keys__)
+
+
+def check_options(call: str, options: Mapping[str, object]) -> None:
+    """Refuse a keyword `EnqueueOptions` does not have, as Python does for a signature."""
+    for name in options:
+        if name not in EnqueueOptions.__optional_keys__:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+
 
 #: Validates ``columns=`` (`OwnColumns.check`): a mapping -> ``(column, value)`` pairs.
 ColumnsCheck = Callable[[object], tuple[tuple[str, Any], ...]]
@@ -60,23 +89,6 @@ class JobSpec:
     concurrency_key: str | None = None
     #: The application's own columns: ``(column name, value)`` pairs, sorted by name.
     columns: tuple[tuple[str, Any], ...] = ()
-
-
-def check_session(session: object, method: str) -> None:
-    """Refuse anything but a `Session` (or a `scoped_session`) where `method` takes one.
-
-    An `AsyncSession` is told to use the asyncio method (``await jobs.aenqueue``):
-    called with one, the sync method would fail on a coroutine instead.
-    """
-    if isinstance(session, (Session, scoped_session)):
-        return
-    kind = type(session)
-    if kind.__module__.startswith("sqlalchemy.ext.asyncio"):
-        raise ConfigurationError(
-            f"jobs.{method}() takes a Session, not an {kind.__name__}: "
-            f"use await jobs.a{method}(...) with an AsyncSession"
-        )
-    raise ConfigurationError(f"jobs.{method}() takes a sqlalchemy.orm.Session, not {kind.__name__}")
 
 
 def prepare(

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from sqlalchemy import Connection
 
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.attempt import Claimed
 from sa_jobqueue.worker.driver import Driver
 
@@ -75,7 +76,7 @@ class KindBackoff:
         self._clock = clock
         self._windows = dict(windows or {})  # rate-limited kind -> (count, window)
         self._next: dict[str, float] = {}
-        self._delay: dict[str, float] = {}
+        self._misses: dict[str, int] = {}  # times in a row each kind gave nothing
         self._leased_at: dict[str, float] = {}
         self._busy: set[str] = set()  # leased when last asked, or freed here since
 
@@ -94,8 +95,8 @@ class KindBackoff:
                 # moves on by one start's share at a time: look that often.
                 cap = max(MIN_BACKOFF, min(MAX_BACKOFF, window / count))
         self._busy.discard(kind)
-        delay = min(cap, self._delay.get(kind, MIN_BACKOFF / 4) * 4)
-        self._delay[kind] = delay
+        misses = self._misses[kind] = self._misses.get(kind, 0) + 1
+        delay = Backoff(base=MIN_BACKOFF, factor=4, cap=cap, jitter=0)(misses)
         self._next[kind] = now + delay
 
     def gave_some(self, kind: str) -> None:
@@ -107,7 +108,7 @@ class KindBackoff:
         """Jobs of `kinds` finished here, freeing slots: ask them next round."""
         for kind in kinds:
             self._busy.add(kind)
-            self._delay.pop(kind, None)
+            self._misses.pop(kind, None)
             self._next.pop(kind, None)
 
     def idle(self, kind: str) -> bool:

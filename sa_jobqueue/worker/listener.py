@@ -40,6 +40,7 @@ import psycopg
 from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.pool import NullPool
 
+from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.naming import channel_name, control_channel_name
 
 __all__ = [
@@ -182,6 +183,9 @@ class Listener:
         self.on_wake = on_wake
         self.health_interval = health_interval
         self.max_backoff = max_backoff
+        # 0.05-0.1 s at first, doubling, at most `max_backoff`; the jitter spreads the
+        # reconnects of many workers after a server restart.
+        self._reconnect = Backoff(base=0.075, factor=2, cap=0.75 * max_backoff, jitter=1 / 3)
         self.connected = threading.Event()
         self.reconnects = 0
         self.backend_pid: int | None = None
@@ -284,8 +288,7 @@ class Listener:
                     failures += 1
                     self.reconnects += 1
                     # Jitter: many workers losing one server must not reconnect in step.
-                    delay = min(self.max_backoff, 0.1 * 2 ** min(failures - 1, 10))
-                    delay *= random.uniform(0.5, 1.0)  # noqa: S311 - jitter, not secrecy
+                    delay = self._reconnect(failures)
                     log.warning(
                         "listener connection lost (%s); polling meanwhile, reconnecting in %.2fs",
                         exc,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.metrics import Metrics
+from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome, Result
 from sa_jobqueue.worker.claimer import Claimer
 from sa_jobqueue.worker.completer import Completer, log_job
@@ -29,6 +30,11 @@ from sa_jobqueue.worker.wakeup import Notified, WakeEvent, WakeupPolicy
 __all__ = ["AHEAD_SECONDS", "COALESCE_SECONDS", "ClaimLoop"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+#: After a database error in a round: 0.1 s, doubling, at most 5 s.
+RECONNECT = Backoff(base=0.1, factor=2, cap=5.0, jitter=0)
+#: Between the tries to record the last reports at shutdown: 0.1 s, doubling, at most 2 s.
+RERECORD = Backoff(base=0.1, factor=2, cap=2.0, jitter=0)
 
 # The outcomes of attempts whose handler ran to its end: their durations count.
 _RAN = frozenset({Result.DONE, Result.COMMITTED, Result.FAIL, Result.RETRY, Result.DISCARD})
@@ -123,7 +129,7 @@ class ClaimLoop:
                     self.metrics.database_error()
                 failures += 1
                 self.reset_connection()
-                delay = min(5.0, 0.05 * 2**failures)
+                delay = RECONNECT(failures)
                 log.warning(
                     "database error in the claim loop (%s); retrying in %.2fs", error, delay
                 )
@@ -295,7 +301,7 @@ class ClaimLoop:
             except exc.SQLAlchemyError as error:
                 log.warning("recording finished jobs failed (%s); retrying", error)
                 self.reset_connection()
-                time.sleep(min(2.0, 0.1 * 2**attempt))
+                time.sleep(RERECORD(attempt + 1))
         self.processed += self.completer.recorded(reports)
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ import random
 import threading
 from collections.abc import Callable
 
+from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.driver import NextDue
 
 __all__ = ["Notified", "WakeEvent", "WakeupPolicy"]
@@ -52,6 +53,7 @@ class WakeupPolicy:
     def __init__(self, poll_interval: float, *, jitter: Callable[[], float] = _jitter) -> None:
         self.poll_interval = poll_interval
         self._jitter = jitter
+        self._due_backoff = Backoff(base=0.01, factor=2, cap=poll_interval, jitter=0)
         self._lock = threading.Lock()
         self._poll_at = 0.0  # monotonic time of the next poll
         self._due_at: float | None = None  # monotonic time of the earliest known run_at
@@ -98,7 +100,7 @@ class WakeupPolicy:
             # after our claim. Look again soon, backing off while it stays so.
             self._due_misses += 1
             self._refresh_due = True
-            seconds = min(self.poll_interval, 0.01 * 2 ** min(self._due_misses, 12))
+            seconds = self._due_backoff(self._due_misses + 1)
         else:
             self._due_misses = 0
         self._sooner(now + seconds)

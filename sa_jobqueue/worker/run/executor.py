@@ -38,7 +38,7 @@ from sa_jobqueue.context import Discard, JobContext, Retry
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
-from sa_jobqueue.retry import exponential
+from sa_jobqueue.retry import Backoff, exponential
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver
@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 __all__ = ["Executor", "format_error"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+#: A job whose handler got no database connection runs again after 1 s, doubling, at most 30 s.
+UNAVAILABLE_BACKOFF = Backoff(base=0.5, factor=2, cap=30.0, jitter=0)
 
 
 def format_error(error: BaseException, limit: int = MAX_ERROR_LENGTH) -> str:
@@ -423,7 +426,7 @@ def _unavailable(job: Claimed, error: exc.SQLAlchemyError) -> Outcome:
     retried later (`Result.UNAVAILABLE`, recorded like a `Retry`) with a short backoff.
     """
     first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    delay = min(30.0, 0.5 * 2 ** min(job.attempts, 6))
+    delay = UNAVAILABLE_BACKOFF(job.attempts + 1)
     text = f"database unavailable before the handler started: {first}"
     return Outcome(job, Result.UNAVAILABLE, delay, text)
 
