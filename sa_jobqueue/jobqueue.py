@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -32,9 +32,12 @@ from sa_jobqueue.worker.config import WorkerConfig, WorkerOptions
 from sa_jobqueue.worker.worker import Worker
 
 if TYPE_CHECKING:
-    from typing import Unpack
+    from typing import TypeAlias, Unpack
 
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+    #: What `JobQueue.bind` takes: an engine, or a function that builds one on first use.
+    EngineSource: TypeAlias = Engine | AsyncEngine | Callable[[], Engine | AsyncEngine]
 
 __all__ = ["JobQueue"]
 
@@ -52,11 +55,18 @@ class JobQueue(OperatorAPI[JobT]):
 
     Args:
         model: the application's mapped class that mixes in `JobMixin`.
+        engine: the application's engine (an `Engine` or `AsyncEngine`), or a function
+            that builds it on first use. The command line and the dashboard use it
+            when they are given no ``--database-url`` (see `bind`).
         max_payload_bytes: the largest payload accepted, in bytes of JSON text.
     """
 
     def __init__(
-        self, model: type[JobT], *, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+        self,
+        model: type[JobT],
+        *,
+        engine: EngineSource | None = None,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         if not (isinstance(model, type) and issubclass(model, JobMixin)):
             raise ConfigurationError(f"JobQueue needs a mapped class using JobMixin, not {model!r}")
@@ -67,6 +77,10 @@ class JobQueue(OperatorAPI[JobT]):
                 f"max_payload_bytes must be a positive int, not {max_payload_bytes!r}"
             )
         self.model = model
+        self._engine_source: EngineSource | None = None
+        self._engine: Engine | AsyncEngine | None = None
+        if engine is not None:
+            self.bind(engine)
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
@@ -78,6 +92,45 @@ class JobQueue(OperatorAPI[JobT]):
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name
         return f"JobQueue({name}, table={table!r}, tasks={len(self.registry)})"
+
+    def bind(self, engine: EngineSource) -> JobQueue[JobT]:
+        """Give this queue the application's engine, or a function that builds it.
+
+        ``sa-jobqueue worker app.jobs:jobs`` (and every other command given
+        ``--app``, and the dashboard) then needs no ``--database-url``: it uses this
+        engine, with its URL, driver, ``connect_args`` and pool. ``--database-url``
+        (or ``DATABASE_URL``) still wins when given. A function is called once, on
+        first use, so an application whose settings load late can bind early::
+
+            jobs = JobQueue(Job).bind(lambda: create_engine(settings.DATABASE_URL))
+
+        Returns this queue, so the call can end a definition.
+
+        Raises:
+            ConfigurationError: `engine` is neither an engine nor a callable.
+        """
+        if not (isinstance(engine, Engine) or is_async_engine(engine) or callable(engine)):
+            raise ConfigurationError(
+                "JobQueue(engine=...) takes an Engine, an AsyncEngine or a function "
+                f"returning one, not {type(engine).__name__}"
+            )
+        self._engine_source, self._engine = engine, None
+        return self
+
+    @property
+    def engine(self) -> Engine | AsyncEngine | None:
+        """The engine given to `bind` (built on first use from a function), or None."""
+        if self._engine is None and self._engine_source is not None:
+            source: object = self._engine_source
+            if not (isinstance(source, Engine) or is_async_engine(source)):
+                source = cast("Callable[[], object]", source)()
+                if not (isinstance(source, Engine) or is_async_engine(source)):
+                    raise ConfigurationError(
+                        "the function bound to JobQueue(engine=...) returned "
+                        f"{type(source).__name__}, not an Engine or AsyncEngine"
+                    )
+            self._engine = cast("Engine | AsyncEngine", source)
+        return self._engine
 
     @property
     def table_name(self) -> str:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 import click
 
@@ -33,9 +33,11 @@ if TYPE_CHECKING:
     from sa_jobqueue.jobqueue import JobQueue
 
 __all__ = [
+    "NO_DATABASE",
     "SUBCOMMANDS",
     "Duration",
     "Moment",
+    "app_engine",
     "csv",
     "database_url_option",
     "fail",
@@ -46,6 +48,7 @@ __all__ = [
     "operating",
     "operator_options",
     "prepared_statements",
+    "require_url",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -54,9 +57,16 @@ _url_option = click.option(
     "--database-url",
     envvar="DATABASE_URL",
     show_envvar=True,
-    required=True,
+    default=None,
     help="SQLAlchemy URL of the PostgreSQL database, e.g. postgresql+psycopg://user@host/db. "
-    "Prefer DATABASE_URL when it holds a password: arguments show in `ps`.",
+    "Prefer DATABASE_URL when it holds a password: arguments show in `ps`. Without either, "
+    "the engine bound to the application's JobQueue (JobQueue(Job, engine=...)) is used.",
+)
+
+#: What a command says when it has neither a URL nor an application engine to use.
+NO_DATABASE = (
+    "no database: pass --database-url, set DATABASE_URL, or bind the application's engine "
+    "to its JobQueue (JobQueue(Job, engine=...) or jobs.bind(engine)) and name it"
 )
 
 _PREPARED = "sa_jobqueue.prepared_statements"
@@ -120,6 +130,34 @@ def make_engine(url: str, *, pool_size: int = 5) -> Engine:
         )
     except Exception as error:  # noqa: BLE001 - any URL/driver problem is a user error here
         fail(f"bad --database-url: {type(error).__name__}: {error}", 2)
+
+
+def require_url(database_url: str | None) -> str:
+    """`database_url`, or a one-line usage error for a command that needs a URL."""
+    if not database_url:
+        fail("no database: pass --database-url or set DATABASE_URL", 2)
+    return database_url
+
+
+def app_engine(jobs: JobQueue[Any], what: str) -> Engine:
+    """The sync engine bound to `jobs` (`JobQueue.bind`), for a command given no URL.
+
+    An `AsyncEngine` is bound: a command runs sync, so it gets an engine of its own
+    for the same database with the matching sync driver.
+    """
+    from sa_jobqueue.core.aio import is_async_engine
+
+    try:
+        engine = jobs.engine
+    except JobQueueError as error:
+        fail(str(error), 2)
+    if engine is None:
+        fail(f"{NO_DATABASE} with {what}", 2)
+    if is_async_engine(engine):
+        from sa_jobqueue.worker.run.async_pool import sync_url
+
+        return make_engine(sync_url(engine.url).render_as_string(hide_password=False))
+    return cast("Engine", engine)
 
 
 def load_jobqueue(target: str) -> JobQueue[Any]:
@@ -295,8 +333,14 @@ def _describe(error: DBAPIError, table: str) -> str:
 
 
 @contextmanager
-def operating(database_url: str, table: str, app: str | None) -> Iterator[tuple[Any, Engine]]:
-    """The `JobQueue` to operate and an engine; database errors end in one line."""
+def operating(
+    database_url: str | None, table: str, app: str | None
+) -> Iterator[tuple[Any, Engine]]:
+    """The `JobQueue` to operate and an engine; database errors end in one line.
+
+    The engine is made from `database_url` when given, else it is the one bound to
+    the `--app` JobQueue (`JobQueue.bind`).
+    """
     from sqlalchemy import exc
 
     from sa_jobqueue.jobqueue import JobQueue
@@ -309,7 +353,12 @@ def operating(database_url: str, table: str, app: str | None) -> Iterator[tuple[
             jobs = JobQueue(admin.model_for_table(table))
         except JobQueueError as error:
             fail(str(error), 2)
-    engine = make_engine(database_url, pool_size=2)
+    if database_url:
+        engine = make_engine(database_url, pool_size=2)
+    elif app:
+        engine = app_engine(jobs, f"--app {app}")
+    else:
+        fail(f"{NO_DATABASE} with --app MODULE:ATTR", 2)
     try:
         yield jobs, engine
     except exc.DBAPIError as error:

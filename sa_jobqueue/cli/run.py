@@ -6,24 +6,32 @@ import logging
 import os
 import threading
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from sqlalchemy import Engine
 
 from sa_jobqueue.cli.app import (
+    NO_DATABASE,
+    app_engine,
     database_url_option,
     fail,
     load_jobqueue,
     main,
     make_engine,
     prepared_statements,
+    require_url,
 )
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
 from sa_jobqueue.ops import admin
 from sa_jobqueue.worker.config import DEFAULT_PREFETCH
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from sa_jobqueue.jobqueue import JobQueue
 
 __all__ = ["migrate", "worker"]
 
@@ -102,8 +110,9 @@ def _serve_metrics(engine: Engine, jobs: Any, port: int | None, host: str) -> Me
 @click.option(
     "--force", is_flag=True, help="Downgrade to base even if the table holds pending/running jobs."
 )
-def migrate(database_url: str, table: str, revision: str, adopt: bool, force: bool) -> None:
+def migrate(database_url: str | None, table: str, revision: str, adopt: bool, force: bool) -> None:
     """Create or upgrade the jobs table with the shipped Alembic revisions (or downgrade it)."""
+    database_url = require_url(database_url)
     # Imported here, not at the top: it loads Alembic, which `sa-jobqueue worker` (and
     # every other command) must not pay for at start.
     from sa_jobqueue import migration
@@ -153,6 +162,17 @@ def _migrated(
     if not before:
         return f"{'adopted' if adopted else 'created'} table {table} at {at}"
     return f"upgraded table {table} from {', '.join(before)} to {at}"
+
+
+def _bound_engine(jobs: JobQueue[Any], target: str) -> Engine | AsyncEngine:
+    """The engine bound to `jobs` (`JobQueue.bind`), or a one-line usage error."""
+    try:
+        engine = jobs.engine
+    except JobQueueError as error:
+        fail(str(error), 2)
+    if engine is None:
+        fail(f"{NO_DATABASE}: {target}", 2)
+    return engine
 
 
 def _first_line(error: BaseException) -> str:
@@ -259,7 +279,7 @@ def _first_line(error: BaseException) -> str:
 )
 def worker(
     target: str,
-    database_url: str,
+    database_url: str | None,
     queues: tuple[str, ...],
     concurrency: int,
     poll_interval: float,
@@ -279,11 +299,18 @@ def worker(
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
     configure_logging(log_level.upper(), log_format)
-    engine = make_engine(database_url, pool_size=concurrency + 4)
-    _open_connections(engine, 2)  # the claim loop's and the maintenance thread's
-    try:
+    engine: Engine | AsyncEngine
+    if database_url:
+        engine = make_engine(database_url, pool_size=concurrency + 4)
+        _open_connections(engine, 2)  # the claim loop's and the maintenance thread's
         jobs = load_jobqueue(target)
-        metrics = _serve_metrics(engine, jobs, metrics_port, metrics_host)
+    else:
+        # No URL: the application's own engine, as it built it (URL, driver, pool).
+        jobs = load_jobqueue(target)
+        engine = _bound_engine(jobs, target)
+    try:
+        sync_engine = engine if isinstance(engine, Engine) else app_engine(jobs, target)
+        metrics = _serve_metrics(sync_engine, jobs, metrics_port, metrics_host)
         runner = jobs.worker(
             engine,
             queues=list(queues) or None,

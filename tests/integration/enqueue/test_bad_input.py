@@ -1,8 +1,9 @@
 """Invariant 10: bad input gets a clear error at the call that made it, and never
 corrupts or loses another job.
 
-One parametrized case per bad input (`CASES`). Each checks the exact error (type and message, which names the
-field and the value), that nothing was sent to the database and nothing flushed,
+One parametrized case per bad input (`CASES`). Each checks the exact error (type
+and message, which names the field and the value), that nothing was sent to the
+database and nothing flushed,
 and that the caller's transaction stays usable: its order and the job enqueued
 before the bad call commit, an earlier committed job is untouched, and the jobs
 table holds exactly those rows afterwards.
