@@ -47,8 +47,8 @@ class JobContext:
             cancel``), its attempt ran past the task's ``timeout``, or the worker is
             shutting down. A long handler checks it and returns early; see
             docs/tasks.md.
-        engine: the worker's engine (an ``AsyncEngine`` for async handlers), for
-            handlers that open sessions of their own.
+        engine: the worker's engine, for handlers that open sessions of their own
+            (typed `Engine`; an async handler's, an ``AsyncEngine``, is `async_engine`).
     """
 
     id: int
@@ -72,17 +72,39 @@ class JobContext:
         return self._stop is not None and self._stop.is_set()
 
     @property
-    def engine(self) -> Engine | AsyncEngine:
+    def engine(self) -> Engine:
         """The worker's engine: open your own sessions on it in lease mode.
 
         ``with Session(ctx.engine) as session, session.begin(): ...`` reuses the
         worker's connection pool instead of building a second engine per process.
-        It is an `Engine` for sync handlers and an ``AsyncEngine`` for async ones
-        (narrow it with ``isinstance`` under a strict type checker).
+        Typed as the `Engine` a sync handler gets, so ``Session(ctx.engine)`` passes a
+        strict type checker; an async handler gets an ``AsyncEngine`` here, typed as
+        one by `async_engine` (as `session` and `async_session`).
 
         Raises:
             AttributeError: the context was made outside a worker (in a test) without one.
         """
+        return self._any_engine()  # type: ignore[return-value]  # AsyncEngine: async_engine
+
+    @property
+    def async_engine(self) -> AsyncEngine:
+        """`engine`, typed as the ``AsyncEngine`` an async handler gets.
+
+        ``async with AsyncSession(ctx.async_engine) as session: ...``
+
+        Raises:
+            AttributeError: for a sync handler (whose engine is a plain `Engine`), or a
+                context made without one.
+        """
+        engine = self._any_engine()
+        if isinstance(engine, Engine):
+            raise AttributeError(
+                f"job {self.id} ({self.kind!r}) runs a sync handler: its engine is an "
+                "Engine (ctx.engine), not an AsyncEngine"
+            )
+        return engine
+
+    def _any_engine(self) -> Engine | AsyncEngine:
         engine = self._engine
         if engine is None:
             raise AttributeError(f"job {self.id} ({self.kind!r}) was given no engine")

@@ -30,5 +30,5 @@ jobs = JobQueue(Job, engine=app_engine)
 @jobs.task("record")
 def record(ctx: JobContext) -> None:
     """Write one Effect through the worker's engine: the application's own."""
-    with Session(ctx.engine) as session, session.begin():  # type: ignore[arg-type]
+    with Session(ctx.engine) as session, session.begin():
         session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="bound"))
