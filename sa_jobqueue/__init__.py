@@ -6,9 +6,8 @@ Example:
     ...     __tablename__ = "jobs"
     >>> jobs = JobQueue(Job)                            # doctest: +SKIP
 
-Importing the package loads only the exception tree: every other public name is
-imported at its first use (PEP 562), so ``import sa_jobqueue.errors`` or a command
-such as ``sa-jobqueue --help`` does not pay for SQLAlchemy and the runtime.
+Importing the package loads only the exception tree; every other public name is imported
+at its first use (PEP 562). See docs/architecture.md.
 """
 
 from __future__ import annotations

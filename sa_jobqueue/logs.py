@@ -1,25 +1,7 @@
 """Structured logs: one JSON object per line, and the job fields every job line carries.
 
-The worker logs to ``sa_jobqueue.*`` loggers with standard `logging`. Each line
-about a job passes its fields as ``extra=`` (`job_fields`): ``event`` (``claimed``,
-``done``, ``retry``, ``failed``, ``dead``, ``lease_lost``, ``released``...),
-``job_id``, ``kind``, ``queue``, ``attempt``, ``worker_id``, and where they apply
-``duration_ms`` and ``error`` (the first line; the full text is in ``last_error``).
-
-`JsonFormatter` writes those (and any other ``extra=`` field) as one JSON object
-per line, for ``sa-jobqueue worker --log-format json`` or an application that
-configures logging itself::
-
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonFormatter())
-    logging.getLogger("sa_jobqueue").addHandler(handler)
-
-A line looks like::
-
-    {"time": "2026-12-01T09:30:00.123Z", "level": "INFO", "logger": "sa_jobqueue.worker",
-     "message": "job 7 send_receipt attempt 1 done in 12.5 ms", "event": "done",
-     "job_id": 7, "kind": "send_receipt", "queue": "mail", "attempt": 1,
-     "worker_id": "web-1:4242:a1b2c3", "duration_ms": 12.5}
+`job_fields` gives each line about a job its ``extra=`` fields; `JsonFormatter` writes a
+record as one JSON object per line (``--log-format json``). See docs/observability.md#logs.
 """
 
 from __future__ import annotations

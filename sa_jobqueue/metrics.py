@@ -1,32 +1,8 @@
 """Prometheus metrics (``pip install 'sa-jobqueue[prometheus]'``, prometheus-client).
 
-``sa-jobqueue worker ... --metrics-port 9464`` serves them on
-``http://127.0.0.1:9464/metrics`` (``--metrics-host`` to change the address). An
-application that serves its own ``/metrics`` registers them on its registry::
-
-    from sa_jobqueue.metrics import default_metrics
-
-    metrics = default_metrics()               # on prometheus_client.REGISTRY
-    metrics.watch(engine, jobs)               # the table gauges, optional
-    jobs.worker(engine, metrics=metrics).run()
-
-The series:
-
-* ``sa_jobqueue_job_attempts_total{queue,kind,outcome}`` (counter), outcome one of
-  `OUTCOMES`: ``done``, ``retry``, ``failed`` (dead letter), ``cancelled``,
-  ``timeout``, ``lease_lost``, ``released``;
-* ``sa_jobqueue_job_duration_seconds{queue,kind}`` (histogram of handler time);
-* ``sa_jobqueue_jobs{queue,status}`` (pending and running jobs) and
-  ``sa_jobqueue_queue_lag_seconds{queue}`` (age of the oldest due pending job):
-  gauges from one query (`statements.live_counts`) run at most every
-  ``interval`` seconds, on scrape, by each process that `watch` es;
-* ``sa_jobqueue_handlers_busy`` and ``sa_jobqueue_handlers`` (gauges: handlers
-  running a job, and handler slots, summed over the process's workers),
-  ``sa_jobqueue_claim_rounds_total`` and ``sa_jobqueue_database_errors_total``
-  (counters).
-
-prometheus-client is imported only when a `Metrics` is made; without it that
-raises a `ConfigurationError` saying what to install.
+The series a worker exports, served by ``--metrics-port`` or registered on the application's
+own registry (`default_metrics`, `Metrics.watch`); prometheus-client is imported only when a
+`Metrics` is made. See docs/observability.md#metrics.
 """
 
 from __future__ import annotations

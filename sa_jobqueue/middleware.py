@@ -1,26 +1,8 @@
 """Handler middleware: code that wraps every handler call (``jobs.middleware(fn)``).
 
-A middleware is ``fn(ctx, call_next)``: it runs around the handler and returns
-what ``call_next(ctx)`` returned, which becomes the job's ``result``. Uses: Flask's
-``app.app_context()`` (so lease-mode handlers can use ``db.session``), a Sentry
-scope, a tenant switch, timing::
-
-    @jobs.middleware
-    def app_context(ctx, call_next):
-        with app.app_context():
-            return call_next(ctx)
-
-    @jobs.middleware
-    async def tenant(ctx, call_next):        # wraps async handlers
-        with use_tenant(ctx.payload["tenant"]):
-            return await call_next(ctx)
-
-A plain function wraps sync handlers and an ``async def`` wraps async handlers: a
-sync middleware cannot hold a context open across an ``await`` it does not make.
-Register one of each to cover both. The first registered runs outermost, and each
-runs in the thread (or event loop) the handler runs in, inside the attempt's
-trace span. An exception a middleware raises counts as the handler's: `Retry`
-and `Discard` work from there too.
+A middleware is ``fn(ctx, call_next)`` (an ``async def`` one for async handlers); the first
+registered runs outermost, and what it raises counts as the handler's.
+See docs/observability.md#middleware.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """Periodic schedules: their definitions, their ticks, and enqueueing each tick once.
 
-A `Schedule` is made by `JobQueue.periodic` and validated there. Its ticks are pure
-functions of its definition (`Schedule.next_after`), so every worker computes the
-same ones. Which worker enqueues a tick is decided by the database: the schedules
-table holds each schedule's next tick, and a worker enqueues it only if its
-conditional UPDATE moves that row forward, in the same transaction as the job's
-INSERT (`enqueue_due`). No leader, no worker clock: ``now()`` says what is due.
-
-Policies (docs/periodic.md):
-
-* Catch-up: ticks missed while no worker ran are not back-filled. The first worker
-  to come back enqueues one job for them (the oldest missed tick's), then the
-  schedule goes on from the next tick after now.
-* A schedule seen for the first time starts at its next tick after now.
-* DST (cron in a time zone), as Debian's cron and `cronsim` do: a time that a
-  spring-forward gap skips runs once, at the first instant after the gap, for a
-  schedule at a fixed hour and minute; a schedule whose hour or minute is a
-  wildcard or a step simply has no ticks inside the gap. In an autumn overlap a
-  fixed-time schedule runs once, in the first pass; a wildcard-hour one runs in
-  both passes (they are different instants).
-* ``every`` ticks are multiples of the interval since the Unix epoch, in UTC, so
-  they never move with DST.
+Ticks are pure functions of a `Schedule` (`Schedule.next_after`), so every worker computes
+the same ones; a worker enqueues a tick only if its conditional UPDATE of the schedules row
+moves it forward, in the job's transaction (`enqueue_due`). See docs/periodic.md.
 """
 
 from __future__ import annotations

@@ -1,36 +1,8 @@
 """pytest fixtures for applications that use sa-jobqueue: a real PostgreSQL, two tiers.
 
-Installed with the package, this plugin is loaded by pytest through the
-``pytest11`` entry point named ``sa_jobqueue``. Loading it only registers
-fixtures, all named ``jobqueue_*``, and one command-line option: nothing
-connects anywhere until a test asks for a fixture, and no name a project may
-already use (``session``, ``engine``, ``db``, ``--database-url``) is taken.
-``pytest -p no:sa_jobqueue`` (or ``addopts = "-p no:sa_jobqueue"``) turns it off.
-
-Fixtures (see docs/testing.md):
-
-``jobqueue_server_url`` (session)
-    A PostgreSQL server: ``--jobqueue-database-url``, else a ``--database-url``
-    option when the project defines one, else ``$DATABASE_URL``, else a throwaway
-    server (`sa_jobqueue.testing.throwaway_postgres`). Without any, the run fails
-    and says how to provide one; it never skips.
-``jobqueue_database_url`` (session)
-    A scratch database of the run's own on that server, migrated with
-    ``jobqueue_migrate`` and given the tables of ``jobqueue_tables``; dropped at the end.
-``jobqueue_engine`` (session)
-    An engine on it.
-``jobqueue_session``
-    A session in an outer transaction rolled back after the test; its
-    ``commit()`` only releases a savepoint. For what code enqueues.
-``jobqueue_committed``
-    The engine, for real commits visible to other connections (workers); every
-    table is emptied before and after the test.
-``jobqueue_run_on_commit``
-    Jobs enqueued in a transaction of the ``jobqueue_committed`` engine run in
-    the test's process right after it commits (`sa_jobqueue.testing.run_on_commit`).
-
-Override in your ``conftest.py``: ``jobqueue`` (your `JobQueue`, for the fixtures
-that run jobs), ``jobqueue_tables`` (your metadata) and ``jobqueue_migrate``.
+Loaded through the ``pytest11`` entry point ``sa_jobqueue`` (``-p no:sa_jobqueue`` turns it
+off); it only registers the ``jobqueue_*`` fixtures and ``--jobqueue-database-url``, and
+connects nowhere until a test asks for a fixture. See docs/testing.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """OpenTelemetry traces, when ``opentelemetry-api`` is installed (``sa-jobqueue[otel]``).
 
-`enqueue` runs in a PRODUCER span (``send <queue>``) and records that span's
-context (W3C ``traceparent``/``tracestate``, through the globally configured
-propagator) in the job's ``trace_context`` column. The worker runs each attempt in
-a CONSUMER span (``process <queue>``) whose parent is that context, so the request
-that enqueued a job and every attempt of it are one trace. Failures are recorded on
-the attempt's span (``record_exception``, status ERROR, ``error.type``); a `Retry`
-is an event, not an error.
-
-Attribute names follow OpenTelemetry's messaging semantic conventions, written out
-here (they are still incubating, so no semantic-conventions package is imported):
-``messaging.system`` (``"sa_jobqueue"``), ``messaging.operation.type`` and
-``messaging.operation.name``, ``messaging.destination.name`` (the queue),
-``messaging.message.id`` (the job id), ``messaging.batch.message_count``; plus
-``sa_jobqueue.job.kind``, ``sa_jobqueue.job.attempt`` and ``sa_jobqueue.worker.id``.
-
-Without OpenTelemetry installed nothing here imports it and every call is a no-op.
-Without an SDK configured (only the API installed), spans are non-recording, no
-context is injected and ``trace_context`` stays NULL.
+A PRODUCER span around `enqueue`, whose context is stored in ``trace_context``, and a
+CONSUMER span per attempt whose parent is that context; a no-op without OpenTelemetry or
+without an SDK. See docs/observability.md#traces.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The ``sa-jobqueue`` command line: thin over the library.
 
-`main` is the click group (`sa_jobqueue.cli.app`). Its commands live in
-`sa_jobqueue.cli.run` (``migrate``, ``worker``), `sa_jobqueue.cli.ops` (the operator
-commands), `sa_jobqueue.cli.control` (pause/resume/periodic) and
-`sa_jobqueue.cli.dashboard` (``dashboard``); each module is imported when its command
-is looked up (`sa_jobqueue.cli.app.SUBCOMMANDS`), so a worker loads only its own.
+`main` is the click group (`sa_jobqueue.cli.app`); the commands live in `cli.run`, `cli.ops`,
+`cli.control` and `cli.dashboard`, each imported when its command is looked up.
 See docs/cli.md.
 """
 

@@ -1,14 +1,8 @@
 """The ``sa-jobqueue`` click group and what its commands share.
 
-``DATABASE_URL`` is read when ``--database-url`` is absent. User errors (bad
-flags, an unimportable target, a `JobQueueError`, a missing job) print one line
-and exit non-zero (2 for bad usage), without a traceback.
-
-Start-up: this module imports click and the standard library only. Each command's
-module is imported when the command is looked up (`SUBCOMMANDS`), and SQLAlchemy
-and the runtime when a command needs them, so ``sa-jobqueue worker`` loads neither
-the operator commands nor the dashboard, and ``--version`` loads no SQLAlchemy.
-(``--help`` imports every command's module: it lists their help.)
+``DATABASE_URL`` when ``--database-url`` is absent; user errors in one line, without a
+traceback (exit 2 for bad usage); each command's module imported only when the command is
+looked up (`SUBCOMMANDS`). See docs/cli.md and docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """What the asyncio API shares: greenlet's presence and sync/async session checks.
 
-The async calls (`JobQueue.aenqueue`, `JobQueue.astats`, ...) run the sync code
-through SQLAlchemy's own bridge, ``AsyncSession.run_sync``, so there is one
-implementation of each operation and the async one cannot drift from it. That
-bridge needs the ``greenlet`` package, which SQLAlchemy 2.1 no longer installs by
-itself: ``pip install 'sa-jobqueue[asyncio]'`` brings it. Without it,
-``sqlalchemy.ext.asyncio`` cannot even be imported, so this module imports it only
-where an async object must be in hand already.
+The async calls run the sync code through ``AsyncSession.run_sync``, which needs
+``greenlet`` (``sa-jobqueue[asyncio]``); ``sqlalchemy.ext.asyncio`` is imported only where
+an async object is in hand already. See docs/asyncio.md.
 """
 
 from __future__ import annotations

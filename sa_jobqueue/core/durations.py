@@ -1,12 +1,7 @@
 """Durations given as text (``7d``, ``1h30m``) or as timedeltas, and their bounds.
 
-The grammar is explicit and case-sensitive: one or more ``<number><unit>`` parts,
-or a plain number of seconds. Units are ``w`` (weeks), ``d`` (days), ``h`` (hours),
-``m`` (minutes), ``s`` (seconds) and ``ms`` (milliseconds). Nothing else is a unit:
-``1M`` is refused (it is not a minute, and not a month either), and so are ``1D``,
-``1H``, ``2 days`` and negative values. A duration is 0 to `MAX_DURATION` (100
-years): a longer one cannot be subtracted from the database clock (``now() - age``)
-nor added to it, so it is refused where it is given, not where it would overflow.
+One case-sensitive grammar (units ``w d h m s ms``, or plain seconds) and one bound,
+`MAX_DURATION` (100 years). See docs/cli.md#durations.
 
 >>> parse_duration("1d12h")
 datetime.timedelta(days=1, seconds=43200)

@@ -1,19 +1,8 @@
 """From a database URL to the arguments of an engine: driver checks, prepared statements.
 
-The command line and `sa_jobqueue.migration` open their engines from a URL; this
-module decides how, in one place:
-
-* ``prepare_threshold`` in the URL's query (``?prepare_threshold=None``, or a number)
-  becomes psycopg's connect argument of that name, instead of reaching psycopg as a
-  string (a ``TypeError`` at the first query). ``None`` (or ``prepared_statements=
-  False``, the command line's ``--no-prepared-statements``) turns psycopg's
-  server-side prepared statements off, which a transaction-mode pooler such as
-  PgBouncer needs (docs/pgbouncer.md).
-* Drivers are checked where the URL enters: the command line runs synchronously,
-  so an asyncio driver (``postgresql+asyncpg://``) is refused in one line, and the
-  worker's listener needs psycopg 3 (``postgresql+psycopg://``).
-
-Errors never repeat the URL, so a password in it is never printed.
+How the command line and `sa_jobqueue.migration` open their engines, in one place:
+``prepare_threshold`` in the URL becomes psycopg's connect argument, drivers are checked
+where the URL enters, and no error repeats the URL. See docs/pgbouncer.md and docs/cli.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
 """A task's flow-control limits: what they are and the rules their values must pass.
 
-Three limits, each optional, each enforced by PostgreSQL across every worker of the
-table (see docs/flow-control.md for how):
-
-* ``max_running``: at most N jobs of the kind are ``running`` at once;
-* ``max_running_per_key``: at most N running per ``concurrency_key`` (jobs with no
-  key are not limited by it);
-* ``rate_limit=(N, window)``: at most N attempts of the kind start in any window of
-  that length (a sliding window).
+``max_running``, ``max_running_per_key`` and ``rate_limit=(N, window)``, each optional,
+each enforced by PostgreSQL across every worker. See docs/flow-control.md.
 
 >>> from datetime import timedelta
 >>> check_limits(max_running=2, rate_limit=(10, timedelta(seconds=1)))

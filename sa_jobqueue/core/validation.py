@@ -1,13 +1,7 @@
 """The rules every enqueued value must pass, checked before anything touches a session.
 
-Names (``kind``, ``queue``) are 1 to 128 characters: ASCII letters, digits and
-``_ . : / -``, starting with a letter, digit or underscore. Idempotency keys are
-1 to 512 characters of any text except NUL. Payloads are JSON values (dicts with
-string keys, lists, strings, finite numbers, booleans, None) whose UTF-8 JSON text
-is at most `JobQueue`'s ``max_payload_bytes`` (1 MiB by default). A ``run_at`` is
-timezone-aware and within years 1 to 9999 once converted to UTC. A ``delay`` is
-0 to 100 years (`MAX_DELAY_SECONDS`): the database adds it to ``now()``, and a later
-``run_at`` would overflow the timestamp or fail to load back into Python.
+Names, idempotency keys, payloads (JSON, at most ``max_payload_bytes``), ``run_at`` and
+``delay``; each bad value is a `ValidationError` naming it. See docs/enqueue.md#validation.
 """
 
 from __future__ import annotations

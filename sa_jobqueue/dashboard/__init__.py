@@ -1,9 +1,8 @@
 """A web dashboard for a jobs table: see and repair the queue in a browser.
 
-``from sa_jobqueue.dashboard import make_app`` gives an ASGI (Starlette)
-application to mount inside a web app, behind its own authentication;
-``sa-jobqueue dashboard`` serves the same app on its own. It needs the
-``dashboard`` extra: ``pip install 'sa-jobqueue[dashboard]'``. See docs/dashboard.md.
+`make_app` gives an ASGI (Starlette) application to mount behind the web app's own
+authentication; ``sa-jobqueue dashboard`` serves it on its own. Needs
+``pip install 'sa-jobqueue[dashboard]'``. See docs/dashboard.md.
 """
 
 from __future__ import annotations

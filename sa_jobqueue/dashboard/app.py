@@ -1,9 +1,7 @@
 """`make_app`: the dashboard as a Starlette (ASGI) application.
 
-Pages are rendered on the server with Jinja2 (autoescaping every value: payloads
-and errors are user data). htmx, vendored as one static file, refreshes the
-overview in place. Reads run in short read-only transactions with a statement
-timeout; actions call `sa_jobqueue.ops.admin`, the functions behind the CLI.
+Server-rendered Jinja2 pages (autoescaped), htmx refreshing the overview, reads in short
+read-only transactions, actions through `sa_jobqueue.ops.admin`. See docs/dashboard.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The overview's two charts as SVG geometry: pure arithmetic, no I/O, no JavaScript.
 
-The page draws them as inline ``<svg>``: bars of jobs finished per minute
-(done and failed stacked), and a line of the seconds from due to finished.
+Bars of jobs finished per minute (done and failed stacked) and a line of the seconds from
+due to finished, drawn as inline ``<svg>``. See docs/dashboard.md.
 
 >>> from datetime import datetime, timezone
 >>> t = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)

@@ -1,9 +1,8 @@
 """What each dashboard page reads, as plain data: built on `sa_jobqueue.statements`.
 
-Every function takes a `Session` and runs read statements in its transaction
-(the caller opens and closes it). Each statement walks one index of the table
-(see `sa_jobqueue.statements.dashboard`), so a page costs about the same on a
-table of ten million finished rows as on an empty one.
+Each function runs read statements in the caller's `Session`, each walking one index of
+the table, so a page costs about the same on a big table as on an empty one.
+See docs/dashboard.md#cost-on-a-big-table.
 """
 
 from __future__ import annotations

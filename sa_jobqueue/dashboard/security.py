@@ -1,12 +1,8 @@
 """The dashboard's guards: who may see it, which POSTs count, what the browser may run.
 
-- `Credentials`: HTTP basic auth (a user and password) or a bearer token; the
-  standalone server requires one when it listens beyond the loopback interface.
-- CSRF: a random token in an ``HttpOnly``, ``SameSite=Strict`` cookie, repeated
-  in every action form; a POST whose form token does not match the cookie (or
-  whose ``Origin`` is another site) is refused before anything runs.
-- Headers: a Content-Security-Policy that allows only the dashboard's own
-  scripts and styles (no inline script at all), no framing, no sniffing.
+`Credentials` (basic auth or a bearer token, required beyond the loopback interface), the
+CSRF token in a ``SameSite=Strict`` cookie checked on every POST, and the security headers.
+See docs/dashboard.md.
 """
 
 from __future__ import annotations

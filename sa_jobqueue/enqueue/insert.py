@@ -1,10 +1,8 @@
 """The INSERTs of enqueue: one job as one short statement, many as one batched statement.
 
-`Inserter` runs them for one model in the caller's session, never commits, and
-returns the jobs as mapped instances: a batch (and any job whose session could
-tell a built row from a loaded one) is loaded through the ORM; a single job's row
-is built from what the INSERT returned and attached to the session. Keys already
-taken return the job that holds them. What goes in was checked by `enqueue.prepare.prepare`.
+`Inserter` runs them for one model in the caller's session, never commits, and returns the
+jobs as mapped instances; keys already taken return the job that holds them.
+See docs/enqueue.md#what-enqueue-does.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Session-scoped enqueue: validate, insert in the caller's transaction, never commit.
 
-A job enqueued here commits or rolls back with the caller's unit of work: it is
-invisible to workers until that transaction commits, and never existed if it rolls
-back. Everything is validated here (`prepare`, `prepare_many`: one `JobSpec` per
-job) before the session is touched, so a rejected call leaves the caller's
-transaction usable; `enqueue.insert.Inserter` then runs the INSERT.
+`prepare` and `prepare_many` check every value (one `JobSpec` per job) before the session
+is touched, so a rejected call leaves the caller's transaction usable; `Inserter` then runs
+the INSERT. See docs/enqueue.md.
 """
 
 from __future__ import annotations

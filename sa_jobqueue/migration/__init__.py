@@ -1,10 +1,8 @@
 """The shipped Alembic migration: where its scripts are, and the op-level helpers they call.
 
-`scripts` finds and runs the library's own revisions (``sa-jobqueue migrate``); `ops`
-holds the op-level helpers every revision calls, for a jobs table of any name;
-`preflight` checks a live database before migrating it or working on it. Names are
-loaded on first use, so a worker that imports `preflight` never loads Alembic. See
-docs/migrations.md.
+`scripts` runs the library's own revisions, `ops` holds the helpers every revision calls,
+`preflight` checks a live database; names load on first use, so a worker that imports
+`preflight` never loads Alembic. See docs/migrations.md.
 """
 
 from __future__ import annotations

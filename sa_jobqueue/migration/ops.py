@@ -1,11 +1,8 @@
 """The op-level helpers the shipped Alembic revisions call, for tables of any name.
 
-A revision of the application's own (a jobs table under another name, or in an
-Alembic environment of its own) calls the same helpers: `create_jobs_table` /
-`drop_jobs_table`, then one `add_*` per later revision (`add_scheduling`,
-`add_flow_control`, `add_revision_columns`, ...). They run inside Alembic's ``op``
-context. They are re-exported by `sa_jobqueue.migration`, where docs and revisions
-import them.
+`create_jobs_table` / `drop_jobs_table`, then one ``add_*`` per later revision, run inside
+Alembic's ``op`` context by the shipped revisions and the application's own; re-exported by
+`sa_jobqueue.migration`. See docs/migrations.md.
 """
 
 from __future__ import annotations

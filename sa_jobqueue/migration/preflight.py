@@ -1,15 +1,8 @@
 """Checks on a live database before migrating it or working on it, each failing in one line.
 
-* `check_encoding`: the database must be UTF8 (payloads, errors and names are
-  Unicode; a LATIN1 database refuses some of them in the middle of a transaction).
-* `table_differences` / `check_table`: the jobs table must have the model's columns,
-  with the model's types, and the unique key on ``idempotency_key`` that every
-  enqueue's ``ON CONFLICT`` needs. A worker checks it at start instead of failing
-  on ``UndefinedColumn`` at every claim.
-* `has_notify_trigger`: without it idle workers only poll (`worker_warnings`).
-* `adopt`: take over a table made without ``sa-jobqueue migrate`` (by
-  ``create_all``, or by hand) when it matches the model: add the missing indexes,
-  constraints, trigger and autovacuum settings, for the caller to stamp.
+The encoding (`check_encoding`), the jobs table's shape (`table_differences`, `check_table`),
+the notify trigger (`has_notify_trigger`, `worker_warnings`), and taking over a table made
+without ``sa-jobqueue migrate`` (`adopt`). See docs/operations.md and docs/migrations.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The shipped Alembic migration: where its scripts are, and the helpers they call.
 
-Two ways to migrate (see docs/migrations.md):
-
-* ``sa-jobqueue migrate --database-url URL [--table NAME]`` runs the library's
-  own revisions with a version table of their own (`upgrade`).
-* A user's Alembic environment adds `versions_location()` to its
-  ``version_locations`` and runs ``alembic upgrade heads``; or, for a jobs table
-  of its own, calls `create_jobs_table` / `drop_jobs_table` from its own revision.
+`upgrade` runs the library's own revisions (``sa-jobqueue migrate``) with a version table of
+their own; `versions_location` is what a user's Alembic environment adds to its
+``version_locations``. See docs/migrations.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Operating a queue: stats, inspect, retry, cancel, prune, and enqueue from the shell.
 
-Every function returns plain data (dataclasses with a ``to_dict()`` for JSON). Those
-that take a `Session` run in its transaction and never commit, like ``enqueue``;
-`prune` takes an `Engine` (or a `Connection`) because it commits in short batches.
-The command line (``sa-jobqueue stats``, ``jobs list``, ``retry``, ...) and the
-`JobQueue` methods of the same names are thin over this module; the SQL behind each
-is in `sa_jobqueue.statements` and spelled out in docs/operations.md.
+Plain-data results (with ``to_dict()``); functions that take a `Session` run in its
+transaction and never commit, `prune` commits in short batches. The command line and the
+`JobQueue` methods of the same names are thin over this module. See docs/operations.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Pause and resume queues, across every worker of a jobs table.
 
-A paused queue has a row in ``sa_jobqueue_paused_<table>``; every claim checks it
-(`sa_jobqueue.statements.control.is_paused`), so no worker claims from a paused
-queue once the pause has committed, while jobs already running finish. Resuming
-deletes the row and sends the queue's NOTIFY, so idle workers claim at once.
-Both run in the caller's transaction and never commit.
+A paused queue has a row in ``sa_jobqueue_paused_<table>``, which every claim checks;
+resuming deletes it and wakes idle workers. Both run in the caller's transaction and never
+commit. See docs/operations.md#pausing-and-resuming-a-queue.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Retention: deleting finished jobs in short batches, by age and status.
 
-`prune` (and `prune_on`) delete ``done``/``failed``/``cancelled`` rows older than
-an age, one short transaction per batch, and never touch ``pending`` or
-``running`` rows. Only one pruner per table runs at a time. `Pruner` is what a
-worker's maintenance thread runs every `DEFAULT_PRUNE_INTERVAL` seconds with
-its retention (`DEFAULT_RETENTION` unless told otherwise).
+`prune` and `prune_on` delete finished rows older than an age, never ``pending`` or
+``running`` ones, one pruner per table at a time; `Pruner` is what a worker's maintenance
+thread runs. See docs/operations.md#retention-and-pruning.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The application's own columns on its jobs model, set through ``enqueue(..., columns=...)``.
 
-An application may add columns to its `JobMixin` model: a foreign key to the order
-a job belongs to (so ``order.jobs`` is a relationship), a tenant id, a request id.
-`OwnColumns` knows which those are and checks the values given for them before any
-SQL runs: an unknown name, a column `JobMixin` owns, or a value the column cannot
-hold is a `ValidationError` naming it.
+`OwnColumns` knows which columns the application added to its `JobMixin` model and checks
+the values given for them before any SQL runs. See docs/enqueue.md#your-own-columns-columns.
 
 Example:
     >>> class Job(JobMixin, Base):                                   # doctest: +SKIP

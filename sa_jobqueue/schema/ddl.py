@@ -1,10 +1,8 @@
 """The DDL beside a jobs table: its notify trigger and its autovacuum settings.
 
-One definition for both ways a table is made: `sa_jobqueue.migration` runs these
-statements from Alembic revisions, and `JobMixin` attaches them to the mapped
-table's ``after_create`` / ``after_drop`` events, so ``Base.metadata.create_all()``
-makes the same trigger and settings as ``sa-jobqueue migrate``. This module does not
-import Alembic.
+One definition for the Alembic revisions (`sa_jobqueue.migration`) and for ``create_all``
+(`JobMixin` attaches them to ``after_create`` / ``after_drop``); no Alembic import.
+See docs/migrations.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Names derived from a jobs table: its channel, version table, trigger function, locks.
 
-Everything here is a pure function of the table's name, so the migration, the
-worker, the listener and the operator commands agree on each name without
-importing one another (and without importing Alembic).
+Pure functions of the table's name, so the migration, the worker, the listener and the
+operator commands agree on each name without importing one another. See docs/migrations.md.
 
 >>> channel_name("jobs")
 'sa_jobqueue_jobs'

@@ -1,13 +1,7 @@
 """The starts log: one row per attempt start of a rate-limited kind, pruned as it goes.
 
-A rate limit is a sliding window over attempt starts across every worker, so the
-starts must outlive the job rows' own columns (a retry overwrites a job's claim
-time, and retention deletes finished jobs). Only rate-limited kinds write here; a
-claim of such a kind inserts one row per job it starts and deletes its kind's rows
-that have left the window, so the table holds about ``count`` rows per kind.
-
-`JobMixin` declares this table beside the jobs table in the model's `MetaData`, so
-``create_all`` makes both, as the migration does.
+A rate limit's sliding window counts these rows, which outlive the job rows' own claim
+times (a retry overwrites them, retention deletes the rows). See docs/flow-control.md.
 """
 
 from __future__ import annotations

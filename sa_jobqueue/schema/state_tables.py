@@ -1,15 +1,8 @@
 """The two small tables beside a jobs table: paused queues and periodic schedules.
 
-``sa_jobqueue_paused_<table>`` has one row per paused queue; a claim skips a queue
-that has a row there. ``sa_jobqueue_schedules_<table>`` has one row per periodic
-schedule, holding its next tick; a worker enqueues a tick only by moving that
-row's ``next_run_at`` forward with a conditional UPDATE, so each tick is enqueued
-once whatever the number of workers (see docs/periodic.md).
-
-`JobMixin` adds both to its model's `MetaData` when the model is mapped, so
-``create_all`` makes them; the shipped revision ``sajq_0002`` (and
-`sa_jobqueue.migration.add_scheduling`) makes the same tables from the same
-definitions.
+``sa_jobqueue_paused_<table>`` (a row per paused queue) and ``sa_jobqueue_schedules_<table>``
+(a row per schedule, holding its next tick), added to the model's `MetaData` when it is
+mapped. See docs/operations.md, docs/periodic.md and docs/migrations.md.
 """
 
 from __future__ import annotations

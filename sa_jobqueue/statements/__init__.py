@@ -1,19 +1,8 @@
-"""Every SQL statement the queue runs, built with SQLAlchemy Core.
+"""Every SQL statement the queue runs, built with SQLAlchemy Core; nothing else writes SQL.
 
-Each builder takes the mapped class and returns a construct for the caller to
-execute; values that vary per call are bound parameters (named in each docstring),
-so SQLAlchemy compiles each statement once and reuses it. Time always comes from
-the database (`now()`), never from a worker's clock.
-
-Every statement that changes a claimed job is *fenced*: it matches `id`,
-`attempts`, `locked_by` and `status = 'running'`, so a worker whose lease was
-lost (and whose job was claimed again) touches no row.
-
-The builders live in modules by purpose (`common`, `inserts` for enqueue, `claims`,
-`runtime` for the fenced transitions after a claim, `operator`, `control`, `catalog`,
-`dashboard`, `limits`); this package re-exports them, so callers write
-``statements.claim(model, ...)``.
-Nothing outside this package writes SQL.
+Builders by purpose, re-exported here (``statements.claim(model, ...)``): bound parameters,
+the database's clock, and every change to a claimed job fenced by ``id``, ``attempts``,
+``locked_by`` and ``status``. See docs/architecture.md and docs/concepts.md.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """What PostgreSQL's catalog says about a database and a jobs table (read-only).
 
-Used before migrating and when a worker starts (`sa_jobqueue.migration.preflight`). A table
-is named by ``:name``, its schema-qualified, quoted name as `schema.ddl.qualified`
-makes it, resolved with ``to_regclass`` (so an unqualified name follows the
-``search_path``, as every other statement does). Locks taken here are
-transaction-scoped, so a transaction-mode pooler cannot strand them.
+Used before migrating and when a worker starts (`sa_jobqueue.migration.preflight`); a table
+is ``:name`` as `schema.ddl.qualified` makes it, resolved with ``to_regclass`` (so the
+``search_path`` applies). See docs/migrations.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The dashboard's read statements: each one walks an index of the table, never all of it.
 
-`ops.admin.stats` counts every row in one pass, which is a sequential scan on a
-large table. The dashboard's pages refresh every few seconds, so they ask only
-what an index answers quickly:
-
-- live work (``pending``, ``running``) through the two partial indexes
-  (``ix_<table>_pending``, ``ix_<table>_running``), whose size is the backlog,
-  not the table;
-- recent history (finished in the last ``:window`` seconds) through
-  ``ix_<table>_finished`` (``finished_at`` over finished rows);
-- job lists in the order of the index that holds their status, with keyset
-  paging (``WHERE (key) > (:last key)``, never ``OFFSET``).
+Live work through the partial indexes over ``pending`` and ``running`` rows, recent history
+through ``ix_<table>_finished``, job lists with keyset paging (never ``OFFSET``).
+See docs/dashboard.md#cost-on-a-big-table.
 """
 
 from __future__ import annotations

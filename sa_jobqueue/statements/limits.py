@@ -1,14 +1,8 @@
 """Flow control's statements: the per-kind lock, the limited claim, the limits' stats.
 
-A limited kind is claimed in the claimer's transaction: first its lock (a
-transaction-scoped advisory lock for the kind, held until that transaction ends),
-taken by `lock_limited` or, in the same round trip as the round's acknowledgement,
-by `complete_and_lock`; then `claim_limited`, a later statement, which counts what
-the limits count and leases only what still fits. The lock makes every claim of one
-kind, over every worker, run one after another; the count runs in a statement that
-starts after the lock was granted, so under READ COMMITTED it sees every claim
-committed by the lock's previous holders. Why this design, and its failure cases:
-docs/flow-control.md.
+A limited kind's claim takes its transaction-scoped advisory lock (`lock_limited`, or
+`complete_and_lock` with the round's acknowledgement), then counts and leases what fits
+(`claim_limited`). Why this design, and its failure cases: docs/flow-control.md.
 """
 
 from __future__ import annotations

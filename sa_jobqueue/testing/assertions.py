@@ -1,13 +1,8 @@
 """Assertions on enqueued jobs, read from the test's own session.
 
-`assert_enqueued(session, "send_receipt", payload={"order_id": 4})` passes when
-the jobs table, as `session` sees it (its own uncommitted rows included), holds
-a matching job; when it does not, the message lists the jobs that are there
-instead. Payloads match by subset: every key given must be present with an
-equal value (recursively for nested objects); keys not given are ignored.
-
-The ``a``-prefixed twins take an `AsyncSession` and run the same query through
-``run_sync``: ``await aassert_enqueued(async_session, "send_receipt")``.
+`assert_enqueued` and its kin match what the session sees (its uncommitted rows included),
+payloads by subset, and list the jobs that are there when nothing matches; the ``a``-twins
+take an `AsyncSession`. See docs/testing.md.
 """
 
 from __future__ import annotations

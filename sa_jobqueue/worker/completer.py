@@ -1,17 +1,8 @@
 """Batched, fenced acknowledgements and failure records, with their log lines.
 
-Handler threads `report` outcomes from any thread; the claim loop `collect`s
-them at the start of a round, `record`s them in that round's transaction (one
-fenced UPDATE for every ``done`` job, one for every released job, one per
-failure), and after the COMMIT calls `recorded`, which forgets those attempts.
-A round whose transaction fails keeps its reports for the next round: every
-statement is fenced by ``(id, attempts, locked_by)``, so recording twice is
-harmless, and an old attempt's report can never touch a newer attempt's row.
-
-Each log line carries the job's fields (`sa_jobqueue.logs.job_fields`, with its
-``event``), and with `Metrics` every recorded attempt is counted by its outcome
-(``done``, ``retry``, ``failed``, ``lease_lost``, ``released``) once its round
-has committed, so a round that is recorded twice is counted once.
+Handlers `report` outcomes from any thread; the claim loop `collect`s them, `record`s them
+in its round's transaction and calls `recorded` after the COMMIT; a failed round keeps them
+for the next (fenced, so recording twice is harmless). See docs/architecture.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """The one seam between the worker runtime and the database, at the level of operations.
 
-The claim loop, the completer, the executor and maintenance ask a `Driver` to
-claim, complete, fail, release, heartbeat and sweep; they never execute a
-statement themselves. `PostgresDriver` is built on `sa_jobqueue.statements`
-(still the only place SQL is written) and runs each operation on a connection
-the caller gives, inside the caller's transaction: the caller decides what
-shares a COMMIT (one claim round records the finished jobs and claims new ones
-in one transaction).
-
-A second implementation fits the same `Driver` protocol: an asyncio one, or one
-day another dialect (MySQL has no ``UPDATE ... RETURNING``, SQLite no ``SKIP
-LOCKED``; such a driver would claim with ``SELECT ... FOR UPDATE`` then
-``UPDATE``, in the same transaction).
+`Driver` is the protocol (claim, complete, fail, release, heartbeat, sweep...);
+`PostgresDriver` runs each on the caller's connection and transaction, with the statements
+of `sa_jobqueue.statements`. See docs/architecture.md.
 """
 
 from __future__ import annotations

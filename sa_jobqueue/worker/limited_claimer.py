@@ -1,28 +1,8 @@
 """A worker's claims of its limited kinds: lock the kind, count, lease what fits.
 
-The worker claims unlimited kinds as before (one statement per queue, with the
-limited kinds left out of it) and hands the limited ones to `LimitedClaims`, in
-the same claim transaction. For each limited kind, in sorted order, it asks the
-driver's `claim_limited`, which takes the kind's transaction-scoped advisory lock
-and claims what the limits allow from each queue. Sorted order means two workers
-never wait on each other's kind locks in a circle. See docs/flow-control.md.
-
-A kind that had nothing to give (none due, or its limit full) is not asked again
-at once: it backs off from `MIN_BACKOFF`, four times longer each time, up to
-`MAX_BACKOFF` (for a rate-limited kind that leased jobs within its window, at most
-one start's share of the window),
-so limits defined on kinds without work cost the other kinds' claims almost
-nothing. A job of the kind finishing on this worker (`freed`) frees one of its
-slots, so it is asked again in the next round.
-
-A kind that leased nothing when last asked is, when due again, first looked for in
-one statement for all such kinds, without their locks (`Driver.due_kinds`): a
-limit defined on a kind without jobs then costs no lock, and no other worker waits
-on one. The kinds that leased jobs (`kinds_to_lock`) have their locks taken by the
-next round's acknowledgement (`Driver.lock_ahead`), which saves each a statement.
-A kind that sorts before one of those and is not locked ahead waits a round (taking
-its lock after a later kind's would break the sorted order), and is locked ahead
-in that round's acknowledgement.
+`LimitedClaims` asks the driver's `claim_limited` for each limited kind, in sorted order,
+in the round's claim transaction, and backs off from a kind that had nothing to give
+(`MIN_BACKOFF`, `MAX_BACKOFF`). See docs/flow-control.md.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """LISTEN/NOTIFY wake-ups on one dedicated connection; polling stays the safety net.
 
-The jobs table's statement-level trigger (`migration.create_notify_trigger`) sends
-one notification per queue per INSERT statement on `schema.naming.channel_name(table)`,
-delivered when the inserting transaction commits (never on rollback). Its payload
-is the queue name, or ``"<queue> <epoch>"`` when every new job of that queue is
-scheduled for later (`parse_payload`).
-
-The `Listener` thread holds one connection of its own (opened like the engine's,
-but outside its pool, so handlers can neither starve it nor receive it), and calls
-``on_wake(queue, run_at)`` for each notification of a queue the worker serves.
-When the connection drops it retries with backoff, re-LISTENs, and then calls
-``on_wake(None, None)`` once, so that jobs enqueued while it was deaf are claimed
-at once. After `health_interval` seconds of silence it probes the connection with
-``SELECT 1``; TCP keepalives and ``TCP_USER_TIMEOUT`` make a probe on a half-open
-socket fail instead of hanging.
-
-LISTEN can fail silently: through a transaction-mode pooler (PgBouncer) the
-LISTEN lands on a server connection the listener does not keep, and nothing ever
-arrives. So once it first LISTENs, the listener sends a test notification of its
-own on the channel from a second, short-lived connection opened the same way
-(`PROBE_PREFIX` payload, which no served queue can be called). When it has not
-heard it within `probe_timeout` seconds it logs one warning with the way out: a
-direct URL for the listener (``listen_url``, ``--listen-url``) or polling only
-(``listen=False``, ``--no-listen``). `Listener.hears` is set once it arrived.
+The `Listener` thread LISTENs on the table's channel outside the engine's pool, calls
+``on_wake(queue, run_at)`` per notification (`parse_payload`), reconnects with backoff, and
+checks with a test notification that LISTEN hears at all. See docs/notifications.md.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The claim loop: rounds of "record what finished, claim what fits", and the sleeps between.
 
-One thread runs `ClaimLoop.run` on one connection of its own. Each round is one
-short transaction in which the `Completer` records the attempts that finished
-(fenced, batched) and the `Claimer` claims as many due jobs as there are free
-slots; the claimed attempts are booked in `InFlight` and handed to the handler
-pools. Between rounds it sleeps as the `WakeupPolicy` says: until a notification,
-a finished handler, a sweep, a stop, a scheduled ``run_at`` or the next poll. It
-executes no SQL itself: every statement runs through the driver.
+`ClaimLoop.run` runs on one connection of its own: each round is one short transaction in
+which the `Completer` records and the `Claimer` claims; between rounds it sleeps as the
+`WakeupPolicy` says. See docs/workers.md#how-a-round-works.
 """
 
 from __future__ import annotations

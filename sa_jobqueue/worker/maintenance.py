@@ -1,10 +1,7 @@
 """Heartbeats, the sweeper and retention: the worker's maintenance thread.
 
-It holds one connection of its own, so handlers cannot starve it. Each pass
-extends the leases of the worker's running jobs that are a third used up (one
-fenced UPDATE for all of them), sweeps expired leases every `sweep_interval`
-when no other worker is sweeping (a transaction-scoped advisory lock), and
-prunes finished jobs by retention (`ops.admin.Pruner`).
+On a connection of its own, `Maintenance` extends leases, sweeps expired ones under an
+advisory lock, prunes by retention and enqueues periodic ticks. See docs/workers.md.
 """
 
 from __future__ import annotations

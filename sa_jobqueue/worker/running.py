@@ -1,15 +1,8 @@
 """Stopping running attempts: cancellation, timeouts and shutdown, as the worker sees them.
 
-Each running attempt has a `StopFlag` that its `JobContext` reads as
-``ctx.cancelled``. `RunningAttempts` keeps them, keyed by ``(id, attempts)`` (never by id
-alone), with the attempt's timeout deadline; it is pure bookkeeping over an
-injectable clock, so it is tested without threads or a database. `Watchdog` is
-the thread that fires the deadlines.
-
-Why three reasons: a cancelled job (``jobs.cancel``) and a timed-out attempt give
-their slot back at once (the attempt is *abandoned*: its late report is ignored and
-the worker runs other jobs meanwhile); a shutdown only asks handlers to stop, and
-the worker still waits for them within its shutdown timeout.
+`RunningAttempts` keeps each running attempt's `StopFlag` (``ctx.cancelled``) and timeout
+deadline, keyed by ``(id, attempts)``, over an injectable clock; `Watchdog` is the thread
+that fires the deadlines. See docs/tasks.md.
 """
 
 from __future__ import annotations

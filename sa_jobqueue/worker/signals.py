@@ -1,9 +1,7 @@
 """Graceful shutdown on SIGTERM/SIGINT: the first signal stops, the second exits.
 
-The first signal asks the worker to stop claiming, let running handlers finish
-within its shutdown timeout and release the rest. A second signal means the
-operator insists: the process exits at once, and the leases of the jobs it
-still held bring them back through any worker's sweeper.
+The first asks the worker to stop claiming and finish within its shutdown timeout; a second
+exits at once, and the leases bring back what it held. See docs/workers.md#shutdown.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """When the claim loop's next round is worth running: the policy, and the event it sleeps on.
 
-`WakeupPolicy` holds no connection and reads no clock of its own: the loop
-passes it the monotonic time (and, for notifications, the wall time), so it is
-tested with a fake clock. It decides how long an idle loop sleeps: until the
-next poll (jittered), or until the earliest known ``run_at`` of a scheduled
-job if sooner. Every ``run_at`` it learns is placed on the monotonic clock
-through the *database's* clock (`worker.driver.NextDue.now`), never the worker's wall
-clock, so a worker whose clock is off still starts a scheduled job on time.
-
-`WakeEvent` is what the loop sleeps on: `WakeEvent.set` asks for a claim round
-(a due notification, a finished handler, a sweep, a stop), `WakeEvent.nudge`
-only for a new, shorter sleep (a notification of a job scheduled for later).
+`WakeupPolicy` decides how long an idle loop sleeps, from times the loop passes in (no
+clock or I/O of its own, so it is tested with a fake clock); `WakeEvent` is what it sleeps
+on. See docs/architecture.md and docs/notifications.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """The worker: it wires the parts, starts them, and stops them gracefully.
 
-The claim loop (`ClaimLoop`, its own module) runs rounds of "record what
-finished, claim what fits" on one connection; what a round claims is the
-`Claimer`'s; finished attempts are recorded by the `Completer`. Claimed jobs go
-to the `ThreadPool`; heartbeats, the sweeper, retention and periodic enqueues run
-beside it (`Maintenance`), on a connection of their own; the `Listener` wakes the
-loop on NOTIFY; timeouts and cancellations of running attempts go through
-`Interrupts`. No SQL is executed here: every statement runs through the driver.
-
-Jobs of ``async def`` tasks go to the `AsyncPool` instead, on one event loop: a
-thread of the worker's own under `run`/`drain`, the caller's loop under
-`run_async` (where this same loop runs in a thread beside it).
+`Worker` builds the claim loop, the handler pools, maintenance, the listener and the
+interrupts, and runs them (`run`, `run_async`, `drain`); it executes no SQL itself.
+See docs/workers.md and docs/architecture.md.
 """
 
 from __future__ import annotations

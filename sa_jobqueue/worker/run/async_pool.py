@@ -1,18 +1,8 @@
 """The event-loop handler pool: awaits ``async def`` handlers beside the thread pool.
 
-One event loop per worker: a thread of its own under `Worker.run` and
-`Worker.drain`, or the caller's loop under `Worker.run_async`. The claim loop
-hands each claimed async job over with `AsyncPool.submit` (thread-safe); the job
-becomes a task on the loop and its `Outcome` goes back through `report`, exactly
-as a handler thread's does, so fencing, batching of acknowledgements, heartbeats,
-retries, `Retry` and `Discard` are the sync path's own. The worker's concurrency
-bounds the jobs held at once, so at most that many tasks are in flight.
-
-Transactional async handlers get an `AsyncSession` whose transaction also
-carries the fenced ``done`` update (`Executor.arun`); it comes from an async
-engine on this loop (`AsyncSessions`: the caller's `AsyncEngine` under
-`run_async`, else one made from the worker's URL and disposed when the pool
-closes).
+`AsyncPool` runs each claimed async job as a task on one event loop (its own thread, or the
+caller's under `Worker.run_async`) and reports its `Outcome` like a handler thread;
+`AsyncSessions` gives transactional handlers their `AsyncSession`. See docs/asyncio.md.
 """
 
 from __future__ import annotations

@@ -1,22 +1,8 @@
 """Run one claimed job, in lease mode or transactional mode, and say how it ended.
 
-Lease mode runs the handler outside any queue transaction and returns an
-`Outcome`; the worker's loop then records it with a fenced statement (batched
-for successes). Transactional mode runs the handler in a session whose
-transaction also carries the fenced ``done`` update, so the handler's writes and
-the ``done`` mark commit together or not at all.
-
-`Executor.arun` is the same for an ``async def`` handler, awaited on the
-worker's event loop (`aio_pool`); in transactional mode its session is an
-`AsyncSession`, and the fenced ``done`` goes through the same driver call,
-bridged by ``AsyncSession.run_sync``.
-
-Every attempt runs inside its trace span (`tracing.consuming`) and the
-application's middleware (`Middlewares.wrap`); the handler's return value is
-checked and kept as JSON text for the ``result`` column: in lease mode it travels
-in the `Outcome` to the completer's fenced ``done``, in transactional mode it is
-written by the fenced ``done`` of the handler's own transaction. A value JSON
-cannot hold fails the attempt (a `PayloadError` naming it).
+`Executor.run` (and `Executor.arun` for ``async def`` handlers) runs the handler inside its
+trace span and the middleware, keeps its result as JSON text, and returns an `Outcome`; in
+transactional mode the fenced ``done`` commits with the handler's writes. See docs/workers.md.
 """
 
 from __future__ import annotations

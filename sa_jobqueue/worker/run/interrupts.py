@@ -1,11 +1,7 @@
 """Giving up running attempts: a timeout fired, or the job was cancelled while it ran.
 
-`Interrupts` is what the watchdog (timeouts), the listener's control channel
-(``cancel <id>`` sent by `jobs.cancel`) and the heartbeat (a row found
-``cancelled``) call. It records the attempt's end at once and frees its slot: an
-async handler's task is cancelled; a sync handler's thread cannot be, so the pool
-starts a replacement and the old thread's late report is ignored (its fence no
-longer matches). The handler itself learns through ``ctx.cancelled``.
+`Interrupts` records the attempt's end at once and frees its slot; a sync handler's thread
+is replaced and its late report ignored, an async one's task is cancelled. See docs/tasks.md.
 """
 
 from __future__ import annotations

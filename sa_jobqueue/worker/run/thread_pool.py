@@ -1,11 +1,8 @@
 """The handler pool: threads that run claimed jobs and report how each attempt ended.
 
-`ThreadPool` runs sync handlers in `size` threads, outside any queue
-transaction (lease mode) or in their own transaction with the ``done`` mark
-(transactional mode, through the `Executor`). A thread that finds more
-transactional jobs waiting runs up to `savepoint_batch` of them in one
-transaction. Each outcome goes to `report`; a job taken after shutdown began is
-reported as `Result.RELEASE` without running.
+`ThreadPool` runs sync handlers in `size` threads through the `Executor` (up to
+`savepoint_batch` transactional jobs in one transaction) and reports each outcome; a job
+taken after shutdown began is released without running. See docs/performance.md.
 """
 
 from __future__ import annotations
