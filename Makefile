@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
+.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -42,7 +42,16 @@ docs: $(STAMP)  ## build the docs site into site/ in strict mode (a broken link 
 docs-serve: $(STAMP)  ## serve the docs site on http://127.0.0.1:8000 while you edit
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve
 
-check: lint typecheck docs pytest  ## everything CI runs
+package: $(STAMP)  ## build the sdist and wheel into dist/ and check them (twine, the shipped migrations inside)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist . >/dev/null
+	$(BIN)/twine check --strict dist/*
+	$(BIN)/python .ci/check-wheel dist/*.whl
+
+pythons: $(STAMP)  ## the fast tier (unit tests, doctests) on Python 3.13 too, in .venv-3.13
+	bash .ci/other-pythons
+
+check: lint typecheck docs package pythons pytest  ## everything CI runs
 
 test: check  ## ruff, mypy, the strict docs build and pytest: the README's test command
 
@@ -87,4 +96,4 @@ chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart
 	$(BIN)/python bench/chaos.py
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build dist site
+	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache build dist site

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Engine, exc
 
 from sa_jobqueue import statements
+from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin, Status
 
@@ -40,7 +41,7 @@ def _client() -> Any:
         import prometheus_client.core  # GaugeMetricFamily, for TableGauges
     except ImportError:
         raise ConfigurationError(
-            "metrics need prometheus-client: pip install 'sa-jobqueue[prometheus]'"
+            f"metrics need prometheus-client: {install_hint('prometheus')}"
         ) from None
     return prometheus_client
 

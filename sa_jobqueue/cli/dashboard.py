@@ -12,12 +12,13 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
 from sa_jobqueue.cli.app import fail, main, operating, operator_options
+from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
 
 __all__ = ["dashboard"]
 
-_EXTRA_HINT = "the dashboard needs its extra: pip install 'sa-jobqueue[dashboard]'"
+_EXTRA_HINT = f"the dashboard needs its extra: {install_hint('dashboard')}"
 
 
 @main.command()

@@ -13,6 +13,7 @@ from functools import cache
 
 from sqlalchemy.orm import Session, scoped_session
 
+from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
 
 __all__ = [
@@ -34,7 +35,7 @@ def require_greenlet(what: str) -> None:
     if not _has_greenlet():
         raise ConfigurationError(
             f"{what} needs the greenlet package (SQLAlchemy's asyncio bridge), which "
-            "SQLAlchemy 2.1 no longer installs: pip install 'sa-jobqueue[asyncio]'"
+            f"SQLAlchemy 2.1 no longer installs: {install_hint('asyncio')}"
         )
 
 
