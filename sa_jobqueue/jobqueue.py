@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
 from sa_jobqueue.core.aio import check_async_session, check_sync_session, is_async_engine
+from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS, check_redacted_keys, redact
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.prepare import (
@@ -59,6 +60,10 @@ class JobQueue(OperatorAPI[JobT]):
             that builds it on first use. The command line and the dashboard use it
             when they are given no ``--database-url`` (see `bind`).
         max_payload_bytes: the largest payload accepted, in bytes of JSON text.
+        redact_keys: payload keys whose values the command line and the dashboard show
+            as ``[redacted]`` (matched case-insensitively, ignoring ``-`` and ``_``,
+            as parts of the key); default `core.redaction.DEFAULT_REDACTED_KEYS`
+            (password, token, secret, authorization, ...). The row keeps them.
     """
 
     def __init__(
@@ -67,6 +72,7 @@ class JobQueue(OperatorAPI[JobT]):
         *,
         engine: EngineSource | None = None,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        redact_keys: Iterable[str] = DEFAULT_REDACTED_KEYS,
     ) -> None:
         if not (isinstance(model, type) and issubclass(model, JobMixin)):
             raise ConfigurationError(f"JobQueue needs a mapped class using JobMixin, not {model!r}")
@@ -76,6 +82,11 @@ class JobQueue(OperatorAPI[JobT]):
             raise ConfigurationError(
                 f"max_payload_bytes must be a positive int, not {max_payload_bytes!r}"
             )
+        try:
+            #: The normalised payload keys `redact` masks.
+            self.redact_keys = check_redacted_keys(redact_keys)
+        except ValueError as error:
+            raise ConfigurationError(str(error)) from None
         self.model = model
         self._engine_source: EngineSource | None = None
         self._engine: Engine | AsyncEngine | None = None
@@ -131,6 +142,14 @@ class JobQueue(OperatorAPI[JobT]):
                     )
             self._engine = cast("Engine | AsyncEngine", source)
         return self._engine
+
+    def redact(self, value: Any) -> Any:
+        """A copy of a payload (or result) with the values of `redact_keys` masked.
+
+        What ``sa-jobqueue jobs show``, ``jobs list --json`` and the dashboard show;
+        use it for your own logs of a payload too. The job's row is never changed.
+        """
+        return redact(value, self.redact_keys)
 
     @property
     def table_name(self) -> str:
