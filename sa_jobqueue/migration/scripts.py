@@ -86,10 +86,11 @@ def script_location() -> Path:
     Inside the wheel it is ``sa_jobqueue/_alembic``; an editable install or a
     checkout uses the repository's top-level ``alembic/``.
     """
-    packaged = Path(__file__).resolve().parent / "_alembic"
+    package = Path(__file__).resolve().parents[1]  # sa_jobqueue/, above migration/
+    packaged = package / "_alembic"
     if packaged.is_dir():
         return packaged
-    checkout = Path(__file__).resolve().parent.parent / "alembic"
+    checkout = package.parent / "alembic"
     if (checkout / "env.py").is_file():
         return checkout
     raise FileNotFoundError("sa_jobqueue's Alembic scripts are missing from this install")
