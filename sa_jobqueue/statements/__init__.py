@@ -10,14 +10,16 @@ Every statement that changes a claimed job is *fenced*: it matches `id`,
 lost (and whose job was claimed again) touches no row.
 
 The builders live in modules by purpose (`common`, `inserts` for enqueue, `claims`,
-`runtime` for the fenced transitions after a claim, `operator`, `control`, `catalog`,
-`dashboard`, `limits`); this package re-exports them, so callers write
+`runtime` for the fenced transitions after a claim, `batches` for savepoint batches,
+`operator`, `control`, `catalog`, `dashboard`, `limits`); this package re-exports them,
+so callers write
 ``statements.claim(model, ...)``.
 Nothing outside this package writes SQL.
 """
 
 from __future__ import annotations
 
+from sa_jobqueue.statements.batches import charge_attempts, refund_attempts
 from sa_jobqueue.statements.claims import claim, claim_queues, next_run_at
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
@@ -88,6 +90,7 @@ __all__ = [
     "by_keys",
     "by_unique_keys",
     "cancel",
+    "charge_attempts",
     "claim",
     "claim_limited",
     "claim_queues",
@@ -116,6 +119,7 @@ __all__ = [
     "notify",
     "pending_summary",
     "prune",
+    "refund_attempts",
     "release",
     "requeue",
     "requeue_failed",

@@ -123,6 +123,14 @@ class Driver(Protocol):
         """Give unstarted or interrupted `jobs` back to ``pending``, due now."""
         ...
 
+    def refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Give `jobs` their claim's attempt back (``max_attempts + 1``) before a batch."""
+        ...
+
+    def charge(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Take back what `refund` gave `jobs` (running, or done in this transaction)."""
+        ...
+
     def record_failure(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
     ) -> str | None:
@@ -211,6 +219,8 @@ class PostgresDriver:
         self._ahead: tuple[Connection, list[str]] | None = None
         self._held: tuple[RootTransaction, frozenset[str]] | None = None
         self._release = statements.release(model)
+        self._refund = statements.refund_attempts(model)
+        self._charge = statements.charge_attempts(model)
         self._failures = {
             Result.FAIL: statements.fail(model),
             Result.RETRY: statements.retry_later(model),
@@ -343,6 +353,16 @@ class PostgresDriver:
         """Give `jobs` back to ``pending``, due now, without using up an attempt."""
         if jobs:
             conn.execute(self._release, fence_params(jobs, owner))
+
+    def refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """`statements.refund_attempts` for `jobs` (one fenced UPDATE)."""
+        if jobs:
+            conn.execute(self._refund, fence_params(jobs, owner))
+
+    def charge(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """`statements.charge_attempts` for `jobs` (one fenced UPDATE)."""
+        if jobs:
+            conn.execute(self._charge, fence_params(jobs, owner))
 
     def record_failure(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str

@@ -41,6 +41,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "retry_later": lambda: statements.retry_later(Job),
     "release": lambda: statements.release(Job),
     "discard": lambda: statements.discard(Job),
+    "refund_attempts": lambda: statements.refund_attempts(Job),
+    "charge_attempts": lambda: statements.charge_attempts(Job),
     "sweep_expired": lambda: statements.sweep_expired(Job),
     "prune": lambda: statements.prune(Job),
     "stats": lambda: statements.stats(Job),

@@ -323,12 +323,65 @@ class Executor:
         again). Should the COMMIT itself fail (a deferred constraint, a lost
         connection), every job runs again in a transaction of its own, so one bad
         job cannot fail the others; the fence makes that safe even when the failed
-        COMMIT did in fact commit. Never raises.
+        COMMIT did in fact commit.
+
+        A worker that dies in a batch cannot tell which job killed it, so no job of
+        the batch is charged for it: before the batch starts every job of `jobs`
+        gets its claim's attempt back (committed), the batch takes them again in its
+        COMMIT, and a job that runs alone takes its own back just before it starts.
+        Only jobs on their first attempt share a batch; the others (a job back from a
+        crashed batch among them) run alone, after the batch, where a crash is
+        charged to the job that caused it. Returns the outcomes in the order of
+        `jobs`. Never raises.
         """
         if len(jobs) == 1:
             return [self.run(jobs[0])]
         with self._busy():
-            return self._run_batch(jobs)
+            if not self._refund(jobs):
+                return [self.run(job) for job in jobs]  # nothing set aside: run as before
+            batched = [job for job in jobs if self._batchable(job)]
+            ran = self._run_batch(batched) if batched else []
+            outcomes = {job.key: outcome for job, outcome in zip(batched, ran, strict=True)}
+            for job in jobs:
+                if job.key not in outcomes:
+                    outcomes[job.key] = self._run_alone(job)
+            return [outcomes[job.key] for job in jobs]
+
+    def _batchable(self, job: Claimed) -> bool:
+        """A transactional sync job on its first attempt: it may share a savepoint batch."""
+        task = self._tasks(job.kind)
+        return job.attempts == 1 and task is not None and task.transactional
+
+    def _refund(self, jobs: Sequence[Claimed]) -> bool:
+        """`Driver.refund` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.refund, jobs, "give back the attempts of")
+
+    def _charge(self, jobs: Sequence[Claimed]) -> bool:
+        """`Driver.charge` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.charge, jobs, "charge the attempts of")
+
+    def _set_aside(
+        self,
+        change: Callable[[Any, Sequence[Claimed], str], None],
+        jobs: Sequence[Claimed],
+        what: str,
+    ) -> bool:
+        try:
+            with self._session_factory() as session, session.begin():
+                conn = session.connection()
+                # A crash of the server may lose this COMMIT: the worst is the old
+                # charging (or one attempt more for the job), never a job run twice.
+                self._driver.commit_asynchronously(conn)
+                change(conn, jobs, self._owner)
+        except exc.SQLAlchemyError as error:
+            log.warning("could not %s %d jobs of a savepoint batch: %s", what, len(jobs), error)
+            return False
+        return True
+
+    def _run_alone(self, job: Claimed) -> Outcome:
+        """Take `job`'s refunded attempt back, then run it in a transaction of its own."""
+        self._charge([job])
+        return self.run(job)
 
     def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
         outcomes: list[Outcome] = []
@@ -338,13 +391,15 @@ class Executor:
                     outcomes.append(self._run_savepoint(session, job))
                     # The next job starts from an empty identity map, as it would alone.
                     session.expunge_all()
+                # The attempts set aside before the batch, taken back with its COMMIT.
+                self._driver.charge(session.connection(), jobs, self._owner)
         except Exception as exc:  # noqa: BLE001 - a failed batch COMMIT is retried job by job
             log.warning(
                 "savepoint batch of %d jobs failed to commit (%s); running them one by one",
                 len(jobs),
                 exc,
             )
-            return [self.run(job) for job in jobs]
+            return [self._run_alone(job) for job in jobs]
         return outcomes
 
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
