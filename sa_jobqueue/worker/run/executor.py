@@ -42,6 +42,7 @@ from sa_jobqueue.retry import exponential
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.run.session_guard import guarded
 from sa_jobqueue.worker.running import RunningAttempts, Stop
 
 if TYPE_CHECKING:
@@ -278,7 +279,8 @@ class Executor:
                     await session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                returned = await self._acall(task, self._async_context(job, session))
+                with guarded(session.sync_session):
+                    returned = await self._acall(task, self._async_context(job, session))
                 # The driver's own fenced done, in this transaction, through the bridge.
                 if not await session.run_sync(self._mark_done, job, returned):
                     raise _LeaseLostError
@@ -305,7 +307,8 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                returned = self._call(task, self.context(job, session))
+                with guarded(session):
+                    returned = self._call(task, self.context(job, session))
                 if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
         except _LeaseLostError:
@@ -418,7 +421,8 @@ class Executor:
         savepoint = session.begin_nested()
         try:
             with self._span(job):
-                returned = self._call(task, self.context(job, session))
+                with guarded(session):
+                    returned = self._call(task, self.context(job, session))
                 held = self._mark_done(session, job, returned)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
