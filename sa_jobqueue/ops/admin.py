@@ -26,6 +26,7 @@ from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
+from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.retention import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_PRUNE_INTERVAL,
@@ -47,6 +48,7 @@ __all__ = [
     "Changed",
     "JobInfo",
     "LimitStats",
+    "PassedOver",
     "PruneResult",
     "Pruner",
     "QueueStats",
@@ -127,11 +129,14 @@ class Stats:
         queues: one `QueueStats` per queue that has any row, by name.
         limits: one `LimitStats` per limited kind of the `JobQueue` asked (empty
             when the tasks are unknown, as with ``sa-jobqueue stats --table``).
+        passed_over: due kinds the workers' recent claims stepped over (`PassedOver`):
+            likely no running worker handles them.
     """
 
     at: datetime
     queues: list[QueueStats]
     limits: list[LimitStats] = field(default_factory=list)
+    passed_over: list[PassedOver] = field(default_factory=list)
 
     @property
     def total(self) -> QueueStats:
@@ -151,6 +156,7 @@ class Stats:
             "queues": [q.to_dict() for q in self.queues],
             "total": self.total.to_dict(),
             "limits": [limit.to_dict() for limit in self.limits],
+            "passed_over": [kind.to_dict() for kind in self.passed_over],
         }
 
 
@@ -253,7 +259,10 @@ def stats(
     # A paused queue with no job yet still shows, so the pause is visible.
     queues += [QueueStats(name, paused=True) for name in paused - {q.queue for q in queues}]
     usage = limit_stats(session, model, limits) if limits else []
-    return Stats(at=now, queues=sorted(queues, key=lambda q: q.queue), limits=usage)
+    skipped = passed_over(session, model, limited=limits or ())
+    return Stats(
+        at=now, queues=sorted(queues, key=lambda q: q.queue), limits=usage, passed_over=skipped
+    )
 
 
 def list_jobs(

@@ -11,9 +11,8 @@ lost (and whose job was claimed again) touches no row.
 
 The builders live in modules by purpose (`common`, `inserts` for enqueue, `claims`,
 `runtime` for the fenced transitions after a claim, `batches` for savepoint batches,
-`operator`, `control`, `catalog`, `dashboard`, `limits`); this package re-exports them,
-so callers write
-``statements.claim(model, ...)``.
+`passed_over`, `operator`, `control`, `catalog`, `dashboard`, `limits`); this package
+re-exports them, so callers write ``statements.claim(model, ...)``.
 Nothing outside this package writes SQL.
 """
 
@@ -68,6 +67,7 @@ from sa_jobqueue.statements.operator import (
     stats,
     statuses_of,
 )
+from sa_jobqueue.statements.passed_over import passed_over
 from sa_jobqueue.statements.runtime import (
     complete,
     complete_one,
@@ -117,6 +117,7 @@ __all__ = [
     "lock_limited",
     "next_run_at",
     "notify",
+    "passed_over",
     "pending_summary",
     "prune",
     "refund_attempts",

@@ -178,6 +178,8 @@ class PostgresDriver:
         default_lease: the lease of kinds not in `leases`.
         limits: kind -> its `Limits`, for the limited kinds: `claim` leaves them out,
             `claim_limited` claims them (docs/flow-control.md).
+        kinds: the kinds this worker has handlers for: `claim` and `claim_queues`
+            claim no other kind (None: any kind, as before).
     """
 
     def __init__(
@@ -187,15 +189,21 @@ class PostgresDriver:
         leases: Mapping[str, float],
         default_lease: float,
         limits: Mapping[str, Limits] | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> None:
         self.model = model
+        self.kinds = None if kinds is None else sorted(kinds)
         self.leases = dict(leases)
         self.default_lease = default_lease
         limited = {kind: limit for kind, limit in (limits or {}).items() if limit.limited}
         #: The limited kinds, sorted: the order a claim round takes their locks in.
         self.limited_kinds: list[str] = sorted(limited)
         self._claim = statements.claim(
-            model, leases=self.leases, default_lease=default_lease, exclude_kinds=self.limited_kinds
+            model,
+            leases=self.leases,
+            default_lease=default_lease,
+            exclude_kinds=self.limited_kinds,
+            kinds=self.kinds,
         )
         self._claim_queues: dict[tuple[str, ...], Update] = {}
         self._lock_limited = {kind: statements.lock_limited(model, kind) for kind in limited}
@@ -257,6 +265,7 @@ class PostgresDriver:
                 leases=self.leases,
                 default_lease=self.default_lease,
                 exclude_kinds=self.limited_kinds,
+                kinds=self.kinds,
             )
         params = {"start": start % len(key), "limit": limit, "owner": owner}
         return self._claimed(conn.execute(statement, params).all())
