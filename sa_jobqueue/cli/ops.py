@@ -189,10 +189,11 @@ def show_command(
     for name, value in fields:
         click.echo(f"{name.ljust(width)}  {value}")
     click.echo("payload:")
-    click.echo(indent(json.dumps(job.payload, indent=2, ensure_ascii=False)))
+    # default=str: a payload Python cannot decode shows as "<payload cannot be decoded: ...>"
+    click.echo(indent(json.dumps(job.payload, indent=2, ensure_ascii=False, default=str)))
     click.echo("result:" + ("" if job.result is not None else " -"))
     if job.result is not None:
-        click.echo(indent(json.dumps(job.result, indent=2, ensure_ascii=False)))
+        click.echo(indent(json.dumps(job.result, indent=2, ensure_ascii=False, default=str)))
     click.echo("last_error:" + ("" if job.last_error else " -"))
     if job.last_error:
         click.echo(indent(job.last_error))
@@ -365,6 +366,8 @@ def enqueue(
         value = json.loads(payload)
     except json.JSONDecodeError as error:
         fail(f"PAYLOAD is not valid JSON: {error}", 2)
+    except ValueError as error:  # a number past sys.get_int_max_str_digits()
+        fail(f"PAYLOAD cannot be decoded: {str(error).splitlines()[0]}", 2)
     with (
         operating(database_url, table, app) as (queue_api, engine),
         Session(engine) as session,

@@ -38,6 +38,7 @@ from sa_jobqueue.ops.retention import (
     prune,
     prune_on,
 )
+from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name, check_identifier, control_channel_name
 
@@ -76,6 +77,8 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_plain(item) for item in value]
+    if isinstance(value, UndecodableJSON):
+        return str(value)
     return value
 
 

@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sa_jobqueue.core.validation import check_name
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
-    CLAIMED_COLUMNS,
+    claimed_columns,
     seconds,
 )
 from sa_jobqueue.statements.control import is_paused
@@ -186,7 +186,7 @@ def _lease(
         model.locked_until: func.now() + seconds(lease),
         model.updated_at: func.now(),
     }
-    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
+    returned = claimed_columns(model)
     # ``id = ANY(ARRAY(SELECT id FROM due))``, not ``FROM due``: the planner sizes
     # the array at a few elements whatever it guessed for `due` (whose LIMIT it
     # cannot see), so the leased rows are found by primary key, never by a hash

@@ -28,7 +28,7 @@ from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds
+from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
 __all__ = [
     "cancel",
@@ -109,8 +109,11 @@ def list_jobs(
     Each ``by_*`` flag adds a filter on an array parameter: ``:statuses``,
     ``:queues``, ``:kinds``.
     """
-    table = model.__table__
-    query = select(table).order_by(model.id.desc()).limit(bindparam("limit", type_=Integer))
+    query = (
+        select(*readable_columns(model))
+        .order_by(model.id.desc())
+        .limit(bindparam("limit", type_=Integer))
+    )
     for on, column, param in (
         (by_status, model.status, "statuses"),
         (by_queue, model.queue, "queues"),
@@ -123,7 +126,7 @@ def list_jobs(
 
 def get_job(model: type[JobMixin]) -> Select[Any]:
     """The job ``:job_id``, as a table row."""
-    return select(model.__table__).where(model.id == bindparam("job_id", type_=BigInteger))
+    return select(*readable_columns(model)).where(model.id == bindparam("job_id", type_=BigInteger))
 
 
 def _in_ids(model: type[JobMixin]) -> ColumnElement[bool]:

@@ -39,6 +39,7 @@ from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.retry import exponential
+from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver
@@ -196,6 +197,8 @@ class Executor:
         """
         if self.attempts.cancelled_before_start(job.id, job.claimed_at):
             return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
+        if isinstance(job.payload, UndecodableJSON):
+            return _undecodable(job, job.payload)
         task = self._tasks(job.kind)
         self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
@@ -237,7 +240,7 @@ class Executor:
         loop going away) passes through, for the pool to give the job back.
         """
         task = self._tasks(job.kind)
-        if task is None or not task.is_async:
+        if task is None or not task.is_async or isinstance(job.payload, UndecodableJSON):
             return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
         self.attempts.start(job.key, task.timeout, subject=job)
         loop, this = asyncio.get_running_loop(), asyncio.current_task()
@@ -407,7 +410,7 @@ class Executor:
 
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
         task = self._tasks(job.kind)
-        if task is None or not task.transactional:
+        if task is None or not task.transactional or isinstance(job.payload, UndecodableJSON):
             return self.run(job)  # not batchable: runs (or fails) on its own
         self.attempts.start(job.key, task.timeout, subject=job)
         try:
@@ -472,6 +475,16 @@ def _failed(task: TaskDef, job: Claimed, exc: BaseException, started: float) -> 
     if isinstance(exc, Discard):
         return Outcome(job, Result.DISCARD, 0.0, f"discarded: {exc.reason}", _since(started))
     return Outcome(job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started))
+
+
+def _undecodable(job: Claimed, payload: UndecodableJSON) -> Outcome:
+    """A payload Python cannot decode: dead-letter the job now, saying why.
+
+    Every attempt would decode the same text, so it fails at once (as a `Discard`),
+    without calling the handler; the row keeps the payload for the operator to fix
+    with SQL and retry (docs/tasks.md, "Payloads").
+    """
+    return Outcome(job, Result.DISCARD, 0.0, payload.message)
 
 
 def _unavailable(job: Claimed, error: exc.SQLAlchemyError) -> Outcome:
