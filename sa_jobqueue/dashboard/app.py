@@ -9,7 +9,7 @@ timeout; actions call `sa_jobqueue.ops.admin`, the functions behind the CLI.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -34,8 +34,10 @@ from sa_jobqueue.dashboard.render import FILTERS, NOTICES
 from sa_jobqueue.dashboard.security import (
     CSRF_COOKIE,
     CSRF_FIELD,
+    AllowedHosts,
     Credentials,
     GuardMiddleware,
+    check_host,
     new_csrf_token,
     same_origin,
     tokens_match,
@@ -289,6 +291,7 @@ def make_app(
     statement_timeout: float = 5.0,
     refresh_seconds: float = 5.0,
     page_size: int = 50,
+    allowed_hosts: Sequence[str] | AllowedHosts | None = None,
 ) -> Starlette:
     """The dashboard for `jobs`' table, as an ASGI app to serve or mount.
 
@@ -303,6 +306,11 @@ def make_app(
         statement_timeout: seconds any page's query may take before it is cancelled.
         refresh_seconds: how often the overview refreshes itself.
         page_size: jobs per page of the jobs list.
+        allowed_hosts: the ``Host`` names served (``example.com``, ``*.example.com``,
+            ``*`` for any), or an `AllowedHosts`; any other gets 400 before anything
+            runs (DNS rebinding). None serves any host: for a dashboard mounted in an
+            application that checks hosts itself (Starlette's ``TrustedHostMiddleware``,
+            Django's ``ALLOWED_HOSTS``). ``sa-jobqueue dashboard`` always sets it.
 
     Example (inside a FastAPI or Starlette application)::
 
@@ -325,6 +333,11 @@ def make_app(
     if not (isinstance(page_size, int) and 1 <= page_size <= 1000):
         raise ConfigurationError(f"page_size must be an int from 1 to 1000, not {page_size!r}")
     credentials = Credentials.from_options(basic_auth, token)
+    hosts = allowed_hosts
+    if hosts is not None and not isinstance(hosts, AllowedHosts):
+        if isinstance(hosts, str):
+            raise ConfigurationError(f"allowed_hosts must be a list of names, not {hosts!r}")
+        hosts = AllowedHosts(frozenset(check_host(name) for name in hosts))
     limits = (
         {task.kind: task.limits for task in jobs.registry.limited()}
         if isinstance(jobs, JobQueue)
@@ -364,7 +377,7 @@ def make_app(
 
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(GuardMiddleware, credentials=credentials)],
+        middleware=[Middleware(GuardMiddleware, credentials=credentials, allowed_hosts=hosts)],
         exception_handlers={exc.DBAPIError: database_error},
     )
     app.state.dashboard = board
