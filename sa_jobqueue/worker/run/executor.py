@@ -412,6 +412,10 @@ class Executor:
         task = self._tasks(job.kind)
         if task is None or not task.transactional or isinstance(job.payload, UndecodableJSON):
             return self.run(job)  # not batchable: runs (or fails) on its own
+        if self.attempts.cancelled_before_start(job.id, job.claimed_at):
+            # Cancelled while it waited for its turn in the batch: it does not run (its
+            # fenced done would find the row cancelled and read as a lost lease).
+            return Outcome(job, Result.CANCELLED)
         self.attempts.start(job.key, task.timeout, subject=job)
         try:
             outcome = self._run_savepoint_of(session, job, task)
