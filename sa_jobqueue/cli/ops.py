@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import statements
 from sa_jobqueue.cli.app import (
     Duration,
+    JobId,
     Moment,
     csv,
     fail,
@@ -151,7 +152,7 @@ def list_command(
 
 
 @jobs.command("show")
-@click.argument("job_id", metavar="ID", type=int)
+@click.argument("job_id", metavar="ID", type=JobId())
 @operator_options
 @json_flag
 def show_command(
@@ -217,7 +218,7 @@ def _report(result: admin.Changed, verb: str, wrong: str) -> int:
 
 
 @main.command()
-@click.argument("ids", metavar="ID...", nargs=-1, type=int)
+@click.argument("ids", metavar="ID...", nargs=-1, type=JobId())
 @click.option("--failed", is_flag=True, help="Retry every failed job (of --queue/--kind).")
 @click.option("--queue", help="With --failed: only this queue.")
 @click.option("--kind", help="With --failed: only this kind.")

@@ -28,6 +28,7 @@ from starlette.templating import Jinja2Templates
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.core.validation import BIGINT_RANGE
 from sa_jobqueue.dashboard import charts, queries
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
 from sa_jobqueue.dashboard.render import FILTERS, NOTICES
@@ -180,7 +181,7 @@ class _Dashboard:
     async def job(self, request: Request) -> Response:
         """One job, every column."""
         job_id = request.path_params["job_id"]
-        detail = await self.run(queries.job_detail, job_id)
+        detail = await self.run(queries.job_detail, job_id) if _is_job_id(job_id) else None
         if detail is None:
             return self.error(request, 404, f"There is no job {job_id}.")
         return self.page(request, "job.html", detail=detail, job=detail.job)
@@ -221,6 +222,8 @@ class _Dashboard:
         if isinstance(form, Response):
             return form
         job_id = request.path_params["job_id"]
+        if not _is_job_id(job_id):
+            return self.error(request, 404, f"There is no job {job_id}.")
         changed = await run_in_threadpool(self.change, fn, [job_id])
         log.info("dashboard: %s job %s -> %s", action, job_id, changed.to_dict())
         done = bool(changed.ids)
@@ -270,6 +273,12 @@ class _Dashboard:
         return RedirectResponse(
             f"{target}?{query}&notice=retried_failed&n={len(changed.ids)}", status_code=303
         )
+
+
+def _is_job_id(job_id: int) -> bool:
+    """Whether `job_id` fits the ``bigint`` id column (a larger one names no job)."""
+    low, high = BIGINT_RANGE
+    return low <= job_id <= high
 
 
 def _model_of(jobs: JobQueue[Any] | type[JobMixin]) -> type[JobMixin]:

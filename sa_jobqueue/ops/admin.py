@@ -23,6 +23,7 @@ from sqlalchemy.orm.util import identity_key
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.core.validation import BIGINT_RANGE, check_job_id
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
@@ -299,7 +300,9 @@ def list_jobs(
 
 
 def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | None:
-    """The job `job_id`, or None."""
+    """The job `job_id`, or None (also for an id no ``bigint`` holds: no such job)."""
+    if not BIGINT_RANGE[0] <= job_id <= BIGINT_RANGE[1]:
+        return None
     row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
     return None if row is None else JobInfo.from_row(row)
 
@@ -369,6 +372,7 @@ def _ids(ids: Iterable[int]) -> list[int]:
     for job_id in wanted:
         if not isinstance(job_id, int) or isinstance(job_id, bool):
             raise ConfigurationError(f"job ids must be ints, not {job_id!r}")
+        check_job_id(job_id)  # beyond bigint: a ValidationError, not "bigint out of range"
     return wanted
 
 
