@@ -62,10 +62,12 @@ from sa_jobqueue.statements.operator import (
     list_jobs,
     live_counts,
     prune,
+    queues_in_use,
     requeue,
     requeue_failed,
     stats,
     statuses_of,
+    unused_queues,
 )
 from sa_jobqueue.statements.passed_over import passed_over
 from sa_jobqueue.statements.runtime import (
@@ -120,6 +122,7 @@ __all__ = [
     "passed_over",
     "pending_summary",
     "prune",
+    "queues_in_use",
     "refund_attempts",
     "release",
     "requeue",
@@ -137,5 +140,6 @@ __all__ = [
     "sweep_expired",
     "try_advisory_lock",
     "try_advisory_xact_lock",
+    "unused_queues",
     "workers_summary",
 ]

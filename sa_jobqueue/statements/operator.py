@@ -36,10 +36,12 @@ __all__ = [
     "list_jobs",
     "live_counts",
     "prune",
+    "queues_in_use",
     "requeue",
     "requeue_failed",
     "stats",
     "statuses_of",
+    "unused_queues",
 ]
 
 
@@ -131,6 +133,23 @@ def get_job(model: type[JobMixin]) -> Select[Any]:
 
 def _in_ids(model: type[JobMixin]) -> ColumnElement[bool]:
     return model.id == func.any(bindparam("ids", type_=ARRAY(BigInteger)))
+
+
+def unused_queues(model: type[JobMixin]) -> Select[Any]:
+    """Of the queue names in ``:queues``, those no row of the table (any status) names.
+
+    One probe per name, stopping at the first row found; a name no row has reads
+    the whole table (an operator command's check, not a worker's).
+    """
+    names = func.unnest(bindparam("queues", type_=ARRAY(Text))).table_valued("name")
+    named = names.render_derived(name="named")
+    used = select(model.id).where(model.queue == named.c.name).exists()
+    return select(named.c.name).where(~used).order_by(named.c.name)
+
+
+def queues_in_use(model: type[JobMixin]) -> Select[Any]:
+    """Every queue that a row of the table names, sorted (a scan of the table)."""
+    return select(model.queue).distinct().order_by(model.queue)
 
 
 def statuses_of(model: type[JobMixin]) -> Select[int, str]:

@@ -41,6 +41,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "retry_later": lambda: statements.retry_later(Job),
     "release": lambda: statements.release(Job),
     "discard": lambda: statements.discard(Job),
+    "unused_queues": lambda: statements.unused_queues(Job),
+    "queues_in_use": lambda: statements.queues_in_use(Job),
     "passed_over": lambda: statements.passed_over(Job),
     "refund_attempts": lambda: statements.refund_attempts(Job),
     "charge_attempts": lambda: statements.charge_attempts(Job),
