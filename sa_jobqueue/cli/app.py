@@ -30,6 +30,7 @@ __all__ = [
     "NO_DATABASE",
     "SUBCOMMANDS",
     "Duration",
+    "JobId",
     "Moment",
     "app_engine",
     "csv",
@@ -293,6 +294,28 @@ class Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in cl
             return parse_duration(str(value))
         except ValueError as error:
             self.fail(str(error), param, ctx)
+
+
+class JobId(click.ParamType):  # type: ignore[type-arg]
+    """A job id argument: an int that fits the ``bigint`` id column."""
+
+    name = "id"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """Parse `value`, or fail with a one-line usage error."""
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+        else:
+            try:
+                number = int(str(value).strip())
+            except ValueError:
+                self.fail(f"{value!r} is not a job id (an integer)", param, ctx)
+        from sa_jobqueue.core.validation import check_job_id
+
+        try:
+            return check_job_id(number)
+        except ValueError:
+            self.fail(f"{value} is not a job id: ids are bigint, at most {2**63 - 1}", param, ctx)
 
 
 class Moment(click.ParamType):  # type: ignore[type-arg]

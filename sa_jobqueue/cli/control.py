@@ -7,6 +7,8 @@ docs/cli.md.
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from sqlalchemy.orm import Session
 
@@ -21,6 +23,8 @@ from sa_jobqueue.cli.app import (
 )
 from sa_jobqueue.cli.render import grid, print_json, when
 from sa_jobqueue.errors import ValidationError
+from sa_jobqueue.jobqueue import JobQueue
+from sa_jobqueue.ops import pausing
 
 __all__ = ["pause", "periodic", "resume"]
 
@@ -33,6 +37,7 @@ def _switch(
     as_json: bool,
     *,
     paused: bool,
+    force: bool = False,
 ) -> None:
     with (
         operating(database_url, table, app) as (jobs, engine),
@@ -40,6 +45,8 @@ def _switch(
         session.begin(),
     ):
         try:
+            if paused and not force:
+                _refuse_unknown(session, jobs, queues)
             changed = (jobs.pause if paused else jobs.resume)(session, queues)
         except ValidationError as error:
             fail(str(error), 2)
@@ -55,18 +62,41 @@ def _switch(
         click.echo(f"queue {queue!r} was {'already paused' if paused else 'not paused'}")
 
 
+def _refuse_unknown(session: Session, jobs: JobQueue[Any], queues: tuple[str, ...]) -> None:
+    """Fail (exit 2) when a queue is named by no job, no task of --app and no pause: a typo?"""
+    unknown, known = pausing.unknown_queues(session, jobs.model, queues, jobs.registry.queues())
+    if unknown:
+        names = ", ".join(repr(name) for name in unknown)
+        listed = ", ".join(known) if known else "none"
+        fail(
+            f"queue {names} has no job, no task and no pause (a typo?); "
+            f"known queues: {listed}; pause it anyway with --force",
+            2,
+        )
+
+
 @main.command()
 @click.argument("queues", metavar="QUEUE...", nargs=-1, required=True)
+@click.option(
+    "--force", is_flag=True, help="Pause a queue that no job or task uses yet (not a typo)."
+)
 @operator_options
 @json_flag
 def pause(
-    queues: tuple[str, ...], database_url: str, table: str, app: str | None, as_json: bool
+    queues: tuple[str, ...],
+    force: bool,
+    database_url: str,
+    table: str,
+    app: str | None,
+    as_json: bool,
 ) -> None:
     """Pause QUEUE for every worker: nothing more is claimed from it; running jobs finish.
 
-    Jobs can still be enqueued into a paused queue; they wait for `resume`.
+    Jobs can still be enqueued into a paused queue; they wait for `resume`. A queue
+    that no job, no task of --app and no pause names is refused as a likely typo
+    (the error lists the known queues); --force pauses it anyway.
     """
-    _switch(queues, database_url, table, app, as_json, paused=True)
+    _switch(queues, database_url, table, app, as_json, paused=True, force=force)
 
 
 @main.command()

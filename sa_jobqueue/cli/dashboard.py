@@ -1,7 +1,8 @@
 """``sa-jobqueue dashboard``: serve the web dashboard (`sa_jobqueue.dashboard.make_app`).
 
 It needs the ``dashboard`` extra. It listens on 127.0.0.1 by default; bound to
-any other address it refuses to start without ``--basic-auth`` or ``--token``.
+any other address it refuses to start without ``--basic-auth`` or ``--token``. It
+serves only requests whose ``Host`` is the bound address or an ``--allowed-host``.
 See docs/dashboard.md.
 """
 
@@ -47,6 +48,14 @@ _EXTRA_HINT = f"the dashboard needs its extra: {install_hint('dashboard')}"
     help="Require HTTP basic auth with these credentials.",
 )
 @click.option(
+    "--allowed-host",
+    "allowed_hosts",
+    multiple=True,
+    metavar="NAME",
+    help="Also serve requests whose Host is NAME (repeatable; *.example.com for "
+    "subdomains). Any other Host than the --host address gets 400.",
+)
+@click.option(
     "--token",
     envvar="SA_JOBQUEUE_DASHBOARD_TOKEN",
     show_envvar=True,
@@ -62,6 +71,7 @@ def dashboard(
     refresh: float,
     basic_auth: str | None,
     token: str | None,
+    allowed_hosts: tuple[str, ...],
 ) -> None:
     """Serve the web dashboard: queues, jobs, workers, schedules; repairs with --allow-actions.
 
@@ -72,9 +82,15 @@ def dashboard(
         import uvicorn
 
         from sa_jobqueue.dashboard import make_app
-        from sa_jobqueue.dashboard.security import is_loopback
+        from sa_jobqueue.dashboard.security import AllowedHosts, is_loopback
     except ImportError as error:
         fail(f"{_EXTRA_HINT} ({error})", 2)
+    try:
+        # The bound address (and localhost on loopback) plus --allowed-host: a page from
+        # another name that resolves here (DNS rebinding) is refused before anything runs.
+        hosts = AllowedHosts.for_bind(host, list(allowed_hosts))
+    except ConfigurationError as error:
+        fail(str(error), 2)
     if not is_loopback(host) and basic_auth is None and token is None:
         fail(
             f"--host {host} listens beyond this machine: give --basic-auth or --token "
@@ -94,6 +110,7 @@ def dashboard(
                 refresh_seconds=refresh,
                 basic_auth=basic_auth,
                 token=token,
+                allowed_hosts=hosts,
             )
         except ConfigurationError as error:
             fail(str(error), 2)

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import statements
 from sa_jobqueue.cli.app import (
     Duration,
+    JobId,
     Moment,
     csv,
     fail,
@@ -151,7 +152,7 @@ def list_command(
 
 
 @jobs.command("show")
-@click.argument("job_id", metavar="ID", type=int)
+@click.argument("job_id", metavar="ID", type=JobId())
 @operator_options
 @json_flag
 def show_command(
@@ -189,10 +190,11 @@ def show_command(
     for name, value in fields:
         click.echo(f"{name.ljust(width)}  {value}")
     click.echo("payload:")
-    click.echo(indent(json.dumps(job.payload, indent=2, ensure_ascii=False)))
+    # default=str: a payload Python cannot decode shows as "<payload cannot be decoded: ...>"
+    click.echo(indent(json.dumps(job.payload, indent=2, ensure_ascii=False, default=str)))
     click.echo("result:" + ("" if job.result is not None else " -"))
     if job.result is not None:
-        click.echo(indent(json.dumps(job.result, indent=2, ensure_ascii=False)))
+        click.echo(indent(json.dumps(job.result, indent=2, ensure_ascii=False, default=str)))
     click.echo("last_error:" + ("" if job.last_error else " -"))
     if job.last_error:
         click.echo(indent(job.last_error))
@@ -216,7 +218,7 @@ def _report(result: admin.Changed, verb: str, wrong: str) -> int:
 
 
 @main.command()
-@click.argument("ids", metavar="ID...", nargs=-1, type=int)
+@click.argument("ids", metavar="ID...", nargs=-1, type=JobId())
 @click.option("--failed", is_flag=True, help="Retry every failed job (of --queue/--kind).")
 @click.option("--queue", help="With --failed: only this queue.")
 @click.option("--kind", help="With --failed: only this kind.")
@@ -365,6 +367,8 @@ def enqueue(
         value = json.loads(payload)
     except json.JSONDecodeError as error:
         fail(f"PAYLOAD is not valid JSON: {error}", 2)
+    except ValueError as error:  # a number past sys.get_int_max_str_digits()
+        fail(f"PAYLOAD cannot be decoded: {str(error).splitlines()[0]}", 2)
     with (
         operating(database_url, table, app) as (queue_api, engine),
         Session(engine) as session,

@@ -103,7 +103,19 @@ def render_stats(stats: admin.Stats, table: str) -> str:
     text = f"{title}\n{grid(headers, rows, right=1)}"
     if stats.limits:
         text += "\n\n" + render_limits(stats.limits)
+    if stats.passed_over:
+        text += "\n\n" + render_passed_over(stats.passed_over)
     return text
+
+
+def render_passed_over(kinds: Sequence[admin.PassedOver]) -> str:
+    """The due kinds the claims step over, and what that most likely means."""
+    rows = [[k.queue, k.kind, k.due, age(k.waited_seconds)] for k in kinds]
+    note = (
+        "passed over: jobs queued behind these ran, none of theirs did; no running "
+        "worker of the queue handles the kind (or those that do are all busy)"
+    )
+    return f"{note}\n{grid(['queue', 'kind', 'due', 'waiting'], rows, right=2)}"
 
 
 def render_limits(limits: Sequence[admin.LimitStats]) -> str:

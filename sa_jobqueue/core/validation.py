@@ -15,6 +15,7 @@ from typing import Any
 from sa_jobqueue.errors import PayloadError, ValidationError
 
 __all__ = [
+    "BIGINT_RANGE",
     "DEFAULT_MAX_PAYLOAD_BYTES",
     "MAX_DELAY_SECONDS",
     "MAX_KEY_LENGTH",
@@ -22,6 +23,7 @@ __all__ = [
     "NAME_PATTERN",
     "check_aware",
     "check_delay",
+    "check_job_id",
     "check_key",
     "check_max_attempts",
     "check_name",
@@ -40,6 +42,8 @@ MAX_DELAY_SECONDS = 100 * 365.25 * 86400
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 _SMALLINT = (-(2**15), 2**15 - 1)
 _INT4_MAX = 2**31 - 1
+#: A job id is a ``bigint``.
+BIGINT_RANGE = (-(2**63), 2**63 - 1)
 MAX_DEPTH = 200
 
 
@@ -82,6 +86,20 @@ def check_priority(value: object) -> int:
     low, high = _SMALLINT
     if not low <= value <= high:
         raise ValidationError("priority", value, f"must be between {low} and {high}")
+    return value
+
+
+def check_job_id(value: object) -> int:
+    """Return `value` as a job id (an int that fits the ``bigint`` id column), else raise.
+
+    >>> check_job_id(12)
+    12
+    """
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError("job id", value, f"must be an int, not {type(value).__name__}")
+    low, high = BIGINT_RANGE
+    if not low <= value <= high:
+        raise ValidationError("job id", value, f"is not a job id: ids are bigint, at most {high}")
     return value
 
 

@@ -7,7 +7,7 @@ read-only transactions, actions through `sa_jobqueue.ops.admin`. See docs/dashbo
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import parse_qs
@@ -26,14 +26,17 @@ from starlette.templating import Jinja2Templates
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.core.validation import BIGINT_RANGE
 from sa_jobqueue.dashboard import charts, queries
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
 from sa_jobqueue.dashboard.render import FILTERS, NOTICES
 from sa_jobqueue.dashboard.security import (
     CSRF_COOKIE,
     CSRF_FIELD,
+    AllowedHosts,
     Credentials,
     GuardMiddleware,
+    check_host,
     new_csrf_token,
     same_origin,
     tokens_match,
@@ -176,7 +179,7 @@ class _Dashboard:
     async def job(self, request: Request) -> Response:
         """One job, every column."""
         job_id = request.path_params["job_id"]
-        detail = await self.run(queries.job_detail, job_id)
+        detail = await self.run(queries.job_detail, job_id) if _is_job_id(job_id) else None
         if detail is None:
             return self.error(request, 404, f"There is no job {job_id}.")
         return self.page(request, "job.html", detail=detail, job=detail.job)
@@ -217,6 +220,8 @@ class _Dashboard:
         if isinstance(form, Response):
             return form
         job_id = request.path_params["job_id"]
+        if not _is_job_id(job_id):
+            return self.error(request, 404, f"There is no job {job_id}.")
         changed = await run_in_threadpool(self.change, fn, [job_id])
         log.info("dashboard: %s job %s -> %s", action, job_id, changed.to_dict())
         done = bool(changed.ids)
@@ -268,6 +273,12 @@ class _Dashboard:
         )
 
 
+def _is_job_id(job_id: int) -> bool:
+    """Whether `job_id` fits the ``bigint`` id column (a larger one names no job)."""
+    low, high = BIGINT_RANGE
+    return low <= job_id <= high
+
+
 def _model_of(jobs: JobQueue[Any] | type[JobMixin]) -> type[JobMixin]:
     if isinstance(jobs, JobQueue):
         model: type[JobMixin] = jobs.model
@@ -287,6 +298,7 @@ def make_app(
     statement_timeout: float = 5.0,
     refresh_seconds: float = 5.0,
     page_size: int = 50,
+    allowed_hosts: Sequence[str] | AllowedHosts | None = None,
 ) -> Starlette:
     """The dashboard for `jobs`' table, as an ASGI app to serve or mount.
 
@@ -301,6 +313,11 @@ def make_app(
         statement_timeout: seconds any page's query may take before it is cancelled.
         refresh_seconds: how often the overview refreshes itself.
         page_size: jobs per page of the jobs list.
+        allowed_hosts: the ``Host`` names served (``example.com``, ``*.example.com``,
+            ``*`` for any), or an `AllowedHosts`; any other gets 400 before anything
+            runs (DNS rebinding). None serves any host: for a dashboard mounted in an
+            application that checks hosts itself (Starlette's ``TrustedHostMiddleware``,
+            Django's ``ALLOWED_HOSTS``). ``sa-jobqueue dashboard`` always sets it.
 
     Example (inside a FastAPI or Starlette application)::
 
@@ -323,6 +340,11 @@ def make_app(
     if not (isinstance(page_size, int) and 1 <= page_size <= 1000):
         raise ConfigurationError(f"page_size must be an int from 1 to 1000, not {page_size!r}")
     credentials = Credentials.from_options(basic_auth, token)
+    hosts = allowed_hosts
+    if hosts is not None and not isinstance(hosts, AllowedHosts):
+        if isinstance(hosts, str):
+            raise ConfigurationError(f"allowed_hosts must be a list of names, not {hosts!r}")
+        hosts = AllowedHosts(frozenset(check_host(name) for name in hosts))
     limits = (
         {task.kind: task.limits for task in jobs.registry.limited()}
         if isinstance(jobs, JobQueue)
@@ -362,7 +384,7 @@ def make_app(
 
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(GuardMiddleware, credentials=credentials)],
+        middleware=[Middleware(GuardMiddleware, credentials=credentials, allowed_hosts=hosts)],
         exception_handlers={exc.DBAPIError: database_error},
     )
     app.state.dashboard = board

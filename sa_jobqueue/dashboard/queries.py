@@ -21,6 +21,7 @@ from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
+from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
 __all__ = [
@@ -96,6 +97,8 @@ class Overview:
     minutes: list[Minute]
     queue: str | None = None
     limits: list[LimitStats] = field(default_factory=list)
+    #: Due kinds the recent claims stepped over (likely no running worker handles them).
+    passed_over: list[PassedOver] = field(default_factory=list)
 
     @property
     def total(self) -> QueueSummary:
@@ -151,6 +154,7 @@ def overview(
         minutes=_minutes(at, rows),
         queue=queue,
         limits=limit_stats(session, model, limits) if limits else [],
+        passed_over=passed_over(session, model, limited=limits or ()),
     )
 
 

@@ -20,9 +20,11 @@ from sqlalchemy.orm.util import identity_key
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.core.validation import BIGINT_RANGE, check_job_id
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
+from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.retention import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_PRUNE_INTERVAL,
@@ -34,6 +36,7 @@ from sa_jobqueue.ops.retention import (
     prune,
     prune_on,
 )
+from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name, check_identifier, control_channel_name
 
@@ -44,6 +47,7 @@ __all__ = [
     "Changed",
     "JobInfo",
     "LimitStats",
+    "PassedOver",
     "PruneResult",
     "Pruner",
     "QueueStats",
@@ -71,6 +75,8 @@ def _plain(value: Any) -> Any:
         return {key: _plain(item) for key, item in value.items()}
     if isinstance(value, list):
         return [_plain(item) for item in value]
+    if isinstance(value, UndecodableJSON):
+        return str(value)
     return value
 
 
@@ -124,11 +130,14 @@ class Stats:
         queues: one `QueueStats` per queue that has any row, by name.
         limits: one `LimitStats` per limited kind of the `JobQueue` asked (empty
             when the tasks are unknown, as with ``sa-jobqueue stats --table``).
+        passed_over: due kinds the workers' recent claims stepped over (`PassedOver`):
+            likely no running worker handles them.
     """
 
     at: datetime
     queues: list[QueueStats]
     limits: list[LimitStats] = field(default_factory=list)
+    passed_over: list[PassedOver] = field(default_factory=list)
 
     @property
     def total(self) -> QueueStats:
@@ -148,6 +157,7 @@ class Stats:
             "queues": [q.to_dict() for q in self.queues],
             "total": self.total.to_dict(),
             "limits": [limit.to_dict() for limit in self.limits],
+            "passed_over": [kind.to_dict() for kind in self.passed_over],
         }
 
 
@@ -250,7 +260,10 @@ def stats(
     # A paused queue with no job yet still shows, so the pause is visible.
     queues += [QueueStats(name, paused=True) for name in paused - {q.queue for q in queues}]
     usage = limit_stats(session, model, limits) if limits else []
-    return Stats(at=now, queues=sorted(queues, key=lambda q: q.queue), limits=usage)
+    skipped = passed_over(session, model, limited=limits or ())
+    return Stats(
+        at=now, queues=sorted(queues, key=lambda q: q.queue), limits=usage, passed_over=skipped
+    )
 
 
 def list_jobs(
@@ -284,7 +297,9 @@ def list_jobs(
 
 
 def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | None:
-    """The job `job_id`, or None."""
+    """The job `job_id`, or None (also for an id no ``bigint`` holds: no such job)."""
+    if not BIGINT_RANGE[0] <= job_id <= BIGINT_RANGE[1]:
+        return None
     row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
     return None if row is None else JobInfo.from_row(row)
 
@@ -354,6 +369,7 @@ def _ids(ids: Iterable[int]) -> list[int]:
     for job_id in wanted:
         if not isinstance(job_id, int) or isinstance(job_id, bool):
             raise ConfigurationError(f"job ids must be ints, not {job_id!r}")
+        check_job_id(job_id)  # beyond bigint: a ValidationError, not "bigint out of range"
     return wanted
 
 

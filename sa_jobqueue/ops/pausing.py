@@ -18,7 +18,7 @@ from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import control
 
-__all__ = ["pause", "paused_queues", "resume"]
+__all__ = ["pause", "paused_queues", "resume", "unknown_queues"]
 
 
 def _names(queues: str | Iterable[str]) -> list[str]:
@@ -47,6 +47,28 @@ def resume(session: Session, model: type[JobMixin], queues: str | Iterable[str])
         channel = channel_name(str(model.__tablename__))
         session.execute(statements.notify(channel), {"queues": resumed})
     return resumed
+
+
+def unknown_queues(
+    session: Session,
+    model: type[JobMixin],
+    queues: str | Iterable[str],
+    registered: Iterable[str] = (),
+) -> tuple[list[str], list[str]]:
+    """Which of `queues` nothing uses, and the queues that are used, to name in the error.
+
+    A queue is used when a row of the table names it (any status), a task of the
+    application (`registered`) claims from it, or it is paused already. Returns
+    ``(unknown, known)``; `known` is only read (a scan of the table) when some are unknown.
+    """
+    names = _names(queues)
+    taken = set(registered) | set(paused_queues(session, model))
+    rows = session.scalars(statements.unused_queues(model), {"queues": names})
+    unknown = [name for name in rows if name not in taken]
+    if not unknown:
+        return [], []
+    known = set(session.scalars(statements.queues_in_use(model))) | taken
+    return unknown, sorted(known)
 
 
 def paused_queues(session: Session, model: type[JobMixin]) -> dict[str, datetime]:

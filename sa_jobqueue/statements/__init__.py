@@ -7,6 +7,7 @@ the database's clock, and every change to a claimed job fenced by ``id``, ``atte
 
 from __future__ import annotations
 
+from sa_jobqueue.statements.batches import charge_attempts, refund_attempts
 from sa_jobqueue.statements.claims import claim, claim_queues, next_run_at
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
@@ -50,11 +51,14 @@ from sa_jobqueue.statements.operator import (
     list_jobs,
     live_counts,
     prune,
+    queues_in_use,
     requeue,
     requeue_failed,
     stats,
     statuses_of,
+    unused_queues,
 )
+from sa_jobqueue.statements.passed_over import passed_over
 from sa_jobqueue.statements.runtime import (
     complete,
     complete_one,
@@ -77,6 +81,7 @@ __all__ = [
     "by_keys",
     "by_unique_keys",
     "cancel",
+    "charge_attempts",
     "claim",
     "claim_limited",
     "claim_queues",
@@ -103,8 +108,11 @@ __all__ = [
     "lock_limited",
     "next_run_at",
     "notify",
+    "passed_over",
     "pending_summary",
     "prune",
+    "queues_in_use",
+    "refund_attempts",
     "release",
     "requeue",
     "requeue_failed",
@@ -121,5 +129,6 @@ __all__ = [
     "sweep_expired",
     "try_advisory_lock",
     "try_advisory_xact_lock",
+    "unused_queues",
     "workers_summary",
 ]

@@ -30,7 +30,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sa_jobqueue.core.validation import check_name
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
-    CLAIMED_COLUMNS,
+    claimed_columns,
     seconds,
 )
 from sa_jobqueue.statements.control import is_paused
@@ -48,6 +48,7 @@ def claim(
     leases: Mapping[str, float],
     default_lease: float,
     exclude_kinds: Sequence[str] = (),
+    kinds: Sequence[str] | None = None,
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
 
@@ -59,9 +60,12 @@ def claim(
 
     `exclude_kinds` are the worker's limited kinds, which `claim_limited` claims
     instead; without any, the statement is the same as before flow control existed.
+    `kinds`, when given, are the only kinds claimed: a worker's handled kinds, so it
+    leaves the jobs of any other kind pending, untouched, for a worker that has
+    their handler (a deploy in flight).
     """
     queue_name = bindparam("queue_name", type_=Text)
-    due = _due_in(model, queue_name, exclude_kinds)
+    due = _due_in(model, queue_name, exclude_kinds, kinds=kinds)
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked.
     return _lease(model, due.cte("due"), leases, default_lease)
@@ -74,6 +78,7 @@ def claim_queues(
     leases: Mapping[str, float],
     default_lease: float,
     exclude_kinds: Sequence[str] = (),
+    kinds: Sequence[str] | None = None,
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of `queues` to ``:owner``, from ``queues[:start]``.
 
@@ -81,7 +86,7 @@ def claim_queues(
     one at index ``:start`` (0-based), wrapping around: that queue's due jobs in
     claim order (``priority, run_at, id``), then the next queue's, until ``:limit``
     rows are leased; the same rows as `claim` run once per queue in that order, with
-    the same leases, paused-queue filter and `exclude_kinds`. The caller moves
+    the same leases, paused-queue filter, `exclude_kinds` and `kinds`. The caller moves
     ``:start`` between rounds, so no queue waits behind the others for long.
 
     Each queue is a ``LATERAL`` subquery (``queue = q.name``): an ordered walk of
@@ -101,7 +106,8 @@ def claim_queues(
     start = bindparam("start", type_=Integer)
     rotated = ring[start + 1 : len(names)].op("||")(ring[1:start])
     ordered = func.unnest(rotated).table_valued("name").render_derived(name="q")
-    per_queue = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered).lateral("c")
+    due_here = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered, kinds=kinds)
+    per_queue = due_here.lateral("c")
     # No ORDER BY: the rows come as the nested loop makes them, queue by queue in
     # the array's order (a function scan returns its rows in order, and a LATERAL
     # subquery can only be the inner side of a nested loop; nothing else is joined,
@@ -120,6 +126,7 @@ def _due_in(
     queue: ColumnElement[Any],
     exclude_kinds: Sequence[str],
     outer: FromClause | None = None,
+    kinds: Sequence[str] | None = None,
 ) -> Select[Any]:
     """The first ``:limit`` due pending jobs of `queue`, locked (``SKIP LOCKED``) in claim order.
 
@@ -148,6 +155,11 @@ def _due_in(
         .limit(select(bindparam("limit", type_=Integer)).scalar_subquery())
         .with_for_update(skip_locked=True)
     )
+    if kinds is not None:
+        # Only the worker's kinds (less its limited ones): the others are stepped
+        # over in the index walk, left pending with their attempts untouched.
+        wanted = sorted(set(kinds) - set(exclude_kinds))
+        return due.where(model.kind.in_([literal(k, Text) for k in wanted]))
     if exclude_kinds:
         due = due.where(model.kind.not_in([literal(k, Text) for k in sorted(exclude_kinds)]))
     return due
@@ -174,7 +186,7 @@ def _lease(
         model.locked_until: func.now() + seconds(lease),
         model.updated_at: func.now(),
     }
-    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
+    returned = claimed_columns(model)
     # ``id = ANY(ARRAY(SELECT id FROM due))``, not ``FROM due``: the planner sizes
     # the array at a few elements whatever it guessed for `due` (whose LIMIT it
     # cannot see), so the leased rows are found by primary key, never by a hash

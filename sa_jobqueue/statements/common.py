@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     ColumnElement,
     Float,
@@ -20,6 +21,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
+from sa_jobqueue.schema.lenient_json import lenient
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 from sa_jobqueue.schema.naming import lock_name
 
@@ -30,11 +32,13 @@ __all__ = [
     "advisory_lock_key",
     "advisory_unlock",
     "asynchronous_commit",
+    "claimed_columns",
     "db_now",
     "epoch_seconds",
     "fence",
     "fence_one",
     "notify",
+    "readable_columns",
     "seconds",
     "try_advisory_lock",
     "try_advisory_xact_lock",
@@ -54,6 +58,25 @@ CLAIMED_COLUMNS = (
     "idempotency_key",
     "trace_context",  # the enqueue's trace, parent of the attempt's span
 )
+
+
+def claimed_columns(model: type[JobMixin]) -> list[ColumnElement[Any]]:
+    """`model`'s `CLAIMED_COLUMNS`, its JSON ones fetched as text and decoded leniently.
+
+    A payload Python cannot decode (``1e5000`` in ``jsonb``) then reaches the worker
+    as an `UndecodableJSON`, which fails that job alone, instead of failing the
+    claim and with it every job (`sa_jobqueue.schema.lenient_json`).
+    """
+    return [_readable(getattr(model, name).expression, name) for name in CLAIMED_COLUMNS]
+
+
+def readable_columns(model: type[JobMixin]) -> list[ColumnElement[Any]]:
+    """Every column of `model`'s table, its JSON ones decoded leniently (operator reads)."""
+    return [_readable(column, column.name) for column in model.__table__.c]
+
+
+def _readable(column: ColumnElement[Any], name: str) -> ColumnElement[Any]:
+    return lenient(column, name) if isinstance(column.type, JSON) else column
 
 
 def seconds(value: Any) -> ColumnElement[Any]:

@@ -32,7 +32,12 @@ from sqlalchemy.sql.dml import ReturningDelete
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.state_tables import schedules_table_for
-from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, seconds
+from sa_jobqueue.statements.common import (
+    FINISHED_VALUES,
+    epoch_seconds,
+    readable_columns,
+    seconds,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
@@ -230,7 +235,7 @@ def job_page(
     if status is not None and status not in {s.value for s in Status}:
         raise ValueError(f"unknown status {status!r}")
     key, ascending = _order(model, status)
-    query = select(model.__table__)
+    query = select(*readable_columns(model))
     if status is not None:
         query = query.where(model.status == literal(status, Text, literal_execute=True))
     if by_queue:

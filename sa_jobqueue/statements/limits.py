@@ -33,7 +33,7 @@ from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import lock_name
 from sa_jobqueue.schema.starts import starts_table
-from sa_jobqueue.statements.common import CLAIMED_COLUMNS, seconds
+from sa_jobqueue.statements.common import CLAIMED_COLUMNS, claimed_columns, seconds
 from sa_jobqueue.statements.control import is_paused
 
 __all__ = [
@@ -214,7 +214,7 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
         model.locked_until: func.now() + seconds(literal(float(lease), Float)),
         model.updated_at: func.now(),
     }
-    returned = [getattr(model, name) for name in CLAIMED_COLUMNS]
+    returned = claimed_columns(model)
     claimed = update(model).where(model.id == due.c.id).values(leased).returning(*returned)
     if clock is None or window is None:
         return claimed

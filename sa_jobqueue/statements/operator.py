@@ -28,7 +28,7 @@ from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds
+from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
 __all__ = [
     "cancel",
@@ -36,10 +36,12 @@ __all__ = [
     "list_jobs",
     "live_counts",
     "prune",
+    "queues_in_use",
     "requeue",
     "requeue_failed",
     "stats",
     "statuses_of",
+    "unused_queues",
 ]
 
 
@@ -109,8 +111,11 @@ def list_jobs(
     Each ``by_*`` flag adds a filter on an array parameter: ``:statuses``,
     ``:queues``, ``:kinds``.
     """
-    table = model.__table__
-    query = select(table).order_by(model.id.desc()).limit(bindparam("limit", type_=Integer))
+    query = (
+        select(*readable_columns(model))
+        .order_by(model.id.desc())
+        .limit(bindparam("limit", type_=Integer))
+    )
     for on, column, param in (
         (by_status, model.status, "statuses"),
         (by_queue, model.queue, "queues"),
@@ -123,11 +128,28 @@ def list_jobs(
 
 def get_job(model: type[JobMixin]) -> Select[Any]:
     """The job ``:job_id``, as a table row."""
-    return select(model.__table__).where(model.id == bindparam("job_id", type_=BigInteger))
+    return select(*readable_columns(model)).where(model.id == bindparam("job_id", type_=BigInteger))
 
 
 def _in_ids(model: type[JobMixin]) -> ColumnElement[bool]:
     return model.id == func.any(bindparam("ids", type_=ARRAY(BigInteger)))
+
+
+def unused_queues(model: type[JobMixin]) -> Select[Any]:
+    """Of the queue names in ``:queues``, those no row of the table (any status) names.
+
+    One probe per name, stopping at the first row found; a name no row has reads
+    the whole table (an operator command's check, not a worker's).
+    """
+    names = func.unnest(bindparam("queues", type_=ARRAY(Text))).table_valued("name")
+    named = names.render_derived(name="named")
+    used = select(model.id).where(model.queue == named.c.name).exists()
+    return select(named.c.name).where(~used).order_by(named.c.name)
+
+
+def queues_in_use(model: type[JobMixin]) -> Select[Any]:
+    """Every queue that a row of the table names, sorted (a scan of the table)."""
+    return select(model.queue).distinct().order_by(model.queue)
 
 
 def statuses_of(model: type[JobMixin]) -> Select[int, str]:

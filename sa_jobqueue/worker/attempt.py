@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import Row
 
 from sa_jobqueue.core.validation import MAX_DELAY_SECONDS
+from sa_jobqueue.schema.lenient_json import UndecodableJSON
 
 __all__ = [
     "MAX_ERROR_LENGTH",
@@ -89,8 +90,13 @@ class Claimed:
             row.max_attempts,
             row.idempotency_key,
             lease,
-            trace_context=getattr(row, "trace_context", None),
+            trace_context=_decoded(getattr(row, "trace_context", None)),
         )
+
+
+def _decoded(value: Any) -> Any:
+    """`value`, or None when the claim could not decode it (`UndecodableJSON`)."""
+    return None if isinstance(value, UndecodableJSON) else value
 
 
 def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:

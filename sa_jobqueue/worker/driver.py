@@ -114,6 +114,14 @@ class Driver(Protocol):
         """Give unstarted or interrupted `jobs` back to ``pending``, due now."""
         ...
 
+    def refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Give `jobs` their claim's attempt back (``max_attempts + 1``) before a batch."""
+        ...
+
+    def charge(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """Take back what `refund` gave `jobs` (running, or done in this transaction)."""
+        ...
+
     def record_failure(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
     ) -> str | None:
@@ -161,6 +169,8 @@ class PostgresDriver:
         default_lease: the lease of kinds not in `leases`.
         limits: kind -> its `Limits`, for the limited kinds: `claim` leaves them out,
             `claim_limited` claims them (docs/flow-control.md).
+        kinds: the kinds this worker has handlers for: `claim` and `claim_queues`
+            claim no other kind (None: any kind, as before).
     """
 
     def __init__(
@@ -170,15 +180,21 @@ class PostgresDriver:
         leases: Mapping[str, float],
         default_lease: float,
         limits: Mapping[str, Limits] | None = None,
+        kinds: Sequence[str] | None = None,
     ) -> None:
         self.model = model
+        self.kinds = None if kinds is None else sorted(kinds)
         self.leases = dict(leases)
         self.default_lease = default_lease
         limited = {kind: limit for kind, limit in (limits or {}).items() if limit.limited}
         #: The limited kinds, sorted: the order a claim round takes their locks in.
         self.limited_kinds: list[str] = sorted(limited)
         self._claim = statements.claim(
-            model, leases=self.leases, default_lease=default_lease, exclude_kinds=self.limited_kinds
+            model,
+            leases=self.leases,
+            default_lease=default_lease,
+            exclude_kinds=self.limited_kinds,
+            kinds=self.kinds,
         )
         self._claim_queues: dict[tuple[str, ...], Update] = {}
         self._lock_limited = {kind: statements.lock_limited(model, kind) for kind in limited}
@@ -202,6 +218,8 @@ class PostgresDriver:
         self._ahead: tuple[Connection, list[str]] | None = None
         self._held: tuple[RootTransaction, frozenset[str]] | None = None
         self._release = statements.release(model)
+        self._refund = statements.refund_attempts(model)
+        self._charge = statements.charge_attempts(model)
         self._failures = {
             Result.FAIL: statements.fail(model),
             Result.RETRY: statements.retry_later(model),
@@ -238,6 +256,7 @@ class PostgresDriver:
                 leases=self.leases,
                 default_lease=self.default_lease,
                 exclude_kinds=self.limited_kinds,
+                kinds=self.kinds,
             )
         params = {"start": start % len(key), "limit": limit, "owner": owner}
         return self._claimed(conn.execute(statement, params).all())
@@ -334,6 +353,16 @@ class PostgresDriver:
         """Give `jobs` back to ``pending``, due now, without using up an attempt."""
         if jobs:
             conn.execute(self._release, fence_params(jobs, owner))
+
+    def refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """`statements.refund_attempts` for `jobs` (one fenced UPDATE)."""
+        if jobs:
+            conn.execute(self._refund, fence_params(jobs, owner))
+
+    def charge(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+        """`statements.charge_attempts` for `jobs` (one fenced UPDATE)."""
+        if jobs:
+            conn.execute(self._charge, fence_params(jobs, owner))
 
     def record_failure(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str

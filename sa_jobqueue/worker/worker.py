@@ -115,8 +115,14 @@ class Worker(Generic[JobT]):
         leases = {t.kind: t.lease for t in tasks}
 
         limits = {t.kind: t.limits for t in registry.limited()}
+        # Only the kinds registered here are claimed: a job of another kind (a deploy
+        # in flight) stays pending, its attempts untouched, for a worker that has it.
         self.driver = PostgresDriver(
-            model, leases=leases, default_lease=self.default_lease, limits=limits
+            model,
+            leases=leases,
+            default_lease=self.default_lease,
+            limits=limits,
+            kinds=list(leases),
         )
         self._has_async = any(task.is_async for task in tasks)
         # The event loop starts every async job it is given: none could wait for a slot.
@@ -150,7 +156,7 @@ class Worker(Generic[JobT]):
         self.pool = ThreadPool(
             executor,
             # Sync handlers get `concurrency` threads; with none, one thread is enough
-            # (for a kind nothing here handles, which fails without running).
+            # (for a job claimed without a handler here, which fails without running).
             config.concurrency if registry.has_sync_tasks() else 1,
             report=self._report,
             stopping=self._stopping.is_set,

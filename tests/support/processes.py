@@ -36,6 +36,9 @@ class Proc:
     def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
         wait_for(lambda: text in self.output(), timeout, f"{text!r} in {self.log_path.name}")
 
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
     def signal(self, sig: int) -> None:
         self.popen.send_signal(sig)
 
@@ -87,13 +90,14 @@ class Processes:
         self,
         app: str,
         *extra: str,
-        concurrency: int = 1,
+        concurrency: int | None = 1,
         env: Mapping[str, str] | None = None,
         ready: bool = True,
         ready_timeout: float = 30.0,
     ) -> Proc:
-        """``sa-jobqueue worker APP --concurrency N EXTRA...``; waits for its start line."""
-        proc = self.command("worker", app, "--concurrency", str(concurrency), *extra, env=env)
+        """``sa-jobqueue worker APP [--concurrency N] EXTRA...``; waits for its start line."""
+        sized = ("--concurrency", str(concurrency)) if concurrency is not None else ()
+        proc = self.command("worker", app, *sized, *extra, env=env)
         if ready:
             proc.wait_for_log(" started: ", ready_timeout)
         return proc

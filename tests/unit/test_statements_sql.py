@@ -41,6 +41,11 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "retry_later": lambda: statements.retry_later(Job),
     "release": lambda: statements.release(Job),
     "discard": lambda: statements.discard(Job),
+    "unused_queues": lambda: statements.unused_queues(Job),
+    "queues_in_use": lambda: statements.queues_in_use(Job),
+    "passed_over": lambda: statements.passed_over(Job),
+    "refund_attempts": lambda: statements.refund_attempts(Job),
+    "charge_attempts": lambda: statements.charge_attempts(Job),
     "sweep_expired": lambda: statements.sweep_expired(Job),
     "prune": lambda: statements.prune(Job),
     "stats": lambda: statements.stats(Job),
@@ -81,6 +86,12 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "advance_schedule": lambda: control.advance_schedule(Job),
     "record_schedule_job": lambda: control.record_schedule_job(Job),
     "respec_schedule": lambda: control.respec_schedule(Job),
+    "claim_handled_kinds": lambda: statements.claim(
+        Job, leases={}, default_lease=300.0, exclude_kinds=["charge"], kinds=["charge", "send"]
+    ),
+    "claim_queues_handled_kinds": lambda: statements.claim_queues(
+        Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
+    ),
     "claim_excluding_limited": lambda: statements.claim(
         Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"]
     ),

@@ -25,9 +25,11 @@ from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.retry import Backoff, exponential
+from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.run.session_guard import guarded
 from sa_jobqueue.worker.running import RunningAttempts, Stop
 
 if TYPE_CHECKING:
@@ -184,6 +186,8 @@ class Executor:
         """
         if self.attempts.cancelled_before_start(job.id, job.claimed_at):
             return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
+        if isinstance(job.payload, UndecodableJSON):
+            return _undecodable(job, job.payload)
         task = self._tasks(job.kind)
         self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
@@ -225,7 +229,7 @@ class Executor:
         loop going away) passes through, for the pool to give the job back.
         """
         task = self._tasks(job.kind)
-        if task is None or not task.is_async:
+        if task is None or not task.is_async or isinstance(job.payload, UndecodableJSON):
             return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
         self.attempts.start(job.key, task.timeout, subject=job)
         loop, this = asyncio.get_running_loop(), asyncio.current_task()
@@ -267,7 +271,8 @@ class Executor:
                     await session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                returned = await self._acall(task, self._async_context(job, session))
+                with guarded(session.sync_session):
+                    returned = await self._acall(task, self._async_context(job, session))
                 # The driver's own fenced done, in this transaction, through the bridge.
                 if not await session.run_sync(self._mark_done, job, returned):
                     raise _LeaseLostError
@@ -294,7 +299,8 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                returned = self._call(task, self.context(job, session))
+                with guarded(session):
+                    returned = self._call(task, self.context(job, session))
                 if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
         except _LeaseLostError:
@@ -312,12 +318,65 @@ class Executor:
         again). Should the COMMIT itself fail (a deferred constraint, a lost
         connection), every job runs again in a transaction of its own, so one bad
         job cannot fail the others; the fence makes that safe even when the failed
-        COMMIT did in fact commit. Never raises.
+        COMMIT did in fact commit.
+
+        A worker that dies in a batch cannot tell which job killed it, so no job of
+        the batch is charged for it: before the batch starts every job of `jobs`
+        gets its claim's attempt back (committed), the batch takes them again in its
+        COMMIT, and a job that runs alone takes its own back just before it starts.
+        Only jobs on their first attempt share a batch; the others (a job back from a
+        crashed batch among them) run alone, after the batch, where a crash is
+        charged to the job that caused it. Returns the outcomes in the order of
+        `jobs`. Never raises.
         """
         if len(jobs) == 1:
             return [self.run(jobs[0])]
         with self._busy():
-            return self._run_batch(jobs)
+            if not self._refund(jobs):
+                return [self.run(job) for job in jobs]  # nothing set aside: run as before
+            batched = [job for job in jobs if self._batchable(job)]
+            ran = self._run_batch(batched) if batched else []
+            outcomes = {job.key: outcome for job, outcome in zip(batched, ran, strict=True)}
+            for job in jobs:
+                if job.key not in outcomes:
+                    outcomes[job.key] = self._run_alone(job)
+            return [outcomes[job.key] for job in jobs]
+
+    def _batchable(self, job: Claimed) -> bool:
+        """A transactional sync job on its first attempt: it may share a savepoint batch."""
+        task = self._tasks(job.kind)
+        return job.attempts == 1 and task is not None and task.transactional
+
+    def _refund(self, jobs: Sequence[Claimed]) -> bool:
+        """`Driver.refund` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.refund, jobs, "give back the attempts of")
+
+    def _charge(self, jobs: Sequence[Claimed]) -> bool:
+        """`Driver.charge` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.charge, jobs, "charge the attempts of")
+
+    def _set_aside(
+        self,
+        change: Callable[[Any, Sequence[Claimed], str], None],
+        jobs: Sequence[Claimed],
+        what: str,
+    ) -> bool:
+        try:
+            with self._session_factory() as session, session.begin():
+                conn = session.connection()
+                # A crash of the server may lose this COMMIT: the worst is the old
+                # charging (or one attempt more for the job), never a job run twice.
+                self._driver.commit_asynchronously(conn)
+                change(conn, jobs, self._owner)
+        except exc.SQLAlchemyError as error:
+            log.warning("could not %s %d jobs of a savepoint batch: %s", what, len(jobs), error)
+            return False
+        return True
+
+    def _run_alone(self, job: Claimed) -> Outcome:
+        """Take `job`'s refunded attempt back, then run it in a transaction of its own."""
+        self._charge([job])
+        return self.run(job)
 
     def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
         outcomes: list[Outcome] = []
@@ -327,19 +386,25 @@ class Executor:
                     outcomes.append(self._run_savepoint(session, job))
                     # The next job starts from an empty identity map, as it would alone.
                     session.expunge_all()
+                # The attempts set aside before the batch, taken back with its COMMIT.
+                self._driver.charge(session.connection(), jobs, self._owner)
         except Exception as exc:  # noqa: BLE001 - a failed batch COMMIT is retried job by job
             log.warning(
                 "savepoint batch of %d jobs failed to commit (%s); running them one by one",
                 len(jobs),
                 exc,
             )
-            return [self.run(job) for job in jobs]
+            return [self._run_alone(job) for job in jobs]
         return outcomes
 
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
         task = self._tasks(job.kind)
-        if task is None or not task.transactional:
+        if task is None or not task.transactional or isinstance(job.payload, UndecodableJSON):
             return self.run(job)  # not batchable: runs (or fails) on its own
+        if self.attempts.cancelled_before_start(job.id, job.claimed_at):
+            # Cancelled while it waited for its turn in the batch: it does not run (its
+            # fenced done would find the row cancelled and read as a lost lease).
+            return Outcome(job, Result.CANCELLED)
         self.attempts.start(job.key, task.timeout, subject=job)
         try:
             outcome = self._run_savepoint_of(session, job, task)
@@ -352,7 +417,8 @@ class Executor:
         savepoint = session.begin_nested()
         try:
             with self._span(job):
-                returned = self._call(task, self.context(job, session))
+                with guarded(session):
+                    returned = self._call(task, self.context(job, session))
                 held = self._mark_done(session, job, returned)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
@@ -402,6 +468,16 @@ def _failed(task: TaskDef, job: Claimed, exc: BaseException, started: float) -> 
     if isinstance(exc, Discard):
         return Outcome(job, Result.DISCARD, 0.0, f"discarded: {exc.reason}", _since(started))
     return Outcome(job, Result.FAIL, task.backoff(job.attempts), format_error(exc), _since(started))
+
+
+def _undecodable(job: Claimed, payload: UndecodableJSON) -> Outcome:
+    """A payload Python cannot decode: dead-letter the job now, saying why.
+
+    Every attempt would decode the same text, so it fails at once (as a `Discard`),
+    without calling the handler; the row keeps the payload for the operator to fix
+    with SQL and retry (docs/tasks.md, "Payloads").
+    """
+    return Outcome(job, Result.DISCARD, 0.0, payload.message)
 
 
 def _unavailable(job: Claimed, error: exc.SQLAlchemyError) -> Outcome:

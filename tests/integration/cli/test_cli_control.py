@@ -29,7 +29,7 @@ def _paused(engine) -> list[str]:
 
 
 def test_pause_and_resume_queues(run, committed):
-    result = run("pause", "mail", "reports")
+    result = run("pause", "mail", "reports", "--force")  # no job uses them yet
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines() == ["paused queue 'mail'", "paused queue 'reports'"]
     assert _paused(committed) == ["mail", "reports"]

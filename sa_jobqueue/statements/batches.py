@@ -1,0 +1,50 @@
+"""Savepoint batches: set aside, then take back, the attempt each batched job's claim used.
+
+A worker that dies inside a savepoint batch loses the whole batch, and cannot say
+which job killed it. So before a batch starts, every job in it gets its attempt
+back (``refund_attempts``, committed); the job that then runs alone, and the batch
+at its COMMIT, take it again (``charge_attempts``). A crash thus charges only the
+job that was running on its own, and a batch member runs alone on its next attempt
+(docs/performance.md, "Savepoint batches").
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Update, update
+
+from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, unnest_rows
+
+__all__ = ["charge_attempts", "refund_attempts"]
+
+
+def refund_attempts(model: type[JobMixin]) -> Update:
+    """Give ``:owner``'s running jobs their attempt back: ``max_attempts + 1``, fenced.
+
+    Parameters: ``ids`` and ``attempt_numbers`` arrays. Returns the ids refunded.
+    """
+    batch = unnest_rows(*FENCE_ARRAYS)
+    return (
+        update(model)
+        .where(*fence(model, batch.c.id, batch.c.attempts))
+        .values(max_attempts=model.max_attempts + 1)
+        .returning(model.id)
+    )
+
+
+def charge_attempts(model: type[JobMixin]) -> Update:
+    """Take back what `refund_attempts` gave: ``max_attempts - 1``, fenced by owner.
+
+    Parameters: ``ids`` and ``attempt_numbers`` arrays. Unlike the other fences it
+    also matches jobs marked ``done`` in this transaction (a batch's COMMIT charges
+    its done jobs with the others). Returns the ids charged.
+    """
+    batch = unnest_rows(*FENCE_ARRAYS)
+    owned = fence(model, batch.c.id, batch.c.attempts)[:3]  # id, attempts, locked_by
+    return (
+        update(model)
+        .where(*owned)
+        .where(model.status.in_([Status.RUNNING.value, Status.DONE.value]))
+        .values(max_attempts=model.max_attempts - 1)
+        .returning(model.id)
+    )

@@ -1,0 +1,66 @@
+"""A job that crashes its worker inside a savepoint batch: only that job is charged."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from tests.acceptance.workers import Spawner, spawn
+from tests.support.apps.hardening import jobs
+from tests.support.helpers import wait_for
+from tests.support.models import Effect, Job
+
+__all__ = ["spawn"]
+pytestmark = pytest.mark.slow
+APP = "tests.support.apps.hardening:jobs"
+
+
+def _enqueue(engine, kind, priority=0, max_attempts=3):
+    with Session(engine) as s, s.begin():
+        return jobs.enqueue(s, kind, {}, priority=priority, max_attempts=max_attempts).id
+
+
+def _rows(engine, ids):
+    with Session(engine) as s:
+        return {
+            j.id: (j.status, j.attempts, j.max_attempts, j.last_error)
+            for j in s.scalars(select(Job).where(Job.id.in_(ids)))
+        }
+
+
+def test_poison_job_in_savepoint_batch_does_not_use_up_its_neighbours_attempts(
+    committed, spawn: Spawner
+):
+    poison = _enqueue(committed, "tx_exit", priority=-1)
+    neighbours = [_enqueue(committed, "tx_effect") for _ in range(6)]
+    ids = [poison, *neighbours]
+
+    def settled():
+        rows = _rows(committed, ids)
+        return rows[poison][0] == "failed" and all(rows[n][0] != "pending" for n in neighbours)
+
+    crashes = 0
+    for _ in range(10):
+        # A fresh worker claims one job before it claims ahead; a short job first makes
+        # the next round claim the poison job and its neighbours together.
+        _enqueue(committed, "tx_effect", priority=-2, max_attempts=20)
+        worker = spawn(APP, "--savepoint-batch", "4", "--concurrency", "1")
+
+        def ended(w=worker):
+            return not w.alive() or settled()
+
+        wait_for(ended, timeout=60, what="the worker's crash or every job's end")
+        if worker.alive():
+            break
+        crashes += 1
+    wait_for(settled, timeout=60, what="every job ended")
+    rows = _rows(committed, ids)
+    assert rows[poison][0] == "failed"
+    # No neighbour was charged for the poison job's crashes: each ran once and is done.
+    assert {n: rows[n][0] for n in neighbours} == {n: "done" for n in neighbours}, rows
+    with Session(committed) as s:
+        ran = sorted(s.scalars(select(Effect.job_id).where(Effect.job_id.in_(neighbours))))
+    assert ran == neighbours
+    # The poison job itself still ends: its crashes are charged once it runs alone.
+    assert 2 <= crashes <= 4

@@ -1,0 +1,2 @@
+SELECT DISTINCT jobs.queue
+FROM jobs ORDER BY jobs.queue
