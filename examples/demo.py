@@ -18,12 +18,12 @@ is read back from the database at that moment. In the lesson's order:
 
 Without DATABASE_URL it starts a throwaway PostgreSQL in a temporary directory;
 with DATABASE_URL it recreates the database ``sa_jobqueue_demo`` on that server.
-Either way the database is left for inspection (a throwaway server until you
-press Enter, when the terminal is interactive), with a hint for psql, the CLI and
-the dashboard. ``--scratch`` uses a uniquely named database and drops it at the
-end (what the tests run). With ``--dashboard`` (``make demo-dashboard``) it then
-serves ``sa-jobqueue dashboard`` on a scratch database (``--port``, default 8787)
-until Ctrl-C, and drops it afterwards.
+(``--database NAME`` names another). Either way the database is left for
+inspection (on a throwaway server, until you press Enter when the terminal is
+interactive), with a hint for psql, the CLI and the dashboard. With
+``--dashboard`` (``make demo-dashboard``) it plays in a uniquely named scratch
+database instead, then serves ``sa-jobqueue dashboard`` on it (``--port``, default
+8787) until Ctrl-C, and drops it afterwards.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def ago(value: Any) -> str:
     if value is None:
         return "-"
     seconds = float(value)
-    if abs(seconds) < 1:
+    if abs(seconds) < 30:
         return "now"
     if abs(seconds) < 90:
         return f"{seconds:+.0f} s"
@@ -122,8 +122,9 @@ def relative(column: Any) -> Any:
 
 
 @contextlib.contextmanager
-def database(scratch: bool) -> Iterator[tuple[str, bool]]:
-    """Yield the demo database's URL, and whether it outlives the demo."""
+def database(name: str | None) -> Iterator[tuple[str, bool]]:
+    """Yield the URL of database `name` (made afresh; None: a scratch one), and whether
+    it outlives the demo."""
     server = os.environ.get("DATABASE_URL")
     with contextlib.ExitStack() as stack:
         if server:
@@ -131,15 +132,15 @@ def database(scratch: bool) -> Iterator[tuple[str, bool]]:
         else:
             say("no DATABASE_URL: starting a throwaway PostgreSQL")
             server = stack.enter_context(throwaway_postgres())
-        if scratch:
+        if name is None:
             yield stack.enter_context(scratch_database(server, prefix=DEMO_DATABASE)), False
             return
         admin = create_engine(server, poolclass=NullPool, isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:  # the previous run's database goes
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{DEMO_DATABASE}" WITH (FORCE)'))
-            conn.execute(text(f'CREATE DATABASE "{DEMO_DATABASE}"'))
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
         admin.dispose()
-        url = make_url(server).set(database=DEMO_DATABASE).render_as_string(hide_password=False)
+        url = make_url(server).set(database=name).render_as_string(hide_password=False)
         yield url, bool(os.environ.get("DATABASE_URL"))
         if not os.environ.get("DATABASE_URL"):
             keep_server_for_inspection(url)
@@ -160,7 +161,7 @@ def hints(url: str) -> None:
     cli = Path(sys.executable).with_name("sa-jobqueue")
     with contextlib.suppress(ValueError):
         cli = cli.relative_to(Path.cwd())
-    print(f"\nThe demo's database is left for inspection ({DEMO_DATABASE}):")
+    print(f"\nThe demo's database is left for inspection ({make_url(url).database}):")
     query = "SELECT id, kind, status, attempts, max_attempts, last_error FROM jobs ORDER BY id"
     print(f"  psql:      psql {shlex.quote(plain)} -c {shlex.quote(query)}")
     print(f"  CLI:       {cli} jobs list --database-url {shlex.quote(url)}")
@@ -521,7 +522,7 @@ class Demo:
             ids = [pdf.id, feed.id]
         self.wait_until("render_pdf and import_feed", lambda: self.settled(*ids))
         self.job_rows(["id", "kind", "status", "attempts", "last_error"], ids)
-        note("render_pdf ran 2.5 s on a 1 s lease: heartbeats kept it (attempt 1, never swept).")
+        note("render_pdf ran 3 s on a 2 s lease: heartbeats kept it (attempt 1, never swept).")
         note("import_feed failed 3 of 3 attempts, 0.5 s then 1 s apart: dead letter, error kept.")
         return ids
 
@@ -652,17 +653,26 @@ def serve_dashboard(url: str, port: int) -> None:
         server.wait(30)
 
 
+def identifier(value: str) -> str:
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", value):
+        raise argparse.ArgumentTypeError(f"not a plain database name: {value!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="The lesson replayed with real workers.")
     parser.add_argument("--dashboard", action="store_true", help="Then serve the dashboard.")
     parser.add_argument("--port", type=int, default=8787, help="The dashboard's port.")
     parser.add_argument(
-        "--scratch", action="store_true", help="A uniquely named database, dropped at the end."
+        "--database",
+        default=DEMO_DATABASE,
+        type=identifier,
+        help=f"The database to (re)create and leave for inspection (default {DEMO_DATABASE}).",
     )
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix=f"sa_jobqueue_demo_{uuid.uuid4().hex[:6]}_"))
     try:
-        with database(args.scratch or args.dashboard) as (url, kept):
+        with database(None if args.dashboard else args.database) as (url, kept):
             demo = Demo(url, logs)
             try:
                 demo.migrate()

@@ -82,10 +82,10 @@ def sync_crm(ctx: JobContext) -> None:
     log.info("CRM updated for %s", ctx.payload)
 
 
-@jobs.task("render_pdf", queue="slow", lease=timedelta(seconds=1), backoff=QUICK)
+@jobs.task("render_pdf", queue="slow", lease=timedelta(seconds=2), backoff=QUICK)
 def render_pdf(ctx: JobContext) -> None:
-    """Longer than its 1 s lease: the worker's heartbeats extend the lease while it runs."""
-    time.sleep(2.5)
+    """Longer than its 2 s lease: the worker's heartbeats extend the lease while it runs."""
+    time.sleep(3)
     log.info("rendered the PDF of order %s", ctx.payload["order_id"])
 
 
