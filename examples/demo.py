@@ -17,7 +17,7 @@ is read back from the database at that moment. In the lesson's order:
   than its lease kept alive by heartbeats.
 
 Without DATABASE_URL it starts a throwaway PostgreSQL in a temporary directory;
-with DATABASE_URL it recreates the database ``sa_jobqueue_demo`` on that server.
+with DATABASE_URL it recreates the database ``sa_jobqueue_demo`` on that server
 (``--database NAME`` names another). Either way the database is left for
 inspection (on a throwaway server, until you press Enter when the terminal is
 interactive), with a hint for psql, the CLI and the dashboard. With
