@@ -13,8 +13,9 @@ is read back from the database at that moment. In the lesson's order:
 * enqueue with your data: order 4 and its job commit together (and a rolled-back
   order leaves no job, at the end); LISTEN/NOTIFY wakes an idle worker at the commit;
 * one event fanned out to three consumers, each retried on its own;
-* beyond the lesson: retries with backoff into the dead letter, and a job longer
-  than its lease kept alive by heartbeats.
+* beyond the lesson: retries with backoff into the dead letter, a job longer than
+  its lease kept alive by heartbeats, and step 5's fence against a real worker
+  stopped with SIGSTOP until its lease was swept, then woken to report done late.
 
 Without DATABASE_URL it starts a throwaway PostgreSQL in a temporary directory;
 with DATABASE_URL it recreates the database ``sa_jobqueue_demo`` on that server
@@ -263,12 +264,17 @@ class Demo:
                 return worker.name
         return locked_by
 
-    def wait_until(self, what: str, check: Callable[[], bool], timeout: float = 40) -> None:
+    def wait_until(
+        self, what: str, check: Callable[[], bool], timeout: float = 40, *, fail: bool = True
+    ) -> bool:
         deadline = time.monotonic() + timeout
         while not check():
             if time.monotonic() > deadline:
-                raise SystemExit(f"timed out waiting for {what}")
+                if fail:
+                    raise SystemExit(f"timed out waiting for {what}")
+                return False
             time.sleep(0.02)
+        return True
 
     def settled(self, *ids: int) -> bool:
         rows = self.rows(select(Job.status).where(Job.id.in_(ids)))
@@ -453,7 +459,8 @@ class Demo:
         note("(worker A's heartbeats kept it alive until the kill).")
 
         step("Exactly-once processing, steps 4-6: worker C claims the invoice job, writes, commits")
-        c = self.start("C", "--concurrency", "2", "--sweep-interval", "0.5")
+        queues = ["--queue", "mail", "--queue", "billing", "--queue", "default"]
+        c = self.start("C", *queues, "--concurrency", "2", "--sweep-interval", "0.5")
         self.wait_until("the invoice job's second attempt", lambda: self.settled(3))
         self.job_rows(["id", "kind", "attempts", "status", "locked_by"], [3])
         c.events(3, "lease expired", "claimed", "done")
@@ -516,6 +523,7 @@ class Demo:
 
     def beyond(self) -> list[int]:
         step("Beyond the lesson: retries with backoff into the dead letter, and a long job")
+        self.start("D", "--queue", "slow", "--concurrency", "1")
         with Session(self.engine) as session, session.begin():
             pdf = jobs.enqueue(session, "render_pdf", {"order_id": 2})
             feed = jobs.enqueue(session, "import_feed", {"url": "ftp://legacy/feed.xml"})
@@ -525,6 +533,45 @@ class Demo:
         note("render_pdf ran 3 s on a 2 s lease: heartbeats kept it (attempt 1, never swept).")
         note("import_feed failed 3 of 3 attempts, 0.5 s then 1 s apart: dead letter, error kept.")
         return ids
+
+    def stalled_worker(self) -> int:
+        step("Beyond the lesson: the fence of step 5, against a real stalled worker")
+        d = self.workers["D"]
+        with Session(self.engine) as session, session.begin():
+            job_id = jobs.enqueue(session, "render_pdf", {"order_id": 3}).id
+        self.wait_until("worker D's claim", lambda: self.who(self.job(job_id).locked_by) == "D")
+
+        def swept() -> bool:
+            return self.job(job_id).status == "pending"
+
+        for _ in range(5):
+            d.process.send_signal(signal.SIGSTOP)
+            say(f"SIGSTOP worker D (pid {d.pid}) in the middle of job {job_id}: no heartbeats")
+            # Stopped inside a heartbeat's transaction, D would hold the row locked, and the
+            # sweeper skips locked rows: then let it finish that transaction, and stop it again.
+            if self.wait_until("the sweep of D's lease", swept, timeout=6, fail=False):
+                break
+            d.process.send_signal(signal.SIGCONT)
+            time.sleep(0.2)
+        else:
+            raise SystemExit(f"job {job_id} was never swept while worker D was stopped")
+        self.workers["C"].events(job_id, "lease expired")
+        e = self.start("E", "--queue", "slow", "--concurrency", "1")
+        self.wait_until("worker E's claim", lambda: self.job(job_id).attempts == 2)
+        d.process.send_signal(signal.SIGCONT)
+        say("SIGCONT worker D: its handler of attempt 1 finishes and reports done")
+        d.wait_for(f"job {job_id} render_pdf attempt 1 finished but its lease was lost")
+        d.events(job_id, "lease")
+        note(f"Job {job_id}, read back after worker D's late done:")
+        self.job_rows(["id", "kind", "attempts", "status", "locked_by"], [job_id])
+        job = self.job(job_id)
+        self.observed["worker D's late done (attempt 1) changed nothing"] = (
+            job.attempts == 2 and self.who(job.locked_by) == "E"
+        )
+        self.wait_until(f"job {job_id}", lambda: self.settled(job_id))
+        self.job_rows(["id", "kind", "attempts", "status", "locked_by"], [job_id])
+        e.events(job_id, "done")
+        return job_id
 
     def final(self) -> None:
         step("The jobs table at the end")
@@ -590,7 +637,7 @@ class Demo:
         self.observed["no attempt claimed by two workers"] = not twice
         note(f"{len(claims)} attempts claimed, {len(twice) or 'none'} of them by two workers.")
 
-    def check(self, fan_out: list[int], beyond: list[int]) -> None:
+    def check(self, fan_out: list[int], beyond: list[int], stalled: int) -> None:
         """Fail the demo unless the database holds the lesson's outcomes."""
         got = {job.id: job for job in self.jobs()}
 
@@ -611,6 +658,8 @@ class Demo:
             "the three consumers done": [state(i)[0] for i in fan_out] == ["done"] * 3,
             "import_feed failed at 3/3": state(beyond[1]) == ("failed", 3),
             "render_pdf done at attempt 1": state(beyond[0]) == ("done", 1),
+            "the stalled worker's job done at attempt 2 by worker E": state(stalled) == ("done", 2)
+            and self.who(got[stalled].locked_by) == "E",
             "one invoice for order 3 and one for order 4": invoices == {3: 1, 4: 1},
             "job ids contiguous": sorted(got) == list(range(1, len(got) + 1)),
         }
@@ -622,7 +671,7 @@ class Demo:
             raise SystemExit("demo check failed: " + "; ".join(failed))
 
     def stop_workers(self) -> None:
-        for name in ("B", "C"):
+        for name in ("B", "C", "D", "E"):
             code = self.workers[name].stop(signal.SIGTERM)
             say(f"SIGTERM worker {name}: graceful exit {code}")
 
@@ -682,10 +731,11 @@ def main() -> None:
                 demo.enqueue_with_data()
                 fan_out = demo.fan_out()
                 beyond = demo.beyond()
+                stalled = demo.stalled_worker()
                 demo.final()
                 demo.skip_locked()
                 demo.rollback_half()
-                demo.check(fan_out, beyond)
+                demo.check(fan_out, beyond, stalled)
                 demo.stop_workers()
             finally:
                 demo.close()

@@ -139,11 +139,19 @@ def test_demo_replays_each_outcome_of_the_lesson(demo_run):
     expect(fan_out, row("8", "create_invoice", "done", "1", "-"))
     expect(fan_out, row("9", "sync_crm", "done", "2", "TimeoutError.*"))
 
+    # Beyond the lesson: the same fence against a real worker stopped past its lease.
+    stalled = section(out, "Beyond the lesson: the fence of step 5")
+    expect(stalled, r"SIGSTOP worker D")
+    expect(stalled, r"worker C logged: job 12 render_pdf attempt 1 lease expired, now pending")
+    expect(stalled, r"worker D logged: job 12 render_pdf attempt 1 finished but its lease was lost")
+    expect(stalled, row("12", "render_pdf", "2", "(running|done)", "E"), after="late done")
+    expect(stalled, row("12", "render_pdf", "2", "done", "E"))
+
     # Job ids contiguous; every check of the database held; no attempt claimed twice.
     final = section(out, "The jobs table at the end")
     ids = [int(i) for i in re.findall(r"^  (\d+)\s", final, re.MULTILINE)]
-    assert ids == list(range(1, 12)), final
-    expect(final, r"Job ids 1-11, none skipped\.")
+    assert ids == list(range(1, 13)), final
+    expect(final, r"Job ids 1-12, none skipped\.")
     checked = section(out, "Checked in the database")
     assert "FAIL" not in checked, checked
     assert len(re.findall(r"^  ok  ", checked, re.MULTILINE)) >= 15, checked
