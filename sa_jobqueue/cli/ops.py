@@ -128,6 +128,7 @@ def list_command(
             )
     with operating(database_url, table, app) as (queue_api, engine), Session(engine) as session:
         found = queue_api.list_jobs(session, status=status, queue=queue, kind=kind, limit=limit)
+    found = [job.redacted(queue_api.redact_keys) for job in found]
     if as_json:
         print_json([job.to_dict() for job in found])
         return
@@ -166,6 +167,7 @@ def show_command(
         job = queue_api.show(session, job_id)
     if job is None:
         fail(f"no job {job_id}")
+    job = job.redacted(queue_api.redact_keys)
     if as_json:
         print_json(job.to_dict())
         return

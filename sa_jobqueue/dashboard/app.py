@@ -26,6 +26,7 @@ from starlette.templating import Jinja2Templates
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS
 from sa_jobqueue.core.validation import BIGINT_RANGE
 from sa_jobqueue.dashboard import charts, queries
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
@@ -73,8 +74,10 @@ class _Dashboard:
         statement_timeout: float,
         refresh_seconds: float,
         page_size: int,
+        redact_keys: tuple[str, ...],
     ) -> None:
         self.model = model
+        self.redact_keys = redact_keys
         self.engine = engine
         # Pages read through the same pool, in transactions PostgreSQL refuses to write in.
         self.reader = engine.execution_options(postgresql_readonly=True)
@@ -182,7 +185,8 @@ class _Dashboard:
         detail = await self.run(queries.job_detail, job_id) if _is_job_id(job_id) else None
         if detail is None:
             return self.error(request, 404, f"There is no job {job_id}.")
-        return self.page(request, "job.html", detail=detail, job=detail.job)
+        job = detail.job.redacted(self.redact_keys)
+        return self.page(request, "job.html", detail=detail, job=job)
 
     async def workers(self, request: Request) -> Response:
         """Who runs what, from ``locked_by``."""
@@ -358,6 +362,7 @@ def make_app(
         statement_timeout=statement_timeout,
         refresh_seconds=refresh_seconds,
         page_size=page_size,
+        redact_keys=jobs.redact_keys if isinstance(jobs, JobQueue) else DEFAULT_REDACTED_KEYS,
     )
     routes = [
         Route("/", board.overview, name="overview"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -20,6 +20,7 @@ from sqlalchemy.orm.util import identity_key
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.core.redaction import redact
 from sa_jobqueue.core.validation import BIGINT_RANGE, check_job_id
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
@@ -197,6 +198,10 @@ class JobInfo:
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (timestamps in ISO 8601)."""
         return {key: _plain(value) for key, value in asdict(self).items()}
+
+    def redacted(self, keys: Iterable[str]) -> JobInfo:
+        """This job as shown to people: `payload` and `result` with `keys` masked."""
+        return replace(self, payload=redact(self.payload, keys), result=redact(self.result, keys))
 
 
 @dataclass(frozen=True, slots=True)
