@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue import tracing
 from sa_jobqueue.core.aio import check_async_session, check_sync_session, is_async_engine
@@ -307,7 +307,7 @@ class JobQueue(OperatorAPI[JobT]):
 
     def enqueue(
         self,
-        session: Session,
+        session: Session | scoped_session[Any],
         kind: str,
         payload: Any = None,
         **options: Unpack[EnqueueOptions],
@@ -353,14 +353,17 @@ class JobQueue(OperatorAPI[JobT]):
             check_columns=self._columns.check,
         )
 
-    def _insert_one(self, session: Session, spec: JobSpec) -> JobT:
+    def _insert_one(self, session: Session | scoped_session[Any], spec: JobSpec) -> JobT:
+        session = _plain(session)
         """Insert `spec` in `session`'s transaction, inside its ``send`` span."""
         with tracing.producing([spec.queue], 1) as produced:
             job = self._inserter.insert_one(session, spec, trace_context=produced.carrier)
             produced.inserted([job.id])
         return job
 
-    def enqueue_many(self, session: Session, items: Iterable[Any]) -> list[JobT]:
+    def enqueue_many(
+        self, session: Session | scoped_session[Any], items: Iterable[Any]
+    ) -> list[JobT]:
         """Add many jobs in one round trip; return their rows in the order given.
 
         `items` are ``(kind, payload)`` pairs or dicts of `enqueue`'s keywords plus
@@ -372,6 +375,7 @@ class JobQueue(OperatorAPI[JobT]):
         the whole call before the session is touched.
         """
         check_sync_session(session, "enqueue_many", "aenqueue_many")
+        session = _plain(session)
         specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
         with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
             rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
@@ -447,3 +451,8 @@ class JobQueue(OperatorAPI[JobT]):
             )
         config = WorkerConfig.from_options(options)
         return Worker(self.model, self.registry, engine, config, schedules=self.schedules)
+
+
+def _plain(session: Session | scoped_session[Any]) -> Session:
+    """The `Session` a `scoped_session` (Flask-SQLAlchemy's ``db.session``) stands for."""
+    return session() if isinstance(session, scoped_session) else session

@@ -184,9 +184,9 @@ def test_a_session_with_orm_execute_listeners_sees_the_statement(session):
 
 
 def test_a_scoped_session_gets_the_job_in_its_current_session(session):
-    # (Typed for a sessionmaker; enqueue takes one at run time, as Flask-SQLAlchemy's.)
+    # (enqueue takes a scoped_session, as Flask-SQLAlchemy's db.session, and is typed so.)
     scoped: scoped_session[Session] = scoped_session(lambda: session)  # type: ignore[arg-type]
-    job = JobQueue(Job).enqueue(scoped, "send_receipt", {"c": 3})  # type: ignore[arg-type]
+    job = JobQueue(Job).enqueue(scoped, "send_receipt", {"c": 3})
     assert scoped.get(Job, job.id) is job
     assert session.get(Job, job.id) is job
 
