@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog chaos clean
+.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog bench-cost chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -70,6 +70,7 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, deep back
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
+	$(BIN)/python bench/cost.py
 
 bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
 	$(BIN)/python bench/limits.py
@@ -91,6 +92,9 @@ bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces agai
 
 bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 queues: bench/backlog-results.md
 	$(BIN)/python bench/backlog.py
+
+bench-cost: $(STAMP)  ## instructions per job drained and per enqueue (valgrind): bench/cost-history.md
+	$(BIN)/python bench/cost.py
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py

@@ -1,0 +1,141 @@
+"""`make bench-cost`: instructions per job and per enqueue, counted by valgrind, not timed.
+
+Usage: ``python bench/cost.py [--jobs N] [--enqueues N] [--database-url URL] [--no-history]``.
+The server is ``--database-url``, else ``DATABASE_URL``, else a throwaway one; each run
+uses a scratch database dropped afterwards.
+
+Wall-clock figures move with the machine's load; an instruction count does not (much).
+Each figure is the difference of two runs of one process under
+``valgrind --tool=callgrind``, the same script with ``N`` and with 0 of the thing counted,
+so interpreter start, imports, the migration and the engine's first connections cancel
+out:
+
+- *drain*: enqueue N no-op lease-mode jobs in one ``enqueue_many``, then
+  ``jobs.worker(engine, concurrency=1, listen=False).drain()``; per job.
+- *enqueue*: N single ``jobs.enqueue`` calls, each in ``with Session(engine) as s,
+  s.begin():``; per enqueue.
+
+Every thread of the process counts (the worker's pool and maintenance threads too), so
+the drain figure is the whole worker's cost per job. The PostgreSQL server's own work is
+not counted (another process). The results are appended to ``bench/cost-history.md``
+with the commit they were measured at, so a change shows against the figures before it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+
+#: The measured process: one mode, one count.
+CHILD = """
+import os, sys
+sys.path.insert(0, {here!r})
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+from app import jobs
+
+mode, n, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+engine = create_engine(url)
+if mode == "drain":
+    with Session(engine) as s, s.begin():
+        jobs.enqueue_many(s, [("noop", {{}}) for _ in range(n)])
+    done = jobs.worker(engine, concurrency=1, listen=False).drain()
+    assert done == n, (done, n)
+else:
+    for i in range(n):
+        with Session(engine) as s, s.begin():
+            jobs.enqueue(s, "noop", {{"i": i}})
+engine.dispose()
+"""
+
+
+def _instructions(script: Path, mode: str, n: int, url: str, out: Path) -> int:
+    """The instructions callgrind counted over one run of `script`."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        f"--callgrind-out-file={out}",
+        sys.executable,
+        str(script),
+        mode,
+        str(n),
+        url,
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind run failed ({mode} {n}):\n{done.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def _commit() -> str:
+    done = subprocess.run(
+        ["git", "log", "-1", "--format=%h %s"], capture_output=True, text=True, cwd=ROOT
+    )
+    return done.stdout.strip()[:72] or "(no git)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--jobs", type=int, default=2000, help="jobs drained (default 2000)")
+    parser.add_argument("--enqueues", type=int, default=500, help="single enqueues (default 500)")
+    parser.add_argument("--no-history", action="store_true", help="do not append to the history")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        raise SystemExit("bench/cost.py needs valgrind: apt-get install -y valgrind")
+
+    from sa_jobqueue import migration
+    from sa_jobqueue.testing import scratch_database, throwaway_postgres
+
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "child.py"
+        script.write_text(CHILD.format(here=str(HERE)))
+        server = (
+            contextlib.nullcontext(args.database_url) if args.database_url else throwaway_postgres()
+        )
+        with server as server_url:
+            figures = {}
+            for mode, n in (("drain", args.jobs), ("enqueue", args.enqueues)):
+                counts = []
+                for count in (0, n):
+                    with scratch_database(server_url, "sajq_cost") as url:
+                        migration.upgrade(url)
+                        counts.append(
+                            _instructions(script, mode, count, url, Path(tmp) / f"{mode}.out")
+                        )
+                figures[mode] = (counts[1] - counts[0]) / n
+    load = os.getloadavg()[0]
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"instructions per job drained (lease, concurrency 1): {figures['drain']:,.0f}")
+    print(f"instructions per single enqueue (its own transaction): {figures['enqueue']:,.0f}")
+    print(f"({stamp}, load {load:.1f}, {args.jobs} jobs, {args.enqueues} enqueues)")
+    if not args.no_history:
+        history = HERE / "cost-history.md"
+        if not history.exists():
+            history.write_text(
+                "# Instructions per job and per enqueue (`make bench-cost`)\n\n"
+                "| when | commit | per job drained | per single enqueue | N |\n"
+                "|---|---|---|---|---|\n"
+            )
+        with history.open("a") as file:
+            file.write(
+                f"| {stamp} | {_commit()} | {figures['drain']:,.0f} | "
+                f"{figures['enqueue']:,.0f} | {args.jobs} / {args.enqueues} |\n"
+            )
+        print(f"appended to {history.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
