@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
+        Migrated,
         add_revision_columns,
         add_scheduling,
         channel_name,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
         jobs_table,
         latest,
         lock_migrations,
+        migrate,
         script_location,
         set_autovacuum,
         upgrade,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUTOVACUUM",
     "ROOT_REVISION",
+    "Migrated",
     "add_flow_control",
     "add_revision_columns",
     "add_scheduling",
@@ -61,6 +64,7 @@ __all__ = [
     "jobs_table",
     "latest",
     "lock_migrations",
+    "migrate",
     "script_location",
     "set_autovacuum",
     "upgrade",
