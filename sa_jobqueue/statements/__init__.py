@@ -18,7 +18,7 @@ Nothing outside this package writes SQL.
 
 from __future__ import annotations
 
-from sa_jobqueue.statements.batches import charge_attempts, refund_attempts
+from sa_jobqueue.statements.batches import charge_attempts, complete_charged, refund_attempts
 from sa_jobqueue.statements.claims import claim, claim_queues, next_run_at
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
@@ -98,6 +98,7 @@ __all__ = [
     "claim_queues",
     "complete",
     "complete_and_lock",
+    "complete_charged",
     "complete_one",
     "cursor_params",
     "db_now",
