@@ -117,37 +117,28 @@ def migrate(database_url: str | None, table: str, revision: str, adopt: bool, fo
     # every other command) must not pay for at start.
     from sa_jobqueue import migration
 
-    down = revision == "base" or revision.startswith("-")
-    before: tuple[str, ...] = ()
     try:
         migration.check_table_name(table, migrated=True)
-        if down:
-            heads = migration.downgrade(
-                database_url,
-                table=table,
-                revision=revision,
-                force=force,
-                prepared_statements=prepared_statements(),
-            )
-        else:
-            before = migration.current_revisions(database_url, table=table)
-            heads = migration.upgrade(
-                database_url,
-                table=table,
-                revision=revision,
-                adopt=adopt,
-                prepared_statements=prepared_statements(),
-            )
+        # One call under the migration lock: where the table was is read there too, so
+        # concurrent runs agree on which one created it; an older --revision goes down.
+        done = migration.migrate(
+            database_url,
+            table=table,
+            revision=revision,
+            adopt=adopt,
+            force=force,
+            prepared_statements=prepared_statements(),
+        )
     except JobQueueError as error:
         fail(str(error), 2)
     except Exception as error:  # noqa: BLE001 - one line for the operator, not a traceback
         fail(f"migration failed: {type(error).__name__}: {_first_line(error)}")
-    if down:
-        at = ", ".join(heads) if heads else "base"
-        gone = " (the table is dropped)" if not heads else ""
+    if done.downgraded:
+        at = ", ".join(done.after) if done.after else "base"
+        gone = " (the table is dropped)" if not done.after else ""
         click.echo(f"downgraded table {table} to {at}{gone}")
     else:
-        click.echo(_migrated(table, revision, before, tuple(sorted(heads)), adopted=adopt))
+        click.echo(_migrated(table, revision, done.before, done.after, adopted=adopt))
 
 
 def _migrated(

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
+        Migrated,
         add_revision_columns,
         add_scheduling,
         channel_name,
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
         jobs_table,
         latest,
         lock_migrations,
+        migrate,
         script_location,
         set_autovacuum,
         upgrade,
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AUTOVACUUM",
     "ROOT_REVISION",
+    "Migrated",
     "add_flow_control",
     "add_revision_columns",
     "add_scheduling",
@@ -59,6 +62,7 @@ __all__ = [
     "jobs_table",
     "latest",
     "lock_migrations",
+    "migrate",
     "script_location",
     "set_autovacuum",
     "upgrade",

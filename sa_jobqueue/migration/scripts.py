@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.script.revision import RevisionError
 from sqlalchemy import (
     URL,
     Connection,
@@ -49,6 +51,7 @@ from sa_jobqueue.schema.naming import (
 from sa_jobqueue.statements import catalog
 
 __all__ = [
+    "Migrated",
     "add_revision_columns",
     "add_scheduling",
     "channel_name",
@@ -65,6 +68,7 @@ __all__ = [
     "jobs_table",
     "latest",
     "lock_migrations",
+    "migrate",
     "script_location",
     "set_autovacuum",
     "upgrade",
@@ -192,21 +196,26 @@ def upgrade(
     """
     check_table_name(table, migrated=True)
     with _locked(url, table, prepared_statements) as connection:
-        model_table = jobs_table(table)
-        recorded = bool(_heads(connection, table))
-        if preflight.table_exists(connection, model_table) and (adopt or not recorded):
-            if not adopt:
-                raise ConfigurationError(
-                    f"table {table!r} exists, but sa-jobqueue migrate did not make it "
-                    f"(create_all, or by hand?): to take it over when it matches the model, "
-                    f"run sa-jobqueue migrate --adopt --table {table} "
-                    "(Python: migration.upgrade(url, adopt=True))"
-                )
-            preflight.adopt(connection, model_table)
-            if not recorded:
-                command.stamp(_config(connection, table), ROOT_REVISION)
-        command.upgrade(_config(connection, table), revision)
-        return _heads(connection, table)
+        return _upgrade_on(connection, table, revision, adopt)
+
+
+def _upgrade_on(connection: Connection, table: str, revision: str, adopt: bool) -> tuple[str, ...]:
+    """`upgrade`'s work, on a connection that holds the migration lock."""
+    model_table = jobs_table(table)
+    recorded = bool(_heads(connection, table))
+    if preflight.table_exists(connection, model_table) and (adopt or not recorded):
+        if not adopt:
+            raise ConfigurationError(
+                f"table {table!r} exists, but sa-jobqueue migrate did not make it "
+                f"(create_all, or by hand?): to take it over when it matches the model, "
+                f"run sa-jobqueue migrate --adopt --table {table} "
+                "(Python: migration.upgrade(url, adopt=True))"
+            )
+        preflight.adopt(connection, model_table)
+        if not recorded:
+            command.stamp(_config(connection, table), ROOT_REVISION)
+    command.upgrade(_config(connection, table), revision)
+    return _heads(connection, table)
 
 
 def _drops_table(connection: Connection, table: str, revision: str) -> bool:
@@ -249,22 +258,89 @@ def downgrade(
     """
     check_table_name(table, migrated=True)
     with _locked(url, table, prepared_statements) as connection:
-        if _drops_table(connection, table, revision) and not force:
-            live: dict[str, int] = dict(
-                connection.execute(catalog.live_counts(ddl.qualified(table, None))).all()
+        return _downgrade_on(connection, table, revision, force)
+
+
+def _downgrade_on(
+    connection: Connection, table: str, revision: str, force: bool
+) -> tuple[str, ...]:
+    """`downgrade`'s work, on a connection that holds the migration lock."""
+    if _drops_table(connection, table, revision) and not force:
+        live: dict[str, int] = dict(
+            connection.execute(catalog.live_counts(ddl.qualified(table, None))).all()
+        )
+        if live:
+            counts = " and ".join(f"{count} {status}" for status, count in live.items())
+            noun = "job" if sum(live.values()) == 1 else "jobs"
+            raise ConfigurationError(
+                f"table {table!r} holds {counts} {noun}, and downgrading to {revision} "
+                "drops it: pass --force (force=True) to drop them with it"
             )
-            if live:
-                counts = " and ".join(f"{count} {status}" for status, count in live.items())
-                noun = "job" if sum(live.values()) == 1 else "jobs"
-                raise ConfigurationError(
-                    f"table {table!r} holds {counts} {noun}, and downgrading to {revision} "
-                    "drops it: pass --force (force=True) to drop them with it"
-                )
-        command.downgrade(_config(connection, table), revision)
-        heads = _heads(connection, table)
-        if not heads:
-            _drop_version_table(connection, table)
-        return heads
+    command.downgrade(_config(connection, table), revision)
+    heads = _heads(connection, table)
+    if not heads:
+        _drop_version_table(connection, table)
+    return heads
+
+
+@dataclass(frozen=True, slots=True)
+class Migrated:
+    """What `migrate` did to a jobs table.
+
+    Attributes:
+        before: the revisions it was at, read under the migration lock (empty: no table).
+        after: the revisions it is at now (empty: dropped, at ``base``).
+        downgraded: whether it went down (to ``base``, ``-N``, or an older revision).
+    """
+
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+    downgraded: bool
+
+
+def migrate(
+    url: str | URL,
+    *,
+    table: str = "jobs",
+    revision: str = "heads",
+    adopt: bool = False,
+    force: bool = False,
+    prepared_statements: bool = True,
+) -> Migrated:
+    """Bring `table` to `revision`, up or down, and say from where: ``sa-jobqueue migrate``.
+
+    Everything happens under the table's migration lock, the revisions it was at
+    included, so of several concurrent runs on an empty database exactly one
+    reports the table created and the others find it done. `revision` is older
+    than the table's (``base``, ``-N``, or an ancestor such as ``sajq_0001`` of a
+    table at ``sajq_0004``): `downgrade`, with its `force` rule (a downgrade that
+    drops a table holding pending or running jobs needs `force`). Otherwise:
+    `upgrade`, with `adopt`.
+
+    Raises:
+        ConfigurationError: as `upgrade` and `downgrade` do.
+    """
+    check_table_name(table, migrated=True)
+    with _locked(url, table, prepared_statements) as connection:
+        before = tuple(sorted(_heads(connection, table)))
+        if _goes_down(connection, table, revision, before):
+            after = _downgrade_on(connection, table, revision, force)
+            return Migrated(before, tuple(sorted(after)), downgraded=True)
+        after = _upgrade_on(connection, table, revision, adopt)
+        return Migrated(before, tuple(sorted(after)), downgraded=False)
+
+
+def _goes_down(connection: Connection, table: str, revision: str, heads: tuple[str, ...]) -> bool:
+    """Whether reaching `revision` from `heads` means undoing revisions."""
+    if revision == "base" or revision.startswith("-"):
+        return True
+    if not heads or revision in ("head", "heads"):
+        return False
+    script = ScriptDirectory.from_config(_config(connection, table))
+    try:
+        return bool(list(script.iterate_revisions(heads, revision)))
+    except RevisionError:  # not an ancestor of the heads: an upgrade (or Alembic's error)
+        return False
 
 
 def _drop_version_table(connection: Connection, table: str) -> None:

@@ -7,7 +7,7 @@ the database's clock, and every change to a claimed job fenced by ``id``, ``atte
 
 from __future__ import annotations
 
-from sa_jobqueue.statements.batches import charge_attempts, refund_attempts
+from sa_jobqueue.statements.batches import charge_attempts, complete_charged, refund_attempts
 from sa_jobqueue.statements.claims import claim, claim_queues, next_run_at
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
@@ -87,6 +87,7 @@ __all__ = [
     "claim_queues",
     "complete",
     "complete_and_lock",
+    "complete_charged",
     "complete_one",
     "cursor_params",
     "db_now",

@@ -3,7 +3,8 @@
 A worker that dies inside a savepoint batch loses the whole batch, and cannot say
 which job killed it. So before a batch starts, every job in it gets its attempt
 back (``refund_attempts``, committed); the job that then runs alone, and the batch
-at its COMMIT, take it again (``charge_attempts``). A crash thus charges only the
+at its COMMIT, take it again (``complete_charged``, the fenced done of a batched
+job, and ``charge_attempts`` for the others). A crash thus charges only the
 job that was running on its own, and a batch member runs alone on its next attempt
 (docs/performance.md, "Savepoint batches").
 """
@@ -12,10 +13,11 @@ from __future__ import annotations
 
 from sqlalchemy import Update, update
 
-from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, unnest_rows
+from sa_jobqueue.statements.runtime import complete_one
 
-__all__ = ["charge_attempts", "refund_attempts"]
+__all__ = ["charge_attempts", "complete_charged", "refund_attempts"]
 
 
 def refund_attempts(model: type[JobMixin]) -> Update:
@@ -36,15 +38,20 @@ def charge_attempts(model: type[JobMixin]) -> Update:
     """Take back what `refund_attempts` gave: ``max_attempts - 1``, fenced by owner.
 
     Parameters: ``ids`` and ``attempt_numbers`` arrays. Unlike the other fences it
-    also matches jobs marked ``done`` in this transaction (a batch's COMMIT charges
-    its done jobs with the others). Returns the ids charged.
+    matches the attempt whatever its status: a batched job whose timeout was recorded
+    meanwhile (``pending`` or ``failed`` already) is charged too, while a job claimed
+    again since (another attempt, another owner) is not. Returns the ids charged.
     """
     batch = unnest_rows(*FENCE_ARRAYS)
     owned = fence(model, batch.c.id, batch.c.attempts)[:3]  # id, attempts, locked_by
     return (
-        update(model)
-        .where(*owned)
-        .where(model.status.in_([Status.RUNNING.value, Status.DONE.value]))
-        .values(max_attempts=model.max_attempts - 1)
-        .returning(model.id)
+        update(model).where(*owned).values(max_attempts=model.max_attempts - 1).returning(model.id)
     )
+
+
+def complete_charged(model: type[JobMixin]) -> Update:
+    """`statements.complete_one` that also takes back the batch's refund (``max_attempts - 1``).
+
+    A batched job's fenced ``done``: one statement instead of a done and a charge.
+    """
+    return complete_one(model).values(max_attempts=model.max_attempts - 1)

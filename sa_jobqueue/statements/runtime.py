@@ -34,6 +34,7 @@ __all__ = [
     "complete",
     "complete_one",
     "discard",
+    "earlier_error",
     "fail",
     "heartbeat",
     "release",
@@ -79,6 +80,20 @@ def still_owned(model: type[JobMixin]) -> Select[int, int]:
     return select(model.id, model.attempts).where(*fence(model, batch.c.id, batch.c.attempts))
 
 
+def earlier_error(model: type[JobMixin]) -> Any:
+    """``last_error`` as a ``done`` job keeps it: the earlier attempt's error, named.
+
+    ``last_error`` is written when an attempt ends without success, so once the job
+    is done it is the error of the attempt before the one that succeeded
+    (``attempts - 1``); it stays, as history, as ``attempt N: <error>``, and never
+    reads as the outcome of the successful attempt. NULL stays NULL.
+    """
+    return case(
+        (model.last_error.is_(None), null()),
+        else_=func.concat("attempt ", model.attempts - 1, ": ", model.last_error),
+    )
+
+
 def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
     """Mark ``:owner``'s jobs done; return ``(id, attempts)`` of those that were still held.
 
@@ -95,6 +110,7 @@ def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
         "locked_until": null(),
         "finished_at": func.now(),
         "updated_at": func.now(),
+        "last_error": earlier_error(model),
     }
     if with_results:
         # Optional: a NULL array unnests as NULLs beside the others (no results stored).
@@ -132,6 +148,7 @@ def complete_one(model: type[JobMixin]) -> Update:
             finished_at=func.now(),
             updated_at=func.now(),
             result=cast(result, JSONB),
+            last_error=earlier_error(model),
         )
         .returning(model.id, model.attempts)
     )

@@ -119,7 +119,13 @@ class Driver(Protocol):
         ...
 
     def charge(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
-        """Take back what `refund` gave `jobs` (running, or done in this transaction)."""
+        """Take back what `refund` gave `jobs` (this attempt, whatever its status now)."""
+        ...
+
+    def complete_charged(
+        self, conn: Connection, job: Claimed, owner: str, result: str | None
+    ) -> bool:
+        """Mark a refunded batched `job` done and take its refund back; False: lease lost."""
         ...
 
     def record_failure(
@@ -220,6 +226,7 @@ class PostgresDriver:
         self._release = statements.release(model)
         self._refund = statements.refund_attempts(model)
         self._charge = statements.charge_attempts(model)
+        self._complete_charged = statements.complete_charged(model)
         self._failures = {
             Result.FAIL: statements.fail(model),
             Result.RETRY: statements.retry_later(model),
@@ -363,6 +370,13 @@ class PostgresDriver:
         """`statements.charge_attempts` for `jobs` (one fenced UPDATE)."""
         if jobs:
             conn.execute(self._charge, fence_params(jobs, owner))
+
+    def complete_charged(
+        self, conn: Connection, job: Claimed, owner: str, result: str | None
+    ) -> bool:
+        """`statements.complete_charged`: the fenced done of a refunded batched job."""
+        params = {"job_id": job.id, "attempt": job.attempts, "owner": owner, "result": result}
+        return conn.execute(self._complete_charged, params).first() is not None
 
     def record_failure(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str

@@ -46,6 +46,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "passed_over": lambda: statements.passed_over(Job),
     "refund_attempts": lambda: statements.refund_attempts(Job),
     "charge_attempts": lambda: statements.charge_attempts(Job),
+    "complete_charged": lambda: statements.complete_charged(Job),
     "sweep_expired": lambda: statements.sweep_expired(Job),
     "prune": lambda: statements.prune(Job),
     "stats": lambda: statements.stats(Job),

@@ -280,12 +280,17 @@ class Executor:
             return Result.LOST
         return Result.COMMITTED
 
-    def _mark_done(self, session: Session, job: Claimed, returned: str | None = None) -> bool:
+    def _mark_done(
+        self, session: Session, job: Claimed, returned: str | None = None, *, charged: bool = False
+    ) -> bool:
         """Flush the handler's writes; run the fenced done (with the result) in their transaction.
 
+        `charged`: a savepoint batch's job, whose done also takes back the batch's refund.
         Returns False when the fence matched no row (the lease was lost).
         """
         session.flush()
+        if charged:
+            return self._driver.complete_charged(session.connection(), job, self._owner, returned)
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
         held = self._driver.complete(session.connection(), [job], self._owner, [returned])
         return job.key in held
@@ -386,8 +391,11 @@ class Executor:
                     outcomes.append(self._run_savepoint(session, job))
                     # The next job starts from an empty identity map, as it would alone.
                     session.expunge_all()
-                # The attempts set aside before the batch, taken back with its COMMIT.
-                self._driver.charge(session.connection(), jobs, self._owner)
+                # The attempts set aside before the batch, taken back with its COMMIT: the
+                # done jobs' by their done (complete_charged), the others' here.
+                others = [o.job for o in outcomes if o.result is not Result.COMMITTED]
+                if others:
+                    self._driver.charge(session.connection(), others, self._owner)
         except Exception as exc:  # noqa: BLE001 - a failed batch COMMIT is retried job by job
             log.warning(
                 "savepoint batch of %d jobs failed to commit (%s); running them one by one",
@@ -419,7 +427,7 @@ class Executor:
             with self._span(job):
                 with guarded(session):
                     returned = self._call(task, self.context(job, session))
-                held = self._mark_done(session, job, returned)
+                held = self._mark_done(session, job, returned, charged=True)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
             return _failed(task, job, exc, started)

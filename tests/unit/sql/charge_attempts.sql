@@ -1,1 +1,1 @@
-UPDATE jobs SET max_attempts=(jobs.max_attempts - %(max_attempts_1)s) FROM unnest(%(ids)s, %(attempt_numbers)s) AS batch(id, attempts) WHERE jobs.id = batch.id AND jobs.attempts = batch.attempts AND jobs.locked_by = %(owner)s AND jobs.status IN (__[POSTCOMPILE_status_1]) RETURNING jobs.id
+UPDATE jobs SET max_attempts=(jobs.max_attempts - %(max_attempts_1)s) FROM unnest(%(ids)s, %(attempt_numbers)s) AS batch(id, attempts) WHERE jobs.id = batch.id AND jobs.attempts = batch.attempts AND jobs.locked_by = %(owner)s RETURNING jobs.id
