@@ -6,7 +6,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobContext, JobQueue, statements
-from tests.models import Job
+from tests.support.models import Job
 
 
 def _row(engine, job_id):
