@@ -31,7 +31,7 @@ __all__ = ["pause", "periodic", "resume"]
 
 def _switch(
     queues: tuple[str, ...],
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     as_json: bool,
@@ -85,7 +85,7 @@ def _refuse_unknown(session: Session, jobs: JobQueue[Any], queues: tuple[str, ..
 def pause(
     queues: tuple[str, ...],
     force: bool,
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     as_json: bool,
@@ -104,7 +104,7 @@ def pause(
 @operator_options
 @json_flag
 def resume(
-    queues: tuple[str, ...], database_url: str, table: str, app: str | None, as_json: bool
+    queues: tuple[str, ...], database_url: str | None, table: str, app: str | None, as_json: bool
 ) -> None:
     """Resume a paused QUEUE; idle workers are woken at once."""
     _switch(queues, database_url, table, app, as_json, paused=False)
@@ -119,7 +119,7 @@ def resume(
     help="The application's JobQueue, whose jobs.periodic(...) calls define the schedules.",
 )
 @json_flag
-def periodic(database_url: str, app: str, as_json: bool) -> None:
+def periodic(database_url: str | None, app: str, as_json: bool) -> None:
     """List the application's periodic schedules with their next run time.
 
     The next run time comes from the schedules table (what the workers will do),

@@ -62,7 +62,7 @@ _EXTRA_HINT = f"the dashboard needs its extra: {install_hint('dashboard')}"
     help="Require this secret (16+ characters) as a bearer token or basic-auth password.",
 )
 def dashboard(
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     host: str,

@@ -55,7 +55,7 @@ __all__ = ["cancel", "enqueue", "jobs", "prune", "retry", "stats"]
 @click.option("--count", type=click.IntRange(min=1), help="With --watch: stop after N refreshes.")
 @json_flag
 def stats(
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     watch: bool,
@@ -110,7 +110,7 @@ def jobs() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
 @json_flag
 def list_command(
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     status: list[str] | None,
@@ -157,7 +157,7 @@ def list_command(
 @operator_options
 @json_flag
 def show_command(
-    job_id: int, database_url: str, table: str, app: str | None, as_json: bool
+    job_id: int, database_url: str | None, table: str, app: str | None, as_json: bool
 ) -> None:
     """Show one job in full: payload, result, times, locked_by, last_error."""
     with (
@@ -231,7 +231,7 @@ def retry(
     failed: bool,
     queue: str | None,
     kind: str | None,
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     as_json: bool,
@@ -268,7 +268,7 @@ def retry(
 @operator_options
 @json_flag
 def cancel(
-    ids: tuple[int, ...], database_url: str, table: str, app: str | None, as_json: bool
+    ids: tuple[int, ...], database_url: str | None, table: str, app: str | None, as_json: bool
 ) -> None:
     """Cancel pending or running jobs.
 
@@ -312,7 +312,7 @@ def cancel(
 )
 @json_flag
 def prune(
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     older_than: timedelta,
@@ -354,7 +354,7 @@ def prune(
 def enqueue(
     kind: str,
     payload: str,
-    database_url: str,
+    database_url: str | None,
     table: str,
     app: str | None,
     queue: str | None,
