@@ -67,6 +67,7 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, deep back
 	$(BIN)/python bench/async_bench.py
 	$(BIN)/python bench/limits.py
 	$(BIN)/python bench/backlog.py
+	$(BIN)/python bench/next_due.py
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
@@ -92,6 +93,7 @@ bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces agai
 
 bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 queues: bench/backlog-results.md
 	$(BIN)/python bench/backlog.py
+	$(BIN)/python bench/next_due.py
 
 bench-cost: $(STAMP)  ## instructions per job drained and per enqueue (valgrind): bench/cost-history.md
 	$(BIN)/python bench/cost.py

@@ -8,7 +8,7 @@ the database's clock, and every change to a claimed job fenced by ``id``, ``atte
 from __future__ import annotations
 
 from sa_jobqueue.statements.batches import charge_attempts, complete_charged, refund_attempts
-from sa_jobqueue.statements.claims import claim, claim_queues, next_run_at
+from sa_jobqueue.statements.claims import LEVEL_WALK_MAX_QUEUES, claim, claim_queues, next_run_at
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
     FINISHED_VALUES,
@@ -74,6 +74,7 @@ from sa_jobqueue.statements.runtime import (
 __all__ = [
     "CLAIMED_COLUMNS",
     "FINISHED_VALUES",
+    "LEVEL_WALK_MAX_QUEUES",
     "LIST_ORDERS",
     "advisory_lock_key",
     "advisory_unlock",

@@ -1,0 +1,96 @@
+"""The idle worker's next-due probe beside 1,000,000 pending jobs not yet due.
+
+Usage: ``python bench/next_due.py [--deep N] [--database-url URL]``. Fills a scratch
+database with ``--deep`` pending rows of queue ``default`` due a day or more ahead,
+then runs `statements.next_run_at` two ways, 20 times each (median, in ms), and prints
+each plan (``EXPLAIN ANALYZE``): the level walk a worker of up to
+`statements.LEVEL_WALK_MAX_QUEUES` queues runs, and the ``min(run_at)`` aggregate (the
+statement every worker ran before, and the one for more queues than that), asked here
+for ``default`` plus 32 queues that hold nothing, so both answer the same question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from app import Job  # noqa: E402
+from sqlalchemy import Connection, create_engine, text  # noqa: E402
+from sqlalchemy.dialects import postgresql  # noqa: E402
+
+from sa_jobqueue import migration, statements  # noqa: E402
+from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+
+
+def _median_ms(conn: Connection, statement: object, reps: int = 20) -> float:
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        conn.execute(statement).one()  # type: ignore[call-overload]
+        times.append((time.perf_counter() - started) * 1000)
+    return statistics.median(times)
+
+
+def _plan(conn: Connection, statement: object) -> str:
+    sql = str(
+        statement.compile(  # type: ignore[attr-defined]
+            dialect=postgresql.psycopg.dialect(), compile_kwargs={"literal_binds": True}
+        )
+    )
+    rows = conn.execute(text("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql)).scalars()
+    return "\n".join(f"    {row}" for row in rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--deep", type=int, default=1_000_000)
+    args = parser.parse_args()
+    server = (
+        contextlib.nullcontext(args.database_url) if args.database_url else throwaway_postgres()
+    )
+    with server as server_url, scratch_database(server_url, "sajq_next_due") as url:
+        migration.upgrade(url)
+        engine = create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO jobs (queue, kind, payload, run_at) SELECT 'default', 'noop', "
+                    "'{}', now() + interval '1 day' + g * interval '1 second' "
+                    "FROM generate_series(1, :n) g"
+                ),
+                {"n": args.deep},
+            )
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+            conn.execute(text("VACUUM ANALYZE jobs"))
+        walk = statements.next_run_at(Job, queues=["default"])
+        padding = [f"none{i}" for i in range(statements.LEVEL_WALK_MAX_QUEUES)]
+        aggregate = statements.next_run_at(Job, queues=["default", *padding])
+        with engine.connect() as conn:
+            figures = {"walk": _median_ms(conn, walk), "min": _median_ms(conn, aggregate)}
+            print(f"next-due probe beside {args.deep:,} pending rows not yet due, median of 20:")
+            print(
+                f"  level walk (up to {statements.LEVEL_WALK_MAX_QUEUES} queues): "
+                f"{figures['walk']:.2f} ms"
+            )
+            print(
+                f"  min(run_at) aggregate (more queues; every worker before): "
+                f"{figures['min']:.2f} ms"
+            )
+            print(f"load average {os.getloadavg()[0]:.1f}\n\nlevel walk:")
+            print(_plan(conn, walk))
+            print("\nmin(run_at) aggregate:")
+            print(_plan(conn, aggregate))
+        engine.dispose()
+
+
+if __name__ == "__main__":
+    main()
