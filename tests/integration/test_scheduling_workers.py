@@ -155,7 +155,8 @@ def test_a_cooperative_handler_sees_cancelled_within_a_second_of_sa_jobqueue_can
 def test_a_paused_queue_is_not_claimed_and_resume_wakes_the_worker(committed, spawn, database_url):
     # A long poll interval: only the resume's NOTIFY can make the worker claim soon.
     worker = spawn("--queue", "work", "--queue", "beats", "--poll-interval", "30")
-    paused = cli(database_url, "pause", "work")
+    # --app: its tasks name the queue, which no job has used yet (else: a typo?).
+    paused = cli(database_url, "pause", "work", "--app", "tests.apps.scheduling:jobs")
     assert paused.returncode == 0, paused.stderr
     held = enqueue(committed, "quick")
     # The worker is awake and claiming: a job of another queue runs, after the first.
