@@ -18,23 +18,31 @@ from sqlalchemy.orm import Session
 
 from tests.support.apps.scheduling import jobs
 from tests.support.helpers import wait_for
+from tests.acceptance.test_processes import Proc
 from tests.support.models import Effect, Job
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def spawn(processes):
-    def start(*extra, concurrency=1, every=None, ready=True):
-        return processes.worker(
-            "tests.support.apps.scheduling:jobs",
-            *("--sweep-interval", "0.5", *extra),
-            concurrency=concurrency,
-            env={"SAJQ_EVERY": every or ""},
-            ready=ready,
-        )
+def spawn(database_url, committed, tmp_path):
+    started: list[Proc] = []
 
-    return start
+    def start(*extra, concurrency=1, every=None, ready=True):
+        env = {**os.environ, "DATABASE_URL": database_url, "SAJQ_EVERY": every or ""}
+        args = [
+            *(sys.executable, "-m", "sa_jobqueue.cli", "worker", "tests.support.apps.scheduling:jobs"),
+            *("--concurrency", str(concurrency), "--sweep-interval", "0.5", *extra),
+        ]
+        proc = Proc(args, env, tmp_path / f"worker-{len(started)}.log")
+        started.append(proc)
+        if ready:
+            proc.wait_for_log(" started: ")
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
 
 
 def cli(database_url, *args):
@@ -147,7 +155,7 @@ def test_a_cooperative_handler_sees_cancelled_within_a_second_of_sa_jobqueue_can
 def test_a_paused_queue_is_not_claimed_and_resume_wakes_the_worker(committed, spawn, database_url):
     # A long poll interval: only the resume's NOTIFY can make the worker claim soon.
     worker = spawn("--queue", "work", "--queue", "beats", "--poll-interval", "30")
-    # --app: its tasks name the queue, which no job has used yet (else pause asks for --force).
+    # --app: its tasks name the queue, which no job has used yet (else: a typo?).
     paused = cli(database_url, "pause", "work", "--app", "tests.support.apps.scheduling:jobs")
     assert paused.returncode == 0, paused.stderr
     held = enqueue(committed, "quick")
