@@ -186,6 +186,8 @@ class ClaimLoop:
         if not reports and free + ahead == 0:
             return 0, 0  # nothing to record, no room to claim: no transaction
         conn = self.connection()
+        # The claims' leases run from the transaction's now(), which is later than this.
+        began = time.monotonic()
         with conn.begin():
             if self.asynchronous_commit:
                 self.driver.commit_asynchronously(conn)
@@ -199,7 +201,7 @@ class ClaimLoop:
         if self.metrics is not None:
             self.metrics.claim_round()
         if claimed:
-            self.inflight.add(claimed)
+            self.inflight.add(claimed, confirmed=began)
             if log.isEnabledFor(logging.INFO):
                 for job in claimed:
                     log_job(logging.INFO, job, "claimed", event="claimed", owner=self.owner)

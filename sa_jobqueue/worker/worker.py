@@ -47,6 +47,7 @@ from sa_jobqueue.worker.maintenance import Maintenance
 from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.interrupts import Interrupts
+from sa_jobqueue.worker.run.lease_check import LeaseCheck
 from sa_jobqueue.worker.run.thread_pool import ThreadPool
 from sa_jobqueue.worker.running import RunningAttempts, Watchdog
 from sa_jobqueue.worker.signals import install_signal_handlers
@@ -153,6 +154,13 @@ class Worker(Generic[JobT]):
             engine=self.engine,
             middlewares=registry.middlewares,
             metrics=self.metrics,
+            lease_check=LeaseCheck(
+                self.engine,
+                self.driver,
+                self.worker_id,
+                confirmed=self.inflight.confirmed,
+                renewed=self.inflight.renewed,
+            ),
         )
         self._executor = executor
         self.pool = ThreadPool(
@@ -184,6 +192,7 @@ class Worker(Generic[JobT]):
             stopped=self._stopped,
             periodic=PeriodicEnqueuer(model, registry, schedules or {}),
             on_cancelled=lambda job: self.interrupts.cancelled(job.id, job.attempts),
+            on_renewed=self.inflight.renewed,
         )
         self._async_sessions = AsyncSessions(self.engine)
         self.async_pool = AsyncPool(

@@ -42,6 +42,7 @@ from sa_jobqueue.retry import exponential
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from sa_jobqueue.worker.running import RunningAttempts, Stop
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class Executor:
         middlewares: what wraps every handler call (`JobQueue.middleware`).
         metrics: where busy handlers are counted (optional).
         max_result_bytes: the largest result accepted, in bytes of JSON text.
+        lease_check: asked before each start whether the job's lease is still ours
+            (`LeaseCheck`); None starts every job it is given.
     """
 
     def __init__(
@@ -106,7 +109,9 @@ class Executor:
         middlewares: Middlewares | None = None,
         metrics: Metrics | None = None,
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        lease_check: LeaseCheck | None = None,
     ) -> None:
+        self.lease_check = lease_check
         self._engine = engine
         self._middlewares = middlewares or Middlewares()
         self._metrics = metrics
@@ -191,10 +196,14 @@ class Executor:
         reported then (and its slot given back): what it returns now is
         `Result.ABANDONED`, which records nothing. A job cancelled after its claim
         and before its start (claimed ahead, waiting for a slot) does not run: it
-        ends as `Result.CANCELLED`.
+        ends as `Result.CANCELLED`. A job whose lease may have expired while it
+        waited starts only once `lease_check` extended it (`_not_startable`).
         """
         if self.attempts.cancelled_before_start(job.id, job.claimed_at):
             return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
+        refused = self._not_startable(job)
+        if refused is not None:
+            return refused
         task = self._tasks(job.kind)
         self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
@@ -203,6 +212,17 @@ class Executor:
         finally:
             stopped = self.attempts.finish(job.key)
         return _unless_abandoned(outcome, stopped)
+
+    def _not_startable(self, job: Claimed) -> Outcome | None:
+        """None when `job` may start now; else the outcome of not starting it.
+
+        Costs nothing while its lease was confirmed lately (`LeaseCheck.fresh`).
+        """
+        check = self.lease_check
+        if check is None or check.fresh(job):
+            return None
+        verdict = check.check(job)
+        return None if verdict == Verdict.START else _refused(job, verdict)
 
     def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
         started = time.perf_counter()
@@ -238,6 +258,12 @@ class Executor:
         task = self._tasks(job.kind)
         if task is None or not task.is_async:
             return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
+        check = self.lease_check
+        if check is not None and not check.fresh(job):
+            # The check's statements block: in a thread, not on the event loop.
+            verdict = await asyncio.to_thread(check.check, job)
+            if verdict != Verdict.START:
+                return _refused(job, verdict)
         self.attempts.start(job.key, task.timeout, subject=job)
         loop, this = asyncio.get_running_loop(), asyncio.current_task()
         if this is not None:
@@ -351,6 +377,9 @@ class Executor:
         task = self._tasks(job.kind)
         if task is None or not task.transactional:
             return self.run(job)  # not batchable: runs (or fails) on its own
+        refused = self._not_startable(job)
+        if refused is not None:
+            return refused
         self.attempts.start(job.key, task.timeout, subject=job)
         try:
             outcome = self._run_savepoint_of(session, job, task)
@@ -400,6 +429,13 @@ def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:
         assert stopped is not None  # noqa: S101 - for the type checker
         return Outcome(outcome.job, Result.ABANDONED, error=stopped.value)
     return outcome
+
+
+def _refused(job: Claimed, verdict: str) -> Outcome:
+    """A job not started by `LeaseCheck`: gone to another attempt, or given back."""
+    if verdict == Verdict.LOST:
+        return Outcome(job, Result.EXPIRED)
+    return Outcome(job, Result.RELEASE)  # unknown: the fenced release gives it back if ours
 
 
 class _LeaseLostError(Exception):
