@@ -133,9 +133,13 @@ class Completer:
                         "finished but its lease was lost; not marked done",
                     )
         released = [o for o in reports if o.result is Result.RELEASE]
-        self.driver.release(conn, [o.job for o in released], self.owner)
+        # By reason (the row's last_error): a shutdown's, or why an unstarted job went back.
+        for reason in {o.error for o in released}:
+            jobs = [o.job for o in released if o.error == reason]
+            self.driver.release(conn, jobs, self.owner, reason)
         for o in released:
-            self._log(logging.INFO, o, "released", "released back to pending, due now")
+            why = f" ({o.error})" if o.error else ""
+            self._log(logging.INFO, o, "released", "released back to pending, due now%s", why)
         for o in reports:
             if o.result is Result.COMMITTED:
                 message = "done in %.1f ms (transactional)"

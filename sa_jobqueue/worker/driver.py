@@ -25,6 +25,7 @@ from sqlalchemy import Connection, RootTransaction, Row, Select, Update
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import control
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 
@@ -119,8 +120,17 @@ class Driver(Protocol):
         """
         ...
 
-    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
-        """Give unstarted or interrupted `jobs` back to ``pending``, due now."""
+    def release(
+        self, conn: Connection, jobs: Sequence[Claimed], owner: str, reason: str | None = None
+    ) -> None:
+        """Give unstarted or interrupted `jobs` back to ``pending``, due now.
+
+        `reason` is kept as ``last_error`` (None: released at worker shutdown).
+        """
+        ...
+
+    def notify(self, conn: Connection, queues: Sequence[str]) -> None:
+        """Wake the workers of `queues` at this transaction's COMMIT (jobs are due there)."""
         ...
 
     def record_failure(
@@ -211,6 +221,7 @@ class PostgresDriver:
         self._ahead: tuple[Connection, list[str]] | None = None
         self._held: tuple[RootTransaction, frozenset[str]] | None = None
         self._release = statements.release(model)
+        self._notify = statements.notify(channel_name(model.__tablename__))
         self._failures = {
             Result.FAIL: statements.fail(model),
             Result.RETRY: statements.retry_later(model),
@@ -339,10 +350,20 @@ class PostgresDriver:
             self._held = (transaction, frozenset(ahead[1]))
         return set(zip(row.ids or (), row.attempt_numbers or (), strict=True))
 
-    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+    def release(
+        self, conn: Connection, jobs: Sequence[Claimed], owner: str, reason: str | None = None
+    ) -> None:
         """Give `jobs` back to ``pending``, due now, without using up an attempt."""
         if jobs:
-            conn.execute(self._release, fence_params(jobs, owner))
+            params = fence_params(jobs, owner)
+            if reason is not None:
+                params["reason"] = reason
+            conn.execute(self._release, params)
+
+    def notify(self, conn: Connection, queues: Sequence[str]) -> None:
+        """`statements.notify` on the table's channel for `queues` (sent at COMMIT)."""
+        if queues:
+            conn.execute(self._notify, {"queues": sorted(set(queues))})
 
     def record_failure(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str

@@ -221,6 +221,8 @@ class Worker(Generic[JobT]):
             asynchronous_commit=config.asynchronous_commit,
             metrics=self.metrics,
             prefetch=prefetch,
+            waiting=self.pool,
+            ahead_wait=float(config.ahead_wait),
         )
 
     @property

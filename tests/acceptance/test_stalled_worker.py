@@ -26,7 +26,7 @@ HELD = 128
 def test_stalled_worker_does_not_start_expired_claims(committed, spawn):
     # A long wait before held jobs are given back (docs/workers.md): this test is
     # about the stall, not about that policy.
-    a = spawn()
+    a = spawn("--ahead-wait", "600")
     # Warm up: after a few hundred no-ops, A's handlers are known to be short, so
     # it claims up to `prefetch` (128) jobs ahead of its free slot.
     enqueue_many(committed, jobs, [("noop", {})] * 300)

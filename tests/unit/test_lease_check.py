@@ -37,3 +37,10 @@ def test_a_recorded_attempt_forgets_its_confirmation():
     inflight.remove([job])
     inflight.renewed([job.key], 9.0)  # a late heartbeat of an attempt no longer booked
     assert inflight.confirmed(job) == 7.0
+
+
+def test_the_ahead_wait_default_is_the_claim_loops():
+    from sa_jobqueue.worker.config import DEFAULT_AHEAD_WAIT
+    from sa_jobqueue.worker.loop import AHEAD_WAIT
+
+    assert DEFAULT_AHEAD_WAIT == AHEAD_WAIT

@@ -435,7 +435,8 @@ def _refused(job: Claimed, verdict: str) -> Outcome:
     """A job not started by `LeaseCheck`: gone to another attempt, or given back."""
     if verdict == Verdict.LOST:
         return Outcome(job, Result.EXPIRED)
-    return Outcome(job, Result.RELEASE)  # unknown: the fenced release gives it back if ours
+    # Unknown: the fenced release gives it back if it is still ours.
+    return Outcome(job, Result.RELEASE, error="released unstarted: its lease could not be checked")
 
 
 class _LeaseLostError(Exception):

@@ -6,17 +6,23 @@ transaction (lease mode) or in their own transaction with the ``done`` mark
 transactional jobs waiting runs up to `savepoint_batch` of them in one
 transaction. Each outcome goes to `report`; a job taken after shutdown began is
 reported as `Result.RELEASE` without running.
+
+Jobs wait in the pool until a thread takes them (those claimed ahead of free slots,
+docs/workers.md#claiming-ahead). `withdraw` takes waiting jobs back out, for the
+claim loop to give them back to ``pending``: a job is taken by a thread or withdrawn,
+never both (`_take`, under a lock).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue as stdlib_queue
 import threading
 from collections.abc import Callable, Sequence
 
 from sa_jobqueue.retry import exponential
-from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.executor import Executor, format_error
 
 __all__ = ["ThreadPool"]
@@ -62,6 +68,9 @@ class ThreadPool:
         self._inbox: stdlib_queue.SimpleQueue[Claimed | _Stop] = stdlib_queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        # The jobs submitted and not yet taken by a thread, in claim order.
+        self._waiting: dict[AttemptKey, Claimed] = {}
+        self._waiting_lock = threading.Lock()
         #: Attempts given up while their handler ran, and the threads that have since exited.
         self.abandoned = 0
         self.retired = 0
@@ -77,8 +86,29 @@ class ThreadPool:
 
     def submit(self, jobs: Sequence[Claimed]) -> None:
         """Queue claimed jobs for the threads."""
+        with self._waiting_lock:
+            for job in jobs:
+                self._waiting[job.key] = job
         for job in jobs:
             self._inbox.put(job)
+
+    def oldest_waiting(self) -> float | None:
+        """`Claimed.claimed_at` of the job that has waited longest for a thread, or None."""
+        with self._waiting_lock:
+            for job in self._waiting.values():
+                return job.claimed_at
+        return None
+
+    def withdraw(self, claimed_before: float = math.inf) -> list[Claimed]:
+        """Take back the waiting jobs claimed before `claimed_before` (monotonic): none will run."""
+        withdrawn: list[Claimed] = []
+        with self._waiting_lock:
+            for key, job in list(self._waiting.items()):
+                if job.claimed_at >= claimed_before:
+                    break  # claim order: the rest were claimed later still
+                del self._waiting[key]
+                withdrawn.append(job)
+        return withdrawn
 
     def release_unstarted(self) -> int:
         """Report the jobs waiting for a thread as released (shutdown); return how many.
@@ -86,22 +116,15 @@ class ThreadPool:
         Jobs claimed ahead of a free slot wait here: at shutdown they go back to
         ``pending`` at once rather than wait behind running handlers.
         """
-        released: list[Outcome] = []
-        stops = 0
-        while True:
-            try:
-                job = self._inbox.get_nowait()
-            except stdlib_queue.Empty:
-                break
-            if isinstance(job, _Stop):
-                stops += 1
-            else:
-                released.append(Outcome(job, Result.RELEASE))
-        for _ in range(stops):
-            self._inbox.put(_STOP)
+        released = [Outcome(job, Result.RELEASE) for job in self.withdraw()]
         if released:
             self._report(released)
         return len(released)
+
+    def _take(self, job: Claimed) -> bool:
+        """Whether this thread may run `job` (False: it was withdrawn)."""
+        with self._waiting_lock:
+            return self._waiting.pop(job.key, None) is not None
 
     def stop(self) -> None:
         """Ask every thread to exit once it is idle (running handlers are not interrupted)."""
@@ -135,6 +158,8 @@ class ThreadPool:
             job = self._inbox.get()
             if isinstance(job, _Stop):
                 return
+            if not self._take(job):
+                continue  # withdrawn while it waited: given back by the claim loop
             batch = [job]
             if self.savepoint_batch > 1 and not self._stopping():
                 batch = self._take_batch(job)
@@ -173,5 +198,6 @@ class ThreadPool:
             if isinstance(more, _Stop):
                 self._inbox.put(more)  # another thread's (or this one's, next time)
                 break
-            batch.append(more)  # a lease-mode job here is run alone by run_batch
+            if self._take(more):
+                batch.append(more)  # a lease-mode job here is run alone by run_batch
         return batch
