@@ -22,6 +22,8 @@ The series:
   ``interval`` seconds, on scrape, by each process that `watch` es;
 * ``sa_jobqueue_handlers_busy`` and ``sa_jobqueue_handlers`` (gauges: handlers
   running a job, and handler slots, summed over the process's workers),
+  ``sa_jobqueue_handlers_stuck`` (gauge: handler threads still running an attempt
+  that timed out or was cancelled, whose handler ignores ``ctx.cancelled``),
   ``sa_jobqueue_claim_rounds_total`` and ``sa_jobqueue_database_errors_total``
   (counters).
 
@@ -104,6 +106,11 @@ class Metrics:
             )
             self.handlers = client.Gauge(
                 "sa_jobqueue_handlers", "Handler slots of the running workers.", **on
+            )
+            self.stuck = client.Gauge(
+                "sa_jobqueue_handlers_stuck",
+                "Handler threads still running an attempt that timed out or was cancelled.",
+                **on,
             )
             self.claim_rounds = client.Counter(
                 "sa_jobqueue_claim_rounds", "Claim rounds the workers ran.", **on

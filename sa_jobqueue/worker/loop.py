@@ -85,6 +85,8 @@ class ClaimLoop:
         metrics: claim rounds and database errors are counted, when given.
         prefetch: the most jobs claimed ahead of free slots (`ahead` says how many now).
         waiting: the jobs waiting for a handler, for `ahead_wait` (None: none waits).
+        missing: how many of the `concurrency` slots have no thread now (handlers
+            stuck past the pool's cap, `ThreadPool.missing`): claims skip them.
         ahead_wait: seconds a claimed job may wait for a free slot before the loop gives
             it back to ``pending`` (docs/workers.md#claiming-ahead).
 
@@ -113,7 +115,9 @@ class ClaimLoop:
         prefetch: int = 0,
         waiting: Waiting | None = None,
         ahead_wait: float = AHEAD_WAIT,
+        missing: Callable[[], int] = lambda: 0,
     ) -> None:
+        self.missing = missing
         self.waiting = waiting
         self.ahead_wait = ahead_wait
         self._ahead_paused = False  # jobs were given back: claim none ahead for now
@@ -207,7 +211,7 @@ class ClaimLoop:
             reports = self.completer.collect()
         # An attempt given up (timed out, cancelled) may be reported twice: when it is
         # given up, and when its handler returns; it frees one slot, once.
-        free = self.concurrency - len(self.inflight)
+        free = self.concurrency - self.missing() - len(self.inflight)
         if reports:
             inflight = self.inflight
             free += len({o.job.key for o in reports if o.job.key in inflight})

@@ -172,6 +172,7 @@ class Worker(Generic[JobT]):
             stopping=self._stopping.is_set,
             batchable=registry.is_transactional,
             savepoint_batch=config.savepoint_batch,
+            metrics=self.metrics,
         )
         self.interrupts = Interrupts(
             registry,
@@ -222,6 +223,7 @@ class Worker(Generic[JobT]):
             metrics=self.metrics,
             prefetch=prefetch,
             waiting=self.pool,
+            missing=lambda: self.pool.missing,
             ahead_wait=float(config.ahead_wait),
         )
 

@@ -7,6 +7,13 @@ transactional jobs waiting runs up to `savepoint_batch` of them in one
 transaction. Each outcome goes to `report`; a job taken after shutdown began is
 reported as `Result.RELEASE` without running.
 
+A sync handler given up (timed out, cancelled) cannot be killed: its thread runs on,
+and a replacement takes its slot, up to `stuck_limit` stuck threads (default: as many
+as `size`). Past that no replacement starts: the slot stays empty until a stuck
+handler returns (that thread then takes the slot back), the claim loop claims for
+the slots that have a thread only (`missing`), and the worker warns. The
+``sa_jobqueue_handlers_stuck`` gauge counts the stuck threads (docs/tasks.md).
+
 Jobs wait in the pool until a thread takes them (those claimed ahead of free slots,
 docs/workers.md#claiming-ahead). `withdraw` takes waiting jobs back out, for the
 claim loop to give them back to ``pending``: a job is taken by a thread or withdrawn,
@@ -21,6 +28,7 @@ import queue as stdlib_queue
 import threading
 from collections.abc import Callable, Sequence
 
+from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.executor import Executor, format_error
@@ -47,6 +55,9 @@ class ThreadPool:
         stopping: true once shutdown began (jobs not yet started are released).
         batchable: whether a kind may share a savepoint batch (transactional tasks).
         savepoint_batch: the most transactional jobs one thread runs in one transaction.
+        stuck_limit: the most threads left running handlers that were given up, each
+            replaced (default `size`); past it, given-up slots stay empty until one returns.
+        metrics: where the stuck threads are counted (optional).
     """
 
     def __init__(
@@ -58,7 +69,11 @@ class ThreadPool:
         stopping: Callable[[], bool],
         batchable: Callable[[str], bool],
         savepoint_batch: int = 1,
+        stuck_limit: int | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.stuck_limit = size if stuck_limit is None else stuck_limit
+        self._metrics = metrics
         self.executor = executor
         self.size = size
         self._report = report
@@ -74,6 +89,9 @@ class ThreadPool:
         #: Attempts given up while their handler ran, and the threads that have since exited.
         self.abandoned = 0
         self.retired = 0
+        #: Threads running a handler that was given up, and slots left without a thread.
+        self.stuck = 0
+        self.missing = 0
 
     def start(self) -> None:
         """Start the handler threads."""
@@ -135,23 +153,40 @@ class ThreadPool:
         """A running attempt was given up (timed out or cancelled): start a replacement.
 
         Its thread cannot be killed; it keeps running the handler, and exits when the
-        handler returns (`_serve`), so `size` threads take new jobs meanwhile.
+        handler returns (`_serve`), so `size` threads take new jobs meanwhile. Past
+        `stuck_limit` stuck threads no replacement starts: the slot is `missing` (the
+        claim loop claims nothing for it) until a stuck handler returns.
         """
+        thread = None
         with self._lock:
             self.abandoned += 1
-            number = len(self._threads)
-            thread = threading.Thread(
-                target=self._serve, name=f"sa_jobqueue-handler-{number}", daemon=True
-            )
-            self._threads.append(thread)
-            stuck = self.abandoned - self.retired
-        if stuck > self.size:
-            log.warning(
-                "%d handler threads are still running attempts that timed out or were "
-                "cancelled; handlers should check ctx.cancelled",
-                stuck,
-            )
-        thread.start()
+            self.stuck += 1
+            stuck = self.stuck
+            if stuck > self.stuck_limit:
+                self.missing += 1
+            else:
+                self._threads = [t for t in self._threads if t.is_alive()]
+                thread = threading.Thread(
+                    target=self._serve,
+                    name=f"sa_jobqueue-handler-{self.abandoned + self.size}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+            missing = self.missing
+        if self._metrics is not None:
+            self._metrics.stuck.inc()
+        if thread is not None:
+            thread.start()
+            return
+        log.warning(
+            "%d handler threads are stuck in attempts that timed out or were cancelled "
+            "(their handlers ignore ctx.cancelled), past the cap of %d: this worker runs "
+            "%d of its %d slots, and claims for those only, until a stuck handler returns",
+            stuck,
+            self.stuck_limit,
+            self.size - missing,
+            self.size,
+        )
 
     def _serve(self) -> None:
         while True:
@@ -166,8 +201,14 @@ class ThreadPool:
             outcomes = self._run(batch)
             self._report(outcomes)
             if any(o.result is Result.ABANDONED for o in outcomes):
-                # A replacement took this thread's place when the attempt was given up.
+                if self._metrics is not None:
+                    self._metrics.stuck.dec()
                 with self._lock:
+                    self.stuck -= 1
+                    if self.missing > 0:
+                        self.missing -= 1  # no replacement was started: take the slot back
+                        continue
+                    # A replacement took this thread's place when the attempt was given up.
                     self.retired += 1
                 return
 
