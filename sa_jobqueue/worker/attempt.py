@@ -73,6 +73,9 @@ class Claimed:
     claimed_at: float = field(default_factory=time.monotonic, compare=False)
     #: The trace context its enqueue recorded (W3C ``traceparent``...), or None.
     trace_context: Any = field(default=None, compare=False, repr=False)
+    #: A rate-limited kind's stamp in the starts log, as its claim wrote it (None for
+    #: other kinds): moved to the start's time when it starts (`run.rate_gate`).
+    rate_stamp: Any = field(default=None, compare=False, repr=False)
     #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
     #: the worker looks attempts up by it several times per job).
     key: AttemptKey = field(init=False, compare=False, repr=False)
@@ -93,6 +96,7 @@ class Claimed:
             row.idempotency_key,
             lease,
             trace_context=getattr(row, "trace_context", None),
+            rate_stamp=getattr(row, "rate_stamp", None),
         )
 
 

@@ -48,6 +48,7 @@ from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions, serve_in
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.interrupts import Interrupts
 from sa_jobqueue.worker.run.lease_check import LeaseCheck
+from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.thread_pool import ThreadPool
 from sa_jobqueue.worker.running import RunningAttempts, Watchdog
 from sa_jobqueue.worker.signals import install_signal_handlers
@@ -161,6 +162,7 @@ class Worker(Generic[JobT]):
                 confirmed=self.inflight.confirmed,
                 renewed=self.inflight.renewed,
             ),
+            rate_gate=RateGate(self.engine, self.driver),
         )
         self._executor = executor
         self.pool = ThreadPool(

@@ -43,6 +43,7 @@ from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver
 from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
+from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.running import RunningAttempts, Stop
 
 if TYPE_CHECKING:
@@ -93,6 +94,8 @@ class Executor:
         max_result_bytes: the largest result accepted, in bytes of JSON text.
         lease_check: asked before each start whether the job's lease is still ours
             (`LeaseCheck`); None starts every job it is given.
+        rate_gate: asked before each start of a rate-limited job whether its window
+            has room now (`RateGate`); None starts them as claimed.
     """
 
     def __init__(
@@ -110,8 +113,10 @@ class Executor:
         metrics: Metrics | None = None,
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         lease_check: LeaseCheck | None = None,
+        rate_gate: RateGate | None = None,
     ) -> None:
         self.lease_check = lease_check
+        self.rate_gate = rate_gate
         self._engine = engine
         self._middlewares = middlewares or Middlewares()
         self._metrics = metrics
@@ -219,10 +224,17 @@ class Executor:
         Costs nothing while its lease was confirmed lately (`LeaseCheck.fresh`).
         """
         check = self.lease_check
-        if check is None or check.fresh(job):
-            return None
-        verdict = check.check(job)
-        return None if verdict == Verdict.START else _refused(job, verdict)
+        if check is not None and not check.fresh(job):
+            verdict = check.check(job)
+            if verdict != Verdict.START:
+                return _refused(job, verdict)
+        gate = self.rate_gate
+        if gate is not None and gate.applies(job):
+            allowed = gate.check(job)
+            if not allowed:
+                why = "its rate limit's window was full" if allowed is False else "no database"
+                return Outcome(job, Result.RELEASE, error=f"released unstarted: {why} at its start")
+        return None
 
     def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
         started = time.perf_counter()
@@ -259,11 +271,13 @@ class Executor:
         if task is None or not task.is_async:
             return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
         check = self.lease_check
-        if check is not None and not check.fresh(job):
-            # The check's statements block: in a thread, not on the event loop.
-            verdict = await asyncio.to_thread(check.check, job)
-            if verdict != Verdict.START:
-                return _refused(job, verdict)
+        if (check is not None and not check.fresh(job)) or (
+            self.rate_gate is not None and self.rate_gate.applies(job)
+        ):
+            # The checks' statements block: in a thread, not on the event loop.
+            refused = await asyncio.to_thread(self._not_startable, job)
+            if refused is not None:
+                return refused
         self.attempts.start(job.key, task.timeout, subject=job)
         loop, this = asyncio.get_running_loop(), asyncio.current_task()
         if this is not None:
