@@ -72,10 +72,15 @@ def test_stuck_handler_threads_are_capped_and_counted(committed):
     registry = CollectorRegistry()
     metrics = Metrics(registry)
 
-    def handler_threads():
-        return [t for t in threading.enumerate() if t.name.startswith("sa_jobqueue-handler")]
+    earlier = set(threading.enumerate())  # other tests' threads may still be exiting
 
-    before = len(handler_threads())
+    def handler_threads():
+        return [
+            t
+            for t in threading.enumerate()
+            if t.name.startswith("sa_jobqueue-handler") and t not in earlier
+        ]
+
     with running(jobs, committed, concurrency=1, shutdown_timeout=5, metrics=metrics):
         _enqueue(committed, jobs, 8)
         # At concurrency 1 the cap is one stuck thread beyond the slot: the second
@@ -84,11 +89,12 @@ def test_stuck_handler_threads_are_capped_and_counted(committed):
             lambda: _value(registry, "sa_jobqueue_handlers_stuck") == 2, what="two stuck threads"
         )
         wait_for(lambda: _timed_out(committed) == 2, what="two timeouts recorded")
-        assert len(handler_threads()) - before == 2  # no third thread was started
+        assert len(handler_threads()) == 2  # both stuck; no third thread was started
         assert _count(committed, Job.status == "running") == 0  # nothing claimed meanwhile
         assert _count(committed, Job.status == "pending", Job.attempts == 0) == 6
         # The stuck handlers return: the slot comes back and the worker claims again.
         release.set()
         wait_for(lambda: _value(registry, "sa_jobqueue_handlers_stuck") == 0, what="unstuck")
         wait_for(lambda: _count(committed, Job.status == "done") == 6, what="the other six run")
-    assert len(handler_threads()) == before
+    # The pool's threads exit once stopped (none is left stuck); not joined, so wait.
+    wait_for(lambda: handler_threads() == [], what="every handler thread gone")
