@@ -75,7 +75,9 @@ class Worker(Generic[JobT]):
         registry: the tasks to run.
         engine: a PostgreSQL engine. The worker holds up to ``concurrency + 3``
             connections: the claim loop, heartbeats/sweeper, the listener, and
-            one per handler thread in transactional mode. Size the pool so.
+            one per handler thread in transactional mode (a savepoint batch's
+            thread may briefly take one more for a check before a start,
+            docs/workers.md#connection-budget). Size the pool so.
             An `AsyncEngine` works too: the worker's threads then use a sync
             engine made from its URL (psycopg 3), and under `run_async` async
             transactional handlers use the `AsyncEngine` itself (docs/asyncio.md).
