@@ -1,7 +1,7 @@
 """`make chaos`: workers killed, connections cut, PostgreSQL restarted; then an SQL oracle.
 
 Usage: ``python bench/chaos.py [--jobs 2000] [--seconds 90] [--workers 4] [--concurrency 4]
-[--lease 4] [--seed N] [--no-restart] [--keep-logs DIR]``.
+[--lease 4] [--seed N] [--no-restart] [--keep-logs DIR] [--held-workers 2] [--held-jobs 1500]``.
 
 The run starts its own throwaway PostgreSQL cluster (`sa_jobqueue.testing.local_cluster`,
 never a shared server, since it restarts it), migrates it, and starts ``--workers``
@@ -14,15 +14,26 @@ While jobs are enqueued over the window, the driver
   worker: its listener, a handler's open transaction, an idle one (claim loop,
   heartbeats, pool) or an active one;
 * restarts PostgreSQL once, halfway, keeping it down for 2 s (no worker is
-  restarted for it).
+  restarted for it);
+* every 8-12 s, stops one of the ``--held-workers`` (2) with SIGSTOP for longer than a
+  lease and two sweeps, then resumes it with SIGCONT. Those workers serve queue
+  ``held`` at concurrency 1 with claims ahead on (the default prefetch), and run
+  ``--held-jobs`` short ``lease_held`` jobs, so they hold jobs claimed ahead of their
+  one slot when they are stopped: the sweeper gives those to the other held worker.
+
+Each fault happens at least ``min_kills``/``min_terminations``/``min_stops`` times: the
+fault window lasts until then, however slow the machine (a count of faults never
+depends on timing).
 
 Then it waits until every job has ended, SIGTERMs the surviving workers, and checks
 with SQL over ``jobs``, ``chaos_effects`` (written by the handlers) and
 ``chaos_transitions`` (every status/attempts change of a job row, by trigger):
 every job ended as its kind intends, nothing is lost or stuck, transactional kinds
 have exactly one effect, every extra run and every duplicate effect of a lease kind
-is explained by a fault, there is no stale write, no deadlock, and every surviving
-worker exited 0. It prints one summary table and exits non-zero if a check failed.
+is explained by a fault, no attempt started after its lease expired or the job was
+claimed again (no double run of a job that had not started), there is no stale
+write, no deadlock, and every surviving worker exited 0. It prints one summary table
+and exits non-zero if a check failed.
 
 `run()` is importable (the short CI variant in ``tests/acceptance/test_chaos.py``).
 """
@@ -92,6 +103,17 @@ class Config:
     drain_timeout: float = 240.0
     seed: int | None = None
     log_dir: str | None = None
+    held_workers: int = 2
+    held_jobs: int = 1500
+    held_burst: int = 300  # enqueued right before each stop, so the victim holds some
+    # Held workers keep their claims ahead while a slow handler runs (`--ahead-wait`), so
+    # what they hold when resumed is left to the check before each start (invariant 16).
+    held_ahead_wait: float = 60.0
+    stop_every: tuple[float, float] = (8.0, 12.0)
+    stop_for: float | None = None  # None: a lease, two sweep intervals and a second
+    min_kills: int = 2
+    min_terminations: int = 3
+    min_stops: int = 1
 
 
 @dataclass
@@ -103,8 +125,10 @@ class Proc:
     started: float
     log: Path
     probe: bool = False
+    held: bool = False
     killed: float | None = None
     exit_code: int | None = None
+    stopped: float | None = None  # SIGSTOP'd at, until SIGCONT
 
 
 @dataclass
@@ -188,6 +212,8 @@ class Driver:
         self.serial = 0
         self.kills: list[tuple[float, int]] = []  # (time, pid)
         self.terminated: list[tuple[float, int, str]] = []  # (time, worker pid, category)
+        self.stops: list[tuple[int, float, float]] = []  # (pid, SIGSTOP at, SIGCONT at)
+        self.extra_jobs = 0  # the bursts enqueued for the stops
         self.died: list[str] = []  # workers that exited on their own
         self.restart_window: tuple[float, float] | None = None
         self.job_ids: list[int] = []
@@ -231,9 +257,15 @@ class Driver:
 
     # -- workers ----------------------------------------------------------
 
-    def start_worker(self, *, probe: bool = False) -> Proc:
+    def start_worker(self, *, probe: bool = False, held: bool = False) -> Proc:
         self.serial += 1
-        name = "chaos-probe" if probe else f"chaos-w{self.serial}"
+        name = (
+            "chaos-probe"
+            if probe
+            else f"chaos-held{self.serial}"
+            if held
+            else f"chaos-w{self.serial}"
+        )
         log = self.log_dir / f"{name}.log"
         env = {
             **os.environ,
@@ -247,9 +279,9 @@ class Driver:
             "--database-url",
             f"{self.url}?application_name={name}",
             "--queue",
-            "probe" if probe else "chaos",
+            "probe" if probe else "held" if held else "chaos",
             "--concurrency",
-            "1" if probe else str(self.config.concurrency),
+            "1" if probe or held else str(self.config.concurrency),
             "--poll-interval",
             "60" if probe else str(self.config.poll_interval),
             "--sweep-interval",
@@ -258,10 +290,11 @@ class Driver:
             str(self.config.shutdown_timeout),
             "--log-level",
             "WARNING",
+            *(("--ahead-wait", str(self.config.held_ahead_wait)) if held else ()),
         ]
         with log.open("ab") as out:
             proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
-        worker = Proc(name, proc, time.time(), log, probe=probe)
+        worker = Proc(name, proc, time.time(), log, probe=probe, held=held)
         self.procs.append(worker)
         return worker
 
@@ -273,7 +306,7 @@ class Driver:
         ]
 
     def kill_one(self) -> None:
-        victims = self.alive()
+        victims = [p for p in self.alive() if p.stopped is None]
         if not victims:
             return
         victim = self.rng.choice(victims)
@@ -281,7 +314,62 @@ class Driver:
         victim.killed = time.time()
         self.kills.append((victim.killed, victim.proc.pid))
         victim.proc.wait()
-        self.start_worker()
+        self.start_worker(held=victim.held)
+
+    def stop_one(self) -> None:
+        """SIGSTOP a held worker while it holds jobs claimed ahead; `resume_due` resumes it.
+
+        A burst of `held_burst` short jobs first, then the stop as soon as the victim
+        holds three or more (one running, the rest claimed ahead of its one slot).
+        """
+        victims = [p for p in self.alive() if p.held and p.stopped is None]
+        if len(victims) < 2:
+            return  # keep one held worker running, to take over the stopped one's jobs
+        victim = self.rng.choice(victims)
+        burst = len(self.stops) + sum(1 for p in self.procs if p.stopped is not None)
+        self.job_ids += self.enqueue(
+            [
+                {
+                    "kind": chaos_app.HELD_KIND,
+                    "payload": {"ms": 0},
+                    "idempotency_key": f"held-burst:{self.serial}:{burst}:{n}",
+                }
+                for n in range(self.config.held_burst)
+            ]
+        )
+        self.extra_jobs += self.config.held_burst
+        pattern = f"%:{victim.proc.pid}:%"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            [(held,)] = self.sql(
+                "SELECT count(*) FROM jobs WHERE status = 'running' AND locked_by LIKE :p",
+                {"p": pattern},
+            )
+            if held >= 3:
+                break
+            time.sleep(0.005)
+        victim.proc.send_signal(signal.SIGSTOP)
+        victim.stopped = time.time()
+
+    def resume_due(self, *, all_now: bool = False) -> None:
+        """SIGCONT the stopped workers whose stop has lasted `stop_for`."""
+        config = self.config
+        stop_for = config.stop_for or config.lease + 2 * config.sweep_interval + 1.0
+        for p in self.procs:
+            if p.stopped is not None and (all_now or time.time() >= p.stopped + stop_for):
+                p.proc.send_signal(signal.SIGCONT)
+                self.stops.append((p.proc.pid, p.stopped, time.time()))
+                p.stopped = None
+
+    def faults_owed(self) -> bool:
+        """Whether a fault's minimum count is not reached yet, or a stopped worker waits."""
+        config = self.config
+        return (
+            len(self.kills) < config.min_kills
+            or len(self.terminated) < config.min_terminations
+            or (len(self.stops) < config.min_stops and config.held_workers >= 2)
+            or any(p.stopped is not None for p in self.procs)
+        )
 
     def reap(self) -> None:
         """Workers that exited without being told to are a failure; replace them."""
@@ -290,7 +378,7 @@ class Driver:
             if code is not None:
                 p.exit_code = code
                 self.died.append(f"{p.name} (pid {p.proc.pid}) exited {code} on its own")
-                self.start_worker(probe=p.probe)
+                self.start_worker(probe=p.probe, held=p.held)
 
     def terminate_one(self) -> None:
         by_pid = {p.proc.pid: p for p in self.alive(probe=None)}
@@ -367,9 +455,18 @@ class Driver:
             kind = self.rng.choices(kinds, weights)[0]
             payload = chaos_app.payload_for(kind, self.rng.randint(50, 400), self.rng.randint(1, 2))
             items.append({"kind": kind, "payload": payload, "idempotency_key": f"chaos:{n}"})
+        held = [
+            {"kind": chaos_app.HELD_KIND, "payload": {"ms": 0}, "idempotency_key": f"held:{n}"}
+            for n in range(self.config.held_jobs if self.config.held_workers else 0)
+        ]
         batches = max(1, int(self.config.seconds * 0.7 / 0.5))
         size = -(-len(items) // batches)
-        return [items[i : i + size] for i in range(0, len(items), size)]
+        held_size = -(-len(held) // batches)
+        return [
+            items[i * size : (i + 1) * size] + held[i * held_size : (i + 1) * held_size]
+            for i in range(batches)
+            if items[i * size : (i + 1) * size] or held[i * held_size : (i + 1) * held_size]
+        ]
 
     def run(self) -> None:
         config = self.config
@@ -378,6 +475,8 @@ class Driver:
         self.start_worker(probe=True)
         for _ in range(config.workers):
             self.start_worker()
+        for _ in range(config.held_workers):
+            self.start_worker(held=True)
         batches = self.plan()
         self.t0 = time.time()
         end = self.t0 + config.seconds
@@ -386,9 +485,13 @@ class Driver:
         next_kill = self.t0 + self.rng.uniform(*config.kill_every)
         next_term = self.t0 + self.rng.uniform(*config.terminate_every)
         next_probe = self.t0 + 1.0
+        next_stop = self.t0 + self.rng.uniform(*config.stop_every)
         quiet_until = 0.0
-        while (now := time.time()) < end:
+        give_up = end + 120.0  # the minimum fault counts are owed at most this long
+        while (now := time.time()) < end or (self.faults_owed() and now < give_up):
+            over = now >= end
             self.reap()
+            self.resume_due()
             if batches and now >= next_batch:
                 self.job_ids += self.enqueue(batches.pop(0))
                 next_batch += 0.5
@@ -407,15 +510,28 @@ class Driver:
                 [job_id] = self.enqueue([{"kind": "probe", "idempotency_key": f"probe:{n}"}])
                 self.probes.append((job_id, time.time()))
                 next_probe = time.time() + probe_every
-            if now >= next_kill:
+            # After the window, a fault whose minimum is not reached happens at once.
+            if over:
+                if len(self.kills) < config.min_kills:
+                    next_kill = now
+                if len(self.terminated) < config.min_terminations:
+                    next_term = now
+                if len(self.stops) < config.min_stops and not self.stopped_now():
+                    next_stop = now
+            if now >= next_kill and (not over or len(self.kills) < config.min_kills):
                 if now >= quiet_until:
                     self.kill_one()
                 next_kill = time.time() + self.rng.uniform(*config.kill_every)
-            if now >= next_term:
+            if now >= next_term and (not over or len(self.terminated) < config.min_terminations):
                 if now >= quiet_until:
                     self.terminate_one()
                 next_term = time.time() + self.rng.uniform(*config.terminate_every)
+            if now >= next_stop and (not over or len(self.stops) < config.min_stops):
+                if now >= quiet_until and not self.stopped_now():
+                    self.stop_one()
+                next_stop = time.time() + self.rng.uniform(*config.stop_every)
             time.sleep(0.05)
+        self.resume_due(all_now=True)
         for batch in batches:  # only when the window was too short to enqueue them all
             self.job_ids += self.enqueue(batch)
 
@@ -433,8 +549,13 @@ class Driver:
             time.sleep(0.5)
         return time.time() - started
 
+    def stopped_now(self) -> bool:
+        """Whether a worker is stopped (SIGSTOP) now."""
+        return any(p.stopped is not None for p in self.procs)
+
     def stop_workers(self) -> None:
         """SIGTERM every surviving worker and collect its exit code."""
+        self.resume_due(all_now=True)
         survivors = self.alive(probe=None)
         # A replacement still importing has no signal handler yet (SIGTERM would
         # kill it with -15): let each one get started first.
@@ -459,7 +580,7 @@ class Driver:
         jobs = self.sql(
             "SELECT id, kind, queue, status, attempts, locked_until, locked_by FROM jobs"
         )
-        chaos_jobs = [j for j in jobs if j.queue == "chaos"]
+        chaos_jobs = [j for j in jobs if j.queue in ("chaos", "held")]
         effects = self.sql(
             "SELECT job_id, attempt, kind, worker, phase, extract(epoch FROM at)::float8 AS at "
             "FROM chaos_effects ORDER BY id"
@@ -470,7 +591,7 @@ class Driver:
             "FROM chaos_transitions ORDER BY id"
         )
         wrong_end = self.sql(
-            "SELECT id, kind, status FROM jobs WHERE queue = 'chaos' AND status <> "
+            "SELECT id, kind, status FROM jobs WHERE queue IN ('chaos', 'held') AND status <> "
             "CASE WHEN kind LIKE '%poison' THEN 'failed' ELSE 'done' END"
         )
         stuck = self.sql("SELECT id FROM jobs WHERE status = 'running' OR locked_until IS NOT NULL")
@@ -494,6 +615,17 @@ class Driver:
         twice_started = self.sql(
             "SELECT job_id, attempt FROM chaos_effects WHERE phase = 'start' "
             "GROUP BY job_id, attempt HAVING count(*) > 1"
+        )
+        # Invariant 16: an attempt that had not started never starts once its lease may have
+        # expired. Its handler's first line (`began`) ran after the job was claimed again, or
+        # after the attempt ended otherwise (the sweeper, a release): a held job started late.
+        late_starts = self.sql(
+            "SELECT e.job_id, e.attempt FROM chaos_effects e WHERE e.phase = 'start' "
+            "AND e.began IS NOT NULL AND EXISTS (SELECT 1 FROM chaos_transitions t "
+            "WHERE t.job_id = e.job_id AND t.at < e.began AND ("
+            "(t.new_status = 'running' AND t.new_attempts > e.attempt) OR "
+            "(t.old_status = 'running' AND t.old_attempts = e.attempt "
+            "AND t.new_status <> 'running')))"
         )
         not_last = self.sql(
             "SELECT t.job_id FROM chaos_transitions t JOIN jobs j ON j.id = t.job_id "
@@ -534,6 +666,12 @@ class Driver:
             end_at = end.at if end is not None else time.time()
             if pid in killed and killed[pid] >= claim.at - 0.5:
                 return "worker killed"
+            for stopped_pid, stop_at, cont_at in self.stops:
+                if stopped_pid == pid and claim.at <= cont_at + 0.5 and end_at >= stop_at - 0.5:
+                    return "worker stopped (SIGSTOP)"
+            if error.startswith("released unstarted"):
+                # Held ahead too long behind a slow handler, given back (docs/workers.md).
+                return "given back unstarted" if not start_mark else "unexplained"
             if error.startswith("released at worker shutdown"):
                 return "released at shutdown" if not start_mark else "unexplained"
             if self.restart_window is not None:
@@ -562,7 +700,7 @@ class Driver:
                 # A fenced write (done, fail, retry) must come from the attempt's own run
                 # (one whose start mark was lost to an outage may still fail, fenced).
                 fenced = end is not None and not (end.last_error or "").startswith(
-                    ("lease expired", "released at worker shutdown")
+                    ("lease expired", "released at worker shutdown", "released unstarted")
                 )
                 if (
                     end is not None
@@ -578,9 +716,12 @@ class Driver:
                     stale_writes += 1
             if job.kind in chaos_app.LEASE_KINDS:
                 oks = ok_effects[job.id]
-                for extra in oks[:-1]:
+                # The completing attempt's effect need not be the last one written: a
+                # stopped (SIGSTOP) worker's run resumes and writes its own after it.
+                final = [o for o in oks if o.attempt == job.attempts]
+                for extra in [o for o in oks if o.attempt != job.attempts] + final[1:]:
                     duplicates[cause(job.id, extra.attempt)] += 1
-                if oks and job.status == "done" and oks[-1].attempt != job.attempts:
+                if oks and job.status == "done" and not final:
                     stale_writes += 1  # the done mark is not the last run's
 
         report.add("jobs (lease / transactional)", self._mix(chaos_jobs))
@@ -591,10 +732,14 @@ class Driver:
             f"{len(self.procs)} processes started",
         )
         report.add("kills (kill -9, replaced)", len(self.kills))
+        report.add(
+            "stops (SIGSTOP of a worker holding claims ahead, then SIGCONT)", len(self.stops)
+        )
         report.figures.update(
             jobs=len(chaos_jobs),
             kills=len(self.kills),
             terminated=len(self.terminated),
+            stops=len(self.stops),
             restarts=1 if self.restart_window else 0,
             reruns=dict(reruns),
             duplicates=dict(duplicates),
@@ -609,6 +754,10 @@ class Driver:
         report.check("transactional jobs without exactly 1 effect", len(tx_effects_wrong))
         report.check("attempts != claims recorded", len(attempts_wrong))
         report.check("runs of an attempt never claimed", len(unclaimed_starts) + len(twice_started))
+        report.check(
+            "double runs of jobs that had not started (a start after the lease expired)",
+            len(late_starts),
+        )
         report.check("done by an attempt that was not the last", len(not_last))
         report.check("stale writes", stale_writes)
         report.add(
@@ -657,8 +806,9 @@ class Driver:
 
     def _lost(self, jobs: list[Any]) -> int:
         ended = {j.id for j in jobs if j.status in ("done", "failed")}
+        held = self.config.held_jobs if self.config.held_workers else 0
         return sum(1 for job_id in self.job_ids if job_id not in ended) + (
-            self.config.jobs - len(set(self.job_ids))
+            self.config.jobs + held + self.extra_jobs - len(set(self.job_ids))
         )
 
     def _recovery(
@@ -692,9 +842,10 @@ class Driver:
         report.figures["kill_to_restart"] = kill_delays
         if self.restart_window is not None:
             down, up = self.restart_window
-            before = {p.proc.pid for p in self.procs if not p.probe and p.started < down} - {
-                pid for at, pid in self.kills if at < up
-            }
+            # Held workers are left out: the other one may have claimed every held job.
+            before = {
+                p.proc.pid for p in self.procs if not p.probe and not p.held and p.started < down
+            } - {pid for at, pid in self.kills if at < up}
             after = [t for t in transitions if t.at > up]
             claim_at = [
                 t.at for t in after if t.new_status == "running" and _pid(t.new_locked_by) in before
@@ -809,6 +960,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--no-restart", dest="restart", action="store_false")
     parser.add_argument("--keep-logs", dest="log_dir", default=None)
+    parser.add_argument("--held-workers", type=int, default=2)
+    parser.add_argument("--held-jobs", type=int, default=1500)
     args = parser.parse_args(argv)
     report = run(
         jobs=args.jobs,
@@ -819,6 +972,8 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         restart=args.restart,
         log_dir=args.log_dir,
+        held_workers=args.held_workers,
+        held_jobs=args.held_jobs,
     )
     print()
     print(report.table())

@@ -82,6 +82,11 @@ class Metrics:
             self.handlers = client.Gauge(
                 "sa_jobqueue_handlers", "Handler slots of the running workers.", **on
             )
+            self.stuck = client.Gauge(
+                "sa_jobqueue_handlers_stuck",
+                "Handler threads still running an attempt that timed out or was cancelled.",
+                **on,
+            )
             self.claim_rounds = client.Counter(
                 "sa_jobqueue_claim_rounds", "Claim rounds the workers ran.", **on
             )

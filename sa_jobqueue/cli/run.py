@@ -26,7 +26,7 @@ from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
 from sa_jobqueue.ops import admin
-from sa_jobqueue.worker.config import DEFAULT_PREFETCH
+from sa_jobqueue.worker.config import DEFAULT_AHEAD_WAIT, DEFAULT_PREFETCH
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -237,6 +237,15 @@ def _first_line(error: BaseException) -> str:
     "docs/workers.md).",
 )
 @click.option(
+    "--ahead-wait",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_AHEAD_WAIT,
+    show_default=True,
+    metavar="SECONDS",
+    help="A claimed job waiting this long for a free handler slot goes back to pending, "
+    "for another worker (docs/workers.md).",
+)
+@click.option(
     "--asynchronous-commit/--synchronous-commit",
     default=False,
     show_default=True,
@@ -282,6 +291,7 @@ def worker(
     listen_url: str | None,
     savepoint_batch: int,
     prefetch: int,
+    ahead_wait: float,
     asynchronous_commit: bool,
     log_level: str,
     log_format: str,
@@ -315,6 +325,7 @@ def worker(
             listen_url=listen_url,
             savepoint_batch=savepoint_batch,
             prefetch=prefetch,
+            ahead_wait=ahead_wait,
             asynchronous_commit=asynchronous_commit,
             metrics=metrics,
         )

@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    DateTime,
     Executable,
     Float,
     Integer,
@@ -23,6 +24,7 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    literal_column,
     or_,
     select,
     update,
@@ -39,10 +41,14 @@ from sa_jobqueue.statements.control import is_paused
 __all__ = [
     "claim_limited",
     "complete_and_lock",
+    "drop_start",
     "due_kinds",
     "limit_usage",
     "limited_due",
     "lock_limited",
+    "log_start",
+    "move_start",
+    "rate_window_count",
     "starts_of",
 ]
 
@@ -225,11 +231,76 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
         starts.c.kind == literal(kind, Text),
         starts.c.started_at <= now - window,
     )
+    # ``rate_stamp``: the stamp each leased job holds in the log until it starts
+    # (`rate_window_count` and `move_start`, at the start).
     return (
-        select(*(claimed_cte.c[name] for name in CLAIMED_COLUMNS))
+        select(*(claimed_cte.c[name] for name in CLAIMED_COLUMNS), now.label("rate_stamp"))
         .add_cte(logged.cte("logged"))
         .add_cte(pruned.cte("pruned"))
     )
+
+
+# -- a rate-limited job's start: its claim's stamp moves to the moment it starts ----------
+#
+# A claim logs one stamp per job it leases, at the claim; the handler starts later (a
+# batch, a loaded machine). At the start, under the kind's lock (`lock_limited`), the
+# worker counts the stamps of the window ending now without its own (`rate_window_count`),
+# and moves its stamp to now when that leaves room (`move_start`, or `log_start` when it
+# left the window and was pruned), or drops it and does not start (`drop_start`). So
+# the log holds each start at the time it started (docs/flow-control.md).
+
+_CTID: ColumnElement[Any] = literal_column("ctid")
+
+
+def rate_window_count(model: type[JobMixin], *, kind: str, window: float) -> Select[Any]:
+    """``recent``: `kind`'s stamps in the window that ends now; ``now``: ``clock_timestamp()``."""
+    starts = starts_of(model)
+    clock = select(func.clock_timestamp().label("t")).cte("clock")
+    now = select(clock.c.t).scalar_subquery()
+    recent = (
+        select(func.count())
+        .where(starts.c.kind == literal(kind, Text))
+        .where(starts.c.started_at > now - seconds(literal(float(window), Float)))
+        .scalar_subquery()
+    )
+    return select(recent.label("recent"), now.label("now"))
+
+
+def _one_stamp(model: type[JobMixin], kind: str) -> Any:
+    """The ``ctid`` of one of `kind`'s stamps equal to ``:stamp`` (equal stamps are alike)."""
+    starts = starts_of(model)
+    return (
+        select(_CTID)
+        .select_from(starts)
+        .where(starts.c.kind == literal(kind, Text))
+        .where(starts.c.started_at == bindparam("stamp", type_=DateTime(timezone=True)))
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def move_start(model: type[JobMixin], *, kind: str) -> Update:
+    """Move one of `kind`'s stamps ``:stamp`` to ``:now``; returns a row if one was there."""
+    starts = starts_of(model)
+    return (
+        update(starts)
+        .where(_CTID.op("=")(_one_stamp(model, kind)))
+        .values(started_at=bindparam("now", type_=DateTime(timezone=True)))
+        .returning(starts.c.kind)
+    )
+
+
+def log_start(model: type[JobMixin], *, kind: str) -> Executable:
+    """Log a start of `kind` at ``:now`` (its claim's stamp had left the window)."""
+    return insert(starts_of(model)).values(
+        kind=literal(kind, Text), started_at=bindparam("now", type_=DateTime(timezone=True))
+    )
+
+
+def drop_start(model: type[JobMixin], *, kind: str) -> Executable:
+    """Delete one of `kind`'s stamps ``:stamp``: its job does not start now."""
+    starts = starts_of(model)
+    return delete(starts).where(_CTID.op("=")(_one_stamp(model, kind)))
 
 
 def limited_due(model: type[JobMixin], *, kinds: Sequence[str]) -> Select[Any]:

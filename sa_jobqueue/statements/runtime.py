@@ -31,6 +31,7 @@ from sa_jobqueue.statements.common import (
 )
 
 __all__ = [
+    "RELEASED_AT_SHUTDOWN",
     "complete",
     "complete_one",
     "discard",
@@ -200,11 +201,16 @@ def retry_later(model: type[JobMixin]) -> Update:
     )
 
 
-def release(model: type[JobMixin]) -> Update:
-    """Give ``:owner``'s unfinished jobs back at shutdown: pending and due at once.
+#: The ``last_error`` of a job `release` gives back when no ``:reason`` is passed.
+RELEASED_AT_SHUTDOWN = "released at worker shutdown"
 
-    Parameters: ``ids`` and ``attempt_numbers`` arrays. Like `retry_later`, the interrupted
-    attempt does not use up the failure budget.
+
+def release(model: type[JobMixin]) -> Update:
+    """Give ``:owner``'s unfinished jobs back: pending and due at once.
+
+    Parameters: ``ids`` and ``attempt_numbers`` arrays, and ``reason`` (the
+    ``last_error`` kept, `RELEASED_AT_SHUTDOWN` by default). Like `retry_later`, the
+    interrupted attempt does not use up the failure budget.
     """
     batch = unnest_rows(*FENCE_ARRAYS)
     return (
@@ -215,7 +221,7 @@ def release(model: type[JobMixin]) -> Update:
             run_at=func.now(),
             max_attempts=model.max_attempts + 1,
             locked_until=null(),
-            last_error="released at worker shutdown",
+            last_error=bindparam("reason", RELEASED_AT_SHUTDOWN, type_=Text),
             updated_at=func.now(),
         )
         .returning(model.id)

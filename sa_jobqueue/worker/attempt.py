@@ -53,6 +53,8 @@ class Result(enum.Enum):
     CANCELLED = "cancelled"  # cancelled while running: the row says so already; free the slot
     ABANDONED = "abandoned"  # the late report of an attempt recorded when it timed out or
     # was cancelled: nothing to record (its `error` says which)
+    EXPIRED = "expired"  # not started: its lease expired while it waited (the worker was
+    # stopped) and its row is no longer this attempt's: nothing to record
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,9 @@ class Claimed:
     claimed_at: float = field(default_factory=time.monotonic, compare=False)
     #: The trace context its enqueue recorded (W3C ``traceparent``...), or None.
     trace_context: Any = field(default=None, compare=False, repr=False)
+    #: A rate-limited kind's stamp in the starts log, as its claim wrote it (None for
+    #: other kinds): moved to the start's time when it starts (`run.rate_gate`).
+    rate_stamp: Any = field(default=None, compare=False, repr=False)
     #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
     #: the worker looks attempts up by it several times per job).
     key: AttemptKey = field(init=False, compare=False, repr=False)
@@ -91,6 +96,7 @@ class Claimed:
             row.idempotency_key,
             lease,
             trace_context=_decoded(getattr(row, "trace_context", None)),
+            rate_stamp=getattr(row, "rate_stamp", None),
         )
 
 
@@ -128,11 +134,18 @@ class InFlight:
     Shared by the claim loop (adds and removes), the handler pool (reads) and the
     heartbeats (snapshots), hence the lock. Keying by ``(id, attempts)`` keeps an
     old attempt's late report from removing a newer attempt of the same job.
+
+    It also keeps, for each attempt, when its lease was last confirmed (`confirmed`):
+    the monotonic time just before the claim round or heartbeat that last set its
+    ``locked_until``. The lease lasts at least `Claimed.lease` from then, so the
+    worker can tell, before it starts a job, whether its lease may have expired
+    (`worker.run.lease_check`).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._jobs: dict[AttemptKey, Claimed] = {}
+        self._confirmed: dict[AttemptKey, float] = {}
 
     def __len__(self) -> int:
         return len(self._jobs)
@@ -140,17 +153,31 @@ class InFlight:
     def __contains__(self, key: object) -> bool:
         return key in self._jobs
 
-    def add(self, jobs: Iterable[Claimed]) -> None:
-        """Book claimed attempts."""
+    def add(self, jobs: Iterable[Claimed], confirmed: float | None = None) -> None:
+        """Book claimed attempts; `confirmed`: when their claim round began (monotonic)."""
         with self._lock:
             for job in jobs:
                 self._jobs[job.key] = job
+                if confirmed is not None:
+                    self._confirmed[job.key] = confirmed
 
     def remove(self, jobs: Iterable[Claimed]) -> None:
         """Forget recorded attempts (each by its own key only)."""
         with self._lock:
             for job in jobs:
                 self._jobs.pop(job.key, None)
+                self._confirmed.pop(job.key, None)
+
+    def renewed(self, keys: Iterable[AttemptKey], at: float) -> None:
+        """The leases of `keys` were extended by a statement sent at `at` (monotonic)."""
+        with self._lock:
+            for key in keys:
+                if key in self._jobs and self._confirmed.get(key, -math.inf) < at:
+                    self._confirmed[key] = at
+
+    def confirmed(self, job: Claimed) -> float:
+        """When `job`'s lease was last known to be set (monotonic; its claim if not booked)."""
+        return self._confirmed.get(job.key, job.claimed_at)
 
     def snapshot(self) -> list[Claimed]:
         """The attempts in flight now."""

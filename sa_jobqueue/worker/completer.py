@@ -36,6 +36,8 @@ log = logging.getLogger("sa_jobqueue.worker")
 _LOGGED_ERROR = 200
 
 _FAILURES = (Result.FAIL, Result.RETRY, Result.UNAVAILABLE, Result.DISCARD)
+# Attempts whose handler did not run (or was counted when it was given up).
+_NOT_RUN = (Result.RELEASE, Result.ABANDONED, Result.EXPIRED)
 
 #: How a timed-out attempt's error starts (`worker.running.format_timeout`).
 _TIMED_OUT = format_timeout(0).split(":", 1)[0] + ":"
@@ -95,11 +97,11 @@ class Completer:
             for o in reports:
                 outcome = outcomes.get(o.job.key)
                 if outcome is not None:
-                    ran = o.result is not Result.RELEASE
+                    ran = o.result not in (Result.RELEASE, Result.EXPIRED)
                     self.metrics.attempt(
                         o.job.queue, o.job.kind, outcome, o.duration if ran else None
                     )
-        return sum(1 for o in reports if o.result not in (Result.RELEASE, Result.ABANDONED))
+        return sum(1 for o in reports if o.result not in _NOT_RUN)
 
     def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
         """Record `reports` in `conn`'s transaction, fenced, and log each."""
@@ -122,9 +124,13 @@ class Completer:
                         "finished but its lease was lost; not marked done",
                     )
         released = [o for o in reports if o.result is Result.RELEASE]
-        self.driver.release(conn, [o.job for o in released], self.owner)
+        # By reason (the row's last_error): a shutdown's, or why an unstarted job went back.
+        for reason in {o.error for o in released}:
+            jobs = [o.job for o in released if o.error == reason]
+            self.driver.release(conn, jobs, self.owner, reason)
         for o in released:
-            self._log(logging.INFO, o, "released", "released back to pending, due now")
+            why = f" ({o.error})" if o.error else ""
+            self._log(logging.INFO, o, "released", "released back to pending, due now%s", why)
         for o in reports:
             if o.result is Result.COMMITTED:
                 message = "done in %.1f ms (transactional)"
@@ -137,6 +143,13 @@ class Completer:
                 self._log(
                     logging.WARNING, o, "cancelled", "cancelled while running; its slot is free"
                 )
+            elif o.result is Result.EXPIRED:
+                # Never started: its row is another attempt's now (invariant 16).
+                message = (
+                    "not started: its lease expired while it waited in this worker "
+                    "(which could not heartbeat), and the job is no longer its own"
+                )
+                self._log(logging.WARNING, o, "lease_lost", message)
             elif o.result is Result.ABANDONED:
                 message = "handler returned after it was %s; what it reported is ignored"
                 self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
@@ -192,7 +205,7 @@ class Completer:
         outcome = event if metric is None else metric
         if outcome:
             self._outcomes[o.job.key] = outcome
-        ran = o.result is not Result.RELEASE
+        ran = o.result not in (Result.RELEASE, Result.EXPIRED)
         _log_job(
             log,
             level,

@@ -22,10 +22,14 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.ops.retention import DEFAULT_PRUNE_INTERVAL
 
-__all__ = ["DEFAULT_PREFETCH", "WorkerConfig", "WorkerOptions"]
+__all__ = ["DEFAULT_AHEAD_WAIT", "DEFAULT_PREFETCH", "WorkerConfig", "WorkerOptions"]
 
 #: The default of `WorkerConfig.prefetch`: claims of up to this many jobs ahead.
 DEFAULT_PREFETCH = 128
+
+#: The default of `WorkerConfig.ahead_wait`, seconds: ten times the horizon of a claim
+#: ahead (`loop.AHEAD_SECONDS`).
+DEFAULT_AHEAD_WAIT = 0.2
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -46,6 +50,7 @@ class WorkerOptions(TypedDict, total=False):
     asynchronous_commit: bool
     metrics: Metrics | None
     prefetch: int
+    ahead_wait: float
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,10 @@ class WorkerConfig:
             `worker.loop.AHEAD_SECONDS`, so long jobs are never held back behind each
             other), only for kinds without a limit, and only when no task is
             ``async def``. 0 turns it off. See docs/performance.md.
+        ahead_wait: seconds a claimed job may wait in the worker for a free handler
+            slot (a handler kept it longer than expected) before the worker gives it
+            back to ``pending`` (fenced, no attempt used) for another worker, and claims
+            nothing ahead until a handler finishes (docs/workers.md#claiming-ahead).
     """
 
     queues: tuple[str, ...] | None = None
@@ -104,6 +113,7 @@ class WorkerConfig:
     asynchronous_commit: bool = False
     metrics: Metrics | None = field(default=None, repr=False)
     prefetch: int = DEFAULT_PREFETCH
+    ahead_wait: float = DEFAULT_AHEAD_WAIT
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -135,7 +145,13 @@ class WorkerConfig:
         prefetch = config.prefetch
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise ConfigurationError(f"prefetch must be an int >= 0, not {prefetch!r}")
-        for name in ("poll_interval", "shutdown_timeout", "sweep_interval", "prune_interval"):
+        for name in (
+            "poll_interval",
+            "shutdown_timeout",
+            "sweep_interval",
+            "prune_interval",
+            "ahead_wait",
+        ):
             value = getattr(config, name)
             if not (
                 isinstance(value, (int, float))

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, RootTransaction, Row, Select, Update
+from sqlalchemy import Connection, Executable, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import control
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 
@@ -110,8 +112,25 @@ class Driver(Protocol):
         """
         ...
 
-    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
-        """Give unstarted or interrupted `jobs` back to ``pending``, due now."""
+    def release(
+        self, conn: Connection, jobs: Sequence[Claimed], owner: str, reason: str | None = None
+    ) -> None:
+        """Give unstarted or interrupted `jobs` back to ``pending``, due now.
+
+        `reason` is kept as ``last_error`` (None: released at worker shutdown).
+        """
+        ...
+
+    def notify(self, conn: Connection, queues: Sequence[str]) -> None:
+        """Wake the workers of `queues` at this transaction's COMMIT (jobs are due there)."""
+        ...
+
+    def start_rated(self, conn: Connection, job: Claimed) -> bool:
+        """Move rate-limited `job`'s claim stamp to now if its window has room; else drop it.
+
+        Takes the kind's lock; returns whether the job may start (its caller commits
+        at once, then starts it).
+        """
         ...
 
     def refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
@@ -227,6 +246,23 @@ class PostgresDriver:
         self._refund = statements.refund_attempts(model)
         self._charge = statements.charge_attempts(model)
         self._complete_charged = statements.complete_charged(model)
+        self._rates: dict[str, tuple[int, float, dict[str, Executable]]] = {
+            kind: (
+                limit.rate_count,
+                float(limit.rate_window or 0),
+                {
+                    "count": statements.rate_window_count(
+                        model, kind=kind, window=float(limit.rate_window or 0)
+                    ),
+                    "move": statements.move_start(model, kind=kind),
+                    "log": statements.log_start(model, kind=kind),
+                    "drop": statements.drop_start(model, kind=kind),
+                },
+            )
+            for kind, limit in limited.items()
+            if limit.rate_count is not None
+        }
+        self._notify = statements.notify(channel_name(model.__tablename__))
         self._failures = {
             Result.FAIL: statements.fail(model),
             Result.RETRY: statements.retry_later(model),
@@ -356,10 +392,44 @@ class PostgresDriver:
             self._held = (transaction, frozenset(ahead[1]))
         return set(zip(row.ids or (), row.attempt_numbers or (), strict=True))
 
-    def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
+    def release(
+        self, conn: Connection, jobs: Sequence[Claimed], owner: str, reason: str | None = None
+    ) -> None:
         """Give `jobs` back to ``pending``, due now, without using up an attempt."""
         if jobs:
-            conn.execute(self._release, fence_params(jobs, owner))
+            params = fence_params(jobs, owner)
+            if reason is not None:
+                params["reason"] = reason
+            conn.execute(self._release, params)
+
+    def notify(self, conn: Connection, queues: Sequence[str]) -> None:
+        """`statements.notify` on the table's channel for `queues` (sent at COMMIT)."""
+        if queues:
+            conn.execute(self._notify, {"queues": sorted(set(queues))})
+
+    def start_rated(self, conn: Connection, job: Claimed) -> bool:
+        """Under `job.kind`'s lock, count its window without `job`'s stamp; move or drop that.
+
+        `statements.rate_window_count`, then `move_start` (or `log_start`, when the
+        claim's stamp left the window) and True; or `drop_start` and False when the
+        window ending now is full. A kind without a rate limit starts: True.
+        """
+        rate = self._rates.get(job.kind)
+        if rate is None:
+            return True
+        count, window, statements_ = rate
+        conn.execute(self._lock_limited[job.kind])
+        recent, now = conn.execute(statements_["count"]).one()
+        stamp = job.rate_stamp
+        mine = stamp is not None and stamp > now - timedelta(seconds=window)
+        if recent - (1 if mine else 0) >= count:
+            if mine:
+                conn.execute(statements_["drop"], {"stamp": stamp})
+            return False
+        moved = mine and conn.execute(statements_["move"], {"stamp": stamp, "now": now}).first()
+        if not moved:
+            conn.execute(statements_["log"], {"now": now})
+        return True
 
     def refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
         """`statements.refund_attempts` for `jobs` (one fenced UPDATE)."""

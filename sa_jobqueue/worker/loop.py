@@ -11,6 +11,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from sqlalchemy import Connection, Engine, exc
 
@@ -23,7 +24,7 @@ from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.limited_claimer import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.worker.wakeup import Notified, WakeEvent, WakeupPolicy
 
-__all__ = ["AHEAD_SECONDS", "COALESCE_SECONDS", "ClaimLoop"]
+__all__ = ["AHEAD_SECONDS", "AHEAD_WAIT", "COALESCE_SECONDS", "ClaimLoop", "Waiting"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
@@ -40,6 +41,27 @@ COALESCE_SECONDS = 0.002
 
 #: Claims ahead of free slots hold at most what the handlers finish in about this long.
 AHEAD_SECONDS = 0.02
+
+#: A job waiting this long for a free slot (ten times the horizon it was claimed for) is
+#: given back, and nothing more is claimed ahead until a handler finishes
+#: (`WorkerConfig.ahead_wait`, whose default this is).
+AHEAD_WAIT = 10 * AHEAD_SECONDS
+
+# Why a job held ahead went back (its last_error).
+_GIVEN_BACK = "released unstarted: it waited %.2gs for a free slot in worker %s"
+
+
+class Waiting(Protocol):
+    """The claimed jobs waiting in a worker for a handler (`ThreadPool`)."""
+
+    def oldest_waiting(self) -> float | None:
+        """When the job that has waited longest was claimed (monotonic), or None."""
+        ...
+
+    def withdraw(self, claimed_before: float) -> list[Claimed]:
+        """Take back the waiting jobs claimed before `claimed_before`: none of them will run."""
+        ...
+
 
 # How much each new handler duration moves the running mean (an exponential average).
 _MEAN_WEIGHT = 0.05
@@ -64,6 +86,11 @@ class ClaimLoop:
         asynchronous_commit: the rounds' transactions skip the WAL flush wait.
         metrics: claim rounds and database errors are counted, when given.
         prefetch: the most jobs claimed ahead of free slots (`ahead` says how many now).
+        waiting: the jobs waiting for a handler, for `ahead_wait` (None: none waits).
+        missing: how many of the `concurrency` slots have no thread now (handlers
+            stuck past the pool's cap, `ThreadPool.missing`): claims skip them.
+        ahead_wait: seconds a claimed job may wait for a free slot before the loop gives
+            it back to ``pending`` (docs/workers.md#claiming-ahead).
 
     Attributes:
         processed: attempts recorded since the last `run` began (releases excluded).
@@ -88,7 +115,14 @@ class ClaimLoop:
         asynchronous_commit: bool = False,
         metrics: Metrics | None = None,
         prefetch: int = 0,
+        waiting: Waiting | None = None,
+        ahead_wait: float = AHEAD_WAIT,
+        missing: Callable[[], int] = lambda: 0,
     ) -> None:
+        self.missing = missing
+        self.waiting = waiting
+        self.ahead_wait = ahead_wait
+        self._ahead_paused = False  # jobs were given back: claim none ahead for now
         self.engine = engine
         self.driver = driver
         self.claimer = claimer
@@ -108,6 +142,7 @@ class ClaimLoop:
         self.processed = 0
         self._conn: Connection | None = None
         self._mean_duration: float | None = None  # of recent handlers; None: none seen yet
+        self._notify_queues: set[str] = set()  # jobs given back there: wake their workers
 
     def run(self, until_empty: bool) -> None:
         """Rounds until stopped (or, with `until_empty`, until nothing is due or running)."""
@@ -174,9 +209,11 @@ class ClaimLoop:
         """Record finished jobs and claim new ones, in one short transaction."""
         reports = self.completer.collect()
         self._learn_durations(reports)
+        if self._give_back_overdue():
+            reports = self.completer.collect()
         # An attempt given up (timed out, cancelled) may be reported twice: when it is
         # given up, and when its handler returns; it frees one slot, once.
-        free = self.concurrency - len(self.inflight)
+        free = self.concurrency - self.missing() - len(self.inflight)
         if reports:
             inflight = self.inflight
             free += len({o.job.key for o in reports if o.job.key in inflight})
@@ -188,20 +225,25 @@ class ClaimLoop:
         if not reports and free + ahead == 0:
             return 0, 0  # nothing to record, no room to claim: no transaction
         conn = self.connection()
+        # The claims' leases run from the transaction's now(), which is later than this.
+        began = time.monotonic()
         with conn.begin():
             if self.asynchronous_commit:
                 self.driver.commit_asynchronously(conn)
             if reports:
                 self.completer.record(conn, reports)
                 self.limited.freed(o.job.kind for o in reports)
+            if self._notify_queues:
+                self.driver.notify(conn, sorted(self._notify_queues))
             claimed: list[Claimed] = []
             if free + ahead > 0 and not self.stopping.is_set():
                 claimed = self.claimer.claim(conn, free, ahead)
         self.processed += self.completer.recorded(reports)
+        self._notify_queues.clear()
         if self.metrics is not None:
             self.metrics.claim_round()
         if claimed:
-            self.inflight.add(claimed)
+            self.inflight.add(claimed, confirmed=began)
             if log.isEnabledFor(logging.INFO):
                 for job in claimed:
                     log_job(logging.INFO, job, "claimed", event="claimed", owner=self.owner)
@@ -218,7 +260,7 @@ class ClaimLoop:
         for a slot of this worker while another worker might have run it).
         """
         mean = self._mean_duration
-        if not self.prefetch or mean is None:
+        if not self.prefetch or mean is None or self._ahead_paused:
             return 0
         if mean <= 0:
             return self.prefetch
@@ -231,7 +273,36 @@ class ClaimLoop:
         for o in reports:
             if o.result in _RAN:
                 mean = o.duration if mean is None else mean + _MEAN_WEIGHT * (o.duration - mean)
+                self._ahead_paused = False  # a handler finished: its slot takes jobs again
         self._mean_duration = mean
+
+    def _give_back_overdue(self) -> bool:
+        """Give back the jobs that waited more than `ahead_wait` for a slot; True if any.
+
+        They were claimed ahead for a horizon of `AHEAD_SECONDS` and a handler has
+        kept their slot longer than ten times that: another worker may be idle. They
+        go back to ``pending`` (fenced, no attempt used, the workers of their queues
+        notified), and this worker claims nothing ahead until a handler finishes.
+        """
+        if self.waiting is None:
+            return False
+        oldest = self.waiting.oldest_waiting()
+        now = time.monotonic()
+        if oldest is None or now - oldest < self.ahead_wait:
+            return False
+        overdue = self.waiting.withdraw(now - self.ahead_wait)
+        if not overdue:
+            return False
+        self._ahead_paused = True
+        self._notify_queues.update(job.queue for job in overdue)
+        reason = _GIVEN_BACK % (self.ahead_wait, self.owner)
+        self.completer.report([Outcome(job, Result.RELEASE, error=reason) for job in overdue])
+        log.info(
+            "gave %d jobs claimed ahead back to pending: they waited over %gs for a free slot",
+            len(overdue),
+            self.ahead_wait,
+        )
+        return True
 
     def wait(self, claimed: int, free: int) -> None:
         """Sleep until a claim round is worth running (see `WakeupPolicy`)."""
@@ -239,13 +310,24 @@ class ClaimLoop:
         if self.wakeup.begin_wait(now, claimed=claimed, free=free, processed=self.processed):
             self.learn_next_due()
         while not self.stopping.is_set():
-            if not self.wake.wait(self.wakeup.timeout(time.monotonic())):
+            now = time.monotonic()
+            timeout = self.wakeup.timeout(now)
+            overdue = self._until_overdue(now)
+            if overdue is not None and overdue < timeout:
+                if not self.wake.wait(overdue):
+                    return  # a job held ahead waited too long: the round gives it back
+            elif not self.wake.wait(timeout):
                 self.wakeup.woke(time.monotonic(), timed_out=True)
                 return
             if self.wake.take():
                 self.wakeup.woke(time.monotonic(), timed_out=False)
                 return
             # Only nudged: a sooner run_at was learned; sleep again, shorter.
+
+    def _until_overdue(self, now: float) -> float | None:
+        """Seconds until the longest-waiting held job has waited `ahead_wait` (None: none)."""
+        oldest = None if self.waiting is None else self.waiting.oldest_waiting()
+        return None if oldest is None else max(0.0, oldest + self.ahead_wait - now)
 
     def learn_next_due(self) -> None:
         """Ask the database how long until the earliest pending job of our queues is due."""

@@ -44,6 +44,9 @@ class Maintenance:
         periodic: enqueues the due ticks of periodic schedules (about once a second).
         on_cancelled: called with a running job the heartbeat found cancelled (the
             fallback for a missed cancel notification).
+        on_renewed: called with the attempts a heartbeat extended and the monotonic
+            time just before it was sent (`InFlight.renewed`: a job claimed ahead
+            starts without a check while its lease is fresh).
     """
 
     def __init__(
@@ -60,7 +63,9 @@ class Maintenance:
         stopped: threading.Event,
         periodic: PeriodicEnqueuer | None = None,
         on_cancelled: Callable[[Claimed], None] | None = None,
+        on_renewed: Callable[[set[AttemptKey], float], None] | None = None,
     ) -> None:
+        self.on_renewed = on_renewed
         self.engine = engine
         self.owner = owner
         self.sweep_interval = sweep_interval
@@ -134,6 +139,8 @@ class Maintenance:
         if not due:
             return
         held = self._extend(conn, due)
+        if held and self.on_renewed is not None:
+            self.on_renewed(held, now)
         missed = [j for j in due if j.key not in held]
         owned = self._owned(conn, missed) if missed else set()
         gone = [j for j in missed if j.key not in owned]

@@ -76,6 +76,7 @@ class _Attempt:
     reason: Stop | None = None
     handle: object = field(default=None, repr=False)
     subject: Any = field(default=None, repr=False)
+    started: float = 0.0
 
 
 class RunningAttempts:
@@ -97,9 +98,12 @@ class RunningAttempts:
         even if its handler returns at that very moment.
         """
         event = StopFlag()
-        deadline = None if timeout is None else self._clock() + timeout
+        started = self._clock()
+        deadline = None if timeout is None else started + timeout
         with self._lock:
-            self._attempts[key] = _Attempt(event, timeout, deadline, subject=subject)
+            self._attempts[key] = _Attempt(
+                event, timeout, deadline, subject=subject, started=started
+            )
             if deadline is not None:
                 # Only a new deadline concerns the watchdog: waking it for every
                 # attempt would cost each job a thread switch.
@@ -139,6 +143,12 @@ class RunningAttempts:
         with self._lock:
             attempt = self._attempts.get(key)
             return None if attempt is None else attempt.reason
+
+    def elapsed(self, key: Key) -> float | None:
+        """Seconds since `key` started (None when it is not running)."""
+        with self._lock:
+            attempt = self._attempts.get(key)
+        return None if attempt is None else self._clock() - attempt.started
 
     def timeout_of(self, key: Key) -> float | None:
         """The timeout `key` was started with."""

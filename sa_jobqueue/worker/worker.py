@@ -39,6 +39,8 @@ from sa_jobqueue.worker.maintenance import Maintenance
 from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.interrupts import Interrupts
+from sa_jobqueue.worker.run.lease_check import LeaseCheck
+from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.thread_pool import ThreadPool
 from sa_jobqueue.worker.running import RunningAttempts, Watchdog
 from sa_jobqueue.worker.signals import install_signal_handlers
@@ -65,7 +67,9 @@ class Worker(Generic[JobT]):
         registry: the tasks to run.
         engine: a PostgreSQL engine. The worker holds up to ``concurrency + 3``
             connections: the claim loop, heartbeats/sweeper, the listener, and
-            one per handler thread in transactional mode. Size the pool so.
+            one per handler thread in transactional mode (a savepoint batch's
+            thread may briefly take one more for a check before a start,
+            docs/workers.md#connection-budget). Size the pool so.
             An `AsyncEngine` works too: the worker's threads then use a sync
             engine made from its URL (psycopg 3), and under `run_async` async
             transactional handlers use the `AsyncEngine` itself (docs/asyncio.md).
@@ -151,6 +155,14 @@ class Worker(Generic[JobT]):
             engine=self.engine,
             middlewares=registry.middlewares,
             metrics=self.metrics,
+            lease_check=LeaseCheck(
+                self.engine,
+                self.driver,
+                self.worker_id,
+                confirmed=self.inflight.confirmed,
+                renewed=self.inflight.renewed,
+            ),
+            rate_gate=RateGate(self.engine, self.driver),
         )
         self._executor = executor
         self.pool = ThreadPool(
@@ -162,6 +174,7 @@ class Worker(Generic[JobT]):
             stopping=self._stopping.is_set,
             batchable=registry.is_transactional,
             savepoint_batch=config.savepoint_batch,
+            metrics=self.metrics,
         )
         self.interrupts = Interrupts(
             registry,
@@ -182,6 +195,7 @@ class Worker(Generic[JobT]):
             stopped=self._stopped,
             periodic=PeriodicEnqueuer(model, registry, schedules or {}),
             on_cancelled=lambda job: self.interrupts.cancelled(job.id, job.attempts),
+            on_renewed=self.inflight.renewed,
         )
         self._async_sessions = AsyncSessions(self.engine)
         self.async_pool = AsyncPool(
@@ -210,6 +224,9 @@ class Worker(Generic[JobT]):
             asynchronous_commit=config.asynchronous_commit,
             metrics=self.metrics,
             prefetch=prefetch,
+            waiting=self.pool,
+            missing=lambda: self.pool.missing,
+            ahead_wait=float(config.ahead_wait),
         )
 
     @property

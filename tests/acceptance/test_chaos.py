@@ -2,7 +2,10 @@
 
 Three real ``sa-jobqueue worker`` processes (and an idle probe worker) process 300
 jobs while, for 25 seconds, workers are kill -9'd and replaced, their connections
-are cut with ``pg_terminate_backend``, and PostgreSQL is restarted once. It runs on
+are cut with ``pg_terminate_backend``, and PostgreSQL is restarted once; two more
+workers with claims ahead on run 300 short jobs and one of them is stopped with
+SIGSTOP past its leases, then resumed. Each fault happens at least a given number
+of times (the run waits for that, rather than hoping the window was long enough). It runs on
 a throwaway cluster of its own (never the shared server: it restarts it), then the
 SQL oracle judges the result. Afterwards, violations are planted in the same
 database to show that the oracle sees each of them.
@@ -56,6 +59,13 @@ def _plant_violations(driver: Any, report: Any) -> None:
         "VALUES (:id, 99, 'lease_ok', 'ghost:1:0', 'start')",
         {"id": lease_job},
     )
+    # A held attempt started late: attempt 1 of a rerun job begins after attempt 2's claim.
+    sql(
+        "UPDATE chaos_effects SET began = clock_timestamp() WHERE id = (SELECT e.id "
+        "FROM chaos_effects e JOIN jobs j ON j.id = e.job_id WHERE e.phase = 'start' "
+        "AND e.attempt = 1 AND j.attempts >= 2 AND j.id <> :lost ORDER BY e.id LIMIT 1)",
+        {"lost": lost_job},
+    )
     # A lost job.
     sql("DELETE FROM jobs WHERE id = :id", {"id": lost_job})
     failures = "\n".join(driver.judge(0.0).failures)
@@ -75,6 +85,11 @@ def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
         kill_every=(4.0, 7.0),
         terminate_every=(1.0, 2.0),
         quiet_after_restart=6.0,
+        held_jobs=300,
+        stop_every=(5.0, 8.0),
+        min_kills=2,
+        min_terminations=3,
+        min_stops=1,
         out=lines.append,
         inspect=_plant_violations,
     )
@@ -82,9 +97,16 @@ def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
     print(table)
     assert report.ok, "\n".join([*report.failures, table])
     figures = report.figures
-    assert figures["jobs"] == 300
+    assert figures["jobs"] == 600 + 300 * figures["stops"]  # a burst of 300 before each stop
+    # Counts of faults the run waits for (min_kills...), never left to timing: under
+    # load a slow restart's quiet window could cover the rest of the fixed window, and
+    # "kills >= 2" failed (an assertion on timing, not a race).
     assert figures["kills"] >= 2
     assert figures["terminated"] >= 3
+    assert figures["stops"] >= 1
+    assert (
+        figures["double runs of jobs that had not started (a start after the lease expired)"] == 0
+    )
     assert figures["restarts"] == 1
     assert (
         figures["reruns"].get("worker killed", 0)
@@ -99,3 +121,6 @@ def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
     assert "stuck (running or locked) after drain: 1" in planted
     assert "transactional jobs without exactly 1 effect: 1" in planted
     assert "runs of an attempt never claimed: 1" in planted
+    assert (
+        "double runs of jobs that had not started (a start after the lease expired): 1" in planted
+    )

@@ -18,31 +18,23 @@ from sqlalchemy.orm import Session
 
 from tests.support.apps.scheduling import jobs
 from tests.support.helpers import wait_for
-from tests.acceptance.test_processes import Proc
 from tests.support.models import Effect, Job
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def spawn(database_url, committed, tmp_path):
-    started: list[Proc] = []
-
+def spawn(processes):
     def start(*extra, concurrency=1, every=None, ready=True):
-        env = {**os.environ, "DATABASE_URL": database_url, "SAJQ_EVERY": every or ""}
-        args = [
-            *(sys.executable, "-m", "sa_jobqueue.cli", "worker", "tests.support.apps.scheduling:jobs"),
-            *("--concurrency", str(concurrency), "--sweep-interval", "0.5", *extra),
-        ]
-        proc = Proc(args, env, tmp_path / f"worker-{len(started)}.log")
-        started.append(proc)
-        if ready:
-            proc.wait_for_log(" started: ")
-        return proc
+        return processes.worker(
+            "tests.support.apps.scheduling:jobs",
+            *("--sweep-interval", "0.5", *extra),
+            concurrency=concurrency,
+            env={"SAJQ_EVERY": every or ""},
+            ready=ready,
+        )
 
-    yield start
-    for proc in started:
-        proc.stop()
+    return start
 
 
 def cli(database_url, *args):

@@ -15,6 +15,10 @@ Kinds: ``lease_ok``/``tx_ok`` succeed; ``lease_flaky``/``tx_flaky`` fail their
 first ``payload["fail"]`` attempts on purpose, then succeed; ``lease_poison``/
 ``tx_poison`` always fail and must end ``failed``; ``probe`` (queue ``probe``)
 does nothing and measures wake-up latency. Handlers sleep ``payload["ms"]``.
+``lease_held`` (queue ``held``) is a lease kind that does not sleep: the workers of
+that queue run hundreds of them, so they claim jobs ahead of their one slot, and the
+chaos driver stops them with SIGSTOP while they hold those (``began``, the wall-clock
+time the handler's first line ran, lets the oracle tell when each attempt started).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -47,10 +52,11 @@ from tests.support.models import Job
 #: Seconds a claim lasts without a heartbeat: short, so a killed worker's jobs
 #: come back quickly.
 LEASE = float(os.environ.get("CHAOS_LEASE", "4"))
-OK_KINDS = ("lease_ok", "tx_ok")
+HELD_KIND = "lease_held"
+OK_KINDS = ("lease_ok", "tx_ok", HELD_KIND)
 FLAKY_KINDS = ("lease_flaky", "tx_flaky")
 POISON_KINDS = ("lease_poison", "tx_poison")
-LEASE_KINDS = ("lease_ok", "lease_flaky", "lease_poison")
+LEASE_KINDS = ("lease_ok", "lease_flaky", "lease_poison", HELD_KIND)
 TX_KINDS = ("tx_ok", "tx_flaky", "tx_poison")
 KINDS = OK_KINDS + FLAKY_KINDS + POISON_KINDS
 POISON_MAX_ATTEMPTS = 3
@@ -67,6 +73,7 @@ effects = Table(
     Column("kind", Text, nullable=False),
     Column("worker", Text, nullable=False),
     Column("phase", Text, nullable=False),  # start | fail | ok
+    Column("began", DateTime(timezone=True)),  # start: when the handler's first line ran
     Column("at", DateTime(timezone=True), server_default=text("clock_timestamp()")),
 )
 
@@ -124,17 +131,22 @@ def app_engine() -> Engine:
         return _engine
 
 
-def _mark(ctx: JobContext, phase: str) -> None:
+def _mark(ctx: JobContext, phase: str, began: datetime | None = None) -> None:
     with app_engine().begin() as connection:
         connection.execute(
             insert(effects).values(
-                job_id=ctx.id, attempt=ctx.attempt, kind=ctx.kind, worker=ctx.worker_id, phase=phase
+                job_id=ctx.id,
+                attempt=ctx.attempt,
+                kind=ctx.kind,
+                worker=ctx.worker_id,
+                phase=phase,
+                began=began,
             )
         )
 
 
-def _work(ctx: JobContext) -> None:
-    _mark(ctx, "start")
+def _work(ctx: JobContext, began: datetime) -> None:
+    _mark(ctx, "start", began)
     time.sleep(int(ctx.payload.get("ms", 100)) / 1000)
     if ctx.kind in POISON_KINDS or ctx.attempt <= int(ctx.payload.get("fail", 0)):
         _mark(ctx, "fail")
@@ -143,18 +155,20 @@ def _work(ctx: JobContext) -> None:
 
 def lease_handler(ctx: JobContext) -> None:
     """At-least-once: the effect is written after the work, outside any queue transaction."""
-    _work(ctx)
+    began = datetime.now(UTC)
+    _work(ctx, began)
     _mark(ctx, "ok")
 
 
 def tx_handler(ctx: JobContext) -> None:
     """Exactly-once: the effect commits with the ``done`` mark, or not at all."""
+    began = datetime.now(UTC)
     # Read first, as a handler loading its inputs would: its transaction is then
     # open (and can be cut by the chaos driver) while the work runs.
     ctx.session.execute(
         select(func.count()).where(effects.c.job_id == ctx.id, effects.c.phase == "ok")
     )
-    _work(ctx)
+    _work(ctx, began)
     ctx.session.execute(
         insert(effects).values(
             job_id=ctx.id, attempt=ctx.attempt, kind=ctx.kind, worker=ctx.worker_id, phase="ok"
@@ -169,7 +183,7 @@ def probe(ctx: JobContext) -> None:
 for _kind in KINDS:
     jobs.task(
         _kind,
-        queue="chaos",
+        queue="held" if _kind == HELD_KIND else "chaos",
         lease=LEASE,
         transactional=_kind in TX_KINDS,
         max_attempts=POISON_MAX_ATTEMPTS if _kind in POISON_KINDS else MAX_ATTEMPTS,

@@ -36,3 +36,63 @@ def running(jobs: Any, engine: Any, **options: Any) -> Iterator[Any]:
         worker.stop()
         thread.join(30)
         assert not thread.is_alive()
+
+
+@contextmanager
+def start_audit(engine: Any, starts_table: str) -> Iterator[Callable[[], list[Any]]]:
+    """Audit the rate limit's starts log with a trigger; yield "the stamps placed at starts".
+
+    A claim logs one stamp per job it leases (an INSERT inside its ``WITH ... UPDATE
+    jobs`` statement); as the handler starts, the worker moves that stamp to the start
+    (an UPDATE) or logs a new one (an INSERT of its own), or drops it (a DELETE, the job
+    does not start). The yielded function returns the stamps placed at starts, sorted:
+    one per handler start, whatever the log has pruned since.
+    """
+    from sqlalchemy import text
+
+    audit = "test_start_audit"
+    with engine.begin() as conn:
+        conn.execute(text(f"DROP TABLE IF EXISTS {audit}"))
+        conn.execute(
+            text(f"CREATE TABLE {audit} (id serial, op text, new_at timestamptz, query text)")
+        )
+        conn.execute(
+            text(f"""
+CREATE OR REPLACE FUNCTION {audit}_f() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {audit} (op, new_at, query) VALUES (
+        TG_OP, CASE WHEN TG_OP <> 'DELETE' THEN NEW.started_at END, current_query());
+    RETURN NULL;
+END $$""")
+        )
+        conn.execute(
+            text(
+                f"CREATE TRIGGER {audit}_t AFTER INSERT OR UPDATE OR DELETE ON {starts_table} "
+                f"FOR EACH ROW EXECUTE FUNCTION {audit}_f()"
+            )
+        )
+
+    def placed() -> list[Any]:
+        with engine.connect() as conn:
+            rows = conn.execute(text(f"SELECT op, new_at, query FROM {audit} ORDER BY id"))
+            return sorted(
+                new_at
+                for op, new_at, query in rows
+                if op == "UPDATE"
+                or (op == "INSERT" and not query.lstrip().upper().startswith("WITH"))
+            )
+
+    try:
+        yield placed
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text(f"DROP FUNCTION IF EXISTS {audit}_f() CASCADE"))
+            conn.execute(text(f"DROP TABLE IF EXISTS {audit}"))
+
+
+def most_within(times: list[Any], window: Any) -> int:
+    """The most of the sorted `times` that fall in one half-open window of length `window`."""
+    return max(
+        (sum(1 for t in times[i:] if t - first < window) for i, first in enumerate(times)),
+        default=0,
+    )

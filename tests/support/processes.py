@@ -8,6 +8,7 @@ pipe would block the worker).
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from tests.support.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
+_STARTED = re.compile(r"worker (\S+) started: ")
 
 
 class Proc:
@@ -29,9 +31,14 @@ class Proc:
             args, env=dict(env), cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT
         )
         self.pid = self.popen.pid
+        #: The worker's id, from its start line (`Processes.worker`), else "".
+        self.worker_id = ""
 
     def output(self) -> str:
         return self.log_path.read_text()
+
+    def count_log(self, text: str) -> int:
+        return self.output().count(text)
 
     def wait_for_log(self, text: str, timeout: float = 30.0) -> None:
         wait_for(lambda: text in self.output(), timeout, f"{text!r} in {self.log_path.name}")
@@ -100,6 +107,8 @@ class Processes:
         proc = self.command("worker", app, *sized, *extra, env=env)
         if ready:
             proc.wait_for_log(" started: ", ready_timeout)
+            started = _STARTED.search(proc.output())
+            proc.worker_id = started.group(1) if started else ""
         return proc
 
     def stop_all(self) -> None:

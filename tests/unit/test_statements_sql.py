@@ -108,6 +108,10 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim_limited_rate": lambda: statements.claim_limited(
         Job, kind="call_api", limits=check_limits(rate_limit=(10, 1.0)), lease=60.0
     ),
+    "rate_window_count": lambda: statements.rate_window_count(Job, kind="call_api", window=1.0),
+    "move_start": lambda: statements.move_start(Job, kind="call_api"),
+    "log_start": lambda: statements.log_start(Job, kind="call_api"),
+    "drop_start": lambda: statements.drop_start(Job, kind="call_api"),
     "claim_limited_all": lambda: statements.claim_limited(
         Job,
         kind="all",

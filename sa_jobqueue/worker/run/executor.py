@@ -29,6 +29,8 @@ from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
+from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.session_guard import guarded
 from sa_jobqueue.worker.running import RunningAttempts, Stop
 
@@ -81,6 +83,10 @@ class Executor:
         middlewares: what wraps every handler call (`JobQueue.middleware`).
         metrics: where busy handlers are counted (optional).
         max_result_bytes: the largest result accepted, in bytes of JSON text.
+        lease_check: asked before each start whether the job's lease is still ours
+            (`LeaseCheck`); None starts every job it is given.
+        rate_gate: asked before each start of a rate-limited job whether its window
+            has room now (`RateGate`); None starts them as claimed.
     """
 
     def __init__(
@@ -97,7 +103,11 @@ class Executor:
         middlewares: Middlewares | None = None,
         metrics: Metrics | None = None,
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        lease_check: LeaseCheck | None = None,
+        rate_gate: RateGate | None = None,
     ) -> None:
+        self.lease_check = lease_check
+        self.rate_gate = rate_gate
         self._engine = engine
         self._middlewares = middlewares or Middlewares()
         self._metrics = metrics
@@ -182,10 +192,14 @@ class Executor:
         reported then (and its slot given back): what it returns now is
         `Result.ABANDONED`, which records nothing. A job cancelled after its claim
         and before its start (claimed ahead, waiting for a slot) does not run: it
-        ends as `Result.CANCELLED`.
+        ends as `Result.CANCELLED`. A job whose lease may have expired while it
+        waited starts only once `lease_check` extended it (`_not_startable`).
         """
         if self.attempts.cancelled_before_start(job.id, job.claimed_at):
             return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
+        refused = self._not_startable(job)
+        if refused is not None:
+            return refused
         if isinstance(job.payload, UndecodableJSON):
             return _undecodable(job, job.payload)
         task = self._tasks(job.kind)
@@ -196,6 +210,24 @@ class Executor:
         finally:
             stopped = self.attempts.finish(job.key)
         return _unless_abandoned(outcome, stopped)
+
+    def _not_startable(self, job: Claimed) -> Outcome | None:
+        """None when `job` may start now; else the outcome of not starting it.
+
+        Costs nothing while its lease was confirmed lately (`LeaseCheck.fresh`).
+        """
+        check = self.lease_check
+        if check is not None and not check.fresh(job):
+            verdict = check.check(job)
+            if verdict != Verdict.START:
+                return _refused(job, verdict)
+        gate = self.rate_gate
+        if gate is not None and gate.applies(job):
+            allowed = gate.check(job)
+            if not allowed:
+                why = "its rate limit's window was full" if allowed is False else "no database"
+                return Outcome(job, Result.RELEASE, error=f"released unstarted: {why} at its start")
+        return None
 
     def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
         started = time.perf_counter()
@@ -231,6 +263,14 @@ class Executor:
         task = self._tasks(job.kind)
         if task is None or not task.is_async or isinstance(job.payload, UndecodableJSON):
             return self.run(job)  # not an async task: fails (unknown kind) or runs as sync
+        check = self.lease_check
+        if (check is not None and not check.fresh(job)) or (
+            self.rate_gate is not None and self.rate_gate.applies(job)
+        ):
+            # The checks' statements block: in a thread, not on the event loop.
+            refused = await asyncio.to_thread(self._not_startable, job)
+            if refused is not None:
+                return refused
         self.attempts.start(job.key, task.timeout, subject=job)
         loop, this = asyncio.get_running_loop(), asyncio.current_task()
         if this is not None:
@@ -413,6 +453,9 @@ class Executor:
             # Cancelled while it waited for its turn in the batch: it does not run (its
             # fenced done would find the row cancelled and read as a lost lease).
             return Outcome(job, Result.CANCELLED)
+        refused = self._not_startable(job)
+        if refused is not None:
+            return refused
         self.attempts.start(job.key, task.timeout, subject=job)
         try:
             outcome = self._run_savepoint_of(session, job, task)
@@ -463,6 +506,14 @@ def _unless_abandoned(outcome: Outcome, stopped: Stop | None) -> Outcome:
         assert stopped is not None  # noqa: S101 - for the type checker
         return Outcome(outcome.job, Result.ABANDONED, error=stopped.value)
     return outcome
+
+
+def _refused(job: Claimed, verdict: str) -> Outcome:
+    """A job not started by `LeaseCheck`: gone to another attempt, or given back."""
+    if verdict == Verdict.LOST:
+        return Outcome(job, Result.EXPIRED)
+    # Unknown: the fenced release gives it back if it is still ours.
+    return Outcome(job, Result.RELEASE, error="released unstarted: its lease could not be checked")
 
 
 class _LeaseLostError(Exception):

@@ -56,7 +56,11 @@ class Interrupts:
             event="timeout",
             owner=self.owner,
         )
-        self._give_up(key, Outcome(job, Result.FAIL, backoff, format_timeout(timeout)))
+        # It ran for its whole timeout at least: that is its duration (the mean that
+        # sizes claims ahead must not see a stuck handler as a short one).
+        duration = max(timeout, self.attempts.elapsed(key) or 0.0)
+        outcome = Outcome(job, Result.FAIL, backoff, format_timeout(timeout), duration)
+        self._give_up(key, outcome)
 
     def control(self, payload: str) -> None:
         """The listener's callback for the control channel: ``cancel <id>``."""

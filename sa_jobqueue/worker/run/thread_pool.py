@@ -1,19 +1,22 @@
 """The handler pool: threads that run claimed jobs and report how each attempt ended.
 
 `ThreadPool` runs sync handlers in `size` threads through the `Executor` (up to
-`savepoint_batch` transactional jobs in one transaction) and reports each outcome; a job
-taken after shutdown began is released without running. See docs/performance.md.
+`savepoint_batch` transactional jobs in one transaction) and reports each outcome; stuck
+threads (timed-out handlers that run on) are capped at `stuck_limit`, and waiting jobs
+can be withdrawn. See docs/tasks.md and docs/workers.md#claiming-ahead.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import queue as stdlib_queue
 import threading
 from collections.abc import Callable, Sequence
 
+from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import exponential
-from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.executor import Executor, format_error
 
 __all__ = ["ThreadPool"]
@@ -38,6 +41,9 @@ class ThreadPool:
         stopping: true once shutdown began (jobs not yet started are released).
         batchable: whether a kind may share a savepoint batch (transactional tasks).
         savepoint_batch: the most transactional jobs one thread runs in one transaction.
+        stuck_limit: the most threads left running handlers that were given up, each
+            replaced (default `size`); past it, given-up slots stay empty until one returns.
+        metrics: where the stuck threads are counted (optional).
     """
 
     def __init__(
@@ -49,7 +55,11 @@ class ThreadPool:
         stopping: Callable[[], bool],
         batchable: Callable[[str], bool],
         savepoint_batch: int = 1,
+        stuck_limit: int | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
+        self.stuck_limit = size if stuck_limit is None else stuck_limit
+        self._metrics = metrics
         self.executor = executor
         self.size = size
         self._report = report
@@ -59,9 +69,15 @@ class ThreadPool:
         self._inbox: stdlib_queue.SimpleQueue[Claimed | _Stop] = stdlib_queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
+        # The jobs submitted and not yet taken by a thread, in claim order.
+        self._waiting: dict[AttemptKey, Claimed] = {}
+        self._waiting_lock = threading.Lock()
         #: Attempts given up while their handler ran, and the threads that have since exited.
         self.abandoned = 0
         self.retired = 0
+        #: Threads running a handler that was given up, and slots left without a thread.
+        self.stuck = 0
+        self.missing = 0
 
     def start(self) -> None:
         """Start the handler threads."""
@@ -74,8 +90,29 @@ class ThreadPool:
 
     def submit(self, jobs: Sequence[Claimed]) -> None:
         """Queue claimed jobs for the threads."""
+        with self._waiting_lock:
+            for job in jobs:
+                self._waiting[job.key] = job
         for job in jobs:
             self._inbox.put(job)
+
+    def oldest_waiting(self) -> float | None:
+        """`Claimed.claimed_at` of the job that has waited longest for a thread, or None."""
+        with self._waiting_lock:
+            for job in self._waiting.values():
+                return job.claimed_at
+        return None
+
+    def withdraw(self, claimed_before: float = math.inf) -> list[Claimed]:
+        """Take back the waiting jobs claimed before `claimed_before` (monotonic): none will run."""
+        withdrawn: list[Claimed] = []
+        with self._waiting_lock:
+            for key, job in list(self._waiting.items()):
+                if job.claimed_at >= claimed_before:
+                    break  # claim order: the rest were claimed later still
+                del self._waiting[key]
+                withdrawn.append(job)
+        return withdrawn
 
     def release_unstarted(self) -> int:
         """Report the jobs waiting for a thread as released (shutdown); return how many.
@@ -83,22 +120,15 @@ class ThreadPool:
         Jobs claimed ahead of a free slot wait here: at shutdown they go back to
         ``pending`` at once rather than wait behind running handlers.
         """
-        released: list[Outcome] = []
-        stops = 0
-        while True:
-            try:
-                job = self._inbox.get_nowait()
-            except stdlib_queue.Empty:
-                break
-            if isinstance(job, _Stop):
-                stops += 1
-            else:
-                released.append(Outcome(job, Result.RELEASE))
-        for _ in range(stops):
-            self._inbox.put(_STOP)
+        released = [Outcome(job, Result.RELEASE) for job in self.withdraw()]
         if released:
             self._report(released)
         return len(released)
+
+    def _take(self, job: Claimed) -> bool:
+        """Whether this thread may run `job` (False: it was withdrawn)."""
+        with self._waiting_lock:
+            return self._waiting.pop(job.key, None) is not None
 
     def stop(self) -> None:
         """Ask every thread to exit once it is idle (running handlers are not interrupted)."""
@@ -109,37 +139,62 @@ class ThreadPool:
         """A running attempt was given up (timed out or cancelled): start a replacement.
 
         Its thread cannot be killed; it keeps running the handler, and exits when the
-        handler returns (`_serve`), so `size` threads take new jobs meanwhile.
+        handler returns (`_serve`), so `size` threads take new jobs meanwhile. Past
+        `stuck_limit` stuck threads no replacement starts: the slot is `missing` (the
+        claim loop claims nothing for it) until a stuck handler returns.
         """
+        thread = None
         with self._lock:
             self.abandoned += 1
-            number = len(self._threads)
-            thread = threading.Thread(
-                target=self._serve, name=f"sa_jobqueue-handler-{number}", daemon=True
-            )
-            self._threads.append(thread)
-            stuck = self.abandoned - self.retired
-        if stuck > self.size:
-            log.warning(
-                "%d handler threads are still running attempts that timed out or were "
-                "cancelled; handlers should check ctx.cancelled",
-                stuck,
-            )
-        thread.start()
+            self.stuck += 1
+            stuck = self.stuck
+            if stuck > self.stuck_limit:
+                self.missing += 1
+            else:
+                self._threads = [t for t in self._threads if t.is_alive()]
+                thread = threading.Thread(
+                    target=self._serve,
+                    name=f"sa_jobqueue-handler-{self.abandoned + self.size}",
+                    daemon=True,
+                )
+                self._threads.append(thread)
+            missing = self.missing
+        if self._metrics is not None:
+            self._metrics.stuck.inc()
+        if thread is not None:
+            thread.start()
+            return
+        log.warning(
+            "%d handler threads are stuck in attempts that timed out or were cancelled "
+            "(their handlers ignore ctx.cancelled), past the cap of %d: this worker runs "
+            "%d of its %d slots, and claims for those only, until a stuck handler returns",
+            stuck,
+            self.stuck_limit,
+            self.size - missing,
+            self.size,
+        )
 
     def _serve(self) -> None:
         while True:
             job = self._inbox.get()
             if isinstance(job, _Stop):
                 return
+            if not self._take(job):
+                continue  # withdrawn while it waited: given back by the claim loop
             batch = [job]
             if self.savepoint_batch > 1 and not self._stopping():
                 batch = self._take_batch(job)
             outcomes = self._run(batch)
             self._report(outcomes)
             if any(o.result is Result.ABANDONED for o in outcomes):
-                # A replacement took this thread's place when the attempt was given up.
+                if self._metrics is not None:
+                    self._metrics.stuck.dec()
                 with self._lock:
+                    self.stuck -= 1
+                    if self.missing > 0:
+                        self.missing -= 1  # no replacement was started: take the slot back
+                        continue
+                    # A replacement took this thread's place when the attempt was given up.
                     self.retired += 1
                 return
 
@@ -170,5 +225,6 @@ class ThreadPool:
             if isinstance(more, _Stop):
                 self._inbox.put(more)  # another thread's (or this one's, next time)
                 break
-            batch.append(more)  # a lease-mode job here is run alone by run_batch
+            if self._take(more):
+                batch.append(more)  # a lease-mode job here is run alone by run_batch
         return batch

@@ -44,12 +44,16 @@ async def _effect(ctx: JobContext, note: str = "") -> None:
 async def arecord(ctx: JobContext) -> None:
     """Await ``payload["sleep"]`` seconds, then write one Effect noting the jobs in flight.
 
-    With ``payload["only_attempt"]`` the sleep happens on that attempt only.
+    With ``payload["only_attempt"]`` the sleep happens on that attempt only; with
+    ``payload["mark_start"]`` an Effect noted ``started`` is written first (so a test
+    can wait for the handler to have started, not just for the claim).
     """
     global _in_flight
     _in_flight += 1
     try:
         peak = _in_flight
+        if ctx.payload.get("mark_start"):
+            await _effect(ctx, "started")
         if ctx.payload.get("only_attempt", ctx.attempt) == ctx.attempt:
             await asyncio.sleep(float(ctx.payload.get("sleep", 0)))
         await _effect(ctx, f"in_flight={peak}")

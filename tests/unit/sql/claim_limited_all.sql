@@ -37,5 +37,6 @@ FROM claimed),
 pruned AS
 (DELETE FROM sa_jobqueue_starts_jobs WHERE sa_jobqueue_starts_jobs.kind = %(param_10)s AND sa_jobqueue_starts_jobs.started_at <= (SELECT clock.t
 FROM clock) - INTERVAL '1 second' * %(param_9)s)
- SELECT claimed.id, claimed.kind, claimed.queue, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.idempotency_key, claimed.trace_context
+ SELECT claimed.id, claimed.kind, claimed.queue, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.idempotency_key, claimed.trace_context, (SELECT clock.t
+FROM clock) AS rate_stamp
 FROM claimed
