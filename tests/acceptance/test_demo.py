@@ -137,7 +137,8 @@ def test_demo_replays_each_outcome_of_the_lesson(demo_run):
     fan_out = section(out, "One event, many consumers")
     expect(fan_out, row("7", "send_receipt", "done", "1", "-"))
     expect(fan_out, row("8", "create_invoice", "done", "1", "-"))
-    expect(fan_out, row("9", "sync_crm", "done", "2", "TimeoutError.*"))
+    # A done job keeps an earlier attempt's error, named by its attempt (issue 24, item 17).
+    expect(fan_out, row("9", "sync_crm", "done", "2", "attempt 1: TimeoutError.*"))
 
     # Beyond the lesson: the same fence against a real worker stopped past its lease.
     stalled = section(out, "Beyond the lesson: the fence of step 5")
