@@ -262,14 +262,20 @@ def enqueue_due(
             )
         for name, row in sorted(known.items()):
             schedule = schedules[name]
-            params = {"schedule_name": name, "schedule_spec": schedule.spec}
-            if row.spec != schedule.spec:
-                params.update(schedule_kind=schedule.kind, following=schedule.next_after(now))
-                session.execute(control.respec_schedule(model), params)
-                log.info("schedule %s now runs as %s", name, schedule.spec)
-                continue
+            params = {
+                "schedule_name": name,
+                "schedule_spec": schedule.spec,
+                "schedule_kind": schedule.kind,
+            }
             if row.next_run_at > now:
+                if row.spec != schedule.spec:
+                    # Never later than the tick the row holds (docs/periodic.md, deploys).
+                    params["following"] = schedule.next_after(now)
+                    session.execute(control.respec_schedule(model), params)
+                    log.info("schedule %s now runs as %s", name, schedule.spec)
                 continue
+            # A due tick is taken whichever definition the row holds: during a deploy
+            # either definition's workers fire it, once.
             following = schedule.next_after(now)
             won = session.execute(
                 control.advance_schedule(model),

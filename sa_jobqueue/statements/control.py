@@ -142,18 +142,23 @@ def advance_schedule(model: type[JobMixin]) -> Update:
     """Take the tick ``:due`` of schedule ``:schedule_name``: move it to ``:following``.
 
     This is what makes a tick run once: the UPDATE matches only while the row still
-    holds ``:due`` (and the same ``:schedule_spec``) and the tick is due by the database clock.
-    A second worker racing for the same tick waits on the row lock, then finds
-    ``next_run_at`` moved and updates nothing. Returns the name when this caller won.
+    holds ``:due`` and the tick is due by the database clock. A second worker racing
+    for the same tick waits on the row lock, then finds ``next_run_at`` moved and
+    updates nothing. Returns the name when this caller won.
+
+    The winner's definition (``:schedule_spec``, ``:schedule_kind``) is stored with
+    the tick it takes, whichever definition the row held: during a rolling deploy, a
+    due tick is taken by either definition's workers, never skipped.
     """
     schedules = schedules_table_for(_table(model))
     return (
         update(schedules)
         .where(schedules.c.name == bindparam("schedule_name", type_=Text))
-        .where(schedules.c.spec == bindparam("schedule_spec", type_=Text))
         .where(schedules.c.next_run_at == bindparam("due", type_=TIMESTAMP(timezone=True)))
         .where(schedules.c.next_run_at <= func.now())
         .values(
+            spec=bindparam("schedule_spec", type_=Text),
+            kind=bindparam("schedule_kind", type_=Text),
             next_run_at=bindparam("following", type_=TIMESTAMP(timezone=True)),
             last_run_at=func.now(),
             updated_at=func.now(),
@@ -173,9 +178,12 @@ def record_schedule_job(model: type[JobMixin]) -> Update:
 
 
 def respec_schedule(model: type[JobMixin]) -> Update:
-    """A schedule whose definition changed: store ``:schedule_spec`` and ``:following``.
+    """A schedule whose definition changed: store ``:schedule_spec`` and ``:schedule_kind``.
 
-    ``:schedule_kind`` is stored too, and ``:following`` is the new definition's next tick.
+    ``:following`` is the new definition's next tick; the row keeps the earlier of it
+    and the tick it holds, so a rewrite never moves a tick later. (Two definitions
+    rewriting each other during a deploy could otherwise push the tick forward for
+    ever: the tick that is due first fires, by either definition.)
 
     Matches only while the row holds another spec, so workers that agree do nothing.
     """
@@ -187,7 +195,9 @@ def respec_schedule(model: type[JobMixin]) -> Update:
         .values(
             spec=bindparam("schedule_spec", type_=Text),
             kind=bindparam("schedule_kind", type_=Text),
-            next_run_at=bindparam("following", type_=TIMESTAMP(timezone=True)),
+            next_run_at=func.least(
+                schedules.c.next_run_at, bindparam("following", type_=TIMESTAMP(timezone=True))
+            ),
             updated_at=func.now(),
         )
         .returning(schedules.c.name)
