@@ -13,7 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sa_jobqueue.migration.ops import add_flow_control, drop_flow_control
+    from sa_jobqueue.migration.ops import (
+        add_flow_control,
+        add_runtime_control,
+        drop_flow_control,
+        drop_runtime_control,
+    )
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
@@ -45,6 +50,7 @@ __all__ = [
     "ROOT_REVISION",
     "add_flow_control",
     "add_revision_columns",
+    "add_runtime_control",
     "add_scheduling",
     "channel_name",
     "check_identifier",
@@ -57,6 +63,7 @@ __all__ = [
     "drop_jobs_table",
     "drop_notify_trigger",
     "drop_revision_columns",
+    "drop_runtime_control",
     "drop_scheduling",
     "jobs_table",
     "latest",
@@ -68,7 +75,9 @@ __all__ = [
     "versions_location",
 ]
 
-_OPS = frozenset({"add_flow_control", "drop_flow_control"})
+_OPS = frozenset(
+    {"add_flow_control", "drop_flow_control", "add_runtime_control", "drop_runtime_control"}
+)
 
 
 def __getattr__(name: str) -> Any:

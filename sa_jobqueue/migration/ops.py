@@ -20,11 +20,12 @@ from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.model import REVISION_INFO, JobMixin, table_args
 from sa_jobqueue.schema.naming import check_identifier, starts_table_name
 from sa_jobqueue.schema.starts import starts_table
-from sa_jobqueue.schema.state_tables import add_state_tables
+from sa_jobqueue.schema.state_tables import SCHEDULES_0006, add_state_tables
 
 __all__ = [
     "add_flow_control",
     "add_revision_columns",
+    "add_runtime_control",
     "add_scheduling",
     "create_jobs_table",
     "create_notify_trigger",
@@ -32,6 +33,7 @@ __all__ = [
     "drop_jobs_table",
     "drop_notify_trigger",
     "drop_revision_columns",
+    "drop_runtime_control",
     "drop_scheduling",
     "jobs_table",
     "set_autovacuum",
@@ -68,7 +70,8 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
     op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
-        _create_index(index, name, schema)
+        if REVISION_INFO not in index.info:  # a later revision's index (over its columns)
+            _create_index(index, name, schema)
     set_autovacuum(name, schema=schema)
     create_notify_trigger(name, schema=schema)
     _create_state_tables(table)
@@ -228,3 +231,52 @@ def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
     op.drop_table(starts_table_name(name), schema=schema, if_exists=True)
     quoted = f'"{check_identifier(schema)}"."{name}"' if schema else f'"{name}"'
     op.execute(text(f"ALTER TABLE {quoted} DROP COLUMN IF EXISTS concurrency_key"))
+
+
+# -- revision sajq_0006: runtime schedules, debounce and throttle keys ------------------
+
+
+def add_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Revision ``sajq_0006``: runtime schedules, debounce and throttle keys.
+
+    Adds to the schedules table beside the jobs table `name` its ``definition``
+    (JSONB: a schedule made with `JobQueue.schedule`) and ``paused_at`` columns; adds
+    to the jobs table the ``debounce_key`` and ``throttle_key`` columns (nullable, no
+    default: no row is rewritten, live jobs keep running) and their partial indexes.
+    What exists already is kept (``IF NOT EXISTS``), so a table that `create_jobs_table`
+    or ``create_all`` made with this version is left as it is.
+
+    The two ``CREATE INDEX`` read the table once and block writes meanwhile, as any
+    ``CREATE INDEX`` does; their rows are only jobs that hold such a key, so they stay
+    small. `drop_runtime_control` undoes it.
+    """
+    _qualified(name, schema)
+    table = jobs_table(name, schema=schema)
+    _create_state_tables(table)
+    schedules = add_state_tables(table)[1]
+    for column in SCHEDULES_0006:
+        op.add_column(
+            schedules.name, schedules.c[column]._copy(), schema=schema, if_not_exists=True
+        )
+    for column in _revision_columns("sajq_0006", name, schema):
+        op.add_column(name, column, schema=schema, if_not_exists=True)
+    for index in _revision_indexes("sajq_0006", table):
+        _create_index(index, name, schema, if_not_exists=True)
+
+
+def drop_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Undo `add_runtime_control` (runtime schedules' definitions and the keys are lost)."""
+    qualified = _qualified(name, schema)
+    table = jobs_table(name, schema=schema)
+    for index in _revision_indexes("sajq_0006", table):
+        op.drop_index(str(index.name), table_name=name, schema=schema, if_exists=True)
+    for column in reversed(_revision_columns("sajq_0006", name, schema)):
+        op.execute(text(f'ALTER TABLE {qualified} DROP COLUMN IF EXISTS "{column.name}"'))
+    schedules = ddl.qualified(add_state_tables(table)[1].name, schema)
+    for column in reversed(SCHEDULES_0006):
+        op.execute(text(f'ALTER TABLE {schedules} DROP COLUMN IF EXISTS "{column}"'))
+
+
+def _revision_indexes(revision: str, table: Table) -> list[Index]:
+    found = [index for index in table.indexes if index.info.get(REVISION_INFO) == revision]
+    return sorted(found, key=lambda index: str(index.name))

@@ -2,7 +2,8 @@
 
 ``sa_jobqueue_paused_<table>`` has one row per paused queue; a claim skips a queue
 that has a row there. ``sa_jobqueue_schedules_<table>`` has one row per periodic
-schedule, holding its next tick; a worker enqueues a tick only by moving that
+schedule, holding its next tick (and, for a schedule made at runtime, its
+definition); a worker enqueues a tick only by moving that
 row's ``next_run_at`` forward with a conditional UPDATE, so each tick is enqueued
 once whatever the number of workers (see docs/periodic.md).
 
@@ -18,18 +19,26 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    JSON,
     MetaData,
     PrimaryKeyConstraint,
     Table,
     Text,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 from sa_jobqueue.schema.naming import paused_queues_table, schedules_table
 
-__all__ = ["add_state_tables", "paused_table_for", "schedules_table_for"]
+__all__ = [
+    "SCHEDULES_0006",
+    "add_state_tables", "paused_table_for", "schedules_table_for"]
 
 _now = text("now()")
+_definition_type = JSON().with_variant(JSONB(), "postgresql")
+
+#: The columns revision ``sajq_0006`` added to the schedules table.
+SCHEDULES_0006 = ("definition", "paused_at")
 
 
 def _paused(table: str, metadata: MetaData, schema: str | None) -> Table:
@@ -58,6 +67,11 @@ def _schedules(table: str, metadata: MetaData, schema: str | None) -> Table:
         Column("last_run_at", DateTime(timezone=True)),
         Column("last_job_id", BigInteger),
         Column("updated_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        # Added by revision sajq_0006. A schedule made at runtime (`JobQueue.schedule`)
+        # keeps its whole definition here; NULL for one declared in code.
+        Column("definition", _definition_type),
+        # Set while the schedule is paused (`JobQueue.pause_schedule`): no tick fires.
+        Column("paused_at", DateTime(timezone=True)),
         PrimaryKeyConstraint("name", name=f"pk_{name}"[:63]),
         schema=schema,
     )
