@@ -18,6 +18,7 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.ops.operator_api import OperatorAPI
 from sa_jobqueue.periodic import Schedule, make_schedule
+from sa_jobqueue.periodic.api import ScheduleAPI
 from sa_jobqueue.retry import BackoffPolicy
 from sa_jobqueue.schema.columns import OwnColumns
 from sa_jobqueue.schema.model import JobMixin, JobT
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["JobQueue"]
 
 
-class JobQueue(OperatorAPI[JobT]):
+class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
     """The queue API for one jobs model: tasks, enqueue and workers.
 
     Example:
@@ -174,6 +175,7 @@ class JobQueue(OperatorAPI[JobT]):
         payload: Any = None,
         queue: str | None = None,
         name: str | None = None,
+        jitter: timedelta | float | None = None,
     ) -> Schedule:
         """Enqueue a job of `kind` at each tick of a schedule; workers do it (docs/periodic.md).
 
@@ -198,6 +200,8 @@ class JobQueue(OperatorAPI[JobT]):
             queue: each job's queue (default: the task's).
             name: names the schedule (default: `kind`); give one to run a kind
                 on two schedules.
+            jitter: each tick's job is due up to this long after the tick (a fixed
+                spread per tick, the same on every worker).
 
         Raises:
             ConfigurationError: naming the problem: kind not registered, bad cron,
@@ -213,6 +217,7 @@ class JobQueue(OperatorAPI[JobT]):
             payload=payload,
             queue=queue,
             name=name,
+            jitter=jitter,
             max_payload_bytes=self.max_payload_bytes,
         )
         if schedule.name in self.schedules:

@@ -16,10 +16,10 @@ definitions.
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Column,
     DateTime,
-    JSON,
     MetaData,
     PrimaryKeyConstraint,
     Table,
@@ -30,12 +30,10 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from sa_jobqueue.schema.naming import paused_queues_table, schedules_table
 
-__all__ = [
-    "SCHEDULES_0006",
-    "add_state_tables", "paused_table_for", "schedules_table_for"]
+__all__ = ["SCHEDULES_0006", "add_state_tables", "paused_table_for", "schedules_table_for"]
 
 _now = text("now()")
-_definition_type = JSON().with_variant(JSONB(), "postgresql")
+_definition_type = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 #: The columns revision ``sajq_0006`` added to the schedules table.
 SCHEDULES_0006 = ("definition", "paused_at")

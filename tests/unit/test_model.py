@@ -173,7 +173,7 @@ def test_status_check_unique_key_and_partial_indexes():
         "ix_jobs_throttle_key": "CREATE INDEX ix_jobs_throttle_key ON jobs "
         "(throttle_key, run_at) WHERE throttle_key IS NOT NULL",
     }
-    assert sorted(i.name for i in table.indexes if i.unique) == [
+    assert sorted(str(i.name) for i in table.indexes if i.unique) == [
         "uq_jobs_debounce_key",
         "uq_jobs_unique_key",
     ]
