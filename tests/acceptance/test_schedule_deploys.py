@@ -7,65 +7,19 @@ must still be enqueued once (following either definition), never none and never 
 from __future__ import annotations
 
 import itertools
-import os
 import signal
-import subprocess
-import sys
 from datetime import datetime
-from pathlib import Path
 
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from tests.acceptance.schedule_workers import spawn
 from tests.helpers import wait_for
 from tests.models import Job
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-class Worker:
-    """An ``sa-jobqueue worker`` process whose output goes to a file."""
-
-    def __init__(self, args, env, log_path):
-        self.log_path = log_path
-        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(
-            args, env=env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT
-        )
-
-    def output(self):
-        return self.log_path.read_text()
-
-    def wait_for_log(self, text, timeout=60.0):
-        wait_for(lambda: text in self.output(), timeout, f"{text!r} in worker log")
-
-    def stop(self):
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(10)
-        self._log.close()
-
-
-@pytest.fixture
-def spawn(database_url, committed, tmp_path):
-    started: list[Worker] = []
-
-    def start(every):
-        env = {**os.environ, "DATABASE_URL": database_url, "SAJQ_EVERY": every}
-        args = [
-            *(sys.executable, "-m", "sa_jobqueue.cli", "worker", "tests.apps.scheduling:jobs"),
-            *("--queue", "beats", "--sweep-interval", "0.5"),
-        ]
-        worker = Worker(args, env, tmp_path / f"worker-{len(started)}.log")
-        started.append(worker)
-        return worker
-
-    yield start
-    for worker in started:
-        worker.stop()
+__all__ = ["spawn"]  # the fixture
 
 
 def beat_ticks(engine):

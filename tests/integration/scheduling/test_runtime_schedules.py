@@ -257,5 +257,5 @@ def test_stored_schedules_lists_code_and_runtime_schedules(committed):
     with Session(committed) as session:
         listed = {s.name: s for s in jobs.stored_schedules(session)}
     assert (listed["tick"].source, listed["hourly"].source) == ("code", "runtime")
-    assert listed["hourly"].definition["every"] == 3600
+    assert (listed["hourly"].definition or {})["every"] == 3600
     assert listed["hourly"].to_dict()["next_run_at"].endswith("+00:00")
