@@ -13,6 +13,7 @@ from sa_jobqueue import tracing
 from sa_jobqueue.core.aio import check_async_session, is_async_engine
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.enqueue.keyed import KeyedEnqueue, KeyedInserter, check_keyed
 from sa_jobqueue.enqueue.prepare import JobSpec, check_session, prepare, prepare_many
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
@@ -65,6 +66,7 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
+        self._keyed: KeyedInserter[JobT] = KeyedInserter(self._inserter)
         self.schedules: dict[str, Schedule] = {}
         self._columns = OwnColumns(model, max_payload_bytes)
         #: The middleware around every handler call; `middleware` adds to it.
@@ -247,6 +249,8 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         unique_key: str | None = None,
         concurrency_key: str | None = None,
         columns: Mapping[str, Any] | None = None,
+        debounce: tuple[str, timedelta | float] | None = None,
+        throttle: tuple[str, timedelta | float] | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -273,6 +277,12 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
                 many jobs with this key run at once (docs/flow-control.md).
             columns: values for columns the application added to its model
                 (``{"order_id": 4}``), by attribute name; checked against the model.
+            debounce: ``(key, window)``: enqueues of `key` collapse into one pending
+                job, due `window` after the last of them, with the last payload
+                (docs/flow-control.md). Not with run_at, delay or the keys above.
+            throttle: ``(key, window)``: at most one job of `key` is due per
+                `window`; within it, the job there is returned and nothing is
+                inserted (docs/flow-control.md). Same exclusions as `debounce`.
 
         With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
         context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
@@ -284,6 +294,13 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
                 is told to use ``await jobs.aenqueue(...)``).
         """
         check_session(session, "enqueue")
+        keyed_enqueue = check_keyed(
+            debounce,
+            throttle,
+            run_at=run_at,
+            delay=delay,
+            keys={"idempotency_key": idempotency_key, "unique_key": unique_key},
+        )
         spec = self._prepare(
             kind,
             payload,
@@ -297,6 +314,8 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
             concurrency_key=concurrency_key,
             columns=columns,
         )
+        if keyed_enqueue is not None:
+            return self._insert_keyed(session, spec, keyed_enqueue)
         return self._insert_one(session, spec)
 
     def _prepare(
@@ -339,6 +358,13 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
             produced.inserted([job.id])
         return job
 
+    def _insert_keyed(self, session: Session, spec: JobSpec, keyed_enqueue: KeyedEnqueue) -> JobT:
+        """Insert a debounced or throttled `spec`, inside its ``send`` span."""
+        with tracing.producing([spec.queue], 1) as produced:
+            job = self._keyed.insert(session, spec, keyed_enqueue, trace_context=produced.carrier)
+            produced.inserted([job.id])
+        return job
+
     def enqueue_many(self, session: Session, items: Iterable[Any]) -> list[JobT]:
         """Add many jobs in one round trip; return their rows in the order given.
 
@@ -374,6 +400,8 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         unique_key: str | None = None,
         concurrency_key: str | None = None,
         columns: Mapping[str, Any] | None = None,
+        debounce: tuple[str, timedelta | float] | None = None,
+        throttle: tuple[str, timedelta | float] | None = None,
     ) -> JobT:
         """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
 
@@ -396,6 +424,13 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
                 is told to use ``jobs.enqueue(...)``).
         """
         check_async_session(session, "aenqueue")
+        keyed_enqueue = check_keyed(
+            debounce,
+            throttle,
+            run_at=run_at,
+            delay=delay,
+            keys={"idempotency_key": idempotency_key, "unique_key": unique_key},
+        )
         spec = self._prepare(
             kind,
             payload,
@@ -411,9 +446,14 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         )
         # The span opens here, in the caller's context, around the bridge.
         with tracing.producing([spec.queue], 1) as produced:
-            job: JobT = await session.run_sync(
-                self._inserter.insert_one, spec, trace_context=produced.carrier
-            )
+            if keyed_enqueue is not None:
+                job: JobT = await session.run_sync(
+                    self._keyed.insert, spec, keyed_enqueue, trace_context=produced.carrier
+                )
+            else:
+                job = await session.run_sync(
+                    self._inserter.insert_one, spec, trace_context=produced.carrier
+                )
             produced.inserted([job.id])
         return job
 

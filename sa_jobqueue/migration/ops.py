@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Column, Index, MetaData, Table, Text, inspect, text
+from sqlalchemy import Column, Index, MetaData, PrimaryKeyConstraint, Table, Text, inspect, text
 from sqlalchemy.orm import DeclarativeBase
 
 from alembic import op
@@ -127,8 +127,13 @@ def _create_index(
 
 
 def _create_state_tables(table: Table) -> None:
-    for state in add_state_tables(table):
-        state.create(op.get_bind(), checkfirst=True)
+    paused, schedules = add_state_tables(table)
+    paused.create(op.get_bind(), checkfirst=True)
+    if not inspect(op.get_bind()).has_table(schedules.name, schema=schedules.schema):
+        # As the revision that made it (sajq_0002) made it: sajq_0006 adds the rest.
+        columns = [c._copy() for c in schedules.columns if c.name not in SCHEDULES_0006]
+        key = PrimaryKeyConstraint("name", name=str(schedules.primary_key.name))
+        op.create_table(schedules.name, *columns, key, schema=schedules.schema)
     starts_table(table.metadata, table.name).create(op.get_bind(), checkfirst=True)
 
 
