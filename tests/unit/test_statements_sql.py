@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control
+from sa_jobqueue.statements import control, keyed, schedule_control
 from tests.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -81,6 +81,17 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "advance_schedule": lambda: control.advance_schedule(Job),
     "record_schedule_job": lambda: control.record_schedule_job(Job),
     "respec_schedule": lambda: control.respec_schedule(Job),
+    # runtime schedules, debounce and throttle (sajq_0006)
+    "lock_schedule": lambda: schedule_control.lock_schedule(Job),
+    "list_schedules": lambda: schedule_control.list_schedules(Job),
+    "upsert_schedule": lambda: schedule_control.upsert_schedule(Job),
+    "delete_schedule": lambda: schedule_control.delete_schedule(Job),
+    "pause_schedule": lambda: schedule_control.pause_schedule(Job),
+    "resume_schedule": lambda: schedule_control.resume_schedule(Job),
+    "record_schedule_run": lambda: schedule_control.record_schedule_run(Job),
+    "debounce": lambda: keyed.debounce(Job),
+    "throttle_lock": lambda: keyed.throttle_lock(Job),
+    "throttled": lambda: keyed.throttled(Job),
     "claim_excluding_limited": lambda: statements.claim(
         Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"]
     ),
