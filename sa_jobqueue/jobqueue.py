@@ -94,6 +94,7 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         max_running: int | None = None,
         max_running_per_key: int | None = None,
         rate_limit: tuple[int, timedelta | float] | None = None,
+        fair: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -121,6 +122,9 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
             rate_limit: ``(count, window)``: at most `count` attempts of `kind`
                 start in any window of that length (a timedelta or seconds), over
                 every worker.
+            fair: claims of `kind` take turns between ``concurrency_key`` values
+                (round robin over the keys with due jobs, weighted by `set_weight`),
+                so one key's backlog does not delay the others (docs/flow-control.md).
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -139,6 +143,7 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
                 max_running=max_running,
                 max_running_per_key=max_running_per_key,
                 rate_limit=rate_limit,
+                fair=fair,
             )
             return handler
 

@@ -20,7 +20,12 @@ from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.model import REVISION_INFO, JobMixin, table_args
 from sa_jobqueue.schema.naming import check_identifier, starts_table_name
 from sa_jobqueue.schema.starts import starts_table
-from sa_jobqueue.schema.state_tables import SCHEDULES_0006, add_state_tables
+from sa_jobqueue.schema.state_tables import (
+    SCHEDULES_0006,
+    add_state_tables,
+    turns_table_for,
+    weights_table_for,
+)
 
 __all__ = [
     "add_flow_control",
@@ -170,6 +175,8 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
     drop_notify_trigger(name, schema=schema)
     table = jobs_table(name, schema=schema)
+    turns_table_for(table).drop(op.get_bind(), checkfirst=True)
+    weights_table_for(table).drop(op.get_bind(), checkfirst=True)
     starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
@@ -242,9 +249,11 @@ def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
 
 
 def add_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
-    """Revision ``sajq_0006``: runtime schedules, debounce and throttle keys.
+    """Revision ``sajq_0006``: runtime schedules, debounce and throttle keys, fair weights.
 
-    Adds to the schedules table beside the jobs table `name` its ``definition``
+    Creates the fair kinds' weights and turns tables (``sa_jobqueue_weight_<name>``,
+    ``sa_jobqueue_turns_<name>``). Adds to
+    the schedules table beside the jobs table `name` its ``definition``
     (JSONB: a schedule made with `JobQueue.schedule`) and ``paused_at`` columns; adds
     to the jobs table the ``debounce_key`` and ``throttle_key`` columns (nullable, no
     default: no row is rewritten, live jobs keep running) and their partial indexes.
@@ -267,12 +276,16 @@ def add_runtime_control(name: str = "jobs", *, schema: str | None = None) -> Non
         op.add_column(name, column, schema=schema, if_not_exists=True)
     for index in _revision_indexes("sajq_0006", table):
         _create_index(index, name, schema, if_not_exists=True)
+    weights_table_for(table).create(op.get_bind(), checkfirst=True)
+    turns_table_for(table).create(op.get_bind(), checkfirst=True)
 
 
 def drop_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
-    """Undo `add_runtime_control` (runtime schedules' definitions and the keys are lost)."""
+    """Undo `add_runtime_control` (runtime schedules, keys and weights are lost)."""
     qualified = _qualified(name, schema)
     table = jobs_table(name, schema=schema)
+    turns_table_for(table).drop(op.get_bind(), checkfirst=True)
+    weights_table_for(table).drop(op.get_bind(), checkfirst=True)
     for index in _revision_indexes("sajq_0006", table):
         op.drop_index(str(index.name), table_name=name, schema=schema, if_exists=True)
     for column in reversed(_revision_columns("sajq_0006", name, schema)):

@@ -28,7 +28,7 @@ from sqlalchemy.sql import FromClause
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.starts import starts_table
-from sa_jobqueue.schema.state_tables import add_state_tables
+from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
 
 __all__ = [
     "ACTIVE",
@@ -184,6 +184,8 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
     if isinstance(table, Table):
         add_state_tables(table)
         starts_table(table.metadata, table.name)  # the rate limits' starts log
+        weights_table_for(table)  # the fair kinds' weights and turns (sajq_0006)
+        turns_table_for(table)
 
 
 def table_args(table: str) -> tuple[Any, ...]:

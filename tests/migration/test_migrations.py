@@ -72,6 +72,8 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_paused_{table}",
             f"sa_jobqueue_schedules_{table}",
             f"sa_jobqueue_starts_{table}",
+            f"sa_jobqueue_weight_{table}",  # sajq_0006
+            f"sa_jobqueue_turns_{table}",
         )
     }
 
