@@ -128,12 +128,12 @@ def test_fair_and_max_running_per_key_pass_over_a_key_at_its_limit(committed):
 
 def test_fair_options_and_weights_are_checked_at_the_call(session):
     with pytest.raises(ConfigurationError, match="fair"):
-        jobs.task("bad_fair", fair="yes")(lambda ctx: None)
+        jobs.task("bad_fair", fair="yes")(lambda ctx: None)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="does not combine with rate_limit"):
         jobs.task("bad_rate", fair=True, rate_limit=(5, 1))(lambda ctx: None)
     for weight in (0, -1, 1.5, True, "3"):
         with pytest.raises(ValidationError, match="weight"):
-            jobs.set_weight(session, "gold", weight)
+            jobs.set_weight(session, "gold", weight)  # type: ignore[arg-type]
     with pytest.raises(ValidationError):
         jobs.set_weight(session, "", 2)
     assert session.scalars(select(Job)).all() == []
