@@ -165,6 +165,10 @@ def check_concurrency_key(value: object, limits: Limits | None) -> str | None:
     'customer:42'
     """
     if value is None:
+        if limits is not None and limits.fair:
+            raise ValidationError(
+                "concurrency_key", value, "is needed: its task is fair=True (turns are by key)"
+            )
         return None
     if not isinstance(value, str):
         raise ValidationError(

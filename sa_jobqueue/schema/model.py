@@ -76,9 +76,10 @@ def since(revision: str) -> dict[str, str]:
 #: The ``Column.info`` key naming the revision that added a column (or an index).
 REVISION_INFO = "sa_jobqueue_revision"
 
-#: The predicates of the debounce and throttle keys' partial indexes (sajq_0006).
+#: The predicates of the debounce, throttle and keyed partial indexes (sajq_0006).
 DEBOUNCE_WHERE = "status = 'pending' AND debounce_key IS NOT NULL"
 THROTTLE_WHERE = "throttle_key IS NOT NULL"
+KEYED_WHERE = "status = 'pending' AND concurrency_key IS NOT NULL"
 
 
 def _sql_list(values: tuple[Status, ...]) -> str:
@@ -237,6 +238,19 @@ def table_args(table: str) -> tuple[Any, ...]:
             "throttle_key",
             "run_at",
             postgresql_where=text(THROTTLE_WHERE),
+            info=since("sajq_0006"),
+        ),
+        # Added by sajq_0006: fair claims walk the keys of a kind's pending jobs here
+        # (one probe per key) and read each key's first due jobs in claim order.
+        Index(
+            f"ix_{table}_keyed",
+            "queue",
+            "kind",
+            "concurrency_key",
+            "priority",
+            "run_at",
+            "id",
+            postgresql_where=text(KEYED_WHERE),
             info=since("sajq_0006"),
         ),
         # Retention: prune finished rows by age without scanning live ones.

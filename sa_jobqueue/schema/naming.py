@@ -82,6 +82,7 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"ix_{table}_starts",
         f"uq_{table}_debounce_key",
         f"ix_{table}_throttle_key",
+        f"ix_{table}_keyed",
         f"sa_jobqueue_weight_{table}",
         f"sa_jobqueue_turns_{table}",
     ]

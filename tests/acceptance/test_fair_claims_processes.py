@@ -65,7 +65,7 @@ def test_three_workers_take_turns_between_keys_so_light_keys_start_in_the_first_
         total = HEAVY + LIGHT_KEYS * LIGHT_EACH
         wait_for(lambda: _done(committed) >= total, timeout=120, what="every job done")
         for worker in workers:
-            wait_for(lambda w=worker: " started: " in w.output(), timeout=30, what="started")
+            worker.wait_for_log(" started: ")
     finally:
         for worker in workers:
             worker.stop()

@@ -343,6 +343,7 @@ def test_migrated_schema_equals_the_model(scratch):
         # sajq_0006
         "uq_jobs_debounce_key": "((status = 'pending'::text) AND (debounce_key IS NOT NULL))",
         "ix_jobs_throttle_key": "(throttle_key IS NOT NULL)",
+        "ix_jobs_keyed": "((status = 'pending'::text) AND (concurrency_key IS NOT NULL))",
     }
     assert set(migrated["predicates"]) == _model_predicates(Job.__table__)
     assert migrated["indexes"]["ix_jobs_pending"] == (
@@ -577,6 +578,7 @@ def test_custom_table_from_a_user_revision_matches_its_model(scratch, tmp_path):
         "uq_my_jobs_unique_key",
         "uq_my_jobs_debounce_key",
         "ix_my_jobs_throttle_key",
+        "ix_my_jobs_keyed",
     }
     assert _functions(engine) == {"sa_jobqueue_notify_my_jobs"}
 

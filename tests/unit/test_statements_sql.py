@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control, keyed, schedule_control
+from sa_jobqueue.statements import control, fairness, keyed, schedule_control
 from tests.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -92,6 +92,16 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "debounce": lambda: keyed.debounce(Job),
     "throttle_lock": lambda: keyed.throttle_lock(Job),
     "throttled": lambda: keyed.throttled(Job),
+    "claim_fair": lambda: fairness.claim_fair(
+        Job, kind="import_feed", limits=check_limits(fair=True), lease=60.0
+    ),
+    "claim_fair_capped": lambda: fairness.claim_fair(
+        Job,
+        kind="import_feed",
+        limits=check_limits(fair=True, max_running=10, max_running_per_key=1),
+        lease=60.0,
+    ),
+    "set_weight": lambda: fairness.set_weight(Job),
     "claim_excluding_limited": lambda: statements.claim(
         Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"]
     ),

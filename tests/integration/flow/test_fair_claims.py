@@ -137,3 +137,20 @@ def test_fair_options_and_weights_are_checked_at_the_call(session):
     with pytest.raises(ValidationError):
         jobs.set_weight(session, "", 2)
     assert session.scalars(select(Job)).all() == []
+
+
+def test_a_fair_kind_needs_a_key_at_enqueue_and_a_keyless_row_from_sql_still_runs(committed):
+    with Session(committed) as session, session.begin():
+        with pytest.raises(ValidationError, match="fair=True"):
+            jobs.enqueue(session, "import_feed", {"key": "none"})
+    _enqueue(committed, "import_feed", "a", 2)
+    with committed.begin() as connection:  # another program's row, without a key
+        connection.execute(
+            text(
+                "INSERT INTO jobs (kind, queue, payload) VALUES"
+                " ('import_feed', 'feeds', '{\"key\": \"\"}')"
+            )
+        )
+    assert _drain(committed) == 3
+    assert sorted(started) == ["", "a", "a"]
+    assert started.index("") < 2  # it took its turn as one more key
