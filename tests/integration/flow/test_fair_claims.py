@@ -140,9 +140,12 @@ def test_fair_options_and_weights_are_checked_at_the_call(session):
 
 
 def test_a_fair_kind_needs_a_key_at_enqueue_and_a_keyless_row_from_sql_still_runs(committed):
-    with Session(committed) as session, session.begin():
-        with pytest.raises(ValidationError, match="fair=True"):
-            jobs.enqueue(session, "import_feed", {"key": "none"})
+    with (
+        Session(committed) as session,
+        session.begin(),
+        pytest.raises(ValidationError, match="fair=True"),
+    ):
+        jobs.enqueue(session, "import_feed", {"key": "none"})
     _enqueue(committed, "import_feed", "a", 2)
     with committed.begin() as connection:  # another program's row, without a key
         connection.execute(
