@@ -214,25 +214,35 @@ def claim_fair(model: type[JobMixin], *, kind: str, limits: Limits, lease: float
         candidates = candidates.outerjoin(busy, busy.c.key == ranked.c.key).where(
             or_(ranked.c.key == literal("", Text), slot <= cap)
         )
-    fit = candidates.subquery("fitting")
+    fit = candidates.cte("fitting")
     by_turn = (fit.c.turn, fit.c.new.desc(), fit.c.priority, fit.c.run_at, fit.c.id)
-    # The window function cannot sit beside FOR UPDATE: lock in the outer query.
-    locked = (
+    chosen = (
         select(
-            model.id, fit.c.key, fit.c.turn, fit.c.weight, fit.c.new, fit.c.priority, fit.c.run_at
+            fit.c.id, fit.c.key, fit.c.turn, fit.c.weight, fit.c.new, fit.c.priority, fit.c.run_at
         )
-        .join(fit, fit.c.id == model.id)
         .order_by(*by_turn)
         .limit(limit)
-        .with_for_update(of=model, skip_locked=True)
+        .cte("chosen")
+    )
+    # Lock the chosen rows by primary key (``id = ANY(ARRAY(...))``: never a hash join
+    # over a scan of the table), re-checking that each is still pending; one locked
+    # elsewhere is skipped (claims of the kind take its lock, so that is rare).
+    ids = func.array(select(chosen.c.id).scalar_subquery())
+    locked = (
+        select(model.id)
+        .where(model.id == func.any(ids))
+        .where(model.status == literal_column(f"'{Status.PENDING.value}'", Text))
+        .with_for_update(skip_locked=True)
         .cte("locked")
     )
-    due: Any = select(locked.c.id, locked.c.key, locked.c.turn, locked.c.weight)
+    due: Any = select(chosen.c.id, chosen.c.key, chosen.c.turn, chosen.c.weight).join(
+        locked, locked.c.id == chosen.c.id
+    )
     if limits.max_running is not None:
         running = select(func.count()).where(*running_of_kind).scalar_subquery()
         room = func.greatest(literal(limits.max_running, Integer) - running, 0)
         due = due.order_by(
-            locked.c.turn, locked.c.new.desc(), locked.c.priority, locked.c.run_at, locked.c.id
+            chosen.c.turn, chosen.c.new.desc(), chosen.c.priority, chosen.c.run_at, chosen.c.id
         ).limit(room)
     due = due.cte("due")
     leased = {

@@ -33,14 +33,21 @@ FROM keys LEFT OUTER JOIN sa_jobqueue_turns_jobs ON sa_jobqueue_turns_jobs.kind 
 base AS
 (SELECT coalesce(min(state.pass), %(coalesce_2)s) AS v
 FROM state),
+fitting AS
+(SELECT ranked.id AS id, ranked.key AS key, ranked.priority AS priority, ranked.run_at AS run_at, state.weight AS weight, state.pass IS NULL AS "new", CASE WHEN (state.pass IS NULL) THEN base.v - %(weight_1)s / CAST(state.weight AS FLOAT) ELSE greatest(state.pass, base.v) END + (ranked.rank - %(rank_1)s) / CAST(state.weight AS FLOAT) AS turn
+FROM ranked JOIN state ON state.key = ranked.key JOIN base ON %(param_12)s),
+chosen AS
+(SELECT fitting.id AS id, fitting.key AS key, fitting.turn AS turn, fitting.weight AS weight, fitting."new" AS "new", fitting.priority AS priority, fitting.run_at AS run_at
+FROM fitting ORDER BY fitting.turn, fitting."new" DESC, fitting.priority, fitting.run_at, fitting.id
+ LIMIT %(limit)s),
 locked AS
-(SELECT jobs.id AS id, fitting.key AS key, fitting.turn AS turn, fitting.weight AS weight, fitting."new" AS "new", fitting.priority AS priority, fitting.run_at AS run_at
-FROM jobs JOIN (SELECT ranked.id AS id, ranked.key AS key, ranked.priority AS priority, ranked.run_at AS run_at, state.weight AS weight, state.pass IS NULL AS "new", CASE WHEN (state.pass IS NULL) THEN base.v - %(weight_1)s / CAST(state.weight AS FLOAT) ELSE greatest(state.pass, base.v) END + (ranked.rank - %(rank_1)s) / CAST(state.weight AS FLOAT) AS turn
-FROM ranked JOIN state ON state.key = ranked.key JOIN base ON %(param_12)s) AS fitting ON fitting.id = jobs.id ORDER BY fitting.turn, fitting."new" DESC, fitting.priority, fitting.run_at, fitting.id
- LIMIT %(limit)s FOR UPDATE OF jobs SKIP LOCKED),
+(SELECT jobs.id AS id
+FROM jobs
+WHERE jobs.id = any(array((SELECT chosen.id
+FROM chosen))) AND jobs.status = 'pending' FOR UPDATE SKIP LOCKED),
 due AS
-(SELECT locked.id AS id, locked.key AS key, locked.turn AS turn, locked.weight AS weight
-FROM locked),
+(SELECT chosen.id AS id, chosen.key AS key, chosen.turn AS turn, chosen.weight AS weight
+FROM chosen JOIN locked ON locked.id = chosen.id),
 moved AS
 (INSERT INTO sa_jobqueue_turns_jobs (kind, key, pass) SELECT %(param_1)s AS kind, due.key AS key, max(due.turn) + %(max_1)s / CAST(max(due.weight) AS FLOAT) AS pass
 FROM due GROUP BY due.key ON CONFLICT (kind, key) DO UPDATE SET pass = excluded.pass),

@@ -37,15 +37,22 @@ busy AS
 (SELECT jobs.concurrency_key AS key, count(*) AS n
 FROM jobs
 WHERE jobs.status = %(status_1)s AND jobs.kind = %(param_13)s AND jobs.concurrency_key IS NOT NULL GROUP BY jobs.concurrency_key),
-locked AS
-(SELECT jobs.id AS id, fitting.key AS key, fitting.turn AS turn, fitting.weight AS weight, fitting."new" AS "new", fitting.priority AS priority, fitting.run_at AS run_at
-FROM jobs JOIN (SELECT ranked.id AS id, ranked.key AS key, ranked.priority AS priority, ranked.run_at AS run_at, state.weight AS weight, state.pass IS NULL AS "new", CASE WHEN (state.pass IS NULL) THEN base.v - %(weight_1)s / CAST(state.weight AS FLOAT) ELSE greatest(state.pass, base.v) END + (ranked.rank - %(rank_1)s) / CAST(state.weight AS FLOAT) AS turn
+fitting AS
+(SELECT ranked.id AS id, ranked.key AS key, ranked.priority AS priority, ranked.run_at AS run_at, state.weight AS weight, state.pass IS NULL AS "new", CASE WHEN (state.pass IS NULL) THEN base.v - %(weight_1)s / CAST(state.weight AS FLOAT) ELSE greatest(state.pass, base.v) END + (ranked.rank - %(rank_1)s) / CAST(state.weight AS FLOAT) AS turn
 FROM ranked JOIN state ON state.key = ranked.key JOIN base ON %(param_12)s LEFT OUTER JOIN busy ON busy.key = ranked.key
-WHERE ranked.key = %(param_14)s OR ranked.rank + coalesce(busy.n, %(coalesce_3)s) <= %(param_15)s) AS fitting ON fitting.id = jobs.id ORDER BY fitting.turn, fitting."new" DESC, fitting.priority, fitting.run_at, fitting.id
- LIMIT %(limit)s FOR UPDATE OF jobs SKIP LOCKED),
+WHERE ranked.key = %(param_14)s OR ranked.rank + coalesce(busy.n, %(coalesce_3)s) <= %(param_15)s),
+chosen AS
+(SELECT fitting.id AS id, fitting.key AS key, fitting.turn AS turn, fitting.weight AS weight, fitting."new" AS "new", fitting.priority AS priority, fitting.run_at AS run_at
+FROM fitting ORDER BY fitting.turn, fitting."new" DESC, fitting.priority, fitting.run_at, fitting.id
+ LIMIT %(limit)s),
+locked AS
+(SELECT jobs.id AS id
+FROM jobs
+WHERE jobs.id = any(array((SELECT chosen.id
+FROM chosen))) AND jobs.status = 'pending' FOR UPDATE SKIP LOCKED),
 due AS
-(SELECT locked.id AS id, locked.key AS key, locked.turn AS turn, locked.weight AS weight
-FROM locked ORDER BY locked.turn, locked."new" DESC, locked.priority, locked.run_at, locked.id
+(SELECT chosen.id AS id, chosen.key AS key, chosen.turn AS turn, chosen.weight AS weight
+FROM chosen JOIN locked ON locked.id = chosen.id ORDER BY chosen.turn, chosen."new" DESC, chosen.priority, chosen.run_at, chosen.id
  LIMIT greatest(%(param_16)s - (SELECT count(*) AS count_1
 FROM jobs
 WHERE jobs.status = %(status_1)s AND jobs.kind = %(param_13)s), %(greatest_1)s)),
