@@ -73,6 +73,8 @@ def enqueue_due(
     inserter = Inserter(model)
     with Session(bind=connection) as session, session.begin():
         rows = session.execute(control.read_schedules(model), {"names": list(schedules)}).all()
+        if not rows and not schedules:
+            return []  # no schedule at all: one read a round, nothing more
         now = rows[0].now if rows else session.execute(statements.db_now()).scalar_one()
         known = {row.name: row for row in rows}
         new = [s for name, s in schedules.items() if name not in known]
