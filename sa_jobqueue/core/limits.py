@@ -7,11 +7,13 @@ table (see docs/flow-control.md for how):
 * ``max_running_per_key``: at most N running per ``concurrency_key`` (jobs with no
   key are not limited by it);
 * ``rate_limit=(N, window)``: at most N attempts of the kind start in any window of
-  that length (a sliding window).
+  that length (a sliding window);
+* ``fair=True``: claims of the kind take turns between ``concurrency_key`` values
+  (`sa_jobqueue.statements.fairness`).
 
 >>> from datetime import timedelta
 >>> check_limits(max_running=2, rate_limit=(10, timedelta(seconds=1)))
-Limits(max_running=2, max_running_per_key=None, rate_count=10, rate_window=1.0)
+Limits(max_running=2, max_running_per_key=None, rate_count=10, rate_window=1.0, fair=False)
 >>> Limits().limited
 False
 """
