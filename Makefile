@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-startup bench-commit bench-peers bench-hosts bench-backlog bench-cost chaos clean
+.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-peers bench-hosts bench-backlog bench-cost chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -61,11 +61,12 @@ demo: $(STAMP)  ## the lesson end to end with real worker processes
 demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
 	$(BIN)/python examples/demo.py --dashboard
 
-bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, deep backlogs, peers, start-up, many hosts (root; skipped without netns)
+bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness, deep backlogs, peers, start-up, many hosts (root; skipped without netns)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/async_bench.py
 	$(BIN)/python bench/limits.py
+	$(BIN)/python bench/fairness.py
 	$(BIN)/python bench/backlog.py
 	$(BIN)/python bench/next_due.py
 	$(BIN)/python bench/peers.py
@@ -75,6 +76,9 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, deep back
 
 bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
 	$(BIN)/python bench/limits.py
+
+bench-fairness: $(STAMP)  ## light keys' wait behind a heavy key, with and without fair=True: bench/fairness-results.md
+	$(BIN)/python bench/fairness.py
 
 bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
 	$(BIN)/python bench/latency.py

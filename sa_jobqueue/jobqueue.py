@@ -14,6 +14,7 @@ from sa_jobqueue.core.aio import check_async_session, check_sync_session, is_asy
 from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS, check_redacted_keys, redact
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.enqueue.keyed import KeyedEnqueue, KeyedInserter, check_keyed
 from sa_jobqueue.enqueue.prepare import (
     EnqueueOptions,
     JobSpec,
@@ -25,6 +26,7 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.ops.operator_api import OperatorAPI
 from sa_jobqueue.periodic import Schedule, make_schedule
+from sa_jobqueue.periodic.api import ScheduleAPI
 from sa_jobqueue.retry import BackoffPolicy
 from sa_jobqueue.schema.columns import OwnColumns
 from sa_jobqueue.schema.model import JobMixin, JobT
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 __all__ = ["JobQueue"]
 
 
-class JobQueue(OperatorAPI[JobT]):
+class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
     """The queue API for one jobs model: tasks, enqueue and workers.
 
     Example:
@@ -95,6 +97,7 @@ class JobQueue(OperatorAPI[JobT]):
         self.registry = Registry()
         self.max_payload_bytes = max_payload_bytes
         self._inserter: Inserter[JobT] = Inserter(model)
+        self._keyed: KeyedInserter[JobT] = KeyedInserter(self._inserter)
         self.schedules: dict[str, Schedule] = {}
         self._columns = OwnColumns(model, max_payload_bytes)
         #: The middleware around every handler call; `middleware` adds to it.
@@ -169,6 +172,7 @@ class JobQueue(OperatorAPI[JobT]):
         max_running: int | None = None,
         max_running_per_key: int | None = None,
         rate_limit: tuple[int, timedelta | float] | None = None,
+        fair: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -196,6 +200,9 @@ class JobQueue(OperatorAPI[JobT]):
             rate_limit: ``(count, window)``: at most `count` attempts of `kind`
                 start in any window of that length (a timedelta or seconds), over
                 every worker.
+            fair: claims of `kind` take turns between ``concurrency_key`` values
+                (round robin over the keys with due jobs, weighted by `set_weight`),
+                so one key's backlog does not delay the others (docs/flow-control.md).
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -214,6 +221,7 @@ class JobQueue(OperatorAPI[JobT]):
                 max_running=max_running,
                 max_running_per_key=max_running_per_key,
                 rate_limit=rate_limit,
+                fair=fair,
             )
             return handler
 
@@ -252,6 +260,7 @@ class JobQueue(OperatorAPI[JobT]):
         payload: Any = None,
         queue: str | None = None,
         name: str | None = None,
+        jitter: timedelta | float | None = None,
     ) -> Schedule:
         """Enqueue a job of `kind` at each tick of a schedule; workers do it (docs/periodic.md).
 
@@ -276,6 +285,8 @@ class JobQueue(OperatorAPI[JobT]):
             queue: each job's queue (default: the task's).
             name: names the schedule (default: `kind`); give one to run a kind
                 on two schedules.
+            jitter: each tick's job is due up to this long after the tick (a fixed
+                spread per tick, the same on every worker).
 
         Raises:
             ConfigurationError: naming the problem: kind not registered, bad cron,
@@ -291,6 +302,7 @@ class JobQueue(OperatorAPI[JobT]):
             payload=payload,
             queue=queue,
             name=name,
+            jitter=jitter,
             max_payload_bytes=self.max_payload_bytes,
         )
         if schedule.name in self.schedules:
@@ -324,7 +336,8 @@ class JobQueue(OperatorAPI[JobT]):
             payload: a JSON value (default ``{}``).
             **options: `EnqueueOptions`: ``queue``, ``priority``, ``run_at`` or
                 ``delay``, ``max_attempts``, ``idempotency_key``, ``unique_key``,
-                ``concurrency_key``, ``columns``; each is described there.
+                ``concurrency_key``, ``columns``, ``debounce`` or ``throttle``; each
+                is described there.
 
         With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
         context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
@@ -336,28 +349,49 @@ class JobQueue(OperatorAPI[JobT]):
                 is told to use ``await jobs.aenqueue(...)``).
         """
         check_sync_session(session, "enqueue", "aenqueue")
-        spec = self._prepare(kind, payload, options, call="jobs.enqueue")
+        spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.enqueue")
+        if keyed_enqueue is not None:
+            return self._insert_keyed(_plain(session), spec, keyed_enqueue)
         return self._insert_one(session, spec)
 
     def _prepare(
         self, kind: object, payload: Any, options: EnqueueOptions, *, call: str
-    ) -> JobSpec:
-        """One job's `JobSpec`, for `enqueue` and `aenqueue` (same arguments, same rules)."""
+    ) -> tuple[JobSpec, KeyedEnqueue | None]:
+        """One job's `JobSpec` and its debounce or throttle, for `enqueue` and `aenqueue`."""
         check_options(call, options)
-        return prepare(
+        plain = dict(options)
+        keyed_enqueue = check_keyed(
+            plain.pop("debounce", None),
+            plain.pop("throttle", None),
+            run_at=plain.get("run_at"),
+            delay=plain.get("delay"),
+            keys={
+                "idempotency_key": plain.get("idempotency_key"),
+                "unique_key": plain.get("unique_key"),
+            },
+        )
+        spec = prepare(
             self.registry,
             self.max_payload_bytes,
             kind,
             payload,
-            **options,
+            **plain,
             check_columns=self._columns.check,
         )
+        return spec, keyed_enqueue
 
     def _insert_one(self, session: Session | scoped_session[Any], spec: JobSpec) -> JobT:
-        session = _plain(session)
         """Insert `spec` in `session`'s transaction, inside its ``send`` span."""
+        session = _plain(session)
         with tracing.producing([spec.queue], 1) as produced:
             job = self._inserter.insert_one(session, spec, trace_context=produced.carrier)
+            produced.inserted([job.id])
+        return job
+
+    def _insert_keyed(self, session: Session, spec: JobSpec, keyed_enqueue: KeyedEnqueue) -> JobT:
+        """Insert a debounced or throttled `spec`, inside its ``send`` span."""
+        with tracing.producing([spec.queue], 1) as produced:
+            job = self._keyed.insert(session, spec, keyed_enqueue, trace_context=produced.carrier)
             produced.inserted([job.id])
         return job
 
@@ -412,12 +446,17 @@ class JobQueue(OperatorAPI[JobT]):
                 is told to use ``jobs.enqueue(...)``).
         """
         check_async_session(session, "aenqueue")
-        spec = self._prepare(kind, payload, options, call="jobs.aenqueue")
+        spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.aenqueue")
         # The span opens here, in the caller's context, around the bridge.
         with tracing.producing([spec.queue], 1) as produced:
-            job: JobT = await session.run_sync(
-                self._inserter.insert_one, spec, trace_context=produced.carrier
-            )
+            if keyed_enqueue is not None:
+                job: JobT = await session.run_sync(
+                    self._keyed.insert, spec, keyed_enqueue, trace_context=produced.carrier
+                )
+            else:
+                job = await session.run_sync(
+                    self._inserter.insert_one, spec, trace_context=produced.carrier
+                )
             produced.inserted([job.id])
         return job
 

@@ -76,6 +76,7 @@ class Registry:
         max_running: object = None,
         max_running_per_key: object = None,
         rate_limit: object = None,
+        fair: object = False,
     ) -> TaskDef:
         """Validate the options and add the task; return its definition."""
         try:
@@ -89,6 +90,7 @@ class Registry:
                 max_running=max_running,
                 max_running_per_key=max_running_per_key,
                 rate_limit=rate_limit,
+                fair=fair,
             )
         except ValidationError as exc:
             raise ConfigurationError(f"task {kind!r}: {exc}") from None

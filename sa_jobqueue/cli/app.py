@@ -191,6 +191,7 @@ SUBCOMMANDS: Mapping[str, str] = {
     "prune": "sa_jobqueue.cli.ops",
     "resume": "sa_jobqueue.cli.control",
     "retry": "sa_jobqueue.cli.ops",
+    "schedules": "sa_jobqueue.cli.schedules",
     "stats": "sa_jobqueue.cli.ops",
     "worker": "sa_jobqueue.cli.run",
 }

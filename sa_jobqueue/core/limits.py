@@ -1,11 +1,11 @@
 """A task's flow-control limits: what they are and the rules their values must pass.
 
-``max_running``, ``max_running_per_key`` and ``rate_limit=(N, window)``, each optional,
-each enforced by PostgreSQL across every worker. See docs/flow-control.md.
+``max_running``, ``max_running_per_key``, ``rate_limit=(N, window)`` and ``fair=True``, each
+optional, each enforced by PostgreSQL across every worker. See docs/flow-control.md.
 
 >>> from datetime import timedelta
 >>> check_limits(max_running=2, rate_limit=(10, timedelta(seconds=1)))
-Limits(max_running=2, max_running_per_key=None, rate_count=10, rate_window=1.0)
+Limits(max_running=2, max_running_per_key=None, rate_count=10, rate_window=1.0, fair=False)
 >>> Limits().limited
 False
 """
@@ -45,12 +45,15 @@ class Limits:
         max_running_per_key: jobs running at once per ``concurrency_key``.
         rate_count: attempts that may start in any window of `rate_window`...
         rate_window: ...seconds long.
+        fair: claims take turns between ``concurrency_key`` values (weighted by
+            `JobQueue.set_weight`) instead of following claim order alone.
     """
 
     max_running: int | None = None
     max_running_per_key: int | None = None
     rate_count: int | None = None
     rate_window: float | None = None
+    fair: bool = False
 
     @property
     def limited(self) -> bool:
@@ -59,6 +62,7 @@ class Limits:
             self.max_running is not None
             or self.max_running_per_key is not None
             or self.rate_count is not None
+            or self.fair
         )
 
     def describe(self) -> str:
@@ -70,6 +74,8 @@ class Limits:
             parts.append(f"max_running_per_key={self.max_running_per_key}")
         if self.rate_count is not None:
             parts.append(f"rate_limit={self.rate_count}/{self.rate_window:g}s")
+        if self.fair:
+            parts.append("fair=True")
         return ", ".join(parts) or "unlimited"
 
 
@@ -108,6 +114,7 @@ def check_limits(
     max_running: object = None,
     max_running_per_key: object = None,
     rate_limit: object = None,
+    fair: object = False,
 ) -> Limits:
     """Validate a task's limit options and return them as `Limits`.
 
@@ -127,11 +134,17 @@ def check_limits(
             raise ValidationError("rate_limit", rate_limit, "count must be a positive int")
         rate_count = _count("rate_limit", rate_limit[0])
         rate_window = _window(rate_limit[1])
+    if not isinstance(fair, bool):
+        raise ValidationError("fair", fair, f"must be True or False, not {type(fair).__name__}")
+    if fair and rate_count is not None:
+        # A fair claim orders by turns; a rate limit's start log is another claim shape.
+        raise ValidationError("fair", fair, "does not combine with rate_limit")
     return Limits(
         max_running=_count("max_running", max_running),
         max_running_per_key=_count("max_running_per_key", max_running_per_key),
         rate_count=rate_count,
         rate_window=rate_window,
+        fair=fair,
     )
 
 
@@ -146,6 +159,10 @@ def check_concurrency_key(value: object, limits: Limits | None) -> str | None:
     'customer:42'
     """
     if value is None:
+        if limits is not None and limits.fair:
+            raise ValidationError(
+                "concurrency_key", value, "is needed: its task is fair=True (turns are by key)"
+            )
         return None
     if not isinstance(value, str):
         raise ValidationError(
@@ -163,10 +180,10 @@ def check_concurrency_key(value: object, limits: Limits | None) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise ValidationError("concurrency_key", value, "is not valid Unicode text") from None
-    if limits is not None and limits.max_running_per_key is None:
+    if limits is not None and limits.max_running_per_key is None and not limits.fair:
         raise ValidationError(
             "concurrency_key",
             value,
-            "its task has no max_running_per_key, so the key would limit nothing",
+            "its task has no max_running_per_key (nor fair=True), so the key would limit nothing",
         )
     return value

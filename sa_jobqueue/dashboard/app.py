@@ -69,6 +69,7 @@ class _Dashboard:
         model: type[JobMixin],
         engine: Engine,
         *,
+        jobqueue: JobQueue[Any],
         allow_actions: bool,
         limits: Mapping[str, Limits],
         statement_timeout: float,
@@ -79,6 +80,8 @@ class _Dashboard:
         self.model = model
         self.redact_keys = redact_keys
         self.engine = engine
+        #: The schedule actions' JobQueue (code schedules' payloads for "run now").
+        self.jobqueue = jobqueue
         # Pages read through the same pool, in transactions PostgreSQL refuses to write in.
         self.reader = engine.execution_options(postgresql_readonly=True)
         self.allow_actions = allow_actions
@@ -255,6 +258,36 @@ class _Dashboard:
         target = request.url_for("overview")
         return RedirectResponse(f"{target}?notice={notice}", status_code=303)
 
+    async def schedule_action(self, request: Request) -> Response:
+        """Pause, resume or run now one schedule (as ``sa-jobqueue schedules ...``)."""
+        action = request.path_params["action"]
+        if action not in ("pause", "resume", "run"):
+            return self.error(request, 404, f"There is no action {action!r}.")
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        name = form.get("schedule", "")
+        try:
+            changed = await run_in_threadpool(self._schedule, action, name)
+        except (ValidationError, ConfigurationError) as error:
+            return self.error(request, 400, str(error))
+        log.info("dashboard: %s schedule %r -> %s", action, name, changed)
+        if action == "run":
+            notice = "schedule_ran"
+        else:
+            notice = f"schedule_{action}d" if changed else f"schedule_already_{action}d"
+        target = request.url_for("workers")
+        return RedirectResponse(f"{target}?notice={notice}#schedules", status_code=303)
+
+    def _schedule(self, action: str, name: str) -> bool:
+        with Session(self.engine) as session, session.begin():
+            if action == "pause":
+                return self.jobqueue.pause_schedule(session, name)
+            if action == "resume":
+                return self.jobqueue.resume_schedule(session, name)
+            self.jobqueue.run_schedule_now(session, name)
+            return True
+
     def _switch(self, fn: Callable[..., list[str]], queue: str) -> list[str]:
         with Session(self.engine) as session, session.begin():
             return fn(session, self.model, queue)
@@ -309,8 +342,8 @@ def make_app(
     Args:
         jobs: the application's `JobQueue`, or a mapped `JobMixin` model.
         engine: a sync SQLAlchemy `Engine` for the jobs' database.
-        allow_actions: show and accept retry, cancel, delete, pause and resume; read-only
-            otherwise.
+        allow_actions: show and accept retry, cancel, delete, pause and resume (of
+            queues and schedules) and run a schedule now; read-only otherwise.
         basic_auth: ``"user:password"`` every request must present (HTTP basic auth).
         token: a secret of 16+ characters every request must present, as
             ``Authorization: Bearer TOKEN`` or as the basic-auth password.
@@ -357,6 +390,7 @@ def make_app(
     board = _Dashboard(
         model,
         engine,
+        jobqueue=jobs if isinstance(jobs, JobQueue) else JobQueue(model),
         allow_actions=allow_actions,
         limits=limits,
         statement_timeout=statement_timeout,
@@ -377,6 +411,12 @@ def make_app(
         ),
         Route("/retry-failed", board.retry_failed, methods=["POST"], name="retry_failed"),
         Route("/queues/{action:str}", board.queue_action, methods=["POST"], name="queue_action"),
+        Route(
+            "/schedules/{action:str}",
+            board.schedule_action,
+            methods=["POST"],
+            name="schedule_action",
+        ),
         Route("/workers", board.workers, name="workers"),
         Route("/favicon.ico", lambda request: Response(status_code=204)),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),

@@ -223,6 +223,9 @@ class ScheduleInfo:
     next_run_at: datetime
     last_run_at: datetime | None
     last_job_id: int | None
+    paused_at: datetime | None = None
+    #: Made at runtime (`JobQueue.schedule`) rather than declared in code.
+    runtime: bool = False
 
     @classmethod
     def from_row(cls, row: Any) -> ScheduleInfo:

@@ -31,6 +31,11 @@ NOTICES = {
     "already_paused": "The queue was already paused.",
     "resumed": "Queue resumed: idle workers were woken.",
     "already_resumed": "The queue was not paused.",
+    "schedule_paused": "Schedule paused: no worker enqueues its ticks until it is resumed.",
+    "schedule_already_paused": "The schedule was already paused.",
+    "schedule_resumed": "Schedule resumed: it goes on from its next tick.",
+    "schedule_already_resumed": "The schedule was not paused.",
+    "schedule_ran": "Schedule run now: one job enqueued.",
 }
 
 

@@ -51,6 +51,8 @@ _NULL_COLUMNS = (
     "finished_at",
     "result",
     "trace_context",
+    "debounce_key",
+    "throttle_key",
 )
 #: The columns one enqueue sets from its `JobSpec` (and the constants beside them).
 _SET_COLUMNS = (

@@ -43,6 +43,12 @@ class EnqueueOptions(TypedDict, total=False):
             many jobs with this key run at once (docs/flow-control.md).
         columns: values for columns the application added to its model
             (``{"order_id": 4}``), by attribute name; checked against the model.
+        debounce: ``(key, window)``: enqueues of `key` collapse into one pending
+            job, due `window` after the last of them, with the last payload
+            (docs/flow-control.md). Not with run_at, delay or the keys above.
+        throttle: ``(key, window)``: at most one job of `key` is due per `window`;
+            within it, the job there is returned and nothing is inserted
+            (docs/flow-control.md). Same exclusions as `debounce`.
     """
 
     queue: str | None
@@ -54,10 +60,14 @@ class EnqueueOptions(TypedDict, total=False):
     unique_key: str | None
     concurrency_key: str | None
     columns: Mapping[str, Any] | None
+    debounce: tuple[str, timedelta | float] | None
+    throttle: tuple[str, timedelta | float] | None
 
 
-#: The keys of an `enqueue_many` dict item.
-_OPTIONS = frozenset({"kind", "payload"} | EnqueueOptions.__optional_keys__)
+#: The keys of an `enqueue_many` dict item (debounce and throttle are for `enqueue` alone).
+_OPTIONS = frozenset(
+    {"kind", "payload"} | (EnqueueOptions.__optional_keys__ - {"debounce", "throttle"})
+)
 
 
 def check_options(call: str, options: Mapping[str, object]) -> None:

@@ -11,7 +11,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sa_jobqueue.migration.ops import add_flow_control, drop_flow_control
+    from sa_jobqueue.migration.ops import (
+        add_flow_control,
+        add_runtime_control,
+        drop_flow_control,
+        drop_runtime_control,
+    )
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
@@ -46,6 +51,7 @@ __all__ = [
     "Migrated",
     "add_flow_control",
     "add_revision_columns",
+    "add_runtime_control",
     "add_scheduling",
     "channel_name",
     "check_identifier",
@@ -58,6 +64,7 @@ __all__ = [
     "drop_jobs_table",
     "drop_notify_trigger",
     "drop_revision_columns",
+    "drop_runtime_control",
     "drop_scheduling",
     "jobs_table",
     "latest",
@@ -70,7 +77,9 @@ __all__ = [
     "versions_location",
 ]
 
-_OPS = frozenset({"add_flow_control", "drop_flow_control"})
+_OPS = frozenset(
+    {"add_flow_control", "drop_flow_control", "add_runtime_control", "drop_runtime_control"}
+)
 
 
 def __getattr__(name: str) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Column, Index, MetaData, Table, Text, inspect, text
+from sqlalchemy import Column, Index, MetaData, PrimaryKeyConstraint, Table, Text, inspect, text
 from sqlalchemy.orm import DeclarativeBase
 
 from alembic import op
@@ -17,11 +17,17 @@ from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.model import REVISION_INFO, JobMixin, table_args
 from sa_jobqueue.schema.naming import check_identifier, starts_table_name
 from sa_jobqueue.schema.starts import starts_table
-from sa_jobqueue.schema.state_tables import add_state_tables
+from sa_jobqueue.schema.state_tables import (
+    SCHEDULES_0006,
+    add_state_tables,
+    turns_table_for,
+    weights_table_for,
+)
 
 __all__ = [
     "add_flow_control",
     "add_revision_columns",
+    "add_runtime_control",
     "add_scheduling",
     "create_jobs_table",
     "create_notify_trigger",
@@ -29,6 +35,7 @@ __all__ = [
     "drop_jobs_table",
     "drop_notify_trigger",
     "drop_revision_columns",
+    "drop_runtime_control",
     "drop_scheduling",
     "jobs_table",
     "set_autovacuum",
@@ -65,7 +72,8 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
     op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
-        _create_index(index, name, schema)
+        if REVISION_INFO not in index.info:  # a later revision's index (over its columns)
+            _create_index(index, name, schema)
     set_autovacuum(name, schema=schema)
     create_notify_trigger(name, schema=schema)
     _create_state_tables(table)
@@ -121,8 +129,13 @@ def _create_index(
 
 
 def _create_state_tables(table: Table) -> None:
-    for state in add_state_tables(table):
-        state.create(op.get_bind(), checkfirst=True)
+    paused, schedules = add_state_tables(table)
+    paused.create(op.get_bind(), checkfirst=True)
+    if not inspect(op.get_bind()).has_table(schedules.name, schema=schedules.schema):
+        # As the revision that made it (sajq_0002) made it: sajq_0006 adds the rest.
+        columns = [c._copy() for c in schedules.columns if c.name not in SCHEDULES_0006]
+        key = PrimaryKeyConstraint("name", name=str(schedules.primary_key.name))
+        op.create_table(schedules.name, *columns, key, schema=schedules.schema)
     starts_table(table.metadata, table.name).create(op.get_bind(), checkfirst=True)
 
 
@@ -159,6 +172,8 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
     drop_notify_trigger(name, schema=schema)
     table = jobs_table(name, schema=schema)
+    turns_table_for(table).drop(op.get_bind(), checkfirst=True)
+    weights_table_for(table).drop(op.get_bind(), checkfirst=True)
     starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
@@ -225,3 +240,58 @@ def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
     op.drop_table(starts_table_name(name), schema=schema, if_exists=True)
     quoted = f'"{check_identifier(schema)}"."{name}"' if schema else f'"{name}"'
     op.execute(text(f"ALTER TABLE {quoted} DROP COLUMN IF EXISTS concurrency_key"))
+
+
+# -- revision sajq_0006: runtime schedules, debounce and throttle keys ------------------
+
+
+def add_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Revision ``sajq_0006``: runtime schedules, debounce and throttle keys, fair weights.
+
+    Creates the fair kinds' weights and turns tables (``sa_jobqueue_weight_<name>``,
+    ``sa_jobqueue_turns_<name>``). Adds to
+    the schedules table beside the jobs table `name` its ``definition``
+    (JSONB: a schedule made with `JobQueue.schedule`) and ``paused_at`` columns; adds
+    to the jobs table the ``debounce_key`` and ``throttle_key`` columns (nullable, no
+    default: no row is rewritten, live jobs keep running) and their partial indexes.
+    What exists already is kept (``IF NOT EXISTS``), so a table that `create_jobs_table`
+    or ``create_all`` made with this version is left as it is.
+
+    The two ``CREATE INDEX`` read the table once and block writes meanwhile, as any
+    ``CREATE INDEX`` does; their rows are only jobs that hold such a key, so they stay
+    small. `drop_runtime_control` undoes it.
+    """
+    _qualified(name, schema)
+    table = jobs_table(name, schema=schema)
+    _create_state_tables(table)
+    schedules = add_state_tables(table)[1]
+    for column in SCHEDULES_0006:
+        op.add_column(
+            schedules.name, schedules.c[column]._copy(), schema=schema, if_not_exists=True
+        )
+    for column in _revision_columns("sajq_0006", name, schema):
+        op.add_column(name, column, schema=schema, if_not_exists=True)
+    for index in _revision_indexes("sajq_0006", table):
+        _create_index(index, name, schema, if_not_exists=True)
+    weights_table_for(table).create(op.get_bind(), checkfirst=True)
+    turns_table_for(table).create(op.get_bind(), checkfirst=True)
+
+
+def drop_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Undo `add_runtime_control` (runtime schedules, keys and weights are lost)."""
+    qualified = _qualified(name, schema)
+    table = jobs_table(name, schema=schema)
+    turns_table_for(table).drop(op.get_bind(), checkfirst=True)
+    weights_table_for(table).drop(op.get_bind(), checkfirst=True)
+    for index in _revision_indexes("sajq_0006", table):
+        op.drop_index(str(index.name), table_name=name, schema=schema, if_exists=True)
+    for column in reversed(_revision_columns("sajq_0006", name, schema)):
+        op.execute(text(f'ALTER TABLE {qualified} DROP COLUMN IF EXISTS "{column.name}"'))
+    schedules = ddl.qualified(add_state_tables(table)[1].name, schema)
+    for column in reversed(SCHEDULES_0006):
+        op.execute(text(f'ALTER TABLE {schedules} DROP COLUMN IF EXISTS "{column}"'))
+
+
+def _revision_indexes(revision: str, table: Table) -> list[Index]:
+    found = [index for index in table.indexes if index.info.get(REVISION_INFO) == revision]
+    return sorted(found, key=lambda index: str(index.name))

@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.aio import check_async_session, check_sync_session
-from sa_jobqueue.ops import admin, pausing
+from sa_jobqueue.ops import admin, fairness, pausing
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.tasks import Registry
 
@@ -45,6 +45,27 @@ class OperatorAPI(Generic[JobT]):
         Returns the queues that were paused. Never commits.
         """
         return pausing.resume(session, self.model, queue)
+
+    def set_weight(self, session: Session, key: str, weight: int) -> None:
+        """Give ``concurrency_key`` `key` `weight` turns per round in fair claims.
+
+        For kinds declared with ``fair=True`` (docs/flow-control.md): a key of weight
+        3 gets three jobs leased for each one of a key of weight 1. Weight 1 (the
+        default for every key) removes the key's row. Applies to every fair kind of
+        the table, from the next claim of each worker once `session` commits; never
+        commits.
+
+        Raises:
+            ValidationError: `key` is not a valid concurrency key, or `weight` is not
+                an int of at least 1.
+        """
+        check_sync_session(session, "set_weight")
+        fairness.set_weight(session, self.model, key, weight)
+
+    def weights(self, session: Session) -> dict[str, int]:
+        """Every ``concurrency_key`` whose weight in fair claims is not 1."""
+        check_sync_session(session, "weights")
+        return fairness.weights(session, self.model)
 
     async def astats(self, session: AsyncSession) -> admin.Stats:
         """`stats` for an `AsyncSession` (read-only, in its transaction).

@@ -28,7 +28,7 @@ from sqlalchemy.sql import FromClause
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.starts import starts_table
-from sa_jobqueue.schema.state_tables import add_state_tables
+from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
 
 __all__ = [
     "ACTIVE",
@@ -73,8 +73,13 @@ def since(revision: str) -> dict[str, str]:
     return {REVISION_INFO: revision}
 
 
-#: The ``Column.info`` key naming the revision that added a column.
+#: The ``Column.info`` key naming the revision that added a column (or an index).
 REVISION_INFO = "sa_jobqueue_revision"
+
+#: The predicates of the debounce, throttle and keyed partial indexes (sajq_0006).
+DEBOUNCE_WHERE = "status = 'pending' AND debounce_key IS NOT NULL"
+THROTTLE_WHERE = "throttle_key IS NOT NULL"
+KEYED_WHERE = "status = 'pending' AND concurrency_key IS NOT NULL"
 
 
 def _sql_list(values: tuple[Status, ...]) -> str:
@@ -153,6 +158,11 @@ class JobMixin:
     # Added by revision sajq_0004 (`since` tells create_jobs_table to leave them to it).
     result: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
     trace_context: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
+    # Added by revision sajq_0006 (docs/flow-control.md, debounce and throttle).
+    #: Enqueues with ``debounce=(key, window)`` collapse into the pending job holding it.
+    debounce_key: Mapped[str | None] = mapped_column(Text, info=since("sajq_0006"))
+    #: Enqueues with ``throttle=(key, window)``: at most one job per key per window.
+    throttle_key: Mapped[str | None] = mapped_column(Text, info=since("sajq_0006"))
 
     __mapper_args__: ClassVar[dict[str, Any]] = {"eager_defaults": True}
 
@@ -175,6 +185,8 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
     if isinstance(table, Table):
         add_state_tables(table)
         starts_table(table.metadata, table.name)  # the rate limits' starts log
+        weights_table_for(table)  # the fair kinds' weights and turns (sajq_0006)
+        turns_table_for(table)
 
 
 def table_args(table: str) -> tuple[Any, ...]:
@@ -211,6 +223,35 @@ def table_args(table: str) -> tuple[Any, ...]:
             "unique_key",
             unique=True,
             postgresql_where=text(f"status IN ({_sql_list(ACTIVE)})"),
+        ),
+        # Added by sajq_0006: one pending job per debounce key (the upsert's arbiter).
+        Index(
+            f"uq_{table}_debounce_key",
+            "debounce_key",
+            unique=True,
+            postgresql_where=text(DEBOUNCE_WHERE),
+            info=since("sajq_0006"),
+        ),
+        # Added by sajq_0006: a throttle key's latest job, by run_at.
+        Index(
+            f"ix_{table}_throttle_key",
+            "throttle_key",
+            "run_at",
+            postgresql_where=text(THROTTLE_WHERE),
+            info=since("sajq_0006"),
+        ),
+        # Added by sajq_0006: fair claims walk the keys of a kind's pending jobs here
+        # (one probe per key) and read each key's first due jobs in claim order.
+        Index(
+            f"ix_{table}_keyed",
+            "queue",
+            "kind",
+            "concurrency_key",
+            "priority",
+            "run_at",
+            "id",
+            postgresql_where=text(KEYED_WHERE),
+            info=since("sajq_0006"),
         ),
         # Retention: prune finished rows by age without scanning live ones.
         Index(

@@ -33,7 +33,9 @@ __all__ = [
     "paused_queues_table",
     "schedules_table",
     "starts_table_name",
+    "turns_table",
     "version_table",
+    "weights_table",
 ]
 
 #: PostgreSQL's limit on identifier length (NAMEDATALEN - 1).
@@ -77,6 +79,11 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"sa_jobqueue_{table}",
         f"sa_jobqueue_starts_{table}",
         f"ix_{table}_starts",
+        f"uq_{table}_debounce_key",
+        f"ix_{table}_throttle_key",
+        f"ix_{table}_keyed",
+        f"sa_jobqueue_weight_{table}",
+        f"sa_jobqueue_turns_{table}",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -148,3 +155,13 @@ def paused_queues_table(table: str) -> str:
 def schedules_table(table: str) -> str:
     """The table holding the next tick of each periodic schedule of `table`."""
     return f"sa_jobqueue_schedules_{table}"[:IDENTIFIER_MAX]
+
+
+def weights_table(table: str) -> str:
+    """The table of the fair kinds' weights per ``concurrency_key`` of `table`."""
+    return f"sa_jobqueue_weight_{table}"[:IDENTIFIER_MAX]
+
+
+def turns_table(table: str) -> str:
+    """The table of the fair kinds' turns: where each ``concurrency_key`` stands."""
+    return f"sa_jobqueue_turns_{table}"[:IDENTIFIER_MAX]

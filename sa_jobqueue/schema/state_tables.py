@@ -1,28 +1,49 @@
 """The two small tables beside a jobs table: paused queues and periodic schedules.
 
 ``sa_jobqueue_paused_<table>`` (a row per paused queue) and ``sa_jobqueue_schedules_<table>``
-(a row per schedule, holding its next tick), added to the model's `MetaData` when it is
-mapped. See docs/operations.md, docs/periodic.md and docs/migrations.md.
+(a row per schedule: its next tick, and a runtime schedule's definition), added to the
+model's `MetaData` when it is mapped. See docs/operations.md, docs/periodic.md.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
+    CheckConstraint,
     Column,
     DateTime,
+    Float,
+    Integer,
     MetaData,
     PrimaryKeyConstraint,
     Table,
     Text,
     text,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
-from sa_jobqueue.schema.naming import paused_queues_table, schedules_table
+from sa_jobqueue.schema.naming import (
+    paused_queues_table,
+    schedules_table,
+    turns_table,
+    weights_table,
+)
 
-__all__ = ["add_state_tables", "paused_table_for", "schedules_table_for"]
+__all__ = [
+    "SCHEDULES_0006",
+    "add_state_tables",
+    "paused_table_for",
+    "schedules_table_for",
+    "turns_table_for",
+    "weights_table_for",
+]
 
 _now = text("now()")
+_definition_type = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+
+#: The columns revision ``sajq_0006`` added to the schedules table.
+SCHEDULES_0006 = ("definition", "paused_at")
 
 
 def _paused(table: str, metadata: MetaData, schema: str | None) -> Table:
@@ -51,6 +72,11 @@ def _schedules(table: str, metadata: MetaData, schema: str | None) -> Table:
         Column("last_run_at", DateTime(timezone=True)),
         Column("last_job_id", BigInteger),
         Column("updated_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        # Added by revision sajq_0006. A schedule made at runtime (`JobQueue.schedule`)
+        # keeps its whole definition here; NULL for one declared in code.
+        Column("definition", _definition_type),
+        # Set while the schedule is paused (`JobQueue.pause_schedule`): no tick fires.
+        Column("paused_at", DateTime(timezone=True)),
         PrimaryKeyConstraint("name", name=f"pk_{name}"[:63]),
         schema=schema,
     )
@@ -81,3 +107,49 @@ def paused_table_for(table: Table) -> Table:
 def schedules_table_for(table: Table) -> Table:
     """The schedules table beside `table`."""
     return add_state_tables(table)[1]
+
+
+def weights_table_for(table: Table) -> Table:
+    """The weights table beside `table` (revision ``sajq_0006``), in its `MetaData`.
+
+    One row per ``concurrency_key`` whose jobs of fair kinds get more turns than one
+    (`JobQueue.set_weight`); a key without a row has weight 1.
+    """
+    name = weights_table(table.name)
+    key = f"{table.schema}.{name}" if table.schema else name
+    existing = table.metadata.tables.get(key)
+    if existing is not None:
+        return existing
+    return Table(
+        name,
+        table.metadata,
+        Column("key", Text, nullable=False),
+        Column("weight", Integer, nullable=False),
+        Column("updated_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        PrimaryKeyConstraint("key", name=f"pk_{name}"[:63]),
+        CheckConstraint("weight >= 1", name=f"ck_{name}_weight"[:63]),
+        schema=table.schema,
+    )
+
+
+def turns_table_for(table: Table) -> Table:
+    """The turns table beside `table` (revision ``sajq_0006``), in its `MetaData`.
+
+    One row per fair kind and ``concurrency_key`` (``''`` for jobs without a key):
+    ``pass``, the turn at which the key's next job stands (stride scheduling). Fair
+    claims read and move it under the kind's advisory lock (`statements.fairness`).
+    """
+    name = turns_table(table.name)
+    key = f"{table.schema}.{name}" if table.schema else name
+    existing = table.metadata.tables.get(key)
+    if existing is not None:
+        return existing
+    return Table(
+        name,
+        table.metadata,
+        Column("kind", Text, nullable=False),
+        Column("key", Text, nullable=False),
+        Column("pass", Float, nullable=False),
+        PrimaryKeyConstraint("kind", "key", name=f"pk_{name}"[:63]),
+        schema=table.schema,
+    )

@@ -13,10 +13,12 @@ from sqlalchemy import (
     bindparam,
     exists,
     func,
+    null,
+    or_,
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
 from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.dml import ReturningDelete, ReturningInsert
@@ -105,11 +107,26 @@ def cancelled_attempts(model: type[JobMixin]) -> Select[int, int]:
 
 
 def read_schedules(model: type[JobMixin]) -> Select[Any]:
-    """``(name, spec, next_run_at)`` of the schedules named in ``:names``, with ``now()``."""
+    """The schedules named in ``:names`` and every runtime schedule, with ``now()``.
+
+    Columns: ``name``, ``kind``, ``spec``, ``next_run_at``, ``definition`` (NULL for a
+    schedule declared in code), ``paused_at``, ``now``.
+    """
     schedules = schedules_table_for(_table(model))
     return select(
-        schedules.c.name, schedules.c.spec, schedules.c.next_run_at, func.now().label("now")
-    ).where(schedules.c.name == func.any(bindparam("names", type_=ARRAY(Text))))
+        schedules.c.name,
+        schedules.c.kind,
+        schedules.c.spec,
+        schedules.c.next_run_at,
+        schedules.c.definition,
+        schedules.c.paused_at,
+        func.now().label("now"),
+    ).where(
+        or_(
+            schedules.c.name == func.any(bindparam("names", type_=ARRAY(Text))),
+            schedules.c.definition.is_not(None),
+        )
+    )
 
 
 def insert_schedules(model: type[JobMixin]) -> PgInsert:
@@ -138,22 +155,35 @@ def insert_schedules(model: type[JobMixin]) -> PgInsert:
     )
 
 
+def _definition_param() -> Any:
+    return bindparam("schedule_definition", type_=JSONB(none_as_null=True))
+
+
 def advance_schedule(model: type[JobMixin]) -> Update:
     """Take the tick ``:due`` of schedule ``:schedule_name``: move it to ``:following``.
 
     This is what makes a tick run once: the UPDATE matches only while the row still
-    holds ``:due`` (and the same ``:schedule_spec``) and the tick is due by the database clock.
-    A second worker racing for the same tick waits on the row lock, then finds
-    ``next_run_at`` moved and updates nothing. Returns the name when this caller won.
+    holds ``:due`` and the tick is due by the database clock. A second worker racing
+    for the same tick waits on the row lock, then finds ``next_run_at`` moved and
+    updates nothing. Returns the name when this caller won. A schedule paused, or a
+    runtime schedule replaced (``:schedule_definition`` is the one read; NULL for code) since
+    the caller read it, is not taken either.
+
+    The winner's definition (``:schedule_spec``, ``:schedule_kind``) is stored with
+    the tick it takes, whichever definition the row held: during a rolling deploy, a
+    due tick is taken by either definition's workers, never skipped.
     """
     schedules = schedules_table_for(_table(model))
     return (
         update(schedules)
         .where(schedules.c.name == bindparam("schedule_name", type_=Text))
-        .where(schedules.c.spec == bindparam("schedule_spec", type_=Text))
         .where(schedules.c.next_run_at == bindparam("due", type_=TIMESTAMP(timezone=True)))
         .where(schedules.c.next_run_at <= func.now())
+        .where(schedules.c.paused_at.is_(None))
+        .where(schedules.c.definition.is_not_distinct_from(_definition_param()))
         .values(
+            spec=bindparam("schedule_spec", type_=Text),
+            kind=bindparam("schedule_kind", type_=Text),
             next_run_at=bindparam("following", type_=TIMESTAMP(timezone=True)),
             last_run_at=func.now(),
             updated_at=func.now(),
@@ -173,21 +203,34 @@ def record_schedule_job(model: type[JobMixin]) -> Update:
 
 
 def respec_schedule(model: type[JobMixin]) -> Update:
-    """A schedule whose definition changed: store ``:schedule_spec`` and ``:following``.
+    """A schedule whose definition changed: store ``:schedule_spec`` and ``:schedule_kind``.
 
-    ``:schedule_kind`` is stored too, and ``:following`` is the new definition's next tick.
+    ``:following`` is the new definition's next tick; the row keeps the earlier of it
+    and the tick it holds, so a rewrite never moves a tick later. (Two definitions
+    rewriting each other during a deploy could otherwise push the tick forward for
+    ever: the tick that is due first fires, by either definition.)
 
-    Matches only while the row holds another spec, so workers that agree do nothing.
+    Matches only while the row holds another spec, or a runtime definition (a schedule
+    declared in code wins over a runtime one of its name: the definition is cleared),
+    so workers that agree do nothing.
     """
     schedules = schedules_table_for(_table(model))
     return (
         update(schedules)
         .where(schedules.c.name == bindparam("schedule_name", type_=Text))
-        .where(schedules.c.spec != bindparam("schedule_spec", type_=Text))
+        .where(
+            or_(
+                schedules.c.spec != bindparam("schedule_spec", type_=Text),
+                schedules.c.definition.is_not(None),
+            )
+        )
         .values(
             spec=bindparam("schedule_spec", type_=Text),
+            definition=null(),
             kind=bindparam("schedule_kind", type_=Text),
-            next_run_at=bindparam("following", type_=TIMESTAMP(timezone=True)),
+            next_run_at=func.least(
+                schedules.c.next_run_at, bindparam("following", type_=TIMESTAMP(timezone=True))
+            ),
             updated_at=func.now(),
         )
         .returning(schedules.c.name)

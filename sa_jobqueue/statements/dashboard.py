@@ -281,6 +281,8 @@ def _schedule_columns(model: type[JobMixin]) -> tuple[Any, list[Any]]:
         table.c.next_run_at,
         table.c.last_run_at,
         table.c.last_job_id,
+        table.c.paused_at,
+        table.c.definition.is_not(None).label("runtime"),
     ]
     return table, columns
 
@@ -289,7 +291,8 @@ def schedules(model: type[JobMixin]) -> Select[Unpack[tuple[Any, ...]]]:
     """Up to ``:limit`` periodic schedules the workers registered, soonest next run first.
 
     From the schedules table beside the jobs table (one row per schedule). Columns:
-    ``name``, ``kind``, ``spec``, ``next_run_at``, ``last_run_at``, ``last_job_id``.
+    ``name``, ``kind``, ``spec``, ``next_run_at``, ``last_run_at``, ``last_job_id``,
+    ``paused_at``, ``runtime`` (made with `JobQueue.schedule`, not declared in code).
     """
     table, columns = _schedule_columns(model)
     return (

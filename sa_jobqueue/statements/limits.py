@@ -37,6 +37,7 @@ from sa_jobqueue.schema.naming import lock_name
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.statements.common import CLAIMED_COLUMNS, claimed_columns, seconds
 from sa_jobqueue.statements.control import is_paused
+from sa_jobqueue.statements.fairness import claim_fair
 
 __all__ = [
     "claim_limited",
@@ -124,7 +125,12 @@ def claim_limited(model: type[JobMixin], *, kind: str, limits: Limits, lease: fl
 
     Rows locked by another transaction are skipped, never waited on. Returns the
     leased jobs' `CLAIMED_COLUMNS`.
+
+    A kind declared ``fair=True`` is claimed by turns instead
+    (`sa_jobqueue.statements.fairness.claim_fair`).
     """
+    if limits.fair:
+        return claim_fair(model, kind=kind, limits=limits, lease=lease)
     queue_name = bindparam("queue_name", type_=Text)
     pending = [
         model.status == Status.PENDING.value,

@@ -76,7 +76,8 @@ class Maintenance:
         # Tick at a third of the shortest lease: a job claimed right after a pass is
         # still extended in time.
         self.tick = max(0.05, min(min(leases, default=300.0) / 3, sweep_interval))
-        self.periodic = periodic if periodic is not None and periodic.schedules else None
+        # Runtime schedules can appear at any time: every worker looks for due ticks.
+        self.periodic = periodic
         if self.periodic is not None:
             self.tick = min(self.tick, self.periodic.interval)
         self.on_cancelled = on_cancelled

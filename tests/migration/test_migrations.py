@@ -72,6 +72,8 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_paused_{table}",
             f"sa_jobqueue_schedules_{table}",
             f"sa_jobqueue_starts_{table}",
+            f"sa_jobqueue_weight_{table}",  # sajq_0006
+            f"sa_jobqueue_turns_{table}",
         )
     }
 
@@ -338,6 +340,10 @@ def test_migrated_schema_equals_the_model(scratch):
         "ix_jobs_finished": "(status = ANY (ARRAY['done'::text, 'failed'::text, "
         "'cancelled'::text]))",
         "uq_jobs_unique_key": "(status = ANY (ARRAY['pending'::text, 'running'::text]))",
+        # sajq_0006
+        "uq_jobs_debounce_key": "((status = 'pending'::text) AND (debounce_key IS NOT NULL))",
+        "ix_jobs_throttle_key": "(throttle_key IS NOT NULL)",
+        "ix_jobs_keyed": "((status = 'pending'::text) AND (concurrency_key IS NOT NULL))",
     }
     assert set(migrated["predicates"]) == _model_predicates(Job.__table__)
     assert migrated["indexes"]["ix_jobs_pending"] == (
@@ -366,12 +372,14 @@ def test_migrated_schema_equals_the_model(scratch):
     assert columns["run_at"] == ("timestamp with time zone", True, "now()")
     assert migrated["columns"][0] == ("id", "bigint", True, None, "d")  # identity
     # Each later revision's columns come last, in revision order (create_all agrees above).
-    assert [c[0] for c in migrated["columns"][-3:]] == [
+    assert [c[0] for c in migrated["columns"][-5:]] == [
         "concurrency_key",
         "result",
         "trace_context",
+        "debounce_key",  # sajq_0006
+        "throttle_key",
     ]
-    assert migrated["columns"][-3] == ("concurrency_key", "text", False, None, "")
+    assert migrated["columns"][-5] == ("concurrency_key", "text", False, None, "")
     assert columns["result"] == ("jsonb", False, None)
     assert columns["trace_context"] == ("jsonb", False, None)
 
@@ -498,7 +506,12 @@ Revises:
 
 from __future__ import annotations
 
-from sa_jobqueue.migration import add_revision_columns, create_jobs_table, drop_jobs_table
+from sa_jobqueue.migration import (
+    add_revision_columns,
+    add_runtime_control,
+    create_jobs_table,
+    drop_jobs_table,
+)
 
 revision = "app_0001"
 down_revision = None
@@ -509,6 +522,7 @@ depends_on = None
 def upgrade() -> None:
     create_jobs_table("my_jobs")  # the table as sajq_0001 makes it, then each later revision:
     add_revision_columns("sajq_0004", "my_jobs")
+    add_runtime_control("my_jobs")  # sajq_0006
 
 
 def downgrade() -> None:
@@ -562,6 +576,9 @@ def test_custom_table_from_a_user_revision_matches_its_model(scratch, tmp_path):
         "ix_my_jobs_running",
         "ix_my_jobs_finished",
         "uq_my_jobs_unique_key",
+        "uq_my_jobs_debounce_key",
+        "ix_my_jobs_throttle_key",
+        "ix_my_jobs_keyed",
     }
     assert _functions(engine) == {"sa_jobqueue_notify_my_jobs"}
 

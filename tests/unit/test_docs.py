@@ -30,6 +30,7 @@ CLICK_COMMAND_MODULES = {
     "sa_jobqueue.cli.ops",
     "sa_jobqueue.cli.run",
     "sa_jobqueue.cli.control",
+    "sa_jobqueue.cli.schedules",
     "sa_jobqueue.cli.dashboard",
 }
 

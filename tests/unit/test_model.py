@@ -67,7 +67,7 @@ def test_two_job_tables_share_one_metadata_without_name_collisions():
     # create_all would emit each name once per table; PostgreSQL rejects repeats
     # schema-wide, so compare what the DDL would say.
     ddl = [_pg(CreateIndex(i)) for t in (mail, report) for i in t.indexes]
-    assert len({d.split(" ON ")[0] for d in ddl}) == len(ddl) == 8
+    assert len({d.split(" ON ")[0] for d in ddl}) == len(ddl) == 14
 
 
 def test_columns_types_and_defaults_match_the_design():
@@ -90,6 +90,8 @@ def test_columns_types_and_defaults_match_the_design():
         "updated_at": DateTime,
         "finished_at": DateTime,
         "concurrency_key": Text,
+        "debounce_key": Text,
+        "throttle_key": Text,
     }
     assert set(table.c.keys()) == {*expected, "payload", "result", "trace_context"}
     for name, type_ in expected.items():
@@ -106,6 +108,8 @@ def test_columns_types_and_defaults_match_the_design():
         "finished_at",
         "concurrency_key",
         "result",
+        "debounce_key",
+        "throttle_key",
         "trace_context",
     }
     # Added by sajq_0004: JSONB (JSON elsewhere), and marked so create_jobs_table leaves them.
@@ -163,8 +167,20 @@ def test_status_check_unique_key_and_partial_indexes():
         # unique_key: one active job per key; finished jobs free it.
         "uq_jobs_unique_key": "CREATE UNIQUE INDEX uq_jobs_unique_key ON jobs (unique_key) "
         "WHERE status IN ('pending', 'running')",
+        # sajq_0006: one pending job per debounce key; a throttle key's jobs by run_at.
+        "uq_jobs_debounce_key": "CREATE UNIQUE INDEX uq_jobs_debounce_key ON jobs "
+        "(debounce_key) WHERE status = 'pending' AND debounce_key IS NOT NULL",
+        "ix_jobs_throttle_key": "CREATE INDEX ix_jobs_throttle_key ON jobs "
+        "(throttle_key, run_at) WHERE throttle_key IS NOT NULL",
+        # sajq_0006: fair claims' walk over the keys of a kind's pending jobs.
+        "ix_jobs_keyed": "CREATE INDEX ix_jobs_keyed ON jobs "
+        "(queue, kind, concurrency_key, priority, run_at, id) "
+        "WHERE status = 'pending' AND concurrency_key IS NOT NULL",
     }
-    assert [i.name for i in table.indexes if i.unique] == ["uq_jobs_unique_key"]
+    assert sorted(str(i.name) for i in table.indexes if i.unique) == [
+        "uq_jobs_debounce_key",
+        "uq_jobs_unique_key",
+    ]
 
 
 def test_migration_helpers_build_the_same_table_as_the_mixin():

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control
+from sa_jobqueue.statements import control, fairness, keyed, schedule_control
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -96,6 +96,27 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim_queues_handled_kinds": lambda: statements.claim_queues(
         Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
     ),
+    # runtime schedules, debounce and throttle (sajq_0006)
+    "lock_schedule": lambda: schedule_control.lock_schedule(Job),
+    "list_schedules": lambda: schedule_control.list_schedules(Job),
+    "upsert_schedule": lambda: schedule_control.upsert_schedule(Job),
+    "delete_schedule": lambda: schedule_control.delete_schedule(Job),
+    "pause_schedule": lambda: schedule_control.pause_schedule(Job),
+    "resume_schedule": lambda: schedule_control.resume_schedule(Job),
+    "record_schedule_run": lambda: schedule_control.record_schedule_run(Job),
+    "debounce": lambda: keyed.debounce(Job),
+    "throttle_lock": lambda: keyed.throttle_lock(Job),
+    "throttled": lambda: keyed.throttled(Job),
+    "claim_fair": lambda: fairness.claim_fair(
+        Job, kind="import_feed", limits=check_limits(fair=True), lease=60.0
+    ),
+    "claim_fair_capped": lambda: fairness.claim_fair(
+        Job,
+        kind="import_feed",
+        limits=check_limits(fair=True, max_running=10, max_running_per_key=1),
+        lease=60.0,
+    ),
+    "set_weight": lambda: fairness.set_weight(Job),
     "claim_excluding_limited": lambda: statements.claim(
         Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"]
     ),

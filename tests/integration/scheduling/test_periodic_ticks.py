@@ -122,13 +122,42 @@ def test_missed_ticks_become_one_job_and_the_schedule_goes_on_from_now(committed
     assert _enqueue(committed) == []
 
 
-def test_a_changed_definition_moves_the_next_tick_without_enqueueing(committed):
-    _enqueue(committed)
-    _make_due(committed, "1 second")
+def _daily():
     daily = jobs.periodic("tick", cron="0 3 * * *", timezone="Europe/Paris", name="other")
-    changed = {"tick": periodic.Schedule(**{**daily.__dict__, "name": "tick"})}
-    assert _enqueue(committed, changed) == []
+    jobs.schedules.pop("other")
+    return periodic.Schedule(**{**daily.__dict__, "name": "tick"})
+
+
+def test_a_changed_definition_keeps_the_earlier_next_tick_and_enqueues_nothing(committed):
+    _enqueue(committed)  # hourly: the next tick is within the hour
+    held = _row(committed).next_run_at
+    daily = _daily()
+    assert _enqueue(committed, {"tick": daily}) == []
     row = _row(committed)
     assert row.spec == "cron 0 3 * * * Europe/Paris"
-    assert row.next_run_at.astimezone(daily.next_after(row.next_run_at).tzinfo).hour in (1, 2)
+    # The hourly tick the row held comes before tomorrow's 03:00: it stays, and fires.
+    assert row.next_run_at == min(held, daily.next_after(row.updated_at))
     assert _jobs(committed) == []
+
+
+def test_a_changed_definition_takes_a_due_tick_instead_of_skipping_it(committed):
+    _enqueue(committed)
+    _make_due(committed, "1 second")
+    daily = _daily()
+    (made,) = _enqueue(committed, {"tick": daily})
+    row = _row(committed)
+    assert row.spec == "cron 0 3 * * * Europe/Paris"
+    assert row.next_run_at == daily.next_after(row.last_run_at)
+    assert [job.id for job in _jobs(committed)] == [made.job_id]
+
+
+def test_two_definitions_rewriting_each_other_never_push_a_tick_later(committed):
+    # The rolling-deploy fault (issue 24, item 4): each worker rewrote the row to its
+    # own next tick, so the tick kept moving and none was enqueued.
+    every_2 = periodic.make_schedule(jobs.registry, "tick", every=2)
+    every_3 = periodic.make_schedule(jobs.registry, "tick", every=3)
+    _enqueue(committed, {"tick": every_2})
+    first = _row(committed).next_run_at
+    for schedule in (every_3, every_2, every_3, every_2):
+        _enqueue(committed, {"tick": schedule})
+        assert _row(committed).next_run_at <= first

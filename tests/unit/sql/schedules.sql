@@ -1,3 +1,3 @@
-SELECT sa_jobqueue_schedules_jobs.name, sa_jobqueue_schedules_jobs.kind, sa_jobqueue_schedules_jobs.spec, sa_jobqueue_schedules_jobs.next_run_at, sa_jobqueue_schedules_jobs.last_run_at, sa_jobqueue_schedules_jobs.last_job_id
+SELECT sa_jobqueue_schedules_jobs.name, sa_jobqueue_schedules_jobs.kind, sa_jobqueue_schedules_jobs.spec, sa_jobqueue_schedules_jobs.next_run_at, sa_jobqueue_schedules_jobs.last_run_at, sa_jobqueue_schedules_jobs.last_job_id, sa_jobqueue_schedules_jobs.paused_at, sa_jobqueue_schedules_jobs.definition IS NOT NULL AS runtime
 FROM sa_jobqueue_schedules_jobs ORDER BY sa_jobqueue_schedules_jobs.next_run_at, sa_jobqueue_schedules_jobs.name
  LIMIT %(limit)s

@@ -1,0 +1,248 @@
+"""Enqueueing each tick once: the schedules table's conditional UPDATE, every worker racing.
+
+Which worker enqueues a tick is decided by the database: the schedules table holds
+each schedule's next tick, and a worker enqueues it only if its conditional UPDATE
+moves that row forward, in the same transaction as the job's INSERT (`enqueue_due`).
+No leader, no worker clock: ``now()`` says what is due. A worker runs the schedules
+of its own code and every runtime schedule stored in the table (docs/periodic.md).
+
+Policies (docs/periodic.md):
+
+* Catch-up: ticks missed while no worker ran are not back-filled. The first worker
+  to come back enqueues one job for them (the oldest missed tick's), then the
+  schedule goes on from the next tick after now.
+* A schedule seen for the first time starts at its next tick after now.
+* A changed definition never moves a stored tick later; a due tick is taken by
+  either definition's workers during a rolling deploy.
+* A paused schedule fires nothing; a code-declared schedule wins over a runtime
+  one of the same name.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, Row
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import statements
+from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.periodic.definitions import Schedule, from_definition, job_spec
+from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.statements import control
+from sa_jobqueue.tasks import Registry
+
+__all__ = ["PeriodicEnqueuer", "Tick", "enqueue_due", "next_runs"]
+
+log = logging.getLogger("sa_jobqueue.periodic")
+
+
+@dataclass(frozen=True)
+class Tick:
+    """A tick this worker enqueued: the schedule, the tick, and the job."""
+
+    schedule: str
+    due: datetime
+    job_id: int
+    missed: int
+
+
+def enqueue_due(
+    connection: Connection,
+    model: type[JobMixin],
+    registry: Registry,
+    schedules: Mapping[str, Schedule],
+) -> list[Tick]:
+    """Enqueue the due tick of each schedule that this caller wins; commit; return them.
+
+    `schedules` are the ones declared in code; every runtime schedule stored in the
+    table runs too (a code-declared one of the same name wins). Every worker may
+    call it every round: a tick goes to the one whose conditional UPDATE of the
+    schedules row succeeds, and its job is inserted in the same transaction, so a
+    crash in between leaves neither. Uses (and commits) its own transaction on
+    `connection`.
+    """
+    enqueued: list[Tick] = []
+    inserter = Inserter(model)
+    with Session(bind=connection) as session, session.begin():
+        rows = session.execute(control.read_schedules(model), {"names": list(schedules)}).all()
+        if not rows and not schedules:
+            return []  # no schedule at all: one read a round, nothing more
+        now = rows[0].now if rows else session.execute(statements.db_now()).scalar_one()
+        known = {row.name: row for row in rows}
+        new = [s for name, s in schedules.items() if name not in known]
+        if new:
+            session.execute(
+                control.insert_schedules(model),
+                {
+                    "names": [s.name for s in new],
+                    "kinds": [s.kind for s in new],
+                    "specs": [s.spec for s in new],
+                    "next_run_ats": [s.next_after(now) for s in new],
+                },
+            )
+        for name, row in sorted(known.items()):
+            schedule = schedules.get(name) or _runtime(row)
+            if schedule is None:
+                continue
+            params = {
+                "schedule_name": name,
+                "schedule_spec": schedule.spec,
+                "schedule_kind": schedule.kind,
+                "following": schedule.next_after(now),
+            }
+            due = row.next_run_at
+            if name in schedules and (row.spec != schedule.spec or row.definition is not None):
+                # Never later than the tick the row holds (docs/periodic.md, deploys).
+                session.execute(control.respec_schedule(model), params)
+                due = min(due, params["following"])
+                _log_respec(name, schedule, row)
+            if row.paused_at is not None or due > now:
+                continue
+            # A due tick is taken whichever definition the row holds: during a deploy
+            # either definition's workers fire it, once.
+            definition = None if name in schedules else row.definition
+            won = session.execute(
+                control.advance_schedule(model),
+                {**params, "due": due, "schedule_definition": definition},
+            ).first()
+            if won is None:
+                continue  # another worker took this tick, or it was paused or replaced
+            spec = job_spec(
+                schedule,
+                registry,
+                # Names the tick: a second line of defence (until pruned) behind the
+                # schedules row, and a key the handler can hand to downstream systems.
+                idempotency_key=f"periodic:{name}:{due.isoformat()}",
+                delay=schedule.delay_of(due),
+            )
+            job = inserter.insert(session, [spec])[0]
+            session.execute(
+                control.record_schedule_job(model), {"schedule_name": name, "job_id": job.id}
+            )
+            missed = _missed(schedule, due, now)
+            enqueued.append(Tick(name, due, job.id, missed))
+    for tick in enqueued:
+        extra = f" (and {tick.missed} more missed tick(s) skipped)" if tick.missed else ""
+        log.info(
+            "periodic %s: enqueued job %s for the tick at %s%s",
+            tick.schedule,
+            tick.job_id,
+            tick.due.isoformat(),
+            extra,
+        )
+    return enqueued
+
+
+def _log_respec(name: str, schedule: Schedule, row: Row[Any]) -> None:
+    if row.definition is not None:
+        log.warning(
+            "schedule %s is declared in code (jobs.periodic) and replaces the runtime "
+            "schedule of that name; it now runs as %s",
+            name,
+            schedule.spec,
+        )
+    else:
+        log.info("schedule %s now runs as %s", name, schedule.spec)
+
+
+_RUNTIME: dict[tuple[str, str, str], Schedule | None] = {}
+
+
+def _runtime(row: Row[Any]) -> Schedule | None:
+    """The runtime schedule a row holds (None for a code row this worker does not declare)."""
+    if row.definition is None:
+        return None  # declared in another application's code, or left behind
+    key = (row.name, row.kind, json.dumps(row.definition, sort_keys=True))
+    if key not in _RUNTIME:
+        try:
+            _RUNTIME[key] = from_definition(row.name, row.kind, row.definition)
+        except ConfigurationError as error:
+            log.warning("runtime schedule %s is left alone: %s", row.name, error)
+            _RUNTIME[key] = None
+        if len(_RUNTIME) > 10_000:  # definitions replaced many times: start afresh
+            _RUNTIME.clear()
+    return _RUNTIME.get(key)
+
+
+class PeriodicEnqueuer:
+    """The maintenance loop's part in periodic jobs: `enqueue_due` about every `interval`.
+
+    Every worker runs one; the database gives each tick to one of them. Ticks are
+    looked for at most every `interval` seconds (default 1), so a tick is enqueued
+    within about a second of its time, at the cost of one small read of the
+    schedules table per worker per second (runtime schedules can appear at any
+    time, so a worker with none in its code reads it too). Any error is logged and
+    retried next time.
+    """
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        registry: Registry,
+        schedules: Mapping[str, Schedule],
+        *,
+        interval: float = 1.0,
+        clock: Any = None,
+    ) -> None:
+        self.model = model
+        self.registry = registry
+        self.schedules = dict(schedules)
+        self.interval = interval
+        self._clock = clock or time.monotonic
+        self._next = 0.0
+
+    def maybe_run(self, connection: Connection) -> list[Tick]:
+        """Run `enqueue_due` if `interval` has passed since the last run."""
+        if self._clock() < self._next:
+            return []
+        self._next = self._clock() + self.interval
+        try:
+            return enqueue_due(connection, self.model, self.registry, self.schedules)
+        except Exception as error:  # noqa: BLE001 - a schedule must never stop maintenance
+            log.warning("periodic enqueue failed (%s); retrying", error)
+            if connection.in_transaction():
+                connection.rollback()
+            return []
+
+
+def _missed(schedule: Schedule, due: datetime, now: datetime, limit: int = 1000) -> int:
+    """How many ticks after `due` had passed by `now` too (counted up to `limit`)."""
+    count, moment = 0, due
+    while count < limit:
+        moment = schedule.next_after(moment)
+        if moment > now:
+            break
+        count += 1
+    return count
+
+
+def next_runs(
+    connection: Connection, model: type[JobMixin], schedules: Iterable[Schedule]
+) -> dict[str, tuple[datetime, str]]:
+    """Each schedule's next run time: ``{name: (when, source)}``.
+
+    The source is ``"table"`` when the schedules table holds the schedule with the
+    same definition, else ``"computed"`` (from the database clock).
+    """
+    listed = list(schedules)
+    rows = connection.execute(
+        control.read_schedules(model), {"names": [s.name for s in listed]}
+    ).all()
+    now = rows[0].now if rows else connection.execute(statements.db_now()).scalar_one()
+    known = {row.name: row for row in rows}
+    result: dict[str, tuple[datetime, str]] = {}
+    for schedule in listed:
+        row = known.get(schedule.name)
+        if row is not None and row.spec == schedule.spec:
+            result[schedule.name] = (row.next_run_at, "table")
+        else:
+            result[schedule.name] = (schedule.next_after(now), "computed")
+    return result

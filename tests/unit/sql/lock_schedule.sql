@@ -1,0 +1,3 @@
+SELECT sa_jobqueue_schedules_jobs.name, sa_jobqueue_schedules_jobs.kind, sa_jobqueue_schedules_jobs.spec, sa_jobqueue_schedules_jobs.next_run_at, sa_jobqueue_schedules_jobs.last_run_at, sa_jobqueue_schedules_jobs.last_job_id, sa_jobqueue_schedules_jobs.updated_at, sa_jobqueue_schedules_jobs.definition, sa_jobqueue_schedules_jobs.paused_at, now() AS now
+FROM sa_jobqueue_schedules_jobs
+WHERE sa_jobqueue_schedules_jobs.name = %(schedule_name)s FOR UPDATE

@@ -1,0 +1,1 @@
+UPDATE sa_jobqueue_schedules_jobs SET updated_at=now(), paused_at=now() WHERE sa_jobqueue_schedules_jobs.name = %(schedule_name)s AND sa_jobqueue_schedules_jobs.paused_at IS NULL RETURNING sa_jobqueue_schedules_jobs.name

@@ -1,0 +1,1 @@
+UPDATE sa_jobqueue_schedules_jobs SET next_run_at=%(following)s, updated_at=now(), paused_at=NULL WHERE sa_jobqueue_schedules_jobs.name = %(schedule_name)s AND sa_jobqueue_schedules_jobs.paused_at IS NOT NULL RETURNING sa_jobqueue_schedules_jobs.name

@@ -1,0 +1,1 @@
+INSERT INTO sa_jobqueue_weight_jobs (key, weight) VALUES (%(weight_key)s, %(weight)s) ON CONFLICT (key) DO UPDATE SET weight = excluded.weight, updated_at = now() RETURNING sa_jobqueue_weight_jobs.key
