@@ -9,52 +9,28 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import wait_for
+from tests.support.processes import Proc
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.support.apps.scheduling:jobs"
 
 
-class Worker:
-    """An ``sa-jobqueue worker`` process whose output goes to a file."""
-
-    def __init__(self, args, env, log_path):
-        self.log_path = log_path
-        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(
-            args, env=env, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT
-        )
-
-    def output(self):
-        return self.log_path.read_text()
-
-    def wait_for_log(self, text, timeout=60.0):
-        wait_for(lambda: text in self.output(), timeout, f"{text!r} in worker log")
-
-    def stop(self):
-        if self.popen.poll() is None:
-            self.popen.kill()
-            self.popen.wait(10)
-        self._log.close()
+#: The worker processes these tests start (`tests.support.processes.Proc`).
+Worker = Proc
 
 
 @pytest.fixture
-def spawn(database_url, committed, tmp_path):
-    started: list[Worker] = []
-
+def spawn(processes):
     def start(every=""):
-        env = {**os.environ, "DATABASE_URL": database_url, "SAJQ_EVERY": every}
-        args = [
-            *(sys.executable, "-m", "sa_jobqueue.cli", "worker", APP),
+        return processes.worker(
+            APP,
             *("--queue", "beats", "--sweep-interval", "0.5"),
-        ]
-        worker = Worker(args, env, tmp_path / f"worker-{len(started)}.log")
-        started.append(worker)
-        return worker
+            concurrency=None,
+            env={"SAJQ_EVERY": every},
+            ready=False,
+        )
 
-    yield start
-    for worker in started:
-        worker.stop()
+    return start
 
 
 def cli(database_url, *args):
