@@ -2,6 +2,8 @@
 
 `scripts` finds and runs the library's own revisions (``sa-jobqueue migrate``); `ops`
 holds the op-level helpers every revision calls, for a jobs table of any name;
+`versions` lists the shipped revisions for the application's own history
+(`upgrade_to`, `downgrade_to`); `app_history` writes such a revision into it;
 `preflight` checks a live database before migrating it or working on it. Names are
 loaded on first use, so a worker that imports `preflight` never loads Alembic. See
 docs/migrations.md.
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
         version_table,
         versions_location,
     )
+    from sa_jobqueue.migration.versions import downgrade_to, revision_of, upgrade_to
 
 __all__ = [
     "AUTOVACUUM",
@@ -53,6 +56,7 @@ __all__ = [
     "create_notify_trigger",
     "current_revisions",
     "downgrade",
+    "downgrade_to",
     "drop_flow_control",
     "drop_jobs_table",
     "drop_notify_trigger",
@@ -61,19 +65,22 @@ __all__ = [
     "jobs_table",
     "latest",
     "lock_migrations",
+    "revision_of",
     "script_location",
     "set_autovacuum",
     "upgrade",
+    "upgrade_to",
     "version_table",
     "versions_location",
 ]
 
 _OPS = frozenset({"add_flow_control", "drop_flow_control"})
+_VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 
 
 def __getattr__(name: str) -> Any:
     """Load a name of the migration surface on first use (Alembic with it)."""
     if name in __all__:
-        module = "ops" if name in _OPS else "scripts"
+        module = "ops" if name in _OPS else "versions" if name in _VERSIONS else "scripts"
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)
     raise AttributeError(f"module 'sa_jobqueue.migration' has no attribute {name!r}")
