@@ -28,6 +28,7 @@ from sa_jobqueue.schema.naming import (
     paused_queues_table,
     schedules_table,
     starts_table_name,
+    version_table,
 )
 
 __all__ = [
@@ -168,6 +169,8 @@ def upgrade_to(revision: str, table: str = "jobs", *, schema: str | None = None)
     ``sa-jobqueue migrate``; brought to the latest revision, a table made by someone
     else also gets what the model declares and it lacks (indexes, CHECK constraints,
     the notify trigger, autovacuum settings), as ``sa-jobqueue migrate --adopt`` does.
+    A table that ``sa-jobqueue migrate`` made loses the version table migrate kept
+    for it (``sa_jobqueue_version_<table>``): the table is this history's from now on.
 
     Args:
         revision: a shipped revision id (``"sajq_0004"``): pin it, never "latest",
@@ -203,6 +206,12 @@ def upgrade_to(revision: str, table: str = "jobs", *, schema: str | None = None)
     for version in VERSIONS[level + 1 : target + 1]:
         log.info("jobs table %s: applying %s", table, version.revision)
         version.upgrade(table, schema=schema)
+    if schema is None and inspect(connection).has_table(version_table(table)):
+        # `sa-jobqueue migrate` made the table and kept its own record of it: the
+        # table is this history's now, and a stale record would mislead a later migrate
+        # (and autogenerate, which would propose dropping a table no model declares).
+        log.info("jobs table %s: dropping %s", table, version_table(table))
+        op.drop_table(version_table(table))
     if level >= 0 and target == len(VERSIONS) - 1:
         # A table someone else made (create_all, autogenerate, by hand) may lack what
         # the model declares beside its columns: its indexes, checks, trigger, settings.

@@ -115,3 +115,45 @@ def test_recipe_runs_as_written(reader, databases, pooled, page):
     shell = docs_pages.Shell(cwd=reader.home, env=dict(reader.env), state=state)
     shell.env["DATABASE_URL"] = databases()  # each recipe starts with an empty database
     docs_pages.play(blocks, shell, new_database=databases, pooled=pooled)
+
+
+# How older Alembics wrote alembic.ini, made from what `alembic init` writes now: Alembic
+# 1.5 to 1.15 had `version_path_separator = os` where 1.16 has `path_separator = os`;
+# older ones (and projects started from them, fastapi/full-stack-fastapi-template's) have
+# neither. The alembic recipe must work on each: it is replayed with the file rewritten
+# so right after every `alembic init` it runs.
+OLDER_INI = {
+    "version_path_separator": "sed -i.new 's/^path_separator = os$/version_path_separator = os/' "
+    "alembic.ini",
+    "no_separator": "sed -i.new '/^path_separator = os$/d' alembic.ini",
+}
+
+
+def _as_older_alembic_wrote_it(
+    blocks: list[docs_pages.Block], rewrite: str
+) -> list[docs_pages.Block]:
+    replayed: list[docs_pages.Block] = []
+    for block in blocks:
+        replayed.append(block)
+        if block.role == "shell" and "alembic init" in block.code:
+            check = "! grep -E '^path_separator' alembic.ini\nrm alembic.ini.new\n"
+            replayed.append(
+                docs_pages.Block(block.page, block.line, "bash", None, f"{rewrite}\n{check}")
+            )
+    assert len(replayed) > len(blocks), "the alembic recipe runs no `alembic init`"
+    return replayed
+
+
+@pytest.mark.parametrize("older", sorted(OLDER_INI))
+def test_alembic_recipe_runs_on_an_alembic_ini_of_an_older_alembic(
+    reader, databases, pooled, older
+):
+    blocks = _as_older_alembic_wrote_it(
+        docs_pages.parse(DOCS / "recipes" / "alembic.md"), OLDER_INI[older]
+    )
+    state = reader.home / f".alembic-{older}"
+    home = reader.home / f"older-{older}"
+    home.mkdir()
+    shell = docs_pages.Shell(cwd=home, env=dict(reader.env), state=state)
+    shell.env["DATABASE_URL"] = databases()
+    docs_pages.play(blocks, shell, new_database=databases, pooled=pooled)
