@@ -12,8 +12,20 @@ if config.config_file_name is not None:
 
 target_metadata = Base.metadata
 
+
+def include_name(name, type_, parent_names):
+    # Compare only the tables this application declares.
+    if type_ == "table":
+        return name in target_metadata.tables
+    return True
+
+
 engine = create_engine(os.environ["DATABASE_URL"], poolclass=pool.NullPool)
 with engine.connect() as connection:
-    context.configure(connection=connection, target_metadata=target_metadata)
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        include_name=include_name,
+    )
     with context.begin_transaction():
         context.run_migrations()
