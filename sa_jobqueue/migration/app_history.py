@@ -139,13 +139,14 @@ def write_revision(
     except CommandError as error:  # no script_location, a missing directory
         raise ConfigurationError(f"Alembic configuration: {error}") from error
     heads = script.get_heads()
+    if any(_BRANCH in script.get_revision(h).branch_labels for h in heads):
+        # Both would create the table on a new database, in no set order.
+        raise ConfigurationError(
+            "this history still has the shipped sa_jobqueue branch (its "
+            "version_locations list sa_jobqueue's versions): move off it first "
+            "(docs/migrations.md, 'Moving between the ways')"
+        )
     if head is None:
-        if any(_BRANCH in script.get_revision(h).branch_labels for h in heads):
-            raise ConfigurationError(
-                "this history still has the shipped sa_jobqueue branch (its "
-                "version_locations list sa_jobqueue's versions): move off it first "
-                "(docs/migrations.md, 'From the branch to one history')"
-            )
         if len(heads) > 1:
             raise ConfigurationError(
                 f"the history has {len(heads)} heads ({', '.join(sorted(heads))}): "

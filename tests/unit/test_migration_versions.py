@@ -141,8 +141,9 @@ def test_a_history_still_on_the_shipped_branch_is_refused(tmp_path):
         + f"version_locations = %(here)s/migrations/versions {migration.versions_location()}\n"
         + "path_separator = space\n"
     )
-    with pytest.raises(ConfigurationError, match="still has the shipped sa_jobqueue branch"):
-        app_history.write_revision(Config(str(ini)))
+    for head in (None, "sajq_0004"):
+        with pytest.raises(ConfigurationError, match="still has the shipped sa_jobqueue branch"):
+            app_history.write_revision(Config(str(ini)), head=head)
 
 
 def test_no_configuration_here_says_where_it_looked(tmp_path, monkeypatch):
