@@ -6,7 +6,8 @@ package installed from the checkout, not editable. Each recipe then runs in its 
 empty directory with that virtualenv active and a database of its own, the way the
 recipes index tells a reader to start; and once more in a copy of the database getting
 started left, for the reader who kept its DATABASE_URL. The alembic recipe is also
-replayed on alembic.ini files as older Alembics wrote them. See tests/support/docs_pages.py for what each block means.
+replayed on alembic.ini files as older Alembics wrote them. See tests/support/docs_pages.py
+for what each block means.
 """
 
 from __future__ import annotations
