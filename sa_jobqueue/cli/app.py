@@ -181,6 +181,7 @@ def load_jobqueue(target: str) -> JobQueue[Any]:
 
 #: Each command of `main` -> the module that defines it (importing it registers it).
 SUBCOMMANDS: Mapping[str, str] = {
+    "alembic-revision": "sa_jobqueue.cli.history",
     "cancel": "sa_jobqueue.cli.ops",
     "dashboard": "sa_jobqueue.cli.dashboard",
     "enqueue": "sa_jobqueue.cli.ops",

@@ -1,6 +1,7 @@
 """The shipped Alembic migration: where its scripts are, and the op-level helpers they call.
 
 `scripts` runs the library's own revisions, `ops` holds the helpers every revision calls,
+`versions` lists the shipped revisions for the app's own history (`upgrade_to`), and
 `preflight` checks a live database; names load on first use, so a worker that imports
 `preflight` never loads Alembic. See docs/migrations.md.
 """
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
         version_table,
         versions_location,
     )
+    from sa_jobqueue.migration.versions import downgrade_to, revision_of, upgrade_to
 
 __all__ = [
     "AUTOVACUUM",
@@ -60,6 +62,7 @@ __all__ = [
     "create_notify_trigger",
     "current_revisions",
     "downgrade",
+    "downgrade_to",
     "drop_flow_control",
     "drop_jobs_table",
     "drop_notify_trigger",
@@ -70,9 +73,11 @@ __all__ = [
     "latest",
     "lock_migrations",
     "migrate",
+    "revision_of",
     "script_location",
     "set_autovacuum",
     "upgrade",
+    "upgrade_to",
     "version_table",
     "versions_location",
 ]
@@ -80,11 +85,12 @@ __all__ = [
 _OPS = frozenset(
     {"add_flow_control", "drop_flow_control", "add_runtime_control", "drop_runtime_control"}
 )
+_VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 
 
 def __getattr__(name: str) -> Any:
     """Load a name of the migration surface on first use (Alembic with it)."""
     if name in __all__:
-        module = "ops" if name in _OPS else "scripts"
+        module = "ops" if name in _OPS else "versions" if name in _VERSIONS else "scripts"
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)
     raise AttributeError(f"module 'sa_jobqueue.migration' has no attribute {name!r}")

@@ -4,19 +4,25 @@ One reader per test session: getting-started.md runs first, in an empty director
 a ``sa-jobqueue`` checkout (a link to this tree), and creates the virtualenv with the
 package installed from the checkout, not editable. Each recipe then runs in its own
 empty directory with that virtualenv active and a database of its own, the way the
-recipes index tells a reader to start. See tests/support/docs_pages.py for what each block means.
+recipes index tells a reader to start; and once more in a copy of the database getting
+started left, for the reader who kept its DATABASE_URL. The alembic recipe is also
+replayed on alembic.ini files as older Alembics wrote them. See tests/support/docs_pages.py
+for what each block means.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, make_url, text
+from sqlalchemy.pool import NullPool
 
 from sa_jobqueue.testing import scratch_database
 from tests.support import docs_pages
@@ -36,6 +42,7 @@ class Reader:
     home: Path
     env: dict[str, str]
     transcript: list[str]
+    database: str  # the database getting started used, as it left it
 
 
 @pytest.fixture
@@ -71,13 +78,12 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def reader(tmp_path_factory: pytest.TempPathFactory, server_url: str) -> Reader:
-    stack = ExitStack()
+def reader(tmp_path_factory: pytest.TempPathFactory, server_url: str) -> Iterator[Reader]:
     home = tmp_path_factory.mktemp("reader")
     (home / "sa-jobqueue").symlink_to(ROOT, target_is_directory=True)
     shell = docs_pages.Shell(cwd=home, env=_clean_env(), state=home / ".shell")
     page = docs_pages.parse(DOCS / "getting-started.md")
-    with stack:
+    with ExitStack() as stack:  # its database stays for the session, as the reader's does
         docs_pages.play(
             page,
             shell,
@@ -85,12 +91,12 @@ def reader(tmp_path_factory: pytest.TempPathFactory, server_url: str) -> Reader:
                 scratch_database(server_url, prefix="sa_jobqueue_docs")
             ),
         )
-    venv = home / "shop" / ".venv"
-    assert (venv / "bin" / "sa-jobqueue").is_file()
-    env = _clean_env()
-    env["VIRTUAL_ENV"] = str(venv)
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
-    return Reader(home, env, shell.transcript)
+        venv = home / "shop" / ".venv"
+        assert (venv / "bin" / "sa-jobqueue").is_file()
+        env = _clean_env()
+        env["VIRTUAL_ENV"] = str(venv)
+        env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env['PATH']}"
+        yield Reader(home, env, shell.transcript, shell.env["DATABASE_URL"])
 
 
 def test_getting_started_ends_with_a_worker_processing_jobs(reader):
@@ -106,6 +112,38 @@ def test_getting_started_ends_with_a_worker_processing_jobs(reader):
     assert "stopped after 2 jobs" in worker_run
 
 
+@contextmanager
+def _copy_of(server_url: str, url: str) -> Iterator[str]:
+    """A new database made from the one at `url` as it is now; dropped afterwards."""
+    source = make_url(url).database
+    name = f"sa_jobqueue_docs_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server_url, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as connection:
+            connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{source}"'))
+        try:
+            yield make_url(url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as connection:
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
+
+
+@pytest.mark.parametrize("page", RECIPES, ids=[p.stem for p in RECIPES])
+def test_recipe_runs_in_the_database_getting_started_left(
+    reader, databases, pooled, server_url, page
+):
+    # A reader who keeps DATABASE_URL from getting started: its orders, invoices and done
+    # jobs are there, its jobs table at the latest revision. Each recipe gets a copy.
+    home = reader.home / f"after-getting-started-{page.stem}"
+    home.mkdir()
+    shell = docs_pages.Shell(cwd=home, env=dict(reader.env), state=home.with_suffix(".shell"))
+    with _copy_of(server_url, reader.database) as url:
+        shell.env["DATABASE_URL"] = url
+        docs_pages.play(docs_pages.parse(page), shell, new_database=databases, pooled=pooled)
+
+
 @pytest.mark.parametrize("page", RECIPES, ids=[p.stem for p in RECIPES])
 def test_recipe_runs_as_written(reader, databases, pooled, page):
     blocks = docs_pages.parse(page)
@@ -114,4 +152,46 @@ def test_recipe_runs_as_written(reader, databases, pooled, page):
     state = reader.home / f".{page.stem}"
     shell = docs_pages.Shell(cwd=reader.home, env=dict(reader.env), state=state)
     shell.env["DATABASE_URL"] = databases()  # each recipe starts with an empty database
+    docs_pages.play(blocks, shell, new_database=databases, pooled=pooled)
+
+
+# How older Alembics wrote alembic.ini, made from what `alembic init` writes now: Alembic
+# 1.5 to 1.15 had `version_path_separator = os` where 1.16 has `path_separator = os`;
+# older ones (and projects started from them, fastapi/full-stack-fastapi-template's) have
+# neither. The alembic recipe must work on each: it is replayed with the file rewritten
+# so right after every `alembic init` it runs.
+OLDER_INI = {
+    "version_path_separator": "sed -i.new 's/^path_separator = os$/version_path_separator = os/' "
+    "alembic.ini",
+    "no_separator": "sed -i.new '/^path_separator = os$/d' alembic.ini",
+}
+
+
+def _as_older_alembic_wrote_it(
+    blocks: list[docs_pages.Block], rewrite: str
+) -> list[docs_pages.Block]:
+    replayed: list[docs_pages.Block] = []
+    for block in blocks:
+        replayed.append(block)
+        if block.role == "shell" and "alembic init" in block.code:
+            check = "! grep -E '^path_separator' alembic.ini\nrm alembic.ini.new\n"
+            replayed.append(
+                docs_pages.Block(block.page, block.line, "bash", None, f"{rewrite}\n{check}")
+            )
+    assert len(replayed) > len(blocks), "the alembic recipe runs no `alembic init`"
+    return replayed
+
+
+@pytest.mark.parametrize("older", sorted(OLDER_INI))
+def test_alembic_recipe_runs_on_an_alembic_ini_of_an_older_alembic(
+    reader, databases, pooled, older
+):
+    blocks = _as_older_alembic_wrote_it(
+        docs_pages.parse(DOCS / "recipes" / "alembic.md"), OLDER_INI[older]
+    )
+    state = reader.home / f".alembic-{older}"
+    home = reader.home / f"older-{older}"
+    home.mkdir()
+    shell = docs_pages.Shell(cwd=home, env=dict(reader.env), state=state)
+    shell.env["DATABASE_URL"] = databases()
     docs_pages.play(blocks, shell, new_database=databases, pooled=pooled)

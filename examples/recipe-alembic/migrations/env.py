@@ -14,8 +14,7 @@ target_metadata = Base.metadata
 
 
 def include_name(name, type_, parent_names):
-    # Compare only the tables this application declares; without this hook,
-    # autogenerate proposes to drop every other table it finds in the database.
+    # Compare only the tables this application declares.
     if type_ == "table":
         return name in target_metadata.tables
     return True
