@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Protocol
@@ -49,6 +49,13 @@ class JobContext:
             docs/tasks.md.
         engine: the worker's engine (an ``AsyncEngine`` for async handlers), for
             handlers that open sessions of their own.
+        upstream: for a job enqueued ``after=`` others (or a batch callback): each
+            job it waited for, by id, mapped to that job's stored ``result`` (None
+            where it returned nothing, or did not end ``done``). Read once, when the
+            attempt starts; empty for a job that waited for nothing.
+        upstream_statuses: the same jobs' final statuses (``done``, ``failed``,
+            ``cancelled``), by id: a batch callback counts its members' outcomes
+            with ``collections.Counter(ctx.upstream_statuses.values())``.
     """
 
     id: int
@@ -65,6 +72,8 @@ class JobContext:
     _engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = field(
         default=None, repr=False, compare=False
     )
+    upstream: Mapping[int, Any] = field(default_factory=dict, repr=False, compare=False)
+    upstream_statuses: Mapping[int, str] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -12,9 +12,11 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import tracing
 from sa_jobqueue.core.aio import check_async_session, is_async_engine
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from sa_jobqueue.enqueue.batch import Batch
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.prepare import JobSpec, check_session, prepare, prepare_many
-from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
+from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.ops.operator_api import OperatorAPI
 from sa_jobqueue.periodic import Schedule, make_schedule
@@ -66,6 +68,8 @@ class JobQueue(OperatorAPI[JobT]):
         self._inserter: Inserter[JobT] = Inserter(model)
         self.schedules: dict[str, Schedule] = {}
         self._columns = OwnColumns(model, max_payload_bytes)
+        self._after = AfterCheck(model)
+        self._graph: Graph[JobT] = Graph(model, self._inserter)
         #: The middleware around every handler call; `middleware` adds to it.
         self.middlewares: Middlewares = self.registry.middlewares
 
@@ -242,6 +246,8 @@ class JobQueue(OperatorAPI[JobT]):
         unique_key: str | None = None,
         concurrency_key: str | None = None,
         columns: Mapping[str, Any] | None = None,
+        after: Sequence[JobT | int] | None = None,
+        after_failure: str | None = None,
     ) -> JobT:
         """Add a job to `session`'s transaction and return its row.
 
@@ -268,6 +274,12 @@ class JobQueue(OperatorAPI[JobT]):
                 many jobs with this key run at once (docs/flow-control.md).
             columns: values for columns the application added to its model
                 (``{"order_id": 4}``), by attribute name; checked against the model.
+            after: jobs (rows `enqueue` returned) or ids this job waits for: it is
+                ``waiting`` until every one is ``done``, then due (docs/workflows.md).
+                At most `sa_jobqueue.enqueue.workflows.MAX_AFTER` of them.
+            after_failure: with `after`: ``"cancel"`` (default: should one of them end
+                ``failed`` or ``cancelled``, this job ends ``cancelled``, and so on
+                down the graph) or ``"run"`` (it runs once all have ended, however).
 
         With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
         context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
@@ -291,7 +303,11 @@ class JobQueue(OperatorAPI[JobT]):
             unique_key=unique_key,
             concurrency_key=concurrency_key,
             columns=columns,
+            after=after,
+            after_failure=after_failure,
         )
+        if spec.after:
+            return self._insert_many(session, [spec])[0]
         return self._insert_one(session, spec)
 
     def _prepare(
@@ -308,6 +324,8 @@ class JobQueue(OperatorAPI[JobT]):
         unique_key: object,
         concurrency_key: object,
         columns: object,
+        after: object = None,
+        after_failure: object = None,
     ) -> JobSpec:
         """One job's `JobSpec`, for `enqueue` and `aenqueue` (same arguments, same rules)."""
         return prepare(
@@ -325,6 +343,9 @@ class JobQueue(OperatorAPI[JobT]):
             concurrency_key=concurrency_key,
             columns=columns,
             check_columns=self._columns.check,
+            after=after,
+            after_failure=after_failure,
+            check_after=self._after,
         )
 
     def _insert_one(self, session: Session, spec: JobSpec) -> JobT:
@@ -346,11 +367,81 @@ class JobQueue(OperatorAPI[JobT]):
         the whole call before the session is touched.
         """
         check_session(session, "enqueue_many")
-        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        return self._insert_many(session, self._prepare_many(items))
+
+    def _prepare_many(self, items: Iterable[Any]) -> list[JobSpec]:
+        return prepare_many(
+            self.registry, self.max_payload_bytes, items, self._columns.check, self._after
+        )
+
+    def _insert_many(
+        self, session: Session, specs: Sequence[JobSpec], batch_id: int | None = None
+    ) -> list[JobT]:
+        """Insert `specs` inside their ``send`` span: through `Graph` when one waits."""
         with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
-            rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
+            rows: list[JobT]
+            if batch_id is not None or self._graph.needed(specs):
+                rows = self._graph.insert(
+                    session, specs, trace_context=produced.carrier, batch_id=batch_id
+                )
+            else:
+                rows = self._inserter.insert(session, specs, trace_context=produced.carrier)
             produced.inserted([row.id for row in rows])
         return rows
+
+    def _insert_members(self, session: Session, specs: Sequence[JobSpec], batch_id: int) -> Any:
+        return self._insert_many(session, specs, batch_id)
+
+    def batch(self, session: Session, *, callback: Any) -> Batch[JobT]:
+        """Start a batch in `session`'s transaction: `callback` runs once all its jobs have ended.
+
+        Example:
+            >>> with Session(engine) as session, session.begin():      # doctest: +SKIP
+            ...     batch = jobs.batch(session, callback=("report", {"run": 7}))
+            ...     batch.enqueue_many([("resize", {"i": i}) for i in range(1000)])
+
+        The callback job is inserted now, in the caller's transaction (it commits or
+        rolls back with the batch's jobs). Add jobs with ``batch.enqueue`` and
+        ``batch.enqueue_many`` until that transaction ends. The callback runs once
+        (lease mode: at least once, fenced, like any job) after every job of the batch
+        has ended, whatever the outcome; ``ctx.upstream`` holds their results and
+        ``ctx.upstream_statuses`` their statuses. A batch with no job runs its
+        callback at once. See docs/workflows.md.
+
+        Args:
+            session: the caller's session.
+            callback: ``(kind, payload)``, or a dict of `enqueue`'s keywords plus
+                ``kind`` (as an `enqueue_many` item; no ``after``).
+
+        Raises:
+            ValidationError: naming the bad argument, before the session is touched.
+        """
+        check_session(session, "batch")
+        spec = self._callback_spec(callback)
+        return Batch(session, self._insert_one(session, spec), self._prepare_many, self._insert_members)
+
+    async def abatch(self, session: AsyncSession, *, callback: Any) -> Batch[JobT]:
+        """`batch` for an `AsyncSession`; add jobs with ``await batch.aenqueue_many(...)``."""
+        check_async_session(session, "abatch")
+        spec = self._callback_spec(callback)
+        with tracing.producing([spec.queue], 1) as produced:
+            job: JobT = await session.run_sync(
+                self._inserter.insert_one, spec, trace_context=produced.carrier
+            )
+            produced.inserted([job.id])
+        return Batch(session, job, self._prepare_many, self._insert_members)
+
+    def _callback_spec(self, callback: Any) -> JobSpec:
+        try:
+            (spec,) = self._prepare_many([callback])
+        except ValidationError as exc:
+            exc.args = (exc.args[0].replace("items[0]", "callback", 1),)
+            raise
+        if spec.after:
+            raise ValidationError(
+                "callback", callback, "a batch callback waits for the batch's jobs; give no after="
+            )
+        return spec
 
     # -- asyncio (see docs/asyncio.md) ----------------------------------------
 
@@ -369,6 +460,8 @@ class JobQueue(OperatorAPI[JobT]):
         unique_key: str | None = None,
         concurrency_key: str | None = None,
         columns: Mapping[str, Any] | None = None,
+        after: Sequence[JobT | int] | None = None,
+        after_failure: str | None = None,
     ) -> JobT:
         """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
 
@@ -403,7 +496,12 @@ class JobQueue(OperatorAPI[JobT]):
             unique_key=unique_key,
             concurrency_key=concurrency_key,
             columns=columns,
+            after=after,
+            after_failure=after_failure,
         )
+        if spec.after:
+            waiting: list[JobT] = await session.run_sync(self._insert_many, [spec])
+            return waiting[0]
         # The span opens here, in the caller's context, around the bridge.
         with tracing.producing([spec.queue], 1) as produced:
             job: JobT = await session.run_sync(
@@ -418,12 +516,8 @@ class JobQueue(OperatorAPI[JobT]):
         Same items, rules and idempotency as `enqueue_many`; never commits.
         """
         check_async_session(session, "aenqueue_many")
-        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
-        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
-            rows: list[JobT] = await session.run_sync(
-                self._inserter.insert, specs, trace_context=produced.carrier
-            )
-            produced.inserted([row.id for row in rows])
+        specs = self._prepare_many(items)
+        rows: list[JobT] = await session.run_sync(self._insert_many, specs)
         return rows
 
     def worker(

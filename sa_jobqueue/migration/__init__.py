@@ -13,7 +13,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sa_jobqueue.migration.ops import add_flow_control, drop_flow_control
+    from sa_jobqueue.migration.ops import (
+        add_flow_control,
+        add_workflows,
+        drop_flow_control,
+        drop_workflows,
+    )
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
@@ -46,6 +51,7 @@ __all__ = [
     "add_flow_control",
     "add_revision_columns",
     "add_scheduling",
+    "add_workflows",
     "channel_name",
     "check_identifier",
     "check_table_name",
@@ -58,6 +64,7 @@ __all__ = [
     "drop_notify_trigger",
     "drop_revision_columns",
     "drop_scheduling",
+    "drop_workflows",
     "jobs_table",
     "latest",
     "lock_migrations",
@@ -68,7 +75,7 @@ __all__ = [
     "versions_location",
 ]
 
-_OPS = frozenset({"add_flow_control", "drop_flow_control"})
+_OPS = frozenset({"add_flow_control", "drop_flow_control", "add_workflows", "drop_workflows"})
 
 
 def __getattr__(name: str) -> Any:

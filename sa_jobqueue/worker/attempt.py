@@ -71,6 +71,9 @@ class Claimed:
     claimed_at: float = field(default_factory=time.monotonic, compare=False)
     #: The trace context its enqueue recorded (W3C ``traceparent``...), or None.
     trace_context: Any = field(default=None, compare=False, repr=False)
+    #: Whether it was enqueued ``after=`` other jobs (or is a batch callback with
+    #: members): its handler's ``ctx.upstream`` is read when it starts.
+    waited: bool = field(default=False, compare=False, repr=False)
     #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
     #: the worker looks attempts up by it several times per job).
     key: AttemptKey = field(init=False, compare=False, repr=False)
@@ -91,6 +94,7 @@ class Claimed:
             row.idempotency_key,
             lease,
             trace_context=getattr(row, "trace_context", None),
+            waited=getattr(row, "waiting_for", None) is not None,
         )
 
 

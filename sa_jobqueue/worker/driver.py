@@ -16,7 +16,7 @@ LOCKED``; such a driver would claim with ``SELECT ... FOR UPDATE`` then
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,10 +25,33 @@ from sqlalchemy import Connection, RootTransaction, Row, Select, Update
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.statements import control
+from sa_jobqueue.schema.model import Status
+from sa_jobqueue.schema.naming import channel_name
+from sa_jobqueue.statements import control, workflows
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 
-__all__ = ["Driver", "NextDue", "PostgresDriver", "Swept"]
+__all__ = ["Driver", "Held", "NextDue", "PostgresDriver", "Swept", "Upstream"]
+
+
+class Held(set[AttemptKey]):
+    """The attempts a fenced ``done`` still held, and which of those jobs others wait for.
+
+    A `set` of `AttemptKey`; `with_dependents` lists the ids (of jobs in it) that
+    have dependents, for `Driver.release_dependents` in the same transaction.
+    """
+
+    def __init__(self, keys: Iterable[AttemptKey] = (), with_dependents: Iterable[int] = ()):
+        super().__init__(keys)
+        self.with_dependents: list[int] = list(with_dependents)
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    """A job that a starting job waited for: its id, final status and stored result."""
+
+    id: int
+    status: str
+    result: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +135,25 @@ class Driver(Protocol):
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
-    ) -> set[AttemptKey]:
+    ) -> Held:
         """Mark `jobs` done, storing `results` (JSON text, one per job; None: no result).
 
-        Returns the attempts that were still held (the rest were lost).
+        Returns the attempts that were still held (the rest were lost), with the ids
+        of those that other jobs wait for (`release_dependents` is then due).
         """
+        ...
+
+    def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
+        """Count the ends of `ended` (``(id, final status)``) against the jobs that wait for them.
+
+        Run it in the transaction of their fenced end, after it. Dependents cancelled
+        by a failure release theirs in turn (down the graph); the queues of the jobs
+        made ``pending`` are notified at commit. Returns the ids made ``pending``.
+        """
+        ...
+
+    def upstream(self, conn: Connection, job_id: int) -> list[Upstream]:
+        """The jobs `job_id` waited for, with their statuses and results, by id."""
         ...
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
@@ -201,6 +238,9 @@ class PostgresDriver:
             )
             for kind, limit in limited.items()
         }
+        self._release_dependents = workflows.release_dependents(model)
+        self._upstream = workflows.upstream_of(model)
+        self._notify = statements.notify(channel_name(model.__tablename__))
         self._complete = statements.complete(model)
         self._complete_plain = statements.complete(model, with_results=False)
         self._complete_one = statements.complete_one(model)
@@ -307,14 +347,14 @@ class PostgresDriver:
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
-    ) -> set[AttemptKey]:
+    ) -> Held:
         """Mark `jobs` done in one fenced UPDATE, with their results; return those still held.
 
         On the connection `lock_ahead` named, the same statement also takes the kind
         locks asked for (`statements.complete_and_lock`), once.
         """
         if not jobs:
-            return set()
+            return Held()
         if results is not None and len(results) != len(jobs):
             raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
         plain = results is None or all(result is None for result in results)
@@ -330,14 +370,42 @@ class PostgresDriver:
                 rows = conn.execute(self._complete_one, one)
             else:
                 rows = conn.execute(self._complete_plain if plain else self._complete, params)
-            return {(row.id, row.attempts) for row in rows}
+            return _held(rows)
         self._ahead = None
         locking = self._complete_plain_and_lock if plain else self._complete_and_lock
         row = conn.execute(locking, {**params, "lock_kinds": ahead[1]}).one()
         transaction = conn.get_transaction()
         if transaction is not None:
             self._held = (transaction, frozenset(ahead[1]))
-        return set(zip(row.ids or (), row.attempt_numbers or (), strict=True))
+        keys = zip(row.ids or (), row.attempt_numbers or (), strict=True)
+        return Held(keys, row.upstream_ids or ())
+
+    def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
+        """`workflows.release_dependents`, down the graph; then one NOTIFY of their queues."""
+        released: list[int] = []
+        queues: set[str] = set()
+        todo = list(ended)
+        while todo:
+            params = {
+                "ended_ids": [job_id for job_id, _ in todo],
+                "ended_statuses": [status for _, status in todo],
+            }
+            rows = conn.execute(self._release_dependents, params).all()
+            todo = []
+            for row in rows:
+                if row.status == Status.PENDING.value:
+                    released.append(row.id)
+                    queues.add(row.queue)
+                elif row.status == Status.CANCELLED.value and row.has_dependents:
+                    todo.append((row.id, row.status))
+        if queues:
+            conn.execute(self._notify, {"queues": sorted(queues)})
+        return released
+
+    def upstream(self, conn: Connection, job_id: int) -> list[Upstream]:
+        """`workflows.upstream_of` `job_id`: each job it waited for, with status and result."""
+        rows = conn.execute(self._upstream, {"job_id": job_id})
+        return [Upstream(row.id, row.status, row.result) for row in rows]
 
     def release(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
         """Give `jobs` back to ``pending``, due now, without using up an attempt."""
@@ -395,3 +463,12 @@ class PostgresDriver:
     def commit_asynchronously(self, conn: Connection) -> None:
         """``SET LOCAL synchronous_commit = off`` (`statements.asynchronous_commit`)."""
         conn.execute(self._asynchronous_commit)
+
+
+def _held(rows: Iterable[Row[Any]]) -> Held:
+    held = Held()
+    for row in rows:
+        held.add((row.id, row.attempts))
+        if row.has_dependents:
+            held.with_dependents.append(row.id)
+    return held

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, exc
+from sqlalchemy import Connection, Engine, exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
@@ -41,7 +41,7 @@ from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
-from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.driver import Driver, Upstream
 from sa_jobqueue.worker.running import RunningAttempts, Stop
 
 if TYPE_CHECKING:
@@ -124,6 +124,7 @@ class Executor:
         job: Claimed,
         session: Session | AsyncSession | None = None,
         engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
+        upstream: Sequence[Upstream] = (),
     ) -> JobContext:
         """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
         return JobContext(
@@ -138,13 +139,35 @@ class Executor:
             _session=session,
             _stop=self.attempts.event(job.key),
             _engine=engine if engine is not None else self._engine,
+            upstream={u.id: u.result for u in upstream},
+            upstream_statuses={u.id: u.status for u in upstream},
         )
 
-    def _async_context(self, job: Claimed, session: AsyncSession | None = None) -> JobContext:
+    def _upstream(self, job: Claimed, conn: Connection | None = None) -> list[Upstream]:
+        """The jobs `job` waited for (``ctx.upstream``), read once as it starts.
+
+        On `conn` (a transactional handler's own transaction), else on a connection
+        of the worker's engine. A job that waited for nothing reads nothing.
+        """
+        if not job.waited:
+            return []
+        if conn is not None:
+            return self._driver.upstream(conn, job.id)
+        if self._engine is None:
+            raise RuntimeError("no engine to read the upstream jobs of a lease-mode job")
+        with self._engine.connect() as connection:
+            return self._driver.upstream(connection, job.id)
+
+    def _async_context(
+        self,
+        job: Claimed,
+        session: AsyncSession | None = None,
+        upstream: Sequence[Upstream] = (),
+    ) -> JobContext:
         """An async handler's view: ``ctx.engine`` is the `AsyncEngine` of its loop."""
         # Made on first use of ctx.engine only: it needs greenlet, lease-mode handlers do not.
         engine = getattr(self.async_session_factory, "engine", None)
-        return self.context(job, session, engine if callable(engine) else None)
+        return self.context(job, session, engine if callable(engine) else None, upstream)
 
     def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Run a sync handler inside the middleware; return its result as JSON text."""
@@ -219,7 +242,8 @@ class Executor:
                     if isinstance(result, Outcome):
                         return result
                 else:
-                    returned = self._call(task, self.context(job))
+                    upstream = self._upstream(job)
+                    returned = self._call(task, self.context(job, upstream=upstream))
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
@@ -262,7 +286,8 @@ class Executor:
                     if isinstance(result, Outcome):
                         return result
                 else:
-                    returned = await self._acall(task, self._async_context(job))
+                    upstream = await asyncio.to_thread(self._upstream, job) if job.waited else []
+                    returned = await self._acall(task, self._async_context(job, None, upstream))
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             return _failed(task, job, exc, started)
@@ -278,7 +303,12 @@ class Executor:
                     await session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                returned = await self._acall(task, self._async_context(job, session))
+                upstream: list[Upstream] = []
+                if job.waited:
+                    upstream = await session.run_sync(
+                        lambda sync: self._upstream(job, sync.connection())
+                    )
+                returned = await self._acall(task, self._async_context(job, session, upstream))
                 # The driver's own fenced done, in this transaction, through the bridge.
                 if not await session.run_sync(self._mark_done, job, returned):
                     raise _LeaseLostError
@@ -293,7 +323,12 @@ class Executor:
         """
         session.flush()
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
-        held = self._driver.complete(session.connection(), [job], self._owner, [returned])
+        conn = session.connection()
+        held = self._driver.complete(conn, [job], self._owner, [returned])
+        if held.with_dependents:
+            # The release step, in the handler's transaction: its writes, its done and
+            # the release of the jobs waiting for it commit together (docs/workflows.md).
+            self._driver.release_dependents(conn, [(job.id, "done")])
         return job.key in held
 
     def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
@@ -305,7 +340,8 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                returned = self._call(task, self.context(job, session))
+                upstream = self._upstream(job, session.connection())
+                returned = self._call(task, self.context(job, session, upstream=upstream))
                 if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
         except _LeaseLostError:
@@ -363,7 +399,8 @@ class Executor:
         savepoint = session.begin_nested()
         try:
             with self._span(job):
-                returned = self._call(task, self.context(job, session))
+                upstream = self._upstream(job, session.connection())
+                returned = self._call(task, self.context(job, session, upstream=upstream))
                 held = self._mark_done(session, job, returned)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
