@@ -418,7 +418,9 @@ class JobQueue(OperatorAPI[JobT]):
         """
         check_session(session, "batch")
         spec = self._callback_spec(callback)
-        return Batch(session, self._insert_one(session, spec), self._prepare_many, self._insert_members)
+        return Batch(
+            session, self._insert_one(session, spec), self._prepare_many, self._insert_members
+        )
 
     async def abatch(self, session: AsyncSession, *, callback: Any) -> Batch[JobT]:
         """`batch` for an `AsyncSession`; add jobs with ``await batch.aenqueue_many(...)``."""

@@ -20,7 +20,6 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import JobQueueError, ValidationError
@@ -71,7 +70,8 @@ class AfterCheck:
             raise ValidationError(
                 "after",
                 f"<{len(ids)} jobs>",
-                f"a job may wait for at most {MAX_AFTER} jobs; use jobs.batch() for a larger fan-in",
+                f"a job may wait for at most {MAX_AFTER} jobs; "
+                "use jobs.batch() for a larger fan-in",
             )
         return tuple(sorted(ids))
 
@@ -156,7 +156,9 @@ class Graph(Generic[JobT]):
             session.execute(self._edges, params, bind_arguments=self._bind())
         if batch_id is not None and members:
             grown = session.execute(
-                self._grow, {"batch_id": batch_id, "added": len(members)}, bind_arguments=self._bind()
+                self._grow,
+                {"batch_id": batch_id, "added": len(members)},
+                bind_arguments=self._bind(),
             ).first()
             if grown is None:
                 raise BatchClosedError(

@@ -29,9 +29,9 @@ from sa_jobqueue.schema.state_tables import add_state_tables
 
 __all__ = [
     "add_flow_control",
-    "add_workflows",
     "add_revision_columns",
     "add_scheduling",
+    "add_workflows",
     "create_jobs_table",
     "create_notify_trigger",
     "drop_flow_control",
@@ -277,5 +277,7 @@ def _replace_status_check(name: str, qualified: str, statuses: tuple[Status, ...
     values = ", ".join(f"'{status.value}'" for status in statuses)
     op.execute(text(f"ALTER TABLE {qualified} DROP CONSTRAINT IF EXISTS ck_{name}_status"))
     op.execute(
-        text(f"ALTER TABLE {qualified} ADD CONSTRAINT ck_{name}_status CHECK (status IN ({values}))")
+        text(
+            f"ALTER TABLE {qualified} ADD CONSTRAINT ck_{name}_status CHECK (status IN ({values}))"
+        )
     )

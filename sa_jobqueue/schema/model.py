@@ -38,10 +38,10 @@ __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_QUEUE",
     "FINISHED",
+    "UNFINISHED",
     "JobMixin",
     "JobT",
     "Status",
-    "UNFINISHED",
 ]
 
 DEFAULT_QUEUE = "default"

@@ -33,9 +33,8 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 from sqlalchemy.dialects.postgresql import Insert as PgInsert
-from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sa_jobqueue.schema.dependencies import dependencies_table
@@ -117,7 +116,7 @@ def add_to_batch(model: type[JobMixin]) -> Update:
 
 
 def release_dependents(model: type[JobMixin]) -> Update:
-    """Count the ends of ``:ended_ids`` (final statuses ``:ended_statuses``) against their dependents.
+    """Count the ends of ``:ended_ids`` (statuses ``:ended_statuses``) against their dependents.
 
     Each waiting job that waits for some of them has ``waiting_for`` decremented by
     how many; it becomes ``pending`` at zero (due at its ``run_at``, so it keeps its
@@ -176,7 +175,7 @@ def release_dependents(model: type[JobMixin]) -> Update:
     )
 
 
-def upstream_of(model: type[JobMixin]) -> Select[Any]:
+def upstream_of(model: type[JobMixin]) -> Select[int, str, Any]:
     """``(id, status, result)`` of each job that ``:job_id`` waits for, by id."""
     edges = edges_of(model)
     return (
@@ -187,7 +186,7 @@ def upstream_of(model: type[JobMixin]) -> Select[Any]:
     )
 
 
-def dependents_of(model: type[JobMixin]) -> Select[Any]:
+def dependents_of(model: type[JobMixin]) -> Select[int, str, str]:
     """``(id, kind, status)`` of each job that waits for ``:job_id``, by id."""
     edges = edges_of(model)
     return (

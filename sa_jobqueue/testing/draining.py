@@ -24,7 +24,7 @@ from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
 from sa_jobqueue.worker.completer import Completer
-from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.driver import Held, PostgresDriver
 from sa_jobqueue.worker.run.executor import Executor
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ class _ObservedDriver(PostgresDriver):
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
-    ) -> set[AttemptKey]:
+    ) -> Held:
         held = super().complete(conn, jobs, owner, results)
         self.held |= held
         return held

@@ -153,9 +153,8 @@ class Completer:
             elif o.result is Result.ABANDONED:
                 message = "handler returned after it was %s; what it reported is ignored"
                 self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
-            elif o.result in _FAILURES:
-                if self._record_failure(conn, o) == "failed":
-                    ended.append((o.job.id, "failed"))
+            elif o.result in _FAILURES and self._record_failure(conn, o) == "failed":
+                ended.append((o.job.id, "failed"))
         self.release_dependents(conn, ended)
 
     def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> None:

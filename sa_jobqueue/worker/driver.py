@@ -24,8 +24,7 @@ from sqlalchemy import Connection, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
-from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.schema.model import Status
+from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import control, workflows
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control
+from sa_jobqueue.statements import control, workflows
 from tests.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -116,6 +116,13 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         extra=("trace_context",),
     ),
     "enqueue_one_at": lambda: statements.enqueue_one(Job, timing="at"),
+    "enqueue_workflow": lambda: statements.enqueue(Job, workflow=True),
+    "lock_upstream": lambda: workflows.lock_upstream(Job),
+    "insert_edges": lambda: workflows.insert_edges(Job),
+    "add_to_batch": lambda: workflows.add_to_batch(Job),
+    "release_dependents": lambda: workflows.release_dependents(Job),
+    "upstream_of": lambda: workflows.upstream_of(Job),
+    "dependents_of": lambda: workflows.dependents_of(Job),
 }
 
 _TYPES = (

@@ -1,1 +1,1 @@
-UPDATE jobs SET status=%(status)s, locked_until=NULL, updated_at=now(), finished_at=now(), result=CAST(%(result)s AS JSONB) WHERE jobs.id = %(job_id)s AND jobs.attempts = %(attempt)s AND jobs.locked_by = %(owner)s AND jobs.status = %(status_1)s RETURNING jobs.id, jobs.attempts
+UPDATE jobs SET status=%(status)s, locked_until=NULL, updated_at=now(), finished_at=now(), result=CAST(%(result)s AS JSONB) WHERE jobs.id = %(job_id)s AND jobs.attempts = %(attempt)s AND jobs.locked_by = %(owner)s AND jobs.status = %(status_1)s RETURNING jobs.id, jobs.attempts, jobs.has_dependents

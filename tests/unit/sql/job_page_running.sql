@@ -1,4 +1,4 @@
-SELECT jobs.id, jobs.queue, jobs.kind, jobs.payload, jobs.status, jobs.priority, jobs.attempts, jobs.max_attempts, jobs.run_at, jobs.locked_until, jobs.locked_by, jobs.idempotency_key, jobs.unique_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.concurrency_key, jobs.result, jobs.trace_context
+SELECT jobs.id, jobs.queue, jobs.kind, jobs.payload, jobs.status, jobs.priority, jobs.attempts, jobs.max_attempts, jobs.run_at, jobs.locked_until, jobs.locked_by, jobs.idempotency_key, jobs.unique_key, jobs.last_error, jobs.created_at, jobs.updated_at, jobs.finished_at, jobs.concurrency_key, jobs.result, jobs.trace_context, jobs.waiting_for, jobs.after_failure, jobs.has_dependents
 FROM jobs
 WHERE jobs.status = __[POSTCOMPILE_param_1] AND jobs.locked_until >= %(after_locked_until)s AND (jobs.locked_until, jobs.id) > (%(after_locked_until)s, %(after_id)s) ORDER BY jobs.locked_until ASC, jobs.id ASC
  LIMIT %(limit)s

@@ -1,0 +1,1 @@
+UPDATE jobs SET status=%(status)s, updated_at=now(), waiting_for=(coalesce(jobs.waiting_for, %(coalesce_1)s) + %(added)s), after_failure=%(after_failure)s WHERE jobs.id = %(batch_id)s AND jobs.status IN (__[POSTCOMPILE_status_1]) AND jobs.attempts = %(attempts_1)s RETURNING jobs.id
