@@ -18,7 +18,13 @@ from sqlalchemy.orm import DeclarativeBase
 from alembic import op
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.dependencies import dependencies_table
-from sa_jobqueue.schema.model import REVISION_INFO, JobMixin, Status, table_args
+from sa_jobqueue.schema.model import (
+    FIRST_STATUSES,
+    REVISION_INFO,
+    JobMixin,
+    Status,
+    table_args,
+)
 from sa_jobqueue.schema.naming import (
     check_identifier,
     dependencies_table_name,
@@ -72,7 +78,9 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     table = jobs_table(name, schema=schema)
     # Columns marked `since(revision)` are that revision's to add (add_revision_columns).
     columns = [column._copy() for column in table.columns if REVISION_INFO not in column.info]
-    constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
+    # The first revision's CHECK: later revisions widen it (add_workflows).
+    first = table_args(name, statuses=FIRST_STATUSES)
+    constraints = [arg for arg in first if not isinstance(arg, Index)]
     op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
         _create_index(index, name, schema)
@@ -169,6 +177,8 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
     drop_notify_trigger(name, schema=schema)
     table = jobs_table(name, schema=schema)
+    # Made by sajq_0005 (or create_all); its foreign keys would block the jobs table's drop.
+    dependencies_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
@@ -268,8 +278,7 @@ def drop_workflows(name: str = "jobs", *, schema: str | None = None) -> None:
         )
     )
     op.drop_table(dependencies_table_name(name), schema=schema, if_exists=True)
-    before = tuple(status for status in Status if status is not Status.WAITING)
-    _replace_status_check(name, qualified, before)
+    _replace_status_check(name, qualified, FIRST_STATUSES)
     drop_revision_columns("sajq_0005", name, schema=schema)
 
 

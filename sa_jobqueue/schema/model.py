@@ -38,6 +38,7 @@ __all__ = [
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_QUEUE",
     "FINISHED",
+    "FIRST_STATUSES",
     "UNFINISHED",
     "JobMixin",
     "JobT",
@@ -66,6 +67,8 @@ class Status(str, enum.Enum):
 
 
 FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+#: The statuses before workflows (revision ``sajq_0005`` adds ``waiting``).
+FIRST_STATUSES = (Status.PENDING, Status.RUNNING, *FINISHED)
 ACTIVE = (Status.PENDING, Status.RUNNING)
 #: Not finished: what a waiting job's upstream may still be, and what retention keeps.
 UNFINISHED = (Status.PENDING, Status.RUNNING, Status.WAITING)
@@ -195,14 +198,15 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
         dependencies_table(table.metadata, table.name)  # workflows' edges
 
 
-def table_args(table: str) -> tuple[Any, ...]:
+def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> tuple[Any, ...]:
     """The constraints and indexes of a jobs table named `table`.
 
     Shared by `JobMixin` and the migration helpers, so the migrated schema and the
-    model are built from one definition.
+    model are built from one definition. `statuses` are those the status CHECK
+    accepts: the first revision's table accepts those before ``waiting``, which
+    revision ``sajq_0005`` adds.
     """
     check_table_name(table)
-    statuses = tuple(Status)
     return (
         CheckConstraint(f"status IN ({_sql_list(statuses)})", name=f"ck_{table}_status"),
         CheckConstraint("attempts >= 0", name=f"ck_{table}_attempts"),
