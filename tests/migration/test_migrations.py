@@ -329,7 +329,7 @@ def test_migrated_schema_equals_the_model(scratch):
             assert _no_drift(connection, Base.metadata, name) == []
             state = Base.metadata.tables[name]
             beside = MetaData()  # the edges' foreign keys need the jobs table beside them
-            Job.__table__.to_metadata(beside, schema="declared")
+            Base.metadata.tables["jobs"].to_metadata(beside, schema="declared")
             state.to_metadata(beside, schema="declared").create(connection)
             declared_state = repr(_catalog(connection, name, "declared"))
             assert repr(_catalog(connection, name)) == declared_state.replace("declared.", "")
