@@ -23,6 +23,7 @@ Markdown table and writes it to ``bench/workflows-results.md``.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -55,14 +56,14 @@ def _one(case: str, url: str, children: int, chain: int) -> dict[str, float]:
 
     from sa_jobqueue.testing import scratch_database
 
-    Base, _, jobs = _model()
+    base, _, jobs = _model()
     starts: list[float] = []
     jobs.task("noop")(lambda ctx: None)
     jobs.task("report")(lambda ctx: None)
     jobs.task("link")(lambda ctx: starts.append(time.perf_counter()))
     with scratch_database(url, prefix="sajq_bench_wf") as scratch:
         engine = create_engine(scratch, pool_size=12)
-        Base.metadata.create_all(engine)
+        base.metadata.create_all(engine)
         try:
             if case in ("plain", "baseline", "fan-in"):
                 with Session(engine) as session, session.begin():
@@ -94,7 +95,7 @@ def _one(case: str, url: str, children: int, chain: int) -> dict[str, float]:
                 time.sleep(0.05)
             worker.stop()
             thread.join(30)
-            hops = sorted((b - a) * 1000 for a, b in zip(starts, starts[1:], strict=False))
+            hops = sorted((b - a) * 1000 for a, b in itertools.pairwise(starts))
             return {
                 "p50_ms": statistics.median(hops),
                 "p90_ms": hops[int(len(hops) * 0.9)],

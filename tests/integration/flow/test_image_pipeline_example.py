@@ -29,6 +29,7 @@ def test_image_pipeline_fetches_resizes_publishes_then_notifies(server_url, monk
     assert lines[0] == "fetch https://example.com/cat.jpg"
     assert sorted(lines[1:5]) == ["resize 1280", "resize 160", "resize 320", "resize 640"]
     assert lines[5] == "publish [160, 320, 640, 1280] ({'done': 4})"
-    assert lines[6].startswith("notify: publish job ") and lines[6].endswith(" ended done")
+    assert lines[6].startswith("notify: publish job ")
+    assert lines[6].endswith(" ended done")
     assert lines[7] == "upload 1 published: 160,320,640,1280"
     assert len(lines) == 8
