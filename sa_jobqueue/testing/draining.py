@@ -183,6 +183,8 @@ class _Drain:
             async_session_factory=_no_async_sessions,
             engine=bind.engine if isinstance(bind, Connection) else bind,
             middlewares=jobs.registry.middlewares,
+            # ctx.upstream sees what the test's own connection sees (uncommitted jobs too).
+            upstream_connection=bind if isinstance(bind, Connection) else None,
         )
 
     @contextlib.contextmanager

@@ -90,6 +90,8 @@ class Executor:
         middlewares: what wraps every handler call (`JobQueue.middleware`).
         metrics: where busy handlers are counted (optional).
         max_result_bytes: the largest result accepted, in bytes of JSON text.
+        upstream_connection: where a lease-mode job reads ``ctx.upstream`` (default:
+            a connection of `engine`); a test's drain on one connection passes it.
     """
 
     def __init__(
@@ -106,8 +108,10 @@ class Executor:
         middlewares: Middlewares | None = None,
         metrics: Metrics | None = None,
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        upstream_connection: Connection | None = None,
     ) -> None:
         self._engine = engine
+        self._upstream_connection = upstream_connection
         self._middlewares = middlewares or Middlewares()
         self._metrics = metrics
         self._max_result_bytes = max_result_bytes
@@ -151,6 +155,8 @@ class Executor:
         """
         if not job.waited:
             return []
+        if conn is None:
+            conn = self._upstream_connection
         if conn is not None:
             return self._driver.upstream(conn, job.id)
         if self._engine is None:
