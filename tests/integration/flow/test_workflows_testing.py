@@ -33,11 +33,11 @@ def test_assert_enqueued_matches_what_a_job_waits_for(session):
     a = jobs.enqueue(session, "fetch")
     b = jobs.enqueue(session, "fetch")
     c = jobs.enqueue(session, "resize", after=[a, b])
-    assert assert_enqueued(session, "resize", after=[a, b.id]) == [c]
-    assert_enqueued(session, "fetch", after=[], count=2)
-    refute_enqueued(session, "resize", after=[a])
+    assert assert_enqueued(session, "resize", after=[a, b.id], model=jobs) == [c]
+    assert_enqueued(session, "fetch", after=[], count=2, model=jobs)
+    refute_enqueued(session, "resize", after=[a], model=jobs)
     with pytest.raises(AssertionError, match=r"after=\[\d+\]; found none"):
-        assert_enqueued(session, "resize", after=[b])
+        assert_enqueued(session, "resize", after=[b], model=jobs)
 
 
 def test_run_on_commit_runs_a_chain_to_its_end(committed):
