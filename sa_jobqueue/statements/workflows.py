@@ -47,7 +47,9 @@ __all__ = [
     "edges_of",
     "insert_edges",
     "lock_upstream",
+    "recount_waiting",
     "release_dependents",
+    "revive_dependents",
     "still_awaited",
     "upstream_of",
 ]
@@ -175,11 +177,11 @@ def release_dependents(model: type[JobMixin]) -> Update:
     )
 
 
-def upstream_of(model: type[JobMixin]) -> Select[int, str, Any]:
-    """``(id, status, result)`` of each job that ``:job_id`` waits for, by id."""
+def upstream_of(model: type[JobMixin]) -> Select[int, str, str, Any]:
+    """``(id, kind, status, result)`` of each job that ``:job_id`` waits for, by id."""
     edges = edges_of(model)
     return (
-        select(model.id, model.status, model.result)
+        select(model.id, model.kind, model.status, model.result)
         .join(edges, edges.c.upstream_id == model.id)
         .where(edges.c.job_id == bindparam("job_id", type_=BigInteger))
         .order_by(model.id)
@@ -208,4 +210,78 @@ def still_awaited(model: type[JobMixin], job_id: Any) -> Any:
             edges.c.upstream_id == job_id,
             waiting.c.status.in_([s.value for s in UNFINISHED]),
         )
+    )
+
+
+def recount_waiting(model: type[JobMixin]) -> Update:
+    """Jobs that still wait for some of ``:retried_ids`` wait for them once more.
+
+    A retried job will end again, and its end will be counted again: each waiting
+    job's ``waiting_for`` grows by how many of them it waits for, so it is not
+    released one end early (an ``after_failure="run"`` job that counted the failure).
+    """
+    edges = edges_of(model)
+    retried = bindparam("retried_ids", type_=ARRAY(BigInteger))
+    again = (
+        select(edges.c.job_id, func.count().label("again"))
+        .where(edges.c.upstream_id == func.any(retried))
+        .group_by(edges.c.job_id)
+        .cte("again")
+    )
+    return (
+        update(model)
+        .where(model.id == again.c.job_id, model.status == Status.WAITING.value)
+        .values(waiting_for=model.waiting_for + again.c.again, updated_at=func.now())
+        .returning(model.id)
+    )
+
+
+def revive_dependents(model: type[JobMixin]) -> Update:
+    """Make the jobs cancelled because one of ``:revived_ids`` failed wait again.
+
+    Only jobs a release cancelled (``last_error`` says ``cancelled: upstream job``),
+    and only when none of their other upstream jobs has failed (else they would be
+    cancelled again at once). Each becomes ``waiting`` with ``waiting_for`` = its
+    upstream jobs that have not ended, or ``pending`` when there are none. Returns
+    ``(id, status, queue)``; run it level by level (the jobs it revived, next), so
+    each level sees the one before it waiting.
+    """
+    edges = edges_of(model)
+    upstream = model.__table__.alias("upstream")
+    revived = bindparam("revived_ids", type_=ARRAY(BigInteger))
+    hit = (
+        select(edges.c.job_id).where(edges.c.upstream_id == func.any(revived)).distinct().cte("hit")
+    )
+    unfinished = (
+        select(func.count())
+        .select_from(edges.join(upstream, upstream.c.id == edges.c.upstream_id))
+        .where(
+            edges.c.job_id == model.id,
+            upstream.c.status.in_([s.value for s in UNFINISHED]),
+        )
+        .scalar_subquery()
+    )
+    failed_elsewhere = exists(
+        select(literal(1))
+        .select_from(edges.join(upstream, upstream.c.id == edges.c.upstream_id))
+        .where(
+            edges.c.job_id == model.id,
+            upstream.c.status.in_([Status.FAILED.value, Status.CANCELLED.value]),
+        )
+    )
+    return (
+        update(model)
+        .where(
+            model.id == hit.c.job_id,
+            model.status == Status.CANCELLED.value,
+            model.last_error.like("cancelled: upstream job %"),
+            ~failed_elsewhere,
+        )
+        .values(
+            status=case((unfinished == 0, Status.PENDING.value), else_=Status.WAITING.value),
+            waiting_for=unfinished,
+            finished_at=None,
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status, model.queue)
     )

@@ -24,8 +24,8 @@ from sqlalchemy import Connection, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
-from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.schema.naming import channel_name
+from sa_jobqueue.ops.workflows import Releaser
+from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import control, workflows
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 
@@ -237,9 +237,8 @@ class PostgresDriver:
             )
             for kind, limit in limited.items()
         }
-        self._release_dependents = workflows.release_dependents(model)
+        self._releaser = Releaser(model)
         self._upstream = workflows.upstream_of(model)
-        self._notify = statements.notify(channel_name(model.__tablename__))
         self._complete = statements.complete(model)
         self._complete_plain = statements.complete(model, with_results=False)
         self._complete_one = statements.complete_one(model)
@@ -380,26 +379,8 @@ class PostgresDriver:
         return Held(keys, row.upstream_ids or ())
 
     def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
-        """`workflows.release_dependents`, down the graph; then one NOTIFY of their queues."""
-        released: list[int] = []
-        queues: set[str] = set()
-        todo = list(ended)
-        while todo:
-            params = {
-                "ended_ids": [job_id for job_id, _ in todo],
-                "ended_statuses": [status for _, status in todo],
-            }
-            rows = conn.execute(self._release_dependents, params).all()
-            todo = []
-            for row in rows:
-                if row.status == Status.PENDING.value:
-                    released.append(row.id)
-                    queues.add(row.queue)
-                elif row.status == Status.CANCELLED.value and row.has_dependents:
-                    todo.append((row.id, row.status))
-        if queues:
-            conn.execute(self._notify, {"queues": sorted(queues)})
-        return released
+        """`ops.workflows.Releaser.release`: down the graph, then one NOTIFY of their queues."""
+        return self._releaser.release(conn, ended)
 
     def upstream(self, conn: Connection, job_id: int) -> list[Upstream]:
         """`workflows.upstream_of` `job_id`: each job it waited for, with status and result."""

@@ -123,6 +123,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "release_dependents": lambda: workflows.release_dependents(Job),
     "upstream_of": lambda: workflows.upstream_of(Job),
     "dependents_of": lambda: workflows.dependents_of(Job),
+    "recount_waiting": lambda: workflows.recount_waiting(Job),
+    "revive_dependents": lambda: workflows.revive_dependents(Job),
 }
 
 _TYPES = (
