@@ -17,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from sa_jobqueue.errors import (
+    BatchClosedError,
     ConfigurationError,
     JobQueueError,
     PayloadError,
@@ -25,10 +26,13 @@ from sa_jobqueue.errors import (
 
 if TYPE_CHECKING:
     from sa_jobqueue.context import Discard, JobContext, Retry
+    from sa_jobqueue.enqueue.batch import Batch
     from sa_jobqueue.jobqueue import JobQueue
     from sa_jobqueue.schema.model import JobMixin, Status
 
 __all__ = [
+    "Batch",
+    "BatchClosedError",
     "ConfigurationError",
     "Discard",
     "JobContext",
@@ -45,6 +49,7 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported at the name's first use.
 _LAZY = {
+    "Batch": "sa_jobqueue.enqueue.batch",
     "Discard": "sa_jobqueue.context",
     "JobContext": "sa_jobqueue.context",
     "Retry": "sa_jobqueue.context",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from sqlalchemy.orm import Session, SessionTransaction
 
 from sa_jobqueue.enqueue.prepare import JobSpec
-from sa_jobqueue.enqueue.workflows import BatchClosedError
+from sa_jobqueue.errors import BatchClosedError
 from sa_jobqueue.schema.model import JobMixin
 
 if TYPE_CHECKING:

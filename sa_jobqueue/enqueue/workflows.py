@@ -22,11 +22,11 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.prepare import JobSpec
-from sa_jobqueue.errors import JobQueueError, ValidationError
+from sa_jobqueue.errors import BatchClosedError, ValidationError
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
 from sa_jobqueue.statements import workflows
 
-__all__ = ["MAX_AFTER", "AfterCheck", "BatchClosedError", "Graph"]
+__all__ = ["MAX_AFTER", "AfterCheck", "Graph"]
 
 #: The most jobs one job may wait for through ``after=`` (a batch has no such limit).
 MAX_AFTER = 1000
@@ -34,12 +34,6 @@ MAX_AFTER = 1000
 JobT = TypeVar("JobT", bound=JobMixin)
 
 _UNFINISHED = frozenset(s.value for s in UNFINISHED)
-
-
-class BatchClosedError(JobQueueError):
-    """A job was added to a batch whose transaction has ended, or whose callback started."""
-
-    __module__ = "sa_jobqueue"
 
 
 class AfterCheck:
