@@ -238,3 +238,24 @@ def test_a_stale_workers_late_done_releases_nothing(committed, spawn):
         effects = session.scalars(select(Effect.job_id).where(Effect.job_id == b_id)).all()
     assert effects == [b_id]  # b ran once
     assert fresh.popen.poll() is None
+
+
+def test_a_crash_before_the_transactional_commit_releases_nothing(committed, spawn):
+    first = spawn()
+    with Session(committed) as session, session.begin():
+        a = jobs.enqueue(session, "tx_crash_once")
+        b = jobs.enqueue(session, "link", {"n": 1}, after=[a])
+        a_id, b_id = a.id, b.id
+    # Attempt 1 ran its handler, its fenced done and b's release, then died before COMMIT.
+    assert first.popen.wait(30) == -signal.SIGKILL
+    with Session(committed) as session:
+        assert session.scalar(select(Job.status).where(Job.id == b_id)) == "waiting"
+        assert session.scalar(select(Job.status).where(Job.id == a_id)) == "running"
+        assert session.scalar(select(func.count()).select_from(Effect)) == 0
+    spawn()  # takes a over once its lease expires; attempt 2 commits all three together
+    wait_for(lambda: _status(committed, b_id) == "done", 60, "b to run after attempt 2")
+    with Session(committed) as session:
+        effects = session.execute(select(Effect.job_id, Effect.attempt).order_by(Effect.id)).all()
+        result = session.scalar(select(Job.result).where(Job.id == a_id))
+    assert [tuple(e) for e in effects] == [(a_id, 2), (b_id, 1)]
+    assert result == 2

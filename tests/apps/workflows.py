@@ -17,7 +17,7 @@ from collections import Counter
 from datetime import timedelta
 from functools import cache
 
-from sqlalchemy import Engine, create_engine, func, insert, update
+from sqlalchemy import Engine, create_engine, event, func, insert, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue
@@ -95,3 +95,16 @@ def report(ctx: JobContext) -> None:
     shown = ",".join(f"{status}={n}" for status, n in sorted(counts.items()))
     with Session(engine()) as session, session.begin():
         session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note=f"{shown};sum={total}"))
+
+
+@jobs.task("tx_crash_once", lease=LEASE, backoff=FAST, transactional=True)
+def tx_crash_once(ctx: JobContext) -> int:
+    """Transactional: write an `Effect`; on attempt 1, kill -9 this worker just before COMMIT.
+
+    By then the job's fenced ``done`` and the release of the jobs waiting for it have
+    run in the transaction: the kill shows that none of it commits without the rest.
+    """
+    ctx.session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="tx_crash_once"))
+    if ctx.attempt == 1:
+        event.listen(ctx.session, "before_commit", lambda session: os.kill(os.getpid(), 9))
+    return ctx.attempt
