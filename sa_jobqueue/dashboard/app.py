@@ -8,6 +8,7 @@ timeout; actions call `sa_jobqueue.ops.admin`, the functions behind the CLI.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -54,6 +55,8 @@ T = TypeVar("T")
 
 _JOB_ACTIONS: dict[str, Callable[..., admin.Changed]] = {
     "retry": admin.retry,
+    # docs/workflows.md: the jobs its failure cancelled wait for it again.
+    "retry-with-dependents": functools.partial(admin.retry, with_dependents=True),
     "cancel": admin.cancel,
     "delete": admin.delete_finished,
 }
