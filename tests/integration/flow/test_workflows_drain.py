@@ -189,3 +189,43 @@ def test_bad_after_gets_a_clear_error(committed):
             jobs.enqueue(session, "x", after_failure="run")
         # The transaction is still usable.
         jobs.enqueue(session, "x")
+
+
+def test_a_chain_of_a_limited_kind_releases_through_the_locking_acknowledgement(committed):
+    jobs = new_queue()
+    order: list[int] = []
+
+    @jobs.task("limited", max_running=2)
+    def limited(ctx):
+        order.append(ctx.payload["n"])
+        return ctx.payload["n"]
+
+    with Session(committed) as session, session.begin():
+        previous = None
+        for n in range(6):
+            previous = jobs.enqueue(
+                session, "limited", {"n": n}, after=[previous] if previous else None
+            )
+        # Fan-in on the limited kind too: a join of three.
+        heads = [jobs.enqueue(session, "limited", {"n": 10 + i}) for i in range(3)]
+        jobs.enqueue(session, "limited", {"n": 20}, after=heads)
+    assert jobs.worker(committed, listen=False, concurrency=2).drain() == 10
+    assert [n for n in order if n < 10] == list(range(6))
+    assert order.index(20) > max(order.index(n) for n in (10, 11, 12))
+
+
+def test_an_async_handler_reads_its_upstream_results(committed):
+    jobs = new_queue()
+    seen: list[object] = []
+    jobs.task("a")(lambda ctx: {"x": 1})
+
+    @jobs.task("b")
+    async def b(ctx):
+        seen.append(dict(ctx.upstream))
+
+    with Session(committed) as session, session.begin():
+        a = jobs.enqueue(session, "a")
+        jobs.enqueue(session, "b", after=[a])
+        a_id = a.id
+    assert jobs.worker(committed, listen=False).drain() == 2
+    assert seen == [{a_id: {"x": 1}}]
