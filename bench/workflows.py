@@ -1,7 +1,7 @@
 """Workflows: fan-out/fan-in and chains, against a plain drain of the same jobs in the same run.
 
 Usage: ``python bench/workflows.py [--reps 3] [--children 10000] [--chain 1000]
-[--baseline-src DIR] [--database-url URL]``.
+[--baseline-src DIR] [--database-url URL]`` (``DATABASE_URL``, else a throwaway server).
 
 * ``plain``: ``children + 1`` no-op jobs enqueued with ``enqueue_many``, drained by one
   worker (concurrency 8): the figure the others are compared with.
@@ -114,11 +114,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--one", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if not args.database_url:
-        parser.error("give --database-url or set DATABASE_URL")
     if args.one:
         print(json.dumps(_one(args.one, args.database_url, args.children, args.chain)))
         return
+    if not args.database_url:  # as `make bench`'s other scripts: a throwaway server
+        from sa_jobqueue.testing import throwaway_postgres
+
+        with throwaway_postgres() as url:
+            args.database_url = url
+            _run(args)
+        return
+    _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
     cases = ["plain", "fan-in", "chain"] + (["baseline"] if args.baseline_src else [])
     figures: dict[str, list[dict[str, float]]] = {case: [] for case in cases}
     for rep in range(args.reps):

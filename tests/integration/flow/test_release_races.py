@@ -1,0 +1,99 @@
+"""Invariant 14 with separate connections: releases that race, and a done that a
+dependent's enqueue is in flight against."""
+
+from __future__ import annotations
+
+import threading
+
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.worker.attempt import InFlight, Outcome, Result
+from sa_jobqueue.worker.completer import Completer
+from sa_jobqueue.worker.driver import PostgresDriver
+from tests.helpers import wait_for
+from tests.models import Job, new_queue
+
+
+def _claim_all(driver, engine, owner):
+    with engine.begin() as conn:
+        return {job.kind: job for job in driver.claim(conn, "default", 10, owner)}
+
+
+def _blocked(engine, pid):
+    with engine.connect() as conn:
+        waiting = conn.execute(
+            text("SELECT wait_event_type FROM pg_stat_activity WHERE pid = :pid"), {"pid": pid}
+        ).scalar()
+    return waiting == "Lock"
+
+
+def test_two_upstream_jobs_ending_at_once_in_two_transactions_release_the_join_once(committed):
+    jobs = new_queue()
+    with Session(committed) as session, session.begin():
+        b = jobs.enqueue(session, "b")
+        c = jobs.enqueue(session, "c")
+        d = jobs.enqueue(session, "d", after=[b, c])
+        d_id = d.id
+    driver = PostgresDriver(Job, leases={}, default_lease=60.0)
+    claimed = _claim_all(driver, committed, "w1")
+    first, second = Completer(driver, "w1", InFlight()), Completer(driver, "w1", InFlight())
+    conn1, conn2 = committed.connect(), committed.connect()
+    try:
+        tx1 = conn1.begin()
+        first.record(conn1, [Outcome(claimed["b"], Result.DONE)])  # d: waiting_for 2 -> 1
+        pid2 = conn2.execute(text("SELECT pg_backend_pid()")).scalar()
+        conn2.commit()
+        tx2 = conn2.begin()
+        done = threading.Event()
+
+        def end_c():
+            second.record(conn2, [Outcome(claimed["c"], Result.DONE)])  # waits for d's row
+            done.set()
+
+        thread = threading.Thread(target=end_c)
+        thread.start()
+        wait_for(lambda: _blocked(committed, pid2), 30, "the second release to wait on d")
+        tx1.commit()
+        thread.join(30)
+        assert done.is_set()
+        tx2.commit()
+    finally:
+        conn1.close()
+        conn2.close()
+    with Session(committed) as session:
+        row = session.execute(select(Job.status, Job.waiting_for).where(Job.id == d_id)).one()
+    assert tuple(row) == ("pending", 0)  # neither decrement lost, released once
+
+
+def test_a_done_racing_an_enqueue_after_it_waits_and_releases_the_new_job(committed):
+    jobs = new_queue()
+    with Session(committed) as session, session.begin():
+        a_id = jobs.enqueue(session, "a").id
+    driver = PostgresDriver(Job, leases={}, default_lease=60.0)
+    claimed = _claim_all(driver, committed, "w1")
+    completer = Completer(driver, "w1", InFlight())
+    with Session(committed) as session:
+        session.begin()
+        b = jobs.enqueue(session, "b", after=[a_id])  # locks a until this commits
+        assert b.status == "waiting"
+        conn = committed.connect()
+        pid = conn.execute(text("SELECT pg_backend_pid()")).scalar()
+        conn.commit()
+        done = threading.Event()
+
+        def ack():
+            with conn.begin():
+                completer.record(conn, [Outcome(claimed["a"], Result.DONE)])
+            done.set()
+
+        thread = threading.Thread(target=ack)
+        thread.start()
+        wait_for(lambda: _blocked(committed, pid), 30, "the done to wait for the enqueue")
+        b_id = b.id
+        session.commit()
+    thread.join(30)
+    conn.close()
+    assert done.is_set()
+    with Session(committed) as session:
+        assert session.scalar(select(Job.status).where(Job.id == b_id)) == "pending"
