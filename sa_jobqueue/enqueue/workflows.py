@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import BatchClosedError, ValidationError
-from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
+from sa_jobqueue.schema.model import FINISHED, UNFINISHED, JobMixin, Status
 from sa_jobqueue.statements import workflows
 
 __all__ = ["MAX_AFTER", "AfterCheck", "Graph"]
@@ -34,6 +34,7 @@ MAX_AFTER = 1000
 JobT = TypeVar("JobT", bound=JobMixin)
 
 _UNFINISHED = frozenset(s.value for s in UNFINISHED)
+_ENDED = frozenset(s.value for s in FINISHED)
 
 
 class AfterCheck:
@@ -142,6 +143,10 @@ class Graph(Generic[JobT]):
                 job_ids += [row.id] * len(spec.after)
                 upstream_ids += spec.after
         members = sorted({row.id for row in rows if row.id in fresh})
+        # A member inserted `cancelled` (an upstream job of its had failed) has ended
+        # already: the callback waits for the others only (its edge still shows it).
+        ended = {row.id for row, spec in zip(rows, planned, strict=True) if spec.status in _ENDED}
+        unfinished = [job_id for job_id in members if job_id not in ended]
         if batch_id is not None and members:
             job_ids += [batch_id] * len(members)
             upstream_ids += members
@@ -151,7 +156,7 @@ class Graph(Generic[JobT]):
         if batch_id is not None and members:
             grown = session.execute(
                 self._grow,
-                {"batch_id": batch_id, "added": len(members)},
+                {"batch_id": batch_id, "added": len(unfinished)},
                 bind_arguments=self._bind(),
             ).first()
             if grown is None:

@@ -100,6 +100,7 @@ def add_to_batch(model: type[JobMixin]) -> Update:
     matches only while the callback has not started, so a batch whose transaction
     has committed and whose callback ran cannot grow.
     """
+    waiting = func.coalesce(model.waiting_for, 0) + bindparam("added", type_=Integer)
     return (
         update(model)
         .where(
@@ -108,8 +109,10 @@ def add_to_batch(model: type[JobMixin]) -> Update:
             model.attempts == 0,
         )
         .values(
-            status=Status.WAITING.value,
-            waiting_for=func.coalesce(model.waiting_for, 0) + bindparam("added", type_=Integer),
+            # Waiting while a member has not ended (members that joined already ended,
+            # cancelled at birth, are not counted: with none left it stays due).
+            status=case((waiting > 0, Status.WAITING.value), else_=model.status),
+            waiting_for=waiting,
             after_failure="run",
             updated_at=func.now(),
         )

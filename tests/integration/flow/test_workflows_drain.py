@@ -229,3 +229,26 @@ def test_an_async_handler_reads_its_upstream_results(committed):
         a_id = a.id
     assert jobs.worker(committed, listen=False).drain() == 2
     assert seen == [{a_id: {"x": 1}}]
+
+
+def test_a_batch_member_cancelled_at_birth_does_not_hold_the_callback(committed):
+    jobs = new_queue()
+    calls: list[dict[int, str]] = []
+    jobs.task("bad")(lambda ctx: (_ for _ in ()).throw(Discard("x")))
+    jobs.task("m")(lambda ctx: None)
+    jobs.task("cb")(lambda ctx: calls.append(dict(ctx.upstream_statuses)))
+    with Session(committed) as session, session.begin():
+        bad = jobs.enqueue(session, "bad").id
+    jobs.worker(committed, listen=False).drain()
+    with Session(committed) as session, session.begin():
+        only_cancelled = jobs.batch(session, callback=("cb", {}))
+        (gone,) = only_cancelled.enqueue_many([{"kind": "m", "after": [bad]}])
+        assert gone.status == "cancelled"
+        mixed = jobs.batch(session, callback=("cb", {}))
+        dead, alive = mixed.enqueue_many([{"kind": "m", "after": [bad]}, ("m", {})])
+        ids = gone.id, dead.id, alive.id
+    jobs.worker(committed, listen=False).drain()
+    assert sorted(calls, key=len) == [
+        {ids[0]: "cancelled"},
+        {ids[1]: "cancelled", ids[2]: "done"},
+    ]
