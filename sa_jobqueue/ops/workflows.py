@@ -32,19 +32,20 @@ class Releaser:
 
     def __init__(self, model: type[JobMixin]) -> None:
         self.model = model
-        self._release = workflows.release_dependents(model)
-        self._notify = statements.notify(channel_name(model.__tablename__))
+        # The release and the NOTIFY of the queues it made due: one statement.
+        self._release = workflows.release_dependents(
+            model, channel=channel_name(model.__tablename__)
+        )
 
     def release(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
         """Count the ends of `ended` (``(id, final status)``) against the jobs waiting for them.
 
         Run it in the transaction of those ends, after them. Jobs cancelled by a
         failure release theirs in turn, down the graph; the queues of the jobs made
-        ``pending`` are notified at commit (one ``pg_notify`` per queue). Returns the
-        ids made ``pending``.
+        ``pending`` are notified at commit (one ``pg_notify`` per queue, sent by the
+        release statement itself). Returns the ids made ``pending``.
         """
         released: list[int] = []
-        queues: set[str] = set()
         todo = list(ended)
         while todo:
             params = {
@@ -56,11 +57,8 @@ class Releaser:
             for row in rows:
                 if row.status == Status.PENDING.value:
                     released.append(row.id)
-                    queues.add(row.queue)
                 elif row.status == Status.CANCELLED.value and row.has_dependents:
                     todo.append((row.id, row.status))
-        if queues:
-            conn.execute(self._notify, {"queues": sorted(queues)})
         return released
 
 

@@ -120,7 +120,7 @@ def add_to_batch(model: type[JobMixin]) -> Update:
     )
 
 
-def release_dependents(model: type[JobMixin]) -> Update:
+def release_dependents(model: type[JobMixin], *, channel: str | None = None) -> Any:
     """Count the ends of ``:ended_ids`` (statuses ``:ended_statuses``) against their dependents.
 
     Each waiting job that waits for some of them has ``waiting_for`` decremented by
@@ -134,6 +134,10 @@ def release_dependents(model: type[JobMixin]) -> Update:
     Run it in the transaction of the upstream jobs' fenced end, after it. Rows are
     locked (waiting, never skipping), so concurrent releases of one job serialise
     and each decrement applies to the newest count.
+
+    With `channel`, the same statement also sends ``pg_notify(channel, queue)`` once
+    per queue of the jobs it made ``pending`` (delivered at COMMIT), so a release
+    costs one round trip; each row then carries ``notified``, how many were sent.
     """
     edges = edges_of(model)
     ended = unnest_rows(("ended_ids", "id", BigInteger), ("ended_statuses", "status", Text))
@@ -162,7 +166,7 @@ def release_dependents(model: type[JobMixin]) -> Update:
         " ended ",
         hits.c.failed_status,
     )
-    return (
+    released = (
         update(model)
         .where(model.id == hits.c.job_id, model.status == Status.WAITING.value)
         .values(
@@ -177,6 +181,25 @@ def release_dependents(model: type[JobMixin]) -> Update:
             updated_at=func.now(),
         )
         .returning(model.id, model.status, model.queue, model.has_dependents)
+    )
+    if channel is None:
+        return released
+    changed = released.cte("released")
+    due = (
+        select(changed.c.queue)
+        .where(changed.c.status == Status.PENDING.value)
+        .distinct()
+        .subquery("due")
+    )
+    # An uncorrelated scalar subquery: evaluated once, for the first row, and not at
+    # all when nothing changed.
+    notified = select(func.count(func.pg_notify(literal(channel, Text), due.c.queue)))
+    return select(
+        changed.c.id,
+        changed.c.status,
+        changed.c.queue,
+        changed.c.has_dependents,
+        notified.scalar_subquery().label("notified"),
     )
 
 

@@ -121,6 +121,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "insert_edges": lambda: workflows.insert_edges(Job),
     "add_to_batch": lambda: workflows.add_to_batch(Job),
     "release_dependents": lambda: workflows.release_dependents(Job),
+    "release_dependents_notify": lambda: workflows.release_dependents(
+        Job, channel="sa_jobqueue_jobs"
+    ),
     "upstream_of": lambda: workflows.upstream_of(Job),
     "dependents_of": lambda: workflows.dependents_of(Job),
     "recount_waiting": lambda: workflows.recount_waiting(Job),

@@ -97,3 +97,24 @@ def test_a_done_racing_an_enqueue_after_it_waits_and_releases_the_new_job(commit
     assert done.is_set()
     with Session(committed) as session:
         assert session.scalar(select(Job.status).where(Job.id == b_id)) == "pending"
+
+
+def test_a_release_notifies_the_queue_of_the_job_it_made_due_at_commit(committed, database_url):
+    import psycopg
+    from sqlalchemy import make_url
+
+    jobs = new_queue()
+    with Session(committed) as session, session.begin():
+        a = jobs.enqueue(session, "a")
+        jobs.enqueue(session, "b", after=[a], queue="mail")
+        jobs.enqueue(session, "c", after=[a], queue="pdf", delay=3600)  # due later: still told
+        jobs.enqueue(session, "d", after=[a, jobs.enqueue(session, "e", queue="x")])  # waits
+    driver = PostgresDriver(Job, leases={}, default_lease=60.0)
+    claimed = _claim_all(driver, committed, "w1")
+    url = make_url(database_url).set(drivername="postgresql").render_as_string(False)
+    with psycopg.connect(url, autocommit=True) as listener:
+        listener.execute("LISTEN sa_jobqueue_jobs")
+        with committed.begin() as conn:
+            Completer(driver, "w1", InFlight()).record(conn, [Outcome(claimed["a"], Result.DONE)])
+        heard = sorted(n.payload for n in listener.notifies(timeout=5, stop_after=2))
+    assert heard == ["mail", "pdf"]
