@@ -118,3 +118,21 @@ def test_a_release_notifies_the_queue_of_the_job_it_made_due_at_commit(committed
             Completer(driver, "w1", InFlight()).record(conn, [Outcome(claimed["a"], Result.DONE)])
         heard = sorted(n.payload for n in listener.notifies(timeout=5, stop_after=2))
     assert heard == ["mail", "pdf"]
+
+
+def test_a_lease_that_ran_out_of_attempts_releases_its_dependents_in_the_sweep(committed):
+    jobs = new_queue()
+    jobs.task("anyway")(lambda ctx: None)
+    with Session(committed) as session, session.begin():
+        a = jobs.enqueue(session, "a", max_attempts=1)
+        b = jobs.enqueue(session, "b", after=[a])
+        c = jobs.enqueue(session, "anyway", after=[a], after_failure="run")
+        ids = a.id, b.id, c.id
+    driver = PostgresDriver(Job, leases={}, default_lease=60.0)
+    _claim_all(driver, committed, "ghost:1:0")  # a worker that then died
+    with committed.begin() as conn:
+        conn.execute(text("UPDATE jobs SET locked_until = now() - interval '1 second'"))
+    jobs.worker(committed, listen=False, queues=["default"]).drain()  # sweeps first
+    with Session(committed) as session:
+        statuses = dict(session.execute(select(Job.id, Job.status)).tuples().all())
+    assert [statuses[i] for i in ids] == ["failed", "cancelled", "done"]
