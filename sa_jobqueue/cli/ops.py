@@ -139,7 +139,8 @@ def list_command(
             job.id,
             job.queue,
             job.kind,
-            job.status,
+            # A waiting job says how many of the jobs it waits for have not ended.
+            f"waiting for {job.waiting_for}" if job.status == "waiting" else job.status,
             f"{job.attempts}/{job.max_attempts}",
             when(job.run_at),
             when(job.finished_at),
@@ -192,6 +193,8 @@ def show_command(
         ("idempotency_key", job.idempotency_key or "-"),
         ("unique_key", job.unique_key or "-"),
         ("concurrency_key", job.concurrency_key or "-"),
+        ("waiting_for", "-" if job.waiting_for is None else job.waiting_for),
+        ("after_failure", job.after_failure or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     for name, value in fields:

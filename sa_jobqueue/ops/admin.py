@@ -181,6 +181,10 @@ class JobInfo:
     result: Any = None
     #: The W3C trace context recorded at enqueue, or None.
     trace_context: Any = None
+    #: How many of the jobs it waits for have not ended; None without ``after=``.
+    waiting_for: int | None = None
+    #: ``cancel`` or ``run`` (docs/workflows.md); None without ``after=``.
+    after_failure: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:

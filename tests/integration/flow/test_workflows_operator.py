@@ -66,7 +66,11 @@ def test_jobs_show_lists_what_a_job_waits_for_and_what_waits_for_it(run, committ
     assert shown.exit_code == 0, shown.output
     assert "waits for: -" in shown.output
     assert f"waited for by:\n  job {b_id} resize waiting" in shown.output
+    listed = run("jobs", "list", "--status", "waiting")
+    assert listed.exit_code == 0, listed.output
+    assert "waiting for 1" in listed.output
     as_json = json.loads(run("jobs", "show", str(b_id), "--json").output)
+    assert (as_json["waiting_for"], as_json["after_failure"]) == (1, "cancel")
     assert as_json["upstream"] == [{"id": a_id, "kind": "fetch", "status": "pending"}]
     assert as_json["dependents"] == []
 
