@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Engine
@@ -16,6 +17,13 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["Discard", "JobContext", "Retry"]
+
+#: The upstream of a job that waited for nothing: one shared, read-only empty mapping.
+_NONE: Mapping[Any, Any] = MappingProxyType({})
+
+
+def _none() -> Mapping[Any, Any]:
+    return _NONE
 
 
 class _StopSignal(Protocol):
@@ -72,8 +80,8 @@ class JobContext:
     _engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = field(
         default=None, repr=False, compare=False
     )
-    upstream: Mapping[int, Any] = field(default_factory=dict, repr=False, compare=False)
-    upstream_statuses: Mapping[int, str] = field(default_factory=dict, repr=False, compare=False)
+    upstream: Mapping[int, Any] = field(default_factory=_none, repr=False, compare=False)
+    upstream_statuses: Mapping[int, str] = field(default_factory=_none, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:

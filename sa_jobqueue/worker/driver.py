@@ -445,10 +445,10 @@ class PostgresDriver:
         conn.execute(self._asynchronous_commit)
 
 
-def _held(rows: Iterable[Row[Any]]) -> Held:
-    held = Held()
-    for row in rows:
-        held.add((row.id, row.attempts))
-        if row.has_dependents:
-            held.with_dependents.append(row.id)
+def _held(rows: Iterable[Any]) -> Held:
+    # As fast as the plain set of keys it replaced: no job has dependents, usually.
+    rows = list(rows)
+    held = Held((row[0], row[1]) for row in rows)
+    if any(row[2] for row in rows):
+        held.with_dependents = [row[0] for row in rows if row[2]]
     return held

@@ -131,7 +131,7 @@ class Executor:
         upstream: Sequence[Upstream] = (),
     ) -> JobContext:
         """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
-        return JobContext(
+        ctx = JobContext(
             id=job.id,
             kind=job.kind,
             queue=job.queue,
@@ -143,9 +143,11 @@ class Executor:
             _session=session,
             _stop=self.attempts.event(job.key),
             _engine=engine if engine is not None else self._engine,
-            upstream={u.id: u.result for u in upstream},
-            upstream_statuses={u.id: u.status for u in upstream},
         )
+        if upstream:  # a job that waited for nothing keeps the shared empty mappings
+            object.__setattr__(ctx, "upstream", {u.id: u.result for u in upstream})
+            object.__setattr__(ctx, "upstream_statuses", {u.id: u.status for u in upstream})
+        return ctx
 
     def _upstream(self, job: Claimed, conn: Connection | None = None) -> list[Upstream]:
         """The jobs `job` waited for (``ctx.upstream``), read once as it starts.
@@ -247,9 +249,12 @@ class Executor:
                     result = self._run_transactional(task, job)
                     if isinstance(result, Outcome):
                         return result
-                else:
+                elif job.waited:
                     upstream = self._upstream(job)
                     returned = self._call(task, self.context(job, upstream=upstream))
+                    result = Result.DONE
+                else:
+                    returned = self._call(task, self.context(job))
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
@@ -346,7 +351,7 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
-                upstream = self._upstream(job, session.connection())
+                upstream = self._upstream(job, session.connection()) if job.waited else ()
                 returned = self._call(task, self.context(job, session, upstream=upstream))
                 if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
@@ -405,7 +410,7 @@ class Executor:
         savepoint = session.begin_nested()
         try:
             with self._span(job):
-                upstream = self._upstream(job, session.connection())
+                upstream = self._upstream(job, session.connection()) if job.waited else ()
                 returned = self._call(task, self.context(job, session, upstream=upstream))
                 held = self._mark_done(session, job, returned)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
