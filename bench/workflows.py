@@ -10,6 +10,8 @@ Usage: ``python bench/workflows.py [--reps 3] [--children 10000] [--chain 1000]
 * ``chain``: ``chain`` no-op jobs, each ``after=`` the previous one, run by one idle
   worker that listens: the hop is the time from one job's start to the next's
   (done, release, NOTIFY, claim). Target: p50 at most 5 ms.
+* the worker's CPU per job (every thread of the drain's process, ``time.process_time``),
+  far less sensitive to the machine's load than the rates.
 * ``baseline``: with ``--baseline-src`` (a checkout of the commit before workflows,
   e.g. ``git archive <commit> | tar -x -C DIR``), ``plain`` again on that code, in
   the same run, interleaved: what the claim and done paths cost jobs without
@@ -165,11 +167,27 @@ def _run(args: argparse.Namespace) -> None:
         f"| chain of {args.chain:,}, hop p90 | {median('chain', 'p90_ms'):.2f} ms "
         f"| {spread('chain', 'p90_ms')} | | |",
     ]
+    cpu = median("plain", "cpu_us_per_job")
+    rows.append(
+        f"| worker CPU per job, plain | {cpu:.1f} us | {spread('plain', 'cpu_us_per_job')} "
+        "| 100 % | |"
+    )
+    fan_cpu = median("fan-in", "cpu_us_per_job")
+    rows.append(
+        f"| worker CPU per job, fan-out/fan-in | {fan_cpu:.1f} us "
+        f"| {spread('fan-in', 'cpu_us_per_job')} | {fan_cpu / cpu:.0%} | |"
+    )
     if args.baseline_src:
         base = median("baseline", "rate")
         rows.append(
             f"| plain drain before workflows (baseline code) | {base:,.0f} jobs/s "
             f"| {spread('baseline', 'rate')} | {base / plain:.0%} | plain >= baseline |"
+        )
+        base_cpu = median("baseline", "cpu_us_per_job")
+        rows.append(
+            f"| worker CPU per job before workflows | {base_cpu:.1f} us "
+            f"| {spread('baseline', 'cpu_us_per_job')} | {base_cpu / cpu:.0%} "
+            "| plain <= baseline |"
         )
     load = os.getloadavg()[0]
     table = "\n".join(rows)
