@@ -153,6 +153,10 @@ def release_dependents(model: type[JobMixin], *, channel: str | None = None) -> 
             )[1].label("failed_status"),
         )
         .select_from(edges.join(ended, edges.c.upstream_id == ended.c.id))
+        # Said again as `= ANY(array)`: the planner then walks the upstream index for
+        # exactly these ids, whatever it guessed for the unnest, and never scans the
+        # edges table (which grows with every workflow kept).
+        .where(edges.c.upstream_id == func.any(bindparam("ended_ids", type_=ARRAY(BigInteger))))
         .group_by(edges.c.job_id)
         .cte("hits")
     )
