@@ -52,6 +52,7 @@ __all__ = [
     "revive_dependents",
     "still_awaited",
     "upstream_of",
+    "upstream_results",
 ]
 
 
@@ -204,6 +205,20 @@ def release_dependents(model: type[JobMixin], *, channel: str | None = None) -> 
         changed.c.queue,
         changed.c.has_dependents,
         notified.scalar_subquery().label("notified"),
+    )
+
+
+def upstream_results(model: type[JobMixin]) -> Select[int, str, Any]:
+    """``(id, status, result)`` of each job ``:job_id`` waited for: its ``ctx.upstream``.
+
+    In no particular order (the handler gets mappings by id): a batch callback reads
+    one row per member, through the edges' primary key, and sorts nothing.
+    """
+    edges = edges_of(model)
+    return (
+        select(model.id, model.status, model.result)
+        .join(edges, edges.c.upstream_id == model.id)
+        .where(edges.c.job_id == bindparam("job_id", type_=BigInteger))
     )
 
 

@@ -125,6 +125,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         Job, channel="sa_jobqueue_jobs"
     ),
     "upstream_of": lambda: workflows.upstream_of(Job),
+    "upstream_results": lambda: workflows.upstream_results(Job),
     "dependents_of": lambda: workflows.dependents_of(Job),
     "recount_waiting": lambda: workflows.recount_waiting(Job),
     "revive_dependents": lambda: workflows.revive_dependents(Job),
