@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-peers bench-hosts bench-backlog bench-cost chaos clean
+.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-peers bench-hosts bench-backlog bench-cost bench-workflows chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -69,6 +69,7 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness,
 	$(BIN)/python bench/fairness.py
 	$(BIN)/python bench/backlog.py
 	$(BIN)/python bench/next_due.py
+	$(BIN)/python bench/workflows.py
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
@@ -94,6 +95,9 @@ bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into benc
 
 bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces against one PostgreSQL (root): bench/hosts-results.md
 	$(BIN)/python bench/hosts.py
+
+bench-workflows: $(STAMP)  ## fan-out/fan-in and chains against a plain drain: bench/workflows-results.md
+	$(BIN)/python bench/workflows.py
 
 bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 queues: bench/backlog-results.md
 	$(BIN)/python bench/backlog.py

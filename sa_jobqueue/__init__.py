@@ -16,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from sa_jobqueue.errors import (
+    BatchClosedError,
     ConfigurationError,
     JobQueueError,
     PayloadError,
@@ -24,10 +25,13 @@ from sa_jobqueue.errors import (
 
 if TYPE_CHECKING:
     from sa_jobqueue.context import Discard, JobContext, Retry
+    from sa_jobqueue.enqueue.batch import Batch
     from sa_jobqueue.jobqueue import JobQueue
     from sa_jobqueue.schema.model import JobMixin, Status
 
 __all__ = [
+    "Batch",
+    "BatchClosedError",
     "ConfigurationError",
     "Discard",
     "JobContext",
@@ -44,6 +48,7 @@ __version__ = "0.1.0"
 
 #: Public name -> the module that defines it, imported at the name's first use.
 _LAZY = {
+    "Batch": "sa_jobqueue.enqueue.batch",
     "Discard": "sa_jobqueue.context",
     "JobContext": "sa_jobqueue.context",
     "Retry": "sa_jobqueue.context",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Engine
@@ -16,6 +17,13 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["Discard", "JobContext", "Retry"]
+
+#: The upstream of a job that waited for nothing: one shared, read-only empty mapping.
+_NONE: Mapping[Any, Any] = MappingProxyType({})
+
+
+def _none() -> Mapping[Any, Any]:
+    return _NONE
 
 
 class _StopSignal(Protocol):
@@ -49,6 +57,13 @@ class JobContext:
             docs/tasks.md.
         engine: the worker's engine, for handlers that open sessions of their own
             (typed `Engine`; an async handler's, an ``AsyncEngine``, is `async_engine`).
+        upstream: for a job enqueued ``after=`` others (or a batch callback): each
+            job it waited for, by id, mapped to that job's stored ``result`` (None
+            where it returned nothing, or did not end ``done``). Read once, when the
+            attempt starts; empty for a job that waited for nothing.
+        upstream_statuses: the same jobs' final statuses (``done``, ``failed``,
+            ``cancelled``), by id: a batch callback counts its members' outcomes
+            with ``collections.Counter(ctx.upstream_statuses.values())``.
     """
 
     id: int
@@ -65,6 +80,8 @@ class JobContext:
     _engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = field(
         default=None, repr=False, compare=False
     )
+    upstream: Mapping[int, Any] = field(default_factory=_none, repr=False, compare=False)
+    upstream_statuses: Mapping[int, str] = field(default_factory=_none, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 __all__ = [
+    "BatchClosedError",
     "ConfigurationError",
     "JobQueueError",
     "PayloadError",
@@ -57,3 +58,13 @@ class PayloadError(ValidationError):
         self.path = path
         super().__init__(path, value, problem)
         self.field = "payload"
+
+
+class BatchClosedError(JobQueueError):
+    """A job was added to a batch after the transaction that made it had ended.
+
+    Jobs join a batch (``jobs.batch``) only in that transaction; its callback may
+    already have run. Start a new batch instead.
+    """
+
+    __module__ = "sa_jobqueue"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
 
@@ -13,6 +13,7 @@ from sa_jobqueue import tracing
 from sa_jobqueue.core.aio import check_async_session, check_sync_session, is_async_engine
 from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS, check_redacted_keys, redact
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from sa_jobqueue.enqueue.batch import Batch
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.keyed import KeyedEnqueue, KeyedInserter, check_keyed
 from sa_jobqueue.enqueue.prepare import (
@@ -22,7 +23,8 @@ from sa_jobqueue.enqueue.prepare import (
     prepare,
     prepare_many,
 )
-from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
+from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.ops.operator_api import OperatorAPI
 from sa_jobqueue.periodic import Schedule, make_schedule
@@ -100,6 +102,8 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         self._keyed: KeyedInserter[JobT] = KeyedInserter(self._inserter)
         self.schedules: dict[str, Schedule] = {}
         self._columns = OwnColumns(model, max_payload_bytes)
+        self._after = AfterCheck(model)
+        self._graph: Graph[JobT] = Graph(model, self._inserter)
         #: The middleware around every handler call; `middleware` adds to it.
         self.middlewares: Middlewares = self.registry.middlewares
 
@@ -336,8 +340,9 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
             payload: a JSON value (default ``{}``).
             **options: `EnqueueOptions`: ``queue``, ``priority``, ``run_at`` or
                 ``delay``, ``max_attempts``, ``idempotency_key``, ``unique_key``,
-                ``concurrency_key``, ``columns``, ``debounce`` or ``throttle``; each
-                is described there.
+                ``concurrency_key``, ``columns``, ``after`` and ``after_failure``
+                (docs/workflows.md), ``debounce`` or ``throttle``; each is described
+                there.
 
         With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
         context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
@@ -352,6 +357,8 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.enqueue")
         if keyed_enqueue is not None:
             return self._insert_keyed(_plain(session), spec, keyed_enqueue)
+        if spec.after:
+            return self._insert_many(_plain(session), [spec])[0]
         return self._insert_one(session, spec)
 
     def _prepare(
@@ -368,6 +375,7 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
             keys={
                 "idempotency_key": plain.get("idempotency_key"),
                 "unique_key": plain.get("unique_key"),
+                "after": plain.get("after"),
             },
         )
         spec = prepare(
@@ -377,6 +385,7 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
             payload,
             **plain,
             check_columns=self._columns.check,
+            check_after=self._after,
         )
         return spec, keyed_enqueue
 
@@ -409,12 +418,84 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         the whole call before the session is touched.
         """
         check_sync_session(session, "enqueue_many", "aenqueue_many")
-        session = _plain(session)
-        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
+        return self._insert_many(_plain(session), self._prepare_many(items))
+
+    def _prepare_many(self, items: Iterable[Any]) -> list[JobSpec]:
+        return prepare_many(
+            self.registry, self.max_payload_bytes, items, self._columns.check, self._after
+        )
+
+    def _insert_many(
+        self, session: Session, specs: Sequence[JobSpec], batch_id: int | None = None
+    ) -> list[JobT]:
+        """Insert `specs` inside their ``send`` span: through `Graph` when one waits."""
         with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
-            rows: list[JobT] = self._inserter.insert(session, specs, trace_context=produced.carrier)
+            rows: list[JobT]
+            if batch_id is not None or self._graph.needed(specs):
+                rows = self._graph.insert(
+                    session, specs, trace_context=produced.carrier, batch_id=batch_id
+                )
+            else:
+                rows = self._inserter.insert(session, specs, trace_context=produced.carrier)
             produced.inserted([row.id for row in rows])
         return rows
+
+    def _insert_members(self, session: Session, specs: Sequence[JobSpec], batch_id: int) -> Any:
+        return self._insert_many(session, specs, batch_id)
+
+    def batch(self, session: Session, *, callback: Any) -> Batch[JobT]:
+        """Start a batch in `session`'s transaction: `callback` runs once all its jobs have ended.
+
+        Example:
+            >>> with Session(engine) as session, session.begin():      # doctest: +SKIP
+            ...     batch = jobs.batch(session, callback=("report", {"run": 7}))
+            ...     batch.enqueue_many([("resize", {"i": i}) for i in range(1000)])
+
+        The callback job is inserted now, in the caller's transaction (it commits or
+        rolls back with the batch's jobs). Add jobs with ``batch.enqueue`` and
+        ``batch.enqueue_many`` until that transaction ends. The callback runs once
+        (lease mode: at least once, fenced, like any job) after every job of the batch
+        has ended, whatever the outcome; ``ctx.upstream`` holds their results and
+        ``ctx.upstream_statuses`` their statuses. A batch with no job runs its
+        callback at once. See docs/workflows.md.
+
+        Args:
+            session: the caller's session.
+            callback: ``(kind, payload)``, or a dict of `enqueue`'s keywords plus
+                ``kind`` (as an `enqueue_many` item; no ``after``).
+
+        Raises:
+            ValidationError: naming the bad argument, before the session is touched.
+        """
+        check_sync_session(session, "batch", "abatch")
+        session = _plain(session)
+        spec = self._callback_spec(callback)
+        return Batch(
+            session, self._insert_one(session, spec), self._prepare_many, self._insert_members
+        )
+
+    async def abatch(self, session: AsyncSession, *, callback: Any) -> Batch[JobT]:
+        """`batch` for an `AsyncSession`; add jobs with ``await batch.aenqueue_many(...)``."""
+        check_async_session(session, "abatch")
+        spec = self._callback_spec(callback)
+        with tracing.producing([spec.queue], 1) as produced:
+            job: JobT = await session.run_sync(
+                self._inserter.insert_one, spec, trace_context=produced.carrier
+            )
+            produced.inserted([job.id])
+        return Batch(session, job, self._prepare_many, self._insert_members)
+
+    def _callback_spec(self, callback: Any) -> JobSpec:
+        try:
+            (spec,) = self._prepare_many([callback])
+        except ValidationError as exc:
+            exc.args = (exc.args[0].replace("items[0]", "callback", 1),)
+            raise
+        if spec.after:
+            raise ValidationError(
+                "callback", callback, "a batch callback waits for the batch's jobs; give no after="
+            )
+        return spec
 
     # -- asyncio (see docs/asyncio.md) ----------------------------------------
 
@@ -447,6 +528,9 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         """
         check_async_session(session, "aenqueue")
         spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.aenqueue")
+        if spec.after:
+            waiting: list[JobT] = await session.run_sync(self._insert_many, [spec])
+            return waiting[0]
         # The span opens here, in the caller's context, around the bridge.
         with tracing.producing([spec.queue], 1) as produced:
             if keyed_enqueue is not None:
@@ -466,12 +550,8 @@ class JobQueue(OperatorAPI[JobT], ScheduleAPI[JobT]):
         Same items, rules and idempotency as `enqueue_many`; never commits.
         """
         check_async_session(session, "aenqueue_many")
-        specs = prepare_many(self.registry, self.max_payload_bytes, items, self._columns.check)
-        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
-            rows: list[JobT] = await session.run_sync(
-                self._inserter.insert, specs, trace_context=produced.carrier
-            )
-            produced.inserted([row.id for row in rows])
+        specs = self._prepare_many(items)
+        rows: list[JobT] = await session.run_sync(self._insert_many, specs)
         return rows
 
     def worker(

@@ -1,7 +1,7 @@
 """sa-jobqueue: runtime schedules (definition, paused_at), debounce and throttle keys.
 
 Revision ID: sajq_0006
-Revises: sajq_0004
+Revises: sajq_0005
 Create Date: 2026-12-01
 
 Nullable columns without a default (two on the schedules table, two on the jobs
@@ -18,7 +18,7 @@ from sa_jobqueue.migration import add_runtime_control, drop_runtime_control
 
 revision: str = "sajq_0006"
 # Written beside sajq_0005 (workflows); the lead re-chains it after sajq_0005 at merge.
-down_revision: str | Sequence[str] | None = "sajq_0004"
+down_revision: str | Sequence[str] | None = "sajq_0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import asdict
 from datetime import datetime, timedelta
 
 import click
@@ -140,7 +141,8 @@ def list_command(
             job.id,
             job.queue,
             job.kind,
-            job.status,
+            # A waiting job says how many of the jobs it waits for have not ended.
+            f"waiting for {job.waiting_for}" if job.status == "waiting" else job.status,
             f"{job.attempts}/{job.max_attempts}",
             when(job.run_at),
             when(job.finished_at),
@@ -165,11 +167,18 @@ def show_command(
         Session(engine) as session,
     ):
         job = queue_api.show(session, job_id)
-    if job is None:
+        graph = queue_api.graph(session, job_id) if job is not None else None
+    if job is None or graph is None:
         fail(f"no job {job_id}")
     job = job.redacted(queue_api.redact_keys)
     if as_json:
-        print_json(job.to_dict())
+        print_json(
+            {
+                **job.to_dict(),
+                "upstream": [asdict(node) for node in graph.upstream],
+                "dependents": [asdict(node) for node in graph.dependents],
+            }
+        )
         return
     fields = [
         ("id", job.id),
@@ -187,6 +196,8 @@ def show_command(
         ("idempotency_key", job.idempotency_key or "-"),
         ("unique_key", job.unique_key or "-"),
         ("concurrency_key", job.concurrency_key or "-"),
+        ("waiting_for", "-" if job.waiting_for is None else job.waiting_for),
+        ("after_failure", job.after_failure or "-"),
     ]
     width = max(len(name) for name, _ in fields)
     for name, value in fields:
@@ -200,6 +211,11 @@ def show_command(
     click.echo("last_error:" + ("" if job.last_error else " -"))
     if job.last_error:
         click.echo(indent(job.last_error))
+    # Workflows (docs/workflows.md): what it waits for, and what waits for it.
+    for title, nodes in (("waits for", graph.upstream), ("waited for by", graph.dependents)):
+        click.echo(f"{title}:" + ("" if nodes else " -"))
+        for node in nodes:
+            click.echo(f"  job {node.id} {node.kind} {node.status}")
 
 
 def _report(result: admin.Changed, verb: str, wrong: str) -> int:
@@ -224,6 +240,11 @@ def _report(result: admin.Changed, verb: str, wrong: str) -> int:
 @click.option("--failed", is_flag=True, help="Retry every failed job (of --queue/--kind).")
 @click.option("--queue", help="With --failed: only this queue.")
 @click.option("--kind", help="With --failed: only this kind.")
+@click.option(
+    "--with-dependents",
+    is_flag=True,
+    help="Also let the jobs their failure cancelled (after= them) wait for them again.",
+)
 @operator_options
 @json_flag
 def retry(
@@ -231,6 +252,7 @@ def retry(
     failed: bool,
     queue: str | None,
     kind: str | None,
+    with_dependents: bool,
     database_url: str | None,
     table: str,
     app: str | None,
@@ -244,6 +266,8 @@ def retry(
         fail("give job ids, or --failed (with optional --queue/--kind), not both", 2)
     if (queue or kind) and not failed:
         fail("--queue and --kind go with --failed", 2)
+    if with_dependents and failed:
+        fail("--with-dependents goes with job ids, not --failed", 2)
     with (
         operating(database_url, table, app) as (queue_api, engine),
         Session(engine) as session,
@@ -252,12 +276,14 @@ def retry(
         if failed:
             result = queue_api.retry_failed(session, queue=queue, kind=kind)
         else:
-            result = queue_api.retry(session, ids)
+            result = queue_api.retry(session, ids, with_dependents=with_dependents)
     if as_json:
         print_json(result.to_dict())
         code = 1 if result.skipped or result.missing else 0
     else:
         code = _report(result, "retried", "not failed or cancelled; not retried")
+        for job_id in result.revived:
+            click.echo(f"job {job_id} waits again (cancelled when an upstream job failed)")
         if failed and not result.ids:
             click.echo("no failed jobs match")
     sys.exit(code)

@@ -6,6 +6,7 @@ read-only transactions, actions through `sa_jobqueue.ops.admin`. See docs/dashbo
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -56,6 +57,8 @@ T = TypeVar("T")
 
 _JOB_ACTIONS: dict[str, Callable[..., admin.Changed]] = {
     "retry": admin.retry,
+    # docs/workflows.md: the jobs its failure cancelled wait for it again.
+    "retry-with-dependents": functools.partial(admin.retry, with_dependents=True),
     "cancel": admin.cancel,
     "delete": admin.delete_finished,
 }

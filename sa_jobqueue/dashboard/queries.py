@@ -18,10 +18,12 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.dashboard.filters import JobFilter
+from sa_jobqueue.dashboard.graph import Drawing, layout
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
+from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
 __all__ = [
@@ -245,6 +247,22 @@ class JobDetail:
     at: datetime
     extra: dict[str, Any]
     schedule: ScheduleInfo | None = None
+    #: What it waits for and what waits for it (docs/workflows.md).
+    graph: Graph = field(default_factory=Graph)
+
+    @property
+    def upstream_counts(self) -> dict[str, int]:
+        """The jobs it waits for, counted by status (a batch callback: its batch)."""
+        counts: dict[str, int] = {}
+        for node in self.graph.upstream:
+            counts[node.status] = counts.get(node.status, 0) + 1
+        return dict(sorted(counts.items()))
+
+    @property
+    def drawing(self) -> Drawing:
+        """The workflow's SVG geometry (`dashboard.graph.layout`)."""
+        job = self.job
+        return layout(GraphNode(job.id, job.kind, job.status), self.graph)
 
     @property
     def lease_expired(self) -> bool:
@@ -261,6 +279,7 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
         return None
     extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
     job = JobInfo.from_row(row)
+    graph = graph_of(session.connection(), model, job_id)
     schedule = None
     if job.idempotency_key and job.idempotency_key.startswith("periodic:"):
         found = session.execute(
@@ -268,7 +287,7 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
             {"kind_name": job.kind, "job_key": job.idempotency_key},
         ).first()
         schedule = None if found is None else ScheduleInfo.from_row(found)
-    return JobDetail(job=job, at=at, extra=extra, schedule=schedule)
+    return JobDetail(job=job, at=at, extra=extra, schedule=schedule, graph=graph)
 
 
 @dataclass(frozen=True, slots=True)

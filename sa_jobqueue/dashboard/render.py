@@ -21,8 +21,12 @@ __all__ = ["FILTERS", "NOTICES", "first_line", "number", "relative", "span", "st
 NOTICES = {
     "retry": "Job retried: it is pending and due now.",
     "not_retry": "Not retried: only failed or cancelled jobs can be retried.",
+    "retry-with-dependents": (
+        "Job retried: it is pending and due now; the jobs its failure cancelled wait for it again."
+    ),
+    "not_retry-with-dependents": "Not retried: only failed or cancelled jobs can be retried.",
     "cancel": "Job cancelled.",
-    "not_cancel": "Not cancelled: only pending or running jobs can be cancelled.",
+    "not_cancel": "Not cancelled: only pending, running or waiting jobs can be cancelled.",
     "delete": "Job deleted.",
     "deleted": "Job deleted.",
     "not_delete": "Not deleted: only finished (done, failed, cancelled) jobs can be deleted.",

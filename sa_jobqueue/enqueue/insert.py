@@ -51,6 +51,9 @@ _NULL_COLUMNS = (
     "finished_at",
     "result",
     "trace_context",
+    "waiting_for",
+    "after_failure",
+    "has_dependents",
     "debounce_key",
     "throttle_key",
 )
@@ -99,8 +102,8 @@ class Inserter(Generic[JobT]):
 
     def __init__(self, model: type[JobT]) -> None:
         self.model = model
-        # One statement per set of extra columns given, built on first use.
-        self._loads: dict[tuple[str, ...], ExecutableReturnsRows] = {}
+        # One statement per set of extra columns given (and workflow or not), built on first use.
+        self._loads: dict[tuple[tuple[str, ...], bool], ExecutableReturnsRows] = {}
         # One single-job statement per shape: (timing, keys given, extra columns).
         self._ones: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _One] = {}
         # Whether one job's row can be attached without the ORM's loading: decided
@@ -109,12 +112,14 @@ class Inserter(Generic[JobT]):
         self._by_keys = statements.by_keys(model)
         self._by_unique_keys = statements.by_unique_keys(model)
 
-    def _load(self, extra: tuple[str, ...]) -> ExecutableReturnsRows:
-        load = self._loads.get(extra)
+    def _load(self, extra: tuple[str, ...], workflow: bool = False) -> ExecutableReturnsRows:
+        load = self._loads.get((extra, workflow))
         if load is None:
-            insert: Insert = statements.enqueue(self.model, extra=extra).returning(self.model)
+            insert: Insert = statements.enqueue(
+                self.model, extra=extra, workflow=workflow
+            ).returning(self.model)
             load = select(self.model).from_statement(insert)
-            self._loads[extra] = load
+            self._loads[extra, workflow] = load
         return load
 
     def insert(
@@ -123,6 +128,7 @@ class Inserter(Generic[JobT]):
         specs: Sequence[JobSpec],
         *,
         trace_context: Mapping[str, str] | None = None,
+        fresh: set[int] | None = None,
     ) -> list[JobT]:
         """Insert `specs` in `session`'s transaction; return one row per spec, in order.
 
@@ -132,6 +138,8 @@ class Inserter(Generic[JobT]):
         ``running``) job holds. A conflict never raises: the caller's transaction
         stays usable. One round trip, plus one more when some keys were taken.
         Every new row gets `trace_context` (the enqueue span's W3C context), if any.
+        The ids of the rows this call inserted (not those found by a key) are added to
+        `fresh`, when given: a workflow adds edges for those only.
         """
         if not specs:
             return []
@@ -143,7 +151,7 @@ class Inserter(Generic[JobT]):
         order = _lock_order(specs)
 
         def insert_once(session: Session, batch: Sequence[JobSpec]) -> list[Any]:
-            return self._insert_once(session, batch, trace_context)
+            return self._insert_once(session, batch, trace_context, fresh)
 
         if order != sorted(order):
             rows = self._insert_in_order(session, [specs[i] for i in order], insert_once)
@@ -174,7 +182,7 @@ class Inserter(Generic[JobT]):
         real = session() if isinstance(session, scoped_session) else session
         mapper = self._mapper()
         loaded = mapper.class_manager.dispatch.load  # a @reconstructor is one too
-        if loaded or not (self._plain_model() and _plain_session(real)):
+        if loaded or spec.workflow or not (self._plain_model() and _plain_session(real)):
             job: JobT = self.insert(session, [spec], trace_context=trace_context)[0]
             return job
         one = self._one(spec, trace_context)
@@ -375,6 +383,7 @@ class Inserter(Generic[JobT]):
         session: Session,
         specs: Sequence[JobSpec],
         trace_context: Mapping[str, str] | None,
+        fresh: set[int] | None = None,
     ) -> list[Any]:
         params: dict[str, Any] = {
             "kinds": [s.kind for s in specs],
@@ -388,11 +397,22 @@ class Inserter(Generic[JobT]):
             "unique_keys": [s.unique_key for s in specs],
             "concurrency_keys": [s.concurrency_key for s in specs],
         }
+        workflow = any(s.workflow for s in specs)
+        if workflow:
+            params.update(
+                statuses=[s.status for s in specs],
+                waiting_fors=[s.waiting_for for s in specs],
+                after_failures=[s.after_failure if s.after else None for s in specs],
+                has_dependents_list=[s.has_dependents for s in specs],
+                last_errors=[s.last_error for s in specs],
+            )
         extra = self._extra_params(specs, trace_context)
         for name, values in extra.items():
             params[f"{name}_values"] = values
-        load = self._load(tuple(extra))
+        load = self._load(tuple(extra), workflow)
         inserted = sorted(session.scalars(load, params).all(), key=lambda job: job.id)
+        if fresh is not None:
+            fresh.update(job.id for job in inserted)
         if len(inserted) == len(specs):
             return inserted
         return self._match(session, specs, inserted)

@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 from sa_jobqueue.core import validation
 from sa_jobqueue.core.limits import check_concurrency_key
 from sa_jobqueue.errors import ValidationError
-from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
+from sa_jobqueue.schema.model import AFTER_FAILURE, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.tasks import Registry
 
 __all__ = ["EnqueueOptions", "JobSpec", "check_options", "prepare", "prepare_many"]
@@ -49,6 +49,12 @@ class EnqueueOptions(TypedDict, total=False):
         throttle: ``(key, window)``: at most one job of `key` is due per `window`;
             within it, the job there is returned and nothing is inserted
             (docs/flow-control.md). Same exclusions as `debounce`.
+        after: jobs (rows `enqueue` returned) or ids this job waits for: it is
+            ``waiting`` until every one is ``done``, then due (docs/workflows.md).
+            At most `sa_jobqueue.enqueue.workflows.MAX_AFTER` of them.
+        after_failure: with `after`: ``"cancel"`` (default: should one of them end
+            ``failed`` or ``cancelled``, this job ends ``cancelled``, and so on down
+            the graph) or ``"run"`` (it runs once all have ended, however).
     """
 
     queue: str | None
@@ -62,6 +68,8 @@ class EnqueueOptions(TypedDict, total=False):
     columns: Mapping[str, Any] | None
     debounce: tuple[str, timedelta | float] | None
     throttle: tuple[str, timedelta | float] | None
+    after: Sequence[JobMixin | int] | None
+    after_failure: str | None
 
 
 #: The keys of an `enqueue_many` dict item (debounce and throttle are for `enqueue` alone).
@@ -79,6 +87,8 @@ def check_options(call: str, options: Mapping[str, object]) -> None:
 
 #: Validates ``columns=`` (`OwnColumns.check`): a mapping -> ``(column, value)`` pairs.
 ColumnsCheck = Callable[[object], tuple[tuple[str, Any], ...]]
+#: Validates ``after=`` (`enqueue.workflows.AfterCheck`): jobs or ids -> sorted unique ids.
+AfterCheck = Callable[[object], tuple[int, ...]]
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,17 @@ class JobSpec:
     concurrency_key: str | None = None
     #: The application's own columns: ``(column name, value)`` pairs, sorted by name.
     columns: tuple[tuple[str, Any], ...] = ()
+    #: The ids of the jobs it waits for (``after=``), sorted, unique.
+    after: tuple[int, ...] = ()
+    #: ``"cancel"`` or ``"run"``: what it does when one of them fails.
+    after_failure: str = "cancel"
+    #: Set by `enqueue.workflows` once the upstream jobs are locked: the row's
+    #: workflow columns (``status``, ``waiting_for``, ...) are then inserted too.
+    workflow: bool = False
+    status: str = "pending"
+    waiting_for: int | None = None
+    has_dependents: bool | None = None
+    last_error: str | None = None
 
 
 def prepare(
@@ -115,10 +136,26 @@ def prepare(
     concurrency_key: object = None,
     columns: object = None,
     check_columns: ColumnsCheck | None = None,
+    after: object = None,
+    after_failure: object = None,
+    check_after: AfterCheck | None = None,
 ) -> JobSpec:
     """Validate one job's arguments; fill queue and max_attempts from its task."""
     if columns is not None and check_columns is None:
         raise ValidationError("columns", columns, "this queue takes no columns")
+    upstream: tuple[int, ...] = ()
+    if after is not None:
+        if check_after is None:
+            raise ValidationError("after", after, "this queue takes no after=")
+        upstream = check_after(after)
+    rule = _check_after_failure(after_failure, upstream)
+    if upstream and unique_key is not None:
+        raise ValidationError(
+            "unique_key",
+            unique_key,
+            "cannot be combined with after= (a waiting job holds no unique key); "
+            "use an idempotency_key",
+        )
     kind = validation.check_name("kind", kind)
     task = registry.get(kind)
     if queue is None:
@@ -139,7 +176,22 @@ def prepare(
         unique_key=validation.check_key(unique_key, "unique_key"),
         concurrency_key=check_concurrency_key(concurrency_key, task.limits if task else None),
         columns=check_columns(columns) if check_columns is not None else (),
+        after=upstream,
+        after_failure=rule,
     )
+
+
+def _check_after_failure(value: object, upstream: tuple[int, ...]) -> str:
+    """``after_failure``: ``"cancel"`` (the default) or ``"run"``; only beside ``after=``."""
+    if value is None:
+        return "cancel"
+    if value not in AFTER_FAILURE:
+        raise ValidationError(
+            "after_failure", value, f"must be one of {', '.join(map(repr, AFTER_FAILURE))}"
+        )
+    if not upstream and value != "cancel":
+        raise ValidationError("after_failure", value, "needs after= (the jobs to wait for)")
+    return str(value)
 
 
 def prepare_many(
@@ -147,6 +199,7 @@ def prepare_many(
     max_payload_bytes: int,
     items: object,
     check_columns: ColumnsCheck | None = None,
+    check_after: AfterCheck | None = None,
 ) -> list[JobSpec]:
     """Validate `items`: ``(kind, payload)`` pairs or dicts of `prepare`'s keywords."""
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
@@ -154,7 +207,9 @@ def prepare_many(
     specs = []
     for index, item in enumerate(items):
         try:
-            specs.append(_prepare_item(registry, max_payload_bytes, item, check_columns))
+            specs.append(
+                _prepare_item(registry, max_payload_bytes, item, check_columns, check_after)
+            )
         except ValidationError as exc:
             exc.args = (f"items[{index}]: {exc.args[0]}",)
             raise
@@ -162,7 +217,11 @@ def prepare_many(
 
 
 def _prepare_item(
-    registry: Registry, max_payload_bytes: int, item: object, check_columns: ColumnsCheck | None
+    registry: Registry,
+    max_payload_bytes: int,
+    item: object,
+    check_columns: ColumnsCheck | None,
+    check_after: AfterCheck | None = None,
 ) -> JobSpec:
     if isinstance(item, Mapping):
         unknown = set(item) - _OPTIONS
@@ -172,7 +231,14 @@ def _prepare_item(
             raise ValidationError("item", item, "has no 'kind'")
         options = dict(item)
         kind = options.pop("kind")
-        return prepare(registry, max_payload_bytes, kind, **options, check_columns=check_columns)
+        return prepare(
+            registry,
+            max_payload_bytes,
+            kind,
+            **options,
+            check_columns=check_columns,
+            check_after=check_after,
+        )
     if isinstance(item, Sequence) and not isinstance(item, (str, bytes)) and len(item) == 2:
         return prepare(registry, max_payload_bytes, item[0], item[1], check_columns=check_columns)
     raise ValidationError("item", item, "must be a (kind, payload) pair or a dict")

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
     from sa_jobqueue.migration.ops import (
         add_flow_control,
         add_runtime_control,
+        add_workflows,
         drop_flow_control,
         drop_runtime_control,
+        drop_workflows,
     )
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
@@ -55,6 +57,7 @@ __all__ = [
     "add_revision_columns",
     "add_runtime_control",
     "add_scheduling",
+    "add_workflows",
     "channel_name",
     "check_identifier",
     "check_table_name",
@@ -69,6 +72,7 @@ __all__ = [
     "drop_revision_columns",
     "drop_runtime_control",
     "drop_scheduling",
+    "drop_workflows",
     "jobs_table",
     "latest",
     "lock_migrations",
@@ -84,6 +88,7 @@ __all__ = [
 
 _OPS = frozenset(
     {"add_flow_control", "drop_flow_control", "add_runtime_control", "drop_runtime_control"}
+    | {"add_workflows", "drop_workflows"}
 )
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 

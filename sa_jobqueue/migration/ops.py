@@ -14,8 +14,19 @@ from sqlalchemy.orm import DeclarativeBase
 
 from alembic import op
 from sa_jobqueue.schema import ddl
-from sa_jobqueue.schema.model import REVISION_INFO, JobMixin, table_args
-from sa_jobqueue.schema.naming import check_identifier, starts_table_name
+from sa_jobqueue.schema.dependencies import dependencies_table
+from sa_jobqueue.schema.model import (
+    FIRST_STATUSES,
+    REVISION_INFO,
+    JobMixin,
+    Status,
+    table_args,
+)
+from sa_jobqueue.schema.naming import (
+    check_identifier,
+    dependencies_table_name,
+    starts_table_name,
+)
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import (
     SCHEDULES_0006,
@@ -29,6 +40,7 @@ __all__ = [
     "add_revision_columns",
     "add_runtime_control",
     "add_scheduling",
+    "add_workflows",
     "create_jobs_table",
     "create_notify_trigger",
     "drop_flow_control",
@@ -37,6 +49,7 @@ __all__ = [
     "drop_revision_columns",
     "drop_runtime_control",
     "drop_scheduling",
+    "drop_workflows",
     "jobs_table",
     "set_autovacuum",
 ]
@@ -69,7 +82,9 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     table = jobs_table(name, schema=schema)
     # Columns marked `since(revision)` are that revision's to add (add_revision_columns).
     columns = [column._copy() for column in table.columns if REVISION_INFO not in column.info]
-    constraints = [arg for arg in table_args(name) if not isinstance(arg, Index)]
+    # The first revision's CHECK: later revisions widen it (add_workflows).
+    first = table_args(name, statuses=FIRST_STATUSES)
+    constraints = [arg for arg in first if not isinstance(arg, Index)]
     op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
         if REVISION_INFO not in index.info:  # a later revision's index (over its columns)
@@ -174,6 +189,8 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     table = jobs_table(name, schema=schema)
     turns_table_for(table).drop(op.get_bind(), checkfirst=True)
     weights_table_for(table).drop(op.get_bind(), checkfirst=True)
+    # Made by sajq_0005 (or create_all); its foreign keys would block the jobs table's drop.
+    dependencies_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
@@ -240,6 +257,51 @@ def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
     op.drop_table(starts_table_name(name), schema=schema, if_exists=True)
     quoted = f'"{check_identifier(schema)}"."{name}"' if schema else f'"{name}"'
     op.execute(text(f"ALTER TABLE {quoted} DROP COLUMN IF EXISTS concurrency_key"))
+
+
+def add_workflows(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Revision ``sajq_0005``: dependencies between jobs and batches (docs/workflows.md).
+
+    Adds the ``waiting_for``, ``after_failure`` and ``has_dependents`` columns (nullable,
+    no default: no row is rewritten), lets the status CHECK accept ``waiting`` (the
+    constraint is replaced; PostgreSQL validates it with one scan of the table under
+    a brief lock), and creates the dependency edges table beside the jobs table. Live
+    jobs (pending or running) are untouched and keep running. No index changes: a
+    waiting job is not in the pending partial index, so it costs the claim nothing.
+    What exists already is kept, so a table made by `create_jobs_table` or
+    ``create_all`` of this version has it all and nothing is done twice.
+    `drop_workflows` undoes it.
+    """
+    qualified = _qualified(name, schema)
+    add_revision_columns("sajq_0005", name, schema=schema)
+    _replace_status_check(name, qualified, tuple(Status))
+    table = jobs_table(name, schema=schema)
+    dependencies_table(table.metadata, name).create(op.get_bind(), checkfirst=True)
+
+
+def drop_workflows(name: str = "jobs", *, schema: str | None = None) -> None:
+    """Undo `add_workflows`: waiting jobs end ``cancelled``; edges and columns are dropped."""
+    qualified = _qualified(name, schema)
+    op.execute(
+        text(
+            f"UPDATE {qualified} SET status = 'cancelled', finished_at = now(), "  # noqa: S608
+            "last_error = 'cancelled: the workflows revision (sajq_0005) was downgraded' "
+            "WHERE status = 'waiting'"
+        )
+    )
+    op.drop_table(dependencies_table_name(name), schema=schema, if_exists=True)
+    _replace_status_check(name, qualified, FIRST_STATUSES)
+    drop_revision_columns("sajq_0005", name, schema=schema)
+
+
+def _replace_status_check(name: str, qualified: str, statuses: tuple[Status, ...]) -> None:
+    values = ", ".join(f"'{status.value}'" for status in statuses)
+    op.execute(text(f"ALTER TABLE {qualified} DROP CONSTRAINT IF EXISTS ck_{name}_status"))
+    op.execute(
+        text(
+            f"ALTER TABLE {qualified} ADD CONSTRAINT ck_{name}_status CHECK (status IN ({values}))"
+        )
+    )
 
 
 # -- revision sajq_0006: runtime schedules, debounce and throttle keys ------------------

@@ -25,6 +25,7 @@ from sa_jobqueue.migration import ops, preflight
 from sa_jobqueue.schema.naming import (
     check_identifier,
     check_table_name,
+    dependencies_table_name,
     paused_queues_table,
     schedules_table,
     starts_table_name,
@@ -102,6 +103,13 @@ VERSIONS: tuple[Version, ...] = (
         partial(ops.add_revision_columns, "sajq_0004"),
         partial(ops.drop_revision_columns, "sajq_0004"),
         columns=("result", "trace_context"),
+    ),
+    Version(
+        "sajq_0005",
+        ops.add_workflows,
+        ops.drop_workflows,
+        columns=("waiting_for", "after_failure", "has_dependents"),
+        tables=(dependencies_table_name,),
     ),
     Version(
         "sajq_0006",

@@ -37,6 +37,7 @@ from sa_jobqueue.ops.retention import (
     prune,
     prune_on,
 )
+from sa_jobqueue.ops.workflows import Releaser, after_retry
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name, check_identifier, control_channel_name
@@ -188,6 +189,10 @@ class JobInfo:
     result: Any = None
     #: The W3C trace context recorded at enqueue, or None.
     trace_context: Any = None
+    #: How many of the jobs it waits for have not ended; None without ``after=``.
+    waiting_for: int | None = None
+    #: ``cancel`` or ``run`` (docs/workflows.md); None without ``after=``.
+    after_failure: str | None = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:
@@ -214,12 +219,15 @@ class Changed:
             handlers may still be finishing, and their reports will be ignored.
         skipped: jobs left alone, with the status that made them ineligible.
         missing: ids that match no job.
+        revived: the jobs a `retry` with ``with_dependents`` let wait again (those
+            the retried jobs' failure had cancelled, down the graph).
     """
 
     ids: list[int] = field(default_factory=list)
     was_running: list[int] = field(default_factory=list)
     skipped: dict[int, str] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
+    revived: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (``skipped`` keys become strings)."""
@@ -312,17 +320,26 @@ def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | N
 # -- changing ------------------------------------------------------------------------
 
 
-def retry(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
+def retry(
+    session: Session, model: type[JobMixin], ids: Iterable[int], *, with_dependents: bool = False
+) -> Changed:
     """Move the ``failed`` or ``cancelled`` jobs among `ids` back to ``pending``, due now.
 
     Each gets one more attempt than it has made (``max_attempts`` is raised if
     needed); ``attempts`` and ``last_error`` stay as history, ``finished_at`` is
     cleared. Jobs in another status are reported in ``skipped``. Idle workers are
     notified when the caller commits; this never commits.
+
+    Jobs that still wait for a retried job wait for its new end. With
+    `with_dependents`, the jobs its failure cancelled wait again too, down the
+    graph (``revived``; docs/workflows.md).
     """
     wanted = _ids(ids)
     rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
-    return _finish(session, model, wanted, rows, notify=True)
+    result = _finish(session, model, wanted, rows, notify=True)
+    revived = after_retry(session.connection(), model, result.ids, with_dependents=with_dependents)
+    result.revived.extend(revived)
+    return result
 
 
 def retry_failed(
@@ -331,11 +348,16 @@ def retry_failed(
     """Like `retry`, for every ``failed`` job (of `queue` and/or `kind` when given)."""
     query = statements.requeue_failed(model, by_queue=queue is not None, by_kind=kind is not None)
     rows = session.execute(query, {"queue_name": queue, "kind_name": kind}).all()
-    return _finish(session, model, [], rows, notify=True)
+    result = _finish(session, model, [], rows, notify=True)
+    after_retry(session.connection(), model, result.ids, with_dependents=False)
+    return result
 
 
 def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
-    """Cancel the ``pending`` or ``running`` jobs among `ids`; never commits.
+    """Cancel the ``pending``, ``running`` or ``waiting`` jobs among `ids`; never commits.
+
+    The jobs waiting for a cancelled job count it as ended (``cancelled``): they
+    end ``cancelled`` too, or run when enqueued with ``after_failure="run"``.
 
     A pending job will not run. A running job is marked ``cancelled`` at once,
     and its worker is told on commit (a NOTIFY on the table's control channel,
@@ -348,6 +370,9 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     wanted = _ids(ids)
     rows = session.execute(statements.cancel(model), {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=False)
+    ended = [(row.id, Status.CANCELLED.value) for row in rows if row.has_dependents]
+    if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")
+        Releaser(model).release(session.connection(), ended)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
     if result.was_running:
         # Tell the workers running them, at commit: their handlers see ctx.cancelled

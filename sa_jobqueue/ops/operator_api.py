@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.aio import check_async_session, check_sync_session
 from sa_jobqueue.ops import admin, fairness, pausing
+from sa_jobqueue.ops.workflows import Graph, graph_of
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.tasks import Registry
 
@@ -107,16 +108,25 @@ class OperatorAPI(Generic[JobT]):
         check_sync_session(session, "show")
         return admin.get_job(session, self.model, job_id)
 
-    def retry(self, session: Session, ids: Iterable[int]) -> admin.Changed:
+    def retry(
+        self, session: Session, ids: Iterable[int], *, with_dependents: bool = False
+    ) -> admin.Changed:
         """Move ``failed``/``cancelled`` jobs among `ids` back to ``pending``, due now.
 
         One more attempt is allowed; ``last_error`` is kept. Never commits: the
         change (and the NOTIFY that wakes idle workers) takes effect when the
         caller's transaction commits. Jobs in other statuses come back in
-        ``skipped``, unknown ids in ``missing``.
+        ``skipped``, unknown ids in ``missing``. With `with_dependents`, the jobs
+        their failure cancelled (``after=`` them) wait for them again, down the
+        graph (``revived``; docs/workflows.md).
         """
         check_sync_session(session, "retry")
-        return admin.retry(session, self.model, ids)
+        return admin.retry(session, self.model, ids, with_dependents=with_dependents)
+
+    def graph(self, session: Session, job_id: int) -> Graph:
+        """What job `job_id` waits for and what waits for it (docs/workflows.md)."""
+        check_sync_session(session, "graph")
+        return graph_of(session.connection(), self.model, job_id)
 
     def retry_failed(
         self, session: Session, *, queue: str | None = None, kind: str | None = None

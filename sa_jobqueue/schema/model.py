@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Identity,
@@ -26,15 +27,19 @@ from sqlalchemy.orm import Mapped, Mapper, declared_attr, mapped_column
 from sqlalchemy.sql import FromClause
 
 from sa_jobqueue.schema import ddl
+from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
 
 __all__ = [
     "ACTIVE",
+    "AFTER_FAILURE",
     "DEFAULT_MAX_ATTEMPTS",
     "DEFAULT_QUEUE",
     "FINISHED",
+    "FIRST_STATUSES",
+    "UNFINISHED",
     "JobMixin",
     "JobT",
     "Status",
@@ -42,6 +47,8 @@ __all__ = [
 
 DEFAULT_QUEUE = "default"
 DEFAULT_MAX_ATTEMPTS = 20
+#: The values of ``after_failure``: what a waiting job does when an upstream job fails.
+AFTER_FAILURE = ("cancel", "run")
 
 
 class Status(str, enum.Enum):
@@ -52,13 +59,19 @@ class Status(str, enum.Enum):
     DONE = "done"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    #: Waits for other jobs (``after=``); not claimable until they end (docs/workflows.md).
+    WAITING = "waiting"
 
     def __str__(self) -> str:
         return self.value
 
 
 FINISHED = (Status.DONE, Status.FAILED, Status.CANCELLED)
+#: The statuses before workflows (revision ``sajq_0005`` adds ``waiting``).
+FIRST_STATUSES = (Status.PENDING, Status.RUNNING, *FINISHED)
 ACTIVE = (Status.PENDING, Status.RUNNING)
+#: Not finished: what a waiting job's upstream may still be, and what retention keeps.
+UNFINISHED = (Status.PENDING, Status.RUNNING, Status.WAITING)
 
 _PayloadType = JSON().with_variant(JSONB(), "postgresql")
 _now = text("now()")
@@ -158,6 +171,13 @@ class JobMixin:
     # Added by revision sajq_0004 (`since` tells create_jobs_table to leave them to it).
     result: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
     trace_context: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
+    # Added by revision sajq_0005 (workflows, docs/workflows.md).
+    #: How many of the jobs it waits for have not ended; NULL for a job without ``after=``.
+    waiting_for: Mapped[int | None] = mapped_column(Integer, info=since("sajq_0005"))
+    #: ``'cancel'`` or ``'run'``: what it does when a job it waits for fails (NULL: no wait).
+    after_failure: Mapped[str | None] = mapped_column(Text, info=since("sajq_0005"))
+    #: True once some job waits for it: its fenced end then releases them.
+    has_dependents: Mapped[bool | None] = mapped_column(Boolean, info=since("sajq_0005"))
     # Added by revision sajq_0006 (docs/flow-control.md, debounce and throttle).
     #: Enqueues with ``debounce=(key, window)`` collapse into the pending job holding it.
     debounce_key: Mapped[str | None] = mapped_column(Text, info=since("sajq_0006"))
@@ -185,18 +205,20 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
     if isinstance(table, Table):
         add_state_tables(table)
         starts_table(table.metadata, table.name)  # the rate limits' starts log
+        dependencies_table(table.metadata, table.name)  # workflows' edges
         weights_table_for(table)  # the fair kinds' weights and turns (sajq_0006)
         turns_table_for(table)
 
 
-def table_args(table: str) -> tuple[Any, ...]:
+def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> tuple[Any, ...]:
     """The constraints and indexes of a jobs table named `table`.
 
     Shared by `JobMixin` and the migration helpers, so the migrated schema and the
-    model are built from one definition.
+    model are built from one definition. `statuses` are those the status CHECK
+    accepts: the first revision's table accepts those before ``waiting``, which
+    revision ``sajq_0005`` adds.
     """
     check_table_name(table)
-    statuses = tuple(Status)
     return (
         CheckConstraint(f"status IN ({_sql_list(statuses)})", name=f"ck_{table}_status"),
         CheckConstraint("attempts >= 0", name=f"ck_{table}_attempts"),

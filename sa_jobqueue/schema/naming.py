@@ -11,6 +11,8 @@ operator commands agree on each name without importing one another. See docs/mig
 ('sa_jobqueue_paused_jobs', 'sa_jobqueue_schedules_jobs')
 >>> starts_table_name("jobs")
 'sa_jobqueue_starts_jobs'
+>>> dependencies_table_name("jobs")
+'sa_jobqueue_deps_jobs'
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -27,6 +29,7 @@ __all__ = [
     "check_identifier",
     "check_table_name",
     "control_channel_name",
+    "dependencies_table_name",
     "derived_names",
     "lock_name",
     "notify_function_name",
@@ -84,6 +87,11 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"ix_{table}_keyed",
         f"sa_jobqueue_weight_{table}",
         f"sa_jobqueue_turns_{table}",
+        f"sa_jobqueue_deps_{table}",
+        f"pk_{table}_deps",
+        f"fk_{table}_deps_job",
+        f"fk_{table}_deps_upstream",
+        f"ix_{table}_deps_upstream",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -125,6 +133,11 @@ def version_table(table: str) -> str:
 def starts_table_name(table: str) -> str:
     """The table where `table`'s rate-limited kinds log their attempt starts."""
     return f"sa_jobqueue_starts_{table}"[:IDENTIFIER_MAX]
+
+
+def dependencies_table_name(table: str) -> str:
+    """The table of `table`'s dependency edges: which job waits for which (docs/workflows.md)."""
+    return f"sa_jobqueue_deps_{table}"[:IDENTIFIER_MAX]
 
 
 def channel_name(table: str) -> str:

@@ -57,6 +57,7 @@ CLAIMED_COLUMNS = (
     "max_attempts",
     "idempotency_key",
     "trace_context",  # the enqueue's trace, parent of the attempt's span
+    "waiting_for",  # not NULL: it waited for other jobs (ctx.upstream reads them)
 )
 
 

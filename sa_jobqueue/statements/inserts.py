@@ -7,16 +7,19 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    Boolean,
     Float,
     Integer,
     Select,
     SmallInteger,
     Text,
     bindparam,
+    case,
     cast,
     func,
     literal,
     literal_column,
+    null,
     select,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
@@ -38,7 +41,9 @@ __all__ = [
 ]
 
 
-def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
+def enqueue(
+    model: type[JobMixin], *, extra: Sequence[str] = (), workflow: bool = False
+) -> PgInsert:
     """Insert a batch of jobs; a taken idempotency key, or active unique key, inserts nothing.
 
     Parameters (arrays of equal length, one element per job): ``kinds``, ``queues``,
@@ -54,9 +59,26 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
     Each column named in `extra` (the application's own columns, ``trace_context``)
     takes one more array, ``:<column>_values``: of the column's type, or of JSON text
     for a JSON column.
+
+    With `workflow` (jobs enqueued ``after=`` others, or into a batch) five more
+    arrays set what `enqueue.workflows` decided for each job: ``statuses``
+    (``pending``, ``waiting``, or ``cancelled`` when an upstream job failed already),
+    ``waiting_fors``, ``after_failures``, ``has_dependents_list`` and ``last_errors``;
+    a job inserted ``cancelled`` gets ``finished_at = now()``.
     """
     table = model.__table__
     extras = [table.c[name] for name in extra]
+    flow = (
+        (
+            ("statuses", "status", Text),
+            ("waiting_fors", "waiting_for", Integer),
+            ("after_failures", "after_failure", Text),
+            ("has_dependents_list", "has_dependents", Boolean),
+            ("last_errors", "last_error", Text),
+        )
+        if workflow
+        else ()
+    )
     batch = unnest_rows(
         ("kinds", "kind", Text),
         ("queues", "queue", Text),
@@ -68,6 +90,7 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
         ("keys", "key", Text),
         ("unique_keys", "unique_key", Text),
         ("concurrency_keys", "concurrency_key", Text),
+        *flow,
         *((f"{c.name}_values", f"extra_{c.name}", Text if _is_json(c) else c.type) for c in extras),
     )
     extra_values = [
@@ -83,11 +106,20 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
         func.coalesce(batch.c.run_at, func.now() + seconds(batch.c.delay)),
         batch.c.key,
         batch.c.unique_key,
-        literal(Status.PENDING.value, Text),
+        batch.c.status if workflow else literal(Status.PENDING.value, Text),
         literal(0, Integer),
         batch.c.concurrency_key,
         *extra_values,
     )
+    if workflow:
+        cancelled = batch.c.status == Status.CANCELLED.value
+        rows = rows.add_columns(
+            batch.c.waiting_for,
+            batch.c.after_failure,
+            batch.c.has_dependents,
+            batch.c.last_error,
+            case((cancelled, func.now()), else_=null()),
+        )
     columns = [
         "kind",
         "queue",
@@ -102,6 +134,8 @@ def enqueue(model: type[JobMixin], *, extra: Sequence[str] = ()) -> PgInsert:
         "concurrency_key",
         *(c.name for c in extras),
     ]
+    if workflow:
+        columns += ["waiting_for", "after_failure", "has_dependents", "last_error", "finished_at"]
     return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
 
 

@@ -77,7 +77,7 @@ def complete_and_lock(model: type[JobMixin], complete: Update) -> Select[Any]:
     One statement, so one round trip, for what a claim round runs first anyway and
     the kind locks its limited claims need (those of `lock_limited`, taken in the
     order of ``:lock_kinds``: sorted, as always). `complete` is an ``UPDATE ...
-    RETURNING id, attempts``; it runs as a data-modifying CTE, which PostgreSQL
+    RETURNING id, attempts, has_dependents``; it runs as a data-modifying CTE, which PostgreSQL
     always runs to completion, and the locks in a scalar subquery of an aggregate
     without ``GROUP BY``, which yields exactly one row, so they are taken whether or
     not any job was still held. Returns that row: ``locked`` (how many locks),
@@ -99,6 +99,8 @@ def complete_and_lock(model: type[JobMixin], complete: Update) -> Select[Any]:
         locked.scalar_subquery().label("locked"),
         func.array_agg(done.c.id).label("ids"),
         func.array_agg(done.c.attempts).label("attempt_numbers"),
+        # The jobs that others wait for (`workflows.release_dependents`), NULL for none.
+        func.array_agg(done.c.id).filter(done.c.has_dependents).label("upstream_ids"),
     ).select_from(done)
 
 

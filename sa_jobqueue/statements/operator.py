@@ -28,6 +28,7 @@ from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements import workflows
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
 __all__ = [
@@ -50,7 +51,9 @@ def prune(
 ) -> ReturningDelete[Any]:
     """Delete up to ``:limit`` finished jobs (`statuses`) finished before ``:before``.
 
-    Never touches pending or running rows; skips rows locked by anyone.
+    Never touches pending or running rows; skips rows locked by anyone. Keeps a
+    finished job that an unfinished job still waits for (its result is that job's
+    ``ctx.upstream``; docs/workflows.md): one probe of the edges' upstream index.
     """
     if not set(statuses) <= set(FINISHED_VALUES):
         raise ValueError(f"prune only deletes finished statuses, not {sorted(statuses)!r}")
@@ -58,6 +61,7 @@ def prune(
         select(model.id)
         .where(model.status.in_(list(statuses)))
         .where(model.finished_at < bindparam("before", type_=TIMESTAMP(timezone=True)))
+        .where(~workflows.still_awaited(model, model.id))
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
         .cte("old")
@@ -197,7 +201,9 @@ def requeue_failed(
 
 
 def cancel(model: type[JobMixin]) -> Update:
-    """Cancel the ``pending`` or ``running`` jobs among ``:ids``; return ``(id, previous status)``.
+    """Cancel the ``pending``, ``running`` or ``waiting`` jobs among ``:ids``; return them.
+
+    Returns ``(id, previous status, has_dependents)``.
 
     A running job is cancelled at once: its handler's later report is fenced on
     ``status = 'running'`` and changes nothing, and heartbeats stop finding it.
@@ -207,7 +213,7 @@ def cancel(model: type[JobMixin]) -> Update:
     target = (
         select(model.id, model.status)
         .where(_in_ids(model))
-        .where(model.status.in_([Status.PENDING.value, Status.RUNNING.value]))
+        .where(model.status.in_([Status.PENDING.value, Status.RUNNING.value, Status.WAITING.value]))
         .with_for_update()
         .cte("target")
     )
@@ -220,7 +226,7 @@ def cancel(model: type[JobMixin]) -> Update:
             locked_until=null(),
             updated_at=func.now(),
         )
-        .returning(model.id, target.c.status.label("previous"))
+        .returning(model.id, target.c.status.label("previous"), model.has_dependents)
     )
 
 

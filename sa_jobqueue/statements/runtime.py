@@ -96,7 +96,11 @@ def earlier_error(model: type[JobMixin]) -> Any:
 
 
 def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
-    """Mark ``:owner``'s jobs done; return ``(id, attempts)`` of those that were still held.
+    """Mark ``:owner``'s jobs done; return ``(id, attempts, has_dependents)`` of those still held.
+
+    ``has_dependents`` is read from the row as this UPDATE leaves it (after any
+    wait for a transaction that locked it to enqueue a dependent), so the caller
+    knows to run `workflows.release_dependents` in the same transaction.
 
     Parameters: ``ids``, ``attempt_numbers`` and, `with_results`, ``results`` (each
     handler's return value as JSON text, NULL for none), arrays: one fenced UPDATE
@@ -128,7 +132,7 @@ def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
         update(model)
         .where(*fence(model, batch.c.id, batch.c.attempts))
         .values(**done)
-        .returning(model.id, model.attempts)
+        .returning(model.id, model.attempts, model.has_dependents)
     )
 
 
@@ -137,7 +141,7 @@ def complete_one(model: type[JobMixin]) -> Update:
 
     The one-attempt `complete`, with scalar parameters: a transactional handler's
     fenced ``done`` marks one job, and arrays of one would only cost their encoding.
-    Returns ``(id, attempts)`` when the attempt was still held.
+    Returns ``(id, attempts, has_dependents)`` when the attempt was still held.
     """
     result = bindparam("result", None, type_=Text, required=False)
     return (
@@ -151,7 +155,7 @@ def complete_one(model: type[JobMixin]) -> Update:
             result=cast(result, JSONB),
             last_error=earlier_error(model),
         )
-        .returning(model.id, model.attempts)
+        .returning(model.id, model.attempts, model.has_dependents)
     )
 
 

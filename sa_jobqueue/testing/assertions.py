@@ -8,7 +8,7 @@ take an `AsyncSession`. See docs/testing.md.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements import workflows
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -51,8 +52,14 @@ class _Filter:
     priority: int | None
     idempotency_key: str | None
     statuses: tuple[str, ...] | None
+    #: The ids of exactly the jobs it must wait for (``after=``), or None for any.
+    after: frozenset[int] | None = None
+    #: Job id -> the ids it waits for, read once for `after` (`with_upstream`).
+    upstream: Mapping[int, frozenset[int]] = field(default_factory=dict)
 
     def matches(self, job: Any) -> bool:
+        if self.after is not None and self.upstream.get(job.id, frozenset()) != self.after:
+            return False
         if self.kind is not None and job.kind != self.kind:
             return False
         if self.queue is not None and job.queue != self.queue:
@@ -79,7 +86,25 @@ class _Filter:
             parts.append(f"priority {self.priority}")
         if self.idempotency_key is not None:
             parts.append(f"idempotency_key {self.idempotency_key!r}")
+        if self.after is not None:
+            parts.append(f"after={sorted(self.after)}")
         return ", ".join(parts)
+
+    def with_upstream(self, session: Session | Connection | Engine, model: Any) -> _Filter:
+        """This filter, knowing what each job waits for (when `after` was given)."""
+        if self.after is None:
+            return self
+        edges = workflows.edges_of(resolve_model(model))
+        query = select(edges.c.job_id, edges.c.upstream_id)
+        if isinstance(session, Engine):
+            with session.connect() as connection:
+                rows = list(connection.execute(query))
+        else:
+            rows = list(session.execute(query))
+        upstream: dict[int, set[int]] = {}
+        for job_id, upstream_id in rows:
+            upstream.setdefault(job_id, set()).add(upstream_id)
+        return replace(self, upstream={k: frozenset(v) for k, v in upstream.items()})
 
     def scope(self) -> str:
         """The statuses considered, for the messages."""
@@ -130,6 +155,7 @@ def _filter(
     priority: int | None,
     idempotency_key: str | None,
     status: str | Sequence[str] | None,
+    after: Any = None,
 ) -> _Filter:
     if kind is not None and not isinstance(kind, str):
         raise TypeError(f"kind must be a str, not {type(kind).__name__}")
@@ -137,8 +163,15 @@ def _filter(
         raise ValueError(f"run_at must be a timezone-aware datetime, not {run_at!r}")
     if not isinstance(within, timedelta) or within < timedelta(0):
         raise ValueError(f"within must be a non-negative timedelta, not {within!r}")
+    upstream: frozenset[int] | None = None
+    if after is not None:
+        if isinstance(after, (str, bytes)) or not isinstance(after, (list, tuple, set)):
+            raise TypeError(f"after must be a list of jobs or job ids, not {after!r}")
+        upstream = frozenset(job if isinstance(job, int) else int(job.id) for job in after)
+        if status == Status.PENDING.value:  # the default: a job that waits is `waiting`
+            status = (Status.PENDING.value, Status.WAITING.value)
     return _Filter(
-        kind, payload, queue, run_at, within, priority, idempotency_key, _statuses(status)
+        kind, payload, queue, run_at, within, priority, idempotency_key, _statuses(status), upstream
     )
 
 
@@ -233,6 +266,7 @@ def enqueued(
     idempotency_key: str | None = None,
     status: str | Sequence[str] | None = Status.PENDING.value,
     model: Any = None,
+    after: Sequence[Any] | None = None,
 ) -> list[Any]:
     """The jobs `session` sees that match every filter given, in id order.
 
@@ -251,11 +285,15 @@ def enqueued(
             included); None for any status.
         model: the jobs model or its `JobQueue`; by default the only mapped
             `JobMixin` class (see `resolve_model`).
+        after: the jobs (or ids) it must wait for, exactly (docs/workflows.md);
+            with it, the default `status` also counts ``waiting`` jobs.
 
     Returns:
         The mapped job objects (rows, for a connection or an engine).
     """
-    wanted = _filter(kind, payload, queue, run_at, within, priority, idempotency_key, status)
+    wanted = _filter(
+        kind, payload, queue, run_at, within, priority, idempotency_key, status, after
+    ).with_upstream(session, model)
     return [job for job in _all_jobs(session, model) if wanted.matches(job)]
 
 
@@ -272,6 +310,7 @@ def assert_enqueued(
     count: int | None = None,
     status: str | Sequence[str] | None = Status.PENDING.value,
     model: Any = None,
+    after: Sequence[Any] | None = None,
 ) -> list[Any]:
     """Assert that a matching job is enqueued (exactly `count` of them, when given).
 
@@ -281,6 +320,7 @@ def assert_enqueued(
 
     Example:
         >>> assert_enqueued(session, "send_receipt", payload={"order_id": 4})  # doctest: +SKIP
+        >>> assert_enqueued(session, "resize", after=[fetch_job])            # doctest: +SKIP
 
     Returns:
         The matching jobs.
@@ -288,7 +328,9 @@ def assert_enqueued(
     __tracebackhide__ = True  # pytest shows the caller's line, not this function
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
         raise ValueError(f"count must be an int >= 0, not {count!r}")
-    wanted = _filter(kind, payload, queue, run_at, within, priority, idempotency_key, status)
+    wanted = _filter(
+        kind, payload, queue, run_at, within, priority, idempotency_key, status, after
+    ).with_upstream(session, model)
     jobs = _all_jobs(session, model)
     found = [job for job in jobs if wanted.matches(job)]
     in_scope = [job for job in jobs if wanted.statuses is None or job.status in wanted.statuses]
@@ -325,6 +367,7 @@ def refute_enqueued(
     idempotency_key: str | None = None,
     status: str | Sequence[str] | None = Status.PENDING.value,
     model: Any = None,
+    after: Sequence[Any] | None = None,
 ) -> None:
     """Assert that no job matching `enqueued`'s filters is enqueued.
 
@@ -342,9 +385,12 @@ def refute_enqueued(
         idempotency_key=idempotency_key,
         status=status,
         model=model,
+        after=after,
     )
     if found:
-        wanted = _filter(kind, payload, queue, run_at, within, priority, idempotency_key, status)
+        wanted = _filter(
+            kind, payload, queue, run_at, within, priority, idempotency_key, status, after
+        )
         raise AssertionError(
             f"expected no job with {wanted.describe()}; found {len(found)}.\n"
             + _listing(found, "Matching")

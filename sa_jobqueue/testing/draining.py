@@ -22,7 +22,7 @@ from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
 from sa_jobqueue.worker.completer import Completer
-from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.driver import Held, PostgresDriver
 from sa_jobqueue.worker.run.executor import Executor
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class _ObservedDriver(PostgresDriver):
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
-    ) -> set[AttemptKey]:
+    ) -> Held:
         held = super().complete(conn, jobs, owner, results)
         self.held |= held
         return held
@@ -181,6 +181,8 @@ class _Drain:
             async_session_factory=_no_async_sessions,
             engine=bind.engine if isinstance(bind, Connection) else bind,
             middlewares=jobs.registry.middlewares,
+            # ctx.upstream sees what the test's own connection sees (uncommitted jobs too).
+            upstream_connection=bind if isinstance(bind, Connection) else None,
         )
 
     @contextlib.contextmanager

@@ -76,6 +76,9 @@ class Claimed:
     #: A rate-limited kind's stamp in the starts log, as its claim wrote it (None for
     #: other kinds): moved to the start's time when it starts (`run.rate_gate`).
     rate_stamp: Any = field(default=None, compare=False, repr=False)
+    #: Whether it was enqueued ``after=`` other jobs (or is a batch callback with
+    #: members): its handler's ``ctx.upstream`` is read when it starts.
+    waited: bool = field(default=False, compare=False, repr=False)
     #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
     #: the worker looks attempts up by it several times per job).
     key: AttemptKey = field(init=False, compare=False, repr=False)
@@ -97,6 +100,7 @@ class Claimed:
             lease,
             trace_context=_decoded(getattr(row, "trace_context", None)),
             rate_stamp=getattr(row, "rate_stamp", None),
+            waited=getattr(row, "waiting_for", None) is not None,
         )
 
 

@@ -106,10 +106,14 @@ class Completer:
     def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
         """Record `reports` in `conn`'s transaction, fenced, and log each."""
         self._outcomes = {}
+        # The jobs that ended for good in this transaction and that others wait for:
+        # released at the end of `record`, in the same transaction (docs/workflows.md).
+        ended: list[tuple[int, str]] = []
         done = [o for o in reports if o.result is Result.DONE]
         if done:
             jobs = [o.job for o in done]
             held = self.driver.complete(conn, jobs, self.owner, [o.returned for o in done])
+            ended += [(job_id, "done") for job_id in held.with_dependents]
             # The common case, per job: a "done" line nobody reads and no metrics.
             quiet = self.metrics is None and not log.isEnabledFor(logging.INFO)
             for o in done:
@@ -153,14 +157,30 @@ class Completer:
             elif o.result is Result.ABANDONED:
                 message = "handler returned after it was %s; what it reported is ignored"
                 self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
-            elif o.result in _FAILURES:
-                self._record_failure(conn, o)
+            elif o.result in _FAILURES and self._record_failure(conn, o) == "failed":
+                ended.append((o.job.id, "failed"))
+        self.release_dependents(conn, ended)
+
+    def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> None:
+        """The release step: jobs waiting for `ended` (fenced ends of this transaction).
+
+        Runs in the transaction that recorded those ends, so a release commits with
+        the ``done`` (or dead letter) that caused it, or not at all; a fence that
+        matched no row recorded no end and releases nothing. A dead letter is
+        released whether or not its row has dependents: failures are rare, and this
+        spares every ``fail`` statement a column.
+        """
+        if ended:
+            released = self.driver.release_dependents(conn, ended)
+            if released and log.isEnabledFor(logging.DEBUG):
+                log.debug("released %d waiting jobs: %s", len(released), released[:20])
 
     def release_all(self, jobs: Sequence[Claimed]) -> None:
         """Report `jobs` (still running at the shutdown deadline) as released."""
         self.report([Outcome(job, Result.RELEASE) for job in jobs])
 
-    def _record_failure(self, conn: Connection, o: Outcome) -> None:
+    def _record_failure(self, conn: Connection, o: Outcome) -> str | None:
+        """Record a failed attempt; return the job's new status (None: lease lost)."""
         error = storable_text(o.error) or ""
         status = self.driver.record_failure(
             conn, o.job, self.owner, o.result, storable_delay(o.delay), error
@@ -188,6 +208,7 @@ class Completer:
             self._log(logging.WARNING, o, "failed", message, o.delay, first, metric="retry")
         if o.result is Result.FAIL and error.startswith(_TIMED_OUT):
             self._outcomes[o.job.key] = "timeout"  # the watchdog's record of a timeout
+        return status
 
     def _log(
         self,

@@ -7,21 +7,45 @@ of `sa_jobqueue.statements`. See docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy import Connection, Executable, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.ops.workflows import Releaser
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name
-from sa_jobqueue.statements import control
+from sa_jobqueue.statements import control, workflows
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 
-__all__ = ["Driver", "NextDue", "PostgresDriver", "Swept"]
+__all__ = ["Driver", "Held", "NextDue", "PostgresDriver", "Swept", "Upstream"]
+
+
+class Held(set[AttemptKey]):
+    """The attempts a fenced ``done`` still held, and which of those jobs others wait for.
+
+    A `set` of `AttemptKey`; `with_dependents` lists the ids (of jobs in it) that
+    have dependents, for `Driver.release_dependents` in the same transaction.
+    """
+
+    def __init__(self, keys: Iterable[AttemptKey] = (), with_dependents: Iterable[int] = ()):
+        super().__init__(keys)
+        self.with_dependents: list[int] = list(with_dependents)
+
+
+class Upstream(NamedTuple):
+    """A job that a starting job waited for: its id, final status and stored result.
+
+    A tuple: a batch callback reads one per member (10,000 of them, say) as it starts.
+    """
+
+    id: int
+    status: str
+    result: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +129,25 @@ class Driver(Protocol):
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
-    ) -> set[AttemptKey]:
+    ) -> Held:
         """Mark `jobs` done, storing `results` (JSON text, one per job; None: no result).
 
-        Returns the attempts that were still held (the rest were lost).
+        Returns the attempts that were still held (the rest were lost), with the ids
+        of those that other jobs wait for (`release_dependents` is then due).
         """
+        ...
+
+    def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
+        """Count the ends of `ended` (``(id, final status)``) against the jobs that wait for them.
+
+        Run it in the transaction of their fenced end, after it. Dependents cancelled
+        by a failure release theirs in turn (down the graph); the queues of the jobs
+        made ``pending`` are notified at commit. Returns the ids made ``pending``.
+        """
+        ...
+
+    def upstream(self, conn: Connection, job_id: int) -> list[Upstream]:
+        """The jobs `job_id` waited for, with their statuses and results, by id."""
         ...
 
     def release(
@@ -233,6 +271,8 @@ class PostgresDriver:
             )
             for kind, limit in limited.items()
         }
+        self._releaser = Releaser(model)
+        self._upstream = workflows.upstream_results(model)
         self._complete = statements.complete(model)
         self._complete_plain = statements.complete(model, with_results=False)
         self._complete_one = statements.complete_one(model)
@@ -360,14 +400,14 @@ class PostgresDriver:
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
-    ) -> set[AttemptKey]:
+    ) -> Held:
         """Mark `jobs` done in one fenced UPDATE, with their results; return those still held.
 
         On the connection `lock_ahead` named, the same statement also takes the kind
         locks asked for (`statements.complete_and_lock`), once.
         """
         if not jobs:
-            return set()
+            return Held()
         if results is not None and len(results) != len(jobs):
             raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
         plain = results is None or all(result is None for result in results)
@@ -383,14 +423,23 @@ class PostgresDriver:
                 rows = conn.execute(self._complete_one, one)
             else:
                 rows = conn.execute(self._complete_plain if plain else self._complete, params)
-            return {(row.id, row.attempts) for row in rows}
+            return _held(rows)
         self._ahead = None
         locking = self._complete_plain_and_lock if plain else self._complete_and_lock
         row = conn.execute(locking, {**params, "lock_kinds": ahead[1]}).one()
         transaction = conn.get_transaction()
         if transaction is not None:
             self._held = (transaction, frozenset(ahead[1]))
-        return set(zip(row.ids or (), row.attempt_numbers or (), strict=True))
+        keys = zip(row.ids or (), row.attempt_numbers or (), strict=True)
+        return Held(keys, row.upstream_ids or ())
+
+    def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
+        """`ops.workflows.Releaser.release`: down the graph, then one NOTIFY of their queues."""
+        return self._releaser.release(conn, ended)
+
+    def upstream(self, conn: Connection, job_id: int) -> list[Upstream]:
+        """`workflows.upstream_results` of `job_id`: each job it waited for, status, result."""
+        return [Upstream(*row) for row in conn.execute(self._upstream, {"job_id": job_id})]
 
     def release(
         self, conn: Connection, jobs: Sequence[Claimed], owner: str, reason: str | None = None
@@ -499,3 +548,12 @@ class PostgresDriver:
     def commit_asynchronously(self, conn: Connection) -> None:
         """``SET LOCAL synchronous_commit = off`` (`statements.asynchronous_commit`)."""
         conn.execute(self._asynchronous_commit)
+
+
+def _held(rows: Iterable[Any]) -> Held:
+    # As fast as the plain set of keys it replaced: no job has dependents, usually.
+    rows = list(rows)
+    held = Held((row[0], row[1]) for row in rows)
+    if any(row[2] for row in rows):
+        held.with_dependents = [row[0] for row in rows if row[2]]
+    return held

@@ -209,6 +209,11 @@ class Maintenance:
                         worker_id=self.owner,
                     )
                 recovered += len(rows)
+                # Leases that ran out of attempts are dead letters: their dependents
+                # are released in this transaction (docs/workflows.md).
+                dead = [(row.id, row.status) for row in rows if row.status == "failed"]
+                if dead:
+                    self.driver.release_dependents(conn, dead)
                 if len(rows) < SWEEP_BATCH:
                     break
         if recovered:

@@ -63,7 +63,7 @@ class OtherJob(JobMixin, OtherBase):
 
 
 def _with_state(*tables: str) -> set[str]:
-    """Each jobs table with the paused-queues, schedules and starts tables beside it."""
+    """Each jobs table with the paused-queues, schedules, starts and edges tables beside it."""
     return {
         name
         for table in tables
@@ -72,6 +72,7 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_paused_{table}",
             f"sa_jobqueue_schedules_{table}",
             f"sa_jobqueue_starts_{table}",
+            f"sa_jobqueue_deps_{table}",  # workflows (sajq_0005)
             f"sa_jobqueue_weight_{table}",  # sajq_0006
             f"sa_jobqueue_turns_{table}",
         )
@@ -329,8 +330,11 @@ def test_migrated_schema_equals_the_model(scratch):
         for name in sorted(_with_state("jobs") - {"jobs"}):
             assert _no_drift(connection, Base.metadata, name) == []
             state = Base.metadata.tables[name]
-            state.to_metadata(MetaData(), schema="declared").create(connection)
-            assert _catalog(connection, name) == _catalog(connection, name, "declared")
+            beside = MetaData()  # the edges' foreign keys need the jobs table beside them
+            Base.metadata.tables["jobs"].to_metadata(beside, schema="declared")
+            state.to_metadata(beside, schema="declared").create(connection)
+            declared_state = repr(_catalog(connection, name, "declared"))
+            assert repr(_catalog(connection, name)) == declared_state.replace("declared.", "")
     # Everything PostgreSQL knows, predicates included, matches create_all's table.
     assert migrated == declared
     # Spelled out, so a reader sees what is compared (autogenerate skips these):
@@ -356,7 +360,7 @@ def test_migrated_schema_equals_the_model(scratch):
         "ck_jobs_status": (
             "c",
             "CHECK ((status = ANY (ARRAY['pending'::text, 'running'::text, 'done'::text, "
-            "'failed'::text, 'cancelled'::text])))",
+            "'failed'::text, 'cancelled'::text, 'waiting'::text])))",
         ),
         "jobs_pkey": ("p", "PRIMARY KEY (id)"),
         "uq_jobs_idempotency_key": ("u", "UNIQUE (idempotency_key)"),
@@ -372,14 +376,19 @@ def test_migrated_schema_equals_the_model(scratch):
     assert columns["run_at"] == ("timestamp with time zone", True, "now()")
     assert migrated["columns"][0] == ("id", "bigint", True, None, "d")  # identity
     # Each later revision's columns come last, in revision order (create_all agrees above).
-    assert [c[0] for c in migrated["columns"][-5:]] == [
+    assert [c[0] for c in migrated["columns"][-8:]] == [
         "concurrency_key",
         "result",
         "trace_context",
+        "waiting_for",  # sajq_0005
+        "after_failure",
+        "has_dependents",
         "debounce_key",  # sajq_0006
         "throttle_key",
     ]
-    assert migrated["columns"][-5] == ("concurrency_key", "text", False, None, "")
+    assert migrated["columns"][-8] == ("concurrency_key", "text", False, None, "")
+    assert columns["waiting_for"] == ("integer", False, None)
+    assert columns["has_dependents"] == ("boolean", False, None)
     assert columns["result"] == ("jsonb", False, None)
     assert columns["trace_context"] == ("jsonb", False, None)
 
@@ -509,6 +518,7 @@ from __future__ import annotations
 from sa_jobqueue.migration import (
     add_revision_columns,
     add_runtime_control,
+    add_workflows,
     create_jobs_table,
     drop_jobs_table,
 )
@@ -522,6 +532,7 @@ depends_on = None
 def upgrade() -> None:
     create_jobs_table("my_jobs")  # the table as sajq_0001 makes it, then each later revision:
     add_revision_columns("sajq_0004", "my_jobs")
+    add_workflows("my_jobs")  # sajq_0005
     add_runtime_control("my_jobs")  # sajq_0006
 
 

@@ -68,9 +68,10 @@ def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_the_columns(s
     with engine.connect() as connection:
         extra = connection.execute(select(Job.result, Job.trace_context)).all()
     assert extra == [(None, None)] * 3
-    # The new code works on the upgraded table (and the later revisions'): a worker runs
-    # the pending job that was there before the upgrade and one enqueued after it,
-    # storing their results; the running job (another worker's lease) is left alone.
+    # The new code works on the upgraded table (once the later revisions it needs ran
+    # too; they touch no row of it): a worker runs the pending job that was
+    # there before the upgrade and one enqueued after it, storing their results; the
+    # running job (another worker's lease) is left alone.
     migration.upgrade(url)
     jobs = JobQueue(Job)
     jobs.task("a")(lambda ctx: {"ran": ctx.payload})

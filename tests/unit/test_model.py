@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Integer,
@@ -90,6 +91,9 @@ def test_columns_types_and_defaults_match_the_design():
         "updated_at": DateTime,
         "finished_at": DateTime,
         "concurrency_key": Text,
+        "waiting_for": Integer,  # sajq_0005 (workflows)
+        "after_failure": Text,
+        "has_dependents": Boolean,
         "debounce_key": Text,
         "throttle_key": Text,
     }
@@ -111,6 +115,9 @@ def test_columns_types_and_defaults_match_the_design():
         "debounce_key",
         "throttle_key",
         "trace_context",
+        "waiting_for",
+        "after_failure",
+        "has_dependents",
     }
     # Added by sajq_0004: JSONB (JSON elsewhere), and marked so create_jobs_table leaves them.
     for name in ("result", "trace_context"):
@@ -149,7 +156,9 @@ def test_status_check_unique_key_and_partial_indexes():
     table = JOBS
     checks = {c.name: str(c.sqltext) for c in table.constraints if isinstance(c, CheckConstraint)}
     assert checks == {
-        "ck_jobs_status": "status IN ('pending', 'running', 'done', 'failed', 'cancelled')",
+        "ck_jobs_status": (
+            "status IN ('pending', 'running', 'done', 'failed', 'cancelled', 'waiting')"
+        ),
         "ck_jobs_attempts": "attempts >= 0",
         "ck_jobs_max_attempts": "max_attempts >= 1",
     }
@@ -206,7 +215,14 @@ def test_python_defaults_exist_for_plain_orm_inserts():
 def test_status_is_a_str_enum_of_the_design_values():
     assert issubclass(Status, str)
     assert issubclass(Status, enum.Enum)
-    assert [s.value for s in Status] == ["pending", "running", "done", "failed", "cancelled"]
+    assert [s.value for s in Status] == [
+        "pending",
+        "running",
+        "done",
+        "failed",
+        "cancelled",
+        "waiting",  # workflows (sajq_0005): waits for other jobs, never claimed
+    ]
     from_the_database: str = "pending"
     assert from_the_database == Status.PENDING  # compares as the plain string it is
     assert str(Status.FAILED) == "failed"

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control, fairness, keyed, schedule_control
+from sa_jobqueue.statements import control, fairness, keyed, schedule_control, workflows
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -156,6 +156,19 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         extra=("trace_context",),
     ),
     "enqueue_one_at": lambda: statements.enqueue_one(Job, timing="at"),
+    "enqueue_workflow": lambda: statements.enqueue(Job, workflow=True),
+    "lock_upstream": lambda: workflows.lock_upstream(Job),
+    "insert_edges": lambda: workflows.insert_edges(Job),
+    "add_to_batch": lambda: workflows.add_to_batch(Job),
+    "release_dependents": lambda: workflows.release_dependents(Job),
+    "release_dependents_notify": lambda: workflows.release_dependents(
+        Job, channel="sa_jobqueue_jobs"
+    ),
+    "upstream_of": lambda: workflows.upstream_of(Job),
+    "upstream_results": lambda: workflows.upstream_results(Job),
+    "dependents_of": lambda: workflows.dependents_of(Job),
+    "recount_waiting": lambda: workflows.recount_waiting(Job),
+    "revive_dependents": lambda: workflows.revive_dependents(Job),
 }
 
 _TYPES = (

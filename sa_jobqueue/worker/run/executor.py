@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine, exc
+from sqlalchemy import Connection, Engine, exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
@@ -28,7 +28,7 @@ from sa_jobqueue.retry import Backoff, exponential
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import MAX_ERROR_LENGTH, Claimed, Outcome, Result
-from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.driver import Driver, Upstream
 from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.session_guard import guarded
@@ -87,6 +87,8 @@ class Executor:
             (`LeaseCheck`); None starts every job it is given.
         rate_gate: asked before each start of a rate-limited job whether its window
             has room now (`RateGate`); None starts them as claimed.
+        upstream_connection: where a lease-mode job reads ``ctx.upstream`` (default:
+            a connection of `engine`); a test's drain on one connection passes it.
     """
 
     def __init__(
@@ -105,10 +107,12 @@ class Executor:
         max_result_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         lease_check: LeaseCheck | None = None,
         rate_gate: RateGate | None = None,
+        upstream_connection: Connection | None = None,
     ) -> None:
         self.lease_check = lease_check
         self.rate_gate = rate_gate
         self._engine = engine
+        self._upstream_connection = upstream_connection
         self._middlewares = middlewares or Middlewares()
         self._metrics = metrics
         self._max_result_bytes = max_result_bytes
@@ -125,9 +129,10 @@ class Executor:
         job: Claimed,
         session: Session | AsyncSession | None = None,
         engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
+        upstream: Sequence[Upstream] = (),
     ) -> JobContext:
         """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
-        return JobContext(
+        ctx = JobContext(
             id=job.id,
             kind=job.kind,
             queue=job.queue,
@@ -140,12 +145,38 @@ class Executor:
             _stop=self.attempts.event(job.key),
             _engine=engine if engine is not None else self._engine,
         )
+        if upstream:  # a job that waited for nothing keeps the shared empty mappings
+            object.__setattr__(ctx, "upstream", {u.id: u.result for u in upstream})
+            object.__setattr__(ctx, "upstream_statuses", {u.id: u.status for u in upstream})
+        return ctx
 
-    def _async_context(self, job: Claimed, session: AsyncSession | None = None) -> JobContext:
+    def _upstream(self, job: Claimed, conn: Connection | None = None) -> list[Upstream]:
+        """The jobs `job` waited for (``ctx.upstream``), read once as it starts.
+
+        On `conn` (a transactional handler's own transaction), else on a connection
+        of the worker's engine. A job that waited for nothing reads nothing.
+        """
+        if not job.waited:
+            return []
+        if conn is None:
+            conn = self._upstream_connection
+        if conn is not None:
+            return self._driver.upstream(conn, job.id)
+        if self._engine is None:
+            raise RuntimeError("no engine to read the upstream jobs of a lease-mode job")
+        with self._engine.connect() as connection:
+            return self._driver.upstream(connection, job.id)
+
+    def _async_context(
+        self,
+        job: Claimed,
+        session: AsyncSession | None = None,
+        upstream: Sequence[Upstream] = (),
+    ) -> JobContext:
         """An async handler's view: ``ctx.engine`` is the `AsyncEngine` of its loop."""
         # Made on first use of ctx.engine only: it needs greenlet, lease-mode handlers do not.
         engine = getattr(self.async_session_factory, "engine", None)
-        return self.context(job, session, engine if callable(engine) else None)
+        return self.context(job, session, engine if callable(engine) else None, upstream)
 
     def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Run a sync handler inside the middleware; return its result as JSON text."""
@@ -243,6 +274,10 @@ class Executor:
                     result = self._run_transactional(task, job)
                     if isinstance(result, Outcome):
                         return result
+                elif job.waited:
+                    upstream = self._upstream(job)
+                    returned = self._call(task, self.context(job, upstream=upstream))
+                    result = Result.DONE
                 else:
                     returned = self._call(task, self.context(job))
                     result = Result.DONE
@@ -295,7 +330,8 @@ class Executor:
                     if isinstance(result, Outcome):
                         return result
                 else:
-                    returned = await self._acall(task, self._async_context(job))
+                    upstream = await asyncio.to_thread(self._upstream, job) if job.waited else []
+                    returned = await self._acall(task, self._async_context(job, None, upstream))
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             return _failed(task, job, exc, started)
@@ -311,8 +347,13 @@ class Executor:
                     await session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
+                upstream: list[Upstream] = []
+                if job.waited:
+                    upstream = await session.run_sync(
+                        lambda sync: self._upstream(job, sync.connection())
+                    )
                 with guarded(session.sync_session):
-                    returned = await self._acall(task, self._async_context(job, session))
+                    returned = await self._acall(task, self._async_context(job, session, upstream))
                 # The driver's own fenced done, in this transaction, through the bridge.
                 if not await session.run_sync(self._mark_done, job, returned):
                     raise _LeaseLostError
@@ -332,7 +373,12 @@ class Executor:
         if charged:
             return self._driver.complete_charged(session.connection(), job, self._owner, returned)
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
-        held = self._driver.complete(session.connection(), [job], self._owner, [returned])
+        conn = session.connection()
+        held = self._driver.complete(conn, [job], self._owner, [returned])
+        if held.with_dependents:
+            # The release step, in the handler's transaction: its writes, its done and
+            # the release of the jobs waiting for it commit together (docs/workflows.md).
+            self._driver.release_dependents(conn, [(job.id, "done")])
         return job.key in held
 
     def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
@@ -344,8 +390,9 @@ class Executor:
                     session.connection()  # before the handler: see _unavailable
                 except exc.SQLAlchemyError as error:
                     return _unavailable(job, error)
+                upstream = self._upstream(job, session.connection()) if job.waited else ()
                 with guarded(session):
-                    returned = self._call(task, self.context(job, session))
+                    returned = self._call(task, self.context(job, session, upstream=upstream))
                 if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
         except _LeaseLostError:
@@ -468,8 +515,9 @@ class Executor:
         savepoint = session.begin_nested()
         try:
             with self._span(job):
+                upstream = self._upstream(job, session.connection()) if job.waited else ()
                 with guarded(session):
-                    returned = self._call(task, self.context(job, session))
+                    returned = self._call(task, self.context(job, session, upstream=upstream))
                 held = self._mark_done(session, job, returned, charged=True)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
