@@ -53,6 +53,9 @@ __all__ = ["Worker", "make_worker_id"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
+#: How long a starting worker waits for its listener to LISTEN before it claims.
+LISTEN_READY_TIMEOUT = 2.0
+
 
 def make_worker_id() -> str:
     """``host:pid:random``: unique per process start, readable in ``locked_by``."""
@@ -399,6 +402,11 @@ class Worker(Generic[JobT]):
         else:
             self.notifier = PollingNotifier()
         self.notifier.start()
+        if isinstance(self.notifier, Listener):
+            # A cancel sent just after the first claim travels on the control channel:
+            # wait (briefly) until it is LISTENed to, or only the next heartbeat (a third
+            # of a lease later) would find the job cancelled.
+            self.notifier.connected.wait(LISTEN_READY_TIMEOUT)
 
     def _shutdown(self, wait: float | None) -> None:
         """Let running handlers finish within `wait` seconds, then release the rest."""
