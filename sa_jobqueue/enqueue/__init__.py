@@ -1,5 +1,6 @@
-"""Enqueue: the checks and `JobSpec` (`prepare`), then the INSERTs (`insert`).
+"""Enqueue: the checks and `JobSpec` (`prepare`), then the INSERTs (`insert`, `insert_many`).
 
 Both run in the caller's session and transaction, never committing and never
-opening one of their own. See docs/enqueue.md.
+opening one of their own; `JobQueue`'s enqueue methods over them are in `api`.
+See docs/enqueue.md.
 """

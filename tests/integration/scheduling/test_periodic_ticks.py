@@ -159,5 +159,9 @@ def test_two_definitions_rewriting_each_other_never_push_a_tick_later(committed)
     _enqueue(committed, {"tick": every_2})
     first = _row(committed).next_run_at
     for schedule in (every_3, every_2, every_3, every_2):
-        _enqueue(committed, {"tick": schedule})
+        if _enqueue(committed, {"tick": schedule}):
+            # The stored tick came due meanwhile (a slow machine) and was taken: that is
+            # a tick fired, not pushed; the rule holds from the new one on.
+            first = _row(committed).next_run_at
+            continue
         assert _row(committed).next_run_at <= first

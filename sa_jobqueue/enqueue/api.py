@@ -1,0 +1,289 @@
+"""The enqueue half of `JobQueue`: enqueue, enqueue_many, batch and their asyncio twins.
+
+`JobQueue` inherits these methods; each checks its session, prepares the `JobSpec`s
+(`sa_jobqueue.enqueue.prepare`) and inserts them in the caller's transaction, inside
+their ``send`` span, through `Inserter`, `KeyedInserter` or `Graph`. See docs/enqueue.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Generic
+
+from sqlalchemy.orm import Session, scoped_session
+
+from sa_jobqueue import tracing
+from sa_jobqueue.core.aio import check_async_session, check_sync_session
+from sa_jobqueue.enqueue.batch import Batch
+from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.enqueue.keyed import KeyedEnqueue, KeyedInserter, check_keyed
+from sa_jobqueue.enqueue.prepare import (
+    EnqueueOptions,
+    JobSpec,
+    check_options,
+    prepare,
+    prepare_many,
+)
+from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
+from sa_jobqueue.errors import ValidationError
+from sa_jobqueue.schema.columns import OwnColumns
+from sa_jobqueue.schema.model import JobT
+from sa_jobqueue.tasks import Registry
+
+if TYPE_CHECKING:
+    from typing import Unpack
+
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+__all__ = ["EnqueueAPI"]
+
+
+class EnqueueAPI(Generic[JobT]):
+    """Adding jobs of `model` to the caller's transaction (mixed into `JobQueue`)."""
+
+    model: type[JobT]
+    registry: Registry
+    max_payload_bytes: int
+    _inserter: Inserter[JobT]
+    _keyed: KeyedInserter[JobT]
+    _columns: OwnColumns
+    _after: AfterCheck
+    _graph: Graph[JobT]
+
+    def enqueue(
+        self,
+        session: Session | scoped_session[Any],
+        kind: str,
+        payload: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> JobT:
+        """Add a job to `session`'s transaction and return its row.
+
+        The job commits or rolls back with the caller's unit of work; this never
+        commits and never opens a transaction of its own. Workers cannot see it
+        before the commit.
+
+        Args:
+            session: the caller's session.
+            kind: the task's name.
+            payload: a JSON value (default ``{}``).
+            **options: `EnqueueOptions`: ``queue``, ``priority``, ``run_at`` or
+                ``delay``, ``max_attempts``, ``idempotency_key``, ``unique_key``,
+                ``concurrency_key``, ``columns``, ``after`` and ``after_failure``
+                (docs/workflows.md), ``debounce`` or ``throttle``; each is described
+                there.
+
+        With OpenTelemetry installed, the insert runs in a ``send <queue>`` span whose
+        context is stored in the job's ``trace_context`` (see `sa_jobqueue.tracing`).
+
+        Raises:
+            ValidationError: (a `ValueError`) naming the bad argument, before the
+                session is touched.
+            ConfigurationError: `session` is not a `Session` (an `AsyncSession`
+                is told to use ``await jobs.aenqueue(...)``).
+        """
+        check_sync_session(session, "enqueue", "aenqueue")
+        spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.enqueue")
+        if keyed_enqueue is not None:
+            return self._insert_keyed(_plain(session), spec, keyed_enqueue)
+        if spec.after:
+            return self._insert_many(_plain(session), [spec])[0]
+        return self._insert_one(session, spec)
+
+    def _prepare(
+        self, kind: object, payload: Any, options: EnqueueOptions, *, call: str
+    ) -> tuple[JobSpec, KeyedEnqueue | None]:
+        """One job's `JobSpec` and its debounce or throttle, for `enqueue` and `aenqueue`."""
+        check_options(call, options)
+        plain = dict(options)
+        keyed_enqueue = check_keyed(
+            plain.pop("debounce", None),
+            plain.pop("throttle", None),
+            run_at=plain.get("run_at"),
+            delay=plain.get("delay"),
+            keys={
+                "idempotency_key": plain.get("idempotency_key"),
+                "unique_key": plain.get("unique_key"),
+                "after": plain.get("after"),
+            },
+        )
+        spec = prepare(
+            self.registry,
+            self.max_payload_bytes,
+            kind,
+            payload,
+            **plain,
+            check_columns=self._columns.check,
+            check_after=self._after,
+        )
+        return spec, keyed_enqueue
+
+    def _insert_one(self, session: Session | scoped_session[Any], spec: JobSpec) -> JobT:
+        """Insert `spec` in `session`'s transaction, inside its ``send`` span."""
+        session = _plain(session)
+        with tracing.producing([spec.queue], 1) as produced:
+            job = self._inserter.insert_one(session, spec, trace_context=produced.carrier)
+            produced.inserted([job.id])
+        return job
+
+    def _insert_keyed(self, session: Session, spec: JobSpec, keyed_enqueue: KeyedEnqueue) -> JobT:
+        """Insert a debounced or throttled `spec`, inside its ``send`` span."""
+        with tracing.producing([spec.queue], 1) as produced:
+            job = self._keyed.insert(session, spec, keyed_enqueue, trace_context=produced.carrier)
+            produced.inserted([job.id])
+        return job
+
+    def enqueue_many(
+        self, session: Session | scoped_session[Any], items: Iterable[Any]
+    ) -> list[JobT]:
+        """Add many jobs in one round trip; return their rows in the order given.
+
+        `items` are ``(kind, payload)`` pairs or dicts of `enqueue`'s keywords plus
+        ``kind`` (``"columns"`` included). Fan-out (one event, one job per consumer) is one call::
+
+            jobs.enqueue_many(session, [(kind, {"order_id": 4}) for kind in consumers])
+
+        Same transaction rules, idempotency and unique keys as `enqueue`; one bad item rejects
+        the whole call before the session is touched.
+        """
+        check_sync_session(session, "enqueue_many", "aenqueue_many")
+        return self._insert_many(_plain(session), self._prepare_many(items))
+
+    def _prepare_many(self, items: Iterable[Any]) -> list[JobSpec]:
+        return prepare_many(
+            self.registry, self.max_payload_bytes, items, self._columns.check, self._after
+        )
+
+    def _insert_many(
+        self, session: Session, specs: Sequence[JobSpec], batch_id: int | None = None
+    ) -> list[JobT]:
+        """Insert `specs` inside their ``send`` span: through `Graph` when one waits."""
+        with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
+            rows: list[JobT]
+            if batch_id is not None or self._graph.needed(specs):
+                rows = self._graph.insert(
+                    session, specs, trace_context=produced.carrier, batch_id=batch_id
+                )
+            else:
+                rows = self._inserter.insert(session, specs, trace_context=produced.carrier)
+            produced.inserted([row.id for row in rows])
+        return rows
+
+    def _insert_members(self, session: Session, specs: Sequence[JobSpec], batch_id: int) -> Any:
+        return self._insert_many(session, specs, batch_id)
+
+    def batch(self, session: Session, *, callback: Any) -> Batch[JobT]:
+        """Start a batch in `session`'s transaction: `callback` runs once all its jobs have ended.
+
+        Example:
+            >>> with Session(engine) as session, session.begin():      # doctest: +SKIP
+            ...     batch = jobs.batch(session, callback=("report", {"run": 7}))
+            ...     batch.enqueue_many([("resize", {"i": i}) for i in range(1000)])
+
+        The callback job is inserted now, in the caller's transaction (it commits or
+        rolls back with the batch's jobs). Add jobs with ``batch.enqueue`` and
+        ``batch.enqueue_many`` until that transaction ends. The callback runs once
+        (lease mode: at least once, fenced, like any job) after every job of the batch
+        has ended, whatever the outcome; ``ctx.upstream`` holds their results and
+        ``ctx.upstream_statuses`` their statuses. A batch with no job runs its
+        callback at once. See docs/workflows.md.
+
+        Args:
+            session: the caller's session.
+            callback: ``(kind, payload)``, or a dict of `enqueue`'s keywords plus
+                ``kind`` (as an `enqueue_many` item; no ``after``).
+
+        Raises:
+            ValidationError: naming the bad argument, before the session is touched.
+        """
+        check_sync_session(session, "batch", "abatch")
+        session = _plain(session)
+        spec = self._callback_spec(callback)
+        return Batch(
+            session, self._insert_one(session, spec), self._prepare_many, self._insert_members
+        )
+
+    async def abatch(self, session: AsyncSession, *, callback: Any) -> Batch[JobT]:
+        """`batch` for an `AsyncSession`; add jobs with ``await batch.aenqueue_many(...)``."""
+        check_async_session(session, "abatch")
+        spec = self._callback_spec(callback)
+        with tracing.producing([spec.queue], 1) as produced:
+            job: JobT = await session.run_sync(
+                self._inserter.insert_one, spec, trace_context=produced.carrier
+            )
+            produced.inserted([job.id])
+        return Batch(session, job, self._prepare_many, self._insert_members)
+
+    def _callback_spec(self, callback: Any) -> JobSpec:
+        try:
+            (spec,) = self._prepare_many([callback])
+        except ValidationError as exc:
+            exc.args = (exc.args[0].replace("items[0]", "callback", 1),)
+            raise
+        if spec.after:
+            raise ValidationError(
+                "callback", callback, "a batch callback waits for the batch's jobs; give no after="
+            )
+        return spec
+
+    # -- asyncio (see docs/asyncio.md) ----------------------------------------
+
+    async def aenqueue(
+        self,
+        session: AsyncSession,
+        kind: str,
+        payload: Any = None,
+        **options: Unpack[EnqueueOptions],
+    ) -> JobT:
+        """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
+
+        Same arguments, validation, idempotency and transaction rules as `enqueue`
+        (it never commits); the insert runs through SQLAlchemy's own bridge,
+        ``AsyncSession.run_sync``, so both share one implementation. Works with the
+        ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers.
+
+        Example:
+            >>> async with AsyncSession(engine) as session, session.begin():  # doctest: +SKIP
+            ...     session.add(Order(id=4))
+            ...     job = await jobs.aenqueue(session, "send_receipt", {"order_id": 4})
+
+        The returned row belongs to `session`; after a commit that expires it, read
+        its attributes before the commit, or use ``expire_on_commit=False``.
+
+        Raises:
+            ValidationError: naming the bad argument, before the session is touched.
+            ConfigurationError: `session` is not an `AsyncSession` (a sync `Session`
+                is told to use ``jobs.enqueue(...)``).
+        """
+        check_async_session(session, "aenqueue")
+        spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.aenqueue")
+        if spec.after:
+            waiting: list[JobT] = await session.run_sync(self._insert_many, [spec])
+            return waiting[0]
+        # The span opens here, in the caller's context, around the bridge.
+        with tracing.producing([spec.queue], 1) as produced:
+            if keyed_enqueue is not None:
+                job: JobT = await session.run_sync(
+                    self._keyed.insert, spec, keyed_enqueue, trace_context=produced.carrier
+                )
+            else:
+                job = await session.run_sync(
+                    self._inserter.insert_one, spec, trace_context=produced.carrier
+                )
+            produced.inserted([job.id])
+        return job
+
+    async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
+        """`enqueue_many` for an `AsyncSession`: one round trip, rows in the order given.
+
+        Same items, rules and idempotency as `enqueue_many`; never commits.
+        """
+        check_async_session(session, "aenqueue_many")
+        specs = self._prepare_many(items)
+        rows: list[JobT] = await session.run_sync(self._insert_many, specs)
+        return rows
+
+
+def _plain(session: Session | scoped_session[Any]) -> Session:
+    """The `Session` a `scoped_session` (Flask-SQLAlchemy's ``db.session``) stands for."""
+    return session() if isinstance(session, scoped_session) else session

@@ -1,0 +1,275 @@
+"""The batched INSERT of enqueue: many jobs as one statement over arrays, one round trip.
+
+`ManyInserter` runs it for one model in the caller's session, never commits, inserts keyed
+jobs in key order, and returns the job that holds a key already taken; `Inserter` adds the
+one-row statement on top of it. See docs/enqueue.md#what-enqueue-does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import JSON, Insert, select
+from sqlalchemy.orm import Session
+from sqlalchemy.sql.selectable import ExecutableReturnsRows
+
+from sa_jobqueue import statements
+from sa_jobqueue.enqueue.prepare import JobSpec
+from sa_jobqueue.errors import JobQueueError, ValidationError
+from sa_jobqueue.schema.columns import dumps
+from sa_jobqueue.schema.model import JobMixin
+
+__all__ = ["ManyInserter"]
+
+JobT = TypeVar("JobT", bound=JobMixin)
+
+
+def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
+    """Positions of `specs` in insertion order: keyed specs sorted by key, in their slots."""
+    keyed = [i for i, spec in enumerate(specs) if _keys(spec) != ("", "")]
+    order = list(range(len(specs)))
+    # A stable sort: of two specs with one key, the first given is inserted.
+    by_key = sorted(keyed, key=lambda i: _keys(specs[i]))
+    for slot, index in zip(keyed, by_key, strict=True):
+        order[slot] = index
+    return order
+
+
+def _keys(spec: JobSpec) -> tuple[str, str]:
+    return (spec.idempotency_key or "", spec.unique_key or "")
+
+
+class ManyInserter(Generic[JobT]):
+    """Runs the batched INSERT for one model; statements are built once."""
+
+    #: How often a unique key is retried when its active job finished between the
+    #: INSERT that conflicted with it and the SELECT that looked for it.
+    UNIQUE_RETRIES = 3
+
+    def __init__(self, model: type[JobT]) -> None:
+        self.model = model
+        # One statement per set of extra columns given (and workflow or not), built on first use.
+        self._loads: dict[tuple[tuple[str, ...], bool], ExecutableReturnsRows] = {}
+        self._by_keys = statements.by_keys(model)
+        self._by_unique_keys = statements.by_unique_keys(model)
+
+    def _load(self, extra: tuple[str, ...], workflow: bool = False) -> ExecutableReturnsRows:
+        load = self._loads.get((extra, workflow))
+        if load is None:
+            insert: Insert = statements.enqueue(
+                self.model, extra=extra, workflow=workflow
+            ).returning(self.model)
+            load = select(self.model).from_statement(insert)
+            self._loads[extra, workflow] = load
+        return load
+
+    def insert(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        *,
+        trace_context: Mapping[str, str] | None = None,
+        fresh: set[int] | None = None,
+    ) -> list[JobT]:
+        """Insert `specs` in `session`'s transaction; return one row per spec, in order.
+
+        A spec whose idempotency key already exists (committed, or inserted by a
+        concurrent transaction that then commits) gets the existing row back,
+        unchanged; so does a spec whose unique key an active (``pending`` or
+        ``running``) job holds. A conflict never raises: the caller's transaction
+        stays usable. One round trip, plus one more when some keys were taken.
+        Every new row gets `trace_context` (the enqueue span's W3C context), if any.
+        The ids of the rows this call inserted (not those found by a key) are added to
+        `fresh`, when given: a workflow adds edges for those only.
+        """
+        if not specs:
+            return []
+        self._extra_params(specs, trace_context)  # a bad mix of columns fails before any SQL
+        # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
+        # a key keep their place): ON CONFLICT waits on a concurrent transaction's
+        # uncommitted key, and two batches taking the same keys in different orders
+        # would otherwise deadlock, aborting one caller's transaction.
+        order = _lock_order(specs)
+
+        def insert_once(session: Session, batch: Sequence[JobSpec]) -> list[Any]:
+            return self._insert_once(session, batch, trace_context, fresh)
+
+        if order != sorted(order):
+            rows = self._insert_in_order(session, [specs[i] for i in order], insert_once)
+            result: list[JobT | None] = [None] * len(specs)
+            for position, index in enumerate(order):
+                result[index] = rows[position]
+            return [job for job in result if job is not None]
+        return self._insert_in_order(session, specs, insert_once)
+
+    def _extra_params(
+        self, specs: Sequence[JobSpec], trace_context: Mapping[str, str] | None
+    ) -> dict[str, list[Any]]:
+        """One array per extra column (the app's own columns, ``trace_context``), by name.
+
+        A column given for some jobs of a batch only is NULL for the others, which
+        needs it nullable and without a default (else one job would silently miss
+        the default): otherwise it is a `ValidationError`, before any SQL.
+        """
+        table = self.model.__table__
+        names = sorted({name for spec in specs for name, _ in spec.columns})
+        given = [dict(spec.columns) for spec in specs]
+        arrays: dict[str, list[Any]] = {}
+        for name in names:
+            column = table.c[name]
+            values: list[Any] = []
+            for index, columns in enumerate(given):
+                if name not in columns:
+                    if not column.nullable or column.default or column.server_default:
+                        raise ValidationError(
+                            f"items[{index}]",
+                            "columns",
+                            f"sets no {name!r}, which other items set; the column has a "
+                            "default or is NOT NULL: give it in every item or in none",
+                        )
+                    values.append(None)
+                else:
+                    value = columns[name]
+                    json_column = isinstance(column.type, JSON) and value is not None
+                    values.append(dumps(value) if json_column else value)
+            arrays[name] = values
+        if trace_context:
+            arrays["trace_context"] = [dumps(dict(trace_context))] * len(specs)
+        return arrays
+
+    def _insert_in_order(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        insert_once: Callable[[Session, Sequence[JobSpec]], list[Any]],
+    ) -> list[Any]:
+        """Run `insert_once` until every spec has its row (a finished unique job: again)."""
+        result: list[Any] = [None] * len(specs)
+        todo = list(range(len(specs)))
+        for _ in range(1 + self.UNIQUE_RETRIES):
+            batch = [specs[i] for i in todo]
+            found = insert_once(session, batch)
+            retry = []
+            for index, job in zip(todo, found, strict=True):
+                if job is None:
+                    retry.append(index)
+                else:
+                    result[index] = job
+            if not retry:
+                return result
+            todo = retry
+        key = specs[todo[0]].unique_key
+        raise JobQueueError(
+            f"unique key {key!r} conflicted {1 + self.UNIQUE_RETRIES} times, but its active "
+            "job finished each time before it could be read; enqueue again"
+        )
+
+    def _insert_once(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        trace_context: Mapping[str, str] | None,
+        fresh: set[int] | None = None,
+    ) -> list[Any]:
+        params: dict[str, Any] = {
+            "kinds": [s.kind for s in specs],
+            "queues": [s.queue for s in specs],
+            "payloads": [s.payload for s in specs],
+            "priorities": [s.priority for s in specs],
+            "max_attempts_list": [s.max_attempts for s in specs],
+            "run_ats": [s.run_at for s in specs],
+            "delays": [s.delay for s in specs],
+            "keys": [s.idempotency_key for s in specs],
+            "unique_keys": [s.unique_key for s in specs],
+            "concurrency_keys": [s.concurrency_key for s in specs],
+        }
+        workflow = any(s.workflow for s in specs)
+        if workflow:
+            params.update(
+                statuses=[s.status for s in specs],
+                waiting_fors=[s.waiting_for for s in specs],
+                after_failures=[s.after_failure if s.after else None for s in specs],
+                has_dependents_list=[s.has_dependents for s in specs],
+                last_errors=[s.last_error for s in specs],
+            )
+        extra = self._extra_params(specs, trace_context)
+        for name, values in extra.items():
+            params[f"{name}_values"] = values
+        load = self._load(tuple(extra), workflow)
+        inserted = sorted(session.scalars(load, params).all(), key=lambda job: job.id)
+        if fresh is not None:
+            fresh.update(job.id for job in inserted)
+        if len(inserted) == len(specs):
+            return inserted
+        return self._match(session, specs, inserted)
+
+    def _match(self, session: Session, specs: Sequence[JobSpec], inserted: list[Any]) -> list[Any]:
+        """One row per spec: the row it inserted, or the row whose key it conflicted with.
+
+        None for a spec whose unique key conflicted with a job that has finished
+        since (the caller inserts it again).
+        """
+        # Rows come back in id order, which is the batch's order. A spec conflicts
+        # with a row inserted before (or earlier in this batch), and then so would
+        # any later spec with the same keys: so the next inserted row belongs to
+        # the next spec whose keys it carries.
+        rows = list(inserted)
+        position = 0
+        own: list[Any] = []
+        for spec in specs:
+            row = rows[position] if position < len(rows) else None
+            if row is not None and (row.idempotency_key, row.unique_key) == (
+                spec.idempotency_key,
+                spec.unique_key,
+            ):
+                own.append(row)
+                position += 1
+            else:
+                own.append(None)
+        by_key: dict[str, Any] = {}
+        by_unique: dict[str, Any] = {}
+        for row in inserted:
+            if row.idempotency_key is not None:
+                by_key[row.idempotency_key] = row
+            if row.unique_key is not None:
+                by_unique[row.unique_key] = row
+        wanted = sorted(
+            {
+                s.idempotency_key
+                for s, o in zip(specs, own, strict=True)
+                if o is None and s.idempotency_key is not None
+            }
+            - set(by_key)
+        )
+        if wanted:
+            for job in session.scalars(self._by_keys, {"keys": wanted}):
+                by_key[job.idempotency_key] = job
+        wanted_unique = sorted(
+            {
+                s.unique_key
+                for s, o in zip(specs, own, strict=True)
+                if o is None and s.unique_key is not None
+            }
+            - set(by_unique)
+        )
+        if wanted_unique:
+            for job in session.scalars(self._by_unique_keys, {"unique_keys": wanted_unique}):
+                by_unique[job.unique_key] = job
+        result: list[Any] = []
+        for spec, row in zip(specs, own, strict=True):
+            if row is None and spec.idempotency_key is not None:
+                row = by_key.get(spec.idempotency_key)
+            if row is None and spec.unique_key is not None:
+                row = by_unique.get(spec.unique_key)
+                if row is None:
+                    result.append(None)  # its active job finished meanwhile: insert again
+                    continue
+            if row is None:
+                # The row that held the key was deleted between our INSERT and SELECT.
+                raise JobQueueError(
+                    f"idempotency key {spec.idempotency_key!r} conflicted, but its row "
+                    "vanished; enqueue again"
+                )
+            result.append(row)
+        return result
