@@ -18,7 +18,7 @@ from sqlalchemy import URL, Engine
 
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
-from sa_jobqueue.worker.run.executor import format_error
+from sa_jobqueue.worker.run.outcomes import format_error
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
-from sa_jobqueue.worker.run.executor import Executor, format_error
+from sa_jobqueue.worker.run.executor import Executor
+from sa_jobqueue.worker.run.outcomes import format_error
 
 __all__ = ["ThreadPool"]
 

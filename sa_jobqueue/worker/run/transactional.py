@@ -1,0 +1,251 @@
+"""Transactional mode: the handler's writes and its fenced done commit in one transaction.
+
+`TransactionalMode` runs one transactional attempt (sync or async) in a transaction of its
+own, and a savepoint batch of them, one SAVEPOINT per job. See docs/workers.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, exc
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.context import JobContext
+from sa_jobqueue.schema.lenient_json import UndecodableJSON
+from sa_jobqueue.tasks import TaskDef
+from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.driver import Driver, Upstream
+from sa_jobqueue.worker.run import outcomes
+from sa_jobqueue.worker.run.session_guard import guarded
+from sa_jobqueue.worker.running import RunningAttempts
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+__all__ = ["TransactionalMode"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+
+class TransactionalMode:
+    """`Executor`'s transactional mode: one attempt, or a savepoint batch of attempts.
+
+    A base of `Executor`, which holds the state and the handler calls used here
+    (declared below, checked against `Executor` by the type checker).
+    """
+
+    attempts: RunningAttempts
+    async_session_factory: Callable[[], AsyncSession] | None
+    _tasks: Callable[[str], TaskDef | None]
+    _session_factory: Callable[[], Session]
+    _driver: Driver
+    _owner: str
+    run: Callable[[Claimed], Outcome]
+    context: Callable[..., JobContext]
+    _async_context: Callable[[Claimed, AsyncSession | None, Sequence[Upstream]], JobContext]
+    _upstream: Callable[[Claimed, Connection | None], list[Upstream]]
+    _call: Callable[[TaskDef, JobContext], str | None]
+    _acall: Callable[[TaskDef, JobContext], Awaitable[str | None]]
+    _span: Callable[[Claimed], Any]
+    _busy: Callable[[], AbstractContextManager[None]]
+    _not_startable: Callable[[Claimed], Outcome | None]
+
+    async def _arun_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        """`_run_transactional` with an `AsyncSession`."""
+        if self.async_session_factory is None:
+            raise RuntimeError("no AsyncSession factory for async transactional handlers")
+        try:
+            async with self.async_session_factory() as session, session.begin():
+                try:
+                    await session.connection()  # before the handler: see outcomes.unavailable
+                except exc.SQLAlchemyError as error:
+                    return outcomes.unavailable(job, error)
+                upstream: list[Upstream] = []
+                if job.waited:
+                    upstream = await session.run_sync(
+                        lambda sync: self._upstream(job, sync.connection())
+                    )
+                with guarded(session.sync_session):
+                    returned = await self._acall(task, self._async_context(job, session, upstream))
+                # The driver's own fenced done, in this transaction, through the bridge.
+                if not await session.run_sync(self._mark_done, job, returned):
+                    raise _LeaseLostError
+        except _LeaseLostError:
+            return Result.LOST
+        return Result.COMMITTED
+
+    def _mark_done(
+        self, session: Session, job: Claimed, returned: str | None = None, *, charged: bool = False
+    ) -> bool:
+        """Flush the handler's writes; run the fenced done (with the result) in their transaction.
+
+        `charged`: a savepoint batch's job, whose done also takes back the batch's refund.
+        Returns False when the fence matched no row (the lease was lost).
+        """
+        session.flush()
+        if charged:
+            return self._driver.complete_charged(session.connection(), job, self._owner, returned)
+        # Core, not ORM, execution: no identity-map synchronisation to pay for.
+        conn = session.connection()
+        held = self._driver.complete(conn, [job], self._owner, [returned])
+        if held.with_dependents:
+            # The release step, in the handler's transaction: its writes, its done and
+            # the release of the jobs waiting for it commit together (docs/workflows.md).
+            self._driver.release_dependents(conn, [(job.id, "done")])
+        return job.key in held
+
+    def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        # The handler's writes and the fenced "done" share one transaction: a crash
+        # anywhere before COMMIT leaves neither; a lost lease rolls both back.
+        try:
+            with self._session_factory() as session, session.begin():
+                try:
+                    session.connection()  # before the handler: see outcomes.unavailable
+                except exc.SQLAlchemyError as error:
+                    return outcomes.unavailable(job, error)
+                upstream = self._upstream(job, session.connection()) if job.waited else ()
+                with guarded(session):
+                    returned = self._call(task, self.context(job, session, upstream=upstream))
+                if not self._mark_done(session, job, returned):
+                    raise _LeaseLostError
+        except _LeaseLostError:
+            return Result.LOST
+        return Result.COMMITTED
+
+    def run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
+        """Run transactional `jobs` in one transaction, one SAVEPOINT per job.
+
+        Each job's handler writes and its fenced ``done`` mark sit in its own
+        savepoint: a handler error or a lost lease rolls back that savepoint only,
+        and the others commit together, sharing one COMMIT. Until that COMMIT
+        nothing is visible; a crash before it leaves every job of the batch
+        unfinished, with none of its writes (their leases expire and they run
+        again). Should the COMMIT itself fail (a deferred constraint, a lost
+        connection), every job runs again in a transaction of its own, so one bad
+        job cannot fail the others; the fence makes that safe even when the failed
+        COMMIT did in fact commit.
+
+        A worker that dies in a batch cannot tell which job killed it, so no job of
+        the batch is charged for it: before the batch starts every job of `jobs`
+        gets its claim's attempt back (committed), the batch takes them again in its
+        COMMIT, and a job that runs alone takes its own back just before it starts.
+        Only jobs on their first attempt share a batch; the others (a job back from a
+        crashed batch among them) run alone, after the batch, where a crash is
+        charged to the job that caused it. Returns the outcomes in the order of
+        `jobs`. Never raises.
+        """
+        if len(jobs) == 1:
+            return [self.run(jobs[0])]
+        with self._busy():
+            if not self._refund(jobs):
+                return [self.run(job) for job in jobs]  # nothing set aside: run as before
+            batched = [job for job in jobs if self._batchable(job)]
+            ran = self._run_batch(batched) if batched else []
+            outcomes = {job.key: outcome for job, outcome in zip(batched, ran, strict=True)}
+            for job in jobs:
+                if job.key not in outcomes:
+                    outcomes[job.key] = self._run_alone(job)
+            return [outcomes[job.key] for job in jobs]
+
+    def _batchable(self, job: Claimed) -> bool:
+        """A transactional sync job on its first attempt: it may share a savepoint batch."""
+        task = self._tasks(job.kind)
+        return job.attempts == 1 and task is not None and task.transactional
+
+    def _refund(self, jobs: Sequence[Claimed]) -> bool:
+        """`Driver.refund` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.refund, jobs, "give back the attempts of")
+
+    def _charge(self, jobs: Sequence[Claimed]) -> bool:
+        """`Driver.charge` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.charge, jobs, "charge the attempts of")
+
+    def _set_aside(
+        self,
+        change: Callable[[Any, Sequence[Claimed], str], None],
+        jobs: Sequence[Claimed],
+        what: str,
+    ) -> bool:
+        try:
+            with self._session_factory() as session, session.begin():
+                conn = session.connection()
+                # A crash of the server may lose this COMMIT: the worst is the old
+                # charging (or one attempt more for the job), never a job run twice.
+                self._driver.commit_asynchronously(conn)
+                change(conn, jobs, self._owner)
+        except exc.SQLAlchemyError as error:
+            log.warning("could not %s %d jobs of a savepoint batch: %s", what, len(jobs), error)
+            return False
+        return True
+
+    def _run_alone(self, job: Claimed) -> Outcome:
+        """Take `job`'s refunded attempt back, then run it in a transaction of its own."""
+        self._charge([job])
+        return self.run(job)
+
+    def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
+        outcomes: list[Outcome] = []
+        try:
+            with self._session_factory() as session, session.begin():
+                for job in jobs:
+                    outcomes.append(self._run_savepoint(session, job))
+                    # The next job starts from an empty identity map, as it would alone.
+                    session.expunge_all()
+                # The attempts set aside before the batch, taken back with its COMMIT: the
+                # done jobs' by their done (complete_charged), the others' here.
+                others = [o.job for o in outcomes if o.result is not Result.COMMITTED]
+                if others:
+                    self._driver.charge(session.connection(), others, self._owner)
+        except Exception as exc:  # noqa: BLE001 - a failed batch COMMIT is retried job by job
+            log.warning(
+                "savepoint batch of %d jobs failed to commit (%s); running them one by one",
+                len(jobs),
+                exc,
+            )
+            return [self._run_alone(job) for job in jobs]
+        return outcomes
+
+    def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
+        task = self._tasks(job.kind)
+        if task is None or not task.transactional or isinstance(job.payload, UndecodableJSON):
+            return self.run(job)  # not batchable: runs (or fails) on its own
+        if self.attempts.cancelled_before_start(job.id, job.claimed_at):
+            # Cancelled while it waited for its turn in the batch: it does not run (its
+            # fenced done would find the row cancelled and read as a lost lease).
+            return Outcome(job, Result.CANCELLED)
+        refused = self._not_startable(job)
+        if refused is not None:
+            return refused
+        self.attempts.start(job.key, task.timeout, subject=job)
+        try:
+            outcome = self._run_savepoint_of(session, job, task)
+        finally:
+            stopped = self.attempts.finish(job.key)
+        return outcomes.unless_abandoned(outcome, stopped)
+
+    def _run_savepoint_of(self, session: Session, job: Claimed, task: TaskDef) -> Outcome:
+        started = time.perf_counter()
+        savepoint = session.begin_nested()
+        try:
+            with self._span(job):
+                upstream = self._upstream(job, session.connection()) if job.waited else ()
+                with guarded(session):
+                    returned = self._call(task, self.context(job, session, upstream=upstream))
+                held = self._mark_done(session, job, returned, charged=True)
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
+            savepoint.rollback()
+            return outcomes.failed(task, job, exc, started)
+        if not held:
+            savepoint.rollback()  # the lease was lost: none of this job's writes survive
+            return Outcome(job, Result.LOST, duration=outcomes.since(started))
+        savepoint.commit()
+        return Outcome(job, Result.COMMITTED, duration=outcomes.since(started))
+
+
+class _LeaseLostError(Exception):
+    """The fenced done matched no row: roll the handler's writes back."""
