@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from alembic import context
-from sa_jobqueue.migration import add_workflows, drop_workflows
+from sa_jobqueue.migration import add_workflows, drop_workflows, revision_table
 
 revision: str = "sajq_0005"
 down_revision: str | Sequence[str] | None = "sajq_0004"
@@ -22,14 +21,9 @@ branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _table() -> str:
-    name = context.get_x_argument(as_dictionary=True).get("sa_jobqueue_table")
-    return str(name or context.config.attributes.get("sa_jobqueue_table", "jobs"))
-
-
 def upgrade() -> None:
-    add_workflows(_table())
+    add_workflows(revision_table())
 
 
 def downgrade() -> None:
-    drop_workflows(_table())
+    drop_workflows(revision_table())

@@ -13,24 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from alembic import context
-from sa_jobqueue.migration import add_runtime_control, drop_runtime_control
+from sa_jobqueue.migration import add_runtime_control, drop_runtime_control, revision_table
 
 revision: str = "sajq_0006"
-# Written beside sajq_0005 (workflows); the lead re-chains it after sajq_0005 at merge.
 down_revision: str | Sequence[str] | None = "sajq_0005"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
 
-def _table() -> str:
-    name = context.get_x_argument(as_dictionary=True).get("sa_jobqueue_table")
-    return str(name or context.config.attributes.get("sa_jobqueue_table", "jobs"))
-
-
 def upgrade() -> None:
-    add_runtime_control(_table())
+    add_runtime_control(revision_table())
 
 
 def downgrade() -> None:
-    drop_runtime_control(_table())
+    drop_runtime_control(revision_table())

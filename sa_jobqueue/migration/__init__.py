@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         drop_flow_control,
         drop_runtime_control,
         drop_workflows,
+        revision_table,
     )
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
@@ -78,6 +79,7 @@ __all__ = [
     "lock_migrations",
     "migrate",
     "revision_of",
+    "revision_table",
     "script_location",
     "set_autovacuum",
     "upgrade",
@@ -88,7 +90,7 @@ __all__ = [
 
 _OPS = frozenset(
     {"add_flow_control", "drop_flow_control", "add_runtime_control", "drop_runtime_control"}
-    | {"add_workflows", "drop_workflows"}
+    | {"add_workflows", "drop_workflows", "revision_table"}
 )
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 

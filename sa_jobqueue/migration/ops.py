@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Column, Index, MetaData, PrimaryKeyConstraint, Table, Text, inspect, text
 from sqlalchemy.orm import DeclarativeBase
 
-from alembic import op
+from alembic import context, op
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import (
@@ -51,11 +51,24 @@ __all__ = [
     "drop_scheduling",
     "drop_workflows",
     "jobs_table",
+    "revision_table",
     "set_autovacuum",
 ]
 
 #: Autovacuum settings for a high-churn queue table (see docs/operations.md).
 AUTOVACUUM = ddl.AUTOVACUUM
+
+
+def revision_table() -> str:
+    """The name of the jobs table a shipped revision runs on, inside Alembic's context.
+
+    ``-x sa_jobqueue_table=NAME`` on the ``alembic`` command line, else the config
+    attribute ``sa_jobqueue_table`` (what ``sa-jobqueue migrate --table`` sets), else
+    ``jobs``. The revisions from ``sajq_0005`` on call it; the earlier ones carry the
+    same lines as a copy of their own (a shipped revision never changes).
+    """
+    name = context.get_x_argument(as_dictionary=True).get("sa_jobqueue_table")
+    return str(name or context.config.attributes.get("sa_jobqueue_table", "jobs"))
 
 
 def jobs_table(name: str = "jobs", *, schema: str | None = None) -> Table:
