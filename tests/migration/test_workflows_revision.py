@@ -6,68 +6,22 @@ so it keeps working when revisions are re-chained on top of it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
-from alembic.config import Config
-from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
-from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobQueue, migration
-from sa_jobqueue.testing import scratch_database
 from tests.support.models import Job
+from tests.support.revisions import column_names, down_revision, job_rows, table_names
 
 REVISION = "sajq_0005"
 
 
-def _down_revision() -> str:
-    config = Config()
-    config.set_main_option("script_location", str(migration.script_location()))
-    down = ScriptDirectory.from_config(config).get_revision(REVISION).down_revision
-    assert isinstance(down, str)
-    return down
-
-
-@pytest.fixture
-def scratch(server_url: str) -> Iterator[tuple[str, Engine]]:
-    with scratch_database(server_url, prefix="sa_jobqueue_sajq5") as url:
-        engine = create_engine(url, poolclass=NullPool)
-        try:
-            yield url, engine
-        finally:
-            engine.dispose()
-
-
-def _columns(engine: Engine) -> set[str]:
-    query = text("SELECT column_name FROM information_schema.columns WHERE table_name = 'jobs'")
-    with engine.connect() as connection:
-        return set(connection.scalars(query))
-
-
-def _tables(engine: Engine) -> set[str]:
-    query = text("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    with engine.connect() as connection:
-        return set(connection.scalars(query))
-
-
-def _rows(engine: Engine) -> list[tuple[object, ...]]:
-    with engine.connect() as connection:
-        result = connection.execute(
-            text(
-                "SELECT id, kind, payload, status, attempts, locked_by, locked_until"
-                " FROM jobs ORDER BY id"
-            )
-        )
-        return [tuple(row) for row in result]
-
-
 def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_workflows(scratch):
     url, engine = scratch
-    migration.upgrade(url, revision=_down_revision())
-    assert "waiting_for" not in _columns(engine)
-    assert "sa_jobqueue_deps_jobs" not in _tables(engine)
+    migration.upgrade(url, revision=down_revision(REVISION))
+    assert "waiting_for" not in column_names(engine)
+    assert "sa_jobqueue_deps_jobs" not in table_names(engine)
     with engine.begin() as connection:
         connection.execute(
             text(
@@ -80,13 +34,13 @@ def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_workflows(scr
         # The old CHECK refuses the new status.
         with pytest.raises(Exception, match="ck_jobs_status"), connection.begin_nested():
             connection.execute(text("INSERT INTO jobs (kind, status) VALUES ('x', 'waiting')"))
-    before = _rows(engine)
+    before = job_rows(engine)
 
     migration.upgrade(url, revision=REVISION)
 
-    assert {"waiting_for", "after_failure", "has_dependents"} <= _columns(engine)
-    assert "sa_jobqueue_deps_jobs" in _tables(engine)
-    assert _rows(engine) == before
+    assert {"waiting_for", "after_failure", "has_dependents"} <= column_names(engine)
+    assert "sa_jobqueue_deps_jobs" in table_names(engine)
+    assert job_rows(engine) == before
     # The new code works on the upgraded table (once any later revision ran too): a job
     # waits for the running job (another
     # worker's lease) and for the pending one; the pending one runs, the waiting one
@@ -113,9 +67,9 @@ def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_workflows(scr
         (waiting_id, "waiting", 1),
     ]
 
-    migration.downgrade(url, revision=_down_revision())
-    assert "waiting_for" not in _columns(engine)
-    assert "sa_jobqueue_deps_jobs" not in _tables(engine)
+    migration.downgrade(url, revision=down_revision(REVISION))
+    assert "waiting_for" not in column_names(engine)
+    assert "sa_jobqueue_deps_jobs" not in table_names(engine)
     with engine.connect() as connection:
         statuses = connection.execute(text("SELECT id, status FROM jobs ORDER BY id")).all()
     # The waiting job could not wait without the revision: it ends cancelled, said why.
