@@ -28,13 +28,13 @@ from sa_jobqueue.schema.naming import (
     starts_table_name,
 )
 from sa_jobqueue.schema.starts import starts_table
-from sa_jobqueue.schema.steps import signals_table, steps_table
 from sa_jobqueue.schema.state_tables import (
     SCHEDULES_0006,
     add_state_tables,
     turns_table_for,
     weights_table_for,
 )
+from sa_jobqueue.schema.steps import signals_table, steps_table
 
 __all__ = [
     "add_flow_control",
