@@ -142,6 +142,9 @@ class Completer:
             elif o.result is Result.LOST:
                 message = "lease lost; its transaction was rolled back"
                 self._log(logging.WARNING, o, "lease_lost", message)
+            elif o.result is Result.PARKED:
+                # ctx.sleep / ctx.wait_for_signal parked it, fenced: nothing to write.
+                self._log(logging.INFO, o, "parked", "parked (%s); its slot is free", o.error)
             elif o.result is Result.CANCELLED:
                 # The row is `cancelled` already (jobs.cancel): nothing to write.
                 self._log(

@@ -11,7 +11,7 @@ import traceback
 
 from sqlalchemy import exc
 
-from sa_jobqueue.context import Discard, Retry
+from sa_jobqueue.context import Discard, Parked, Retry, StepLeaseLost
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
@@ -25,6 +25,7 @@ __all__ = [
     "format_error",
     "refused",
     "since",
+    "stopped_by_step",
     "unavailable",
     "undecodable",
     "unless_abandoned",
@@ -77,6 +78,16 @@ def failed(task: TaskDef, job: Claimed, exc: BaseException, started: float) -> O
     if isinstance(exc, Discard):
         return Outcome(job, Result.DISCARD, 0.0, f"discarded: {exc.reason}", since(started))
     return Outcome(job, Result.FAIL, task.backoff(job.attempts), format_error(exc), since(started))
+
+
+def stopped_by_step(job: Claimed, stop: Parked | StepLeaseLost, started: float) -> Outcome:
+    """A handler unwound by its durable steps: parked (a sleep, a wait), or its lease lost.
+
+    Either way the row needs no write from this attempt: a park wrote it, fenced
+    (``pending``, later ``run_at``); a lost lease means it is another attempt's now.
+    """
+    result = Result.PARKED if isinstance(stop, Parked) else Result.LOST
+    return Outcome(job, result, error=str(stop), duration=since(started))
 
 
 def undecodable(job: Claimed, payload: UndecodableJSON) -> Outcome:
