@@ -28,6 +28,7 @@ from sqlalchemy import (
     literal_column,
     null,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -84,7 +85,7 @@ def recorded_steps(model: type[JobMixin]) -> Select[Any]:
 
 
 def record_step(model: type[JobMixin], *, lock: bool = True) -> Insert:
-    """Record step ``:name`` of ``:job_id``/``:attempt`` with ``:result`` (JSON text), fenced.
+    """Record step ``:name`` of ``:job_id``/``:attempt`` with ``:step_result`` (JSON), fenced.
 
     Returns the step's name, or no row when the attempt's lease was lost. With `lock`
     (lease mode), the fence is an UPDATE that also sets ``has_steps``; without it (a
@@ -92,12 +93,14 @@ def record_step(model: type[JobMixin], *, lock: bool = True) -> Insert:
     unlocked for the rest of the handler (``ctx.progress`` writes it meanwhile).
     """
     steps = _steps(model)
-    values = [_job_id(), bindparam("name", type_=Text), literal("step"), _json("result")]
+    # :step_result, not :result: an execution's parameter named after a column of the
+    # jobs table would join the fence's UPDATE as a SET.
+    values = [_job_id(), bindparam("name", type_=Text), literal("step"), _json("step_result")]
     if lock:
         fenced = (
             update(model)
             .where(*fence_one(model))
-            .values(has_steps=True)
+            .values(has_steps=true())
             .returning(model.id, model.attempts)
             .cte("fenced")
         )
@@ -117,7 +120,7 @@ def _parked(model: type[JobMixin], run_at: Any) -> dict[Any, Any]:
         model.run_at: run_at,
         model.max_attempts: model.max_attempts + 1,
         model.locked_until: null(),
-        model.has_steps: True,
+        model.has_steps: true(),
         model.updated_at: func.now(),
     }
 
@@ -152,17 +155,20 @@ def lock_attempt(model: type[JobMixin]) -> Update:
     A signal wait's first statement: ``jobs.signal`` locks the same row, so a signal
     and a park never miss each other (docs/durable.md). Marks ``has_steps``.
     """
-    return update(model).where(*fence_one(model)).values(has_steps=True).returning(model.id)
+    return update(model).where(*fence_one(model)).values(has_steps=true()).returning(model.id)
 
 
 def take_signal(model: type[JobMixin]) -> Update:
-    """Take the oldest signal ``:name`` of ``:job_id`` not taken yet; return its payload."""
+    """Take the oldest signal ``:signal`` of ``:job`` not taken yet; return its payload.
+
+    (``:job``, ``:signal``: SQLAlchemy keeps the column names for an UPDATE's own values.)
+    """
     signals = _signals(model)
     oldest = (
         select(signals.c.id)
         .where(
-            signals.c.job_id == _job_id(),
-            signals.c.name == bindparam("name", type_=Text),
+            signals.c.job_id == bindparam("job", type_=BigInteger),
+            signals.c.name == bindparam("signal", type_=Text),
             signals.c.consumed_at.is_(None),
         )
         .order_by(signals.c.id)
@@ -199,13 +205,13 @@ def resolve_wait(model: type[JobMixin]) -> Insert:
 
 
 def time_out_wait(model: type[JobMixin]) -> Update:
-    """Record open wait ``:name`` of ``:job_id`` as timed out if its timeout has passed."""
+    """Record open wait ``:signal`` of ``:job`` as timed out if its timeout has passed."""
     steps = _steps(model)
     return (
         update(steps)
         .where(
-            steps.c.job_id == _job_id(),
-            steps.c.name == bindparam("name", type_=Text),
+            steps.c.job_id == bindparam("job", type_=BigInteger),
+            steps.c.name == bindparam("signal", type_=Text),
             steps.c.kind == "wait",
             steps.c.until <= func.now(),
         )
@@ -249,7 +255,7 @@ def park_wait(model: type[JobMixin]) -> Update:
 
 
 def set_progress(model: type[JobMixin], *, skip_locked: bool = True) -> Update:
-    """Store ``:progress`` (JSON text) for ``:job_id``/``:attempt``, fenced; return the id.
+    """Store ``:value`` (JSON text) for ``:job_id``/``:attempt``, fenced; return the id.
 
     With `skip_locked`, a row locked by another transaction is skipped, never waited on
     (a progress write must never block its handler; the value is written later).
@@ -258,7 +264,7 @@ def set_progress(model: type[JobMixin], *, skip_locked: bool = True) -> Update:
         return (
             update(model)
             .where(*fence_one(model))
-            .values(progress=_json("progress"))
+            .values(progress=_json("value"))
             .returning(model.id)
         )
     mine = (
@@ -267,9 +273,7 @@ def set_progress(model: type[JobMixin], *, skip_locked: bool = True) -> Update:
         .with_for_update(key_share=True, skip_locked=True)
         .scalar_subquery()
     )
-    return (
-        update(model).where(model.id == mine).values(progress=_json("progress")).returning(model.id)
-    )
+    return update(model).where(model.id == mine).values(progress=_json("value")).returning(model.id)
 
 
 # -- jobs.signal, in the caller's transaction --

@@ -46,7 +46,9 @@ class JobOutcome:
         attempt: the attempt's number.
         outcome: ``"done"``; ``"retried"`` (pending again: a failure with attempts
             left, or a `Retry`); ``"failed"`` (dead letter: attempts used up, or a
-            `Discard`); ``"lost"`` (its lease was lost; nothing was recorded).
+            `Discard`); ``"lost"`` (its lease was lost; nothing was recorded);
+            ``"parked"`` (``ctx.sleep`` or ``ctx.wait_for_signal`` parked it: pending,
+            due at the sleep's end, the signal or the timeout).
         error: for a retried or failed attempt, what ``last_error`` keeps
             (``Type: message`` and the traceback, or the `Retry`'s reason).
     """
@@ -244,6 +246,8 @@ class _Drain:
             name = "done" if key in self.driver.held else "lost"
         elif o.result is Result.LOST:
             name = "lost"
+        elif o.result is Result.PARKED:
+            name = "parked"
         else:
             status = self.driver.statuses.get(key)
             name = "lost" if status is None else "failed" if status == "failed" else "retried"

@@ -114,7 +114,7 @@ class WorkerSteps:
 
     def _recorded(self, conn: Connection, ctx: Any, name: str, result: str | None) -> None:
         statement = self._record_unlocked if ctx._session is not None else self._record
-        params = {**self._fence(ctx), "name": name, "result": result}
+        params = {**self._fence(ctx), "name": name, "step_result": result}
         if conn.execute(statement, params).first() is None:
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
 
@@ -147,13 +147,13 @@ class WorkerSteps:
         fence = self._fence(ctx)
         if conn.execute(self._lock, fence).first() is None:
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: wait {name!r} not taken")
-        taken = conn.execute(self._take, {"job_id": ctx.id, "name": name}).first()
+        which = {"job": ctx.id, "signal": name}
+        taken = conn.execute(self._take, which).first()
         if taken is not None:
             params = {"job_id": ctx.id, "name": name, "attempt": ctx.attempt}
             conn.execute(self._resolve, {**params, "result": _text(taken.payload)})
             return "signal", taken.payload
-        timed_out = {"job_id": ctx.id, "name": name, "attempt": ctx.attempt}
-        if conn.execute(self._time_out, timed_out).first() is not None:
+        if conn.execute(self._time_out, {**which, "attempt": ctx.attempt}).first() is not None:
             return "timeout", None
         conn.execute(self._park, {**fence, "name": name, "timeout": timeout})
         return "parked", None
@@ -176,7 +176,7 @@ class WorkerSteps:
         return await asyncio.to_thread(self.progress, ctx, value, final=final)
 
     def _progressed(self, ctx: Any, value: str) -> dict[str, Any]:
-        return {**self._fence(ctx), "progress": value}
+        return {**self._fence(ctx), "value": value}
 
 
 def _text(payload: Any) -> str | None:
