@@ -66,15 +66,15 @@ def test_deleting_a_job_deletes_its_steps_and_signals(scratch):
     migration.upgrade(url)
     jobs = JobQueue(Job)
     with Session(engine) as session, session.begin():
-        job = jobs.enqueue(session, "a", {})
-        jobs.signal(session, job.id, "go", {"n": 1})
+        job_id = jobs.enqueue(session, "a", {}).id
+        jobs.signal(session, job_id, "go", {"n": 1})
     with engine.begin() as connection:
         connection.execute(
             text(
                 "INSERT INTO sa_jobqueue_steps_jobs (job_id, name, kind, attempt)"
                 " VALUES (:id, 'one', 'step', 1)"
             ),
-            {"id": job.id},
+            {"id": job_id},
         )
         connection.execute(text("DELETE FROM jobs"))
         counts = [
