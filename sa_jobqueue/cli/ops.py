@@ -27,6 +27,7 @@ from sa_jobqueue.cli.app import (
     operating,
     operator_options,
 )
+from sa_jobqueue.cli.durable import show_durable
 from sa_jobqueue.cli.render import (
     first_line,
     grid,
@@ -168,7 +169,8 @@ def show_command(
     ):
         job = queue_api.show(session, job_id)
         graph = queue_api.graph(session, job_id) if job is not None else None
-    if job is None or graph is None:
+        durable = queue_api.durable(session, job) if job is not None else None
+    if job is None or graph is None or durable is None:
         fail(f"no job {job_id}")
     job = job.redacted(queue_api.redact_keys)
     if as_json:
@@ -177,6 +179,7 @@ def show_command(
                 **job.to_dict(),
                 "upstream": [asdict(node) for node in graph.upstream],
                 "dependents": [asdict(node) for node in graph.dependents],
+                **durable.to_dict(),
             }
         )
         return
@@ -216,6 +219,7 @@ def show_command(
         click.echo(f"{title}:" + ("" if nodes else " -"))
         for node in nodes:
             click.echo(f"  job {node.id} {node.kind} {node.status}")
+    show_durable(job.progress, durable)
 
 
 def _report(result: admin.Changed, verb: str, wrong: str) -> int:

@@ -19,10 +19,10 @@ def _job(engine, job_id):
         return session.scalars(select(Job).where(Job.id == job_id)).one()
 
 
-def _waiter(jobs, got, timeout=None):
+def _waiter(jobs: JobQueue[Job], got: list[object], timeout: object = None) -> None:
     @jobs.task("waiter")
     def waiter(ctx: JobContext) -> None:
-        got.append(ctx.wait_for_signal("approved", timeout=timeout))
+        got.append(ctx.wait_for_signal("approved", timeout=timeout))  # type: ignore[arg-type]
 
 
 def _enqueue(engine, jobs, kind="waiter"):
@@ -73,10 +73,9 @@ def test_a_rolled_back_signal_never_existed(committed):
     _waiter(jobs, got)
     job_id = _enqueue(committed, jobs)
     drain(jobs, committed)
-    with Session(committed) as session:
-        with session.begin():
-            jobs.signal(session, job_id, "approved", {"by": "ops"})
-            session.rollback()
+    with Session(committed) as session, session.begin():
+        jobs.signal(session, job_id, "approved", {"by": "ops"})
+        session.rollback()
     assert _job(committed, job_id).run_at.year == 9999
     assert drain(jobs, committed) == []
 
@@ -85,15 +84,13 @@ def test_a_wait_with_a_timeout_returns_none_once_it_passed(committed):
     jobs = JobQueue(Job)
     got: list[object] = []
     _waiter(jobs, got, timeout=timedelta(hours=2))
-    job_id = _enqueue(committed, jobs)
+    _enqueue(committed, jobs)
     drain(jobs, committed)
     with committed.connect() as conn:
         due_in = conn.execute(text("SELECT run_at - now() FROM jobs")).scalar_one()
     assert timedelta(hours=1, minutes=59) < due_in <= timedelta(hours=2)
     with committed.begin() as conn:  # two hours pass
-        conn.execute(
-            text("UPDATE sa_jobqueue_steps_jobs SET until = now() - interval '1 second'")
-        )
+        conn.execute(text("UPDATE sa_jobqueue_steps_jobs SET until = now() - interval '1 second'"))
         conn.execute(update(Job).values(run_at=Job.created_at))
     assert [o.outcome for o in drain(jobs, committed)] == ["done"]
     assert got == [None]

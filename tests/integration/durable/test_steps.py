@@ -37,13 +37,17 @@ def test_a_recorded_step_is_not_run_again_by_the_next_attempt(committed):
     jobs = JobQueue(Job)
     calls: list[str] = []
 
+    def run(name: str, value: object) -> object:
+        calls.append(name)
+        return value
+
     @jobs.task("three")
-    def three(ctx: JobContext) -> int:
-        one = ctx.step("one", lambda: calls.append("one") or 1)
-        two = ctx.step("two", lambda: calls.append("two") or {"n": 2})
+    def three(ctx: JobContext) -> object:
+        one = ctx.step("one", run, "one", 1)
+        two = ctx.step("two", run, "two", {"n": 2})
         if ctx.attempt == 1:
             raise RuntimeError("dies after step two")
-        return one + two["n"] + ctx.step("three", lambda: calls.append("three") or 3)
+        return one + two["n"] + ctx.step("three", run, "three", 3)
 
     job_id = _enqueue(committed, jobs, "three")
     assert [o.outcome for o in drain(jobs, committed)] == ["retried"]
@@ -71,7 +75,7 @@ def test_a_job_without_steps_reads_none_and_its_claim_says_so(committed):
 
 def test_a_stale_attempt_records_no_step(committed):
     jobs = JobQueue(Job)
-    calls = []
+    calls: list[object] = []
 
     @jobs.task("stale")
     def stale(ctx: JobContext) -> None:
@@ -171,7 +175,7 @@ def test_a_transactional_sleep_commits_the_handlers_writes_with_the_park(committ
     jobs = JobQueue(Job)
 
     @jobs.task("tx", transactional=True)
-    def tx(ctx: JobContext) -> int:
+    def tx(ctx: JobContext) -> object:
         n = ctx.step("n", lambda: 7)
         ctx.session.execute(text("CREATE TABLE IF NOT EXISTS durable_probe (n int)"))
         ctx.sleep("pause", 0)
@@ -232,7 +236,7 @@ def test_async_handlers_have_awaitable_twins(committed):
         return n * 2
 
     @jobs.task("aio")
-    async def aio(ctx: JobContext) -> int:
+    async def aio(ctx: JobContext) -> object:
         got = await ctx.astep("fetch", fetch, 21)
         await ctx.asleep("pause", 0)
         await ctx.aprogress(0.5)
