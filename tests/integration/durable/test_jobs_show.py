@@ -37,10 +37,12 @@ def test_jobs_show_prints_steps_the_awaited_signal_and_progress(committed, datab
     text = show()
     assert "progress: 0.25" in text
     assert "parked for: signal shipped" in text
-    assert 'charge step (attempt 1, ' in text
+    assert "charge step (attempt 1, " in text
     assert '{"charge_id": "ch_1"}' in text
-    assert "shipped wait (attempt 1, " in text and "waiting, no timeout" in text
-    assert "early sent " in text and 'not taken yet: {"n": 1}' in text
+    assert "shipped wait (attempt 1, " in text
+    assert "waiting, no timeout" in text
+    assert "early sent " in text
+    assert 'not taken yet: {"n": 1}' in text
     shown = json.loads(show("--json"))
     assert shown["progress"] == 0.25
     assert shown["parked_for"] == "signal shipped"
