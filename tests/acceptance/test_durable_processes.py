@@ -124,11 +124,13 @@ def test_a_committed_signal_wakes_the_waiting_job_and_a_rolled_back_one_never_do
     committed, spawn
 ):
     # Polling every 30 s: only the NOTIFY of the signal's commit can wake it sooner.
-    spawn("--poll-interval", "30")
+    spawn(poll="30")
     rolled_back = enqueue(committed, "waiter")
     woken = enqueue(committed, "waiter")
-    for job_id in (rolled_back, woken):
-        wait_for(lambda j=job_id: steps(committed, j) == [("go", "wait", 1)], what="the waits")
+    def both_wait() -> bool:
+        return all(steps(committed, j) == [("go", "wait", 1)] for j in (rolled_back, woken))
+
+    wait_for(both_wait, what="both jobs waiting")
     with Session(committed) as session, session.begin():
         jobs.signal(session, rolled_back, "go", {"n": 0})
         session.rollback()
