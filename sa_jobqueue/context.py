@@ -273,8 +273,8 @@ class JobContext:
         seconds = check_delay("duration", duration)
         if self._recorded(name) is not None:
             return
-        store.sleep(self, name, seconds)
-        raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})")
+        if store.sleep(self, name, seconds):
+            raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True)
 
     async def asleep(self, name: str, duration: timedelta | float) -> None:
         """`sleep` for an ``async def`` handler: ``await ctx.asleep(name, duration)``."""
@@ -283,8 +283,8 @@ class JobContext:
         seconds = check_delay("duration", duration)
         if await self._arecorded(name) is not None:
             return
-        await store.asleep(self, name, seconds)
-        raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})")
+        if await store.asleep(self, name, seconds):
+            raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True)
 
     def wait_for_signal(self, name: str, timeout: timedelta | float | None = None) -> Any:
         """Return the payload of signal `name` (``jobs.signal``), parking the job until it comes.

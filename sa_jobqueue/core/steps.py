@@ -50,7 +50,12 @@ class Parked(BaseException):
 
     A `BaseException`, so a handler's ``except Exception`` does not swallow it; the
     worker turns it into its ``parked`` outcome (the row is ``pending`` already).
+    `sleeping`: parked by a sleep (else by a signal wait).
     """
+
+    def __init__(self, message: str, *, sleeping: bool = False) -> None:
+        super().__init__(message)
+        self.sleeping = sleeping
 
 
 class StepLeaseLost(BaseException):
@@ -154,11 +159,14 @@ class StepStore(Protocol):
         """`record`, awaitable."""
         ...
 
-    def sleep(self, ctx: Any, name: str, seconds: float) -> None:
-        """Park the job for `seconds` (fenced) and return; `StepLeaseLost` if lost."""
+    def sleep(self, ctx: Any, name: str, seconds: float) -> bool:
+        """Park the job for `seconds` (fenced); True if parked (False: sleep over at once).
+
+        Raises `StepLeaseLost` when the lease was lost.
+        """
         ...
 
-    async def asleep(self, ctx: Any, name: str, seconds: float) -> None:
+    async def asleep(self, ctx: Any, name: str, seconds: float) -> bool:
         """`sleep`, awaitable."""
         ...
 
@@ -211,11 +219,11 @@ class MemorySteps:
     async def arecord(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
         return None
 
-    def sleep(self, ctx: Any, name: str, seconds: float) -> None:  # noqa: D102
-        return None
+    def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
+        return False
 
-    async def asleep(self, ctx: Any, name: str, seconds: float) -> None:  # noqa: D102
-        return None
+    async def asleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
+        return False
 
     def wait(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
         if name in self.signals:

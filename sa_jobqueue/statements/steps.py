@@ -53,6 +53,7 @@ __all__ = [
     "steps_of",
     "take_signal",
     "time_out_wait",
+    "wake_sleeping",
     "wake_waiting",
 ]
 
@@ -325,6 +326,16 @@ def wake_waiting(model: type[JobMixin], channel: str) -> Select[Any]:
         .cte("woken")
     )
     return select(func.pg_notify(literal(channel, Text), woken.c.queue)).select_from(woken)
+
+
+def wake_sleeping(model: type[JobMixin]) -> Update:
+    """Make pending ``:job_id`` due now (``testing.drain(..., skip_sleeps=True)``)."""
+    return (
+        update(model)
+        .where(model.id == _job_id(), model.status == Status.PENDING.value)
+        .values(run_at=func.now())
+        .returning(model.id)
+    )
 
 
 # -- operator reads (jobs show) --

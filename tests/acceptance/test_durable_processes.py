@@ -127,6 +127,7 @@ def test_a_committed_signal_wakes_the_waiting_job_and_a_rolled_back_one_never_do
     spawn(poll="30")
     rolled_back = enqueue(committed, "waiter")
     woken = enqueue(committed, "waiter")
+
     def both_wait() -> bool:
         return all(steps(committed, j) == [("go", "wait", 1)] for j in (rolled_back, woken))
 

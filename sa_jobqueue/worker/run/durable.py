@@ -118,11 +118,13 @@ class WorkerSteps:
         if conn.execute(statement, params).first() is None:
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
 
-    def sleep(self, ctx: Any, name: str, seconds: float) -> None:  # noqa: D102
+    def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
         self._run(ctx, lambda conn: self._slept(conn, ctx, name, seconds))
+        return True
 
-    async def asleep(self, ctx: Any, name: str, seconds: float) -> None:  # noqa: D102
+    async def asleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
         await self._arun(ctx, lambda conn: self._slept(conn, ctx, name, seconds))
+        return True
 
     def _slept(self, conn: Connection, ctx: Any, name: str, seconds: float) -> None:
         params = {**self._fence(ctx), "name": name, "delay": seconds}

@@ -20,6 +20,7 @@ from sa_jobqueue.worker.run.lease_check import Verdict
 from sa_jobqueue.worker.running import Stop
 
 __all__ = [
+    "PARKED_BY_SLEEP",
     "UNAVAILABLE_BACKOFF",
     "failed",
     "format_error",
@@ -86,8 +87,14 @@ def stopped_by_step(job: Claimed, stop: Parked | StepLeaseLost, started: float) 
     Either way the row needs no write from this attempt: a park wrote it, fenced
     (``pending``, later ``run_at``); a lost lease means it is another attempt's now.
     """
-    result = Result.PARKED if isinstance(stop, Parked) else Result.LOST
-    return Outcome(job, result, error=str(stop), duration=since(started))
+    if isinstance(stop, Parked):
+        why = f"{PARKED_BY_SLEEP if stop.sleeping else 'signal wait'}: {stop}"
+        return Outcome(job, Result.PARKED, error=why, duration=since(started))
+    return Outcome(job, Result.LOST, error=str(stop), duration=since(started))
+
+
+#: How a `Result.PARKED` outcome's ``error`` starts when a sleep parked the job.
+PARKED_BY_SLEEP = "sleep"
 
 
 def undecodable(job: Claimed, payload: UndecodableJSON) -> Outcome:

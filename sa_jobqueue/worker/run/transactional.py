@@ -75,8 +75,8 @@ class TransactionalMode:
                         returned = await self._acall(
                             task, self._async_context(job, session, upstream)
                         )
-                    except Parked:
-                        return Result.PARKED  # the park commits with the handler's writes
+                    except Parked as parked:  # the park commits with the handler's writes
+                        return outcomes.stopped_by_step(job, parked, time.perf_counter())
                 # The driver's own fenced done, in this transaction, through the bridge.
                 if not await session.run_sync(self._mark_done, job, returned):
                     raise _LeaseLostError
@@ -117,10 +117,10 @@ class TransactionalMode:
                 with guarded(session):
                     try:
                         returned = self._call(task, self.context(job, session, upstream=upstream))
-                    except Parked:
+                    except Parked as parked:
                         # ctx.sleep / wait parked the job in this transaction: the park
                         # commits with the handler's writes so far (its steps among them).
-                        return Result.PARKED
+                        return outcomes.stopped_by_step(job, parked, time.perf_counter())
                 if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
         except (_LeaseLostError, StepLeaseLost):
