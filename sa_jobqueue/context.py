@@ -349,15 +349,18 @@ class JobContext:
         if state.progress_due() and await store.aprogress(self, state.progress):
             state.progress, state.progress_at = None, time.monotonic()
 
-    def _flush_progress(self) -> Awaitable[bool] | bool:
-        """Write the last progress value not written yet (the end of an attempt)."""
+    def _flush_progress(self, *, asynchronous: bool = False) -> Awaitable[bool] | bool:
+        """Write the last progress value not written yet (the end of an attempt).
+
+        `asynchronous`: an ``async def`` handler's attempt (returns an awaitable).
+        """
         state = self._durable
         if state is None or state.progress is None or self._steps is None:
             return False
         value, state.progress = state.progress, None
-        if isinstance(self._session, Session) or self._session is None:
-            return self._steps.progress(self, value, final=True)
-        return self._steps.aprogress(self, value, final=True)
+        if asynchronous:
+            return self._steps.aprogress(self, value, final=True)
+        return self._steps.progress(self, value, final=True)
 
 
 class Retry(Exception):

@@ -353,7 +353,7 @@ def _flush(ctx: JobContext) -> None:
 
 async def _aflush(ctx: JobContext) -> None:
     try:
-        written = ctx._flush_progress()
+        written = ctx._flush_progress(asynchronous=True)
         if inspect.isawaitable(written):
             await written
     except Exception as error:  # noqa: BLE001 - as in `_flush`
