@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select, text, update
+from sqlalchemy import event, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobContext, JobQueue
@@ -247,3 +247,36 @@ def test_async_handlers_have_awaitable_twins(committed):
     assert calls == [21]
     row = _row(committed, job_id)
     assert (row.result, row.progress) == (42, 0.5)
+
+
+def test_an_attempt_reads_its_recorded_steps_once_and_a_job_without_steps_never(committed):
+    jobs = JobQueue(Job)
+
+    @jobs.task("many")
+    def many(ctx: JobContext) -> None:
+        for name in ("a", "b", "c"):
+            ctx.step(name, lambda: 1)
+        if ctx.attempt == 1:
+            raise RuntimeError("again")
+
+    jobs.task("plain")(lambda ctx: None)
+    statements: list[str] = []
+
+    def seen(conn, cursor, statement, *args):
+        if "sa_jobqueue_steps_jobs" in statement and statement.lstrip().startswith("SELECT"):
+            statements.append(statement)
+
+    event.listen(committed, "before_cursor_execute", seen)
+    try:
+        _enqueue(committed, jobs, "plain")
+        drain(jobs, committed)
+        assert statements == []  # a job without steps reads no step
+        _enqueue(committed, jobs, "many")
+        drain(jobs, committed)
+        assert statements == []  # its first attempt had nothing recorded yet: no read
+        with committed.begin() as conn:
+            conn.execute(update(Job).values(run_at=Job.created_at))
+        assert [o.outcome for o in drain(jobs, committed)] == ["done"]
+        assert len(statements) == 1  # three recorded steps, one read
+    finally:
+        event.remove(committed, "before_cursor_execute", seen)
