@@ -280,3 +280,22 @@ def test_an_attempt_reads_its_recorded_steps_once_and_a_job_without_steps_never(
         assert len(statements) == 1  # three recorded steps, one read
     finally:
         event.remove(committed, "before_cursor_execute", seen)
+
+
+def test_a_sleep_in_a_savepoint_batch_parks_its_job_and_the_others_commit(committed):
+    jobs = JobQueue(Job)
+
+    @jobs.task("nap", transactional=True)
+    def nap(ctx: JobContext) -> None:
+        ctx.step("n", lambda: ctx.payload["n"])
+        if ctx.payload["n"] == 1:
+            ctx.sleep("pause", 3600)
+
+    with Session(committed) as session, session.begin():
+        ids = [jobs.enqueue(session, "nap", {"n": n}).id for n in range(3)]
+    assert jobs.worker(committed, concurrency=4, savepoint_batch=4).drain() == 3
+    rows = {i: _row(committed, i) for i in ids}
+    assert [rows[i].status for i in ids] == ["done", "pending", "done"]
+    parked = rows[ids[1]]
+    assert (parked.attempts, parked.max_attempts, parked.has_steps) == (1, 21, True)
+    assert [s[:2] for s in _steps(committed, ids[1])] == [("n", "step"), ("pause", "sleep")]
