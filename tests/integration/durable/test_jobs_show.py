@@ -51,3 +51,22 @@ def test_jobs_show_prints_steps_the_awaited_signal_and_progress(committed, datab
         ("shipped", "wait"),
     ]
     assert [(s["name"], s["consumed_at"]) for s in shown["signals"]] == [("early", None)]
+
+
+def test_the_dashboards_job_page_shows_progress_as_a_bar_or_its_object(committed):
+    from starlette.testclient import TestClient
+
+    from sa_jobqueue.dashboard import make_app
+    from tests.support.models import new_queue
+
+    with Session(committed) as session, session.begin():
+        number = Job(kind="k", progress=0.25)
+        shaped = Job(kind="k", progress={"done": 5, "total": 10})
+        session.add_all([number, shaped])
+        session.flush()
+        ids = number.id, shaped.id
+    client = TestClient(make_app(new_queue(), committed), base_url="http://127.0.0.1")
+    page = client.get(f"/jobs/{ids[0]}").text
+    assert '<progress max="1" value="0.25"></progress> 25%' in page
+    page = client.get(f"/jobs/{ids[1]}").text
+    assert "&#34;done&#34;: 5" in page or '"done": 5' in page
