@@ -8,11 +8,12 @@ See docs/dashboard.md#cost-on-a-big-table.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
@@ -50,6 +51,7 @@ __all__ = [
 #: How far back the overview's "last hour" counts look.
 HISTORY_MINUTES = 60
 _FINISHED = tuple(s.value for s in FINISHED)
+_QUERY_CANCELED = "57014"  # statement_timeout
 _KNOWN_COLUMNS = {f.name for f in fields(JobInfo)}
 
 
@@ -95,6 +97,8 @@ class Overview:
     minutes: list[Minute]
     queue: str | None = None
     chart_range: ChartRange = RANGES["hour"]
+    #: The charts' statement ran past the statement timeout: no bars, a message instead.
+    charts_timed_out: bool = False
     totals: StatusTotals | None = None
     limits: list[LimitStats] = field(default_factory=list)
     #: Due kinds the recent claims stepped over (likely no running worker handles them).
@@ -152,11 +156,22 @@ def overview(
         of(name).paused_at = paused_at  # a paused queue shows even with no job in it
     per_bucket = statements.finished_per_bucket(model, by_queue=queue is not None)
     shape = {"window": float(chart_range.window), "bucket": float(chart_range.bucket)}
-    rows = session.execute(per_bucket, {**shape, "queue_name": queue}).all()
+    rows: Sequence[Any] = []
+    timed_out = False
+    try:
+        # Its cost follows the jobs finished in the range: a week of a busy table may
+        # exceed the page's statement timeout. Then the charts say so; the page stays.
+        with session.begin_nested():
+            rows = session.execute(per_bucket, {**shape, "queue_name": queue}).all()
+    except exc.OperationalError as error:
+        if getattr(error.orig, "sqlstate", None) != _QUERY_CANCELED:
+            raise
+        timed_out = True
     return Overview(
         at=at,
         queues=[queues[name] for name in sorted(queues)],
-        minutes=buckets(at, rows, chart_range),
+        minutes=[] if timed_out else buckets(at, rows, chart_range),
+        charts_timed_out=timed_out,
         queue=queue,
         chart_range=chart_range,
         totals=status_totals(session, model),

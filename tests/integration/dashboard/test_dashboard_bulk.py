@@ -176,3 +176,21 @@ def test_bulk_requests_that_make_no_sense_get_a_clear_refusal(committed):
     assert read_only.post("/bulk", data={"action": "cancel", "scope": "all"}).status_code == 403
     assert 'class="pick"' not in read_only.get("/jobs").text
     assert statuses(committed) == {"running": 2}
+
+
+def test_charts_that_run_past_the_statement_timeout_leave_the_rest_of_the_overview(
+    committed, monkeypatch
+):
+    from sqlalchemy import func, select
+
+    from sa_jobqueue import statements
+
+    fill(committed, 2, "failed")
+    # A range whose rows take longer than the page's budget, as a week of a busy table can.
+    slow = select(func.pg_sleep(30).label("bucket"))
+    monkeypatch.setattr(statements, "finished_per_bucket", lambda model, by_queue: slow)
+    page = client(committed, statement_timeout=1.0).get("/?range=week")
+    assert page.status_code == 200
+    assert 'id="charts-timed-out"' in page.text
+    assert 'data-status="failed"' in page.text  # the totals and the queues still show
+    assert 'id="throughput"' not in page.text
