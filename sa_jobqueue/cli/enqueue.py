@@ -1,6 +1,6 @@
 """``sa-jobqueue enqueue``: one job from the shell, with the task's defaults under ``--app``.
 
-See docs/cli.md#sa-jobqueue-enqueue.
+See docs/cli.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Every action needs ``allow_actions`` and a CSRF token matching the cookie (`_form`). Bulk
 actions take two steps: the first POST shows what would change (`ops.bulk.count`) and
-asks; the confirmed one runs `ops.bulk.apply` in batches. See docs/dashboard.md#actions.
+asks; the confirmed one runs `ops.bulk.apply` in batches. See docs/dashboard.md#bulk-actions.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 `RANGES` are the spans the page offers; `buckets` turns the rows of
 `statements.finished_per_bucket` into one `Minute` per bar, empty bars included.
-See docs/dashboard.md#charts.
+See docs/dashboard.md#charts-over-an-hour-a-day-or-a-week.
 """
 
 from __future__ import annotations
