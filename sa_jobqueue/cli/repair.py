@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.cli.app import JobId, fail, json_flag, main, operating, operator_options
-from sa_jobqueue.cli.progress import progress_bar
+from sa_jobqueue.cli.progress import on_terminal, progress_bar
 from sa_jobqueue.cli.render import plural, print_json
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import admin, bulk
@@ -99,9 +99,17 @@ def _bulk(
     batch_size: int,
     as_json: bool,
 ) -> None:
-    """Run a bulk action (or its dry run), print the counts, exit."""
+    """Run a bulk action (or its dry run), print the counts, exit.
+
+    The count before the action is the progress bar's length, so it is taken only
+    for a terminal (and for a dry run, which is that count).
+    """
     done, would = _VERBS[action]
     selection: dict[str, Any] = {"ids": ids} if match is None else {"match": match}
+    show_bar = on_terminal() and not as_json
+    if not (dry_run or show_bar):  # the count is the bar's length: a pipe skips it
+        result = bulk.apply(engine, queue_api.model, action, batch_size=batch_size, **selection)
+        _print_result(result, done, as_json)
     with Session(engine) as session:
         counted = bulk.count(session, queue_api.model, action, **selection)
     if dry_run:
@@ -112,10 +120,15 @@ def _bulk(
         click.echo(line + _left_alone(counted))
         sys.exit(0)
     label = f"{action} {counted.changed:,} jobs"
-    with progress_bar(counted.changed, label, enabled=not as_json) as advance:
+    with progress_bar(counted.changed, label) as advance:
         result = bulk.apply(
             engine, queue_api.model, action, batch_size=batch_size, progress=advance, **selection
         )
+    _print_result(result, done, as_json)
+
+
+def _print_result(result: bulk.BulkResult, done: str, as_json: bool) -> NoReturn:
+    """Print what a bulk action did and exit: 1 when ids given were left alone or missing."""
     if as_json:
         print_json(result.to_dict())
     else:
