@@ -16,8 +16,9 @@ from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.ops.workflows import Releaser
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.schema.naming import channel_name
+from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import control, workflows
+from sa_jobqueue.statements.ended import notifying_ended
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 from sa_jobqueue.worker.driver_values import Held, NextDue, Swept, Upstream
 
@@ -74,11 +75,20 @@ class PostgresDriver:
         }
         self._releaser = Releaser(model)
         self._upstream = workflows.upstream_results(model)
-        self._complete = statements.complete(model)
-        self._complete_plain = statements.complete(model, with_results=False)
-        self._complete_one = statements.complete_one(model)
-        self._complete_and_lock = statements.complete_and_lock(model, self._complete)
-        self._complete_plain_and_lock = statements.complete_and_lock(model, self._complete_plain)
+        # Every statement that ends jobs also NOTIFYs their ids on the ended channel, in
+        # the same statement: one pg_notify per statement, none when nothing ended
+        # (`statements.ended`; what `jobs.wait` listens for).
+        ended = ended_channel_name(model.__tablename__)
+        finished = statements.FINISHED_VALUES
+        complete = statements.complete(model)
+        complete_plain = statements.complete(model, with_results=False)
+        self._complete = notifying_ended(complete, ended)
+        self._complete_plain = notifying_ended(complete_plain, ended)
+        self._complete_one = notifying_ended(statements.complete_one(model), ended)
+        self._complete_and_lock = statements.complete_and_lock(model, complete, ended=ended)
+        self._complete_plain_and_lock = statements.complete_and_lock(
+            model, complete_plain, ended=ended
+        )
         # Set by the claim loop's thread only: the locks its next acknowledgement takes
         # (on that connection), and the transaction that took them, with those kinds.
         self._ahead: tuple[Connection, list[str]] | None = None
@@ -86,7 +96,7 @@ class PostgresDriver:
         self._release = statements.release(model)
         self._refund = statements.refund_attempts(model)
         self._charge = statements.charge_attempts(model)
-        self._complete_charged = statements.complete_charged(model)
+        self._complete_charged = notifying_ended(statements.complete_charged(model), ended)
         self._rates: dict[str, tuple[int, float, dict[str, Executable]]] = {
             kind: (
                 limit.rate_count,
@@ -104,16 +114,16 @@ class PostgresDriver:
             if limit.rate_count is not None
         }
         self._notify = statements.notify(channel_name(model.__tablename__))
-        self._failures = {
-            Result.FAIL: statements.fail(model),
+        self._failures: dict[Result, Executable] = {
+            Result.FAIL: notifying_ended(statements.fail(model), ended, statuses=finished),
             Result.RETRY: statements.retry_later(model),
             Result.UNAVAILABLE: statements.retry_later(model),
-            Result.DISCARD: statements.discard(model),
+            Result.DISCARD: notifying_ended(statements.discard(model), ended),
         }
         self._heartbeat = statements.heartbeat(model)
         self._still_owned = statements.still_owned(model)
         self._cancelled = control.cancelled_attempts(model)
-        self._sweep = statements.sweep_expired(model)
+        self._sweep = notifying_ended(statements.sweep_expired(model), ended, statuses=finished)
         self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}
