@@ -18,7 +18,7 @@ from sa_jobqueue.ops.workflows import Releaser
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import control, workflows
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.ended import MAX_NAMED_IDS, notifying_ended
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 from sa_jobqueue.worker.driver_values import Held, NextDue, Swept, Upstream
 
@@ -85,6 +85,11 @@ class PostgresDriver:
         self._complete = notifying_ended(complete, ended)
         self._complete_plain = notifying_ended(complete_plain, ended)
         self._complete_one = notifying_ended(statements.complete_one(model), ended)
+        # A transactional handler's done, in its own transaction: a NOTIFY there would
+        # serialise the commits of concurrent handlers on PostgreSQL's notify lock (held
+        # through the commit's WAL flush), so the claim loop announces it (`announce_ended`).
+        self._complete_quietly = statements.complete_one(model)
+        self._announce = statements.notify(ended)
         self._complete_and_lock = statements.complete_and_lock(model, complete, ended=ended)
         self._complete_plain_and_lock = statements.complete_and_lock(
             model, complete_plain, ended=ended
@@ -96,7 +101,7 @@ class PostgresDriver:
         self._release = statements.release(model)
         self._refund = statements.refund_attempts(model)
         self._charge = statements.charge_attempts(model)
-        self._complete_charged = notifying_ended(statements.complete_charged(model), ended)
+        self._complete_charged = statements.complete_charged(model)  # announced like the above
         self._rates: dict[str, tuple[int, float, dict[str, Executable]]] = {
             kind: (
                 limit.rate_count,
@@ -211,16 +216,27 @@ class PostgresDriver:
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
+        *,
+        announce: bool = True,
     ) -> Held:
         """Mark `jobs` done in one fenced UPDATE, with their results; return those still held.
 
         On the connection `lock_ahead` named, the same statement also takes the kind
-        locks asked for (`statements.complete_and_lock`), once.
+        locks asked for (`statements.complete_and_lock`), once. It NOTIFYs the ids on
+        the ended channel unless not `announce` (then `jobs` is one job: a
+        transactional handler's done).
         """
         if not jobs:
             return Held()
         if results is not None and len(results) != len(jobs):
             raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
+        if not announce:
+            if len(jobs) != 1:
+                raise ValueError(f"announce=False completes one job, not {len(jobs)}")
+            job = jobs[0]
+            one = {"job_id": job.id, "attempt": job.attempts, "owner": owner}
+            one["result"] = None if results is None else results[0]
+            return _held(conn.execute(self._complete_quietly, one))
         plain = results is None or all(result is None for result in results)
         params = fence_params(jobs, owner)
         if not plain:
@@ -261,6 +277,13 @@ class PostgresDriver:
             if reason is not None:
                 params["reason"] = reason
             conn.execute(self._release, params)
+
+    def announce_ended(self, conn: Connection, ids: Sequence[int]) -> None:
+        """`statements.notify` on the ended channel: ids, space-separated, 350 a payload."""
+        if ids:
+            step = MAX_NAMED_IDS
+            payloads = [" ".join(map(str, ids[i : i + step])) for i in range(0, len(ids), step)]
+            conn.execute(self._announce, {"queues": payloads})
 
     def notify(self, conn: Connection, queues: Sequence[str]) -> None:
         """`statements.notify` on the table's channel for `queues` (sent at COMMIT)."""

@@ -208,3 +208,27 @@ def test_savepoint_batches_are_announced(committed: Engine, ear: Ear) -> None:
     ids = enqueue(committed, jobs, "in_tx", 6)
     assert jobs.worker(committed, listen=False, savepoint_batch=3).drain() == 6
     assert ids_in(ear.until_sentinel()) == sorted(ids)
+
+
+def test_a_transactional_done_is_not_announced_in_the_handlers_transaction(
+    committed: Engine, ear: Ear
+) -> None:
+    # The claim loop announces it in its round (`announce_ended`): a NOTIFY in each
+    # handler's transaction would serialise concurrent handlers' commits.
+    [job_id] = enqueue(committed, new_queue(), "noop")
+    with claimed(committed, 1) as (driver, jobs), committed.begin() as conn:
+        assert len(driver.complete(conn, jobs, OWNER, announce=False)) == 1
+    assert ear.until_sentinel() == []
+    with committed.begin() as conn:
+        driver.announce_ended(conn, [job_id])
+    assert ear.until_sentinel() == [str(job_id)]
+
+
+def test_announce_ended_names_at_most_max_named_ids_a_payload(committed: Engine, ear: Ear) -> None:
+    driver = PostgresDriver(Job, leases={}, default_lease=300.0)
+    ids = list(range(1, ended_statements.MAX_NAMED_IDS + 11))
+    with committed.begin() as conn:
+        driver.announce_ended(conn, ids)
+    heard = ear.until_sentinel()
+    assert [len(payload.split(" ")) for payload in heard] == [ended_statements.MAX_NAMED_IDS, 10]
+    assert ids_in(heard) == ids
