@@ -148,7 +148,7 @@ def _wait_on(conn: Connection, raw: psycopg.Connection[Any], waiting: _Waiting) 
         pause = waiting.pause()
         deadline = time.monotonic() + pause
         while (left := deadline - time.monotonic()) > 0:
-            heard = [n for n in raw.notifies(timeout=left, stop_after=1)]
+            heard = list(raw.notifies(timeout=left, stop_after=1))
             if any(waiting.heard(n.channel, n.payload) for n in heard):
                 break
 
@@ -241,9 +241,9 @@ class WaitAPI(Generic[JobT]):
         It takes one connection of `engine`'s pool for the whole wait, in
         autocommit, and LISTENs on the table's ended channel before it reads the
         row, so an end committed between the read and the wait is never missed.
-        Workers NOTIFY the ids of the jobs each acknowledgement ended (one
-        ``pg_notify`` per statement, sent at its COMMIT), as do ``jobs.cancel``, the
-        sweeper's dead letters and the cancellation of waiting dependents; it reads
+        Workers NOTIFY the ids of the jobs each claim round ended (one ``pg_notify``
+        per acknowledgement, sent at its COMMIT), as do ``jobs.cancel``, the sweeper's
+        dead letters and the cancellation of waiting dependents; it reads
         the row again when its id arrives, and every `poll_interval` seconds anyway,
         so an end the channel does not announce (a raw SQL ``UPDATE``, a notification
         lost behind a transaction-mode pooler) is seen within `poll_interval`. It

@@ -4,7 +4,10 @@ A statement that ends jobs (``done``, ``failed``, ``cancelled``) runs as a data-
 CTE, and an uncorrelated scalar subquery of the SELECT over it sends one ``pg_notify`` on
 the table's ended channel (`schema.naming.ended_channel_name`) with the ids of the rows
 that ended, space-separated. PostgreSQL delivers it at COMMIT, so only an end that commits
-is announced; a statement that ended nothing sends nothing. See docs/durable.md.
+is announced; a statement that ended nothing sends nothing. A transactional handler's
+``done`` is the exception: the claim loop announces it in its round, with
+``statements.notify`` on the same channel (a NOTIFY in each handler's transaction would
+serialise their commits). See docs/durable.md.
 """
 
 from __future__ import annotations
