@@ -249,7 +249,9 @@ class WaitAPI(Generic[JobT]):
         lost behind a transaction-mode pooler) is seen within `poll_interval`. It
         never polls faster. The connection is returned to the pool with ``UNLISTEN``
         (or discarded, when the wait is interrupted). Behind PgBouncer in
-        transaction mode, pass an engine with a direct URL (docs/pgbouncer.md).
+        transaction mode, pass an engine with a direct URL: a LISTEN through a
+        transaction pooler hears nothing, and may stay on a pooled server
+        connection (docs/durable.md#behind-pgbouncer).
 
         Args:
             engine: a sync engine on a ``postgresql+psycopg://`` URL.
