@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from sa_jobqueue.dashboard import charts, queries
 from sa_jobqueue.dashboard.actions import Actions, is_job_id
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
 from sa_jobqueue.dashboard.history import RANGES
-from sa_jobqueue.dashboard.render import FILTERS, NOTICES
+from sa_jobqueue.dashboard.render import FILTERS, NOTICES, is_fraction
 from sa_jobqueue.dashboard.security import (
     CSRF_COOKIE,
     CSRF_FIELD,
@@ -86,6 +87,7 @@ class _Dashboard(Actions):
             undefined=jinja2.StrictUndefined,
         )
         env.filters.update(FILTERS)
+        env.tests["fraction"] = is_fraction
         self.templates = Jinja2Templates(env=env)
 
     # -- database --------------------------------------------------------------
@@ -205,6 +207,7 @@ class _Dashboard(Actions):
         if detail is None:
             return self.error(request, 404, f"There is no job {job_id}.")
         job = detail.job.redacted(self.redact_keys)
+        detail = replace(detail, durable=detail.durable.redacted(self.redact_keys))
         return self.page(request, "job.html", detail=detail, job=job)
 
     async def workers(self, request: Request) -> Response:

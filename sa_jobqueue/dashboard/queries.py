@@ -24,6 +24,7 @@ from sa_jobqueue.dashboard.history import RANGES, ChartRange, Minute, buckets
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.ops.counts import StatusTotals, status_totals
+from sa_jobqueue.ops.durable import DurableState, durable_state
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
@@ -52,7 +53,8 @@ __all__ = [
 HISTORY_MINUTES = 60
 _FINISHED = tuple(s.value for s in FINISHED)
 _QUERY_CANCELED = "57014"  # statement_timeout
-_KNOWN_COLUMNS = {f.name for f in fields(JobInfo)}
+#: ``has_steps`` is shown as the job's steps, not as one of its "other columns".
+_KNOWN_COLUMNS = {f.name for f in fields(JobInfo)} | {"has_steps"}
 
 
 def pretty_json(value: Any) -> str:
@@ -278,6 +280,8 @@ class JobDetail:
     schedule: ScheduleInfo | None = None
     #: What it waits for and what waits for it (docs/workflows.md).
     graph: Graph = field(default_factory=Graph)
+    #: Its recorded steps, sleeps, signal waits and signals (docs/durable.md).
+    durable: DurableState = field(default_factory=DurableState)
 
     @property
     def upstream_counts(self) -> dict[str, int]:
@@ -309,6 +313,9 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
     extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
     job = JobInfo.from_row(row)
     graph = graph_of(session.connection(), model, job_id)
+    # Two index lookups (steps by primary key, signals by ix_<table>_signals_job), read
+    # whatever has_steps says: a transactional handler's steps do not set it.
+    durable = durable_state(session.connection(), model, job_id, job.status)
     schedule = None
     if job.idempotency_key and job.idempotency_key.startswith("periodic:"):
         found = session.execute(
@@ -316,7 +323,7 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
             {"kind_name": job.kind, "job_key": job.idempotency_key},
         ).first()
         schedule = None if found is None else ScheduleInfo.from_row(found)
-    return JobDetail(job=job, at=at, extra=extra, schedule=schedule, graph=graph)
+    return JobDetail(job=job, at=at, extra=extra, schedule=schedule, graph=graph, durable=durable)
 
 
 @dataclass(frozen=True, slots=True)

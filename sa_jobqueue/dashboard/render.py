@@ -6,16 +6,30 @@ Each returns plain text; the templates autoescape it like every other value.
 ('0.25s', '1m 15s', '2h 01m', '-')
 >>> number(1234567)
 '1,234,567'
+>>> progress_text({"done": 5, "total": 10}), progress_text(0.5)
+('done 5/total 10', '')
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
 
 from sa_jobqueue.dashboard.queries import pretty_json
 
-__all__ = ["FILTERS", "NOTICES", "first_line", "number", "relative", "span", "stamp"]
+__all__ = [
+    "FILTERS",
+    "NOTICES",
+    "first_line",
+    "is_fraction",
+    "number",
+    "progress_text",
+    "relative",
+    "short_json",
+    "span",
+    "stamp",
+]
 
 #: The messages an action's redirect may ask the next page to show, by code.
 NOTICES = {
@@ -91,6 +105,40 @@ def first_line(text: str | None, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "\u2026"
 
 
+def short_json(value: Any, width: int = 80) -> str:
+    """`value` as one line of JSON, cut to `width` characters (a step's result, a payload)."""
+    try:
+        line = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    except (TypeError, ValueError):
+        line = str(value)
+    return line if len(line) <= width else line[: width - 1] + "\u2026"
+
+
+def is_fraction(value: Any) -> bool:
+    """True when `value` is a progress drawn as a bar: a number (not a bool) from 0 to 1."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1
+
+
+def progress_text(value: Any, width: int = 40) -> str:
+    """A ``ctx.progress`` object in a few words (``"done 5/total 10"``); "" for a fraction.
+
+    An object of plain values reads ``key value/key value``; anything else is its
+    JSON, cut to `width` characters.
+    """
+    if value is None or is_fraction(value):
+        return ""
+    if isinstance(value, dict) and all(
+        isinstance(v, (str, int, float, bool)) or v is None for v in value.values()
+    ):
+        line = "/".join(f"{key} {_plain(v)}" for key, v in value.items())
+        return line if len(line) <= width else line[: width - 1] + "\u2026"
+    return short_json(value, width)
+
+
+def _plain(value: Any) -> str:
+    return json.dumps(value) if value is None or isinstance(value, bool) else str(value)
+
+
 FILTERS = {
     "span": span,
     "stamp": stamp,
@@ -98,4 +146,6 @@ FILTERS = {
     "number": number,
     "first_line": first_line,
     "pretty_json": pretty_json,
+    "short_json": short_json,
+    "progress_text": progress_text,
 }

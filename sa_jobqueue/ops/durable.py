@@ -5,12 +5,14 @@ Read by ``sa-jobqueue jobs show`` (and `OperatorAPI.durable`); see docs/durable.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
 
+from sa_jobqueue.core.redaction import redact
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements import steps as statements
 
@@ -52,6 +54,15 @@ class DurableState:
     signals: list[SentSignal] = field(default_factory=list)
     #: ``"signal <name>"`` or ``"sleep <name>"`` while the job is parked; else None.
     parked_for: str | None = None
+
+    def redacted(self, keys: Iterable[str]) -> DurableState:
+        """As shown to people: steps' results and signals' payloads with `keys` masked."""
+        keys = tuple(keys)
+        return replace(
+            self,
+            steps=[replace(s, result=redact(s.result, keys)) for s in self.steps],
+            signals=[replace(s, payload=redact(s.payload, keys)) for s in self.signals],
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (timestamps in ISO 8601)."""
