@@ -359,6 +359,32 @@ def test_bulk_retry_of_500_failed_jobs_asks_then_retries_them_all(committed, dat
     assert count_status(committed, "running") == 1
 
 
+def _durable_job(engine: Any) -> int:
+    """A job parked waiting for a signal after two steps (one with a long result), with
+    progress reported, a signal received and one kept; and a running job with progress."""
+    from sa_jobqueue import JobContext, JobQueue
+    from sa_jobqueue.testing import drain
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("order_saga_with_a_rather_long_kind_name")
+    def saga(ctx: JobContext) -> None:
+        ctx.step("charge_the_customers_card", lambda: {"charge_id": "ch_" + "9" * 200})
+        ctx.progress(0.5)
+        ctx.wait_for_signal("paid")
+        ctx.step("reserve", lambda: ["sku-1", "sku-2"])
+        ctx.wait_for_signal("warehouse_confirmed_the_shipment", timeout=3600)
+
+    with Session(engine) as session, session.begin():
+        job_id = jobs.enqueue(session, "order_saga_with_a_rather_long_kind_name", {"o": 1}).id
+        jobs.signal(session, job_id, "paid", {"amount": 1999, "note": "n" * 300})
+        jobs.signal(session, job_id, "a_signal_nobody_waits_for_yet", None)
+    assert [o.outcome for o in drain(jobs, engine)] == ["parked"]
+    add(engine, kind="crunch", status="running", attempts=1, progress={"done": 5, "total": 10})
+    add(engine, kind="crunch", status="running", attempts=1, progress=0.75)
+    return job_id
+
+
 # What "the layout breaks" means, measured in the page rather than against a golden image
 # (the script says it): sideways scrolling, things sticking out, an overlapping header,
 # and in a wide window a table cut off in its scroll box.
@@ -390,12 +416,14 @@ def test_every_page_keeps_its_layout_in_a_narrow_and_a_wide_window(
         locked_by="a-worker-host-with-a-long-name.example.internal:4242",
         locked_until=text("now() + interval '5 minutes'"),
     )
+    durable_id = _durable_job(committed)
     pages = {
         "overview": "/",
         "overview-week": "/?range=week",
         "jobs": "/jobs",
         "jobs-failed": "/jobs?status=failed",
         "job": f"/jobs/{job_id}",
+        "job-durable": f"/jobs/{durable_id}",
         "workers": "/workers",
         "no-such-job": "/lookup?id=424242",
     }
@@ -410,6 +438,9 @@ def test_every_page_keeps_its_layout_in_a_narrow_and_a_wide_window(
                     problems = opened.evaluate(LAYOUT_PROBLEMS, width >= 1280)
                     shot(opened, f"{name}-{width}")
                     assert problems == [], (name, width, problems)
+                    if name == "job-durable":  # its steps and signals, drawn and visible
+                        for element in ("#steps", "#waits", "#signals", "#progress progress"):
+                            assert opened.locator(element).is_visible(), (element, width)
                 # The bulk confirmation page too.
                 opened.goto(base + "/jobs?status=failed")
                 opened.check("#scope-all")
