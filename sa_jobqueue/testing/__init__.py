@@ -17,7 +17,7 @@ from sa_jobqueue.testing.assertions import (
     refute_enqueued,
 )
 from sa_jobqueue.testing.draining import JobOutcome, drain
-from sa_jobqueue.testing.durable import assert_waiting_for_signal
+from sa_jobqueue.testing.durable import aassert_waiting_for_signal, assert_waiting_for_signal
 from sa_jobqueue.testing.on_commit import RunOnCommit, run_on_commit
 from sa_jobqueue.testing.running import aperform, perform
 from sa_jobqueue.testing.servers import (
@@ -34,6 +34,7 @@ __all__ = [
     "NoPostgresError",
     "RunOnCommit",
     "aassert_enqueued",
+    "aassert_waiting_for_signal",
     "aenqueued",
     "aperform",
     "arefute_enqueued",

@@ -1,8 +1,11 @@
-"""Assertions on durable jobs: `assert_waiting_for_signal` (docs/durable.md, docs/testing.md)."""
+"""Assertions on durable jobs: `assert_waiting_for_signal` and its awaitable twin.
+
+See docs/durable.md and docs/testing.md.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
@@ -12,7 +15,10 @@ from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import get_job
 from sa_jobqueue.testing.assertions import resolve_model
 
-__all__ = ["assert_waiting_for_signal"]
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+__all__ = ["aassert_waiting_for_signal", "assert_waiting_for_signal"]
 
 
 def assert_waiting_for_signal(
@@ -48,6 +54,32 @@ def assert_waiting_for_signal(
         raise AssertionError(
             f"job {job_id} is not waiting for signal {name!r}: it is {status}, "
             f"parked for {state.parked_for or 'nothing'}; open waits: {waits or 'none'}"
+        )
+
+
+async def aassert_waiting_for_signal(
+    session: AsyncSession | AsyncConnection | AsyncEngine,
+    job: JobMixin | int,
+    name: str,
+    *,
+    model: Any = None,
+) -> None:
+    """`assert_waiting_for_signal` from asyncio (through ``run_sync``); await it.
+
+    `session` is an `AsyncSession` (flushed first, read in its transaction), an
+    `AsyncConnection` or an `AsyncEngine` (a connection of its own).
+    """
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+
+    if isinstance(session, (AsyncSession, AsyncConnection)):
+        await session.run_sync(assert_waiting_for_signal, job, name, model=model)
+    elif isinstance(session, AsyncEngine):
+        async with session.connect() as conn:
+            await conn.run_sync(assert_waiting_for_signal, job, name, model=model)
+    else:
+        raise TypeError(
+            "aassert_waiting_for_signal needs an AsyncSession, AsyncConnection or AsyncEngine, "
+            f"not {type(session).__name__} (use assert_waiting_for_signal)"
         )
 
 

@@ -63,3 +63,40 @@ def test_perform_runs_steps_sleeps_at_once_and_takes_given_signals(committed):
         perform(jobs, "saga")
     with Session(committed) as s:
         assert s.scalars(select(Job)).all() == []  # perform touched no row
+
+
+def test_the_awaitable_assertion_reads_a_session_a_connection_and_an_engine(
+    committed, database_url
+):
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    from sa_jobqueue.testing import aassert_waiting_for_signal
+
+    jobs = JobQueue(Job)
+    _order_saga(jobs, [])
+    with Session(committed) as session, session.begin():
+        job_id = jobs.enqueue(session, "saga", {}).id
+    assert [o.outcome for o in drain(jobs, committed, skip_sleeps=True)] == ["parked", "parked"]
+
+    async def scenario() -> None:
+        engine = create_async_engine(database_url)
+        try:
+            await aassert_waiting_for_signal(engine, job_id, "shipped", model=Job)
+            async with engine.connect() as conn:
+                await aassert_waiting_for_signal(conn, job_id, "shipped", model=Job)
+            async with AsyncSession(engine) as session:
+                job = await session.get(Job, job_id)
+                assert job is not None
+                await aassert_waiting_for_signal(session, job, "shipped")
+                with pytest.raises(AssertionError, match="not waiting for signal 'paid'"):
+                    await aassert_waiting_for_signal(session, job, "paid")
+                with pytest.raises(AssertionError, match="no job 424242"):
+                    await aassert_waiting_for_signal(session, 424242, "shipped", model=Job)
+            with pytest.raises(TypeError, match="use assert_waiting_for_signal"):
+                await aassert_waiting_for_signal(committed, job_id, "shipped", model=Job)  # type: ignore[arg-type]
+        finally:
+            await engine.dispose()
+
+    asyncio.run(scenario())
