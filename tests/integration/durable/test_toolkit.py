@@ -95,7 +95,7 @@ def test_the_awaitable_assertion_reads_a_session_a_connection_and_an_engine(
                 with pytest.raises(AssertionError, match="no job 424242"):
                     await aassert_waiting_for_signal(session, 424242, "shipped", model=Job)
             with pytest.raises(TypeError, match="use assert_waiting_for_signal"):
-                await aassert_waiting_for_signal(committed, job_id, "shipped", model=Job)  # type: ignore[arg-type]
+                await aassert_waiting_for_signal(committed, job_id, "shipped", model=Job)
         finally:
             await engine.dispose()
 
