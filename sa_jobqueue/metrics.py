@@ -23,7 +23,7 @@ from sa_jobqueue.schema.model import JobMixin, Status
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["BUCKETS", "OUTCOMES", "Metrics", "TableGauges", "default_metrics"]
+__all__ = ["BUCKETS", "OUTCOMES", "PARK_REASONS", "Metrics", "TableGauges", "default_metrics"]
 
 log = logging.getLogger("sa_jobqueue.metrics")
 
@@ -42,6 +42,8 @@ OUTCOMES = (
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 
 _LIVE = (Status.PENDING.value, Status.RUNNING.value)
+#: The ``reason`` label of ``sa_jobqueue_jobs_parked`` (docs/durable.md).
+PARK_REASONS = ("sleep", "signal")
 
 
 def _client() -> Any:
@@ -174,13 +176,15 @@ def default_metrics() -> Metrics:
 
 
 class TableGauges:
-    """A Prometheus collector of one table's live counts and lag (see `Metrics.watch`).
+    """A Prometheus collector of one table's live counts, lag and durable jobs (`Metrics.watch`).
 
-    The query (`statements.live_counts`) reads pending and running rows only; its
-    result is reused for `interval` seconds, so scrapes from several Prometheus
-    servers cost one query. A (queue, status) seen once is reported as 0 when it
-    empties, instead of vanishing. A failed query counts a database error and
-    reports nothing for these series until the next success.
+    Two queries, on one connection: `statements.live_counts` (pending and running rows
+    per queue) and `statements.durable_gauges` (parked jobs per queue, kind and reason;
+    running jobs' reported progress per queue and kind). Their result is reused for
+    `interval` seconds, so scrapes from several Prometheus servers cost one reading.
+    A series seen once is reported as 0 when it empties, instead of vanishing (but
+    the progress mean, which has no value without jobs). A failed query counts a
+    database error and reports nothing for its series until the next success.
     """
 
     def __init__(self, metrics: Metrics, engine: Engine, model: type[JobMixin], interval: float):
@@ -189,13 +193,18 @@ class TableGauges:
         self._metrics = metrics
         self._engine = engine
         self._query = statements.live_counts(model)
+        self._durable_query = statements.durable_gauges(model)
         self._interval = interval
         self._lock = threading.Lock()
         self._read_at = -float("inf")
         self._counts: dict[tuple[str, str], int] = {}
         self._lags: dict[str, float] = {}
         self._ok = False
-        #: How many times the query ran (for tests and the curious).
+        self._parked: dict[tuple[str, str, str], int] = {}
+        self._reporting: dict[tuple[str, str], int] = {}
+        self._progress: dict[tuple[str, str], float] = {}
+        self._durable_ok = False
+        #: How many readings (of both queries) succeeded (for tests and the curious).
         self.queries = 0
 
     def describe(self) -> list[Any]:
@@ -203,14 +212,23 @@ class TableGauges:
         return []
 
     def collect(self) -> Iterator[Any]:
-        """The two gauge families, from the last reading when it is recent enough."""
+        """The gauge families, from the last reading when it is recent enough."""
         core = self._metrics._client.core
         with self._lock:
             if time.monotonic() - self._read_at >= self._interval:
                 self._read()
             counts, lags, ok = dict(self._counts), dict(self._lags), self._ok
-        if not ok:
-            return
+            durable = (dict(self._parked), dict(self._reporting), dict(self._progress))
+            durable_ok = self._durable_ok
+        if ok:
+            yield from self._live_families(core, counts, lags)
+        if durable_ok:
+            yield from self._durable_families(core, *durable)
+
+    @staticmethod
+    def _live_families(
+        core: Any, counts: dict[tuple[str, str], int], lags: dict[str, float]
+    ) -> Iterator[Any]:
         jobs = core.GaugeMetricFamily(
             "sa_jobqueue_jobs", "Pending and running jobs.", labels=["queue", "status"]
         )
@@ -226,15 +244,48 @@ class TableGauges:
         yield jobs
         yield lag
 
+    @staticmethod
+    def _durable_families(
+        core: Any,
+        parked: dict[tuple[str, str, str], int],
+        reporting: dict[tuple[str, str], int],
+        progress: dict[tuple[str, str], float],
+    ) -> Iterator[Any]:
+        family = core.GaugeMetricFamily(
+            "sa_jobqueue_jobs_parked",
+            "Pending jobs parked in a durable sleep or a signal wait, not yet due.",
+            labels=["queue", "kind", "reason"],
+        )
+        for (queue, kind, reason), jobs in sorted(parked.items()):
+            family.add_metric([queue, kind, reason], jobs)
+        yield family
+        family = core.GaugeMetricFamily(
+            "sa_jobqueue_jobs_reporting_progress",
+            "Running jobs whose last ctx.progress is a number.",
+            labels=["queue", "kind"],
+        )
+        for (queue, kind), jobs in sorted(reporting.items()):
+            family.add_metric([queue, kind], jobs)
+        yield family
+        family = core.GaugeMetricFamily(
+            "sa_jobqueue_jobs_progress_ratio",
+            "Mean ctx.progress (0-1) of the running jobs reporting a number.",
+            labels=["queue", "kind"],
+        )
+        for (queue, kind), mean in sorted(progress.items()):
+            family.add_metric([queue, kind], mean)
+        yield family
+
     def _read(self) -> None:
         self._read_at = time.monotonic()
         try:
             with self._engine.connect() as connection:
                 rows = connection.execute(self._query).all()
+                self._read_durable(connection)
         except exc.SQLAlchemyError as error:
             log.warning("reading the metrics gauges failed: %s", error)
             self._metrics.database_error()
-            self._ok = False
+            self._ok = self._durable_ok = False
             return
         self.queries += 1
         counts: dict[tuple[str, str], int] = dict.fromkeys(self._counts, 0)
@@ -248,6 +299,31 @@ class TableGauges:
             for status in _LIVE:
                 counts.setdefault((queue, status), 0)
         self._counts, self._lags, self._ok = counts, lags, True
+
+    def _read_durable(self, connection: Any) -> None:
+        """Read `statements.durable_gauges`; its failure (say, before sajq_0007) is its own."""
+        try:
+            with connection.begin_nested():
+                rows = connection.execute(self._durable_query).all()
+        except exc.SQLAlchemyError as error:
+            log.warning("reading the durable jobs' gauges failed: %s", error)
+            self._metrics.database_error()
+            self._durable_ok = False
+            return
+        parked = dict.fromkeys(self._parked, 0)
+        reporting = dict.fromkeys(self._reporting, 0)
+        progress: dict[tuple[str, str], float] = {}
+        for row in rows:
+            if row.reason == "progress":
+                reporting[(row.queue, row.kind)] = row.jobs
+                progress[(row.queue, row.kind)] = float(row.progress)
+            else:
+                parked[(row.queue, row.kind, row.reason)] = row.jobs
+        for queue, kind, _ in list(parked):
+            for reason in PARK_REASONS:
+                parked.setdefault((queue, kind, reason), 0)
+        self._parked, self._reporting, self._progress = parked, reporting, progress
+        self._durable_ok = True
 
     def close(self) -> None:
         """Unregister from the registry."""

@@ -47,6 +47,7 @@ from sa_jobqueue.statements.dashboard import (
     set_statement_timeout,
     workers_summary,
 )
+from sa_jobqueue.statements.durable_gauges import durable_gauges
 from sa_jobqueue.statements.inserts import by_keys, by_unique_keys, enqueue, enqueue_one
 from sa_jobqueue.statements.limits import (
     claim_limited,
@@ -116,6 +117,7 @@ __all__ = [
     "discard",
     "drop_start",
     "due_kinds",
+    "durable_gauges",
     "enqueue",
     "enqueue_one",
     "fail",

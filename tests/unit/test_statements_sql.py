@@ -182,6 +182,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "limit_usage": lambda: statements.limit_usage(Job),
     "limited_due": lambda: statements.limited_due(Job, kinds=["sync_crm", "charge"]),
     "live_counts": lambda: statements.live_counts(Job),
+    "durable_gauges": lambda: statements.durable_gauges(Job),
     "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
     "enqueue_one": lambda: statements.enqueue_one(Job, returning=("id", "payload", "run_at")),
     "enqueue_one_keyed": lambda: statements.enqueue_one(
