@@ -91,3 +91,30 @@ def test_running_jobs_progress_is_a_mean_and_a_count_per_queue_and_kind(committe
         registry.collect()
     assert gauges.queries == 1  # one reading (both queries) per interval
     assert "# TYPE sa_jobqueue_jobs_parked gauge" in metrics.text()
+
+
+def test_a_table_before_sajq_0007_keeps_its_live_gauges_and_counts_the_durable_error(
+    jobqueue_server_url,
+):
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    from sa_jobqueue import migration
+    from sa_jobqueue.testing import scratch_database
+
+    with scratch_database(jobqueue_server_url, prefix="sa_jobqueue_gauges_0006") as url:
+        migration.upgrade(url, revision="sajq_0006")
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.begin() as conn:
+                conn.execute(
+                    text("INSERT INTO jobs (queue, kind, payload) VALUES ('mail', 'k', '{}')")
+                )
+            registry = CollectorRegistry()
+            metrics = Metrics(registry)
+            metrics.watch(engine, Job, interval=3600)
+            assert _value(registry, "sa_jobqueue_jobs", queue="mail", status="pending") == 1
+            assert _value(registry, "sa_jobqueue_database_errors_total") == 1
+            assert "sa_jobqueue_jobs_parked" not in metrics.text()  # no steps table: no series
+        finally:
+            engine.dispose()
