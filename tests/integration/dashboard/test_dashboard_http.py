@@ -28,6 +28,7 @@ from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.schema.state_tables import schedules_table_for
+from sa_jobqueue.statements import steps
 from tests.support.models import Job, new_queue
 
 XSS = "<script>document.title='pwned'</script>"
@@ -363,6 +364,9 @@ def test_every_page_statement_has_an_index_path(committed):
         (statements.finished_per_bucket(Job, by_queue=True), {**params, "bucket": 1800.0}),
         (statements.finished_per_bucket(Job), {"window": 7 * 86400.0, "bucket": 10800.0}),
         (statements.last_id(Job), {}),
+        # The job page's durable reading (ops.durable): its steps, its signals.
+        (steps.steps_of(Job), {"job_id": 1}),
+        (steps.signals_of(Job), {"job_id": 1}),
     ]
     for live in ("pending", "running", "failed"):
         # The totals' live counts and the "all N matching" count of a status filter.
