@@ -94,19 +94,22 @@ class EnqueueAPI(Generic[JobT]):
         self, kind: object, payload: Any, options: EnqueueOptions, *, call: str
     ) -> tuple[JobSpec, KeyedEnqueue | None]:
         """One job's `JobSpec` and its debounce or throttle, for `enqueue` and `aenqueue`."""
-        check_options(call, options)
-        plain = dict(options)
-        keyed_enqueue = check_keyed(
-            plain.pop("debounce", None),
-            plain.pop("throttle", None),
-            run_at=plain.get("run_at"),
-            delay=plain.get("delay"),
-            keys={
-                "idempotency_key": plain.get("idempotency_key"),
-                "unique_key": plain.get("unique_key"),
-                "after": plain.get("after"),
-            },
-        )
+        plain: dict[str, Any] = {}
+        keyed_enqueue = None
+        if options:  # the common call gives none: nothing to check here
+            check_options(call, options)
+            plain.update(options)
+            keyed_enqueue = check_keyed(
+                plain.pop("debounce", None),
+                plain.pop("throttle", None),
+                run_at=plain.get("run_at"),
+                delay=plain.get("delay"),
+                keys={
+                    "idempotency_key": plain.get("idempotency_key"),
+                    "unique_key": plain.get("unique_key"),
+                    "after": plain.get("after"),
+                },
+            )
         spec = prepare(
             self.registry,
             self.max_payload_bytes,

@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Row, inspect
+from sqlalchemy import JSON, inspect
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached, scoped_session
 from sqlalchemy.orm.attributes import instance_dict
 from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue import statements
+from sa_jobqueue.enqueue.direct import Direct
 from sa_jobqueue.enqueue.insert_many import ManyInserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.schema.columns import dumps
@@ -62,6 +63,8 @@ class _One:
     statement: ReturningInsert[Any]
     #: The attribute each RETURNING column fills, in order.
     returned: tuple[str, ...]
+    #: `statement`, sent on the driver's cursor where nothing could tell.
+    direct: Direct
 
 
 def _plain_session(session: Session) -> bool:
@@ -145,7 +148,7 @@ class Inserter(ManyInserter[JobT]):
             # objects (the order a job's foreign key points to) go first.
             session._autoflush()
             bind = {"mapper": mapper, "clause": one.statement}
-            row = session.connection(bind_arguments=bind).execute(one.statement, params).first()
+            row = one.direct.first(session.connection(bind_arguments=bind), params)
             if row is None:  # a key was taken: find the job that holds it
                 return self._match(session, specs, [])
             return [self._attach(session, mapper, spec, one, row, trace_context)]
@@ -211,7 +214,7 @@ class Inserter(ManyInserter[JobT]):
                 returning=[c.name for c in columns],
             )
             returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            one = self._ones[shape] = _One(statement, returned)
+            one = self._ones[shape] = _One(statement, returned, Direct(statement))
         return one
 
     def _attach(
@@ -220,7 +223,7 @@ class Inserter(ManyInserter[JobT]):
         mapper: Mapper[Any],
         spec: JobSpec,
         one: _One,
-        row: Row[Any],
+        row: Sequence[Any],
         trace_context: Mapping[str, str] | None,
     ) -> Any:
         """The persistent object for the row just inserted, in `session`'s identity map."""
