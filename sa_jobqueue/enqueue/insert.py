@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import JSON, inspect
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached, scoped_session
-from sqlalchemy.orm.attributes import instance_dict
+from sqlalchemy.orm.attributes import instance_dict, instance_state
 from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue import statements
@@ -240,11 +240,25 @@ class Inserter(ManyInserter[JobT]):
             concurrency_key=spec.concurrency_key,
         )
         values.update(zip(one.returned, row, strict=True))
-        existing = session.identity_map.get(mapper.identity_key_from_primary_key((values["id"],)))
+        key = mapper.identity_key_from_primary_key((values["id"],))
+        existing = session.identity_map.get(key)
         if existing is not None:
             return existing  # as an ORM load would: the session's object wins
         job = mapper.class_manager.new_instance()
         instance_dict(job).update(values)
-        make_transient_to_detached(job)  # history clear, identity key set: as loaded
-        session.add(job)
+        events = session.dispatch
+        if events.before_attach or events.after_attach or events.detached_to_persistent:
+            make_transient_to_detached(job)  # history clear, identity key set: as loaded
+            session.add(job)  # which tells those listeners
+            return job
+        # What make_transient_to_detached and then an ORM load do, without
+        # Session.add's cascades and events (a load fires none of them).
+        state = instance_state(job)
+        state.key = key
+        state.identity_token = None
+        state._commit_all(state.dict)
+        if state.unloaded:  # a relationship of the application's: loads on first use
+            state._expire_attributes(state.dict, state.unloaded)
+        state.session_id = session.hash_key
+        session.identity_map._add_unpresent(state, key)
         return job
