@@ -93,6 +93,8 @@ class Inserter(ManyInserter[JobT]):
         # Whether one job's row can be attached without the ORM's loading: decided
         # on first use, once the application's mappers can be configured.
         self._plain: bool | None = None
+        # The batched statement returning what `_attach` needs, per extra columns.
+        self._manys: dict[tuple[str, ...], _One] = {}
 
     def insert_one(
         self,
@@ -155,6 +157,51 @@ class Inserter(ManyInserter[JobT]):
 
         found: JobT = self._insert_in_order(real, [spec], insert_once)[0]
         return found
+
+    def _rows(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        extra: tuple[str, ...],
+        workflow: bool,
+        params: dict[str, Any],
+    ) -> list[Any]:
+        """`ManyInserter._rows`, built as `insert_one` builds its row where nothing could tell.
+
+        The INSERT returns only what the database filled (and the keys, to pair each
+        row with its spec: rows come back in the batch's order, less the specs whose
+        key was taken), and each row is attached as `insert_one` attaches its own.
+        """
+        mapper = self._mapper()
+        loaded = mapper.class_manager.dispatch.load
+        if workflow or loaded or not (self._plain_model() and _plain_session(session)):
+            return super()._rows(session, specs, extra, workflow, params)
+        many = self._manys.get(extra)
+        if many is None:
+            known = set(_SET_COLUMNS) - {"idempotency_key", "unique_key"}
+            known |= set(_NULL_COLUMNS) - set(extra)
+            mapped = set(mapper.columns.values())
+            columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
+            statement = statements.enqueue(self.model, extra=extra).returning(*columns)
+            returned = tuple(mapper.get_property_by_column(c).key for c in columns)
+            many = self._manys[extra] = _One(statement, returned, Direct(statement))
+        session._autoflush()  # as the ORM would before its statement
+        bind = {"mapper": mapper, "clause": many.statement}
+        connection = session.connection(bind_arguments=bind)
+        result = connection.execute(many.statement, params).all()
+        id_at = many.returned.index("id")
+        keys_at = many.returned.index("idempotency_key"), many.returned.index("unique_key")
+        rows = sorted(result, key=lambda row: row[id_at])
+        inserted: list[Any] = []
+        for spec in specs:  # the next row belongs to the next spec with its keys
+            if len(inserted) == len(rows):
+                break
+            row = rows[len(inserted)]
+            if (row[keys_at[0]], row[keys_at[1]]) != (spec.idempotency_key, spec.unique_key):
+                continue
+            # A trace context is in `extra`: returned with the row, not left NULL.
+            inserted.append(self._attach(session, mapper, spec, many, row, None))
+        return inserted
 
     def _mapper(self) -> Mapper[Any]:
         """The model's mapper, configured: as the ORM makes sure before each statement.
@@ -252,11 +299,12 @@ class Inserter(ManyInserter[JobT]):
             session.add(job)  # which tells those listeners
             return job
         # What make_transient_to_detached and then an ORM load do, without
-        # Session.add's cascades and events (a load fires none of them).
+        # Session.add's cascades and events (a load fires none of them). Its
+        # _commit_all has nothing to clear: the dict was filled around the
+        # attribute events, so the new instance has no history.
         state = instance_state(job)
         state.key = key
         state.identity_token = None
-        state._commit_all(state.dict)
         if state.unloaded:  # a relationship of the application's: loads on first use
             state._expire_attributes(state.dict, state.unloaded)
         state.session_id = session.hash_key

@@ -130,7 +130,8 @@ def test_with_no_listener_the_insert_goes_to_the_driver_and_returns_what_a_load_
     payload = {"n": 1, "nested": [1.5, None, {"é": "ü"}], "big": 10**30}
     session.execute(select(1))
     connection = session.connection()
-    assert not (connection._has_events or connection.engine._has_events)
+    assert not connection._has_events
+    assert not connection.engine._has_events
     with _received(connection) as sent:
         job = jobs.enqueue(session, "send_receipt", payload, **SHAPES[shape])
         assert session.get(Job, job.id) is job
