@@ -56,6 +56,10 @@ _SET_COLUMNS = (
 )
 
 
+_NULLS = dict.fromkeys(_NULL_COLUMNS)
+_PENDING = Status.PENDING.value
+
+
 @dataclass(frozen=True)
 class _One:
     """The INSERT of one job with a given set of extra columns, and what it returns."""
@@ -65,6 +69,8 @@ class _One:
     returned: tuple[str, ...]
     #: `statement`, sent on the driver's cursor where nothing could tell.
     direct: Direct
+    #: The model's attributes a row leaves unloaded (its relationships): expired.
+    unloaded: frozenset[str]
 
 
 def _plain_session(session: Session) -> bool:
@@ -184,7 +190,7 @@ class Inserter(ManyInserter[JobT]):
             columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
             statement = statements.enqueue(self.model, extra=extra).returning(*columns)
             returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            many = self._manys[extra] = _One(statement, returned, Direct(statement))
+            many = self._manys[extra] = self._shape(statement, returned)
         session._autoflush()  # as the ORM would before its statement
         bind = {"mapper": mapper, "clause": many.statement}
         connection = session.connection(bind_arguments=bind)
@@ -261,8 +267,13 @@ class Inserter(ManyInserter[JobT]):
                 returning=[c.name for c in columns],
             )
             returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            one = self._ones[shape] = _One(statement, returned, Direct(statement))
+            one = self._ones[shape] = self._shape(statement, returned)
         return one
+
+    def _shape(self, statement: ReturningInsert[Any], returned: tuple[str, ...]) -> _One:
+        filled = {*_NULL_COLUMNS, *_SET_COLUMNS, *returned}
+        unloaded = frozenset(self._mapper().class_manager) - filled
+        return _One(statement, returned, Direct(statement), unloaded)
 
     def _attach(
         self,
@@ -274,18 +285,18 @@ class Inserter(ManyInserter[JobT]):
         trace_context: Mapping[str, str] | None,
     ) -> Any:
         """The persistent object for the row just inserted, in `session`'s identity map."""
-        values: dict[str, Any] = dict.fromkeys(_NULL_COLUMNS)
-        values.update(
-            kind=spec.kind,
-            queue=spec.queue,
-            status=Status.PENDING.value,
-            priority=spec.priority,
-            attempts=0,
-            max_attempts=spec.max_attempts,
-            idempotency_key=spec.idempotency_key,
-            unique_key=spec.unique_key,
-            concurrency_key=spec.concurrency_key,
-        )
+        values: dict[str, Any] = {
+            **_NULLS,
+            "kind": spec.kind,
+            "queue": spec.queue,
+            "status": _PENDING,
+            "priority": spec.priority,
+            "attempts": 0,
+            "max_attempts": spec.max_attempts,
+            "idempotency_key": spec.idempotency_key,
+            "unique_key": spec.unique_key,
+            "concurrency_key": spec.concurrency_key,
+        }
         values.update(zip(one.returned, row, strict=True))
         key = mapper.identity_key_from_primary_key((values["id"],))
         existing = session.identity_map.get(key)
@@ -305,8 +316,8 @@ class Inserter(ManyInserter[JobT]):
         state = instance_state(job)
         state.key = key
         state.identity_token = None
-        if state.unloaded:  # a relationship of the application's: loads on first use
-            state._expire_attributes(state.dict, state.unloaded)
+        if one.unloaded:  # a relationship of the application's: loads on first use
+            state._expire_attributes(state.dict, one.unloaded)
         state.session_id = session.hash_key
         session.identity_map._add_unpresent(state, key)
         return job
