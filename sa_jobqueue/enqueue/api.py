@@ -124,6 +124,8 @@ class EnqueueAPI(Generic[JobT]):
     def _insert_one(self, session: Session | scoped_session[Any], spec: JobSpec) -> JobT:
         """Insert `spec` in `session`'s transaction, inside its ``send`` span."""
         session = _plain(session)
+        if not tracing.recording():  # no span to open: spare the context manager
+            return self._inserter.insert_one(session, spec)
         with tracing.producing([spec.queue], 1) as produced:
             job = self._inserter.insert_one(session, spec, trace_context=produced.carrier)
             produced.inserted([job.id])

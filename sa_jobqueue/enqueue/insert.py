@@ -161,6 +161,9 @@ class Inserter(ManyInserter[JobT]):
                 return self._match(session, specs, [])
             return [self._attach(session, mapper, spec, one, row, trace_context)]
 
+        if spec.unique_key is None:  # nothing to retry: see `_insert_in_order`
+            job = insert_once(real, [spec])[0]
+            return job
         found: JobT = self._insert_in_order(real, [spec], insert_once)[0]
         return found
 
