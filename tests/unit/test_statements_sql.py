@@ -19,10 +19,12 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control, fairness, keyed, schedule_control, workflows
+from sa_jobqueue.statements import control, fairness, keyed, schedule_control, steps, workflows
+from sa_jobqueue.statements.ended import notifying_ended
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
+ENDED = "sa_jobqueue_ended_jobs"
 
 BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue": lambda: statements.enqueue(Job),
@@ -52,6 +54,22 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "complete_charged": lambda: statements.complete_charged(Job),
     "sweep_expired": lambda: statements.sweep_expired(Job),
     "prune": lambda: statements.prune(Job),
+    "prune_count": lambda: statements.prune_count(Job, statuses=["done"]),
+    "bulk_batch": lambda: statements.bulk_batch(
+        Job,
+        statuses=["failed", "cancelled"],
+        conditions=statements.filter_conditions(Job, by_queue=True, by_error=True),
+    ),
+    "bulk_count": lambda: statements.bulk_count(
+        Job, statuses=["pending"], conditions=statements.filter_conditions(Job, by_kind=True)
+    ),
+    "capped_count": lambda: statements.capped_count(
+        Job, conditions=statements.list_filter(Job, by_status=True, by_queue=True, by_kind=True)
+    ),
+    "finished_per_bucket": lambda: statements.finished_per_bucket(Job, by_queue=True),
+    "last_id": lambda: statements.last_id(Job),
+    "status_counts": lambda: statements.status_counts(Job),
+    "status_estimates": statements.status_estimates,
     "stats": lambda: statements.stats(Job),
     "list_jobs": lambda: statements.list_jobs(Job, by_status=True, by_queue=True, by_kind=True),
     "requeue": lambda: statements.requeue(Job),
@@ -96,6 +114,23 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim_queues_handled_kinds": lambda: statements.claim_queues(
         Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
     ),
+    # durable steps, sleeps, signals and progress (sajq_0007)
+    "recorded_steps": lambda: steps.recorded_steps(Job),
+    "record_step": lambda: steps.record_step(Job),
+    "record_step_unlocked": lambda: steps.record_step(Job, lock=False),
+    "park_sleep": lambda: steps.park_sleep(Job),
+    "lock_attempt": lambda: steps.lock_attempt(Job),
+    "take_signal": lambda: steps.take_signal(Job),
+    "resolve_wait": lambda: steps.resolve_wait(Job),
+    "time_out_wait": lambda: steps.time_out_wait(Job),
+    "park_wait": lambda: steps.park_wait(Job),
+    "set_progress": lambda: steps.set_progress(Job),
+    "set_progress_locked": lambda: steps.set_progress(Job, skip_locked=False),
+    "job_for_signal": lambda: steps.job_for_signal(Job),
+    "send_signal": lambda: steps.send_signal(Job),
+    "wake_waiting": lambda: steps.wake_waiting(Job, "sa_jobqueue_jobs"),
+    "steps_of": lambda: steps.steps_of(Job),
+    "signals_of": lambda: steps.signals_of(Job),
     # runtime schedules, debounce and throttle (sajq_0006)
     "lock_schedule": lambda: schedule_control.lock_schedule(Job),
     "list_schedules": lambda: schedule_control.list_schedules(Job),
@@ -164,6 +199,16 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "release_dependents_notify": lambda: workflows.release_dependents(
         Job, channel="sa_jobqueue_jobs"
     ),
+    "release_dependents_notify_ended": lambda: workflows.release_dependents(
+        Job, channel="sa_jobqueue_jobs", ended_channel=ENDED
+    ),
+    "complete_notifying_ended": lambda: notifying_ended(statements.complete(Job), ENDED),
+    "complete_and_lock_notifying_ended": lambda: statements.complete_and_lock(
+        Job, statements.complete(Job, with_results=False), ended=ENDED
+    ),
+    "fail_notifying_ended": lambda: notifying_ended(
+        statements.fail(Job), ENDED, statuses=statements.FINISHED_VALUES
+    ),
     "upstream_of": lambda: workflows.upstream_of(Job),
     "upstream_results": lambda: workflows.upstream_results(Job),
     "dependents_of": lambda: workflows.dependents_of(Job),
@@ -217,6 +262,9 @@ NOT_SNAPSHOTTED = {
     "notify",
     "set_statement_timeout",
     "cursor_params",  # not a statement: the names of job_page's cursor parameters
+    "like_pattern",  # not a statement: an ILIKE pattern for a text
+    "filter_conditions",  # WHERE conditions, snapshotted inside job_page and bulk_batch
+    "list_filter",  # WHERE conditions, snapshotted inside capped_count
     "starts_of",
 }
 
