@@ -17,7 +17,16 @@ from typing import Any
 
 import pytest
 from psycopg import pq
-from sqlalchemy import Connection, ForeignKey, Integer, Text, event, inspect, select
+from sqlalchemy import (
+    Connection,
+    ForeignKey,
+    Integer,
+    Text,
+    create_engine,
+    event,
+    inspect,
+    select,
+)
 from sqlalchemy.orm import (
     DeclarativeBase,
     Mapped,
@@ -26,6 +35,7 @@ from sqlalchemy.orm import (
     reconstructor,
     scoped_session,
 )
+from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobMixin, JobQueue
 from tests.support.models import Job, Order
@@ -124,8 +134,20 @@ def test_enqueue_returns_what_a_load_returns_in_one_statement(session, shape):
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_with_no_listener_the_insert_goes_to_the_driver_and_returns_what_a_load_returns(
-    session, shape
+    database_url, shape
 ):
+    # An engine of its own: a listener another test ever put on the shared one leaves
+    # it `_has_events` for good (event.remove does not reset it), hence the other path.
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with Session(engine) as session, session.begin():
+            _direct_enqueue(session, shape)
+            session.rollback()
+    finally:
+        engine.dispose()
+
+
+def _direct_enqueue(session: Session, shape: str) -> None:
     jobs = JobQueue(Job)
     payload = {"n": 1, "nested": [1.5, None, {"é": "ü"}], "big": 10**30}
     session.execute(select(1))
