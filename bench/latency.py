@@ -127,7 +127,15 @@ def serve(url: str, listen: bool, poll_interval: float, pipe: Pipe, trace: bool 
     if trace:
         _trace_stages()
     engine = create_engine(url, pool_size=4)
-    jobs.worker(engine, queues=[QUEUE], poll_interval=poll_interval, listen=listen).run()
+    # LATENCY_ASYNC_COMMIT=1: the claim's COMMIT skips the WAL flush (what it costs).
+    asynchronous = bool(os.environ.get("LATENCY_ASYNC_COMMIT"))
+    jobs.worker(
+        engine,
+        queues=[QUEUE],
+        poll_interval=poll_interval,
+        listen=listen,
+        asynchronous_commit=asynchronous,
+    ).run()
 
 
 #: The wake-up's stages, in order, as `_trace_stages` stamps them (``sent``: COMMIT sent).
@@ -205,7 +213,13 @@ def stage_lines(trace: list[dict[str, int]]) -> list[str]:
     """A table: each stage's step from the one before, p50/p95/p99 in ms."""
     lines = ["| step | samples | p50 | p95 | p99 |", "|---|---:|---:|---:|---:|"]
     stages = FINE_STAGES if os.environ.get("LATENCY_TRACE_FINE") else STAGES
-    for before, after in itertools.pairwise(stages):
+    # Then the two shares: the enqueuer's commit until its notification arrives, and
+    # the worker's, from the notification to the handler's start.
+    for before, after in [
+        *itertools.pairwise(stages),
+        ("sent", "notified"),
+        ("notified", "handler"),
+    ]:
         steps = [(t[after] - t[before]) / 1e6 for t in trace if before in t and after in t]
         if steps:
             lines.append(
