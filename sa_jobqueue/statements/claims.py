@@ -130,6 +130,9 @@ def claim_queues(
     the same leases, paused-queue filter, `exclude_kinds` and `kinds`. The caller moves
     ``:start`` between rounds, so no queue waits behind the others for long.
 
+    Up to `LEVEL_WALK_MAX_QUEUES` queues, each queue's priority levels are walked as in
+    `claim` (jobs not yet due are never stepped over); past it, each queue is one range
+    (a walk per level would cost more than it saves over many thin queues).
     Each queue is a ``LATERAL`` subquery (``queue = q.name``): an ordered walk of
     the pending index that locks its rows with ``FOR UPDATE SKIP LOCKED`` as it goes
     and stops as soon as the outer ``LIMIT`` is met, so an empty queue costs one
@@ -147,11 +150,24 @@ def claim_queues(
     start = bindparam("start", type_=Integer)
     rotated = ring[start + 1 : len(names)].op("||")(ring[1:start])
     ordered = func.unnest(rotated).table_valued("name").render_derived(name="q")
-    levels = _levels(model, ordered.c.name, outer=ordered)
-    per_level = _due_in(
-        model, ordered.c.name, exclude_kinds, outer=ordered, kinds=kinds, level=levels.c.priority
-    ).lateral("c")
-    per_queue = select(per_level.c.id).select_from(levels.join(per_level, true())).lateral("l")
+    per_queue: Any
+    if len(names) > LEVEL_WALK_MAX_QUEUES:
+        # Past that many queues the walk's few microseconds per queue add up (11.8 ms
+        # instead of 7.2 for a claim over 1,000 empty queues): one range per queue.
+        due_here = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered, kinds=kinds)
+        per_queue = due_here.lateral("c")
+    else:
+        levels = _levels(model, ordered.c.name, outer=ordered)
+        per_level = _due_in(
+            model,
+            ordered.c.name,
+            exclude_kinds,
+            outer=ordered,
+            kinds=kinds,
+            level=levels.c.priority,
+        ).lateral("c")
+        walk = select(per_level.c.id).select_from(levels.join(per_level, true()))
+        per_queue = walk.lateral("l")
     # No ORDER BY: the rows come as the nested loop makes them, queue by queue in
     # the array's order (a function scan returns its rows in order, and a LATERAL
     # subquery can only be the inner side of a nested loop; nothing else is joined,
