@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sa_jobqueue.migration.durable import add_durable_steps, drop_durable_steps
     from sa_jobqueue.migration.ops import (
         add_flow_control,
         add_runtime_control,
@@ -54,6 +55,7 @@ __all__ = [
     "AUTOVACUUM",
     "ROOT_REVISION",
     "Migrated",
+    "add_durable_steps",
     "add_flow_control",
     "add_revision_columns",
     "add_runtime_control",
@@ -67,6 +69,7 @@ __all__ = [
     "current_revisions",
     "downgrade",
     "downgrade_to",
+    "drop_durable_steps",
     "drop_flow_control",
     "drop_jobs_table",
     "drop_notify_trigger",
@@ -93,11 +96,20 @@ _OPS = frozenset(
     | {"add_workflows", "drop_workflows", "revision_table"}
 )
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
+_DURABLE = frozenset({"add_durable_steps", "drop_durable_steps"})
 
 
 def __getattr__(name: str) -> Any:
     """Load a name of the migration surface on first use (Alembic with it)."""
     if name in __all__:
-        module = "ops" if name in _OPS else "versions" if name in _VERSIONS else "scripts"
+        module = (
+            "ops"
+            if name in _OPS
+            else "versions"
+            if name in _VERSIONS
+            else "durable"
+            if name in _DURABLE
+            else "scripts"
+        )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)
     raise AttributeError(f"module 'sa_jobqueue.migration' has no attribute {name!r}")

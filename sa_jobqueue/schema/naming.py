@@ -13,6 +13,8 @@ operator commands agree on each name without importing one another. See docs/mig
 'sa_jobqueue_starts_jobs'
 >>> dependencies_table_name("jobs")
 'sa_jobqueue_deps_jobs'
+>>> ended_channel_name("jobs")
+'sa_jobqueue_ended_jobs'
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -31,11 +33,14 @@ __all__ = [
     "control_channel_name",
     "dependencies_table_name",
     "derived_names",
+    "ended_channel_name",
     "lock_name",
     "notify_function_name",
     "paused_queues_table",
     "schedules_table",
+    "signals_table_name",
     "starts_table_name",
+    "steps_table_name",
     "turns_table",
     "version_table",
     "weights_table",
@@ -92,6 +97,13 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"fk_{table}_deps_job",
         f"fk_{table}_deps_upstream",
         f"ix_{table}_deps_upstream",
+        f"sa_jobqueue_steps_{table}",
+        f"pk_{table}_steps",
+        f"fk_{table}_steps",
+        f"sa_jobqueue_signal_{table}",
+        f"pk_{table}_signals",
+        f"fk_{table}_signals",
+        f"ix_{table}_signals_job",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -140,6 +152,16 @@ def dependencies_table_name(table: str) -> str:
     return f"sa_jobqueue_deps_{table}"[:IDENTIFIER_MAX]
 
 
+def steps_table_name(table: str) -> str:
+    """The table of the steps `table`'s jobs recorded (``ctx.step``, docs/durable.md)."""
+    return f"sa_jobqueue_steps_{table}"[:IDENTIFIER_MAX]
+
+
+def signals_table_name(table: str) -> str:
+    """The table of the signals sent to `table`'s jobs (``jobs.signal``, docs/durable.md)."""
+    return f"sa_jobqueue_signal_{table}"[:IDENTIFIER_MAX]
+
+
 def channel_name(table: str) -> str:
     """The LISTEN/NOTIFY channel on which inserts into `table` are announced."""
     return f"sa_jobqueue_{table}"[:IDENTIFIER_MAX]
@@ -158,6 +180,11 @@ def lock_name(table: str, purpose: str) -> str:
 def control_channel_name(table: str) -> str:
     """The channel on which `jobs.cancel` tells workers which running jobs of `table` stop."""
     return f"sa_jobqueue_control_{table}"[:IDENTIFIER_MAX]
+
+
+def ended_channel_name(table: str) -> str:
+    """The channel on which the ids of `table`'s jobs that ended are announced (`jobs.wait`)."""
+    return f"sa_jobqueue_ended_{table}"[:IDENTIFIER_MAX]
 
 
 def paused_queues_table(table: str) -> str:

@@ -19,10 +19,12 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control, fairness, keyed, schedule_control, workflows
+from sa_jobqueue.statements import control, fairness, keyed, schedule_control, steps, workflows
+from sa_jobqueue.statements.ended import notifying_ended
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
+ENDED = "sa_jobqueue_ended_jobs"
 
 BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue": lambda: statements.enqueue(Job),
@@ -118,6 +120,23 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim_queues_handled_kinds": lambda: statements.claim_queues(
         Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
     ),
+    # durable steps, sleeps, signals and progress (sajq_0007)
+    "recorded_steps": lambda: steps.recorded_steps(Job),
+    "record_step": lambda: steps.record_step(Job),
+    "record_step_unlocked": lambda: steps.record_step(Job, lock=False),
+    "park_sleep": lambda: steps.park_sleep(Job),
+    "lock_attempt": lambda: steps.lock_attempt(Job),
+    "take_signal": lambda: steps.take_signal(Job),
+    "resolve_wait": lambda: steps.resolve_wait(Job),
+    "time_out_wait": lambda: steps.time_out_wait(Job),
+    "park_wait": lambda: steps.park_wait(Job),
+    "set_progress": lambda: steps.set_progress(Job),
+    "set_progress_locked": lambda: steps.set_progress(Job, skip_locked=False),
+    "job_for_signal": lambda: steps.job_for_signal(Job),
+    "send_signal": lambda: steps.send_signal(Job),
+    "wake_waiting": lambda: steps.wake_waiting(Job, "sa_jobqueue_jobs"),
+    "steps_of": lambda: steps.steps_of(Job),
+    "signals_of": lambda: steps.signals_of(Job),
     # runtime schedules, debounce and throttle (sajq_0006)
     "lock_schedule": lambda: schedule_control.lock_schedule(Job),
     "list_schedules": lambda: schedule_control.list_schedules(Job),
@@ -185,6 +204,16 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "release_dependents": lambda: workflows.release_dependents(Job),
     "release_dependents_notify": lambda: workflows.release_dependents(
         Job, channel="sa_jobqueue_jobs"
+    ),
+    "release_dependents_notify_ended": lambda: workflows.release_dependents(
+        Job, channel="sa_jobqueue_jobs", ended_channel=ENDED
+    ),
+    "complete_notifying_ended": lambda: notifying_ended(statements.complete(Job), ENDED),
+    "complete_and_lock_notifying_ended": lambda: statements.complete_and_lock(
+        Job, statements.complete(Job, with_results=False), ended=ENDED
+    ),
+    "fail_notifying_ended": lambda: notifying_ended(
+        statements.fail(Job), ENDED, statuses=statements.FINISHED_VALUES
     ),
     "upstream_of": lambda: workflows.upstream_of(Job),
     "upstream_results": lambda: workflows.upstream_results(Job),
