@@ -70,6 +70,8 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness,
 	$(BIN)/python bench/fairness.py
 	$(BIN)/python bench/backlog.py
 	$(BIN)/python bench/next_due.py
+	$(BIN)/python bench/latency.py --wake-only --samples 200
+	$(BIN)/python bench/drain_limit.py
 	$(BIN)/python bench/workflows.py
 	$(BIN)/python bench/peers.py
 	$(BIN)/python bench/enqueue.py
