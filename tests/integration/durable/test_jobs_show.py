@@ -67,6 +67,6 @@ def test_the_dashboards_job_page_shows_progress_as_a_bar_or_its_object(committed
         ids = number.id, shaped.id
     client = TestClient(make_app(new_queue(), committed), base_url="http://127.0.0.1")
     page = client.get(f"/jobs/{ids[0]}").text
-    assert '<progress max="1" value="0.25"></progress> 25%' in page
+    assert '<progress max="1" value="0.25"></progress> <span class="percent">25%</span>' in page
     page = client.get(f"/jobs/{ids[1]}").text
     assert "&#34;done&#34;: 5" in page or '"done": 5' in page
