@@ -119,6 +119,7 @@ def show_command(
     if job is None or graph is None or durable is None:
         fail(f"no job {job_id}")
     job = job.redacted(queue_api.redact_keys)
+    durable = durable.redacted(queue_api.redact_keys)  # step results, signal payloads
     if as_json:
         print_json(
             {

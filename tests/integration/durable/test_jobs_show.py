@@ -25,6 +25,7 @@ def test_jobs_show_prints_steps_the_awaited_signal_and_progress(committed, datab
     with Session(committed) as session, session.begin():
         job_id = jobs.enqueue(session, "saga", {}).id
         jobs.signal(session, job_id, "early", {"n": 1})  # kept: nobody waits for it yet
+        jobs.signal(session, job_id, "secretive", {"token": "tok_live_1"})
     assert [o.outcome for o in drain(jobs, committed)] == ["parked"]
 
     def show(*extra: str) -> str:
@@ -35,6 +36,8 @@ def test_jobs_show_prints_steps_the_awaited_signal_and_progress(committed, datab
         return result.stdout
 
     text = show()
+    assert "tok_live_1" not in text  # masked like the payload
+    assert "tok_live_1" not in show("--json")
     assert "progress: 0.25" in text
     assert "parked for: signal shipped" in text
     assert "charge step (attempt 1, " in text
@@ -50,7 +53,10 @@ def test_jobs_show_prints_steps_the_awaited_signal_and_progress(committed, datab
         ("charge", "step"),
         ("shipped", "wait"),
     ]
-    assert [(s["name"], s["consumed_at"]) for s in shown["signals"]] == [("early", None)]
+    assert [(s["name"], s["consumed_at"]) for s in shown["signals"]] == [
+        ("early", None),
+        ("secretive", None),
+    ]
 
 
 def test_the_dashboards_job_page_shows_progress_as_a_bar_or_its_object(committed):
