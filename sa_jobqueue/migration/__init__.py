@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         drop_workflows,
         revision_table,
     )
+    from sa_jobqueue.migration.registry_ops import add_worker_registry, drop_worker_registry
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
@@ -58,6 +59,7 @@ __all__ = [
     "add_revision_columns",
     "add_runtime_control",
     "add_scheduling",
+    "add_worker_registry",
     "add_workflows",
     "channel_name",
     "check_identifier",
@@ -73,6 +75,7 @@ __all__ = [
     "drop_revision_columns",
     "drop_runtime_control",
     "drop_scheduling",
+    "drop_worker_registry",
     "drop_workflows",
     "jobs_table",
     "latest",
@@ -93,11 +96,20 @@ _OPS = frozenset(
     | {"add_workflows", "drop_workflows", "revision_table"}
 )
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
+_REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
 
 
 def __getattr__(name: str) -> Any:
     """Load a name of the migration surface on first use (Alembic with it)."""
     if name in __all__:
-        module = "ops" if name in _OPS else "versions" if name in _VERSIONS else "scripts"
+        module = (
+            "ops"
+            if name in _OPS
+            else "versions"
+            if name in _VERSIONS
+            else "registry_ops"
+            if name in _REGISTRY
+            else "scripts"
+        )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)
     raise AttributeError(f"module 'sa_jobqueue.migration' has no attribute {name!r}")

@@ -21,17 +21,19 @@ from sqlalchemy import Connection, MetaData, Table, inspect
 
 from alembic import op
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.migration import ops, preflight
+from sa_jobqueue.migration import ops, preflight, registry_ops
 from sa_jobqueue.schema.naming import (
     check_identifier,
     check_table_name,
     dependencies_table_name,
+    errors_table,
     paused_queues_table,
     schedules_table,
     starts_table_name,
     turns_table,
     version_table,
     weights_table,
+    workers_table,
 )
 
 __all__ = [
@@ -117,6 +119,12 @@ VERSIONS: tuple[Version, ...] = (
         ops.drop_runtime_control,
         columns=("debounce_key", "throttle_key"),
         tables=(weights_table, turns_table),
+    ),
+    Version(
+        "sajq_0008",
+        registry_ops.add_worker_registry,
+        registry_ops.drop_worker_registry,
+        tables=(workers_table, errors_table),
     ),
 )
 

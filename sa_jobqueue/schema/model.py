@@ -30,6 +30,7 @@ from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.starts import starts_table
+from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
 
 __all__ = [
@@ -208,6 +209,8 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
         dependencies_table(table.metadata, table.name)  # workflows' edges
         weights_table_for(table)  # the fair kinds' weights and turns (sajq_0006)
         turns_table_for(table)
+        workers_table_for(table)  # the worker registry and attempt history (sajq_0008)
+        errors_table_for(table)
 
 
 def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> tuple[Any, ...]:

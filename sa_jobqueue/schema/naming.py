@@ -13,6 +13,8 @@ operator commands agree on each name without importing one another. See docs/mig
 'sa_jobqueue_starts_jobs'
 >>> dependencies_table_name("jobs")
 'sa_jobqueue_deps_jobs'
+>>> workers_table("jobs"), errors_table("jobs")
+('sa_jobqueue_worker_jobs', 'sa_jobqueue_errors_jobs')
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -31,6 +33,7 @@ __all__ = [
     "control_channel_name",
     "dependencies_table_name",
     "derived_names",
+    "errors_table",
     "lock_name",
     "notify_function_name",
     "paused_queues_table",
@@ -39,6 +42,7 @@ __all__ = [
     "turns_table",
     "version_table",
     "weights_table",
+    "workers_table",
 ]
 
 #: PostgreSQL's limit on identifier length (NAMEDATALEN - 1).
@@ -92,6 +96,11 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"fk_{table}_deps_job",
         f"fk_{table}_deps_upstream",
         f"ix_{table}_deps_upstream",
+        f"sa_jobqueue_worker_{table}",
+        f"pk_{table}_worker",
+        f"sa_jobqueue_errors_{table}",
+        f"pk_{table}_errors",
+        f"fk_{table}_errors_job",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -178,3 +187,13 @@ def weights_table(table: str) -> str:
 def turns_table(table: str) -> str:
     """The table of the fair kinds' turns: where each ``concurrency_key`` stands."""
     return f"sa_jobqueue_turns_{table}"[:IDENTIFIER_MAX]
+
+
+def workers_table(table: str) -> str:
+    """The worker registry of `table`: one row per running worker (docs/workers-registry.md)."""
+    return f"sa_jobqueue_worker_{table}"[:IDENTIFIER_MAX]
+
+
+def errors_table(table: str) -> str:
+    """The attempt history of `table`: one row per failed attempt of a job, bounded per job."""
+    return f"sa_jobqueue_errors_{table}"[:IDENTIFIER_MAX]

@@ -75,6 +75,8 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_deps_{table}",  # workflows (sajq_0005)
             f"sa_jobqueue_weight_{table}",  # sajq_0006
             f"sa_jobqueue_turns_{table}",
+            f"sa_jobqueue_worker_{table}",  # sajq_0008
+            f"sa_jobqueue_errors_{table}",
         )
     }
 
@@ -518,6 +520,7 @@ from __future__ import annotations
 from sa_jobqueue.migration import (
     add_revision_columns,
     add_runtime_control,
+    add_worker_registry,
     add_workflows,
     create_jobs_table,
     drop_jobs_table,
@@ -534,6 +537,7 @@ def upgrade() -> None:
     add_revision_columns("sajq_0004", "my_jobs")
     add_workflows("my_jobs")  # sajq_0005
     add_runtime_control("my_jobs")  # sajq_0006
+    add_worker_registry("my_jobs")  # sajq_0008
 
 
 def downgrade() -> None:
