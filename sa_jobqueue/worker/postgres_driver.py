@@ -18,6 +18,7 @@ from sa_jobqueue.ops.workflows import Releaser
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import control, workflows
+from sa_jobqueue.statements.attempt_errors import with_history
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 from sa_jobqueue.worker.driver_values import Held, NextDue, Swept, Upstream
 
@@ -104,16 +105,18 @@ class PostgresDriver:
             if limit.rate_count is not None
         }
         self._notify = statements.notify(channel_name(model.__tablename__))
+        # Each failure writes its attempt-history entry in the same fenced statement.
+        retry_later = with_history(model, statements.retry_later(model))
         self._failures = {
-            Result.FAIL: statements.fail(model),
-            Result.RETRY: statements.retry_later(model),
-            Result.UNAVAILABLE: statements.retry_later(model),
-            Result.DISCARD: statements.discard(model),
+            Result.FAIL: with_history(model, statements.fail(model)),
+            Result.RETRY: retry_later,
+            Result.UNAVAILABLE: retry_later,
+            Result.DISCARD: with_history(model, statements.discard(model)),
         }
         self._heartbeat = statements.heartbeat(model)
         self._still_owned = statements.still_owned(model)
         self._cancelled = control.cancelled_attempts(model)
-        self._sweep = statements.sweep_expired(model)
+        self._sweep = with_history(model, statements.sweep_expired(model))
         self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}

@@ -1,0 +1,78 @@
+"""The attempt history: written by the fenced failures themselves, read by the operators.
+
+`with_history` wraps a fenced failure (``fail``, ``retry_later``, ``discard``,
+``sweep_expired``) so that the same statement inserts one history row per attempt it
+ended and trims the job's history to `HISTORY_LIMIT` rows: a stale worker's fence
+matches no row, so it writes no history either. See docs/workers-registry.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import BigInteger, Select, Table, Update, bindparam, delete, func, insert, select
+
+from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.schema.registry_tables import HISTORY_LIMIT, errors_table_for
+
+__all__ = ["attempt_history", "with_history"]
+
+
+def _errors(model: type[JobMixin]) -> Table:
+    table = model.__table__
+    assert isinstance(table, Table)
+    return errors_table_for(table)
+
+
+def with_history(model: type[JobMixin], fenced: Update) -> Select[Any]:
+    """`fenced` (an UPDATE ... RETURNING that ends attempts) recording each in the history.
+
+    One statement: the UPDATE runs in a CTE; an INSERT writes ``(job_id, attempt,
+    worker, error)`` for each row it returned (``attempts``, ``locked_by`` and the
+    ``last_error`` it wrote, so the message is cut as ``last_error`` is); a DELETE drops
+    the job's entries beyond the newest ``HISTORY_LIMIT - 1`` it had, so with the new
+    one at most `HISTORY_LIMIT` stay. Returns the columns `fenced` returned, by name.
+    """
+    errors = _errors(model)
+    ended = fenced.returning(
+        model.id.label("history_job_id"),
+        model.attempts.label("history_attempt"),
+        model.locked_by.label("history_worker"),
+        model.last_error.label("history_error"),
+    ).cte("ended")
+    names = [name for name in ended.c.keys() if not name.startswith("history_")]
+    recorded = insert(errors).from_select(
+        ["job_id", "attempt", "worker", "error"],
+        select(
+            ended.c.history_job_id,
+            ended.c.history_attempt,
+            ended.c.history_worker,
+            func.coalesce(ended.c.history_error, ""),
+        ),
+    )
+    older = errors.alias("older")
+    # The id of the newest entry that must go (None: fewer than HISTORY_LIMIT - 1 kept).
+    cutoff = (
+        select(older.c.id)
+        .where(older.c.job_id == errors.c.job_id)
+        .order_by(older.c.id.desc())
+        .offset(HISTORY_LIMIT - 1)
+        .limit(1)
+        .scalar_subquery()
+    )
+    trimmed = delete(errors).where(
+        errors.c.job_id.in_(select(ended.c.history_job_id)), errors.c.id <= cutoff
+    )
+    return select(*(ended.c[name] for name in names)).add_cte(
+        recorded.cte("recorded"), trimmed.cte("trimmed")
+    )
+
+
+def attempt_history(model: type[JobMixin]) -> Select[Any]:
+    """The history of ``:job_id``, oldest first: ``attempt, worker, error, failed_at``."""
+    errors = _errors(model)
+    return (
+        select(errors.c.attempt, errors.c.worker, errors.c.error, errors.c.failed_at)
+        .where(errors.c.job_id == bindparam("job_id", type_=BigInteger))
+        .order_by(errors.c.id)
+    )
