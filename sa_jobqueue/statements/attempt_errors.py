@@ -20,7 +20,7 @@ __all__ = ["attempt_history", "with_history"]
 
 def _errors(model: type[JobMixin]) -> Table:
     table = model.__table__
-    assert isinstance(table, Table)
+    assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
     return errors_table_for(table)
 
 
@@ -40,7 +40,7 @@ def with_history(model: type[JobMixin], fenced: Update) -> Select[Any]:
         model.locked_by.label("history_worker"),
         model.last_error.label("history_error"),
     ).cte("ended")
-    names = [name for name in ended.c.keys() if not name.startswith("history_")]
+    names = [column.key for column in ended.c if not column.key.startswith("history_")]
     recorded = insert(errors).from_select(
         ["job_id", "attempt", "worker", "error"],
         select(

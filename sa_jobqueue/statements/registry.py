@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.dialects.postgresql.dml import Insert
+from sqlalchemy.sql.dml import ReturningDelete
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.registry_tables import workers_table_for
@@ -44,7 +45,7 @@ __all__ = [
 
 def _workers(model: type[JobMixin]) -> Table:
     table = model.__table__
-    assert isinstance(table, Table)
+    assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
     return workers_table_for(table)
 
 
@@ -89,7 +90,7 @@ def deregister_worker(model: type[JobMixin]) -> Delete:
     return delete(workers).where(workers.c.id == bindparam("worker_id", type_=Text))
 
 
-def expire_workers(model: type[JobMixin]) -> Delete:
+def expire_workers(model: type[JobMixin]) -> ReturningDelete[Any]:
     """Delete the rows whose ``expires_at`` passed; returns each one's ``id``.
 
     Only the rows: the jobs such a worker holds keep their leases (the sweeper
@@ -120,7 +121,7 @@ def registered_workers(model: type[JobMixin]) -> Select[Any]:
     ).order_by(workers.c.id)
 
 
-def running_by_owner(model: type[JobMixin]) -> Select[Any]:
+def running_by_owner(model: type[JobMixin]) -> Select[str | None, int]:
     """``locked_by, running`` of running jobs whose owner has no registry row (gone)."""
     workers = _workers(model)
     return (
