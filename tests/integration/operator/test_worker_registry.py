@@ -25,6 +25,7 @@ from sa_jobqueue.schema.registry_tables import HISTORY_LIMIT
 from sa_jobqueue.worker.attempt import Claimed, Result
 from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.registration import Registration
+from tests.support.helpers import wait_for
 from tests.support.models import Job, new_queue
 
 NOW = Backoff(base=0.0, factor=1, cap=0, jitter=0)
@@ -303,3 +304,21 @@ def test_the_dashboard_workers_page_shows_each_registry_state(committed, state):
         .text
     )
     assert re.search(rf'<tr class="worker-{state}">\s*<th>w-x</th>', body)
+
+
+def test_the_live_workers_gauge_counts_live_registry_rows_only(committed):
+    from prometheus_client import CollectorRegistry
+
+    from sa_jobqueue.metrics import Metrics
+
+    registry = CollectorRegistry()
+    Metrics(registry).watch(committed, Job, interval=0.01)
+    assert registry.get_sample_value("sa_jobqueue_workers_live") == 0
+    register(committed, "w1")
+    register(committed, "w2")
+    register(committed, "w3")
+    expire(committed, "w3")
+    wait_for(
+        lambda: registry.get_sample_value("sa_jobqueue_workers_live") == 2,
+        what="the gauge to count the two live workers",
+    )
