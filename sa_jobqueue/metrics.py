@@ -171,9 +171,10 @@ class TableGauges:
     The query (`statements.live_counts`) reads pending and running rows only; its
     result is reused for `interval` seconds, so scrapes from several Prometheus
     servers cost one query (and one count of the worker registry's live rows,
-    ``sa_jobqueue_workers_live``, docs/workers-registry.md). A (queue, status) seen once is reported as 0 when it
-    empties, instead of vanishing. A failed query counts a database error and
-    reports nothing for these series until the next success.
+    ``sa_jobqueue_workers_live``, docs/workers-registry.md). A (queue, status) seen
+    once is reported as 0 when it empties, instead of vanishing. A failed query
+    counts a database error and reports nothing for these series until the next
+    success.
     """
 
     def __init__(self, metrics: Metrics, engine: Engine, model: type[JobMixin], interval: float):
