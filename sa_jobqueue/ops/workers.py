@@ -43,10 +43,17 @@ class WorkerInfo:
         id: its worker id (the ``locked_by`` of its claims).
         state: ``live``, ``idle`` or ``gone`` (`WORKER_STATES`).
         running: its running jobs (``locked_by`` = `id`).
-        host, pid, version, queues, kinds, concurrency, started_at, heartbeat_at,
-        expires_at: its registry row; None (and empty lists) for a worker known only
-            from the ``locked_by`` of running jobs (no row: it never registered, or
-            its row expired and was deleted).
+        host: where it runs. This field and the next ones come from its registry
+            row: None (or empty) for a worker known only from the ``locked_by`` of
+            running jobs (no row: it never registered, or its row was deleted).
+        pid: its process id.
+        version: the sa-jobqueue version it runs.
+        queues: the queues it claims from.
+        kinds: the kinds it has handlers for.
+        concurrency: its handler slots.
+        started_at: when it registered.
+        heartbeat_at: its last heartbeat.
+        expires_at: when it counts as gone without another heartbeat.
         seconds_since_heartbeat: on the database clock (None without a row).
     """
 

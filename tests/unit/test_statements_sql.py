@@ -19,7 +19,15 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control, fairness, keyed, schedule_control, workflows
+from sa_jobqueue.statements import (
+    attempt_errors,
+    control,
+    fairness,
+    keyed,
+    registry,
+    schedule_control,
+    workflows,
+)
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -96,6 +104,23 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim_queues_handled_kinds": lambda: statements.claim_queues(
         Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
     ),
+    # the worker registry and the attempt history (sajq_0008)
+    "fail_with_history": lambda: attempt_errors.with_history(Job, statements.fail(Job)),
+    "retry_later_with_history": lambda: attempt_errors.with_history(
+        Job, statements.retry_later(Job)
+    ),
+    "discard_with_history": lambda: attempt_errors.with_history(Job, statements.discard(Job)),
+    "sweep_expired_with_history": lambda: attempt_errors.with_history(
+        Job, statements.sweep_expired(Job)
+    ),
+    "attempt_history": lambda: attempt_errors.attempt_history(Job),
+    "register_worker": lambda: registry.register_worker(Job),
+    "deregister_worker": lambda: registry.deregister_worker(Job),
+    "expire_workers": lambda: registry.expire_workers(Job),
+    "registered_workers": lambda: registry.registered_workers(Job),
+    "running_by_owner": lambda: registry.running_by_owner(Job),
+    "live_worker_count": lambda: registry.live_worker_count(Job),
+    "unhandled_kinds": lambda: registry.unhandled_kinds(Job),
     # runtime schedules, debounce and throttle (sajq_0006)
     "lock_schedule": lambda: schedule_control.lock_schedule(Job),
     "list_schedules": lambda: schedule_control.list_schedules(Job),
