@@ -31,7 +31,9 @@ def with_history(model: type[JobMixin], fenced: Update) -> Select[Any]:
     worker, error)`` for each row it returned (``attempts``, ``locked_by`` and the
     ``last_error`` it wrote, so the message is cut as ``last_error`` is); a DELETE drops
     the job's entries beyond the newest ``HISTORY_LIMIT - 1`` it had, so with the new
-    one at most `HISTORY_LIMIT` stay. Returns the columns `fenced` returned, by name.
+    one at most `HISTORY_LIMIT` stay (only for jobs at ``HISTORY_LIMIT`` attempts or
+    more: each attempt writes at most one entry, so a job below has fewer). Returns the
+    columns `fenced` returned, by name.
     """
     errors = _errors(model)
     ended = fenced.returning(
@@ -60,9 +62,10 @@ def with_history(model: type[JobMixin], fenced: Update) -> Select[Any]:
         .limit(1)
         .scalar_subquery()
     )
-    trimmed = delete(errors).where(
-        errors.c.job_id.in_(select(ended.c.history_job_id)), errors.c.id <= cutoff
-    )
+    # A job has at most one entry per attempt, so one below HISTORY_LIMIT attempts has
+    # nothing to trim: the DELETE looks at the history only past that many.
+    full = select(ended.c.history_job_id).where(ended.c.history_attempt >= HISTORY_LIMIT)
+    trimmed = delete(errors).where(errors.c.job_id.in_(full), errors.c.id <= cutoff)
     return select(*(ended.c[name] for name in names)).add_cte(
         recorded.cte("recorded"), trimmed.cte("trimmed")
     )

@@ -5,7 +5,8 @@ recorded AS
 FROM ended),
 trimmed AS
 (DELETE FROM sa_jobqueue_errors_jobs WHERE sa_jobqueue_errors_jobs.job_id IN (SELECT ended.history_job_id
-FROM ended) AND sa_jobqueue_errors_jobs.id <= (SELECT older.id
+FROM ended
+WHERE ended.history_attempt >= %(history_attempt_1)s) AND sa_jobqueue_errors_jobs.id <= (SELECT older.id
 FROM sa_jobqueue_errors_jobs AS older
 WHERE older.job_id = sa_jobqueue_errors_jobs.job_id ORDER BY older.id DESC
  LIMIT %(param_3)s OFFSET %(param_4)s))
