@@ -102,7 +102,7 @@ def main() -> None:
     with scratch_database(args.database_url, prefix="sa_jobqueue_bench_registry") as url:
         migration.upgrade(url)
         engine = create_engine(url, pool_size=8)
-        for name, case in cases.items():  # warm-up, not counted
+        for case in cases.values():  # warm-up, not counted
             case(engine)
         for _ in range(args.reps):
             for name, case in cases.items():

@@ -79,10 +79,11 @@ def test_registry_lists_three_live_workers_then_two_after_one_is_killed_and_its_
 
     def holder() -> str | None:
         with committed.connect() as conn:
-            return conn.scalar(
+            owner: str | None = conn.scalar(
                 text("SELECT locked_by FROM jobs WHERE id = :id AND status = 'running'"),
                 {"id": job_id},
             )
+            return owner
 
     wait_for(lambda: holder() is not None, what="a worker to claim the job")
     busy_id = holder()
