@@ -11,7 +11,11 @@ see the same load, in a scratch database (dropped afterwards):
   registry adds one upsert at start and one delete at stop per drain.
 - failure: a drain of N jobs that each fail once for good (``max_attempts=1``: one
   fenced ``fail`` per job) with the attempt history against the plain ``fail``
-  statement, i.e. the cost of the history's INSERT and bounded DELETE in that statement.
+  statement, i.e. the cost of the history's INSERT and bounded DELETE in that statement,
+  within the whole failure path (the handler's exception, its log line, the record).
+- fail statement alone: N running jobs failed one by one through
+  `PostgresDriver.record_failure`, one transaction each, with and without the history:
+  the statement's own cost, without the worker around it.
 
 Prints jobs/s (median, min-max) and the ratio of each pair. Results: bench/registry-results.md.
 """
@@ -35,7 +39,8 @@ from sqlalchemy.orm import Session  # noqa: E402
 
 from sa_jobqueue import JobQueue, migration, statements  # noqa: E402
 from sa_jobqueue.testing import scratch_database  # noqa: E402
-from sa_jobqueue.worker.attempt import Result  # noqa: E402
+from sa_jobqueue.worker.attempt import Claimed, Result  # noqa: E402
+from sa_jobqueue.worker.driver import PostgresDriver  # noqa: E402
 from sa_jobqueue.worker.registration import Registration  # noqa: E402
 
 jobs = JobQueue(Job)
@@ -75,6 +80,29 @@ def _drain(engine, kind: str, n: int, *, registry: bool, history: bool) -> float
     return n / seconds
 
 
+def _fail_statements(engine, n: int, *, history: bool) -> float:
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE jobs RESTART IDENTITY CASCADE"))
+        conn.execute(
+            text(
+                "INSERT INTO jobs (kind, status, attempts, locked_by, locked_until)"
+                " SELECT 'broken', 'running', 1, 'w', now() + interval '1 hour'"
+                " FROM generate_series(1, :n)"
+            ),
+            {"n": n},
+        )
+    driver = PostgresDriver(Job, leases={}, default_lease=60.0)
+    if not history:
+        driver._failures[Result.FAIL] = statements.fail(Job)
+    started = time.perf_counter()
+    with engine.connect() as conn:
+        for job_id in range(1, n + 1):
+            job = Claimed(job_id, "broken", "default", {}, 1, 20, None, 60.0)
+            with conn.begin():
+                driver.record_failure(conn, job, "w", Result.FAIL, 1.0, "RuntimeError: broken")
+    return n / (time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
@@ -97,6 +125,8 @@ def main() -> None:
         "failure, plain fail": lambda e: _drain(
             e, "broken", args.jobs, registry=True, history=False
         ),
+        "fail statement, with history": lambda e: _fail_statements(e, args.jobs, history=True),
+        "fail statement, plain": lambda e: _fail_statements(e, args.jobs, history=False),
     }
     rates: dict[str, list[float]] = {name: [] for name in cases}
     with scratch_database(args.database_url, prefix="sa_jobqueue_bench_registry") as url:
@@ -121,6 +151,8 @@ def main() -> None:
         f"{med['success, with registry'] / med['success, registry off']:.3f}",
         f"- failure: with history / plain fail = "
         f"{med['failure, with history'] / med['failure, plain fail']:.3f}",
+        f"- fail statement alone: with history / plain = "
+        f"{med['fail statement, with history'] / med['fail statement, plain']:.3f}",
     ]
     print("\n".join(lines))
 
