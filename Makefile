@@ -26,8 +26,9 @@ lint: $(STAMP)  ## ruff check, format check, and the import layers (import-linte
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 
-typecheck: $(STAMP)  ## mypy (strict)
+typecheck: $(STAMP)  ## mypy (strict) over the package and the tests, then over each examples/ app
 	$(BIN)/mypy
+	bash .ci/typecheck-examples
 
 pytest: $(STAMP) system-packages  ## the test suite only
 	$(BIN)/pytest

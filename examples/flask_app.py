@@ -39,11 +39,11 @@ class Base(DeclarativeBase):
 db = SQLAlchemy(model_class=Base)
 
 
-class Job(JobMixin, db.Model):
+class Job(JobMixin, Base):  # Base, not db.Model: the same metadata, typed
     __tablename__ = "jobs"
 
 
-class Signup(db.Model):
+class Signup(Base):
     __tablename__ = "signups"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)

@@ -103,7 +103,7 @@ def main(url: str) -> list[str]:
     engine = create_engine(url)
     try:
         migration.upgrade(url)
-        Base.metadata.create_all(engine, tables=[Upload.__table__])
+        Base.metadata.create_all(engine, tables=[Base.metadata.tables["uploads"]])
         with Session(engine) as session, session.begin():
             upload(session, 1, "https://example.com/cat.jpg")
         jobs.worker(engine, concurrency=4, listen=False).drain()

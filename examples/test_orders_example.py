@@ -22,13 +22,14 @@ from __future__ import annotations
 import pytest
 from sa_jobqueue import JobQueue
 from sa_jobqueue.testing import (
+    RunOnCommit,
     assert_enqueued,
     drain,
     enqueued,
     perform,
     refute_enqueued,
 )
-from sqlalchemy import MetaData, select
+from sqlalchemy import Engine, MetaData, select
 from sqlalchemy.exc import NoResultFound
 from sqlalchemy.orm import Session
 
@@ -50,7 +51,7 @@ def jobqueue() -> JobQueue[Job]:
 # -- 1. what the code enqueues ------------------------------------------------
 
 
-def test_placing_an_order_enqueues_one_job_per_consumer(jobqueue_session):
+def test_placing_an_order_enqueues_one_job_per_consumer(jobqueue_session: Session) -> None:
     place_order(jobqueue_session, 4, "dave", 2500, CONSUMERS)
 
     assert_enqueued(jobqueue_session, "send_receipt", payload={"order_id": 4}, queue="mail")
@@ -59,7 +60,7 @@ def test_placing_an_order_enqueues_one_job_per_consumer(jobqueue_session):
     refute_enqueued(jobqueue_session, payload={"order_id": 5})
 
 
-def test_a_retried_request_adds_no_second_job(jobqueue_session):
+def test_a_retried_request_adds_no_second_job(jobqueue_session: Session) -> None:
     first = place_order(jobqueue_session, 4, "dave", 2500, ("send_receipt",))
     again = jobs.enqueue(
         jobqueue_session, "send_receipt", {"order_id": 4}, idempotency_key="order:4:send_receipt"
@@ -76,7 +77,7 @@ def place_paid_order(session: Session, order_id: int, *, card_ok: bool) -> None:
         raise PaymentDeclinedError("card declined")
 
 
-def test_a_declined_payment_leaves_no_job(jobqueue_session):
+def test_a_declined_payment_leaves_no_job(jobqueue_session: Session) -> None:
     checkout = jobqueue_session.begin_nested()  # the app's transaction, inside the test's
     with pytest.raises(PaymentDeclinedError):
         place_paid_order(jobqueue_session, 5, card_ok=False)
@@ -88,13 +89,15 @@ def test_a_declined_payment_leaves_no_job(jobqueue_session):
 # -- 2. what a handler does ----------------------------------------------------
 
 
-def test_the_receipt_is_mailed_with_the_jobs_idempotency_key(capsys):
+def test_the_receipt_is_mailed_with_the_jobs_idempotency_key(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     perform(jobs, "send_receipt", {"order_id": 4}, idempotency_key="order:4:send_receipt")
 
     assert capsys.readouterr().out == "mail receipt for order 4 (key order:4:send_receipt)\n"
 
 
-def test_the_invoice_is_written_in_the_jobs_transaction(jobqueue_session):
+def test_the_invoice_is_written_in_the_jobs_transaction(jobqueue_session: Session) -> None:
     jobqueue_session.add(Order(id=3, customer="carol", total_cents=9900))
 
     perform(jobs, "create_invoice", {"order_id": 3}, session=jobqueue_session)
@@ -102,14 +105,16 @@ def test_the_invoice_is_written_in_the_jobs_transaction(jobqueue_session):
     assert jobqueue_session.get_one(Invoice, 3).total_cents == 9900
 
 
-def test_a_missing_order_fails_the_invoice_and_writes_nothing(jobqueue_session):
+def test_a_missing_order_fails_the_invoice_and_writes_nothing(jobqueue_session: Session) -> None:
     with pytest.raises(NoResultFound):
         perform(jobs, "create_invoice", {"order_id": 404}, session=jobqueue_session)
 
     assert jobqueue_session.scalars(select(Invoice)).all() == []
 
 
-def test_drain_runs_an_orders_jobs_inside_the_rolled_back_session(jobqueue_session):
+def test_drain_runs_an_orders_jobs_inside_the_rolled_back_session(
+    jobqueue_session: Session,
+) -> None:
     place_order(jobqueue_session, 4, "dave", 2500, CONSUMERS)
 
     ran = drain(jobs, jobqueue_session)
@@ -123,7 +128,7 @@ def test_drain_runs_an_orders_jobs_inside_the_rolled_back_session(jobqueue_sessi
 # -- 3. real commits -----------------------------------------------------------
 
 
-def test_a_worker_runs_what_was_committed(jobqueue_committed):
+def test_a_worker_runs_what_was_committed(jobqueue_committed: Engine) -> None:
     with Session(jobqueue_committed) as session, session.begin():
         place_order(session, 4, "dave", 2500, CONSUMERS)
 
@@ -135,8 +140,8 @@ def test_a_worker_runs_what_was_committed(jobqueue_committed):
 
 
 def test_with_run_on_commit_the_invoice_exists_when_the_commit_returns(
-    jobqueue_run_on_commit, jobqueue_committed
-):
+    jobqueue_run_on_commit: RunOnCommit, jobqueue_committed: Engine
+) -> None:
     # What an HTTP endpoint does: its own session, its own commit, no worker anywhere.
     with Session(jobqueue_committed) as session, session.begin():
         place_order(session, 4, "dave", 2500, CONSUMERS)
@@ -148,8 +153,8 @@ def test_with_run_on_commit_the_invoice_exists_when_the_commit_returns(
 
 
 def test_with_run_on_commit_a_rolled_back_order_runs_nothing(
-    jobqueue_run_on_commit, jobqueue_committed
-):
+    jobqueue_run_on_commit: RunOnCommit, jobqueue_committed: Engine
+) -> None:
     with Session(jobqueue_committed) as session:
         session.begin()
         with pytest.raises(PaymentDeclinedError):

@@ -4,7 +4,7 @@ from models import Hero, engine
 from tasks import jobs
 
 # The jobs table is the migration's; create only the SQLModel tables here.
-SQLModel.metadata.create_all(engine, tables=[Hero.__table__])
+SQLModel.metadata.create_all(engine, tables=[SQLModel.metadata.tables["hero"]])
 
 with Session(engine) as session:
     hero = Hero(name="Deadpond")

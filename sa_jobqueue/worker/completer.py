@@ -95,7 +95,9 @@ class Completer:
         outcomes, self._outcomes = self._outcomes, {}
         if self.metrics is not None:
             for o in reports:
-                outcome = outcomes.get(o.job.key)
+                # An abandoned attempt was counted when it was given up: its handler's
+                # late report may share this batch with that one, under the same key.
+                outcome = None if o.result is Result.ABANDONED else outcomes.get(o.job.key)
                 if outcome is not None:
                     ran = o.result not in (Result.RELEASE, Result.EXPIRED)
                     self.metrics.attempt(

@@ -13,7 +13,7 @@ if config.config_file_name is not None:
 target_metadata = Base.metadata
 
 
-def include_name(name, type_, parent_names):
+def include_name(name: str | None, type_: str, parent_names: object) -> bool:
     # Compare only the tables this application declares.
     if type_ == "table":
         return name in target_metadata.tables

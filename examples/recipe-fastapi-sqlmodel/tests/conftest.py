@@ -2,22 +2,23 @@ from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import Engine
+from sa_jobqueue import JobQueue
+from sqlalchemy import Engine, Table
 from sqlalchemy.orm import Session as SQLAlchemySession
-from sqlmodel import Session
+from sqlmodel import Session, SQLModel
 
 from app import app, get_db, unit_of_work
-from models import User
+from models import Job
 from tasks import jobs
 
 
 @pytest.fixture(scope="session")
-def jobqueue_tables():
-    return [User.__table__]  # created beside the plugin's migrated jobs table
+def jobqueue_tables() -> list[Table]:
+    return [SQLModel.metadata.tables["user"]]  # created beside the plugin's migrated jobs table
 
 
 @pytest.fixture
-def jobqueue():
+def jobqueue() -> JobQueue[Job]:
     return jobs
 
 
