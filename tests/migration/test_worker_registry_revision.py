@@ -24,10 +24,11 @@ def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_the_two_table
     with engine.begin() as connection:
         connection.execute(
             text(
-                "INSERT INTO jobs (kind, payload, status, attempts, locked_by, locked_until)"
-                " VALUES ('a', '{\"n\": 1}', 'pending', 0, NULL, NULL),"
-                "        ('b', '{\"n\": 2}', 'running', 1, 'w1', now() + interval '5 minutes'),"
-                "        ('f', '{}', 'pending', 0, NULL, NULL)"
+                "INSERT INTO jobs"
+                " (kind, payload, status, attempts, max_attempts, locked_by, locked_until)"
+                " VALUES ('a', '{\"n\": 1}', 'pending', 0, 20, NULL, NULL),"
+                "        ('b', '{\"n\": 2}', 'running', 1, 20, 'w1', now() + interval '5 minutes'),"
+                "        ('f', '{}', 'pending', 0, 1, NULL, NULL)"
             )
         )
     before = job_rows(engine)
@@ -47,7 +48,7 @@ def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_the_two_table
     jobs = JobQueue(Job)
     jobs.task("a")(lambda ctx: None)
 
-    @jobs.task("f", max_attempts=1)
+    @jobs.task("f")
     def fails(ctx):
         raise RuntimeError("boom")
 
