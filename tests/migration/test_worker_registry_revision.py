@@ -6,10 +6,11 @@ so it keeps working when revisions are re-chained.
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import JobQueue, migration
+from sa_jobqueue import ConfigurationError, JobQueue, migration
 from tests.support.models import Job
 from tests.support.revisions import down_revision, job_rows, table_names
 
@@ -69,3 +70,16 @@ def test_upgrade_over_pending_and_running_jobs_keeps_them_and_adds_the_two_table
     migration.downgrade(url, revision=down_revision(REVISION))
     assert not TABLES & table_names(engine)
     assert len(job_rows(engine)) == 4
+
+
+def test_a_worker_on_a_table_without_the_two_tables_says_which_revision_adds_them(scratch):
+    url, engine = scratch
+    migration.upgrade(url, revision=down_revision(REVISION))
+    jobs = JobQueue(Job)
+    jobs.task("a")(lambda ctx: None)
+    with pytest.raises(ConfigurationError) as raised:
+        jobs.worker(engine, listen=False).drain()
+    message = str(raised.value)
+    assert "sa_jobqueue_worker_jobs" in message
+    assert REVISION in message
+    assert "sa-jobqueue migrate --table jobs" in message
