@@ -105,12 +105,12 @@ class PostgresDriver:
             if limit.rate_count is not None
         }
         self._notify = statements.notify(channel_name(model.__tablename__))
-        # Each failure writes its attempt-history entry in the same fenced statement.
-        retry_later = with_history(model, statements.retry_later(model))
+        # Each failure writes its attempt-history entry in the same fenced statement;
+        # an unavailable start (no attempt ran) writes none.
         self._failures = {
             Result.FAIL: with_history(model, statements.fail(model)),
-            Result.RETRY: retry_later,
-            Result.UNAVAILABLE: retry_later,
+            Result.RETRY: with_history(model, statements.retry_later(model)),
+            Result.UNAVAILABLE: statements.retry_later(model),
             Result.DISCARD: with_history(model, statements.discard(model)),
         }
         self._heartbeat = statements.heartbeat(model)

@@ -85,10 +85,19 @@ class Registration:
         conn.execute(self._upsert, self.params)
 
     def maybe_beat(self, conn: Connection) -> None:
-        """Heartbeat the row when `interval` seconds passed since the last time."""
+        """Heartbeat the row when `interval` seconds passed since the last time.
+
+        A failure is logged (once per interval) and does not propagate: the lease
+        heartbeats and the sweeps that share the maintenance thread must go on.
+        """
         if time.monotonic() - self._beaten_at >= self.interval:
-            with conn.begin():
-                self.beat(conn)
+            try:
+                with conn.begin():
+                    self.beat(conn)
+            except exc.SQLAlchemyError as error:
+                log.warning(
+                    "heartbeat of worker %s's registry row failed (%s)", self.worker_id, error
+                )
 
     def expire(self, conn: Connection) -> list[str]:
         """Delete the rows that ran out (in the caller's transaction); return their ids."""
