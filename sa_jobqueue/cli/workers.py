@@ -33,13 +33,18 @@ def workers(
         operating(database_url, table, app) as (queue_api, engine),
         Session(engine) as session,
     ):
-        found = queue_api.workers(session, include_gone=include_gone)
+        everyone = queue_api.workers(session)
+    found = everyone if include_gone else [w for w in everyone if w.state != "gone"]
     if as_json:
         print_json([worker.to_dict() for worker in found])
         return
     live = sum(1 for worker in found if worker.state != "gone")
+    gone = len(everyone) - live
+    hint = f" ({gone} gone: --all lists {'it' if gone == 1 else 'them'})" if gone else ""
+    if include_gone:
+        hint = f" and {gone} gone" if gone else ""
     if not found:
-        click.echo(f"no live worker on table {queue_api.table_name!r}")
+        click.echo(f"no live worker on table {queue_api.table_name!r}{hint}")
         return
     rows = [
         [
@@ -56,5 +61,5 @@ def workers(
         for worker in found
     ]
     headers = ["worker", "state", "running", "slots", "queues", "kinds", "version"]
-    click.echo(f"{plural(live, 'live worker')} on table {queue_api.table_name!r}")
+    click.echo(f"{plural(live, 'live worker')}{hint} on table {queue_api.table_name!r}")
     click.echo(grid([*headers, "started_at", "heartbeat"], rows))

@@ -279,10 +279,13 @@ def test_workers_command_lists_live_and_idle_workers_with_running_counts(committ
     listed = runner.invoke(main, ["workers"], env=env)
     assert listed.exit_code == 0, listed.output
     lines = listed.output.splitlines()
-    assert lines[0] == "2 live workers on table 'jobs'"
+    assert lines[0] == "2 live workers (1 gone: --all lists it) on table 'jobs'"
     assert re.search(r"^w-busy\s+live\s+2\s", listed.output, re.M)
     assert re.search(r"^w-idle\s+idle\s+0\s", listed.output, re.M)
     assert "w-gone" not in listed.output
+    with_gone = runner.invoke(main, ["workers", "--all"], env=env).output
+    assert with_gone.splitlines()[0] == "2 live workers and 1 gone on table 'jobs'"
+    assert re.search(r"^w-gone\s+gone\s+0\s", with_gone, re.M)
     everyone = json.loads(runner.invoke(main, ["workers", "--all", "--json"], env=env).output)
     assert [(w["id"], w["state"], w["running"]) for w in everyone] == [
         ("w-busy", "live", 2),
@@ -291,6 +294,16 @@ def test_workers_command_lists_live_and_idle_workers_with_running_counts(committ
     ]
     assert everyone[0]["kinds"] == ["k"]
     assert everyone[0]["concurrency"] == 2
+    live_only = json.loads(runner.invoke(main, ["workers", "--json"], env=env).output)
+    assert [w["id"] for w in live_only] == ["w-busy", "w-idle"]
+
+
+def test_workers_command_says_when_no_worker_is_live(committed, database_url):
+    register(committed, "w-gone")
+    expire(committed, "w-gone")
+    listed = CliRunner().invoke(main, ["workers"], env={"DATABASE_URL": database_url})
+    assert listed.exit_code == 0, listed.output
+    assert listed.output == "no live worker on table 'jobs' (1 gone: --all lists it)\n"
 
 
 @pytest.mark.parametrize("state", ["idle", "gone"])
