@@ -133,3 +133,26 @@ def test_registry_lists_three_live_workers_then_two_after_one_is_killed_and_its_
 def _status(engine, job_id: int) -> str:
     with engine.connect() as conn:
         return str(conn.scalar(text("SELECT status FROM jobs WHERE id = :id"), {"id": job_id}))
+
+
+def test_a_paused_worker_is_gone_while_stopped_and_registered_again_when_it_resumes(
+    committed, processes
+):
+    paused, sweeper = _start(processes), _start(processes)
+    wait_for(lambda: _rows(committed) == {paused.worker_id, sweeper.worker_id}, what="two rows")
+    paused.signal(signal.SIGSTOP)
+    try:
+        wait_for(
+            lambda: _states(committed).get(paused.worker_id, ("gone", 0))[0] == "gone",
+            what="the stopped worker to count as gone",
+        )
+        wait_for(lambda: _rows(committed) == {sweeper.worker_id}, what="its row swept")
+    finally:
+        paused.signal(signal.SIGCONT)
+    # Its next heartbeat (an upsert) puts the row back: it is live again, idle.
+    wait_for(
+        lambda: (
+            _states(committed) == {paused.worker_id: ("idle", 0), sweeper.worker_id: ("idle", 0)}
+        ),
+        what="the resumed worker back in the registry",
+    )

@@ -335,3 +335,31 @@ def test_the_live_workers_gauge_counts_live_registry_rows_only(committed):
         lambda: registry.get_sample_value("sa_jobqueue_workers_live") == 2,
         what="the gauge to count the two live workers",
     )
+
+
+def test_a_worker_under_run_async_is_registered_while_it_serves_and_deregistered_after(
+    committed,
+):
+    import asyncio
+
+    jobs = new_queue()
+    jobs.task("k")(lambda ctx: None)
+    worker = jobs.worker(committed, listen=False, worker_id="w-async", poll_interval=0.2)
+
+    async def serve() -> list[tuple[str, str, int]]:
+        serving = asyncio.create_task(worker.run_async())
+        try:
+            for _ in range(3000):  # a minute at most
+                if await asyncio.to_thread(
+                    lambda: rows(committed, "SELECT id FROM sa_jobqueue_worker_jobs")
+                ):
+                    break
+                await asyncio.sleep(0.02)
+            with Session(committed) as session:
+                return [(w.id, w.state, w.running) for w in list_workers(session, Job)]
+        finally:
+            worker.stop()
+            await serving
+
+    assert asyncio.run(serve()) == [("w-async", "idle", 0)]
+    assert rows(committed, "SELECT id FROM sa_jobqueue_worker_jobs") == []
