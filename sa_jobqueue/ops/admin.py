@@ -132,8 +132,8 @@ class Stats:
         queues: one `QueueStats` per queue that has any row, by name.
         limits: one `LimitStats` per limited kind of the `JobQueue` asked (empty
             when the tasks are unknown, as with ``sa-jobqueue stats --table``).
-        passed_over: due kinds the workers' recent claims stepped over (`PassedOver`):
-            likely no running worker handles them.
+        passed_over: due kinds no live worker takes (`PassedOver`): no live worker of
+            the worker registry handles them, or the recent claims stepped over them.
     """
 
     at: datetime
