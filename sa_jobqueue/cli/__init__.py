@@ -1,7 +1,8 @@
 """The ``sa-jobqueue`` command line: thin over the library.
 
-`main` is the click group (`sa_jobqueue.cli.app`); the commands live in `cli.run`, `cli.ops`,
-`cli.control` and `cli.dashboard`, each imported when its command is looked up.
+`main` is the click group (`sa_jobqueue.cli.app`); the commands live in `cli.run`, `cli.ops`
+(jobs), `cli.stats`, `cli.repair` (retry, cancel), `cli.prune`, `cli.enqueue`, `cli.control`,
+`cli.schedules`, `cli.history` and `cli.dashboard`, each imported when its command is looked up.
 See docs/cli.md.
 """
 

@@ -182,18 +182,18 @@ def load_jobqueue(target: str) -> JobQueue[Any]:
 #: Each command of `main` -> the module that defines it (importing it registers it).
 SUBCOMMANDS: Mapping[str, str] = {
     "alembic-revision": "sa_jobqueue.cli.history",
-    "cancel": "sa_jobqueue.cli.ops",
+    "cancel": "sa_jobqueue.cli.repair",
     "dashboard": "sa_jobqueue.cli.dashboard",
-    "enqueue": "sa_jobqueue.cli.ops",
+    "enqueue": "sa_jobqueue.cli.enqueue",
     "jobs": "sa_jobqueue.cli.ops",
     "migrate": "sa_jobqueue.cli.run",
     "pause": "sa_jobqueue.cli.control",
     "periodic": "sa_jobqueue.cli.control",
-    "prune": "sa_jobqueue.cli.ops",
+    "prune": "sa_jobqueue.cli.prune",
     "resume": "sa_jobqueue.cli.control",
-    "retry": "sa_jobqueue.cli.ops",
+    "retry": "sa_jobqueue.cli.repair",
     "schedules": "sa_jobqueue.cli.schedules",
-    "stats": "sa_jobqueue.cli.ops",
+    "stats": "sa_jobqueue.cli.stats",
     "worker": "sa_jobqueue.cli.run",
     "workers": "sa_jobqueue.cli.workers",
 }

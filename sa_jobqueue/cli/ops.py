@@ -1,96 +1,28 @@
-"""The operator commands: stats, jobs list/show, retry, cancel, prune, enqueue.
+"""``sa-jobqueue jobs``: inspect jobs, ``jobs list`` (filtered, newest first) and ``jobs show``.
 
 They need no application code: ``--table`` names the jobs table, or ``--app
-module:jobs`` uses the application's `JobQueue`. See docs/cli.md.
+module:jobs`` uses the application's `JobQueue`. The other operator commands live beside
+this module: `cli.stats`, `cli.repair` (retry, cancel), `cli.prune`, `cli.enqueue`.
+See docs/cli.md.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-import time
 from dataclasses import asdict
-from datetime import datetime, timedelta
 
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
-from sa_jobqueue.cli.app import (
-    Duration,
-    JobId,
-    Moment,
-    csv,
-    fail,
-    json_flag,
-    main,
-    operating,
-    operator_options,
-)
-from sa_jobqueue.cli.render import (
-    first_line,
-    grid,
-    indent,
-    plural,
-    print_json,
-    render_stats,
-    span,
-    when,
-)
-from sa_jobqueue.ops import admin
+from sa_jobqueue.cli.app import JobId, csv, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.render import first_line, grid, indent, print_json, when
+from sa_jobqueue.ops import counts
 from sa_jobqueue.schema.model import Status
 
-__all__ = ["cancel", "enqueue", "jobs", "prune", "retry", "stats"]
+__all__ = ["jobs"]
 
-
-@main.command()
-@operator_options
-@click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C.")
-@click.option(
-    "--interval",
-    type=click.FloatRange(min=0.1),
-    default=2.0,
-    show_default=True,
-    help="Seconds between refreshes with --watch.",
-)
-@click.option("--count", type=click.IntRange(min=1), help="With --watch: stop after N refreshes.")
-@json_flag
-def stats(
-    database_url: str | None,
-    table: str,
-    app: str | None,
-    watch: bool,
-    interval: float,
-    count: int | None,
-    as_json: bool,
-) -> None:
-    """Counts per queue and status, queue lag, expired leases, recent dead letters.
-
-    lag is the age of the oldest due pending job; expired counts running jobs past
-    their lease; failed/1h counts jobs dead-lettered in the last hour; retrying
-    counts pending jobs whose last attempt failed. With --watch --json, one JSON
-    object per line.
-    """
-    with operating(database_url, table, app) as (jobs, engine):
-        refreshes = 0
-        clear = sys.stdout.isatty() and not as_json
-        try:
-            while True:
-                with Session(engine) as session:
-                    snapshot = jobs.stats(session)
-                if as_json:
-                    print_json(snapshot.to_dict(), compact=watch)
-                else:
-                    text = render_stats(snapshot, jobs.table_name)
-                    click.echo(("\x1b[H\x1b[2J" if clear else "") + text)
-                refreshes += 1
-                if not watch or (count is not None and refreshes >= count):
-                    return
-                if not clear and not as_json:
-                    click.echo()
-                time.sleep(interval)
-        except KeyboardInterrupt:
-            return
+#: `jobs list` counts the rows it did not show up to this many (more is "more than").
+MORE_CAP = 100_000
 
 
 @main.group()
@@ -120,15 +52,24 @@ def list_command(
     limit: int,
     as_json: bool,
 ) -> None:
-    """List jobs, newest first."""
+    """List jobs, newest first.
+
+    Below a full page, a line says how many more jobs match (counted up to
+    100,000). --json prints the jobs only.
+    """
     if status:
         unknown = sorted(set(status) - {s.value for s in Status})
         if unknown:
             fail(
                 f"unknown status {', '.join(unknown)} (use {', '.join(s.value for s in Status)})", 2
             )
+    matching = None
     with operating(database_url, table, app) as (queue_api, engine), Session(engine) as session:
         found = queue_api.list_jobs(session, status=status, queue=queue, kind=kind, limit=limit)
+        if len(found) == limit and not as_json:  # a full page: how many did it not show?
+            matching = counts.capped_total(
+                session, queue_api.model, status=status, queue=queue, kind=kind, cap=MORE_CAP
+            )
     found = [job.redacted(queue_api.redact_keys) for job in found]
     if as_json:
         print_json([job.to_dict() for job in found])
@@ -152,6 +93,11 @@ def list_command(
     ]
     headers = ["id", "queue", "kind", "status", "attempts", "run_at", "finished_at", "last_error"]
     click.echo(grid(headers, rows))
+    if matching is not None and matching > limit:
+        more = (
+            f"more than {MORE_CAP - limit:,}" if matching >= MORE_CAP else f"{matching - limit:,}"
+        )
+        click.echo(f"{len(found)} shown; {more} more match (--limit N shows more)")
 
 
 @jobs.command("show")
@@ -233,209 +179,3 @@ def _last_error_title(status: str, attempts: int, last_error: str | None) -> str
     if status == "done" or attempts < 1:
         return "last_error:"
     return f"last_error (attempt {attempts}):"
-
-
-def _report(result: admin.Changed, verb: str, wrong: str) -> int:
-    """Print what a retry/cancel did; return the exit code (1 if any id was not changed)."""
-    for job_id in result.ids:
-        if job_id in result.was_running:
-            click.echo(
-                f"{verb} job {job_id} (it was running: its handler may still be finishing; "
-                "what it reports will be ignored and it will not be retried)"
-            )
-        else:
-            click.echo(f"{verb} job {job_id}")
-    for job_id, status in sorted(result.skipped.items()):
-        click.echo(f"sa-jobqueue: job {job_id} is {status}, {wrong}", err=True)
-    for job_id in result.missing:
-        click.echo(f"sa-jobqueue: no job {job_id}", err=True)
-    return 1 if result.skipped or result.missing else 0
-
-
-@main.command()
-@click.argument("ids", metavar="ID...", nargs=-1, type=JobId())
-@click.option("--failed", is_flag=True, help="Retry every failed job (of --queue/--kind).")
-@click.option("--queue", help="With --failed: only this queue.")
-@click.option("--kind", help="With --failed: only this kind.")
-@click.option(
-    "--with-dependents",
-    is_flag=True,
-    help="Also let the jobs their failure cancelled (after= them) wait for them again.",
-)
-@operator_options
-@json_flag
-def retry(
-    ids: tuple[int, ...],
-    failed: bool,
-    queue: str | None,
-    kind: str | None,
-    with_dependents: bool,
-    database_url: str | None,
-    table: str,
-    app: str | None,
-    as_json: bool,
-) -> None:
-    """Put failed or cancelled jobs back to pending, due now, with one more attempt.
-
-    attempts and last_error are kept as history. Idle workers are woken.
-    """
-    if bool(ids) == failed:
-        fail("give job ids, or --failed (with optional --queue/--kind), not both", 2)
-    if (queue or kind) and not failed:
-        fail("--queue and --kind go with --failed", 2)
-    if with_dependents and failed:
-        fail("--with-dependents goes with job ids, not --failed", 2)
-    with (
-        operating(database_url, table, app) as (queue_api, engine),
-        Session(engine) as session,
-        session.begin(),
-    ):
-        if failed:
-            result = queue_api.retry_failed(session, queue=queue, kind=kind)
-        else:
-            result = queue_api.retry(session, ids, with_dependents=with_dependents)
-    if as_json:
-        print_json(result.to_dict())
-        code = 1 if result.skipped or result.missing else 0
-    else:
-        code = _report(result, "retried", "not failed or cancelled; not retried")
-        for job_id in result.revived:
-            click.echo(f"job {job_id} waits again (cancelled when an upstream job failed)")
-        if failed and not result.ids:
-            click.echo("no failed jobs match")
-    sys.exit(code)
-
-
-@main.command()
-@click.argument("ids", metavar="ID...", nargs=-1, type=int, required=True)
-@operator_options
-@json_flag
-def cancel(
-    ids: tuple[int, ...], database_url: str | None, table: str, app: str | None, as_json: bool
-) -> None:
-    """Cancel pending or running jobs.
-
-    A pending job will not run. A running job is cancelled at once, and its worker
-    is told within about a second: ctx.cancelled turns True for its handler and its
-    slot is freed. What the handler reports afterwards changes nothing, and it is
-    not retried.
-    """
-    with (
-        operating(database_url, table, app) as (queue_api, engine),
-        Session(engine) as session,
-        session.begin(),
-    ):
-        result = queue_api.cancel(session, ids)
-    if as_json:
-        print_json(result.to_dict())
-        sys.exit(1 if result.skipped or result.missing else 0)
-    sys.exit(_report(result, "cancelled", "already finished; not cancelled"))
-
-
-@main.command()
-@operator_options
-@click.option(
-    "--older-than",
-    type=Duration(),
-    required=True,
-    help="Delete jobs finished longer ago than this: 7d, 12h, 30m, 90s.",
-)
-@click.option(
-    "--status",
-    multiple=True,
-    callback=csv,
-    help="Finished statuses to delete (default: done,failed,cancelled).",
-)
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=admin.DEFAULT_BATCH_SIZE,
-    show_default=True,
-    help="Rows deleted per transaction.",
-)
-@json_flag
-def prune(
-    database_url: str | None,
-    table: str,
-    app: str | None,
-    older_than: timedelta,
-    status: list[str] | None,
-    batch_size: int,
-    as_json: bool,
-) -> None:
-    """Delete finished jobs by finished_at, in short batches; never pending or running ones."""
-    finished = [s.value for s in (Status.DONE, Status.FAILED, Status.CANCELLED)]
-    unknown = sorted(set(status or []) - set(finished))
-    if unknown:
-        fail(f"--status {', '.join(unknown)} cannot be pruned (use {', '.join(finished)})", 2)
-    with operating(database_url, table, app) as (queue_api, engine):
-        result = queue_api.prune(
-            engine, older_than=older_than, statuses=status, batch_size=batch_size
-        )
-    if result.locked_out:
-        fail(f"another prune of table {queue_api.table_name!r} is running; nothing deleted")
-    if as_json:
-        print_json(result.to_dict())
-        return
-    detail = ", ".join(f"{name} {count}" for name, count in result.deleted.items())
-    click.echo(
-        f"deleted {plural(result.total, 'job')} finished more than {span(older_than)} ago "
-        f"({detail}) in {plural(result.batches, 'batch')}"
-    )
-
-
-@main.command()
-@click.argument("kind")
-@click.argument("payload", default="{}", required=False)
-@operator_options
-@click.option("--queue", help="Queue (default: the task's with --app, else 'default').")
-@click.option("--delay", type=Duration(), help="Due this long from now: 30s, 5m, 2h.")
-@click.option("--run-at", type=Moment(), help="Due at this ISO 8601 time, with a UTC offset.")
-@click.option("--priority", type=int, default=0, show_default=True, help="Lower runs first.")
-@click.option("--idempotency-key", help="An existing job with this key is kept, not duplicated.")
-@click.option("--max-attempts", type=int, help="Attempts before dead-lettering (default 20).")
-def enqueue(
-    kind: str,
-    payload: str,
-    database_url: str | None,
-    table: str,
-    app: str | None,
-    queue: str | None,
-    delay: timedelta | None,
-    run_at: datetime | None,
-    priority: int,
-    idempotency_key: str | None,
-    max_attempts: int | None,
-) -> None:
-    """Enqueue one job of KIND with the JSON PAYLOAD (default {}); print its id."""
-    try:
-        value = json.loads(payload)
-    except json.JSONDecodeError as error:
-        fail(f"PAYLOAD is not valid JSON: {error}", 2)
-    except ValueError as error:  # a number past sys.get_int_max_str_digits()
-        fail(f"PAYLOAD cannot be decoded: {str(error).splitlines()[0]}", 2)
-    with (
-        operating(database_url, table, app) as (queue_api, engine),
-        Session(engine) as session,
-        session.begin(),
-    ):
-        job = queue_api.enqueue(
-            session,
-            kind,
-            value,
-            queue=queue,
-            priority=priority,
-            run_at=run_at,
-            delay=delay,
-            max_attempts=max_attempts,
-            idempotency_key=idempotency_key,
-        )
-        created = job.created_at == session.execute(statements.db_now()).scalar()
-        job_id = job.id
-    click.echo(job_id)
-    if not created:
-        click.echo(
-            f"sa-jobqueue: job {job_id} already had idempotency key {idempotency_key!r}; "
-            "nothing enqueued",
-            err=True,
-        )

@@ -6,12 +6,10 @@ read-only transactions, actions through `sa_jobqueue.ops.admin`. See docs/dashbo
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import parse_qs
 
 import jinja2
 from sqlalchemy import Engine, exc
@@ -28,9 +26,10 @@ from starlette.templating import Jinja2Templates
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS
-from sa_jobqueue.core.validation import BIGINT_RANGE
 from sa_jobqueue.dashboard import charts, queries, workers
+from sa_jobqueue.dashboard.actions import Actions, is_job_id
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
+from sa_jobqueue.dashboard.history import RANGES
 from sa_jobqueue.dashboard.render import FILTERS, NOTICES
 from sa_jobqueue.dashboard.security import (
     CSRF_COOKIE,
@@ -40,12 +39,10 @@ from sa_jobqueue.dashboard.security import (
     GuardMiddleware,
     check_host,
     new_csrf_token,
-    same_origin,
-    tokens_match,
 )
-from sa_jobqueue.errors import ConfigurationError, ValidationError
+from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.jobqueue import JobQueue
-from sa_jobqueue.ops import admin, pausing
+from sa_jobqueue.ops import admin
 from sa_jobqueue.schema.model import JobMixin
 
 __all__ = ["make_app"]
@@ -55,16 +52,7 @@ HERE = Path(__file__).parent
 T = TypeVar("T")
 
 
-_JOB_ACTIONS: dict[str, Callable[..., admin.Changed]] = {
-    "retry": admin.retry,
-    # docs/workflows.md: the jobs its failure cancelled wait for it again.
-    "retry-with-dependents": functools.partial(admin.retry, with_dependents=True),
-    "cancel": admin.cancel,
-    "delete": admin.delete_finished,
-}
-
-
-class _Dashboard:
+class _Dashboard(Actions):
     """The state every endpoint shares: the model, the engine, the options, the templates."""
 
     def __init__(
@@ -106,11 +94,6 @@ class _Dashboard:
         """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout."""
         with Session(self.reader) as session, session.begin():
             session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
-            return fn(session, self.model, *args, **kwargs)
-
-    def change(self, fn: Callable[..., admin.Changed], *args: Any, **kwargs: Any) -> admin.Changed:
-        """Run the admin function `fn(session, model, ...)` and commit."""
-        with Session(self.engine) as session, session.begin():
             return fn(session, self.model, *args, **kwargs)
 
     # -- responses -------------------------------------------------------------
@@ -165,13 +148,21 @@ class _Dashboard:
 
     async def _overview(self, request: Request, template: str) -> Response:
         queue = request.query_params.get("queue") or None
-        data = await self.run(queries.overview, queue=queue, limits=self.limits)
+        name = request.query_params.get("range") or "hour"
+        chart_range = RANGES.get(name)
+        if chart_range is None:
+            ranges = ", ".join(RANGES)
+            return self.error(request, 400, f"range must be one of {ranges}, not {name!r}.")
+        data = await self.run(
+            queries.overview, queue=queue, limits=self.limits, chart_range=chart_range
+        )
         return self.page(
             request,
             template,
             overview=data,
-            throughput=charts.throughput(data.minutes),
-            latency=charts.latency(data.minutes),
+            ranges=RANGES,
+            throughput=charts.throughput(data.minutes, stamp=chart_range.stamp),
+            latency=charts.latency(data.minutes, stamp=chart_range.stamp),
         )
 
     async def jobs(self, request: Request) -> Response:
@@ -180,15 +171,37 @@ class _Dashboard:
             job_filter = JobFilter.parse(request.query_params)
         except FilterError as error:
             return self.page(
-                request, "jobs.html", 400, filter_error=str(error), result=None, f=JobFilter()
+                request,
+                "jobs.html",
+                400,
+                filter_error=str(error),
+                result=None,
+                counts=None,
+                f=JobFilter(),
             )
         result = await self.run(queries.jobs_page, job_filter, limit=self.page_size)
-        return self.page(request, "jobs.html", result=result, f=job_filter, filter_error=None)
+        # "All N matching" is for the bulk form: a read-only dashboard does not count.
+        counts = await self.run(queries.jobs_counts, job_filter, matching=self.allow_actions)
+        return self.page(
+            request, "jobs.html", result=result, counts=counts, f=job_filter, filter_error=None
+        )
+
+    async def lookup(self, request: Request) -> Response:
+        """The header's "job id" box: go to the job's page, or say there is no such job."""
+        raw = (request.query_params.get("id") or "").strip().lstrip("#")
+        if not raw.isdigit():
+            shown = raw[:40] or "nothing"
+            return self.error(request, 400, f"{shown!r} is not a job id: ids are whole numbers.")
+        job_id = int(raw)
+        found = is_job_id(job_id) and await self.run(admin.get_job, job_id) is not None
+        if not found:
+            return self.error(request, 404, f"There is no job {job_id}.")
+        return RedirectResponse(str(request.url_for("job", job_id=job_id)), status_code=303)
 
     async def job(self, request: Request) -> Response:
         """One job, every column."""
         job_id = request.path_params["job_id"]
-        detail = await self.run(queries.job_detail, job_id) if _is_job_id(job_id) else None
+        detail = await self.run(queries.job_detail, job_id) if is_job_id(job_id) else None
         if detail is None:
             return self.error(request, 404, f"There is no job {job_id}.")
         job = detail.job.redacted(self.redact_keys)
@@ -208,121 +221,6 @@ class _Dashboard:
             running=running,
             schedules=schedules,
         )
-
-    # -- actions ---------------------------------------------------------------
-
-    async def _form(self, request: Request) -> dict[str, str] | Response:
-        """The POSTed form, or the refusal when actions are off or the CSRF check fails."""
-        if not self.allow_actions:
-            return self.error(
-                request, 403, "This dashboard is read-only (start it with --allow-actions)."
-            )
-        body = (await request.body()).decode("utf-8", errors="replace")
-        form = {key: values[-1] for key, values in parse_qs(body).items()}
-        cookie = request.cookies.get(CSRF_COOKIE)
-        if not same_origin(request.headers) or not tokens_match(form.get(CSRF_FIELD), cookie):
-            return self.error(
-                request, 403, "Refused: the form's CSRF token is missing or does not match."
-            )
-        return form
-
-    async def job_action(self, request: Request) -> Response:
-        """Retry, cancel or delete one job, then show it again."""
-        action = request.path_params["action"]
-        fn = _JOB_ACTIONS.get(action)
-        if fn is None:
-            return self.error(request, 404, f"There is no action {action!r}.")
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
-        job_id = request.path_params["job_id"]
-        if not _is_job_id(job_id):
-            return self.error(request, 404, f"There is no job {job_id}.")
-        changed = await run_in_threadpool(self.change, fn, [job_id])
-        log.info("dashboard: %s job %s -> %s", action, job_id, changed.to_dict())
-        done = bool(changed.ids)
-        if action == "delete" and done:
-            target = request.url_for("jobs")
-            return RedirectResponse(f"{target}?notice=deleted", status_code=303)
-        notice = action if done else f"not_{action}"
-        target = request.url_for("job", job_id=job_id)
-        return RedirectResponse(f"{target}?notice={notice}", status_code=303)
-
-    async def queue_action(self, request: Request) -> Response:
-        """Pause or resume a queue (`ops.pausing.pause` / `resume`, as ``sa-jobqueue pause``)."""
-        action = request.path_params["action"]
-        if action not in ("pause", "resume"):
-            return self.error(request, 404, f"There is no action {action!r}.")
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
-        queue = form.get("queue", "")
-        fn = pausing.pause if action == "pause" else pausing.resume
-        try:
-            changed = await run_in_threadpool(self._switch, fn, queue)
-        except ValidationError as error:
-            return self.error(request, 400, str(error))
-        log.info("dashboard: %s queue %r -> %s", action, queue, changed)
-        notice = f"{action}d" if changed else f"already_{action}d"
-        target = request.url_for("overview")
-        return RedirectResponse(f"{target}?notice={notice}", status_code=303)
-
-    async def schedule_action(self, request: Request) -> Response:
-        """Pause, resume or run now one schedule (as ``sa-jobqueue schedules ...``)."""
-        action = request.path_params["action"]
-        if action not in ("pause", "resume", "run"):
-            return self.error(request, 404, f"There is no action {action!r}.")
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
-        name = form.get("schedule", "")
-        try:
-            changed = await run_in_threadpool(self._schedule, action, name)
-        except (ValidationError, ConfigurationError) as error:
-            return self.error(request, 400, str(error))
-        log.info("dashboard: %s schedule %r -> %s", action, name, changed)
-        if action == "run":
-            notice = "schedule_ran"
-        else:
-            notice = f"schedule_{action}d" if changed else f"schedule_already_{action}d"
-        target = request.url_for("workers")
-        return RedirectResponse(f"{target}?notice={notice}#schedules", status_code=303)
-
-    def _schedule(self, action: str, name: str) -> bool:
-        with Session(self.engine) as session, session.begin():
-            if action == "pause":
-                return self.jobqueue.pause_schedule(session, name)
-            if action == "resume":
-                return self.jobqueue.resume_schedule(session, name)
-            self.jobqueue.run_schedule_now(session, name)
-            return True
-
-    def _switch(self, fn: Callable[..., list[str]], queue: str) -> list[str]:
-        with Session(self.engine) as session, session.begin():
-            return fn(session, self.model, queue)
-
-    async def retry_failed(self, request: Request) -> Response:
-        """Retry every failed job of a kind (and queue, when given)."""
-        form = await self._form(request)
-        if isinstance(form, Response):
-            return form
-        kind = form.get("kind") or None
-        queue = form.get("queue") or None
-        if kind is None:
-            return self.error(request, 400, "Retrying all failed jobs needs a kind.")
-        changed = await run_in_threadpool(self.change, admin.retry_failed, kind=kind, queue=queue)
-        log.info("dashboard: retry failed kind=%s queue=%s -> %d", kind, queue, len(changed.ids))
-        query = JobFilter(status="pending", kind=kind, queue=queue).query_string()
-        target = request.url_for("jobs")
-        return RedirectResponse(
-            f"{target}?{query}&notice=retried_failed&n={len(changed.ids)}", status_code=303
-        )
-
-
-def _is_job_id(job_id: int) -> bool:
-    """Whether `job_id` fits the ``bigint`` id column (a larger one names no job)."""
-    low, high = BIGINT_RANGE
-    return low <= job_id <= high
 
 
 def _model_of(jobs: JobQueue[Any] | type[JobMixin]) -> type[JobMixin]:
@@ -412,6 +310,8 @@ def make_app(
         Route("/live", board.live, name="live"),
         Route("/jobs", board.jobs, name="jobs"),
         Route("/jobs/{job_id:int}", board.job, name="job"),
+        Route("/lookup", board.lookup, name="lookup"),
+        Route("/bulk", board.bulk_action, methods=["POST"], name="bulk_action"),
         Route(
             "/jobs/{job_id:int}/{action:str}",
             board.job_action,

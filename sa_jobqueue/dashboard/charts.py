@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sa_jobqueue.dashboard.queries import Minute
+from sa_jobqueue.dashboard.history import Minute
 
 __all__ = ["Bar", "Chart", "latency", "throughput"]
 
@@ -60,21 +60,26 @@ def _nice(value: float) -> float:
         step *= 10
 
 
-def _ends(minutes: Sequence[Minute]) -> tuple[str, str]:
+def _ends(minutes: Sequence[Minute], stamp: str) -> tuple[str, str]:
     if not minutes:
         return "", ""
-    return minutes[0].start.strftime("%H:%M"), minutes[-1].start.strftime("%H:%M")
+    return minutes[0].start.strftime(stamp), minutes[-1].start.strftime(stamp)
 
 
-def throughput(minutes: Sequence[Minute], *, width: int = 600, height: int = 120) -> Chart:
-    """Stacked bars per minute: ``done`` at the bottom, ``failed`` above it."""
+def throughput(
+    minutes: Sequence[Minute], *, width: int = 600, height: int = 120, stamp: str = "%H:%M"
+) -> Chart:
+    """Stacked bars per minute (or bucket): ``done`` at the bottom, ``failed`` above it.
+
+    `stamp` is the strftime format of the bars' times (the axis and the tooltips).
+    """
     peak = _nice(max((m.done + m.failed for m in minutes), default=0))
     chart = Chart(width, height, peak)
-    chart.first, chart.last = _ends(minutes)
+    chart.first, chart.last = _ends(minutes, stamp)
     slot = width / max(len(minutes), 1)
     for i, m in enumerate(minutes):
         base = float(height)
-        label = m.start.strftime("%H:%M")
+        label = m.start.strftime(stamp)
         for count, css in ((m.done, "done"), (m.failed, "failed")):
             if not count:
                 continue
@@ -93,12 +98,14 @@ def throughput(minutes: Sequence[Minute], *, width: int = 600, height: int = 120
     return chart
 
 
-def latency(minutes: Sequence[Minute], *, width: int = 600, height: int = 120) -> Chart:
+def latency(
+    minutes: Sequence[Minute], *, width: int = 600, height: int = 120, stamp: str = "%H:%M"
+) -> Chart:
     """Lines of the average and the largest seconds from ``run_at`` to ``finished_at``."""
     values = [m.max_seconds for m in minutes if m.max_seconds is not None]
     peak = _nice(max(values, default=0))
     chart = Chart(width, height, peak)
-    chart.first, chart.last = _ends(minutes)
+    chart.first, chart.last = _ends(minutes, stamp)
     slot = width / max(len(minutes), 1)
     for name in ("avg", "max"):
         points = []

@@ -19,7 +19,9 @@ from typing import Any
 from urllib.parse import urlencode
 
 from sa_jobqueue import statements
+from sa_jobqueue.ops.bulk import Match
 from sa_jobqueue.schema.model import Status
+from sa_jobqueue.statements.dashboard import like_pattern
 
 __all__ = ["MAX_TEXT", "FilterError", "JobFilter", "like_pattern"]
 
@@ -31,16 +33,6 @@ _FIELDS = ("status", "queue", "kind", "error", "payload", "after")
 
 class FilterError(ValueError):
     """A filter or cursor in the query string that cannot be used; the message says why."""
-
-
-def like_pattern(text: str) -> str:
-    r"""An ``ILIKE`` pattern matching `text` anywhere, with ``%``, ``_`` and ``\`` escaped.
-
-    >>> like_pattern("50%_off")
-    '%50\\%\\_off%'
-    """
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _payload_filter(text: str) -> tuple[str | None, dict[str, Any] | None]:
@@ -165,6 +157,18 @@ class JobFilter:
             value = mapping[name.removeprefix("after_")]
             parts.append(value.isoformat() if isinstance(value, datetime) else str(value))
         return ",".join(parts)
+
+    def match(self) -> Match:
+        """These filters (without the cursor) as an `ops.bulk.Match`: "all matching"."""
+        payload_key, payload_value = _payload_filter(self.payload) if self.payload else (None, None)
+        return Match(
+            status=self.status,
+            queue=self.queue,
+            kind=self.kind,
+            error=self.error,
+            payload_key=payload_key,
+            payload_value=payload_value,
+        )
 
     def query_string(self, **changes: str | None) -> str:
         """These filters (with `changes`) as a query string; empty fields are left out."""

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
 from typing import Any
 
+from sqlalchemy import exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.graph import Drawing, layout
+from sa_jobqueue.dashboard.history import RANGES, ChartRange, Minute, buckets
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
+from sa_jobqueue.ops.counts import StatusTotals, status_totals
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
@@ -28,14 +31,16 @@ from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
 __all__ = [
     "HISTORY_MINUTES",
+    "MATCH_CAP",
     "JobDetail",
+    "JobsCounts",
     "JobsPage",
-    "Minute",
     "Overview",
     "QueueSummary",
     "ScheduleInfo",
     "WorkerSummary",
     "job_detail",
+    "jobs_counts",
     "jobs_page",
     "overview",
     "pretty_json",
@@ -43,9 +48,10 @@ __all__ = [
     "workers",
 ]
 
-#: How far back the overview's charts and "last hour" counts look.
+#: How far back the overview's "last hour" counts look.
 HISTORY_MINUTES = 60
 _FINISHED = tuple(s.value for s in FINISHED)
+_QUERY_CANCELED = "57014"  # statement_timeout
 _KNOWN_COLUMNS = {f.name for f in fields(JobInfo)}
 
 
@@ -79,25 +85,21 @@ class QueueSummary:
 
 
 @dataclass(frozen=True, slots=True)
-class Minute:
-    """One minute of history: jobs finished by status, and from-due-to-finished seconds."""
-
-    start: datetime
-    done: int = 0
-    failed: int = 0
-    cancelled: int = 0
-    avg_seconds: float | None = None
-    max_seconds: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Overview:
-    """The overview page: every queue, and the last hour minute by minute (oldest first)."""
+    """The overview page: every queue, totals per status, and the charts' bars (oldest first).
+
+    ``minutes`` holds one `Minute` per bar of `chart_range` (a minute, half an hour
+    or three hours).
+    """
 
     at: datetime
     queues: list[QueueSummary]
     minutes: list[Minute]
     queue: str | None = None
+    chart_range: ChartRange = RANGES["hour"]
+    #: The charts' statement ran past the statement timeout: no bars, a message instead.
+    charts_timed_out: bool = False
+    totals: StatusTotals | None = None
     limits: list[LimitStats] = field(default_factory=list)
     #: Due kinds the recent claims stepped over (likely no running worker handles them).
     passed_over: list[PassedOver] = field(default_factory=list)
@@ -124,8 +126,12 @@ def overview(
     *,
     queue: str | None = None,
     limits: Mapping[str, Limits] | None = None,
+    chart_range: ChartRange = RANGES["hour"],
 ) -> Overview:
     """Per queue counts, lag and the last hour; `queue` narrows the charts to one queue.
+
+    The charts cover `chart_range` (a range of ``ix_<table>_finished``: their cost
+    follows the jobs finished in it); the totals per status are `ops.counts.status_totals`.
 
     With `limits` (the application's limited kinds), each one's running jobs and
     recent starts beside its limits (`ops.limit_stats.limit_stats`: running rows and the
@@ -148,45 +154,30 @@ def overview(
         of(row.queue).finished[row.status] = row.jobs
     for name, paused_at in pausing.paused_queues(session, model).items():
         of(name).paused_at = paused_at  # a paused queue shows even with no job in it
-    per_minute = statements.finished_per_minute(model, by_queue=queue is not None)
-    rows = session.execute(per_minute, {**window, "queue_name": queue}).all()
+    per_bucket = statements.finished_per_bucket(model, by_queue=queue is not None)
+    shape = {"window": float(chart_range.window), "bucket": float(chart_range.bucket)}
+    rows: Sequence[Any] = []
+    timed_out = False
+    try:
+        # Its cost follows the jobs finished in the range: a week of a busy table may
+        # exceed the page's statement timeout. Then the charts say so; the page stays.
+        with session.begin_nested():
+            rows = session.execute(per_bucket, {**shape, "queue_name": queue}).all()
+    except exc.OperationalError as error:
+        if getattr(error.orig, "sqlstate", None) != _QUERY_CANCELED:
+            raise
+        timed_out = True
     return Overview(
         at=at,
         queues=[queues[name] for name in sorted(queues)],
-        minutes=_minutes(at, rows),
+        minutes=[] if timed_out else buckets(at, rows, chart_range),
+        charts_timed_out=timed_out,
         queue=queue,
+        chart_range=chart_range,
+        totals=status_totals(session, model),
         limits=limit_stats(session, model, limits) if limits else [],
         passed_over=passed_over(session, model, limited=limits or ()),
     )
-
-
-def _minutes(at: datetime, rows: Sequence[Any]) -> list[Minute]:
-    """One `Minute` for each of the last `HISTORY_MINUTES` minutes, empty ones included."""
-    by_minute: dict[datetime, dict[str, Any]] = {}
-    for row in rows:
-        slot = by_minute.setdefault(row.minute, {"avg": [], "max": []})
-        slot[row.status] = row.jobs
-        if row.status == Status.DONE.value and row.avg_seconds is not None:
-            slot["avg"].append((float(row.avg_seconds), row.jobs))
-            slot["max"].append(float(row.max_seconds))
-    last = at.replace(second=0, microsecond=0)
-    result = []
-    for back in range(HISTORY_MINUTES - 1, -1, -1):
-        start = last - timedelta(minutes=back)
-        slot = by_minute.get(start, {"avg": [], "max": []})
-        weighted = slot["avg"]
-        count = sum(n for _, n in weighted)
-        result.append(
-            Minute(
-                start=start,
-                done=slot.get(Status.DONE.value, 0),
-                failed=slot.get(Status.FAILED.value, 0),
-                cancelled=slot.get(Status.CANCELLED.value, 0),
-                avg_seconds=sum(a * n for a, n in weighted) / count if count else None,
-                max_seconds=max(slot["max"], default=None),
-            )
-        )
-    return result
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +204,44 @@ def jobs_page(
         next_cursor=job_filter.cursor_after(rows[-1]) if more else None,
         order=statements.LIST_ORDERS[job_filter.status or ""],
     )
+
+
+#: "All N matching the filter" counts up to this many (more shows as "10,000+").
+MATCH_CAP = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class JobsCounts:
+    """The jobs page's numbers: totals per status, and how many match its filter.
+
+    ``matching`` is counted up to one past `MATCH_CAP` (None when not asked for);
+    past the cap, it means "more than `MATCH_CAP`".
+    """
+
+    totals: StatusTotals
+    matching: int | None = None
+    cap: int = MATCH_CAP
+
+
+def jobs_counts(
+    session: Session, model: type[JobMixin], job_filter: JobFilter, *, matching: bool = True
+) -> JobsCounts:
+    """Totals per status (`ops.counts.status_totals`) and, with `matching`, the filter's count.
+
+    The filter's count reads at most `MATCH_CAP` matching rows, through the same
+    index as the page; a filter that matches few rows on a big table reads as
+    much as a page of it that comes back short.
+    """
+    totals = status_totals(session, model)
+    if not matching:
+        return JobsCounts(totals)
+    whole = replace(job_filter, after=None)
+    flags = whole.flags()
+    del flags["after"]
+    query = statements.capped_count(model, conditions=statements.filter_conditions(model, **flags))
+    # One past the cap: "more than MATCH_CAP" only when there are.
+    found = session.execute(query, {**whole.bound(), "cap": MATCH_CAP + 1}).scalar_one()
+    return JobsCounts(totals, matching=int(found))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -31,6 +31,7 @@ __all__ = [
     "check_statuses",
     "parse_duration",
     "prune",
+    "prune_count",
     "prune_on",
 ]
 
@@ -116,6 +117,7 @@ def prune_on(
     statuses: Iterable[str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     budget: float | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> PruneResult:
     """`prune` on a connection with no transaction open (the worker's maintenance one)."""
     ages = _retention(older_than, statuses)
@@ -147,6 +149,8 @@ def prune_on(
                 )
             result.batches += 1
             result.deleted[status] += deleted
+            if progress is not None:
+                progress(deleted)
             if deleted < batch_size:
                 break
     return result
@@ -160,6 +164,7 @@ def prune(
     statuses: Iterable[str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     budget: float | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> PruneResult:
     """Delete finished jobs whose ``finished_at`` is older than `older_than`, in batches.
 
@@ -171,6 +176,7 @@ def prune(
         statuses: among ``done``, ``failed``, ``cancelled`` (default: all three).
         batch_size: rows deleted per transaction.
         budget: seconds after which no new batch starts (``complete`` is then False).
+        progress: called after each committed batch with the rows it deleted.
 
     Guarantees: only ``done``, ``failed`` and ``cancelled`` rows are deleted, never
     ``pending`` or ``running`` ones (a job retried meanwhile is re-checked under its
@@ -191,7 +197,33 @@ def prune(
             statuses=statuses,
             batch_size=batch_size,
             budget=budget,
+            progress=progress,
         )
+
+
+def prune_count(
+    engine: Engine | Connection,
+    model: type[JobMixin],
+    *,
+    older_than: timedelta | Mapping[str, timedelta],
+    statuses: Iterable[str] | None = None,
+) -> dict[str, int]:
+    """How many jobs `prune` with the same arguments would delete now, by status (a dry run).
+
+    One count per status over the same rows `prune` would walk (``ix_<table>_finished``'s
+    range), read in one transaction; nothing is deleted or locked.
+    """
+    ages = _retention(older_than, statuses)
+    with contextlib.ExitStack() as stack:
+        conn = engine if isinstance(engine, Connection) else stack.enter_context(engine.connect())
+        with conn.begin():
+            now = conn.execute(statements.db_now()).scalar_one()
+            return {
+                status: conn.execute(
+                    statements.prune_count(model, statuses=[status]), {"before": now - age}
+                ).scalar_one()
+                for status, age in ages.items()
+            }
 
 
 class Pruner:

@@ -46,9 +46,11 @@ __all__ = [
     "LIST_ORDERS",
     "cursor_params",
     "delete_finished",
+    "filter_conditions",
     "finished_per_minute",
     "finished_recently",
     "job_page",
+    "like_pattern",
     "pending_summary",
     "running_summary",
     "schedule_of_job",
@@ -66,6 +68,16 @@ LIST_ORDERS = {
     Status.CANCELLED.value: "newest finished first: finished_at, id (ix_<table>_finished)",
     "": "newest first: id (primary key)",
 }
+
+
+def like_pattern(text: str) -> str:
+    r"""An ``ILIKE`` pattern matching `text` anywhere, with ``%``, ``_`` and ``\`` escaped.
+
+    >>> like_pattern("50%_off")
+    '%50\\%\\_off%'
+    """
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
 
 
 def _window_start() -> ColumnElement[Any]:
@@ -211,6 +223,39 @@ def cursor_params(status: str | None) -> list[str]:
     return [name for name, _ in _CURSOR_PARAMS[status]]
 
 
+def filter_conditions(
+    model: type[JobMixin],
+    *,
+    status: str | None = None,
+    by_queue: bool = False,
+    by_kind: bool = False,
+    by_error: bool = False,
+    by_payload_key: bool = False,
+    by_payload_value: bool = False,
+) -> list[ColumnElement[bool]]:
+    """The jobs page's filters as WHERE conditions (`job_page`; bulk actions use them too).
+
+    `status` is a literal in the SQL (so a partial index's predicate is provable even
+    for a generic plan); each flag adds its bound parameter: ``:queue_name``,
+    ``:kind_name``, ``:error_pattern``, ``:payload_key``, ``:payload_value``.
+    """
+    conditions: list[ColumnElement[bool]] = []
+    if status is not None:
+        conditions.append(model.status == literal(status, Text, literal_execute=True))
+    if by_queue:
+        conditions.append(model.queue == bindparam("queue_name", type_=Text))
+    if by_kind:
+        conditions.append(model.kind == bindparam("kind_name", type_=Text))
+    if by_error:
+        pattern = bindparam("error_pattern", type_=Text)
+        conditions.append(model.last_error.ilike(pattern, escape="\\"))
+    if by_payload_key:
+        conditions.append(model.payload.op("?")(bindparam("payload_key", type_=Text)))
+    if by_payload_value:
+        conditions.append(model.payload.op("@>")(bindparam("payload_value", type_=JSONB)))
+    return conditions
+
+
 def job_page(
     model: type[JobMixin],
     *,
@@ -235,20 +280,17 @@ def job_page(
     if status is not None and status not in {s.value for s in Status}:
         raise ValueError(f"unknown status {status!r}")
     key, ascending = _order(model, status)
-    query = select(*readable_columns(model))
-    if status is not None:
-        query = query.where(model.status == literal(status, Text, literal_execute=True))
-    if by_queue:
-        query = query.where(model.queue == bindparam("queue_name", type_=Text))
-    if by_kind:
-        query = query.where(model.kind == bindparam("kind_name", type_=Text))
-    if by_error:
-        pattern = bindparam("error_pattern", type_=Text)
-        query = query.where(model.last_error.ilike(pattern, escape="\\"))
-    if by_payload_key:
-        query = query.where(model.payload.op("?")(bindparam("payload_key", type_=Text)))
-    if by_payload_value:
-        query = query.where(model.payload.op("@>")(bindparam("payload_value", type_=JSONB)))
+    query = select(*readable_columns(model)).where(
+        *filter_conditions(
+            model,
+            status=status,
+            by_queue=by_queue,
+            by_kind=by_kind,
+            by_error=by_error,
+            by_payload_key=by_payload_key,
+            by_payload_value=by_payload_value,
+        )
+    )
     if after:
         bound = [bindparam(name, type_=type_) for name, type_ in _CURSOR_PARAMS[status]]
         past = tuple_(*key) > tuple_(*bound) if ascending else tuple_(*key) < tuple_(*bound)

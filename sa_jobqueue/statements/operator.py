@@ -37,6 +37,7 @@ __all__ = [
     "list_jobs",
     "live_counts",
     "prune",
+    "prune_count",
     "queues_in_use",
     "requeue",
     "requeue_failed",
@@ -44,6 +45,16 @@ __all__ = [
     "statuses_of",
     "unused_queues",
 ]
+
+
+def _prunable(model: type[JobMixin], statuses: Sequence[str]) -> list[ColumnElement[bool]]:
+    if not set(statuses) <= set(FINISHED_VALUES):
+        raise ValueError(f"prune only deletes finished statuses, not {sorted(statuses)!r}")
+    return [
+        model.status.in_(list(statuses)),
+        model.finished_at < bindparam("before", type_=TIMESTAMP(timezone=True)),
+        ~workflows.still_awaited(model, model.id),
+    ]
 
 
 def prune(
@@ -55,18 +66,19 @@ def prune(
     finished job that an unfinished job still waits for (its result is that job's
     ``ctx.upstream``; docs/workflows.md): one probe of the edges' upstream index.
     """
-    if not set(statuses) <= set(FINISHED_VALUES):
-        raise ValueError(f"prune only deletes finished statuses, not {sorted(statuses)!r}")
     old = (
         select(model.id)
-        .where(model.status.in_(list(statuses)))
-        .where(model.finished_at < bindparam("before", type_=TIMESTAMP(timezone=True)))
-        .where(~workflows.still_awaited(model, model.id))
+        .where(*_prunable(model, statuses))
         .limit(bindparam("limit", type_=Integer))
         .with_for_update(skip_locked=True)
         .cte("old")
     )
     return delete(model).where(model.id == old.c.id).returning(model.id)
+
+
+def prune_count(model: type[JobMixin], *, statuses: Sequence[str] = FINISHED_VALUES) -> Select[Any]:
+    """How many jobs `prune` would delete with the same ``:before``: its dry run."""
+    return select(func.count()).select_from(model).where(*_prunable(model, statuses))
 
 
 def stats(model: type[JobMixin]) -> Select[Any]:

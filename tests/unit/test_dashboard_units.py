@@ -11,7 +11,7 @@ from starlette.datastructures import Headers
 from sa_jobqueue import ConfigurationError
 from sa_jobqueue.dashboard import charts
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
-from sa_jobqueue.dashboard.queries import Minute, _minutes
+from sa_jobqueue.dashboard.history import RANGES, Minute, buckets
 from sa_jobqueue.dashboard.security import Credentials, same_origin
 
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
@@ -123,16 +123,25 @@ def test_minutes_fill_the_whole_hour_and_weight_averages_by_jobs():
     at = T0 + timedelta(seconds=30)
 
     class Row:
-        def __init__(self, minute, status, jobs, avg, most):
-            self.minute, self.status, self.jobs = minute, status, jobs
+        def __init__(self, bucket, status, jobs, avg, most):
+            self.bucket, self.status, self.jobs = bucket, status, jobs
             self.avg_seconds, self.max_seconds = avg, most
 
     rows = [Row(T0, "done", 3, 1.0, 2.0), Row(T0, "failed", 1, 9.0, 9.0)]
-    minutes = _minutes(at, rows)
+    minutes = buckets(at, rows, RANGES["hour"])
     assert len(minutes) == 60
     assert minutes[-1] == Minute(T0, done=3, failed=1, avg_seconds=1.0, max_seconds=2.0)
     assert minutes[0].start == T0 - timedelta(minutes=59)
     assert minutes[0].done == 0
+
+
+def test_a_week_has_56_bars_of_three_hours_aligned_on_the_epoch():
+    at = T0 + timedelta(hours=4, minutes=10)
+    bars = buckets(at, [], RANGES["week"])
+    assert len(bars) == 56
+    assert all(bar.start.timestamp() % (3 * 3600) == 0 for bar in bars)
+    assert bars[-1].start <= at < bars[-1].start + timedelta(hours=3)
+    assert bars[0].start == bars[-1].start - timedelta(hours=3 * 55)
 
 
 def test_latency_chart_skips_minutes_without_jobs():

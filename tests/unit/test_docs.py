@@ -28,6 +28,10 @@ DIRECTIVE = re.compile(r"^::: *(sa_jobqueue[\w.]*)\s*$", re.MULTILINE)
 # The click commands are rendered by the mkdocs-click directive in reference/cli.md.
 CLICK_COMMAND_MODULES = {
     "sa_jobqueue.cli.ops",
+    "sa_jobqueue.cli.stats",
+    "sa_jobqueue.cli.repair",
+    "sa_jobqueue.cli.prune",
+    "sa_jobqueue.cli.enqueue",
     "sa_jobqueue.cli.run",
     "sa_jobqueue.cli.control",
     "sa_jobqueue.cli.schedules",

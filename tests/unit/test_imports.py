@@ -139,6 +139,7 @@ def test_a_worker_loads_neither_the_operator_commands_nor_optional_dependencies(
     assert "sa_jobqueue.worker" in loaded
     assert not loaded & OPTIONAL
     unused = {"cli.ops", "cli.control", "cli.dashboard", "cli.render", "dashboard"}
+    unused |= {"cli.stats", "cli.repair", "cli.prune", "cli.enqueue", "cli.progress"}
     # The migration package's Alembic half; the worker's start checks (preflight) load no Alembic.
     unused |= {"migration.scripts", "migration.ops"}
     assert not loaded & {f"sa_jobqueue.{name}" for name in unused}

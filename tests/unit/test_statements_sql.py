@@ -60,6 +60,22 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "complete_charged": lambda: statements.complete_charged(Job),
     "sweep_expired": lambda: statements.sweep_expired(Job),
     "prune": lambda: statements.prune(Job),
+    "prune_count": lambda: statements.prune_count(Job, statuses=["done"]),
+    "bulk_batch": lambda: statements.bulk_batch(
+        Job,
+        statuses=["failed", "cancelled"],
+        conditions=statements.filter_conditions(Job, by_queue=True, by_error=True),
+    ),
+    "bulk_count": lambda: statements.bulk_count(
+        Job, statuses=["pending"], conditions=statements.filter_conditions(Job, by_kind=True)
+    ),
+    "capped_count": lambda: statements.capped_count(
+        Job, conditions=statements.list_filter(Job, by_status=True, by_queue=True, by_kind=True)
+    ),
+    "finished_per_bucket": lambda: statements.finished_per_bucket(Job, by_queue=True),
+    "last_id": lambda: statements.last_id(Job),
+    "status_counts": lambda: statements.status_counts(Job),
+    "status_estimates": statements.status_estimates,
     "stats": lambda: statements.stats(Job),
     "list_jobs": lambda: statements.list_jobs(Job, by_status=True, by_queue=True, by_kind=True),
     "requeue": lambda: statements.requeue(Job),
@@ -242,6 +258,9 @@ NOT_SNAPSHOTTED = {
     "notify",
     "set_statement_timeout",
     "cursor_params",  # not a statement: the names of job_page's cursor parameters
+    "like_pattern",  # not a statement: an ILIKE pattern for a text
+    "filter_conditions",  # WHERE conditions, snapshotted inside job_page and bulk_batch
+    "list_filter",  # WHERE conditions, snapshotted inside capped_count
     "starts_of",
 }
 

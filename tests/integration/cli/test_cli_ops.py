@@ -216,7 +216,7 @@ def test_cancel_says_a_running_job_may_still_be_finishing(run, committed):
     again = run("cancel", str(waiting), "--json")
     assert json.loads(again.stdout)["skipped"] == {str(waiting): "cancelled"}
     assert again.exit_code == 1
-    assert "Missing argument" in one_line_error(run("cancel"), 2)
+    assert "give job ids or --all" in one_line_error(run("cancel"), 2)
 
 
 def test_prune_deletes_old_finished_jobs_only(run, committed):

@@ -322,3 +322,116 @@ def test_dashboard_on_the_demo_database_shows_the_lessons_jobs(server_url, page)
         code = demo.wait(timeout=60)
         reader.join(timeout=10)
     assert code == 0, "".join(lines)
+
+
+FILL_FAILED = """
+INSERT INTO jobs (queue, kind, payload, status, attempts, max_attempts, last_error, finished_at)
+SELECT 'mail', 'send_receipt', jsonb_build_object('order_id', i), 'failed', 5, 5,
+       'Traceback (most recent call last):' || chr(10) || 'ConnectionError: SMTP timed out '
+       || repeat('and a very long message ', 8),
+       now() - make_interval(secs => i)
+FROM generate_series(1, :n) AS i
+"""
+
+
+def count_status(engine, status: str) -> int:
+    with engine.connect() as conn:
+        query = text("SELECT count(*) FROM jobs WHERE status = :s")
+        return int(conn.execute(query, {"s": status}).scalar_one())
+
+
+def test_bulk_retry_of_500_failed_jobs_asks_then_retries_them_all(committed, database_url, page):
+    with committed.begin() as conn:
+        conn.execute(text(FILL_FAILED), {"n": 500})
+    add(committed, queue="mail", kind="send_receipt", status="running", attempts=1, locked_by="w")
+    with dashboard(database_url, "--allow-actions") as base:
+        page.goto(base + "/jobs?status=failed&queue=mail")
+        assert page.locator("#matching").inner_text() == "500"
+        assert page.locator("#jobs tbody tr[data-id]").count() == 50  # one page of them
+        # The page's own box ticks every row of the page (dashboard.js).
+        page.click("#select-page")
+        assert page.locator("input.pick:checked").count() == 50
+        page.check("#scope-all")
+        page.click("#bulk-retry")
+        page.wait_for_url("**/bulk")
+        assert page.locator("h1").inner_text() == "Retry 500 jobs?"
+        assert count_status(committed, "failed") == 500  # asking changed nothing
+        shot(page, "bulk-confirm")
+        page.click("#confirm")
+        page.wait_for_url("**/jobs?status=failed&queue=mail&notice=bulk_retry&n=500")
+        assert page.locator("#notice").inner_text() == "Jobs retried (pending, due now): 500"
+        assert page.locator("#jobs tbody tr[data-id]").count() == 0
+    assert count_status(committed, "pending") == 500
+    assert count_status(committed, "running") == 1
+
+
+# What "the layout breaks" means, measured in the page rather than against a golden image
+# (the script says it): sideways scrolling, things sticking out, an overlapping header,
+# and in a wide window a table cut off in its scroll box.
+LAYOUT_PROBLEMS = (Path(__file__).parent / "layout_problems.js").read_text()
+
+
+def test_every_page_keeps_its_layout_in_a_narrow_and_a_wide_window(
+    committed, database_url, browser
+):
+    with committed.begin() as conn:
+        conn.execute(text(FILL_FAILED), {"n": 60})
+    job_id = add(
+        committed,
+        queue="a-rather-long-queue-name-for-a-phone",
+        kind="render_a_very_long_pdf_report_name",
+        payload={"text": "x" * 400, "nested": {"key": ["v" * 120]}},
+        status="failed",
+        attempts=3,
+        max_attempts=3,
+        last_error="Traceback (most recent call last):\n" + "  File 'app.py'\n" * 5 + "E" * 300,
+        finished=True,
+    )
+    add(
+        committed,
+        queue="reports",
+        kind="nightly",
+        status="running",
+        attempts=1,
+        locked_by="a-worker-host-with-a-long-name.example.internal:4242",
+        locked_until=text("now() + interval '5 minutes'"),
+    )
+    with committed.begin() as conn:  # the job page's attempt history, long lines and all
+        conn.execute(
+            text(
+                "INSERT INTO sa_jobqueue_errors_jobs (job_id, attempt, worker, error)"
+                " SELECT :id, n, 'a-worker-host-with-a-long-name.example.internal:4242', :e"
+                " FROM generate_series(1, 3) AS n"
+            ),
+            {"id": job_id, "e": "Traceback (most recent call last):\n" + "E" * 300},
+        )
+    pages = {
+        "overview": "/",
+        "overview-week": "/?range=week",
+        "jobs": "/jobs",
+        "jobs-failed": "/jobs?status=failed",
+        "job": f"/jobs/{job_id}",
+        "workers": "/workers",
+        "no-such-job": "/lookup?id=424242",
+    }
+    with dashboard(database_url, "--allow-actions") as base:
+        for width, height in ((390, 844), (1440, 900)):
+            context = browser.new_context(viewport={"width": width, "height": height})
+            try:
+                opened = context.new_page()
+                for name, url in pages.items():
+                    opened.goto(base + url)
+                    opened.wait_for_load_state("load")
+                    problems = opened.evaluate(LAYOUT_PROBLEMS, width >= 1280)
+                    shot(opened, f"{name}-{width}")
+                    assert problems == [], (name, width, problems)
+                # The bulk confirmation page too.
+                opened.goto(base + "/jobs?status=failed")
+                opened.check("#scope-all")
+                opened.click("#bulk-delete")
+                opened.wait_for_url("**/bulk")
+                assert opened.evaluate(LAYOUT_PROBLEMS, width >= 1280) == [], ("bulk", width)
+                shot(opened, f"bulk-{width}")
+            finally:
+                context.close()
+    assert count_status(committed, "failed") == 61  # the confirmation page deleted nothing

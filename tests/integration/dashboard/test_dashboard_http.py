@@ -354,14 +354,26 @@ def _plan(conn, statement, params: dict[str, Any]) -> str:
 
 
 def test_every_page_statement_has_an_index_path(committed):
-    params = {"window": 3600.0, "queue_name": "q", "kind_name": "k", "limit": 51}
-    cases = [
+    params: dict[str, Any] = {"window": 3600.0, "queue_name": "q", "kind_name": "k", "limit": 51}
+    cases: list[tuple[Any, dict[str, Any]]] = [
         (statements.pending_summary(Job), {}),
         (statements.running_summary(Job), {}),
         (statements.finished_recently(Job), params),
         (statements.finished_per_minute(Job, by_queue=True), params),
         (statements.workers_summary(Job), params),
+        (statements.finished_per_bucket(Job, by_queue=True), {**params, "bucket": 1800.0}),
+        (statements.finished_per_bucket(Job), {"window": 7 * 86400.0, "bucket": 10800.0}),
+        (statements.last_id(Job), {}),
     ]
+    for live in ("pending", "running", "failed"):
+        # The totals' live counts and the "all N matching" count of a status filter.
+        conditions = statements.filter_conditions(Job, status=live, by_kind=True)
+        cases.append((statements.capped_count(Job, conditions=conditions), {**params, "cap": 9}))
+    for statuses in (("failed", "cancelled"), ("pending", "running", "waiting")):
+        # A bulk action's batches walk the primary key.
+        conditions = statements.filter_conditions(Job, by_queue=True)
+        batch = statements.bulk_batch(Job, statuses=statuses, conditions=conditions)
+        cases.append((batch, {**params, "after_id": 0, "last_id": 10}))
     moment = "2026-12-01T00:00:00+00:00"
     cursors = {"pending": f"0,{moment},5", "running": f"{moment},5", None: "5"}
     for status in ("pending", "running", "done", "failed", "cancelled", None):

@@ -1,0 +1,3 @@
+SELECT date_bin(INTERVAL '1 second' * %(bucket)s, jobs.finished_at, to_timestamp(%(to_timestamp_1)s)) AS bucket, jobs.status AS status, count(*) AS jobs, avg(CAST(EXTRACT(epoch FROM jobs.finished_at) AS FLOAT) - CAST(EXTRACT(epoch FROM jobs.run_at) AS FLOAT)) AS avg_seconds, max(CAST(EXTRACT(epoch FROM jobs.finished_at) AS FLOAT) - CAST(EXTRACT(epoch FROM jobs.run_at) AS FLOAT)) AS max_seconds
+FROM jobs
+WHERE jobs.status IN (__[POSTCOMPILE_status_1]) AND jobs.finished_at > now() - INTERVAL '1 second' * %(window)s AND jobs.queue = %(queue_name)s GROUP BY date_bin(INTERVAL '1 second' * %(bucket)s, jobs.finished_at, to_timestamp(%(to_timestamp_1)s)), jobs.status ORDER BY date_bin(INTERVAL '1 second' * %(bucket)s, jobs.finished_at, to_timestamp(%(to_timestamp_1)s))

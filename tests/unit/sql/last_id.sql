@@ -1,0 +1,2 @@
+SELECT max(jobs.id) AS max_1
+FROM jobs

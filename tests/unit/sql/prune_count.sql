@@ -1,0 +1,5 @@
+SELECT count(*) AS count_1
+FROM jobs
+WHERE jobs.status IN (__[POSTCOMPILE_status_1]) AND jobs.finished_at < %(before)s AND NOT (EXISTS (SELECT %(param_1)s AS anon_1
+FROM sa_jobqueue_deps_jobs JOIN jobs AS awaiting ON awaiting.id = sa_jobqueue_deps_jobs.job_id
+WHERE sa_jobqueue_deps_jobs.upstream_id = jobs.id AND awaiting.status IN (__[POSTCOMPILE_status_2])))
