@@ -100,7 +100,8 @@ def render_stats(stats: admin.Stats, table: str) -> str:
     ]
     rows[-1][0] = "TOTAL"
     headers = ["queue", *[name for name, _ in _STATS_COLUMNS], "lag"]
-    title = f"table {table!r} at {when(stats.at)}"
+    workers = plural(stats.live_workers, "live worker")
+    title = f"table {table!r} at {when(stats.at)}, {workers}"
     text = f"{title}\n{grid(headers, rows, right=1)}"
     if stats.limits:
         text += "\n\n" + render_limits(stats.limits)

@@ -363,3 +363,18 @@ def test_a_worker_under_run_async_is_registered_while_it_serves_and_deregistered
 
     assert asyncio.run(serve()) == [("w-async", "idle", 0)]
     assert rows(committed, "SELECT id FROM sa_jobqueue_worker_jobs") == []
+
+
+def test_stats_and_the_overview_count_the_live_workers(committed, database_url):
+    register(committed, "w1")
+    register(committed, "w2")
+    register(committed, "w-gone")
+    expire(committed, "w-gone")
+    runner = CliRunner()
+    env = {"DATABASE_URL": database_url}
+    shown = runner.invoke(main, ["stats"], env=env)
+    assert shown.exit_code == 0, shown.output
+    assert shown.output.splitlines()[0].endswith(", 2 live workers")
+    assert json.loads(runner.invoke(main, ["stats", "--json"], env=env).output)["live_workers"] == 2
+    page = TestClient(make_app(new_queue(), committed), base_url="http://127.0.0.1").get("/")
+    assert re.search(r'id="live-workers">2 live workers</a>', page.text)
