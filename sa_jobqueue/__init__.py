@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 from sa_jobqueue.errors import (
     BatchClosedError,
     ConfigurationError,
+    JobNotFoundError,
     JobQueueError,
     PayloadError,
     ValidationError,
+    WaitTimeoutError,
 )
 
 if TYPE_CHECKING:
@@ -36,12 +38,14 @@ __all__ = [
     "Discard",
     "JobContext",
     "JobMixin",
+    "JobNotFoundError",
     "JobQueue",
     "JobQueueError",
     "PayloadError",
     "Retry",
     "Status",
     "ValidationError",
+    "WaitTimeoutError",
 ]
 
 __version__ = "0.1.0"

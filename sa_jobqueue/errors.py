@@ -5,9 +5,11 @@ from __future__ import annotations
 __all__ = [
     "BatchClosedError",
     "ConfigurationError",
+    "JobNotFoundError",
     "JobQueueError",
     "PayloadError",
     "ValidationError",
+    "WaitTimeoutError",
 ]
 
 
@@ -68,3 +70,41 @@ class BatchClosedError(JobQueueError):
     """
 
     __module__ = "sa_jobqueue"
+
+
+class JobNotFoundError(JobQueueError, LookupError):
+    """No job has this id (never committed, or deleted since: pruned, ``delete_finished``).
+
+    Raised by `jobs.wait` when the row is not there when it starts waiting, or is
+    gone when it reads the row again.
+
+    Attributes:
+        job_id: the id asked for.
+    """
+
+    __module__ = "sa_jobqueue"
+
+    def __init__(self, job_id: int, message: str | None = None) -> None:
+        self.job_id = job_id
+        super().__init__(message or f"no job {job_id} in the table")
+
+
+class WaitTimeoutError(JobQueueError, TimeoutError):
+    """`jobs.wait` gave up: the job had not ended when its timeout passed.
+
+    The job is not changed (it may still end later; wait again, or cancel it).
+
+    Attributes:
+        job_id: the job waited for.
+        timeout: the timeout given, in seconds.
+        status: the job's status when it was last read (``pending``, ``running``,
+            ``waiting``).
+    """
+
+    __module__ = "sa_jobqueue"
+
+    def __init__(self, job_id: int, timeout: float, status: str) -> None:
+        self.job_id = job_id
+        self.timeout = timeout
+        self.status = status
+        super().__init__(f"job {job_id} had not ended after {timeout:g}s (it is {status})")

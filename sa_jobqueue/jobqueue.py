@@ -18,6 +18,7 @@ from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.ops.operator_api import OperatorAPI
+from sa_jobqueue.ops.waiting import WaitAPI
 from sa_jobqueue.periodic import Schedule, make_schedule
 from sa_jobqueue.periodic.api import ScheduleAPI
 from sa_jobqueue.retry import BackoffPolicy
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["JobQueue"]
 
 
-class JobQueue(EnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT]):
+class JobQueue(EnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], WaitAPI[JobT]):
     """The queue API for one jobs model: tasks, enqueue and workers.
 
     Example:

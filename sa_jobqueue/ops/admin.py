@@ -41,7 +41,13 @@ from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Releaser, after_retry
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.schema.naming import channel_name, check_identifier, control_channel_name
+from sa_jobqueue.schema.naming import (
+    channel_name,
+    check_identifier,
+    control_channel_name,
+    ended_channel_name,
+)
+from sa_jobqueue.statements.ended import notifying_ended
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -376,7 +382,9 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     Finished jobs are reported in ``skipped``.
     """
     wanted = _ids(ids)
-    rows = session.execute(statements.cancel(model), {"ids": wanted}).all()
+    # The jobs it cancels ended: their ids go to `jobs.wait` at commit (statements.ended).
+    cancelling = notifying_ended(statements.cancel(model), ended_channel_name(model.__tablename__))
+    rows = session.execute(cancelling, {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=False)
     ended = [(row.id, Status.CANCELLED.value) for row in rows if row.has_dependents]
     if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")

@@ -17,7 +17,7 @@ from sqlalchemy import Connection
 
 from sa_jobqueue import statements
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.schema.naming import channel_name
+from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import workflows
 
 __all__ = ["Graph", "GraphNode", "Releaser", "after_retry", "graph_of"]
@@ -33,8 +33,9 @@ class Releaser:
     def __init__(self, model: type[JobMixin]) -> None:
         self.model = model
         # The release and the NOTIFY of the queues it made due: one statement.
+        table = model.__tablename__
         self._release = workflows.release_dependents(
-            model, channel=channel_name(model.__tablename__)
+            model, channel=channel_name(table), ended_channel=ended_channel_name(table)
         )
 
     def release(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
@@ -43,7 +44,8 @@ class Releaser:
         Run it in the transaction of those ends, after them. Jobs cancelled by a
         failure release theirs in turn, down the graph; the queues of the jobs made
         ``pending`` are notified at commit (one ``pg_notify`` per queue, sent by the
-        release statement itself). Returns the ids made ``pending``.
+        release statement itself), and so are the ids of those cancelled, on the
+        ended channel (`jobs.wait`). Returns the ids made ``pending``.
         """
         released: list[int] = []
         todo = list(ended)

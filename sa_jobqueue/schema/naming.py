@@ -13,6 +13,8 @@ operator commands agree on each name without importing one another. See docs/mig
 'sa_jobqueue_starts_jobs'
 >>> dependencies_table_name("jobs")
 'sa_jobqueue_deps_jobs'
+>>> ended_channel_name("jobs")
+'sa_jobqueue_ended_jobs'
 >>> workers_table("jobs"), errors_table("jobs")
 ('sa_jobqueue_worker_jobs', 'sa_jobqueue_errors_jobs')
 >>> lock_name("jobs", "sweep")
@@ -33,6 +35,7 @@ __all__ = [
     "control_channel_name",
     "dependencies_table_name",
     "derived_names",
+    "ended_channel_name",
     "errors_table",
     "lock_name",
     "notify_function_name",
@@ -167,6 +170,11 @@ def lock_name(table: str, purpose: str) -> str:
 def control_channel_name(table: str) -> str:
     """The channel on which `jobs.cancel` tells workers which running jobs of `table` stop."""
     return f"sa_jobqueue_control_{table}"[:IDENTIFIER_MAX]
+
+
+def ended_channel_name(table: str) -> str:
+    """The channel on which the ids of `table`'s jobs that ended are announced (`jobs.wait`)."""
+    return f"sa_jobqueue_ended_{table}"[:IDENTIFIER_MAX]
 
 
 def paused_queues_table(table: str) -> str:

@@ -8,12 +8,14 @@ matches no row, so it writes no history either. See docs/workers-registry.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import BigInteger, Select, Table, Update, bindparam, delete, func, insert, select
 
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.registry_tables import HISTORY_LIMIT, errors_table_for
+from sa_jobqueue.statements.ended import ended_notify
 
 __all__ = ["attempt_history", "with_history"]
 
@@ -24,7 +26,13 @@ def _errors(model: type[JobMixin]) -> Table:
     return errors_table_for(table)
 
 
-def with_history(model: type[JobMixin], fenced: Update) -> Select[Any]:
+def with_history(
+    model: type[JobMixin],
+    fenced: Update,
+    *,
+    ended_channel: str | None = None,
+    statuses: Sequence[str] | None = None,
+) -> Select[Any]:
     """`fenced` (an UPDATE ... RETURNING that ends attempts) recording each in the history.
 
     One statement: the UPDATE runs in a CTE; an INSERT writes ``(job_id, attempt,
@@ -33,7 +41,9 @@ def with_history(model: type[JobMixin], fenced: Update) -> Select[Any]:
     the job's entries beyond the newest ``HISTORY_LIMIT - 1`` it had, so with the new
     one at most `HISTORY_LIMIT` stay (only for jobs at ``HISTORY_LIMIT`` attempts or
     more: each attempt writes at most one entry, so a job below has fewer). Returns the
-    columns `fenced` returned, by name.
+    columns `fenced` returned, by name. With `ended_channel`, the statement also sends
+    the `statements.ended` NOTIFY of the rows it ended (those in `statuses`, when given),
+    as ``ended_notified``, exactly as `statements.ended.notifying_ended` does.
     """
     errors = _errors(model)
     ended = fenced.returning(
@@ -66,9 +76,11 @@ def with_history(model: type[JobMixin], fenced: Update) -> Select[Any]:
     # nothing to trim: the DELETE looks at the history only past that many.
     full = select(ended.c.history_job_id).where(ended.c.history_attempt >= HISTORY_LIMIT)
     trimmed = delete(errors).where(errors.c.job_id.in_(full), errors.c.id <= cutoff)
-    return select(*(ended.c[name] for name in names)).add_cte(
-        recorded.cte("recorded"), trimmed.cte("trimmed")
-    )
+    columns: list[Any] = [ended.c[name] for name in names]
+    if ended_channel is not None:
+        notified = ended_notify(ended_channel, ended, statuses=statuses)
+        columns.append(notified.scalar_subquery().label("ended_notified"))
+    return select(*columns).add_cte(recorded.cte("recorded"), trimmed.cte("trimmed"))
 
 
 def attempt_history(model: type[JobMixin]) -> Select[Any]:

@@ -37,6 +37,7 @@ from sa_jobqueue.schema.naming import lock_name
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.statements.common import CLAIMED_COLUMNS, claimed_columns, seconds
 from sa_jobqueue.statements.control import is_paused
+from sa_jobqueue.statements.ended import ended_notify
 from sa_jobqueue.statements.fairness import claim_fair
 
 __all__ = [
@@ -71,7 +72,9 @@ def lock_limited(model: type[JobMixin], kind: str) -> Select[Any]:
     return select(func.pg_advisory_xact_lock(key))
 
 
-def complete_and_lock(model: type[JobMixin], complete: Update) -> Select[Any]:
+def complete_and_lock(
+    model: type[JobMixin], complete: Update, *, ended: str | None = None
+) -> Select[Any]:
     """`complete` (the acknowledgement), then the locks of the kinds in ``:lock_kinds``.
 
     One statement, so one round trip, for what a claim round runs first anyway and
@@ -86,6 +89,9 @@ def complete_and_lock(model: type[JobMixin], complete: Update) -> Select[Any]:
     A `claim_limited` after it, in the same transaction, starts after the locks were
     granted: its READ COMMITTED snapshot sees every claim of the lock's previous
     holders, as after `lock_limited`.
+
+    With `ended` (the table's ended channel), the row also has ``ended_notified``:
+    one ``pg_notify`` of the done jobs' ids (`statements.ended.ended_notify`).
     """
     done = complete.cte("done")
     kinds = (
@@ -95,13 +101,16 @@ def complete_and_lock(model: type[JobMixin], complete: Update) -> Select[Any]:
     )
     key = func.hashtextextended(literal(_limit_lock_name(model, ""), Text) + kinds.c.kind, 0)
     locked = select(func.count(func.pg_advisory_xact_lock(key))).select_from(kinds)
-    return select(
+    columns: list[Any] = [
         locked.scalar_subquery().label("locked"),
         func.array_agg(done.c.id).label("ids"),
         func.array_agg(done.c.attempts).label("attempt_numbers"),
         # The jobs that others wait for (`workflows.release_dependents`), NULL for none.
         func.array_agg(done.c.id).filter(done.c.has_dependents).label("upstream_ids"),
-    ).select_from(done)
+    ]
+    if ended is not None:
+        columns.append(ended_notify(ended, done).scalar_subquery().label("ended_notified"))
+    return select(*columns).select_from(done)
 
 
 def _limit_lock_name(model: type[JobMixin], kind: str) -> str:

@@ -40,6 +40,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
 from sa_jobqueue.statements.common import unnest_rows
+from sa_jobqueue.statements.ended import ended_notify
 
 __all__ = [
     "add_to_batch",
@@ -121,7 +122,9 @@ def add_to_batch(model: type[JobMixin]) -> Update:
     )
 
 
-def release_dependents(model: type[JobMixin], *, channel: str | None = None) -> Any:
+def release_dependents(
+    model: type[JobMixin], *, channel: str | None = None, ended_channel: str | None = None
+) -> Any:
     """Count the ends of ``:ended_ids`` (statuses ``:ended_statuses``) against their dependents.
 
     Each waiting job that waits for some of them has ``waiting_for`` decremented by
@@ -139,6 +142,8 @@ def release_dependents(model: type[JobMixin], *, channel: str | None = None) -> 
     With `channel`, the same statement also sends ``pg_notify(channel, queue)`` once
     per queue of the jobs it made ``pending`` (delivered at COMMIT), so a release
     costs one round trip; each row then carries ``notified``, how many were sent.
+    With `ended_channel` too, one more ``pg_notify`` names the
+    jobs it cancelled, for `jobs.wait` (``ended_notified``; `statements.ended`).
     """
     edges = edges_of(model)
     ended = unnest_rows(("ended_ids", "id", BigInteger), ("ended_statuses", "status", Text))
@@ -199,13 +204,17 @@ def release_dependents(model: type[JobMixin], *, channel: str | None = None) -> 
     # An uncorrelated scalar subquery: evaluated once, for the first row, and not at
     # all when nothing changed.
     notified = select(func.count(func.pg_notify(literal(channel, Text), due.c.queue)))
-    return select(
+    columns: list[Any] = [
         changed.c.id,
         changed.c.status,
         changed.c.queue,
         changed.c.has_dependents,
         notified.scalar_subquery().label("notified"),
-    )
+    ]
+    if ended_channel is not None:  # the jobs it cancelled ended: tell `jobs.wait`
+        cancelled = ended_notify(ended_channel, changed, statuses=[Status.CANCELLED.value])
+        columns.append(cancelled.scalar_subquery().label("ended_notified"))
+    return select(*columns)
 
 
 def upstream_results(model: type[JobMixin]) -> Select[int, str, Any]:

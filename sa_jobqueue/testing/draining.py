@@ -132,8 +132,10 @@ class _ObservedDriver(PostgresDriver):
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
+        *,
+        announce: bool = True,
     ) -> Held:
-        held = super().complete(conn, jobs, owner, results)
+        held = super().complete(conn, jobs, owner, results, announce=announce)
         self.held |= held
         return held
 

@@ -162,6 +162,11 @@ class Completer:
             elif o.result in _FAILURES and self._record_failure(conn, o) == "failed":
                 ended.append((o.job.id, "failed"))
         self.release_dependents(conn, ended)
+        # Transactional attempts committed their done in their own transactions, without
+        # a NOTIFY (which would serialise their commits): announced here, one per round.
+        committed = [o.job.id for o in reports if o.result is Result.COMMITTED]
+        if committed:
+            self.driver.announce_ended(conn, committed)
 
     def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> None:
         """The release step: jobs waiting for `ended` (fenced ends of this transaction).

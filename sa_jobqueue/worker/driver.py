@@ -81,12 +81,21 @@ class Driver(Protocol):
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
+        *,
+        announce: bool = True,
     ) -> Held:
         """Mark `jobs` done, storing `results` (JSON text, one per job; None: no result).
 
         Returns the attempts that were still held (the rest were lost), with the ids
-        of those that other jobs wait for (`release_dependents` is then due).
+        of those that other jobs wait for (`release_dependents` is then due). The
+        same statement NOTIFYs their ids on the ended channel (`jobs.wait`), unless
+        not `announce`: a transactional handler's own transaction, whose end the
+        claim loop announces in its round (`announce_ended`).
         """
+        ...
+
+    def announce_ended(self, conn: Connection, ids: Sequence[int]) -> None:
+        """NOTIFY `ids` on the ended channel at this transaction's COMMIT (`jobs.wait`)."""
         ...
 
     def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:

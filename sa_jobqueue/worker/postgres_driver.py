@@ -16,9 +16,10 @@ from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.ops.workflows import Releaser
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.schema.naming import channel_name
+from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import control, workflows
 from sa_jobqueue.statements.attempt_errors import with_history
+from sa_jobqueue.statements.ended import MAX_NAMED_IDS, notifying_ended
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 from sa_jobqueue.worker.driver_values import Held, NextDue, Swept, Upstream
 
@@ -75,11 +76,25 @@ class PostgresDriver:
         }
         self._releaser = Releaser(model)
         self._upstream = workflows.upstream_results(model)
-        self._complete = statements.complete(model)
-        self._complete_plain = statements.complete(model, with_results=False)
-        self._complete_one = statements.complete_one(model)
-        self._complete_and_lock = statements.complete_and_lock(model, self._complete)
-        self._complete_plain_and_lock = statements.complete_and_lock(model, self._complete_plain)
+        # Every statement that ends jobs also NOTIFYs their ids on the ended channel, in
+        # the same statement: one pg_notify per statement, none when nothing ended
+        # (`statements.ended`; what `jobs.wait` listens for).
+        ended = ended_channel_name(model.__tablename__)
+        finished = statements.FINISHED_VALUES
+        complete = statements.complete(model)
+        complete_plain = statements.complete(model, with_results=False)
+        self._complete = notifying_ended(complete, ended)
+        self._complete_plain = notifying_ended(complete_plain, ended)
+        self._complete_one = notifying_ended(statements.complete_one(model), ended)
+        # A transactional handler's done, in its own transaction: a NOTIFY there would
+        # serialise the commits of concurrent handlers on PostgreSQL's notify lock (held
+        # through the commit's WAL flush), so the claim loop announces it (`announce_ended`).
+        self._complete_quietly = statements.complete_one(model)
+        self._announce = statements.notify(ended)
+        self._complete_and_lock = statements.complete_and_lock(model, complete, ended=ended)
+        self._complete_plain_and_lock = statements.complete_and_lock(
+            model, complete_plain, ended=ended
+        )
         # Set by the claim loop's thread only: the locks its next acknowledgement takes
         # (on that connection), and the transaction that took them, with those kinds.
         self._ahead: tuple[Connection, list[str]] | None = None
@@ -87,7 +102,7 @@ class PostgresDriver:
         self._release = statements.release(model)
         self._refund = statements.refund_attempts(model)
         self._charge = statements.charge_attempts(model)
-        self._complete_charged = statements.complete_charged(model)
+        self._complete_charged = statements.complete_charged(model)  # announced like the above
         self._rates: dict[str, tuple[int, float, dict[str, Executable]]] = {
             kind: (
                 limit.rate_count,
@@ -105,18 +120,23 @@ class PostgresDriver:
             if limit.rate_count is not None
         }
         self._notify = statements.notify(channel_name(model.__tablename__))
-        # Each failure writes its attempt-history entry in the same fenced statement;
-        # an unavailable start (no attempt ran) writes none.
-        self._failures = {
-            Result.FAIL: with_history(model, statements.fail(model)),
+        # Each failure writes its attempt-history entry in the same fenced statement (an
+        # unavailable start, where no attempt ran, writes none), and those that end jobs
+        # also NOTIFY them on the ended channel.
+        self._failures: dict[Result, Executable] = {
+            Result.FAIL: with_history(
+                model, statements.fail(model), ended_channel=ended, statuses=finished
+            ),
             Result.RETRY: with_history(model, statements.retry_later(model)),
             Result.UNAVAILABLE: statements.retry_later(model),
-            Result.DISCARD: with_history(model, statements.discard(model)),
+            Result.DISCARD: with_history(model, statements.discard(model), ended_channel=ended),
         }
         self._heartbeat = statements.heartbeat(model)
         self._still_owned = statements.still_owned(model)
         self._cancelled = control.cancelled_attempts(model)
-        self._sweep = with_history(model, statements.sweep_expired(model))
+        self._sweep = with_history(
+            model, statements.sweep_expired(model), ended_channel=ended, statuses=finished
+        )
         self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}
@@ -204,16 +224,27 @@ class PostgresDriver:
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
+        *,
+        announce: bool = True,
     ) -> Held:
         """Mark `jobs` done in one fenced UPDATE, with their results; return those still held.
 
         On the connection `lock_ahead` named, the same statement also takes the kind
-        locks asked for (`statements.complete_and_lock`), once.
+        locks asked for (`statements.complete_and_lock`), once. It NOTIFYs the ids on
+        the ended channel unless not `announce` (then `jobs` is one job: a
+        transactional handler's done).
         """
         if not jobs:
             return Held()
         if results is not None and len(results) != len(jobs):
             raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
+        if not announce:
+            if len(jobs) != 1:
+                raise ValueError(f"announce=False completes one job, not {len(jobs)}")
+            job = jobs[0]
+            one = {"job_id": job.id, "attempt": job.attempts, "owner": owner}
+            one["result"] = None if results is None else results[0]
+            return _held(conn.execute(self._complete_quietly, one))
         plain = results is None or all(result is None for result in results)
         params = fence_params(jobs, owner)
         if not plain:
@@ -254,6 +285,13 @@ class PostgresDriver:
             if reason is not None:
                 params["reason"] = reason
             conn.execute(self._release, params)
+
+    def announce_ended(self, conn: Connection, ids: Sequence[int]) -> None:
+        """`statements.notify` on the ended channel: ids, space-separated, 350 a payload."""
+        if ids:
+            step = MAX_NAMED_IDS
+            payloads = [" ".join(map(str, ids[i : i + step])) for i in range(0, len(ids), step)]
+            conn.execute(self._announce, {"queues": payloads})
 
     def notify(self, conn: Connection, queues: Sequence[str]) -> None:
         """`statements.notify` on the table's channel for `queues` (sent at COMMIT)."""

@@ -28,9 +28,11 @@ from sa_jobqueue.statements import (
     schedule_control,
     workflows,
 )
+from sa_jobqueue.statements.ended import notifying_ended
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
+ENDED = "sa_jobqueue_ended_jobs"
 
 BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue": lambda: statements.enqueue(Job),
@@ -204,6 +206,26 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "release_dependents": lambda: workflows.release_dependents(Job),
     "release_dependents_notify": lambda: workflows.release_dependents(
         Job, channel="sa_jobqueue_jobs"
+    ),
+    "release_dependents_notify_ended": lambda: workflows.release_dependents(
+        Job, channel="sa_jobqueue_jobs", ended_channel=ENDED
+    ),
+    "complete_notifying_ended": lambda: notifying_ended(statements.complete(Job), ENDED),
+    "complete_and_lock_notifying_ended": lambda: statements.complete_and_lock(
+        Job, statements.complete(Job, with_results=False), ended=ENDED
+    ),
+    "fail_notifying_ended": lambda: notifying_ended(
+        statements.fail(Job), ENDED, statuses=statements.FINISHED_VALUES
+    ),
+    # what the driver runs: the history and the ended NOTIFY in one fenced statement
+    "fail_with_history_notifying_ended": lambda: attempt_errors.with_history(
+        Job, statements.fail(Job), ended_channel=ENDED, statuses=statements.FINISHED_VALUES
+    ),
+    "sweep_expired_with_history_notifying_ended": lambda: attempt_errors.with_history(
+        Job,
+        statements.sweep_expired(Job),
+        ended_channel=ENDED,
+        statuses=statements.FINISHED_VALUES,
     ),
     "upstream_of": lambda: workflows.upstream_of(Job),
     "upstream_results": lambda: workflows.upstream_results(Job),
