@@ -29,6 +29,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -38,6 +39,8 @@ from sqlalchemy import create_engine, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from sa_jobqueue import JobQueue, migration, statements  # noqa: E402
+from sa_jobqueue.schema.naming import ended_channel_name  # noqa: E402
+from sa_jobqueue.statements.ended import notifying_ended  # noqa: E402
 from sa_jobqueue.testing import scratch_database  # noqa: E402
 from sa_jobqueue.worker.attempt import Claimed, Result  # noqa: E402
 from sa_jobqueue.worker.driver import PostgresDriver  # noqa: E402
@@ -57,6 +60,12 @@ def broken(ctx: object) -> None:
     raise RuntimeError("broken")
 
 
+def _plain_fail() -> Any:
+    """The driver's fail statement without the history: fenced, with its ended NOTIFY."""
+    ended = ended_channel_name(Job.__tablename__)
+    return notifying_ended(statements.fail(Job), ended, statuses=statements.FINISHED_VALUES)
+
+
 def _fill(engine, kind: str, n: int) -> None:
     with engine.begin() as conn:
         conn.execute(text("TRUNCATE jobs RESTART IDENTITY CASCADE"))
@@ -71,8 +80,7 @@ def _drain(engine, kind: str, n: int, *, registry: bool, history: bool) -> float
         worker.registration.register = lambda engine: None  # type: ignore[method-assign]
         worker.registration.deregister = lambda engine: None  # type: ignore[method-assign]
     if not history:
-        plain = worker.driver._failures
-        plain[Result.FAIL] = statements.fail(Job)  # the statement before the history
+        worker.driver._failures[Result.FAIL] = _plain_fail()
     started = time.perf_counter()
     ran = worker.drain()
     seconds = time.perf_counter() - started
@@ -93,7 +101,7 @@ def _fail_statements(engine, n: int, *, history: bool) -> float:
         )
     driver = PostgresDriver(Job, leases={}, default_lease=60.0)
     if not history:
-        driver._failures[Result.FAIL] = statements.fail(Job)
+        driver._failures[Result.FAIL] = _plain_fail()
     started = time.perf_counter()
     with engine.connect() as conn:
         for job_id in range(1, n + 1):
