@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
@@ -11,12 +13,22 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.core.steps import (
+    AttemptSteps,
+    MemorySteps,
+    Parked,
+    StepLeaseLost,
+    StepStore,
+    check_progress,
+    check_timeout,
+    dump_step_result,
+)
 from sa_jobqueue.core.validation import check_delay
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-__all__ = ["Discard", "JobContext", "Retry"]
+__all__ = ["Discard", "JobContext", "Parked", "Retry", "StepLeaseLost"]
 
 #: The upstream of a job that waited for nothing: one shared, read-only empty mapping.
 _NONE: Mapping[Any, Any] = MappingProxyType({})
@@ -82,6 +94,11 @@ class JobContext:
     )
     upstream: Mapping[int, Any] = field(default_factory=_none, repr=False, compare=False)
     upstream_statuses: Mapping[int, str] = field(default_factory=_none, repr=False, compare=False)
+    # Durable steps (docs/durable.md): where they are recorded, whether the job has
+    # recorded any (read from the claim), and this attempt's state, made on first use.
+    _steps: StepStore | None = field(default=None, repr=False, compare=False)
+    _has_steps: bool = field(default=False, repr=False, compare=False)
+    _durable: AttemptSteps | None = field(default=None, repr=False, compare=False)
 
     @property
     def cancelled(self) -> bool:
@@ -158,6 +175,192 @@ class JobContext:
             why = "has no session (lease mode)" if session is None else "has a sync Session"
             raise AttributeError(f"job {self.id} ({self.kind!r}) {why}; it has no AsyncSession")
         return session
+
+    # -- durable steps (docs/durable.md) ---------------------------------------------
+
+    def _attempt_steps(self) -> tuple[StepStore, AttemptSteps]:
+        if self._steps is None:
+            object.__setattr__(self, "_steps", MemorySteps())
+        if self._durable is None:
+            object.__setattr__(self, "_durable", AttemptSteps())
+        return self._steps, self._durable  # type: ignore[return-value]  # set just above
+
+    def _recorded(self, name: str) -> tuple[str, Any] | None:
+        store, state = self._attempt_steps()
+        if state.recorded is None:
+            state.recorded = store.load(self) if self._has_steps else {}
+        return state.recorded.get(name)
+
+    async def _arecorded(self, name: str) -> tuple[str, Any] | None:
+        store, state = self._attempt_steps()
+        if state.recorded is None:
+            state.recorded = await store.aload(self) if self._has_steps else {}
+        return state.recorded.get(name)
+
+    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per job, across attempts; return its result.
+
+        The first attempt that gets past it records the result (a JSON value, checked
+        like a handler's result) in a fenced write as soon as ``fn`` returns; every
+        later attempt (after a crash, a retry, a sleep or a wait) gets the stored
+        result back without calling ``fn``. Lease mode: the record commits at once, so
+        a crash after it never runs ``fn`` again; a crash *inside* ``fn`` runs it again
+        (make it idempotent, e.g. keyed by ``ctx.idempotency_key``). A stale attempt
+        (lease lost) records nothing and stops there. Transactional mode: the record
+        is written in the handler's transaction and commits with it (or with a park).
+
+        Args:
+            name: the step's name, unique among this job's steps, sleeps and waits.
+            fn: what to run; its result must be JSON (None included).
+            *args: passed to `fn`.
+            **kwargs: passed to `fn`.
+
+        Raises:
+            ValidationError: a bad `name`, or one this run used already.
+            PayloadError: the result is not storable as JSON (``fn`` ran; nothing
+                was recorded).
+
+        Example::
+
+            charge = ctx.step("charge", payments.charge, order_id, key=ctx.idempotency_key)
+        """
+        store, state = self._attempt_steps()
+        name = state.claim_name(name, "step")
+        found = self._recorded(name)
+        if found is not None:
+            return found[1]
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            if inspect.iscoroutine(value):
+                value.close()
+            raise TypeError(f"step {name!r} got an awaitable: use `await ctx.astep(...)`")
+        store.record(self, name, dump_step_result(name, value, store.max_bytes))
+        return value
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """`step` for an ``async def`` handler: ``await ctx.astep(name, fn, ...)``.
+
+        `fn` may be a coroutine function (awaited) or a plain one (called); the
+        record is written off the event loop (lease mode) or through the handler's
+        `AsyncSession` (transactional mode).
+        """
+        store, state = self._attempt_steps()
+        name = state.claim_name(name, "step")
+        found = await self._arecorded(name)
+        if found is not None:
+            return found[1]
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        await store.arecord(self, name, dump_step_result(name, value, store.max_bytes))
+        return value
+
+    def sleep(self, name: str, duration: timedelta | float) -> None:
+        """Park the job for `duration` (a timedelta or seconds) on the database clock.
+
+        The first time: the job goes back to ``pending`` with ``run_at = now() +
+        duration`` (fenced, using no attempt, as a `Retry`) and the handler unwinds
+        (a `Parked`, which ``except Exception`` does not catch); the worker's slot is
+        free meanwhile. When the job runs again, its handler starts from the top: its
+        recorded steps return their results and this sleep returns at once.
+        Transactional mode: the park commits with the handler's writes so far.
+
+        Raises:
+            ValidationError: a bad or reused `name`, a bad `duration`.
+        """
+        store, state = self._attempt_steps()
+        name = state.claim_name(name, "sleep")
+        seconds = check_delay("duration", duration)
+        if self._recorded(name) is not None:
+            return
+        if store.sleep(self, name, seconds):
+            raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True)
+
+    async def asleep(self, name: str, duration: timedelta | float) -> None:
+        """`sleep` for an ``async def`` handler: ``await ctx.asleep(name, duration)``."""
+        store, state = self._attempt_steps()
+        name = state.claim_name(name, "sleep")
+        seconds = check_delay("duration", duration)
+        if await self._arecorded(name) is not None:
+            return
+        if await store.asleep(self, name, seconds):
+            raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True)
+
+    def wait_for_signal(self, name: str, timeout: timedelta | float | None = None) -> Any:
+        """Return the payload of signal `name` (``jobs.signal``), parking the job until it comes.
+
+        A signal sent before the job waits is kept for it. Without one, the job is
+        parked (``pending``, no slot, no attempt used) until the signal's commit makes
+        it due (woken through LISTEN/NOTIFY) or `timeout` passes, counted from the
+        first park; the handler then runs again from the top and this call returns
+        the payload, or **None on timeout** (send a payload other than None to tell
+        them apart). The outcome is recorded like a step, so later resumes get the
+        same answer. Each signal is taken by one wait.
+
+        Raises:
+            ValidationError: a bad or reused `name`, a bad `timeout`.
+        """
+        store, state = self._attempt_steps()
+        name = state.claim_name(name, "signal wait")
+        seconds = check_timeout(timeout)
+        found = self._recorded(name)
+        if found is not None and found[0] != "wait":
+            return found[1]
+        outcome, payload = store.wait(self, name, seconds)
+        if outcome == "parked":
+            raise Parked(f"job {self.id} waits for signal {name!r}")
+        return payload
+
+    async def await_for_signal(self, name: str, timeout: timedelta | float | None = None) -> Any:
+        """`wait_for_signal` for an ``async def`` handler: ``await ctx.await_for_signal(...)``."""
+        store, state = self._attempt_steps()
+        name = state.claim_name(name, "signal wait")
+        seconds = check_timeout(timeout)
+        found = await self._arecorded(name)
+        if found is not None and found[0] != "wait":
+            return found[1]
+        outcome, payload = await store.await_(self, name, seconds)
+        if outcome == "parked":
+            raise Parked(f"job {self.id} waits for signal {name!r}")
+        return payload
+
+    def progress(self, value: float | Mapping[str, Any]) -> None:
+        """Report progress: a number from 0 to 1, or a small JSON object (at most 2 KiB).
+
+        A fenced write of the job's ``progress`` column, visible to other connections
+        at once (``sa-jobqueue jobs show``), on a connection of its own in both modes.
+        Throttled: at most one write per `PROGRESS_INTERVAL` seconds per attempt; the
+        last value is always written when the attempt ends, so a tight loop costs a
+        check and a ``json.dumps`` per call. A stale attempt's write changes nothing.
+
+        Raises:
+            ValidationError: not a number in 0-1 nor a JSON object.
+            PayloadError: an object that is not JSON, or larger than 2 KiB.
+        """
+        store, state = self._attempt_steps()
+        state.progress = check_progress(value)
+        if state.progress_due() and store.progress(self, state.progress):
+            state.progress, state.progress_at = None, time.monotonic()
+
+    async def aprogress(self, value: float | Mapping[str, Any]) -> None:
+        """`progress` for an ``async def`` handler: ``await ctx.aprogress(value)``."""
+        store, state = self._attempt_steps()
+        state.progress = check_progress(value)
+        if state.progress_due() and await store.aprogress(self, state.progress):
+            state.progress, state.progress_at = None, time.monotonic()
+
+    def _flush_progress(self, *, asynchronous: bool = False) -> Awaitable[bool] | bool:
+        """Write the last progress value not written yet (the end of an attempt).
+
+        `asynchronous`: an ``async def`` handler's attempt (returns an awaitable).
+        """
+        state = self._durable
+        if state is None or state.progress is None or self._steps is None:
+            return False
+        value, state.progress = state.progress, None
+        if asynchronous:
+            return self._steps.aprogress(self, value, final=True)
+        return self._steps.progress(self, value, final=True)
 
 
 class Retry(Exception):

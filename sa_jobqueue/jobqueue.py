@@ -14,6 +14,7 @@ from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from sa_jobqueue.enqueue.api import EnqueueAPI
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.keyed import KeyedInserter
+from sa_jobqueue.enqueue.signals import Signaller
 from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
@@ -96,6 +97,7 @@ class JobQueue(EnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], WaitAPI[J
         self._columns = OwnColumns(model, max_payload_bytes)
         self._after = AfterCheck(model)
         self._graph: Graph[JobT] = Graph(model, self._inserter)
+        self._signaller: Signaller[JobT] = Signaller(model, max_payload_bytes)
         #: The middleware around every handler call; `middleware` adds to it.
         self.middlewares: Middlewares = self.registry.middlewares
 

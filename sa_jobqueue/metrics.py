@@ -29,7 +29,16 @@ __all__ = ["BUCKETS", "OUTCOMES", "Metrics", "TableGauges", "default_metrics"]
 log = logging.getLogger("sa_jobqueue.metrics")
 
 #: The ``outcome`` label's values.
-OUTCOMES = ("done", "retry", "failed", "cancelled", "timeout", "lease_lost", "released")
+OUTCOMES = (
+    "done",
+    "retry",
+    "failed",
+    "cancelled",
+    "timeout",
+    "lease_lost",
+    "released",
+    "parked",  # a durable sleep or signal wait (docs/durable.md)
+)
 #: Histogram buckets of ``sa_jobqueue_job_duration_seconds``: 5 ms to 15 minutes.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
 

@@ -1,7 +1,7 @@
 """sa-jobqueue: the worker registry and the attempt history (two tables beside the jobs table).
 
 Revision ID: sajq_0008
-Revises: sajq_0006
+Revises: sajq_0007
 Create Date: 2026-12-02
 
 Two new, empty tables; the jobs table is not altered, so no row is rewritten and
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from sa_jobqueue.migration import add_worker_registry, drop_worker_registry, revision_table
 
 revision: str = "sajq_0008"
-down_revision: str | Sequence[str] | None = "sajq_0006"
+down_revision: str | Sequence[str] | None = "sajq_0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -15,6 +15,7 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.cli.app import JobId, csv, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.durable import show_durable
 from sa_jobqueue.cli.render import first_line, grid, indent, print_json, when
 from sa_jobqueue.ops import counts
 from sa_jobqueue.schema.model import Status
@@ -114,8 +115,9 @@ def show_command(
     ):
         job = queue_api.show(session, job_id)
         graph = queue_api.graph(session, job_id) if job is not None else None
+        durable = queue_api.durable(session, job) if job is not None else None
         history = queue_api.attempt_history(session, job_id) if job is not None else []
-    if job is None or graph is None:
+    if job is None or graph is None or durable is None:
         fail(f"no job {job_id}")
     job = job.redacted(queue_api.redact_keys)
     if as_json:
@@ -124,6 +126,7 @@ def show_command(
                 **job.to_dict(),
                 "upstream": [asdict(node) for node in graph.upstream],
                 "dependents": [asdict(node) for node in graph.dependents],
+                **durable.to_dict(),
                 "attempt_history": [entry.to_dict() for entry in history],
             }
         )
@@ -170,6 +173,7 @@ def show_command(
         click.echo(f"{title}:" + ("" if nodes else " -"))
         for node in nodes:
             click.echo(f"  job {node.id} {node.kind} {node.status}")
+    show_durable(job.progress, durable)
 
 
 def _last_error_title(status: str, attempts: int, last_error: str | None) -> str:

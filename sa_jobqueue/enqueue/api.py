@@ -24,6 +24,7 @@ from sa_jobqueue.enqueue.prepare import (
     prepare,
     prepare_many,
 )
+from sa_jobqueue.enqueue.signals import Signaller
 from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.columns import OwnColumns
@@ -49,6 +50,7 @@ class EnqueueAPI(Generic[JobT]):
     _columns: OwnColumns
     _after: AfterCheck
     _graph: Graph[JobT]
+    _signaller: Signaller[JobT]
 
     def enqueue(
         self,
@@ -225,6 +227,50 @@ class EnqueueAPI(Generic[JobT]):
                 "callback", callback, "a batch callback waits for the batch's jobs; give no after="
             )
         return spec
+
+    def signal(
+        self, session: Session | scoped_session[Any], job_id: int, name: str, payload: Any = None
+    ) -> int:
+        """Send signal `name` with `payload` to job `job_id`, in the caller's transaction.
+
+        The signal exists only if the caller's transaction commits. A job parked in
+        ``ctx.wait_for_signal(name)`` is made due at that COMMIT, and idle workers of
+        its queue wake through LISTEN/NOTIFY; a signal sent before the job waits is
+        kept for it (each wait takes the oldest one of its name). The job's row is
+        locked until the caller's transaction ends. Never commits.
+
+        Args:
+            session: the caller's session (its transaction carries the signal).
+            job_id: the job to signal.
+            name: the name its handler waits for.
+            payload: a JSON value (checked like a job's payload), or None.
+
+        Returns:
+            The signal's id.
+
+        Raises:
+            ValidationError: a bad id, name or payload; no such job; a job that has
+                ended (done, failed or cancelled).
+
+        Example::
+
+            with Session(engine) as session, session.begin():
+                jobs.signal(session, job_id, "approved", {"by": "ops"})
+        """
+        check_sync_session(session, "signal")
+        checked = self._signaller.check(job_id, name, payload)
+        return self._signaller.send(_plain(session).connection(), *checked)
+
+    async def asignal(
+        self, session: AsyncSession, job_id: int, name: str, payload: Any = None
+    ) -> int:
+        """`signal` for an `AsyncSession`, in the caller's async transaction."""
+        check_async_session(session, "asignal")
+        checked = self._signaller.check(job_id, name, payload)
+        signal_id: int = await session.run_sync(
+            lambda sync: self._signaller.send(sync.connection(), *checked)
+        )
+        return signal_id
 
     # -- asyncio (see docs/asyncio.md) ----------------------------------------
 

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sa_jobqueue.migration.durable import add_durable_steps, drop_durable_steps
     from sa_jobqueue.migration.ops import (
         add_flow_control,
         add_runtime_control,
@@ -55,6 +56,7 @@ __all__ = [
     "AUTOVACUUM",
     "ROOT_REVISION",
     "Migrated",
+    "add_durable_steps",
     "add_flow_control",
     "add_revision_columns",
     "add_runtime_control",
@@ -69,6 +71,7 @@ __all__ = [
     "current_revisions",
     "downgrade",
     "downgrade_to",
+    "drop_durable_steps",
     "drop_flow_control",
     "drop_jobs_table",
     "drop_notify_trigger",
@@ -96,6 +99,7 @@ _OPS = frozenset(
     | {"add_workflows", "drop_workflows", "revision_table"}
 )
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
+_DURABLE = frozenset({"add_durable_steps", "drop_durable_steps"})
 _REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
 
 
@@ -107,6 +111,8 @@ def __getattr__(name: str) -> Any:
             if name in _OPS
             else "versions"
             if name in _VERSIONS
+            else "durable"
+            if name in _DURABLE
             else "registry_ops"
             if name in _REGISTRY
             else "scripts"

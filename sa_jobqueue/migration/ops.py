@@ -35,6 +35,7 @@ from sa_jobqueue.schema.state_tables import (
     turns_table_for,
     weights_table_for,
 )
+from sa_jobqueue.schema.steps import signals_table, steps_table
 
 __all__ = [
     "add_flow_control",
@@ -206,7 +207,10 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     workers_table_for(table).drop(op.get_bind(), checkfirst=True)
     turns_table_for(table).drop(op.get_bind(), checkfirst=True)
     weights_table_for(table).drop(op.get_bind(), checkfirst=True)
-    # Made by sajq_0005 (or create_all); its foreign keys would block the jobs table's drop.
+    # Made by sajq_0005 and sajq_0007 (or create_all); their foreign keys would block
+    # the jobs table's drop.
+    signals_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
+    steps_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     dependencies_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     for state in reversed(add_state_tables(table)):

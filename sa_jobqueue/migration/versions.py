@@ -21,7 +21,7 @@ from sqlalchemy import Connection, MetaData, Table, inspect
 
 from alembic import op
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.migration import ops, preflight, registry_ops
+from sa_jobqueue.migration import durable, ops, preflight, registry_ops
 from sa_jobqueue.schema.naming import (
     check_identifier,
     check_table_name,
@@ -29,7 +29,9 @@ from sa_jobqueue.schema.naming import (
     errors_table,
     paused_queues_table,
     schedules_table,
+    signals_table_name,
     starts_table_name,
+    steps_table_name,
     turns_table,
     version_table,
     weights_table,
@@ -119,6 +121,13 @@ VERSIONS: tuple[Version, ...] = (
         ops.drop_runtime_control,
         columns=("debounce_key", "throttle_key"),
         tables=(weights_table, turns_table),
+    ),
+    Version(
+        "sajq_0007",
+        durable.add_durable_steps,
+        durable.drop_durable_steps,
+        columns=("progress", "has_steps"),
+        tables=(steps_table_name, signals_table_name),
     ),
     Version(
         "sajq_0008",

@@ -203,6 +203,8 @@ class JobInfo:
     waiting_for: int | None = None
     #: ``cancel`` or ``run`` (docs/workflows.md); None without ``after=``.
     after_failure: str | None = None
+    #: The last ``ctx.progress`` value (a number 0-1 or an object), or None.
+    progress: Any = None
 
     @classmethod
     def from_row(cls, row: Any) -> JobInfo:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.aio import check_async_session, check_sync_session
 from sa_jobqueue.ops import admin, fairness, pausing
+from sa_jobqueue.ops.durable import DurableState, durable_state
 from sa_jobqueue.ops.workers import AttemptError, WorkerInfo, attempt_history, list_workers
 from sa_jobqueue.ops.workflows import Graph, graph_of
 from sa_jobqueue.schema.model import JobT
@@ -128,6 +129,11 @@ class OperatorAPI(Generic[JobT]):
         """What job `job_id` waits for and what waits for it (docs/workflows.md)."""
         check_sync_session(session, "graph")
         return graph_of(session.connection(), self.model, job_id)
+
+    def durable(self, session: Session, job: admin.JobInfo) -> DurableState:
+        """`job`'s recorded steps, its signals and what it is parked for (docs/durable.md)."""
+        check_sync_session(session, "durable")
+        return durable_state(session.connection(), self.model, job.id, job.status)
 
     def retry_failed(
         self, session: Session, *, queue: str | None = None, kind: str | None = None

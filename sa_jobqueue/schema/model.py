@@ -32,6 +32,7 @@ from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
+from sa_jobqueue.schema.steps import signals_table, steps_table
 
 __all__ = [
     "ACTIVE",
@@ -184,6 +185,11 @@ class JobMixin:
     debounce_key: Mapped[str | None] = mapped_column(Text, info=since("sajq_0006"))
     #: Enqueues with ``throttle=(key, window)``: at most one job per key per window.
     throttle_key: Mapped[str | None] = mapped_column(Text, info=since("sajq_0006"))
+    # Added by revision sajq_0007 (durable steps, docs/durable.md).
+    #: The last ``ctx.progress(value)`` of its handler: a number 0-1 or a small object.
+    progress: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0007"))
+    #: True once it recorded a step (or a sleep, or a wait): its next attempt reads them.
+    has_steps: Mapped[bool | None] = mapped_column(Boolean, info=since("sajq_0007"))
 
     __mapper_args__: ClassVar[dict[str, Any]] = {"eager_defaults": True}
 
@@ -209,6 +215,8 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
         dependencies_table(table.metadata, table.name)  # workflows' edges
         weights_table_for(table)  # the fair kinds' weights and turns (sajq_0006)
         turns_table_for(table)
+        steps_table(table.metadata, table.name)  # durable steps and signals (sajq_0007)
+        signals_table(table.metadata, table.name)
         workers_table_for(table)  # the worker registry and attempt history (sajq_0008)
         errors_table_for(table)
 

@@ -41,7 +41,9 @@ __all__ = [
     "notify_function_name",
     "paused_queues_table",
     "schedules_table",
+    "signals_table_name",
     "starts_table_name",
+    "steps_table_name",
     "turns_table",
     "version_table",
     "weights_table",
@@ -99,6 +101,13 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"fk_{table}_deps_job",
         f"fk_{table}_deps_upstream",
         f"ix_{table}_deps_upstream",
+        f"sa_jobqueue_steps_{table}",
+        f"pk_{table}_steps",
+        f"fk_{table}_steps",
+        f"sa_jobqueue_signal_{table}",
+        f"pk_{table}_signals",
+        f"fk_{table}_signals",
+        f"ix_{table}_signals_job",
         f"sa_jobqueue_worker_{table}",
         f"pk_{table}_worker",
         f"sa_jobqueue_errors_{table}",
@@ -150,6 +159,16 @@ def starts_table_name(table: str) -> str:
 def dependencies_table_name(table: str) -> str:
     """The table of `table`'s dependency edges: which job waits for which (docs/workflows.md)."""
     return f"sa_jobqueue_deps_{table}"[:IDENTIFIER_MAX]
+
+
+def steps_table_name(table: str) -> str:
+    """The table of the steps `table`'s jobs recorded (``ctx.step``, docs/durable.md)."""
+    return f"sa_jobqueue_steps_{table}"[:IDENTIFIER_MAX]
+
+
+def signals_table_name(table: str) -> str:
+    """The table of the signals sent to `table`'s jobs (``jobs.signal``, docs/durable.md)."""
+    return f"sa_jobqueue_signal_{table}"[:IDENTIFIER_MAX]
 
 
 def channel_name(table: str) -> str:

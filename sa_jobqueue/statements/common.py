@@ -58,6 +58,7 @@ CLAIMED_COLUMNS = (
     "idempotency_key",
     "trace_context",  # the enqueue's trace, parent of the attempt's span
     "waiting_for",  # not NULL: it waited for other jobs (ctx.upstream reads them)
+    "has_steps",  # true: it recorded durable steps (its first ctx.step reads them)
 )
 
 

@@ -17,6 +17,7 @@ from sa_jobqueue.testing.assertions import (
     refute_enqueued,
 )
 from sa_jobqueue.testing.draining import JobOutcome, drain
+from sa_jobqueue.testing.durable import assert_waiting_for_signal
 from sa_jobqueue.testing.on_commit import RunOnCommit, run_on_commit
 from sa_jobqueue.testing.running import aperform, perform
 from sa_jobqueue.testing.servers import (
@@ -37,6 +38,7 @@ __all__ = [
     "aperform",
     "arefute_enqueued",
     "assert_enqueued",
+    "assert_waiting_for_signal",
     "drain",
     "enqueued",
     "local_cluster",

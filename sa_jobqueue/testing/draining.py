@@ -20,10 +20,12 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
+from sa_jobqueue.statements import steps
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
 from sa_jobqueue.worker.completer import Completer
 from sa_jobqueue.worker.driver import Held, PostgresDriver
 from sa_jobqueue.worker.run.executor import Executor
+from sa_jobqueue.worker.run.outcomes import PARKED_BY_SLEEP
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession
@@ -46,7 +48,9 @@ class JobOutcome:
         attempt: the attempt's number.
         outcome: ``"done"``; ``"retried"`` (pending again: a failure with attempts
             left, or a `Retry`); ``"failed"`` (dead letter: attempts used up, or a
-            `Discard`); ``"lost"`` (its lease was lost; nothing was recorded).
+            `Discard`); ``"lost"`` (its lease was lost; nothing was recorded);
+            ``"parked"`` (``ctx.sleep`` or ``ctx.wait_for_signal`` parked it: pending,
+            due at the sleep's end, the signal or the timeout).
         error: for a retried or failed attempt, what ``last_error`` keeps
             (``Type: message`` and the traceback, or the `Retry`'s reason).
     """
@@ -71,6 +75,7 @@ def drain(
     *,
     queues: Sequence[str] | None = None,
     limit: int = DRAIN_LIMIT,
+    skip_sleeps: bool = False,
 ) -> list[JobOutcome]:
     """Run every due job of `jobs` in this thread, one at a time; return each attempt's outcome.
 
@@ -97,6 +102,11 @@ def drain(
             as for a worker).
         limit: the most attempts to run (a job that retries at once, forever,
             would otherwise never let the drain end).
+        skip_sleeps: a job parked by ``ctx.sleep`` is made due at once and runs
+            again in this drain, where its sleep returns (as if its time had
+            passed). Without it, it stays ``pending`` until its ``run_at``. A job
+            waiting for a signal stays parked either way: ``jobs.signal`` makes
+            it due, and a later drain runs it.
 
     Returns:
         One `JobOutcome` per attempt, in the order they ran.
@@ -115,7 +125,7 @@ def drain(
         bind = bind.connection()
     if not isinstance(bind, (Engine, Connection)):
         raise ConfigurationError(f"drain needs an Engine, a Session or a Connection, not {bind!r}")
-    return _Drain(jobs, bind, queues).run(limit)
+    return _Drain(jobs, bind, queues, skip_sleeps=skip_sleeps).run(limit)
 
 
 class _ObservedDriver(PostgresDriver):
@@ -151,9 +161,16 @@ class _Drain:
     """One drain: the worker's driver, executor and completer, without its threads."""
 
     def __init__(
-        self, jobs: JobQueue[Any], bind: Engine | Connection, queues: Sequence[str] | None
+        self,
+        jobs: JobQueue[Any],
+        bind: Engine | Connection,
+        queues: Sequence[str] | None,
+        *,
+        skip_sleeps: bool = False,
     ) -> None:
         self.bind = bind
+        self.skip_sleeps = skip_sleeps
+        self._wake = steps.wake_sleeping(jobs.model)
         # The queues a worker of `jobs` claims from by default: its tasks' queues.
         self.queues = sorted(set(queues)) if queues is not None else jobs.registry.queues()
         self.owner = f"sa_jobqueue.testing.drain:{os.getpid()}:{secrets.token_hex(3)}"
@@ -246,6 +263,11 @@ class _Drain:
             name = "done" if key in self.driver.held else "lost"
         elif o.result is Result.LOST:
             name = "lost"
+        elif o.result is Result.PARKED:
+            name = "parked"
+            if self.skip_sleeps and (o.error or "").startswith(PARKED_BY_SLEEP):
+                with self.step() as connection:
+                    connection.execute(self._wake, {"job_id": job.id})
         else:
             status = self.driver.statuses.get(key)
             name = "lost" if status is None else "failed" if status == "failed" else "retried"

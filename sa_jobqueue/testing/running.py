@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.context import JobContext
+from sa_jobqueue.core.steps import MemorySteps, Parked
 from sa_jobqueue.core.validation import check_max_attempts, check_name, dump_payload
-from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, JobMixin
 from sa_jobqueue.tasks import TaskDef
@@ -39,6 +41,7 @@ def perform(
     idempotency_key: str | None = None,
     cancelled: bool = False,
     engine: Engine | None = None,
+    signals: Mapping[str, Any] | None = None,
 ) -> Any:
     """Run the handler of `kind` once, now, in this thread, with a real `JobContext`.
 
@@ -67,6 +70,12 @@ def perform(
             cancelled, timed out or caught by a shutdown (test the early return).
         engine: ``ctx.engine``, for a lease-mode handler that opens its own sessions
             (an ``AsyncEngine`` for `aperform`). Without it, ``ctx.engine`` raises.
+        signals: name -> payload of the signals ``ctx.wait_for_signal`` gets. Durable
+            steps run here without a row: ``ctx.step`` calls its function,
+            ``ctx.sleep`` returns at once, a wait for a name not in `signals` returns
+            None (as timed out) when it has a timeout, and ``ctx.progress`` is kept in
+            memory only. A wait without one and without a timeout would park the job:
+            that raises `JobQueueError`.
 
     The app's middleware (``jobs.middleware``) does not run: this is the handler
     alone. `drain` runs it, as a worker does.
@@ -92,13 +101,15 @@ def perform(
         idempotency_key=idempotency_key,
         cancelled=cancelled,
         engine=engine,
+        signals=signals,
     )
     if task.is_async:
         raise ConfigurationError(
             f"the handler of {task.kind!r} is an async def: await aperform(jobs, ...) instead"
         )
     if not task.transactional:
-        return task.handler(context(None))
+        with _unparked(task):
+            return task.handler(context(None))
     if session is None:
         raise ConfigurationError(
             f"task {task.kind!r} is transactional: pass session= (the test's session or "
@@ -110,6 +121,7 @@ def perform(
     with (
         Session(bind=connection, join_transaction_mode="create_savepoint") as handler_session,
         handler_session.begin(),
+        _unparked(task),
     ):
         return task.handler(context(handler_session))
 
@@ -127,6 +139,7 @@ async def aperform(
     idempotency_key: str | None = None,
     cancelled: bool = False,
     engine: AsyncEngine | None = None,
+    signals: Mapping[str, Any] | None = None,
 ) -> Any:
     """`perform` for an ``async def`` handler: await it on the running loop.
 
@@ -152,11 +165,13 @@ async def aperform(
         idempotency_key=idempotency_key,
         cancelled=cancelled,
         engine=engine,
+        signals=signals,
     )
     if not task.is_async:
         raise ConfigurationError(f"the handler of {task.kind!r} is not async: call perform(...)")
     if not task.transactional:
-        return await task.handler(context(None))
+        with _unparked(task):
+            return await task.handler(context(None))
     if not isinstance(session, AsyncSession):
         raise ConfigurationError(
             f"task {task.kind!r} is transactional: pass session= (the test's AsyncSession), "
@@ -166,7 +181,20 @@ async def aperform(
     connection = await session.connection()
     handler_session = AsyncSession(bind=connection, join_transaction_mode="create_savepoint")
     async with handler_session, handler_session.begin():
-        return await task.handler(context(handler_session))
+        with _unparked(task):
+            return await task.handler(context(handler_session))
+
+
+@contextmanager
+def _unparked(task: TaskDef) -> Iterator[None]:
+    """A wait that would park the job (no signal given, no timeout): a clear error."""
+    try:
+        yield
+    except Parked as parked:
+        raise JobQueueError(
+            f"the handler of {task.kind!r} would park its job ({parked}): pass "
+            "signals={name: payload} to perform, or give the wait a timeout"
+        ) from None
 
 
 def _prepare(
@@ -182,6 +210,7 @@ def _prepare(
     idempotency_key: str | None,
     cancelled: bool,
     engine: Engine | AsyncEngine | None,
+    signals: Mapping[str, Any] | None = None,
 ) -> tuple[TaskDef, Callable[[Session | AsyncSession | None], JobContext]]:
     """The task and a maker of its context, after checking every argument."""
     if not isinstance(jobs, JobQueue):
@@ -219,6 +248,7 @@ def _prepare(
             _session=handler_session,
             _stop=stop,
             _engine=engine,
+            _steps=MemorySteps(signals, jobs.max_payload_bytes),
         )
 
     return task, context

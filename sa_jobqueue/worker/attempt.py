@@ -53,6 +53,7 @@ class Result(enum.Enum):
     CANCELLED = "cancelled"  # cancelled while running: the row says so already; free the slot
     ABANDONED = "abandoned"  # the late report of an attempt recorded when it timed out or
     # was cancelled: nothing to record (its `error` says which)
+    PARKED = "parked"  # a sleep or a signal wait parked it: the row is pending already
     EXPIRED = "expired"  # not started: its lease expired while it waited (the worker was
     # stopped) and its row is no longer this attempt's: nothing to record
 
@@ -79,6 +80,9 @@ class Claimed:
     #: Whether it was enqueued ``after=`` other jobs (or is a batch callback with
     #: members): its handler's ``ctx.upstream`` is read when it starts.
     waited: bool = field(default=False, compare=False, repr=False)
+    #: Whether an earlier attempt recorded durable steps (``has_steps``): the first
+    #: ``ctx.step`` (or sleep, or wait) of this one reads them, once.
+    has_steps: bool = field(default=False, compare=False, repr=False)
     #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
     #: the worker looks attempts up by it several times per job).
     key: AttemptKey = field(init=False, compare=False, repr=False)
@@ -101,6 +105,7 @@ class Claimed:
             trace_context=_decoded(getattr(row, "trace_context", None)),
             rate_stamp=getattr(row, "rate_stamp", None),
             waited=getattr(row, "waiting_for", None) is not None,
+            has_steps=bool(getattr(row, "has_steps", None)),
         )
 
 

@@ -141,9 +141,16 @@ class Completer:
             if o.result is Result.COMMITTED:
                 message = "done in %.1f ms (transactional)"
                 self._log(logging.INFO, o, "done", message, o.duration * 1000)
+            elif o.result is Result.LOST and o.error:
+                # A durable step's fenced write matched no row (docs/durable.md).
+                message = "lease lost: %s; the attempt stopped there"
+                self._log(logging.WARNING, o, "lease_lost", message, o.error)
             elif o.result is Result.LOST:
                 message = "lease lost; its transaction was rolled back"
                 self._log(logging.WARNING, o, "lease_lost", message)
+            elif o.result is Result.PARKED:
+                # ctx.sleep / ctx.wait_for_signal parked it, fenced: nothing to write.
+                self._log(logging.INFO, o, "parked", "parked (%s); its slot is free", o.error)
             elif o.result is Result.CANCELLED:
                 # The row is `cancelled` already (jobs.cancel): nothing to write.
                 self._log(

@@ -75,6 +75,8 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_deps_{table}",  # workflows (sajq_0005)
             f"sa_jobqueue_weight_{table}",  # sajq_0006
             f"sa_jobqueue_turns_{table}",
+            f"sa_jobqueue_steps_{table}",  # sajq_0007
+            f"sa_jobqueue_signal_{table}",
             f"sa_jobqueue_worker_{table}",  # sajq_0008
             f"sa_jobqueue_errors_{table}",
         )
@@ -378,7 +380,7 @@ def test_migrated_schema_equals_the_model(scratch):
     assert columns["run_at"] == ("timestamp with time zone", True, "now()")
     assert migrated["columns"][0] == ("id", "bigint", True, None, "d")  # identity
     # Each later revision's columns come last, in revision order (create_all agrees above).
-    assert [c[0] for c in migrated["columns"][-8:]] == [
+    assert [c[0] for c in migrated["columns"][-10:]] == [
         "concurrency_key",
         "result",
         "trace_context",
@@ -387,8 +389,10 @@ def test_migrated_schema_equals_the_model(scratch):
         "has_dependents",
         "debounce_key",  # sajq_0006
         "throttle_key",
+        "progress",  # sajq_0007
+        "has_steps",
     ]
-    assert migrated["columns"][-8] == ("concurrency_key", "text", False, None, "")
+    assert migrated["columns"][-10] == ("concurrency_key", "text", False, None, "")
     assert columns["waiting_for"] == ("integer", False, None)
     assert columns["has_dependents"] == ("boolean", False, None)
     assert columns["result"] == ("jsonb", False, None)
@@ -518,6 +522,7 @@ Revises:
 from __future__ import annotations
 
 from sa_jobqueue.migration import (
+    add_durable_steps,
     add_revision_columns,
     add_runtime_control,
     add_worker_registry,
@@ -537,6 +542,7 @@ def upgrade() -> None:
     add_revision_columns("sajq_0004", "my_jobs")
     add_workflows("my_jobs")  # sajq_0005
     add_runtime_control("my_jobs")  # sajq_0006
+    add_durable_steps("my_jobs")  # sajq_0007
     add_worker_registry("my_jobs")  # sajq_0008
 
 

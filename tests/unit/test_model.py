@@ -96,8 +96,9 @@ def test_columns_types_and_defaults_match_the_design():
         "has_dependents": Boolean,
         "debounce_key": Text,
         "throttle_key": Text,
+        "has_steps": Boolean,  # sajq_0007 (durable steps)
     }
-    assert set(table.c.keys()) == {*expected, "payload", "result", "trace_context"}
+    assert set(table.c.keys()) == {*expected, "payload", "result", "trace_context", "progress"}
     for name, type_ in expected.items():
         assert isinstance(table.c[name].type, type_), name
     for name in ("run_at", "locked_until", "created_at", "updated_at", "finished_at"):
@@ -118,6 +119,8 @@ def test_columns_types_and_defaults_match_the_design():
         "waiting_for",
         "after_failure",
         "has_dependents",
+        "progress",
+        "has_steps",
     }
     # Added by sajq_0004: JSONB (JSON elsewhere), and marked so create_jobs_table leaves them.
     for name in ("result", "trace_context"):

@@ -26,6 +26,7 @@ from sa_jobqueue.statements import (
     keyed,
     registry,
     schedule_control,
+    steps,
     workflows,
 )
 from sa_jobqueue.statements.ended import notifying_ended
@@ -122,6 +123,23 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim_queues_handled_kinds": lambda: statements.claim_queues(
         Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
     ),
+    # durable steps, sleeps, signals and progress (sajq_0007)
+    "recorded_steps": lambda: steps.recorded_steps(Job),
+    "record_step": lambda: steps.record_step(Job),
+    "record_step_unlocked": lambda: steps.record_step(Job, lock=False),
+    "park_sleep": lambda: steps.park_sleep(Job),
+    "lock_attempt": lambda: steps.lock_attempt(Job),
+    "take_signal": lambda: steps.take_signal(Job),
+    "resolve_wait": lambda: steps.resolve_wait(Job),
+    "time_out_wait": lambda: steps.time_out_wait(Job),
+    "park_wait": lambda: steps.park_wait(Job),
+    "set_progress": lambda: steps.set_progress(Job),
+    "set_progress_locked": lambda: steps.set_progress(Job, skip_locked=False),
+    "job_for_signal": lambda: steps.job_for_signal(Job),
+    "send_signal": lambda: steps.send_signal(Job),
+    "wake_waiting": lambda: steps.wake_waiting(Job, "sa_jobqueue_jobs"),
+    "steps_of": lambda: steps.steps_of(Job),
+    "signals_of": lambda: steps.signals_of(Job),
     # the worker registry and the attempt history (sajq_0008)
     "fail_with_history": lambda: attempt_errors.with_history(Job, statements.fail(Job)),
     "retry_later_with_history": lambda: attempt_errors.with_history(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -18,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.context import JobContext
+from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
@@ -28,6 +29,7 @@ from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver, Upstream
 from sa_jobqueue.worker.run import outcomes
+from sa_jobqueue.worker.run.durable import WorkerSteps
 from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.transactional import TransactionalMode
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 __all__ = ["Executor"]
+
+log = logging.getLogger("sa_jobqueue.worker")
 
 
 class Executor(TransactionalMode):
@@ -100,6 +104,15 @@ class Executor(TransactionalMode):
         self._driver = driver
         self._owner = owner
         self._table = table
+        # The fenced writes of ctx.step, sleep, wait_for_signal and progress.
+        model = getattr(driver, "model", None)
+        self._steps: WorkerSteps | None = None
+        if model is not None and upstream_connection is not None:
+            self._steps = WorkerSteps.on_connection(
+                model, owner, upstream_connection, max_result_bytes
+            )
+        elif model is not None and engine is not None:
+            self._steps = WorkerSteps.on_engine(model, owner, engine, max_result_bytes)
 
     def context(
         self,
@@ -121,6 +134,8 @@ class Executor(TransactionalMode):
             _session=session,
             _stop=self.attempts.event(job.key),
             _engine=engine if engine is not None else self._engine,
+            _steps=self._steps,
+            _has_steps=job.has_steps,
         )
         if upstream:  # a job that waited for nothing keeps the shared empty mappings
             object.__setattr__(ctx, "upstream", {u.id: u.result for u in upstream})
@@ -157,11 +172,20 @@ class Executor(TransactionalMode):
 
     def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Run a sync handler inside the middleware; return its result as JSON text."""
-        return dump_result(_call(task, ctx, self._middlewares), self._max_result_bytes)
+        try:
+            value = _call(task, ctx, self._middlewares)
+        finally:
+            if ctx._durable is not None:  # only a handler that used ctx.step & co.
+                _flush(ctx)
+        return dump_result(value, self._max_result_bytes)
 
     async def _acall(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Await an async handler inside the async middleware; return its result as JSON."""
-        value = await self._middlewares.wrap(task.handler)(ctx)
+        try:
+            value = await self._middlewares.wrap(task.handler)(ctx)
+        finally:
+            if ctx._durable is not None:
+                await _aflush(ctx)
         return dump_result(value, self._max_result_bytes)
 
     def _span(self, job: Claimed) -> Any:
@@ -261,6 +285,8 @@ class Executor(TransactionalMode):
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
             return outcomes.failed(task, job, exc, started)
+        except (Parked, StepLeaseLost) as stop:
+            return outcomes.stopped_by_step(job, stop, started)
         return Outcome(job, result, duration=outcomes.since(started), returned=returned)
 
     async def arun(self, job: Claimed) -> Outcome:
@@ -312,7 +338,26 @@ class Executor(TransactionalMode):
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             return outcomes.failed(task, job, exc, started)
+        except (Parked, StepLeaseLost) as stop:
+            return outcomes.stopped_by_step(job, stop, started)
         return Outcome(job, result, duration=outcomes.since(started), returned=returned)
+
+
+def _flush(ctx: JobContext) -> None:
+    """Write a handler's last progress value, if one is left unwritten (never raises)."""
+    try:
+        ctx._flush_progress()
+    except Exception as error:  # noqa: BLE001 - progress is a report: never the job's failure
+        log.warning("job %s: its last progress value was not written: %s", ctx.id, error)
+
+
+async def _aflush(ctx: JobContext) -> None:
+    try:
+        written = ctx._flush_progress(asynchronous=True)
+        if inspect.isawaitable(written):
+            await written
+    except Exception as error:  # noqa: BLE001 - as in `_flush`
+        log.warning("job %s: its last progress value was not written: %s", ctx.id, error)
 
 
 def _call(task: TaskDef, context: JobContext, middlewares: Middlewares) -> Any:

@@ -11,7 +11,7 @@ import traceback
 
 from sqlalchemy import exc
 
-from sa_jobqueue.context import Discard, Retry
+from sa_jobqueue.context import Discard, Parked, Retry, StepLeaseLost
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
@@ -20,11 +20,13 @@ from sa_jobqueue.worker.run.lease_check import Verdict
 from sa_jobqueue.worker.running import Stop
 
 __all__ = [
+    "PARKED_BY_SLEEP",
     "UNAVAILABLE_BACKOFF",
     "failed",
     "format_error",
     "refused",
     "since",
+    "stopped_by_step",
     "unavailable",
     "undecodable",
     "unless_abandoned",
@@ -77,6 +79,22 @@ def failed(task: TaskDef, job: Claimed, exc: BaseException, started: float) -> O
     if isinstance(exc, Discard):
         return Outcome(job, Result.DISCARD, 0.0, f"discarded: {exc.reason}", since(started))
     return Outcome(job, Result.FAIL, task.backoff(job.attempts), format_error(exc), since(started))
+
+
+def stopped_by_step(job: Claimed, stop: Parked | StepLeaseLost, started: float) -> Outcome:
+    """A handler unwound by its durable steps: parked (a sleep, a wait), or its lease lost.
+
+    Either way the row needs no write from this attempt: a park wrote it, fenced
+    (``pending``, later ``run_at``); a lost lease means it is another attempt's now.
+    """
+    if isinstance(stop, Parked):
+        why = f"{PARKED_BY_SLEEP if stop.sleeping else 'signal wait'}: {stop}"
+        return Outcome(job, Result.PARKED, error=why, duration=since(started))
+    return Outcome(job, Result.LOST, error=str(stop), duration=since(started))
+
+
+#: How a `Result.PARKED` outcome's ``error`` starts when a sleep parked the job.
+PARKED_BY_SLEEP = "sleep"
 
 
 def undecodable(job: Claimed, payload: UndecodableJSON) -> Outcome:

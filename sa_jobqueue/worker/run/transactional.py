@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.context import JobContext
+from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
@@ -71,11 +71,16 @@ class TransactionalMode:
                         lambda sync: self._upstream(job, sync.connection())
                     )
                 with guarded(session.sync_session):
-                    returned = await self._acall(task, self._async_context(job, session, upstream))
+                    try:
+                        returned = await self._acall(
+                            task, self._async_context(job, session, upstream)
+                        )
+                    except Parked as parked:  # the park commits with the handler's writes
+                        return outcomes.stopped_by_step(job, parked, time.perf_counter())
                 # The driver's own fenced done, in this transaction, through the bridge.
                 if not await session.run_sync(self._mark_done, job, returned):
                     raise _LeaseLostError
-        except _LeaseLostError:
+        except (_LeaseLostError, StepLeaseLost):
             return Result.LOST
         return Result.COMMITTED
 
@@ -111,10 +116,15 @@ class TransactionalMode:
                     return outcomes.unavailable(job, error)
                 upstream = self._upstream(job, session.connection()) if job.waited else ()
                 with guarded(session):
-                    returned = self._call(task, self.context(job, session, upstream=upstream))
+                    try:
+                        returned = self._call(task, self.context(job, session, upstream=upstream))
+                    except Parked as parked:
+                        # ctx.sleep / wait parked the job in this transaction: the park
+                        # commits with the handler's writes so far (its steps among them).
+                        return outcomes.stopped_by_step(job, parked, time.perf_counter())
                 if not self._mark_done(session, job, returned):
                     raise _LeaseLostError
-        except _LeaseLostError:
+        except (_LeaseLostError, StepLeaseLost):
             return Result.LOST
         return Result.COMMITTED
 
@@ -241,6 +251,12 @@ class TransactionalMode:
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()
             return outcomes.failed(task, job, exc, started)
+        except Parked as parked:
+            savepoint.commit()  # the park and the handler's writes so far
+            return outcomes.stopped_by_step(job, parked, started)
+        except StepLeaseLost as lost:
+            savepoint.rollback()
+            return outcomes.stopped_by_step(job, lost, started)
         if not held:
             savepoint.rollback()  # the lease was lost: none of this job's writes survive
             return Outcome(job, Result.LOST, duration=outcomes.since(started))

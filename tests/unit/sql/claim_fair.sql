@@ -55,6 +55,6 @@ forgotten AS
 (DELETE FROM sa_jobqueue_turns_jobs WHERE sa_jobqueue_turns_jobs.kind = %(param_13)s AND (sa_jobqueue_turns_jobs.key NOT IN (SELECT keys.key
 FROM keys))),
 claimed AS
-(UPDATE jobs SET status=%(param_14)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * %(param_15)s), locked_by=%(owner)s, updated_at=now() FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.kind, jobs.queue, jobs.payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, jobs.trace_context, jobs.waiting_for)
- SELECT claimed.id, claimed.kind, claimed.queue, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.idempotency_key, claimed.trace_context, claimed.waiting_for
+(UPDATE jobs SET status=%(param_14)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * %(param_15)s), locked_by=%(owner)s, updated_at=now() FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.kind, jobs.queue, jobs.payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, jobs.trace_context, jobs.waiting_for, jobs.has_steps)
+ SELECT claimed.id, claimed.kind, claimed.queue, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.idempotency_key, claimed.trace_context, claimed.waiting_for, claimed.has_steps
 FROM claimed

@@ -29,7 +29,7 @@ FROM sa_jobqueue_starts_jobs
 WHERE sa_jobqueue_starts_jobs.kind = %(param_8)s AND sa_jobqueue_starts_jobs.started_at > (SELECT clock.t
 FROM clock) - INTERVAL '1 second' * %(param_9)s)), %(greatest_1)s)),
 claimed AS
-(UPDATE jobs SET status=%(param_1)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * %(param_2)s), locked_by=%(owner)s, updated_at=now() FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.kind, jobs.queue, CAST(jobs.payload AS TEXT) AS payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, CAST(jobs.trace_context AS TEXT) AS trace_context, jobs.waiting_for),
+(UPDATE jobs SET status=%(param_1)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * %(param_2)s), locked_by=%(owner)s, updated_at=now() FROM due WHERE jobs.id = due.id RETURNING jobs.id, jobs.kind, jobs.queue, CAST(jobs.payload AS TEXT) AS payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, CAST(jobs.trace_context AS TEXT) AS trace_context, jobs.waiting_for, jobs.has_steps),
 logged AS
 (INSERT INTO sa_jobqueue_starts_jobs (kind, started_at) SELECT claimed.kind AS kind, (SELECT clock.t
 FROM clock) AS anon_1
@@ -37,6 +37,6 @@ FROM claimed),
 pruned AS
 (DELETE FROM sa_jobqueue_starts_jobs WHERE sa_jobqueue_starts_jobs.kind = %(param_10)s AND sa_jobqueue_starts_jobs.started_at <= (SELECT clock.t
 FROM clock) - INTERVAL '1 second' * %(param_9)s)
- SELECT claimed.id, claimed.kind, claimed.queue, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.idempotency_key, claimed.trace_context, claimed.waiting_for, (SELECT clock.t
+ SELECT claimed.id, claimed.kind, claimed.queue, claimed.payload, claimed.attempts, claimed.max_attempts, claimed.idempotency_key, claimed.trace_context, claimed.waiting_for, claimed.has_steps, (SELECT clock.t
 FROM clock) AS rate_stamp
 FROM claimed

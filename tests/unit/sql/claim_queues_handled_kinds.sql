@@ -8,4 +8,4 @@ WHERE sa_jobqueue_paused_jobs.queue = q.name)) AND jobs.kind IN (%(param_5)s) OR
  LIMIT (SELECT %(limit)s AS anon_1) FOR UPDATE SKIP LOCKED) AS c ON true
  LIMIT %(limit)s)
  UPDATE jobs SET status=%(status)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * %(param_1)s), locked_by=%(owner)s, updated_at=now() WHERE jobs.id = any(array((SELECT due.id
-FROM due))) RETURNING jobs.id, jobs.kind, jobs.queue, CAST(jobs.payload AS TEXT) AS payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, CAST(jobs.trace_context AS TEXT) AS trace_context, jobs.waiting_for
+FROM due))) RETURNING jobs.id, jobs.kind, jobs.queue, CAST(jobs.payload AS TEXT) AS payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, CAST(jobs.trace_context AS TEXT) AS trace_context, jobs.waiting_for, jobs.has_steps

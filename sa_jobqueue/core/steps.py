@@ -1,0 +1,241 @@
+"""What ``ctx.step``, ``ctx.sleep``, ``ctx.wait_for_signal`` and ``ctx.progress`` share.
+
+The checks of their arguments, the per-attempt state (`AttemptSteps`: names used in this
+run, the steps recorded by earlier attempts, the throttled progress), the two control-flow
+exceptions that unwind a handler (`Parked`, `StepLeaseLost`), the `StepStore` protocol the
+worker implements (`sa_jobqueue.worker.run.durable`), and `MemorySteps`, the store of a
+context made outside a worker (``testing.perform``). See docs/durable.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from sa_jobqueue.core.validation import (
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    check_delay,
+    check_name,
+    dump_payload,
+)
+from sa_jobqueue.errors import ValidationError
+
+__all__ = [
+    "MAX_PROGRESS_BYTES",
+    "PROGRESS_INTERVAL",
+    "AttemptSteps",
+    "MemorySteps",
+    "Parked",
+    "StepLeaseLost",
+    "StepStore",
+    "check_progress",
+    "check_timeout",
+    "dump_step_result",
+]
+
+#: ``ctx.progress`` writes at most once per this many seconds per attempt; the last
+#: value is always written when the attempt ends.
+PROGRESS_INTERVAL = 0.5
+
+#: The largest progress object, in bytes of JSON text.
+MAX_PROGRESS_BYTES = 2048
+
+
+class Parked(BaseException):
+    """Unwinds a handler whose job was just parked (a ``ctx.sleep``, a signal wait).
+
+    A `BaseException`, so a handler's ``except Exception`` does not swallow it; the
+    worker turns it into its ``parked`` outcome (the row is ``pending`` already).
+    `sleeping`: parked by a sleep (else by a signal wait).
+    """
+
+    def __init__(self, message: str, *, sleeping: bool = False) -> None:
+        super().__init__(message)
+        self.sleeping = sleeping
+
+
+class StepLeaseLost(BaseException):
+    """Unwinds a handler whose fenced step write matched no row: its lease was lost.
+
+    The attempt records nothing more; the job's current attempt (another worker's,
+    or a later one) runs the step.
+    """
+
+
+def dump_step_result(name: str, value: Any, max_bytes: int) -> str | None:
+    """`value` as JSON text for step `name`'s record (None stays NULL); checked like results.
+
+    Raises:
+        PayloadError: not storable as JSON; the path starts ``step['name']``.
+    """
+    if value is None:
+        return None
+    return dump_payload(value, max_bytes, name=f"step[{name!r}]")
+
+
+def check_progress(value: object) -> str:
+    """`value` (a number 0-1, or a small JSON object) as JSON text, or a `ValidationError`."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+        if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+            raise ValidationError("progress", value, "a number must be between 0 and 1")
+        return json.dumps(number)
+    if isinstance(value, Mapping):
+        return dump_payload(dict(value), MAX_PROGRESS_BYTES, name="progress")
+    raise ValidationError(
+        "progress",
+        value,
+        f"must be a number between 0 and 1 or a JSON object, not {type(value).__name__}",
+    )
+
+
+def check_timeout(value: object) -> float | None:
+    """A signal wait's timeout (a timedelta or seconds, or None: no timeout) in seconds."""
+    return None if value is None else check_delay("timeout", value)
+
+
+@dataclass
+class AttemptSteps:
+    """One attempt's durable state, made by its first ``ctx.step`` (or sleep, wait, progress).
+
+    Attributes:
+        recorded: name -> (kind, result) of what earlier attempts recorded; None until
+            read (once, and only for a job that has steps).
+        used: the names this run has used so far (a name is used once per run).
+        progress: the progress value not written yet (JSON text), if any.
+        progress_at: when progress was last written (`time.monotonic`).
+    """
+
+    recorded: dict[str, tuple[str, Any]] | None = None
+    used: set[str] = field(default_factory=set)
+    progress: str | None = None
+    progress_at: float = -math.inf
+
+    def claim_name(self, name: object, what: str) -> str:
+        """Check `name` and mark it used in this run; a reused name is an error here."""
+        checked = check_name(f"{what} name", name)
+        if checked in self.used:
+            raise ValidationError(
+                f"{what} name",
+                name,
+                "is used already in this run of the handler: each step, sleep and "
+                "signal wait of a job needs a name of its own",
+            )
+        self.used.add(checked)
+        return checked
+
+    def progress_due(self, now: float | None = None) -> bool:
+        """Whether a progress write is allowed now (the throttle)."""
+        return (time.monotonic() if now is None else now) - self.progress_at >= PROGRESS_INTERVAL
+
+
+class StepStore(Protocol):
+    """Where a context's steps are recorded: the worker's fenced writes, or memory.
+
+    `ctx` is the `JobContext`; each method runs where its mode says (lease mode: a
+    transaction of its own, committed; transactional mode: the handler's).
+    """
+
+    #: The largest step result accepted, in bytes of JSON text (as a handler's result).
+    max_bytes: int
+
+    def load(self, ctx: Any) -> dict[str, tuple[str, Any]]:
+        """What earlier attempts of `ctx`'s job recorded: name -> (kind, result)."""
+        ...
+
+    async def aload(self, ctx: Any) -> dict[str, tuple[str, Any]]:
+        """`load`, awaitable."""
+        ...
+
+    def record(self, ctx: Any, name: str, result: str | None) -> None:
+        """Record step `name` with `result` (JSON text), fenced; `StepLeaseLost` if lost."""
+        ...
+
+    async def arecord(self, ctx: Any, name: str, result: str | None) -> None:
+        """`record`, awaitable."""
+        ...
+
+    def sleep(self, ctx: Any, name: str, seconds: float) -> bool:
+        """Park the job for `seconds` (fenced); True if parked (False: sleep over at once).
+
+        Raises `StepLeaseLost` when the lease was lost.
+        """
+        ...
+
+    async def asleep(self, ctx: Any, name: str, seconds: float) -> bool:
+        """`sleep`, awaitable."""
+        ...
+
+    def wait(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:
+        """Take signal `name`, or time the wait out, or park the job (fenced).
+
+        Returns ``("signal", payload)``, ``("timeout", None)`` or ``("parked", None)``;
+        raises `StepLeaseLost` when the lease was lost.
+        """
+        ...
+
+    async def await_(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:
+        """`wait`, awaitable."""
+        ...
+
+    def progress(self, ctx: Any, value: str, *, final: bool = False) -> bool:
+        """Write progress `value` (fenced); False when it could not be written now."""
+        ...
+
+    async def aprogress(self, ctx: Any, value: str, *, final: bool = False) -> bool:
+        """`progress`, awaitable."""
+        ...
+
+
+class MemorySteps:
+    """The `StepStore` of a context made outside a worker (``testing.perform``).
+
+    Nothing is stored: steps run, sleeps return at once, and a signal wait returns
+    the payload given for its name in `signals` (a wait for any other name times
+    out at once when it has a timeout, and parks otherwise).
+    """
+
+    def __init__(
+        self, signals: Mapping[str, Any] | None = None, max_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.signals = dict(signals or {})
+        #: The last progress value written (decoded), for a test to read.
+        self.last_progress: Any = None
+
+    def load(self, ctx: Any) -> dict[str, tuple[str, Any]]:  # noqa: D102 - the protocol's
+        return {}
+
+    async def aload(self, ctx: Any) -> dict[str, tuple[str, Any]]:  # noqa: D102
+        return {}
+
+    def record(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
+        return None
+
+    async def arecord(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
+        return None
+
+    def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
+        return False
+
+    async def asleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
+        return False
+
+    def wait(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
+        if name in self.signals:
+            return "signal", self.signals[name]
+        return ("timeout", None) if timeout is not None else ("parked", None)
+
+    async def await_(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
+        return self.wait(ctx, name, timeout)
+
+    def progress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
+        self.last_progress = json.loads(value)
+        return True
+
+    async def aprogress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
+        return self.progress(ctx, value, final=final)

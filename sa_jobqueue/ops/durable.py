@@ -1,0 +1,84 @@
+"""A job's durable state for operators: its recorded steps, its signals, what it waits for.
+
+Read by ``sa-jobqueue jobs show`` (and `OperatorAPI.durable`); see docs/durable.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection
+
+from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements import steps as statements
+
+__all__ = ["DurableState", "RecordedStep", "SentSignal", "durable_state"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedStep:
+    """One row of the steps table: a step, a sleep, or a signal wait (open or ended).
+
+    ``kind`` is ``step``, ``sleep``, ``wait`` (open: the job is parked for it),
+    ``signal`` (received; ``result`` is its payload) or ``timeout``; ``until`` is a
+    sleep's end or an open wait's timeout.
+    """
+
+    name: str
+    kind: str
+    result: Any
+    attempt: int
+    recorded_at: datetime
+    until: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class SentSignal:
+    """One signal sent to the job (``consumed_at``: when a wait took it; None: kept)."""
+
+    name: str
+    payload: Any
+    sent_at: datetime
+    consumed_at: datetime | None
+
+
+@dataclass(frozen=True)
+class DurableState:
+    """A job's steps and signals, and what it is parked for (None: not parked)."""
+
+    steps: list[RecordedStep] = field(default_factory=list)
+    signals: list[SentSignal] = field(default_factory=list)
+    #: ``"signal <name>"`` or ``"sleep <name>"`` while the job is parked; else None.
+    parked_for: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (timestamps in ISO 8601)."""
+
+        def plain(value: Any) -> Any:
+            return value.isoformat() if isinstance(value, datetime) else value
+
+        return {
+            "steps": [{k: plain(v) for k, v in asdict(s).items()} for s in self.steps],
+            "signals": [{k: plain(v) for k, v in asdict(s).items()} for s in self.signals],
+            "parked_for": self.parked_for,
+        }
+
+
+def durable_state(
+    conn: Connection, model: type[JobMixin], job_id: int, status: str
+) -> DurableState:
+    """The steps and signals of job `job_id` (whose status is `status`)."""
+    params = {"job_id": job_id}
+    steps = [RecordedStep(*row) for row in conn.execute(statements.steps_of(model), params)]
+    signals = [SentSignal(*row) for row in conn.execute(statements.signals_of(model), params)]
+    parked_for = None
+    if status == Status.PENDING.value and steps:
+        waits = [s for s in steps if s.kind == "wait"]
+        last = steps[-1]
+        if waits:
+            parked_for = f"signal {waits[-1].name}"
+        elif last.kind == "sleep":
+            parked_for = f"sleep {last.name}"
+    return DurableState(steps, signals, parked_for)

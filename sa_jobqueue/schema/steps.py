@@ -1,0 +1,99 @@
+"""The durable-step tables beside a jobs table: recorded steps and signals (sajq_0007).
+
+``sa_jobqueue_steps_<table>`` holds one row per step a job recorded (``ctx.step``, and the
+sleeps and signal waits, which are steps of their own kinds); ``sa_jobqueue_signal_<table>``
+one row per signal sent to a job (``jobs.signal``). Both cascade from the job, so retention
+(or any delete) removes them with it. `JobMixin` declares them in the model's `MetaData`, so
+``create_all`` makes them as the migration does. See docs/durable.md.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+from sa_jobqueue.schema.naming import signals_table_name, steps_table_name
+
+__all__ = ["STEP_KINDS", "signals_table", "steps_table"]
+
+#: What a step row records: a step's result, a sleep, a signal wait still open
+#: (``wait``: the job is parked for it), a signal received, a wait that timed out.
+STEP_KINDS = ("step", "sleep", "wait", "signal", "timeout")
+
+_json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
+_now = text("now()")
+
+
+def _existing(metadata: MetaData, name: str) -> Table | None:
+    return metadata.tables.get(f"{metadata.schema}.{name}" if metadata.schema else name)
+
+
+def _target(metadata: MetaData, table: str) -> str:
+    return f"{metadata.schema}.{table}.id" if metadata.schema else f"{table}.id"
+
+
+def steps_table(metadata: MetaData, table: str) -> Table:
+    """The recorded steps of the jobs table `table`, declared in `metadata` (once)."""
+    name = steps_table_name(table)
+    existing = _existing(metadata, name)
+    if existing is not None:
+        return existing
+    return Table(
+        name,
+        metadata,
+        Column("job_id", BigInteger, nullable=False),
+        Column("name", Text, nullable=False),
+        # One of STEP_KINDS (no CHECK: a later kind must not need a table rewrite).
+        Column("kind", Text, nullable=False),
+        # A step's return value; a received signal's payload; NULL for the rest.
+        Column("result", _json),
+        # The attempt that recorded it (fenced: the attempt holding the lease then).
+        Column("attempt", Integer, nullable=False),
+        Column("recorded_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        # A sleep's end; an open wait's timeout (NULL: it waits without one).
+        Column("until", DateTime(timezone=True)),
+        # (job_id, name): a name is recorded once per job; the preload reads by job.
+        PrimaryKeyConstraint("job_id", "name", name=f"pk_{table}_steps"),
+        ForeignKeyConstraint(
+            ["job_id"], [_target(metadata, table)], name=f"fk_{table}_steps", ondelete="CASCADE"
+        ),
+    )
+
+
+def signals_table(metadata: MetaData, table: str) -> Table:
+    """The signals sent to jobs of the jobs table `table`, declared in `metadata` (once)."""
+    name = signals_table_name(table)
+    existing = _existing(metadata, name)
+    if existing is not None:
+        return existing
+    return Table(
+        name,
+        metadata,
+        Column("id", BigInteger, Identity(), nullable=False),
+        Column("job_id", BigInteger, nullable=False),
+        Column("name", Text, nullable=False),
+        Column("payload", _json),
+        Column("sent_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        # Set when a wait took it (``ctx.wait_for_signal``); kept, as history.
+        Column("consumed_at", DateTime(timezone=True)),
+        PrimaryKeyConstraint("id", name=f"pk_{table}_signals"),
+        ForeignKeyConstraint(
+            ["job_id"], [_target(metadata, table)], name=f"fk_{table}_signals", ondelete="CASCADE"
+        ),
+        # A wait's path: the oldest signal of that name not yet taken.
+        Index(f"ix_{table}_signals_job", "job_id", "name", "id"),
+    )

@@ -1,0 +1,186 @@
+"""`WorkerSteps`: the worker's `StepStore`, the fenced writes behind ``ctx.step`` and co.
+
+Lease mode: each write is a short transaction of its own (committed before the call
+returns); transactional mode: the handler's own transaction (``ctx.session``), except
+progress, which is written on a connection of its own so others see it while the handler
+runs (its last value goes in the handler's transaction). See docs/durable.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, Engine
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.core.steps import StepLeaseLost
+from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.statements import steps as statements
+
+__all__ = ["WorkerSteps"]
+
+
+class WorkerSteps:
+    """Durable steps of one worker's attempts, fenced by ``(id, attempts, owner)``.
+
+    Args:
+        model: the jobs model.
+        owner: the worker's id (the fence).
+        connect: opens one short transaction and yields its connection (an engine's
+            ``begin()``; a test's drain: a SAVEPOINT on its connection).
+        max_bytes: the largest step result, in bytes of JSON text.
+    """
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        owner: str,
+        connect: Callable[[], AbstractContextManager[Connection]],
+        max_bytes: int,
+    ) -> None:
+        self.owner = owner
+        self.max_bytes = max_bytes
+        self._connect = connect
+        self._load = statements.recorded_steps(model)
+        self._record = statements.record_step(model)
+        self._record_unlocked = statements.record_step(model, lock=False)
+        self._sleep = statements.park_sleep(model)
+        self._lock = statements.lock_attempt(model)
+        self._take = statements.take_signal(model)
+        self._resolve = statements.resolve_wait(model)
+        self._time_out = statements.time_out_wait(model)
+        self._park = statements.park_wait(model)
+        self._progress = statements.set_progress(model)
+        self._progress_locked = statements.set_progress(model, skip_locked=False)
+
+    @classmethod
+    def on_engine(
+        cls, model: type[JobMixin], owner: str, engine: Engine, max_bytes: int
+    ) -> WorkerSteps:
+        """Writes on `engine`, one committed transaction each."""
+        return cls(model, owner, engine.begin, max_bytes)
+
+    @classmethod
+    def on_connection(
+        cls, model: type[JobMixin], owner: str, connection: Connection, max_bytes: int
+    ) -> WorkerSteps:
+        """Writes on `connection`, one SAVEPOINT each (a test's rolled-back drain)."""
+
+        @contextmanager
+        def savepoint() -> Iterator[Connection]:
+            with connection.begin_nested():
+                yield connection
+
+        return cls(model, owner, savepoint, max_bytes)
+
+    def _fence(self, ctx: Any) -> dict[str, Any]:
+        return {"job_id": ctx.id, "attempt": ctx.attempt, "owner": self.owner}
+
+    def _run(self, ctx: Any, operation: Callable[[Connection], Any]) -> Any:
+        """`operation` in the handler's transaction (transactional mode), else in its own."""
+        session = ctx._session
+        if isinstance(session, Session):
+            return operation(session.connection())
+        with self._connect() as conn:
+            return operation(conn)
+
+    async def _arun(self, ctx: Any, operation: Callable[[Connection], Any]) -> Any:
+        session = ctx._session
+        if session is not None and not isinstance(session, Session):  # an AsyncSession
+            return await session.run_sync(lambda sync: operation(sync.connection()))
+        return await asyncio.to_thread(self._run, ctx, operation)
+
+    # -- the protocol (sa_jobqueue.core.steps.StepStore) --
+
+    def load(self, ctx: Any) -> dict[str, tuple[str, Any]]:  # noqa: D102 - the protocol's
+        return dict(self._run(ctx, lambda conn: self._loaded(conn, ctx)))
+
+    async def aload(self, ctx: Any) -> dict[str, tuple[str, Any]]:  # noqa: D102
+        return dict(await self._arun(ctx, lambda conn: self._loaded(conn, ctx)))
+
+    def _loaded(self, conn: Connection, ctx: Any) -> dict[str, tuple[str, Any]]:
+        rows = conn.execute(self._load, {"job_id": ctx.id})
+        return {row.name: (row.kind, row.result) for row in rows}
+
+    def record(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
+        self._run(ctx, lambda conn: self._recorded(conn, ctx, name, result))
+
+    async def arecord(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
+        await self._arun(ctx, lambda conn: self._recorded(conn, ctx, name, result))
+
+    def _recorded(self, conn: Connection, ctx: Any, name: str, result: str | None) -> None:
+        statement = self._record_unlocked if ctx._session is not None else self._record
+        params = {**self._fence(ctx), "name": name, "step_result": result}
+        if conn.execute(statement, params).first() is None:
+            raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
+
+    def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
+        self._run(ctx, lambda conn: self._slept(conn, ctx, name, seconds))
+        return True
+
+    async def asleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
+        await self._arun(ctx, lambda conn: self._slept(conn, ctx, name, seconds))
+        return True
+
+    def _slept(self, conn: Connection, ctx: Any, name: str, seconds: float) -> None:
+        params = {**self._fence(ctx), "name": name, "delay": seconds}
+        if conn.execute(self._sleep, params).first() is None:
+            raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: sleep {name!r} not parked")
+
+    def wait(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
+        return self._run(ctx, lambda conn: self._waited(conn, ctx, name, timeout))  # type: ignore[no-any-return]
+
+    async def await_(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
+        return await self._arun(ctx, lambda conn: self._waited(conn, ctx, name, timeout))  # type: ignore[no-any-return]
+
+    def _waited(
+        self, conn: Connection, ctx: Any, name: str, timeout: float | None
+    ) -> tuple[str, Any]:
+        """Take the signal, or time the wait out, or park: in one transaction.
+
+        The first statement locks the job's row (fenced), as ``jobs.signal`` does
+        before it inserts: a signal committed before it is seen by the statements
+        after it, and one committed after it finds the job parked and wakes it.
+        """
+        fence = self._fence(ctx)
+        if conn.execute(self._lock, fence).first() is None:
+            raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: wait {name!r} not taken")
+        which = {"job": ctx.id, "signal": name}
+        taken = conn.execute(self._take, which).first()
+        if taken is not None:
+            params = {"job_id": ctx.id, "name": name, "attempt": ctx.attempt}
+            conn.execute(self._resolve, {**params, "result": _text(taken.payload)})
+            return "signal", taken.payload
+        if conn.execute(self._time_out, {**which, "attempt": ctx.attempt}).first() is not None:
+            return "timeout", None
+        conn.execute(self._park, {**fence, "name": name, "timeout": timeout})
+        return "parked", None
+
+    def progress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
+        if final and isinstance(ctx._session, Session):
+            # The last value, in the handler's transaction: it commits with the done.
+            conn = ctx._session.connection()
+            return conn.execute(self._progress_locked, self._progressed(ctx, value)) is not None
+        with self._connect() as conn:
+            row = conn.execute(self._progress, self._progressed(ctx, value)).first()
+        return row is not None or final
+
+    async def aprogress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
+        session = ctx._session
+        if final and session is not None and not isinstance(session, Session):
+            params = self._progressed(ctx, value)
+            await session.execute(self._progress_locked, params)
+            return True
+        return await asyncio.to_thread(self.progress, ctx, value, final=final)
+
+    def _progressed(self, ctx: Any, value: str) -> dict[str, Any]:
+        return {**self._fence(ctx), "value": value}
+
+
+def _text(payload: Any) -> str | None:
+    """A signal's payload back to JSON text for the wait's record (None stays NULL)."""
+    return None if payload is None else json.dumps(payload, separators=(",", ":"))

@@ -1,0 +1,1 @@
+INSERT INTO sa_jobqueue_steps_jobs (job_id, name, kind, result, attempt) VALUES (%(job_id)s, %(name)s, %(kind)s, CAST(%(result)s AS JSONB), %(attempt)s) ON CONFLICT (job_id, name) DO UPDATE SET kind = excluded.kind, result = excluded.result, attempt = excluded.attempt, recorded_at = now()

@@ -1,0 +1,3 @@
+UPDATE jobs SET progress=CAST(%(value)s AS JSONB) WHERE jobs.id = (SELECT jobs.id
+FROM jobs
+WHERE jobs.id = %(job_id)s AND jobs.attempts = %(attempt)s AND jobs.locked_by = %(owner)s AND jobs.status = %(status_1)s FOR NO KEY UPDATE SKIP LOCKED) RETURNING jobs.id

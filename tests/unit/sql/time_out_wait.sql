@@ -1,0 +1,1 @@
+UPDATE sa_jobqueue_steps_jobs SET kind=%(kind)s, attempt=%(attempt)s, recorded_at=now() WHERE sa_jobqueue_steps_jobs.job_id = %(job)s AND sa_jobqueue_steps_jobs.name = %(signal)s AND sa_jobqueue_steps_jobs.kind = %(kind_1)s AND sa_jobqueue_steps_jobs.until <= now() RETURNING sa_jobqueue_steps_jobs.name
