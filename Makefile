@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-peers bench-hosts bench-backlog bench-cost bench-workflows chaos clean
+.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-workflows chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -70,8 +70,11 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness,
 	$(BIN)/python bench/fairness.py
 	$(BIN)/python bench/backlog.py
 	$(BIN)/python bench/next_due.py
+	$(BIN)/python bench/latency.py --wake-only --samples 200
+	$(BIN)/python bench/drain_limit.py
 	$(BIN)/python bench/workflows.py
 	$(BIN)/python bench/peers.py
+	$(BIN)/python bench/enqueue.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
 	$(BIN)/python bench/cost.py
@@ -90,6 +93,9 @@ bench-startup: $(STAMP)  ## import time, and `sa-jobqueue worker` exec to its fi
 
 bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit, side by side
 	$(BIN)/python bench/commit.py
+
+bench-enqueue: $(STAMP)  ## issue-30 enqueue targets: batch vs raw and PGQueuer, one enqueue vs raw execute and PGQueuer
+	$(BIN)/python bench/enqueue.py
 
 bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
 	$(BIN)/python bench/peers.py

@@ -1,6 +1,7 @@
 """`make bench-cost`: instructions per job and per enqueue, counted by valgrind, not timed.
 
-Usage: ``python bench/cost.py [--jobs N] [--enqueues N] [--database-url URL] [--no-history]``.
+Usage: ``python bench/cost.py [--jobs N] [--enqueues N] [--only drain|enqueue]
+[--database-url URL] [--no-history]``.
 The server is ``--database-url``, else ``DATABASE_URL``, else a throwaway one; each run
 uses a scratch database dropped afterwards.
 
@@ -92,6 +93,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2000, help="jobs drained (default 2000)")
     parser.add_argument("--enqueues", type=int, default=500, help="single enqueues (default 500)")
     parser.add_argument("--no-history", action="store_true", help="do not append to the history")
+    parser.add_argument(
+        "--only", choices=("drain", "enqueue"), help="count one figure (the other shows as -)"
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("bench/cost.py needs valgrind: apt-get install -y valgrind")
@@ -107,7 +111,8 @@ def main() -> None:
         )
         with server as server_url:
             figures = {}
-            for mode, n in (("drain", args.jobs), ("enqueue", args.enqueues)):
+            modes = (("drain", args.jobs), ("enqueue", args.enqueues))
+            for mode, n in modes if args.only is None else [m for m in modes if m[0] == args.only]:
                 counts = []
                 for count in (0, n):
                     with scratch_database(server_url, "sajq_cost") as url:
@@ -118,8 +123,11 @@ def main() -> None:
                 figures[mode] = (counts[1] - counts[0]) / n
     load = os.getloadavg()[0]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    print(f"instructions per job drained (lease, concurrency 1): {figures['drain']:,.0f}")
-    print(f"instructions per single enqueue (its own transaction): {figures['enqueue']:,.0f}")
+    shown = {
+        mode: f"{figures[mode]:,.0f}" if mode in figures else "-" for mode in ("drain", "enqueue")
+    }
+    print(f"instructions per job drained (lease, concurrency 1): {shown['drain']}")
+    print(f"instructions per single enqueue (its own transaction): {shown['enqueue']}")
     print(f"({stamp}, load {load:.1f}, {args.jobs} jobs, {args.enqueues} enqueues)")
     if not args.no_history:
         history = HERE / "cost-history.md"
@@ -131,8 +139,8 @@ def main() -> None:
             )
         with history.open("a") as file:
             file.write(
-                f"| {stamp} | {_commit()} | {figures['drain']:,.0f} | "
-                f"{figures['enqueue']:,.0f} | {args.jobs} / {args.enqueues} |\n"
+                f"| {stamp} | {_commit()} | {shown['drain']} | "
+                f"{shown['enqueue']} | {args.jobs} / {args.enqueues} |\n"
             )
         print(f"appended to {history.relative_to(ROOT)}")
 

@@ -1,14 +1,27 @@
-"""Enqueue, one job per transaction, beside a raw psycopg single-row INSERT: interleaved.
+"""`make bench-enqueue`: the enqueue targets of issue 30, each a ratio measured in one run.
 
-Usage: ``python bench/enqueue.py [--reps 5] [--count 1000] [--profile] [--round-trips]``.
-The server is ``--database-url``, else ``DATABASE_URL``. Every repetition runs
-`run.enqueue_single` and then `run.raw_insert` (one row per transaction) in one
-scratch database, so both see the same load; the ratio of medians is printed with
-the load average, beside the Session's own floor (`session_floor`), with the client
-CPU time per transaction of each (what the library can cut; the wall clock moves with
-the machine's load). ``--round-trips`` counts the statements one enqueue sends (a
-``before_cursor_execute`` listener; BEGIN and COMMIT are not statements there).
-``--profile`` runs the enqueue loop under cProfile and prints the top entries.
+Usage: ``python bench/enqueue.py [--reps 5] [--count 1000] [--batches 10] [--no-peers]
+[--profile] [--round-trips]``. The server is ``--database-url``, else ``DATABASE_URL``.
+Every repetition runs each case below once, in one scratch database (the peers in their
+own), so all see the same load; each target is the ratio of medians, printed as held or
+not, with the load average:
+
+- *batch*: ``enqueue_many`` of 1,000 no-op jobs per transaction beside a raw psycopg
+  multi-row ``INSERT ... VALUES`` of the same rows (`raw.insert_rows`), and beside
+  PGQueuer's batch enqueue (``Queries.enqueue`` of lists of 1,000); target >= 0.9x raw,
+  >= 1.0x PGQueuer.
+- *marginal*: inside one open ``Session`` transaction, the cost of one more
+  ``jobs.enqueue`` beside one more ``session.execute(insert(Job).values(...))`` of the
+  same row on the same session (chunks of each alternate); target <= 1.25x.
+- *whole*: ``with Session(engine) as s, s.begin(): jobs.enqueue(...)`` (`run.enqueue_single`)
+  beside PGQueuer's enqueue inside ``conn.transaction()`` (target >= 1.0x) and its
+  autocommit enqueue (target >= 0.65x); with the Session's own floor (the same ``with``
+  around a raw psycopg INSERT on the session's connection, `session_floor`) and a raw
+  psycopg INSERT per transaction (`run.raw_insert`), which show what the Session costs.
+
+``--no-peers`` skips PGQueuer (its virtualenv is `peers.peers_python`, made on first use).
+``--round-trips`` prints the statements one enqueue sends; ``--profile`` runs the
+single-enqueue loop under cProfile and prints the top entries.
 """
 
 from __future__ import annotations
@@ -28,9 +41,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import run  # noqa: E402
-from app import jobs  # noqa: E402
-from sqlalchemy import create_engine, event, text  # noqa: E402
+from app import Job, jobs  # noqa: E402
+from sqlalchemy import create_engine, event, insert, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
+
+#: Jobs per transaction of the batch cases.
+BATCH = 1_000
 
 
 def round_trips(url: str) -> list[str]:
@@ -78,8 +94,50 @@ def session_floor(url: str, count: int) -> float:
         engine.dispose()
 
 
+def marginal(url: str, count: int, chunk: int = 50) -> tuple[float, float]:
+    """Seconds per call of ``jobs.enqueue`` and of a raw ORM-less insert, in one transaction.
+
+    Both run on one session, in one open transaction, `count` calls each, in
+    alternating chunks of `chunk` calls (so both see the same load and the same
+    session, whose identity map grows with the enqueued jobs as an app's would).
+    The raw call is ``session.execute(insert(Job).values(...))`` of the row
+    ``enqueue`` writes: kind, queue, payload, priority, max_attempts.
+    """
+    engine = create_engine(url)
+    spent = {"enqueue": 0.0, "raw": 0.0}
+    try:
+        with Session(engine) as session, session.begin():
+            for i in range(10):  # warm both statements (and psycopg's prepared ones)
+                jobs.enqueue(session, "noop", {"n": -i})
+                session.execute(
+                    insert(Job).values(
+                        kind="noop", queue="default", payload={"n": -i}, priority=0, max_attempts=20
+                    )
+                )
+            for start in range(0, count, chunk):
+                started = time.perf_counter()
+                for i in range(start, min(start + chunk, count)):
+                    jobs.enqueue(session, "noop", {"n": i})
+                spent["enqueue"] += time.perf_counter() - started
+                started = time.perf_counter()
+                for i in range(start, min(start + chunk, count)):
+                    session.execute(
+                        insert(Job).values(
+                            kind="noop",
+                            queue="default",
+                            payload={"n": i},
+                            priority=0,
+                            max_attempts=20,
+                        )
+                    )
+                spent["raw"] += time.perf_counter() - started
+        return spent["enqueue"] / count, spent["raw"] / count
+    finally:
+        engine.dispose()
+
+
 def profile(url: str, count: int) -> None:
-    """cProfile of `count` enqueues, one per transaction; the 30 costliest by own time."""
+    """cProfile of `count` enqueues, one per transaction; the costliest entries."""
     profiler = cProfile.Profile()
     profiler.enable()
     run.enqueue_single(url, count)
@@ -89,14 +147,53 @@ def profile(url: str, count: int) -> None:
     stats.sort_stats("tottime").print_stats(30)
 
 
+class Figures:
+    """Rates (or seconds) per case, one per repetition; medians and ratios of medians."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, list[float]] = {}
+
+    def add(self, name: str, value: float) -> float:
+        self.values.setdefault(name, []).append(value)
+        return value
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.values[name])
+
+    def cell(self, name: str, scale: float = 1.0, unit: str = "/s") -> str:
+        values = [v * scale for v in self.values[name]]
+        return f"{statistics.median(values):,.0f}{unit} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+def peer_rate(python: Path, server_url: str, action: str, count: int) -> float:
+    """PGQueuer's rate for `action` (``enqueue``, ``enqueue_tx``, ``enqueue_many``)."""
+    import peers
+
+    return peers.enqueue(python, "pgqueuer", server_url, count, action)
+
+
+def target(label: str, ratio: float, goal: float, *, at_most: bool = False) -> str:
+    held = ratio <= goal if at_most else ratio >= goal
+    sign = "<=" if at_most else ">="
+    return f"- {label} {sign} {goal:g}x: {ratio:.2f}x -- {'holds' if held else 'does not hold'}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--count", type=int, default=1_000, help="transactions per repetition")
+    parser.add_argument("--count", type=int, default=1_000, help="single enqueues per case")
+    parser.add_argument("--batches", type=int, default=10, help="batches of 1,000 per case")
+    parser.add_argument("--no-peers", action="store_true", help="skip PGQueuer")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--round-trips", action="store_true")
     args = parser.parse_args()
+    python = None
+    if not args.no_peers:
+        import peers
+
+        python = peers.peers_python()
+    count, batches = args.count, args.batches
     with run.server(args.database_url) as server_url, run.database(server_url) as url:
         if args.round_trips:
             statements = round_trips(url)
@@ -104,45 +201,80 @@ def main() -> None:
             for statement in statements:
                 print(f"  {statement}")
         if args.profile:
-            profile(url, args.count)
+            profile(url, count)
             return
-        ours: list[float] = []
-        raw: list[float] = []
-        floor: list[float] = []
-        ratios: list[float] = []
-        cpu: dict[str, list[float]] = {"enqueue": [], "raw": [], "floor": []}
+        f = Figures()
         load = os.getloadavg()
         for rep in range(args.reps):
-            started = time.process_time()
-            ours.append(run.enqueue_single(url, args.count))
-            cpu["enqueue"].append((time.process_time() - started) / args.count * 1e6)
-            started = time.process_time()
-            raw.append(run.raw_insert(url, args.count, 1))
-            cpu["raw"].append((time.process_time() - started) / args.count * 1e6)
-            started = time.process_time()
-            floor.append(session_floor(url, args.count))
-            cpu["floor"].append((time.process_time() - started) / args.count * 1e6)
-            ratios.append(ours[-1] / raw[-1])
-            run.log(
-                f"rep {rep + 1}/{args.reps}: enqueue {ours[-1]:,.0f}/s, raw {raw[-1]:,.0f}/s "
-                f"({ratios[-1]:.0%}), Session + raw INSERT {floor[-1]:,.0f}/s "
-                f"({floor[-1] / raw[-1]:.0%}); client CPU {cpu['enqueue'][-1]:.0f}, "
-                f"{cpu['raw'][-1]:.0f}, {cpu['floor'][-1]:.0f} us per transaction"
-            )
-        a, b = statistics.median(ours), statistics.median(raw)
+            tag = f"rep {rep + 1}/{args.reps}"
+            many = f.add("many", run.enqueue_many(url, batches, BATCH))
+            raw_many = f.add("raw_many", run.raw_insert(url, batches, BATCH))
+            run.log(f"{tag}: enqueue_many {many:,.0f}/s, raw multi-row {raw_many:,.0f}/s")
+            ours, theirs = marginal(url, count)
+            f.add("marginal", ours)
+            f.add("marginal_raw", theirs)
+            run.log(f"{tag}: marginal {ours * 1e6:.0f} us, raw execute {theirs * 1e6:.0f} us")
+            single = f.add("single", run.enqueue_single(url, count))
+            floor = f.add("floor", session_floor(url, count))
+            raw1 = f.add("raw_single", run.raw_insert(url, count, 1))
+            run.log(f"{tag}: enqueue {single:,.0f}/s, floor {floor:,.0f}/s, raw {raw1:,.0f}/s")
+            if python is not None:
+                pg_many = f.add(
+                    "pg_many", peer_rate(python, server_url, "enqueue_many", batches * BATCH)
+                )
+                pg_tx = f.add("pg_tx", peer_rate(python, server_url, "enqueue_tx", count))
+                pg = f.add("pg", peer_rate(python, server_url, "enqueue", count))
+                run.log(f"{tag}: PGQueuer batch {pg_many:,.0f}/s, tx {pg_tx:,.0f}/s, {pg:,.0f}/s")
+    print(f"\n{args.reps} interleaved repetitions; median (min-max)\n")
+    print("| case | rate |")
+    print("|---|---|")
+    rows = [
+        ("enqueue_many, 1,000 per transaction", "many"),
+        ("raw multi-row INSERT, 1,000 per transaction", "raw_many"),
+        ("PGQueuer batch enqueue, 1,000 per call", "pg_many"),
+        ("with Session, s.begin(): enqueue", "single"),
+        ("with Session, s.begin(): raw psycopg INSERT (the Session's floor)", "floor"),
+        ("raw psycopg INSERT, 1 per transaction", "raw_single"),
+        ("PGQueuer enqueue in conn.transaction()", "pg_tx"),
+        ("PGQueuer enqueue, autocommit", "pg"),
+    ]
+    for label, name in rows:
+        if name in f.values:
+            print(f"| {label} | {f.cell(name)} |")
+    for label, name in (
+        ("jobs.enqueue in an open transaction, per call", "marginal"),
+        ("session.execute(insert(Job).values(...)), per call", "marginal_raw"),
+    ):
+        print(f"| {label} | {f.cell(name, 1e6, ' us')} |")
+    print("\nTargets:")
+    print(
+        target("enqueue_many / raw multi-row INSERT", f.median("many") / f.median("raw_many"), 0.9)
+    )
+    if "pg_many" in f.values:
+        print(target("enqueue_many / PGQueuer batch", f.median("many") / f.median("pg_many"), 1.0))
+    ratio = f.median("marginal") / f.median("marginal_raw")
+    print(target("marginal enqueue / raw session.execute(insert)", ratio, 1.25, at_most=True))
+    if "pg_tx" in f.values:
         print(
-            f"enqueue, 1 per transaction: {a:,.0f}/s ({min(ours):,.0f}-{max(ours):,.0f}); "
-            f"raw INSERT: {b:,.0f}/s ({min(raw):,.0f}-{max(raw):,.0f}); "
-            f"ratio of medians {a / b:.0%} (per rep {min(ratios):.0%}-{max(ratios):.0%}); "
-            f"Session + raw INSERT: {statistics.median(floor):,.0f}/s "
-            f"({statistics.median(floor) / b:.0%}); "
-            f"client CPU per transaction: enqueue {statistics.median(cpu['enqueue']):.0f} us, "
-            f"raw {statistics.median(cpu['raw']):.0f} us, "
-            f"Session + raw {statistics.median(cpu['floor']):.0f} us; "
-            f"load at start {', '.join(f'{x:.2f}' for x in load)}, "
-            f"at end {', '.join(f'{x:.2f}' for x in os.getloadavg())}; "
-            f"{time.strftime('%H:%M:%S')}"
+            target(
+                "whole enqueue / PGQueuer in a transaction",
+                f.median("single") / f.median("pg_tx"),
+                1.0,
+            )
         )
+        print(
+            target("whole enqueue / PGQueuer autocommit", f.median("single") / f.median("pg"), 0.65)
+        )
+    print(
+        f"(the Session's floor / raw INSERT per transaction: "
+        f"{f.median('floor') / f.median('raw_single'):.2f}x; "
+        f"enqueue / the floor: {f.median('single') / f.median('floor'):.2f}x)"
+    )
+    end = os.getloadavg()
+    print(
+        f"load average at start {' '.join(f'{x:.2f}' for x in load)}, "
+        f"at end {' '.join(f'{x:.2f}' for x in end)}; {time.strftime('%H:%M:%S')}"
+    )
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import multiprocessing
 import os
 import platform
@@ -62,33 +63,114 @@ class Job(JobMixin, Base):
 
 jobs = JobQueue(Job)
 _pipe: Pipe | None = None  # the worker process's end
+#: ``--trace``: perf_counter_ns of the last wake-up's stages in the worker process
+#: (CLOCK_MONOTONIC, the same clock in both processes on Linux).
+_stages: dict[str, int] = {}
 
 
 @jobs.task("ping", queue=QUEUE)
 def ping(ctx: JobContext) -> None:
     """Report the moment the handler started."""
     assert _pipe is not None
-    _pipe.send((ctx.id, time.time()))
+    started = time.time()
+    if _stages:
+        _stages["handler"] = time.perf_counter_ns()
+        _pipe.send((ctx.id, started, dict(_stages)))
+        _stages.clear()
+        return
+    _pipe.send((ctx.id, started, None))
+
+
+def _trace_stages() -> None:
+    """Wrap the wake-up path's steps to stamp `_stages` (bench only, in the worker process)."""
+    from sa_jobqueue.worker import claimer, loop, worker
+
+    def stamp(cls: Any, name: str, stage: str, after: bool = False) -> None:
+        original = getattr(cls, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if not after:
+                _stages.setdefault(stage, time.perf_counter_ns())
+            result = original(*args, **kwargs)
+            if after and result:
+                _stages.setdefault(stage, time.perf_counter_ns())
+            return result
+
+        setattr(cls, name, wrapper)
+
+    original_notify = loop.ClaimLoop.on_notify
+
+    def on_notify(self: Any, queue: str | None, run_at: float | None = None) -> None:
+        if queue is not None:
+            _stages.clear()
+            _stages["notified"] = time.perf_counter_ns()
+        original_notify(self, queue, run_at)
+
+    loop.ClaimLoop.on_notify = on_notify  # type: ignore[method-assign]
+    stamp(loop.ClaimLoop, "round", "round")
+    stamp(claimer.Claimer, "claim", "claimed", after=True)
+    stamp(worker.Worker, "_dispatch", "dispatched")
+    if os.environ.get("LATENCY_TRACE_FINE"):
+        from sa_jobqueue.worker import postgres_driver
+
+        stamp(postgres_driver.PostgresDriver, "claim", "execute")
+        stamp(postgres_driver.PostgresDriver, "_claimed", "fetched")
 
 
 # -- latency ---------------------------------------------------------------
 
 
-def serve(url: str, listen: bool, poll_interval: float, pipe: Pipe) -> None:
+def serve(url: str, listen: bool, poll_interval: float, pipe: Pipe, trace: bool = False) -> None:
     """The worker process: run until SIGTERM."""
     global _pipe
     _pipe = pipe
+    if trace:
+        _trace_stages()
     engine = create_engine(url, pool_size=4)
-    jobs.worker(engine, queues=[QUEUE], poll_interval=poll_interval, listen=listen).run()
+    # LATENCY_ASYNC_COMMIT=1: the claim's COMMIT skips the WAL flush (what it costs).
+    asynchronous = bool(os.environ.get("LATENCY_ASYNC_COMMIT"))
+    jobs.worker(
+        engine,
+        queues=[QUEUE],
+        poll_interval=poll_interval,
+        listen=listen,
+        asynchronous_commit=asynchronous,
+    ).run()
+
+
+#: The wake-up's stages, in order, as `_trace_stages` stamps them (``sent``: COMMIT sent).
+STAGES = ("sent", "committed", "notified", "round", "claimed", "dispatched", "handler")
+#: With ``LATENCY_TRACE_FINE=1`` in the environment: the claim's steps too.
+FINE_STAGES = (
+    "sent",
+    "committed",
+    "notified",
+    "round",
+    "execute",
+    "fetched",
+    "claimed",
+    "dispatched",
+    "handler",
+)
 
 
 def measure_latency(
-    engine: Engine, url: str, *, listen: bool, poll_interval: float, samples: int
+    engine: Engine,
+    url: str,
+    *,
+    listen: bool,
+    poll_interval: float,
+    samples: int,
+    trace: list[dict[str, int]] | None = None,
 ) -> list[float]:
-    """Seconds from COMMIT to handler start, one idle worker, `samples` times."""
+    """Seconds from COMMIT to handler start, one idle worker, `samples` times.
+
+    With `trace`, each sample's stage stamps (ns from COMMIT sent) are appended to it.
+    """
     ctx = multiprocessing.get_context("spawn")
     ours, theirs = ctx.Pipe()
-    process = ctx.Process(target=serve, args=(url, listen, poll_interval, theirs), daemon=True)
+    args = (url, listen, poll_interval, theirs, trace is not None)
+    process = ctx.Process(target=serve, args=args, daemon=True)
     process.start()
     try:
         if listen:
@@ -99,25 +181,52 @@ def measure_latency(
             # Let the worker finish its round and go idle; with polling, arrive at a
             # random moment between two polls.
             time.sleep(random.uniform(0.02, 0.05 if listen else poll_interval))
-            latencies.append(_one(engine, ours, timeout=poll_interval * 3 + 30))
+            latencies.append(_one(engine, ours, timeout=poll_interval * 3 + 30, trace=trace))
         return latencies
     finally:
         process.terminate()
         process.join(30)
 
 
-def _one(engine: Engine, pipe: Pipe, timeout: float) -> float:
+def _one(
+    engine: Engine, pipe: Pipe, timeout: float, trace: list[dict[str, int]] | None = None
+) -> float:
     with Session(engine) as session:
         session.begin()
         job = jobs.enqueue(session, "ping")
         job_id = job.id
         sent = time.time()
+        sent_ns = time.perf_counter_ns()
         session.commit()
+        committed_ns = time.perf_counter_ns()
     if not pipe.poll(timeout):
         raise RuntimeError(f"job {job_id} did not start within {timeout}s")
-    started_id, started = pipe.recv()
+    started_id, started, stages = pipe.recv()
     assert started_id == job_id, (started_id, job_id)
+    if trace is not None and stages:
+        stages.update(sent=sent_ns, committed=committed_ns)
+        trace.append({k: v - sent_ns for k, v in stages.items()})
     return float(started - sent)
+
+
+def stage_lines(trace: list[dict[str, int]]) -> list[str]:
+    """A table: each stage's step from the one before, p50/p95/p99 in ms."""
+    lines = ["| step | samples | p50 | p95 | p99 |", "|---|---:|---:|---:|---:|"]
+    stages = FINE_STAGES if os.environ.get("LATENCY_TRACE_FINE") else STAGES
+    # Then the two shares: the enqueuer's commit until its notification arrives, and
+    # the worker's, from the notification to the handler's start.
+    for before, after in [
+        *itertools.pairwise(stages),
+        ("sent", "notified"),
+        ("notified", "handler"),
+    ]:
+        steps = [(t[after] - t[before]) / 1e6 for t in trace if before in t and after in t]
+        if steps:
+            lines.append(
+                f"| {before} -> {after} | {len(steps)} | {percentile(steps, 50):.2f} "
+                f"| {percentile(steps, 95):.2f} | {percentile(steps, 99):.2f} |"
+            )
+    return lines
 
 
 def _wait_for_listener(engine: Engine, timeout: float = 30.0) -> None:
@@ -292,6 +401,43 @@ def cost(rates: dict[tuple[str, str], list[float]], way: str, case: str) -> floa
 # -- the report ---------------------------------------------------------------------
 
 
+#: Issue 30 item 3: commit -> handler start of an idle worker, in ms.
+TARGETS = {50: 3.0, 99: 10.0}
+
+
+def target_lines(ms: list[float]) -> list[str]:
+    """Each wake-up target as held or not, with the ratio of the figure to it."""
+    lines = []
+    for p, limit in TARGETS.items():
+        got = percentile(ms, p)
+        verdict = "held" if got <= limit else "NOT held"
+        lines.append(f"target p{p} <= {limit:g} ms: {got:.2f} ms ({got / limit:.2f}x): {verdict}")
+    return lines
+
+
+def wake_only(url: str | None, samples: int) -> None:
+    """The LISTEN wake-up alone: `samples` plain, then `samples` traced by step."""
+    with server(url) as server_url, scratch_database(server_url, prefix="sa_jobqueue_lat") as db:
+        migration.upgrade(db)
+        engine = create_engine(db, pool_size=4)
+        plain = measure_latency(engine, db, listen=True, poll_interval=30.0, samples=samples)
+        trace: list[dict[str, int]] = []
+        traced = measure_latency(
+            engine, db, listen=True, poll_interval=30.0, samples=samples, trace=trace
+        )
+        engine.dispose()
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"wake-up, commit sent -> handler start, one idle worker; load {load}")
+    for name, values in (("plain", plain), ("traced", traced)):
+        ms = [v * 1000 for v in values]
+        print(
+            f"  {name}: {len(ms)} samples, p50 {percentile(ms, 50):.2f} p95 "
+            f"{percentile(ms, 95):.2f} p99 {percentile(ms, 99):.2f} max {max(ms):.2f} ms"
+        )
+    print("\n".join(stage_lines(trace)))
+    print("\n".join(target_lines([v * 1000 for v in plain])))
+
+
 @contextlib.contextmanager
 def server(url: str | None) -> Iterator[str]:
     if url:
@@ -313,9 +459,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clients", type=int, default=4, help="threads, concurrent case")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few samples")
     parser.add_argument("--output", type=Path, default=HERE / "latency-results.md")
+    parser.add_argument(
+        "--wake-only",
+        action="store_true",
+        help="only the LISTEN wake-up, plain then traced (the steps' stamps), and the "
+        "targets; prints, writes no file",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.samples, args.poll_samples, args.rounds, args.chunk = 30, 10, 4, 10
+    if args.wake_only:
+        wake_only(args.database_url, args.samples)
+        return
 
     with server(args.database_url) as url, scratch_database(url, prefix="sa_jobqueue_lat") as db:
         migration.upgrade(db)

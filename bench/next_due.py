@@ -23,11 +23,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from app import Job  # noqa: E402
-from sqlalchemy import Connection, create_engine, text  # noqa: E402
+from sqlalchemy import Connection, Engine, create_engine, text  # noqa: E402
 from sqlalchemy.dialects import postgresql  # noqa: E402
 
 from sa_jobqueue import migration, statements  # noqa: E402
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+from sa_jobqueue.worker.driver import PostgresDriver  # noqa: E402
 
 
 def _median_ms(conn: Connection, statement: object, reps: int = 20) -> float:
@@ -89,7 +90,54 @@ def main() -> None:
             print(_plan(conn, walk))
             print("\nmin(run_at) aggregate:")
             print(_plan(conn, aggregate))
+        _idle_claims(engine, args.deep)
         engine.dispose()
+
+
+#: Issue 30 item 6: an idle claim poll beside the deep backlog, in ms.
+IDLE_CLAIM_TARGET = 5.0
+
+
+def _idle_claims(engine: Engine, deep: int) -> None:
+    """An idle worker's claim beside the future rows: one queue, and four in one statement.
+
+    The worker's own statements (`PostgresDriver`), in transactions rolled back (they
+    claim nothing: no job is due); median of 20 each, then each plan.
+    """
+    driver = PostgresDriver(Job, leases={"noop": 30.0}, default_lease=30.0, kinds=["noop"])
+    queues = ["default", "empty1", "empty2", "empty3"]
+    cases = {
+        "claim, one queue": lambda conn: driver.claim(conn, "default", 32, "bench"),
+        "claim_queues, 4 queues": lambda conn: driver.claim_queues(conn, queues, 32, "bench"),
+    }
+    print(f"\nidle claim of 32 beside {deep:,} pending rows not yet due, median of 20:")
+    with engine.connect() as conn:
+        for name, run in cases.items():
+            times = []
+            for _ in range(20):
+                with conn.begin() as transaction:
+                    started = time.perf_counter()
+                    assert run(conn) == []
+                    times.append((time.perf_counter() - started) * 1000)
+                    transaction.rollback()
+            median = statistics.median(times)
+            verdict = "held" if median <= IDLE_CLAIM_TARGET else "NOT held"
+            print(
+                f"  {name}: {median:.2f} ms; target <= {IDLE_CLAIM_TARGET:g} ms "
+                f"({median / IDLE_CLAIM_TARGET:.2f}x): {verdict}"
+            )
+        print(f"load average {os.getloadavg()[0]:.1f}")
+        statement = driver._claim  # the bench shows the worker's own plan
+        params = {"queue_name": "default", "limit": 32, "owner": "bench"}
+        with conn.begin() as transaction:
+            compiled = statement.compile(dialect=conn.dialect)
+            rows = conn.exec_driver_sql(
+                "EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + str(compiled),
+                compiled.construct_params(params),
+            ).scalars()
+            print("\nidle claim, one queue:")
+            print("\n".join(f"    {row}" for row in rows))
+            transaction.rollback()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,9 @@ Usage: ``python bench/peer_drive.py PEER URL ACTION N CONCURRENCY``, PEER one of
 - ``drain``: run the peer's worker in its "until empty" mode at CONCURRENCY; print
   ``{"rate": jobs/s, "done": N}`` timed from just before the worker starts to its return;
 - ``enqueue``: N single-job enqueues, each its own transaction; print ``{"rate": ...}``;
-- ``enqueue_tx`` (PGQueuer): the same, each inside an explicit ``conn.transaction()``.
+- ``enqueue_tx`` (PGQueuer): the same, each inside an explicit ``conn.transaction()``;
+- ``enqueue_many`` (PGQueuer): N jobs in batches of 1,000, one ``Queries.enqueue`` of
+  lists each (its batch enqueue: one statement, autocommit); print ``{"rate": ...}``.
 
 Each peer runs at its documented defaults except for the concurrency mapping that
 `bench/peers.py` documents. Imports nothing of sa_jobqueue: its virtualenv has none.
@@ -60,6 +62,12 @@ async def pgqueuer(url: str, action: str, count: int, concurrency: int) -> dict[
             for _ in range(count):
                 async with conn.transaction():
                     await queries.enqueue("noop", None)
+            return {"rate": count / (time.perf_counter() - started)}
+        if action == "enqueue_many":
+            started = time.perf_counter()
+            for start in range(0, count, 1000):
+                size = min(1000, count - start)
+                await queries.enqueue(["noop"] * size, [None] * size, [0] * size)
             return {"rate": count / (time.perf_counter() - started)}
         manager = QueueManager(queries)
         done = 0

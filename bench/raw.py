@@ -110,7 +110,7 @@ def fill(url: str, kind: str, count: int) -> None:
 def truncate(url: str) -> None:
     """Empty the jobs table."""
     with psycopg.connect(dsn(url), autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs RESTART IDENTITY")
+        conn.execute("TRUNCATE jobs RESTART IDENTITY CASCADE")  # and the workflow edges
 
 
 def count_done(url: str) -> int:

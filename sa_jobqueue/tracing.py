@@ -140,10 +140,10 @@ def producing(queues: Sequence[str], count: int) -> Iterator[Produced]:
     Yields the `Produced` whose ``carrier`` goes into the rows' ``trace_context``.
     An exception inside is recorded on the span and re-raised.
     """
-    otel = _otel()
-    if otel is None or count == 0 or not otel.recording():
+    if count == 0 or not recording():
         yield _NOTHING  # no SDK: a span would record nothing and inject no context
         return
+    otel = _otel()
     distinct = sorted(set(queues))
     attributes: dict[str, Any] = {
         "messaging.system": MESSAGING_SYSTEM,

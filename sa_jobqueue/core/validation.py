@@ -164,6 +164,36 @@ def _check_text(
         ) from None
 
 
+def _plain_json(value: Any, depth: int = 0) -> bool:
+    """Whether `value` is plainly storable: built-in JSON types, str keys, no NUL, finite.
+
+    The quick look `dump_payload` takes first (no path strings are built); anything it
+    is unsure of (a subclass, a bad value) is walked again by `_walk`, which says what
+    and where. Lone surrogates show when the JSON text is encoded.
+    """
+    if depth > MAX_DEPTH:
+        return False
+    kind = type(value)
+    if kind is str:
+        return "\x00" not in value
+    if kind is int or kind is bool or value is None:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or "\x00" in key or not _plain_json(item, depth + 1):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(_plain_json(item, depth + 1) for item in value)
+    return False
+
+
+#: `json.dumps` with these arguments builds an encoder per call; one is kept instead.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _walk(value: Any, path: str, depth: int = 0) -> None:
     """Raise `PayloadError` at the first value that JSON/JSONB cannot store exactly."""
     if depth > MAX_DEPTH:
@@ -200,12 +230,18 @@ def dump_payload(payload: Any, max_bytes: int, *, name: str = "payload") -> str:
     >>> dump_payload({"order_id": 4}, 1024)
     '{"order_id":4}'
     """
-    _walk(payload, name)
+    plain = _plain_json(payload)
+    if not plain:
+        _walk(payload, name)
     try:
-        text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = _ENCODER.encode(payload)
     except ValueError as exc:  # an int too long to print (sys.get_int_max_str_digits())
         raise PayloadError(name, "<a very long int>", str(exc)) from None
-    size = len(text.encode("utf-8"))
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: `_walk` names where
+        _walk(payload, name)
+        raise
     if size > max_bytes:
         raise PayloadError(
             name, f"<{size} bytes of JSON>", f"is larger than the {max_bytes}-byte limit"

@@ -96,19 +96,22 @@ class EnqueueAPI(Generic[JobT]):
         self, kind: object, payload: Any, options: EnqueueOptions, *, call: str
     ) -> tuple[JobSpec, KeyedEnqueue | None]:
         """One job's `JobSpec` and its debounce or throttle, for `enqueue` and `aenqueue`."""
-        check_options(call, options)
-        plain = dict(options)
-        keyed_enqueue = check_keyed(
-            plain.pop("debounce", None),
-            plain.pop("throttle", None),
-            run_at=plain.get("run_at"),
-            delay=plain.get("delay"),
-            keys={
-                "idempotency_key": plain.get("idempotency_key"),
-                "unique_key": plain.get("unique_key"),
-                "after": plain.get("after"),
-            },
-        )
+        plain: dict[str, Any] = {}
+        keyed_enqueue = None
+        if options:  # the common call gives none: nothing to check here
+            check_options(call, options)
+            plain.update(options)
+            keyed_enqueue = check_keyed(
+                plain.pop("debounce", None),
+                plain.pop("throttle", None),
+                run_at=plain.get("run_at"),
+                delay=plain.get("delay"),
+                keys={
+                    "idempotency_key": plain.get("idempotency_key"),
+                    "unique_key": plain.get("unique_key"),
+                    "after": plain.get("after"),
+                },
+            )
         spec = prepare(
             self.registry,
             self.max_payload_bytes,
@@ -123,6 +126,8 @@ class EnqueueAPI(Generic[JobT]):
     def _insert_one(self, session: Session | scoped_session[Any], spec: JobSpec) -> JobT:
         """Insert `spec` in `session`'s transaction, inside its ``send`` span."""
         session = _plain(session)
+        if not tracing.recording():  # no span to open: spare the context manager
+            return self._inserter.insert_one(session, spec)
         with tracing.producing([spec.queue], 1) as produced:
             job = self._inserter.insert_one(session, spec, trace_context=produced.carrier)
             produced.inserted([job.id])

@@ -12,12 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, Row, inspect
+from sqlalchemy import JSON, inspect
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached, scoped_session
-from sqlalchemy.orm.attributes import instance_dict
+from sqlalchemy.orm.attributes import instance_dict, instance_state
 from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue import statements
+from sa_jobqueue.enqueue.direct import Direct
 from sa_jobqueue.enqueue.insert_many import ManyInserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.schema.columns import dumps
@@ -55,6 +56,10 @@ _SET_COLUMNS = (
 )
 
 
+_NULLS = dict.fromkeys(_NULL_COLUMNS)
+_PENDING = Status.PENDING.value
+
+
 @dataclass(frozen=True)
 class _One:
     """The INSERT of one job with a given set of extra columns, and what it returns."""
@@ -62,6 +67,10 @@ class _One:
     statement: ReturningInsert[Any]
     #: The attribute each RETURNING column fills, in order.
     returned: tuple[str, ...]
+    #: `statement`, sent on the driver's cursor where nothing could tell.
+    direct: Direct
+    #: The model's attributes a row leaves unloaded (its relationships): expired.
+    unloaded: frozenset[str]
 
 
 def _plain_session(session: Session) -> bool:
@@ -90,6 +99,8 @@ class Inserter(ManyInserter[JobT]):
         # Whether one job's row can be attached without the ORM's loading: decided
         # on first use, once the application's mappers can be configured.
         self._plain: bool | None = None
+        # The batched statement returning what `_attach` needs, per extra columns.
+        self._manys: dict[tuple[str, ...], _One] = {}
 
     def insert_one(
         self,
@@ -145,13 +156,61 @@ class Inserter(ManyInserter[JobT]):
             # objects (the order a job's foreign key points to) go first.
             session._autoflush()
             bind = {"mapper": mapper, "clause": one.statement}
-            row = session.connection(bind_arguments=bind).execute(one.statement, params).first()
+            row = one.direct.first(session.connection(bind_arguments=bind), params)
             if row is None:  # a key was taken: find the job that holds it
                 return self._match(session, specs, [])
             return [self._attach(session, mapper, spec, one, row, trace_context)]
 
+        if spec.unique_key is None:  # nothing to retry: see `_insert_in_order`
+            job = insert_once(real, [spec])[0]
+            return job
         found: JobT = self._insert_in_order(real, [spec], insert_once)[0]
         return found
+
+    def _rows(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        extra: tuple[str, ...],
+        workflow: bool,
+        params: dict[str, Any],
+    ) -> list[Any]:
+        """`ManyInserter._rows`, built as `insert_one` builds its row where nothing could tell.
+
+        The INSERT returns only what the database filled (and the keys, to pair each
+        row with its spec: rows come back in the batch's order, less the specs whose
+        key was taken), and each row is attached as `insert_one` attaches its own.
+        """
+        mapper = self._mapper()
+        loaded = mapper.class_manager.dispatch.load
+        if workflow or loaded or not (self._plain_model() and _plain_session(session)):
+            return super()._rows(session, specs, extra, workflow, params)
+        many = self._manys.get(extra)
+        if many is None:
+            known = set(_SET_COLUMNS) - {"idempotency_key", "unique_key"}
+            known |= set(_NULL_COLUMNS) - set(extra)
+            mapped = set(mapper.columns.values())
+            columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
+            statement = statements.enqueue(self.model, extra=extra).returning(*columns)
+            returned = tuple(mapper.get_property_by_column(c).key for c in columns)
+            many = self._manys[extra] = self._shape(statement, returned)
+        session._autoflush()  # as the ORM would before its statement
+        bind = {"mapper": mapper, "clause": many.statement}
+        connection = session.connection(bind_arguments=bind)
+        result = connection.execute(many.statement, params).all()
+        id_at = many.returned.index("id")
+        keys_at = many.returned.index("idempotency_key"), many.returned.index("unique_key")
+        rows = sorted(result, key=lambda row: row[id_at])
+        inserted: list[Any] = []
+        for spec in specs:  # the next row belongs to the next spec with its keys
+            if len(inserted) == len(rows):
+                break
+            row = rows[len(inserted)]
+            if (row[keys_at[0]], row[keys_at[1]]) != (spec.idempotency_key, spec.unique_key):
+                continue
+            # A trace context is in `extra`: returned with the row, not left NULL.
+            inserted.append(self._attach(session, mapper, spec, many, row, None))
+        return inserted
 
     def _mapper(self) -> Mapper[Any]:
         """The model's mapper, configured: as the ORM makes sure before each statement.
@@ -211,8 +270,13 @@ class Inserter(ManyInserter[JobT]):
                 returning=[c.name for c in columns],
             )
             returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            one = self._ones[shape] = _One(statement, returned)
+            one = self._ones[shape] = self._shape(statement, returned)
         return one
+
+    def _shape(self, statement: ReturningInsert[Any], returned: tuple[str, ...]) -> _One:
+        filled = {*_NULL_COLUMNS, *_SET_COLUMNS, *returned}
+        unloaded = frozenset(self._mapper().class_manager) - filled
+        return _One(statement, returned, Direct(statement), unloaded)
 
     def _attach(
         self,
@@ -220,28 +284,43 @@ class Inserter(ManyInserter[JobT]):
         mapper: Mapper[Any],
         spec: JobSpec,
         one: _One,
-        row: Row[Any],
+        row: Sequence[Any],
         trace_context: Mapping[str, str] | None,
     ) -> Any:
         """The persistent object for the row just inserted, in `session`'s identity map."""
-        values: dict[str, Any] = dict.fromkeys(_NULL_COLUMNS)
-        values.update(
-            kind=spec.kind,
-            queue=spec.queue,
-            status=Status.PENDING.value,
-            priority=spec.priority,
-            attempts=0,
-            max_attempts=spec.max_attempts,
-            idempotency_key=spec.idempotency_key,
-            unique_key=spec.unique_key,
-            concurrency_key=spec.concurrency_key,
-        )
+        values: dict[str, Any] = {
+            **_NULLS,
+            "kind": spec.kind,
+            "queue": spec.queue,
+            "status": _PENDING,
+            "priority": spec.priority,
+            "attempts": 0,
+            "max_attempts": spec.max_attempts,
+            "idempotency_key": spec.idempotency_key,
+            "unique_key": spec.unique_key,
+            "concurrency_key": spec.concurrency_key,
+        }
         values.update(zip(one.returned, row, strict=True))
-        existing = session.identity_map.get(mapper.identity_key_from_primary_key((values["id"],)))
+        key = mapper.identity_key_from_primary_key((values["id"],))
+        existing = session.identity_map.get(key)
         if existing is not None:
             return existing  # as an ORM load would: the session's object wins
         job = mapper.class_manager.new_instance()
         instance_dict(job).update(values)
-        make_transient_to_detached(job)  # history clear, identity key set: as loaded
-        session.add(job)
+        events = session.dispatch
+        if events.before_attach or events.after_attach or events.detached_to_persistent:
+            make_transient_to_detached(job)  # history clear, identity key set: as loaded
+            session.add(job)  # which tells those listeners
+            return job
+        # What make_transient_to_detached and then an ORM load do, without
+        # Session.add's cascades and events (a load fires none of them). Its
+        # _commit_all has nothing to clear: the dict was filled around the
+        # attribute events, so the new instance has no history.
+        state = instance_state(job)
+        state.key = key
+        state.identity_token = None
+        if one.unloaded:  # a relationship of the application's: loads on first use
+            state._expire_attributes(state.dict, one.unloaded)
+        state.session_id = session.hash_key
+        session.identity_map._add_unpresent(state, key)
         return job

@@ -196,13 +196,24 @@ class ManyInserter(Generic[JobT]):
         extra = self._extra_params(specs, trace_context)
         for name, values in extra.items():
             params[f"{name}_values"] = values
-        load = self._load(tuple(extra), workflow)
-        inserted = sorted(session.scalars(load, params).all(), key=lambda job: job.id)
+        inserted = self._rows(session, specs, tuple(extra), workflow, params)
         if fresh is not None:
             fresh.update(job.id for job in inserted)
         if len(inserted) == len(specs):
             return inserted
         return self._match(session, specs, inserted)
+
+    def _rows(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        extra: tuple[str, ...],
+        workflow: bool,
+        params: dict[str, Any],
+    ) -> list[Any]:
+        """Run the batched INSERT; the rows it inserted, loaded, in id order."""
+        load = self._load(extra, workflow)
+        return sorted(session.scalars(load, params).all(), key=lambda job: job.id)
 
     def _match(self, session: Session, specs: Sequence[JobSpec], inserted: list[Any]) -> list[Any]:
         """One row per spec: the row it inserted, or the row whose key it conflicted with.

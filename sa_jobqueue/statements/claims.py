@@ -66,10 +66,50 @@ def claim(
     their handler (a deploy in flight).
     """
     queue_name = bindparam("queue_name", type_=Text)
-    due = _due_in(model, queue_name, exclude_kinds, kinds=kinds)
+    levels = _levels(model, queue_name)
+    per_level = _due_in(model, queue_name, exclude_kinds, kinds=kinds, level=levels.c.priority)
+    ranked = per_level.lateral("c")
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
-    # update more rows than it locked.
-    return _lease(model, due.cte("due"), leases, default_lease)
+    # update more rows than it locked. The levels come lowest first, each level's
+    # rows in claim order (a nested loop over a recursive walk keeps both orders).
+    due = (
+        select(ranked.c.id)
+        .select_from(levels.join(ranked, true()))
+        .limit(bindparam("limit", type_=Integer))
+        .cte("due")
+    )
+    return _lease(model, due, leases, default_lease)
+
+
+def _levels(
+    model: type[JobMixin], queue: ColumnElement[Any], outer: FromClause | None = None
+) -> Any:
+    """The priority levels of `queue`'s pending jobs, lowest first: a recursive CTE.
+
+    One index probe per level (the smallest ``priority`` above the last one), run as
+    the claim asks for rows: a claim that fills its ``LIMIT`` in the first level
+    never looks for a second.
+    """
+    table = model.__table__
+
+    def level_after(above: ColumnElement[Any] | None) -> Any:
+        jobs = table.alias()
+        found = select(func.min(jobs.c.priority)).where(
+            jobs.c.status == literal_column(f"'{Status.PENDING.value}'", Text),
+            jobs.c.queue == queue,
+        )
+        if above is not None:
+            found = found.where(jobs.c.priority > above)
+        if outer is not None:
+            found = found.correlate_except(jobs)  # `outer` and the walk's last level
+        return found.scalar_subquery()
+
+    levels = select(level_after(None).label("priority")).cte(
+        "levels", recursive=True, nesting=outer is not None
+    )
+    return levels.union_all(
+        select(level_after(levels.c.priority)).where(levels.c.priority.is_not(None))
+    )
 
 
 def claim_queues(
@@ -90,6 +130,9 @@ def claim_queues(
     the same leases, paused-queue filter, `exclude_kinds` and `kinds`. The caller moves
     ``:start`` between rounds, so no queue waits behind the others for long.
 
+    Up to `LEVEL_WALK_MAX_QUEUES` queues, each queue's priority levels are walked as in
+    `claim` (jobs not yet due are never stepped over); past it, each queue is one range
+    (a walk per level would cost more than it saves over many thin queues).
     Each queue is a ``LATERAL`` subquery (``queue = q.name``): an ordered walk of
     the pending index that locks its rows with ``FOR UPDATE SKIP LOCKED`` as it goes
     and stops as soon as the outer ``LIMIT`` is met, so an empty queue costs one
@@ -107,8 +150,24 @@ def claim_queues(
     start = bindparam("start", type_=Integer)
     rotated = ring[start + 1 : len(names)].op("||")(ring[1:start])
     ordered = func.unnest(rotated).table_valued("name").render_derived(name="q")
-    due_here = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered, kinds=kinds)
-    per_queue = due_here.lateral("c")
+    per_queue: Any
+    if len(names) > LEVEL_WALK_MAX_QUEUES:
+        # Past that many queues the walk's few microseconds per queue add up (11.8 ms
+        # instead of 7.2 for a claim over 1,000 empty queues): one range per queue.
+        due_here = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered, kinds=kinds)
+        per_queue = due_here.lateral("c")
+    else:
+        levels = _levels(model, ordered.c.name, outer=ordered)
+        per_level = _due_in(
+            model,
+            ordered.c.name,
+            exclude_kinds,
+            outer=ordered,
+            kinds=kinds,
+            level=levels.c.priority,
+        ).lateral("c")
+        walk = select(per_level.c.id).select_from(levels.join(per_level, true()))
+        per_queue = walk.lateral("l")
     # No ORDER BY: the rows come as the nested loop makes them, queue by queue in
     # the array's order (a function scan returns its rows in order, and a LATERAL
     # subquery can only be the inner side of a nested loop; nothing else is joined,
@@ -128,12 +187,16 @@ def _due_in(
     exclude_kinds: Sequence[str],
     outer: FromClause | None = None,
     kinds: Sequence[str] | None = None,
+    level: ColumnElement[Any] | None = None,
 ) -> Select[Any]:
     """The first ``:limit`` due pending jobs of `queue`, locked (``SKIP LOCKED``) in claim order.
 
     None when `queue` is paused (one primary-key probe of the paused-queues table).
     `outer` is the FROM that `queue` comes from, when the result is a LATERAL
-    subquery: the paused probe refers to it rather than joining it again.
+    subquery: the paused probe refers to it rather than joining it again. With
+    `level`, only the jobs of that ``priority``: the index then bounds ``run_at``
+    too, and the walk stops at the first job not yet due instead of stepping over
+    every future job of the queue (79 ms beside 1,000,000 of them).
     """
     paused = is_paused(model, queue)
     if outer is not None and isinstance(paused, Exists):
@@ -146,7 +209,11 @@ def _due_in(
         # after five executions.
         .where(model.status == literal_column(f"'{Status.PENDING.value}'", Text))
         .where(model.queue == queue)
-        .where(model.run_at <= func.now())
+    )
+    if level is not None:
+        due = due.where(model.priority == level)
+    due = (
+        due.where(model.run_at <= func.now())
         .where(~paused)
         .order_by(model.priority, model.run_at, model.id)
         # A LIMIT the planner cannot see: it then plans for the first few rows, an
@@ -156,6 +223,9 @@ def _due_in(
         .limit(select(bindparam("limit", type_=Integer)).scalar_subquery())
         .with_for_update(skip_locked=True)
     )
+    if outer is not None and level is not None:
+        # Inside the levels' own LATERAL: `outer` and the level come from around it.
+        due = due.correlate_except(model.__table__)
     if kinds is not None:
         # Only the worker's kinds (less its limited ones): the others are stepped
         # over in the index walk, left pending with their attempts untouched.

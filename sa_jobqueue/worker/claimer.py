@@ -99,6 +99,11 @@ class Claimer:
         self.driver.lock_ahead(conn, self.limited.kinds_to_lock() if going_first else [])
         return claimed
 
+    @property
+    def one_statement(self) -> bool:
+        """Whether `claim` runs one statement (no limited kinds: no locks, no counts)."""
+        return not self.limited
+
     def held_back(self, conn: Connection) -> bool:
         """Whether due jobs are left that a limit keeps from running now (for a drain)."""
         return self.driver.limited_due(conn, self.queues)

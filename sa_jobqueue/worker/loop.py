@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Engine, exc
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome, Result
+from sa_jobqueue.worker.autocommit import autocommitted
 from sa_jobqueue.worker.claimer import Claimer
 from sa_jobqueue.worker.completer import Completer, log_job
 from sa_jobqueue.worker.driver import PostgresDriver
@@ -227,17 +228,23 @@ class ClaimLoop:
         conn = self.connection()
         # The claims' leases run from the transaction's now(), which is later than this.
         began = time.monotonic()
-        with conn.begin():
-            if self.asynchronous_commit:
-                self.driver.commit_asynchronously(conn)
-            if reports:
-                self.completer.record(conn, reports)
-                self.limited.freed(o.job.kind for o in reports)
-            if self._notify_queues:
-                self.driver.notify(conn, sorted(self._notify_queues))
-            claimed: list[Claimed] = []
-            if free + ahead > 0 and not self.stopping.is_set():
+        claimed: list[Claimed] = []
+        if not reports and not self._notify_queues and self._claims_alone():
+            # Nothing to record, one claim statement: it commits by itself, one round
+            # trip instead of three (an idle worker's wake-up waits for it).
+            with autocommitted(conn):
                 claimed = self.claimer.claim(conn, free, ahead)
+        else:
+            with conn.begin():
+                if self.asynchronous_commit:
+                    self.driver.commit_asynchronously(conn)
+                if reports:
+                    self.completer.record(conn, reports)
+                    self.limited.freed(o.job.kind for o in reports)
+                if self._notify_queues:
+                    self.driver.notify(conn, sorted(self._notify_queues))
+                if free + ahead > 0 and not self.stopping.is_set():
+                    claimed = self.claimer.claim(conn, free, ahead)
         self.processed += self.completer.recorded(reports)
         self._notify_queues.clear()
         if self.metrics is not None:
@@ -250,6 +257,19 @@ class ClaimLoop:
             self.submit(claimed)
         # What the round could take: less while the claimer claims nothing ahead.
         return len(claimed), min(free + ahead, self.claimer.room)
+
+    def _claims_alone(self) -> bool:
+        """Whether a round with nothing to record runs a single claim statement, alone.
+
+        Not with limited kinds (their claims take locks and count slots over several
+        statements), nor under `asynchronous_commit` (a statement on its own would wait
+        for the flush that its transaction skips).
+        """
+        return (
+            self.claimer.one_statement
+            and not self.asynchronous_commit
+            and not self.stopping.is_set()
+        )
 
     def ahead(self) -> int:
         """How many jobs to hold claimed beyond the free slots now.

@@ -42,6 +42,7 @@ from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.interrupts import Interrupts
 from sa_jobqueue.worker.run.lease_check import LeaseCheck
 from sa_jobqueue.worker.run.rate_gate import RateGate
+from sa_jobqueue.worker.run.slots import EitherWaiting, Slots
 from sa_jobqueue.worker.run.thread_pool import ThreadPool
 from sa_jobqueue.worker.running import RunningAttempts, Watchdog
 from sa_jobqueue.worker.signals import install_signal_handlers
@@ -133,8 +134,10 @@ class Worker(Generic[JobT]):
             kinds=list(leases),
         )
         self._has_async = any(task.is_async for task in tasks)
-        # The event loop starts every async job it is given: none could wait for a slot.
-        prefetch = 0 if self._has_async else config.prefetch
+        # Handler threads and the event loop share the `concurrency` slots: a job
+        # claimed ahead waits in its pool, sync or async, until one is free.
+        self.slots = Slots(config.concurrency)
+        prefetch = config.prefetch
         self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
         self.inflight = InFlight()
@@ -179,6 +182,7 @@ class Worker(Generic[JobT]):
             batchable=registry.is_transactional,
             savepoint_batch=config.savepoint_batch,
             metrics=self.metrics,
+            slots=self.slots,
         )
         self.interrupts = Interrupts(
             registry,
@@ -216,6 +220,7 @@ class Worker(Generic[JobT]):
             self._report,
             self._stopping.is_set,
             on_close=self._async_sessions.aclose,
+            slots=self.slots,
         )
         self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()
@@ -237,7 +242,7 @@ class Worker(Generic[JobT]):
             asynchronous_commit=config.asynchronous_commit,
             metrics=self.metrics,
             prefetch=prefetch,
-            waiting=self.pool,
+            waiting=EitherWaiting(self.pool, self.async_pool) if self._has_async else self.pool,
             missing=lambda: self.pool.missing,
             ahead_wait=float(config.ahead_wait),
         )
@@ -357,6 +362,9 @@ class Worker(Generic[JobT]):
     def _report(self, outcomes: Sequence[Outcome]) -> None:
         """The pools' callback (a handler thread): hand over, then wake the loop."""
         self.completer.report(outcomes)
+        # An attempt given up (timed out, cancelled) frees its slot here, though its
+        # thread may run on; the pools give back what their handlers ended too.
+        self.slots.give(o.job.key for o in outcomes)
         self._wake.set()
 
     def _dispatch(self, claimed: Sequence[Claimed]) -> None:
@@ -423,6 +431,7 @@ class Worker(Generic[JobT]):
         """Let running handlers finish within `wait` seconds, then release the rest."""
         self.attempts.shutdown()  # ctx.cancelled: long handlers may end early
         self.pool.release_unstarted()  # claimed ahead, not started: pending again now
+        self.async_pool.release_unstarted()
         self.notifier.stop()
         deadline = None if wait is None else time.monotonic() + wait
         while self.inflight:

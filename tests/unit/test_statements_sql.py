@@ -42,6 +42,12 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "claim_queues": lambda: statements.claim_queues(
         Job, queues=["default", "mail"], leases={"send_receipt": 60.0}, default_lease=300.0
     ),
+    "claim_queues_many_queues": lambda: statements.claim_queues(
+        Job,
+        queues=[f"q{i}" for i in range(statements.LEVEL_WALK_MAX_QUEUES + 1)],
+        leases={},
+        default_lease=300.0,
+    ),
     "next_run_at": lambda: statements.next_run_at(Job, queues=["default", "mail"]),
     "next_run_at_many_queues": lambda: statements.next_run_at(
         Job, queues=[f"q{i}" for i in range(statements.LEVEL_WALK_MAX_QUEUES + 1)]

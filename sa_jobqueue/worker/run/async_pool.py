@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import URL, Engine
 
 from sa_jobqueue.retry import exponential
-from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.outcomes import format_error
+from sa_jobqueue.worker.run.slots import Slots
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -102,6 +104,9 @@ class AsyncPool:
         report: takes outcomes (called on the loop's thread).
         stopping: true once the worker stops claiming: jobs not started yet are
             given back (`Result.RELEASE`) instead of started.
+        slots: the worker's slots, shared with its handler threads: a job claimed
+            ahead waits here, withdrawable, until one is free (None: every job
+            starts when it is given).
     """
 
     def __init__(
@@ -111,7 +116,15 @@ class AsyncPool:
         stopping: Callable[[], bool],
         *,
         on_close: Callable[[], Coroutine[Any, Any, None]] | None = None,
+        slots: Slots | None = None,
     ) -> None:
+        self._slots = slots
+        # The jobs given and not started yet, in claim order (the loop starts them).
+        self._waiting: dict[AttemptKey, Claimed] = {}
+        self._waiting_lock = threading.Lock()
+        self._loop_thread: int | None = None
+        if slots is not None:
+            slots.on_free(self._slot_freed)
         self._attempt = attempt
         self._report = report
         self._stopping = stopping
@@ -158,15 +171,75 @@ class AsyncPool:
         loop.call_soon_threadsafe(self._begin, list(jobs))
 
     def _begin(self, jobs: list[Claimed]) -> None:
+        self._loop_thread = threading.get_ident()  # _begin runs on the pool's loop
         if self._stopping():
             # Claimed but not started before shutdown: give them back, fenced.
             self._report([Outcome(job, Result.RELEASE) for job in jobs])
             return
-        loop = asyncio.get_running_loop()  # _begin runs on the pool's loop
+        if self._slots is None:
+            self._create(jobs)
+            return
+        with self._waiting_lock:
+            for job in jobs:
+                self._waiting[job.key] = job
+        self._start_waiting()
+
+    def _start_waiting(self) -> None:
+        """Start the waiting jobs that free slots allow, in claim order (on the loop)."""
+        slots = self._slots
+        assert slots is not None  # noqa: S101 - only called with slots
+        if self._stopping():
+            self.release_unstarted()
+            return
+        starting = []
+        with self._waiting_lock:
+            waiting = self._waiting
+            while waiting:
+                key = next(iter(waiting))
+                if not slots.try_take(key):
+                    break
+                starting.append(waiting.pop(key))
+        self._create(starting)
+
+    def _slot_freed(self) -> None:
+        """`Slots` listener: a slot came free (in any thread); start what waits for it."""
+        loop = self._loop
+        if not self._waiting or loop is None or threading.get_ident() == self._loop_thread:
+            return  # nothing waits, or on the loop: `_flush` starts the waiting jobs
+        with contextlib.suppress(RuntimeError):  # a closed loop starts nothing
+            loop.call_soon_threadsafe(self._start_waiting)
+
+    def _create(self, jobs: list[Claimed]) -> None:
+        loop = asyncio.get_running_loop()
         for job in jobs:
             task = loop.create_task(self._one(job))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+
+    def oldest_waiting(self) -> float | None:
+        """`Claimed.claimed_at` of the job that has waited longest for a slot, or None."""
+        with self._waiting_lock:
+            for job in self._waiting.values():
+                return job.claimed_at
+        return None
+
+    def withdraw(self, claimed_before: float = math.inf) -> list[Claimed]:
+        """Take back the waiting jobs claimed before `claimed_before` (monotonic): none will run."""
+        withdrawn: list[Claimed] = []
+        with self._waiting_lock:
+            for key, job in list(self._waiting.items()):
+                if job.claimed_at >= claimed_before:
+                    break  # claim order: the rest were claimed later still
+                del self._waiting[key]
+                withdrawn.append(job)
+        return withdrawn
+
+    def release_unstarted(self) -> int:
+        """Report the jobs waiting for a slot as released (shutdown); return how many."""
+        released = [Outcome(job, Result.RELEASE) for job in self.withdraw()]
+        if released:
+            self._report(released)
+        return len(released)
 
     async def _one(self, job: Claimed) -> None:
         try:
@@ -175,6 +248,7 @@ class AsyncPool:
             # Cut short, by the worker's shutdown or by the loop's owner: give it back
             # now (fenced) rather than let it wait for its lease.
             self._report([Outcome(job, Result.RELEASE)])
+            self._give([job.key])
             if not self._cancelling:
                 raise
             return
@@ -188,6 +262,13 @@ class AsyncPool:
     def _flush(self) -> None:
         finished, self._finished = self._finished, []
         self._report(finished)
+        self._give([o.job.key for o in finished])
+
+    def _give(self, keys: list[AttemptKey]) -> None:
+        if self._slots is not None:
+            self._slots.give(keys)
+            if self._waiting:
+                self._start_waiting()
 
     def cancel_running(self, timeout: float = 5.0) -> None:
         """Cancel the jobs still awaited and wait up to `timeout` for their reports.

@@ -19,6 +19,7 @@ from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.outcomes import format_error
+from sa_jobqueue.worker.run.slots import Slots
 
 __all__ = ["ThreadPool"]
 
@@ -45,6 +46,9 @@ class ThreadPool:
         stuck_limit: the most threads left running handlers that were given up, each
             replaced (default `size`); past it, given-up slots stay empty until one returns.
         metrics: where the stuck threads are counted (optional).
+        slots: the worker's slots, shared with its event loop: a thread takes one for
+            each job it runs and gives it back after the report (default: `size` of
+            its own, which never makes a thread wait).
     """
 
     def __init__(
@@ -58,7 +62,9 @@ class ThreadPool:
         savepoint_batch: int = 1,
         stuck_limit: int | None = None,
         metrics: Metrics | None = None,
+        slots: Slots | None = None,
     ) -> None:
+        self._slots = Slots(size) if slots is None else slots
         self.stuck_limit = size if stuck_limit is None else stuck_limit
         self._metrics = metrics
         self.executor = executor
@@ -180,13 +186,17 @@ class ThreadPool:
             job = self._inbox.get()
             if isinstance(job, _Stop):
                 return
+            # Waiting for a slot, the job stays withdrawable (`_waiting`).
+            self._slots.take(job.key, self._stopping)
             if not self._take(job):
+                self._slots.give([job.key])
                 continue  # withdrawn while it waited: given back by the claim loop
             batch = [job]
             if self.savepoint_batch > 1 and not self._stopping():
                 batch = self._take_batch(job)
             outcomes = self._run(batch)
             self._report(outcomes)
+            self._slots.give([job.key])
             if any(o.result is Result.ABANDONED for o in outcomes):
                 if self._metrics is not None:
                     self._metrics.stuck.dec()

@@ -9,13 +9,24 @@ the ORM load still happens where something would notice its absence.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, ForeignKey, Integer, Text, event, inspect, select
+from psycopg import pq
+from sqlalchemy import (
+    Connection,
+    ForeignKey,
+    Integer,
+    Text,
+    create_engine,
+    event,
+    inspect,
+    select,
+)
 from sqlalchemy.orm import (
     DeclarativeBase,
     Mapped,
@@ -24,6 +35,7 @@ from sqlalchemy.orm import (
     reconstructor,
     scoped_session,
 )
+from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobMixin, JobQueue
 from tests.support.models import Job, Order
@@ -41,6 +53,29 @@ def _statements(connection: Connection) -> Iterator[list[str]]:
         yield sent
     finally:
         event.remove(connection, "before_cursor_execute", record)
+
+
+@contextmanager
+def _received(connection: Connection) -> Iterator[list[str]]:
+    """The messages the server got that run a statement, from libpq's protocol trace.
+
+    What no SQLAlchemy event sees: with no listener, one enqueue's INSERT goes to the
+    driver's cursor (`sa_jobqueue.enqueue.direct`). Filled when the block ends.
+    """
+    driver: Any = connection.connection.driver_connection
+    sent: list[str] = []
+    with tempfile.TemporaryFile("w+") as trace:
+        driver.pgconn.trace(trace.fileno())
+        driver.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        try:
+            yield sent
+        finally:
+            driver.pgconn.untrace()
+            trace.seek(0)
+            for line in trace:
+                fields = line.split("\t")
+                if fields[0] == "F" and fields[2] in ("Execute", "Query"):
+                    sent.append(fields[2])
 
 
 def _stored(session: Session, model: Any, job_id: int) -> dict[str, Any]:
@@ -88,6 +123,44 @@ def test_enqueue_returns_what_a_load_returns_in_one_statement(session, shape):
         seen = _attributes(job)  # every column loaded: no SELECT either
     assert len(sent) == 1, sent
     assert sent[0].startswith("INSERT INTO jobs")
+    state = inspect(job)
+    assert state.persistent
+    assert not state.modified
+    assert job not in session.dirty
+    assert job not in session.new
+    assert seen == _stored(session, Job, job.id)
+    assert job.payload == payload
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_with_no_listener_the_insert_goes_to_the_driver_and_returns_what_a_load_returns(
+    database_url, shape
+):
+    # An engine of its own: a listener another test ever put on the shared one leaves
+    # it `_has_events` for good (event.remove does not reset it), hence the other path.
+    engine = create_engine(database_url, poolclass=NullPool)
+    try:
+        with Session(engine) as session, session.begin():
+            _direct_enqueue(session, shape)
+            session.rollback()
+    finally:
+        engine.dispose()
+
+
+def _direct_enqueue(session: Session, shape: str) -> None:
+    jobs = JobQueue(Job)
+    payload = {"n": 1, "nested": [1.5, None, {"é": "ü"}], "big": 10**30}
+    session.execute(select(1))
+    connection = session.connection()
+    assert not connection._has_events
+    assert not connection.engine._has_events
+    with _received(connection) as sent:
+        job = jobs.enqueue(session, "send_receipt", payload, **SHAPES[shape])
+        assert session.get(Job, job.id) is job
+        seen = _attributes(job)
+    assert sent == ["Execute"]
+    (one,) = jobs._inserter._ones.values()
+    assert one.direct._sql[connection.dialect] is not None  # so the driver's cursor ran it
     state = inspect(job)
     assert state.persistent
     assert not state.modified

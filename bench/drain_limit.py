@@ -1,0 +1,79 @@
+"""The drain's own limit: a raw claim-and-complete loop at the worker's own batch size.
+
+Usage: ``python bench/drain_limit.py [--jobs N] [--reps N] [--database-url URL]``.
+`bench/run.py` compares the worker with raw loops of 1 and 32 jobs per transaction,
+while a worker of short jobs claims up to ``concurrency + prefetch`` per round (its
+free slots plus up to `WorkerConfig.prefetch` ahead). Here each lease drain at
+concurrency 1, 16 and 32 (one process, no-op jobs) is paired with the raw loop of
+`bench/raw.py` at that batch size, interleaved repetition by repetition; issue 30
+item 7's target is the drain at >= 75 % of its raw loop. Prints the table; writes
+nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from run import Figure, database, library_drain, log, raw_drain, repeat, server  # noqa: E402
+
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH  # noqa: E402
+
+CONCURRENCY = (1, 16, 32)
+#: Issue 30 item 7: a lease drain's share of the raw loop at its batch size.
+TARGET = 0.75
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--jobs", type=int, default=10_000)
+    args = parser.parse_args()
+    began = time.monotonic()
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    pairs: dict[int, tuple[Figure, Figure]] = {}
+    with server(args.database_url) as server_url, database(server_url) as url:
+        cases = []
+        for c in CONCURRENCY:
+            batch = c + DEFAULT_PREFETCH
+            raw = Figure(f"raw SQL, {batch} jobs per transaction")
+            lease = Figure(f"lease, 1 process, concurrency {c}")
+            pairs[c] = (raw, lease)
+            cases.append((raw, lambda b=batch: raw_drain(url, args.jobs, b)))
+            cases.append(
+                (
+                    lease,
+                    lambda c=c: (
+                        library_drain(url, args.jobs, mode="lease", processes=1, concurrency=c).rate
+                    ),
+                )
+            )
+        repeat(args.reps, cases)
+    minutes = (time.monotonic() - began) / 60
+    print(
+        f"`python bench/drain_limit.py {' '.join(sys.argv[1:])}`, "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {minutes:.1f} min, load "
+        f"average at start {load}, at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}. "
+        f"{args.jobs:,} no-op jobs per drain; jobs/s, median of {args.reps} (min-max).\n"
+    )
+    print("| concurrency | raw loop at the worker's batch | lease drain | share | target |")
+    print("|---|---|---|---|---|")
+    for c, (raw, lease) in pairs.items():
+        share = lease.median / raw.median
+        held = "held" if share >= TARGET else "NOT held"
+        print(
+            f"| {c} | {raw.cell()} ({c + DEFAULT_PREFETCH}/tx) | {lease.cell()} "
+            f"| {share:.0%} | >= {TARGET:.0%}: {held} |"
+        )
+    log("done")
+
+
+if __name__ == "__main__":
+    main()
