@@ -19,6 +19,7 @@ from sa_jobqueue import statements
 from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements.registry import live_worker_count
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -174,13 +175,15 @@ def default_metrics() -> Metrics:
 
 
 class TableGauges:
-    """A Prometheus collector of one table's live counts and lag (see `Metrics.watch`).
+    """A Prometheus collector of one table's live counts, lag and live workers (`Metrics.watch`).
 
     The query (`statements.live_counts`) reads pending and running rows only; its
     result is reused for `interval` seconds, so scrapes from several Prometheus
-    servers cost one query. A (queue, status) seen once is reported as 0 when it
-    empties, instead of vanishing. A failed query counts a database error and
-    reports nothing for these series until the next success.
+    servers cost one query (and one count of the worker registry's live rows,
+    ``sa_jobqueue_workers_live``, docs/workers-registry.md). A (queue, status) seen
+    once is reported as 0 when it empties, instead of vanishing. A failed query
+    counts a database error and reports nothing for these series until the next
+    success.
     """
 
     def __init__(self, metrics: Metrics, engine: Engine, model: type[JobMixin], interval: float):
@@ -189,6 +192,8 @@ class TableGauges:
         self._metrics = metrics
         self._engine = engine
         self._query = statements.live_counts(model)
+        self._live_workers = live_worker_count(model)
+        self._workers = 0
         self._interval = interval
         self._lock = threading.Lock()
         self._read_at = -float("inf")
@@ -209,6 +214,7 @@ class TableGauges:
             if time.monotonic() - self._read_at >= self._interval:
                 self._read()
             counts, lags, ok = dict(self._counts), dict(self._lags), self._ok
+            live_workers = self._workers
         if not ok:
             return
         jobs = core.GaugeMetricFamily(
@@ -223,14 +229,21 @@ class TableGauges:
         )
         for queue, seconds in sorted(lags.items()):
             lag.add_metric([queue], seconds)
+        workers = core.GaugeMetricFamily(
+            "sa_jobqueue_workers_live",
+            "Workers whose registry row is live (heartbeat within their gone_after).",
+        )
+        workers.add_metric([], live_workers)
         yield jobs
         yield lag
+        yield workers
 
     def _read(self) -> None:
         self._read_at = time.monotonic()
         try:
             with self._engine.connect() as connection:
                 rows = connection.execute(self._query).all()
+                live_workers = int(connection.execute(self._live_workers).scalar() or 0)
         except exc.SQLAlchemyError as error:
             log.warning("reading the metrics gauges failed: %s", error)
             self._metrics.database_error()
@@ -248,6 +261,7 @@ class TableGauges:
             for status in _LIVE:
                 counts.setdefault((queue, status), 0)
         self._counts, self._lags, self._ok = counts, lags, True
+        self._workers = live_workers
 
     def close(self) -> None:
         """Unregister from the registry."""
