@@ -19,6 +19,7 @@ from sa_jobqueue import statements
 from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements.registry import live_worker_count
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -176,15 +177,17 @@ def default_metrics() -> Metrics:
 
 
 class TableGauges:
-    """A Prometheus collector of one table's live counts, lag and durable jobs (`Metrics.watch`).
+    """A Prometheus collector of one table's live counts, lag, live workers and durable jobs.
 
-    Two queries, on one connection: `statements.live_counts` (pending and running rows
-    per queue) and `statements.durable_gauges` (parked jobs per queue, kind and reason;
-    running jobs' reported progress per queue and kind). Their result is reused for
-    `interval` seconds, so scrapes from several Prometheus servers cost one reading.
-    A series seen once is reported as 0 when it empties, instead of vanishing (but
-    the progress mean, which has no value without jobs). A failed query counts a
-    database error and reports nothing for its series until the next success.
+    One reading (`Metrics.watch`), on one connection: `statements.live_counts` (pending
+    and running rows per queue), a count of the worker registry's live rows
+    (``sa_jobqueue_workers_live``, docs/workers-registry.md) and
+    `statements.durable_gauges` (parked jobs per queue, kind and reason; running jobs'
+    reported progress per queue and kind). It is reused for `interval` seconds, so
+    scrapes from several Prometheus servers cost one reading. A series seen once is
+    reported as 0 when it empties, instead of vanishing (but the progress mean, which
+    has no value without jobs). A failed query counts a database error and reports
+    nothing for its series until the next success.
     """
 
     def __init__(self, metrics: Metrics, engine: Engine, model: type[JobMixin], interval: float):
@@ -194,6 +197,8 @@ class TableGauges:
         self._engine = engine
         self._query = statements.live_counts(model)
         self._durable_query = statements.durable_gauges(model)
+        self._live_workers = live_worker_count(model)
+        self._workers = 0
         self._interval = interval
         self._lock = threading.Lock()
         self._read_at = -float("inf")
@@ -218,16 +223,17 @@ class TableGauges:
             if time.monotonic() - self._read_at >= self._interval:
                 self._read()
             counts, lags, ok = dict(self._counts), dict(self._lags), self._ok
+            live_workers = self._workers
             durable = (dict(self._parked), dict(self._reporting), dict(self._progress))
             durable_ok = self._durable_ok
         if ok:
-            yield from self._live_families(core, counts, lags)
+            yield from self._live_families(core, counts, lags, live_workers)
         if durable_ok:
             yield from self._durable_families(core, *durable)
 
     @staticmethod
     def _live_families(
-        core: Any, counts: dict[tuple[str, str], int], lags: dict[str, float]
+        core: Any, counts: dict[tuple[str, str], int], lags: dict[str, float], live_workers: int
     ) -> Iterator[Any]:
         jobs = core.GaugeMetricFamily(
             "sa_jobqueue_jobs", "Pending and running jobs.", labels=["queue", "status"]
@@ -241,8 +247,14 @@ class TableGauges:
         )
         for queue, seconds in sorted(lags.items()):
             lag.add_metric([queue], seconds)
+        workers = core.GaugeMetricFamily(
+            "sa_jobqueue_workers_live",
+            "Workers whose registry row is live (heartbeat within their gone_after).",
+        )
+        workers.add_metric([], live_workers)
         yield jobs
         yield lag
+        yield workers
 
     @staticmethod
     def _durable_families(
@@ -281,6 +293,7 @@ class TableGauges:
         try:
             with self._engine.connect() as connection:
                 rows = connection.execute(self._query).all()
+                live_workers = int(connection.execute(self._live_workers).scalar() or 0)
                 self._read_durable(connection)
         except exc.SQLAlchemyError as error:
             log.warning("reading the metrics gauges failed: %s", error)
@@ -299,9 +312,10 @@ class TableGauges:
             for status in _LIVE:
                 counts.setdefault((queue, status), 0)
         self._counts, self._lags, self._ok = counts, lags, True
+        self._workers = live_workers
 
     def _read_durable(self, connection: Any) -> None:
-        """Read `statements.durable_gauges`; its failure (say, before sajq_0007) is its own."""
+        """Read `statements.durable_gauges` in a savepoint: its failure is its own."""
         try:
             with connection.begin_nested():
                 rows = connection.execute(self._durable_query).all()

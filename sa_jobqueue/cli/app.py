@@ -195,6 +195,7 @@ SUBCOMMANDS: Mapping[str, str] = {
     "schedules": "sa_jobqueue.cli.schedules",
     "stats": "sa_jobqueue.cli.stats",
     "worker": "sa_jobqueue.cli.run",
+    "workers": "sa_jobqueue.cli.workers",
 }
 
 

@@ -116,6 +116,7 @@ def show_command(
         job = queue_api.show(session, job_id)
         graph = queue_api.graph(session, job_id) if job is not None else None
         durable = queue_api.durable(session, job) if job is not None else None
+        history = queue_api.attempt_history(session, job_id) if job is not None else []
     if job is None or graph is None or durable is None:
         fail(f"no job {job_id}")
     job = job.redacted(queue_api.redact_keys)
@@ -127,6 +128,7 @@ def show_command(
                 "upstream": [asdict(node) for node in graph.upstream],
                 "dependents": [asdict(node) for node in graph.dependents],
                 **durable.to_dict(),
+                "attempt_history": [entry.to_dict() for entry in history],
             }
         )
         return
@@ -158,12 +160,27 @@ def show_command(
     click.echo("result:" + ("" if job.result is not None else " -"))
     if job.result is not None:
         click.echo(indent(json.dumps(job.result, indent=2, ensure_ascii=False, default=str)))
-    click.echo("last_error:" + ("" if job.last_error else " -"))
+    click.echo(_last_error_title(job.status, job.attempts, job.last_error))
     if job.last_error:
         click.echo(indent(job.last_error))
+    # The attempt history (docs/workers-registry.md): each failed attempt, oldest first.
+    click.echo("attempt history:" + ("" if history else " -"))
+    for entry in history:
+        line = first_line(entry.error, 70)
+        click.echo(f"  attempt {entry.attempt}  {when(entry.failed_at)}  {entry.worker or '-'}")
+        click.echo(f"    {line}")
     # Workflows (docs/workflows.md): what it waits for, and what waits for it.
     for title, nodes in (("waits for", graph.upstream), ("waited for by", graph.dependents)):
         click.echo(f"{title}:" + ("" if nodes else " -"))
         for node in nodes:
             click.echo(f"  job {node.id} {node.kind} {node.status}")
     show_durable(job.progress, durable)
+
+
+def _last_error_title(status: str, attempts: int, last_error: str | None) -> str:
+    """``last_error (attempt N):``; a done job's says its attempt itself (``attempt N: ...``)."""
+    if not last_error:
+        return "last_error: -"
+    if status == "done" or attempts < 1:
+        return "last_error:"
+    return f"last_error (attempt {attempts}):"

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from sa_jobqueue.ops import admin
+from sa_jobqueue.ops.passed_over import NO_LIVE_WORKER
 
 __all__ = [
     "age",
@@ -99,7 +100,8 @@ def render_stats(stats: admin.Stats, table: str) -> str:
     ]
     rows[-1][0] = "TOTAL"
     headers = ["queue", *[name for name, _ in _STATS_COLUMNS], "lag"]
-    title = f"table {table!r} at {when(stats.at)}"
+    workers = plural(stats.live_workers, "live worker")
+    title = f"table {table!r} at {when(stats.at)}, {workers}"
     text = f"{title}\n{grid(headers, rows, right=1)}"
     if stats.limits:
         text += "\n\n" + render_limits(stats.limits)
@@ -110,12 +112,15 @@ def render_stats(stats: admin.Stats, table: str) -> str:
 
 def render_passed_over(kinds: Sequence[admin.PassedOver]) -> str:
     """The due kinds the claims step over, and what that most likely means."""
-    rows = [[k.queue, k.kind, k.due, age(k.waited_seconds)] for k in kinds]
+    rows = [[k.queue, k.kind, k.reason, k.due, age(k.waited_seconds)] for k in kinds]
     note = (
         "passed over: jobs queued behind these ran, none of theirs did; no running "
         "worker of the queue handles the kind (or those that do are all busy)"
     )
-    return f"{note}\n{grid(['queue', 'kind', 'due', 'waiting'], rows, right=2)}"
+    if all(k.reason == NO_LIVE_WORKER for k in kinds):
+        note = "no live worker of the queue handles these due kinds (worker registry)"
+    headers = ["queue", "kind", "why", "due", "waiting"]
+    return f"{note}\n{grid(headers, rows, right=3)}"
 
 
 def render_limits(limits: Sequence[admin.LimitStats]) -> str:

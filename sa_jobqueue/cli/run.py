@@ -26,7 +26,7 @@ from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
 from sa_jobqueue.ops import admin
-from sa_jobqueue.worker.config import DEFAULT_AHEAD_WAIT, DEFAULT_PREFETCH
+from sa_jobqueue.worker.config import DEFAULT_AHEAD_WAIT, DEFAULT_GONE_AFTER, DEFAULT_PREFETCH
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -194,6 +194,15 @@ def _first_line(error: BaseException) -> str:
     help="Seconds between sweeps of expired leases (how soon a dead worker's jobs return).",
 )
 @click.option(
+    "--gone-after",
+    type=click.FloatRange(min=0, min_open=True),
+    default=DEFAULT_GONE_AFTER,
+    show_default=True,
+    metavar="SECONDS",
+    help="Without a heartbeat for this long, the worker's registry row counts as gone "
+    "(docs/workers-registry.md).",
+)
+@click.option(
     "--retention",
     metavar="STATUS=AGE,...",
     callback=lambda ctx, param, value: _retention(value),
@@ -285,6 +294,7 @@ def worker(
     poll_interval: float,
     shutdown_timeout: float,
     sweep_interval: float,
+    gone_after: float,
     retention: dict[str, timedelta] | None,
     prune_interval: float,
     listen: bool,
@@ -319,6 +329,7 @@ def worker(
             poll_interval=poll_interval,
             shutdown_timeout=shutdown_timeout,
             sweep_interval=sweep_interval,
+            gone_after=gone_after,
             retention=retention,
             prune_interval=prune_interval,
             listen=listen,

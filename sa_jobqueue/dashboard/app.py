@@ -27,7 +27,7 @@ from starlette.templating import Jinja2Templates
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS
-from sa_jobqueue.dashboard import charts, queries
+from sa_jobqueue.dashboard import charts, queries, workers
 from sa_jobqueue.dashboard.actions import Actions, is_job_id
 from sa_jobqueue.dashboard.filters import FilterError, JobFilter
 from sa_jobqueue.dashboard.history import RANGES
@@ -208,15 +208,21 @@ class _Dashboard(Actions):
             return self.error(request, 404, f"There is no job {job_id}.")
         job = detail.job.redacted(self.redact_keys)
         detail = replace(detail, durable=detail.durable.redacted(self.redact_keys))
-        return self.page(request, "job.html", detail=detail, job=job)
+        history = await self.run(workers.job_history, job_id)
+        return self.page(request, "job.html", detail=detail, job=job, history=history)
 
     async def workers(self, request: Request) -> Response:
-        """Who runs what, from ``locked_by``."""
-        at, summaries = await self.run(queries.workers)
+        """Who runs what: the worker registry (live, idle, gone), running jobs, schedules."""
+        registry = await self.run(workers.registry_view)
         running = await self.run(queries.jobs_page, JobFilter(status="running"), limit=200)
         schedules = await self.run(queries.schedules)
         return self.page(
-            request, "workers.html", at=at, workers=summaries, running=running, schedules=schedules
+            request,
+            "workers.html",
+            at=registry.at,
+            registry=registry,
+            running=running,
+            schedules=schedules,
         )
 
 

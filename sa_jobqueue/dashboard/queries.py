@@ -27,6 +27,7 @@ from sa_jobqueue.ops.counts import StatusTotals, status_totals
 from sa_jobqueue.ops.durable import DurableState, durable_state
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
+from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
@@ -105,6 +106,8 @@ class Overview:
     limits: list[LimitStats] = field(default_factory=list)
     #: Due kinds the recent claims stepped over (likely no running worker handles them).
     passed_over: list[PassedOver] = field(default_factory=list)
+    #: The worker registry's live workers (docs/workers-registry.md).
+    live_workers: int = 0
 
     @property
     def total(self) -> QueueSummary:
@@ -179,6 +182,7 @@ def overview(
         totals=status_totals(session, model),
         limits=limit_stats(session, model, limits) if limits else [],
         passed_over=passed_over(session, model, limited=limits or ()),
+        live_workers=live_worker_count(session, model),
     )
 
 

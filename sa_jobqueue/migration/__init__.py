@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         drop_workflows,
         revision_table,
     )
+    from sa_jobqueue.migration.registry_ops import add_worker_registry, drop_worker_registry
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
@@ -60,6 +61,7 @@ __all__ = [
     "add_revision_columns",
     "add_runtime_control",
     "add_scheduling",
+    "add_worker_registry",
     "add_workflows",
     "channel_name",
     "check_identifier",
@@ -76,6 +78,7 @@ __all__ = [
     "drop_revision_columns",
     "drop_runtime_control",
     "drop_scheduling",
+    "drop_worker_registry",
     "drop_workflows",
     "jobs_table",
     "latest",
@@ -97,6 +100,7 @@ _OPS = frozenset(
 )
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 _DURABLE = frozenset({"add_durable_steps", "drop_durable_steps"})
+_REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
 
 
 def __getattr__(name: str) -> Any:
@@ -109,6 +113,8 @@ def __getattr__(name: str) -> Any:
             if name in _VERSIONS
             else "durable"
             if name in _DURABLE
+            else "registry_ops"
+            if name in _REGISTRY
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

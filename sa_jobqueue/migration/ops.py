@@ -27,6 +27,7 @@ from sa_jobqueue.schema.naming import (
     dependencies_table_name,
     starts_table_name,
 )
+from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import (
     SCHEDULES_0006,
@@ -201,6 +202,9 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
     drop_notify_trigger(name, schema=schema)
     table = jobs_table(name, schema=schema)
+    # Made by sajq_0008 (or create_all); the history's foreign key would block the drop.
+    errors_table_for(table).drop(op.get_bind(), checkfirst=True)
+    workers_table_for(table).drop(op.get_bind(), checkfirst=True)
     turns_table_for(table).drop(op.get_bind(), checkfirst=True)
     weights_table_for(table).drop(op.get_bind(), checkfirst=True)
     # Made by sajq_0005 and sajq_0007 (or create_all); their foreign keys would block

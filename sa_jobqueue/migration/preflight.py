@@ -19,6 +19,7 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import check_table_name
+from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.statements import catalog
 
 __all__ = [
@@ -97,6 +98,13 @@ def check_table(conn: Connection, model: type[JobMixin]) -> None:
         raise ConfigurationError(
             f"table {table.name!r} does not match {model.__name__}: {'; '.join(differences)}"
         )
+    for beside in (workers_table_for(table), errors_table_for(table)):
+        if not table_exists(conn, beside):
+            raise ConfigurationError(
+                f"table {beside.name!r} (the worker registry and attempt history of "
+                f"{table.name!r}, revision sajq_0008) does not exist "
+                f"(run: sa-jobqueue migrate --table {table.name})"
+            )
 
 
 def has_notify_trigger(conn: Connection, table: Table) -> bool:

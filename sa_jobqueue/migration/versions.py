@@ -21,11 +21,12 @@ from sqlalchemy import Connection, MetaData, Table, inspect
 
 from alembic import op
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.migration import durable, ops, preflight
+from sa_jobqueue.migration import durable, ops, preflight, registry_ops
 from sa_jobqueue.schema.naming import (
     check_identifier,
     check_table_name,
     dependencies_table_name,
+    errors_table,
     paused_queues_table,
     schedules_table,
     signals_table_name,
@@ -34,6 +35,7 @@ from sa_jobqueue.schema.naming import (
     turns_table,
     version_table,
     weights_table,
+    workers_table,
 )
 
 __all__ = [
@@ -126,6 +128,12 @@ VERSIONS: tuple[Version, ...] = (
         durable.drop_durable_steps,
         columns=("progress", "has_steps"),
         tables=(steps_table_name, signals_table_name),
+    ),
+    Version(
+        "sajq_0008",
+        registry_ops.add_worker_registry,
+        registry_ops.drop_worker_registry,
+        tables=(workers_table, errors_table),
     ),
 )
 

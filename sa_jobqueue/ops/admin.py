@@ -37,6 +37,7 @@ from sa_jobqueue.ops.retention import (
     prune,
     prune_on,
 )
+from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Releaser, after_retry
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.schema.model import JobMixin, Status
@@ -138,14 +139,16 @@ class Stats:
         queues: one `QueueStats` per queue that has any row, by name.
         limits: one `LimitStats` per limited kind of the `JobQueue` asked (empty
             when the tasks are unknown, as with ``sa-jobqueue stats --table``).
-        passed_over: due kinds the workers' recent claims stepped over (`PassedOver`):
-            likely no running worker handles them.
+        passed_over: due kinds no live worker takes (`PassedOver`): no live worker of
+            the worker registry handles them, or the recent claims stepped over them.
+        live_workers: the worker registry's live workers (docs/workers-registry.md).
     """
 
     at: datetime
     queues: list[QueueStats]
     limits: list[LimitStats] = field(default_factory=list)
     passed_over: list[PassedOver] = field(default_factory=list)
+    live_workers: int = 0
 
     @property
     def total(self) -> QueueStats:
@@ -166,6 +169,7 @@ class Stats:
             "total": self.total.to_dict(),
             "limits": [limit.to_dict() for limit in self.limits],
             "passed_over": [kind.to_dict() for kind in self.passed_over],
+            "live_workers": self.live_workers,
         }
 
 
@@ -283,7 +287,11 @@ def stats(
     usage = limit_stats(session, model, limits) if limits else []
     skipped = passed_over(session, model, limited=limits or ())
     return Stats(
-        at=now, queues=sorted(queues, key=lambda q: q.queue), limits=usage, passed_over=skipped
+        at=now,
+        queues=sorted(queues, key=lambda q: q.queue),
+        limits=usage,
+        passed_over=skipped,
+        live_workers=live_worker_count(session, model),
     )
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue.core.aio import check_async_session, check_sync_session
 from sa_jobqueue.ops import admin, fairness, pausing
 from sa_jobqueue.ops.durable import DurableState, durable_state
+from sa_jobqueue.ops.workers import AttemptError, WorkerInfo, attempt_history, list_workers
 from sa_jobqueue.ops.workflows import Graph, graph_of
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.tasks import Registry
@@ -169,3 +170,16 @@ class OperatorAPI(Generic[JobT]):
         return admin.prune(
             engine, self.model, older_than=older_than, statuses=statuses, batch_size=batch_size
         )
+
+    def workers(self, session: Session, *, include_gone: bool = True) -> list[WorkerInfo]:
+        """The worker registry: each worker ``live``, ``idle`` or ``gone``, with its running jobs.
+
+        See `ops.workers.list_workers` and docs/workers-registry.md.
+        """
+        check_sync_session(session, "workers")
+        return list_workers(session, self.model, include_gone=include_gone)
+
+    def attempt_history(self, session: Session, job_id: int) -> list[AttemptError]:
+        """Job `job_id`'s failed attempts, oldest first (at most the newest 25 are kept)."""
+        check_sync_session(session, "attempt_history")
+        return attempt_history(session, self.model, job_id)

@@ -29,6 +29,7 @@ from sqlalchemy.sql import FromClause
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
+from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
 from sa_jobqueue.schema.steps import signals_table, steps_table
@@ -216,6 +217,8 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
         turns_table_for(table)
         steps_table(table.metadata, table.name)  # durable steps and signals (sajq_0007)
         signals_table(table.metadata, table.name)
+        workers_table_for(table)  # the worker registry and attempt history (sajq_0008)
+        errors_table_for(table)
 
 
 def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> tuple[Any, ...]:

@@ -15,6 +15,8 @@ operator commands agree on each name without importing one another. See docs/mig
 'sa_jobqueue_deps_jobs'
 >>> ended_channel_name("jobs")
 'sa_jobqueue_ended_jobs'
+>>> workers_table("jobs"), errors_table("jobs")
+('sa_jobqueue_worker_jobs', 'sa_jobqueue_errors_jobs')
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -34,6 +36,7 @@ __all__ = [
     "dependencies_table_name",
     "derived_names",
     "ended_channel_name",
+    "errors_table",
     "lock_name",
     "notify_function_name",
     "paused_queues_table",
@@ -44,6 +47,7 @@ __all__ = [
     "turns_table",
     "version_table",
     "weights_table",
+    "workers_table",
 ]
 
 #: PostgreSQL's limit on identifier length (NAMEDATALEN - 1).
@@ -104,6 +108,11 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"pk_{table}_signals",
         f"fk_{table}_signals",
         f"ix_{table}_signals_job",
+        f"sa_jobqueue_worker_{table}",
+        f"pk_{table}_worker",
+        f"sa_jobqueue_errors_{table}",
+        f"pk_{table}_errors",
+        f"fk_{table}_errors_job",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -205,3 +214,13 @@ def weights_table(table: str) -> str:
 def turns_table(table: str) -> str:
     """The table of the fair kinds' turns: where each ``concurrency_key`` stands."""
     return f"sa_jobqueue_turns_{table}"[:IDENTIFIER_MAX]
+
+
+def workers_table(table: str) -> str:
+    """The worker registry of `table`: one row per running worker (docs/workers-registry.md)."""
+    return f"sa_jobqueue_worker_{table}"[:IDENTIFIER_MAX]
+
+
+def errors_table(table: str) -> str:
+    """The attempt history of `table`: one row per failed attempt of a job, bounded per job."""
+    return f"sa_jobqueue_errors_{table}"[:IDENTIFIER_MAX]

@@ -1,7 +1,9 @@
 """Due kinds the claims step over: the evidence that no running worker handles them.
 
-There is no registry of which worker handles which kind; what the table shows is
-what the claims did. A worker claims only the kinds it has handlers for, in claim
+The evidence of the claims, beside the worker registry's roll-call
+(`statements.registry.unhandled_kinds`): it also catches live workers that handle a
+kind but leave it (all busy), and workers without a registry row. A worker claims only
+the kinds it has handlers for, in claim
 order (``priority, run_at, id``), so a kind is *passed over* when jobs queued
 behind its first due job were claimed after that job became due, and no job of
 the kind itself was (docs/operations.md, "Kinds no worker takes").

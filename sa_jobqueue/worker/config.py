@@ -22,7 +22,13 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.ops.retention import DEFAULT_PRUNE_INTERVAL
 
-__all__ = ["DEFAULT_AHEAD_WAIT", "DEFAULT_PREFETCH", "WorkerConfig", "WorkerOptions"]
+__all__ = [
+    "DEFAULT_AHEAD_WAIT",
+    "DEFAULT_GONE_AFTER",
+    "DEFAULT_PREFETCH",
+    "WorkerConfig",
+    "WorkerOptions",
+]
 
 #: The default of `WorkerConfig.prefetch`: claims of up to this many jobs ahead.
 DEFAULT_PREFETCH = 128
@@ -30,6 +36,10 @@ DEFAULT_PREFETCH = 128
 #: The default of `WorkerConfig.ahead_wait`, seconds: ten times the horizon of a claim
 #: ahead (`loop.AHEAD_SECONDS`).
 DEFAULT_AHEAD_WAIT = 0.2
+
+#: The default of `WorkerConfig.gone_after`, seconds: a worker's registry row counts as
+#: gone after a minute without a heartbeat (it heartbeats every third of that).
+DEFAULT_GONE_AFTER = 60.0
 
 
 class WorkerOptions(TypedDict, total=False):
@@ -51,6 +61,7 @@ class WorkerOptions(TypedDict, total=False):
     metrics: Metrics | None
     prefetch: int
     ahead_wait: float
+    gone_after: float
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,9 @@ class WorkerConfig:
             slot (a handler kept it longer than expected) before the worker gives it
             back to ``pending`` (fenced, no attempt used) for another worker, and claims
             nothing ahead until a handler finishes (docs/workers.md#claiming-ahead).
+        gone_after: seconds without a heartbeat after which the worker's registry row
+            counts as gone (the sweeper then deletes it); the row is heartbeat every
+            third of that. Its jobs keep their leases (docs/workers-registry.md).
     """
 
     queues: tuple[str, ...] | None = None
@@ -114,6 +128,7 @@ class WorkerConfig:
     metrics: Metrics | None = field(default=None, repr=False)
     prefetch: int = DEFAULT_PREFETCH
     ahead_wait: float = DEFAULT_AHEAD_WAIT
+    gone_after: float = DEFAULT_GONE_AFTER
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -151,6 +166,7 @@ class WorkerConfig:
             "sweep_interval",
             "prune_interval",
             "ahead_wait",
+            "gone_after",
         ):
             value = getattr(config, name)
             if not (

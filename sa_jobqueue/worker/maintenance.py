@@ -1,7 +1,8 @@
 """Heartbeats, the sweeper and retention: the worker's maintenance thread.
 
-On a connection of its own, `Maintenance` extends leases, sweeps expired ones under an
-advisory lock, prunes by retention and enqueues periodic ticks. See docs/workers.md.
+On a connection of its own, `Maintenance` extends leases, heartbeats the worker's
+registry row, sweeps expired leases (and expired registry rows) under an advisory lock,
+prunes by retention and enqueues periodic ticks. See docs/workers.md.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
 from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.registration import Registration
 
 __all__ = ["SWEEP_BATCH", "Maintenance"]
 
@@ -47,6 +49,8 @@ class Maintenance:
         on_renewed: called with the attempts a heartbeat extended and the monotonic
             time just before it was sent (`InFlight.renewed`: a job claimed ahead
             starts without a check while its lease is fresh).
+        registration: the worker's registry row, heartbeat from here; the sweeper
+            deletes the rows that expired (None: no registry).
     """
 
     def __init__(
@@ -64,7 +68,9 @@ class Maintenance:
         periodic: PeriodicEnqueuer | None = None,
         on_cancelled: Callable[[Claimed], None] | None = None,
         on_renewed: Callable[[set[AttemptKey], float], None] | None = None,
+        registration: Registration | None = None,
     ) -> None:
+        self.registration = registration
         self.on_renewed = on_renewed
         self.engine = engine
         self.owner = owner
@@ -103,6 +109,8 @@ class Maintenance:
                 if conn is None or conn.invalidated or conn.closed:
                     conn = self.engine.connect()
                 self._beat(conn, beats, lost)
+                if self.registration is not None:
+                    self.registration.maybe_beat(conn)
                 if time.monotonic() - last_sweep >= self.sweep_interval:
                     self.sweep(conn)
                     last_sweep = time.monotonic()
@@ -196,6 +204,9 @@ class Maintenance:
         with conn.begin():
             if not self.driver.try_lock(conn, "sweep"):
                 return 0
+            if self.registration is not None:
+                # Only the rows: their jobs keep their leases (docs/workers-registry.md).
+                self.registration.expire(conn)
             while True:
                 rows = self.driver.sweep(conn, SWEEP_BATCH)
                 for row in rows:

@@ -18,6 +18,7 @@ from sa_jobqueue.ops.workflows import Releaser
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import control, workflows
+from sa_jobqueue.statements.attempt_errors import with_history
 from sa_jobqueue.statements.ended import MAX_NAMED_IDS, notifying_ended
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
 from sa_jobqueue.worker.driver_values import Held, NextDue, Swept, Upstream
@@ -119,16 +120,23 @@ class PostgresDriver:
             if limit.rate_count is not None
         }
         self._notify = statements.notify(channel_name(model.__tablename__))
+        # Each failure writes its attempt-history entry in the same fenced statement (an
+        # unavailable start, where no attempt ran, writes none), and those that end jobs
+        # also NOTIFY them on the ended channel.
         self._failures: dict[Result, Executable] = {
-            Result.FAIL: notifying_ended(statements.fail(model), ended, statuses=finished),
-            Result.RETRY: statements.retry_later(model),
+            Result.FAIL: with_history(
+                model, statements.fail(model), ended_channel=ended, statuses=finished
+            ),
+            Result.RETRY: with_history(model, statements.retry_later(model)),
             Result.UNAVAILABLE: statements.retry_later(model),
-            Result.DISCARD: notifying_ended(statements.discard(model), ended),
+            Result.DISCARD: with_history(model, statements.discard(model), ended_channel=ended),
         }
         self._heartbeat = statements.heartbeat(model)
         self._still_owned = statements.still_owned(model)
         self._cancelled = control.cancelled_attempts(model)
-        self._sweep = notifying_ended(statements.sweep_expired(model), ended, statuses=finished)
+        self._sweep = with_history(
+            model, statements.sweep_expired(model), ended_channel=ended, statuses=finished
+        )
         self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}

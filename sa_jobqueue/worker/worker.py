@@ -36,6 +36,7 @@ from sa_jobqueue.worker.limited_claimer import LimitedClaims
 from sa_jobqueue.worker.listener import Listener, Notifier, PollingNotifier
 from sa_jobqueue.worker.loop import ClaimLoop
 from sa_jobqueue.worker.maintenance import Maintenance
+from sa_jobqueue.worker.registration import Registration
 from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.interrupts import Interrupts
@@ -190,6 +191,14 @@ class Worker(Generic[JobT]):
             report=self._report,
             owner=self.worker_id,
         )
+        self.registration = Registration(
+            model,
+            self.worker_id,
+            queues=self.queues,
+            kinds=list(leases),
+            concurrency=self.concurrency,
+            gone_after=float(config.gone_after),
+        )
         self.maintenance = Maintenance(
             self.engine,
             self.driver,
@@ -203,6 +212,7 @@ class Worker(Generic[JobT]):
             periodic=PeriodicEnqueuer(model, registry, schedules or {}),
             on_cancelled=lambda job: self.interrupts.cancelled(job.id, job.attempts),
             on_renewed=self.inflight.renewed,
+            registration=self.registration,
         )
         self._async_sessions = AsyncSessions(self.engine)
         self.async_pool = AsyncPool(
@@ -380,6 +390,7 @@ class Worker(Generic[JobT]):
     def _start(self, *, listen: bool) -> None:
         if self.metrics is not None:
             self.metrics.handlers.inc(self.concurrency)
+        self.registration.register(self.engine)  # in the registry, idle, from now on
         self.pool.start()
         if self._has_async:
             # Under run_async with an AsyncEngine, transactional handlers use it (it
@@ -451,6 +462,7 @@ class Worker(Generic[JobT]):
             self._maintenance_thread.join(5)
         if self._watchdog is not None:
             self._watchdog.join(5)
+        self.registration.deregister(self.engine)  # a clean stop: the row goes at once
         self.loop.close()
         if self._own_engine:
             self.engine.dispose()  # the sync engine made for an AsyncEngine

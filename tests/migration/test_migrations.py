@@ -77,6 +77,8 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_turns_{table}",
             f"sa_jobqueue_steps_{table}",  # sajq_0007
             f"sa_jobqueue_signal_{table}",
+            f"sa_jobqueue_worker_{table}",  # sajq_0008
+            f"sa_jobqueue_errors_{table}",
         )
     }
 
@@ -523,6 +525,7 @@ from sa_jobqueue.migration import (
     add_durable_steps,
     add_revision_columns,
     add_runtime_control,
+    add_worker_registry,
     add_workflows,
     create_jobs_table,
     drop_jobs_table,
@@ -540,6 +543,7 @@ def upgrade() -> None:
     add_workflows("my_jobs")  # sajq_0005
     add_runtime_control("my_jobs")  # sajq_0006
     add_durable_steps("my_jobs")  # sajq_0007
+    add_worker_registry("my_jobs")  # sajq_0008
 
 
 def downgrade() -> None:

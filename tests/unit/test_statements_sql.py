@@ -19,7 +19,16 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.statements import control, fairness, keyed, schedule_control, steps, workflows
+from sa_jobqueue.statements import (
+    attempt_errors,
+    control,
+    fairness,
+    keyed,
+    registry,
+    schedule_control,
+    steps,
+    workflows,
+)
 from sa_jobqueue.statements.ended import notifying_ended
 from tests.support.models import Job
 
@@ -137,6 +146,23 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "wake_waiting": lambda: steps.wake_waiting(Job, "sa_jobqueue_jobs"),
     "steps_of": lambda: steps.steps_of(Job),
     "signals_of": lambda: steps.signals_of(Job),
+    # the worker registry and the attempt history (sajq_0008)
+    "fail_with_history": lambda: attempt_errors.with_history(Job, statements.fail(Job)),
+    "retry_later_with_history": lambda: attempt_errors.with_history(
+        Job, statements.retry_later(Job)
+    ),
+    "discard_with_history": lambda: attempt_errors.with_history(Job, statements.discard(Job)),
+    "sweep_expired_with_history": lambda: attempt_errors.with_history(
+        Job, statements.sweep_expired(Job)
+    ),
+    "attempt_history": lambda: attempt_errors.attempt_history(Job),
+    "register_worker": lambda: registry.register_worker(Job),
+    "deregister_worker": lambda: registry.deregister_worker(Job),
+    "expire_workers": lambda: registry.expire_workers(Job),
+    "registered_workers": lambda: registry.registered_workers(Job),
+    "running_by_owner": lambda: registry.running_by_owner(Job),
+    "live_worker_count": lambda: registry.live_worker_count(Job),
+    "unhandled_kinds": lambda: registry.unhandled_kinds(Job),
     # runtime schedules, debounce and throttle (sajq_0006)
     "lock_schedule": lambda: schedule_control.lock_schedule(Job),
     "list_schedules": lambda: schedule_control.list_schedules(Job),
@@ -215,6 +241,16 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     ),
     "fail_notifying_ended": lambda: notifying_ended(
         statements.fail(Job), ENDED, statuses=statements.FINISHED_VALUES
+    ),
+    # what the driver runs: the history and the ended NOTIFY in one fenced statement
+    "fail_with_history_notifying_ended": lambda: attempt_errors.with_history(
+        Job, statements.fail(Job), ended_channel=ENDED, statuses=statements.FINISHED_VALUES
+    ),
+    "sweep_expired_with_history_notifying_ended": lambda: attempt_errors.with_history(
+        Job,
+        statements.sweep_expired(Job),
+        ended_channel=ENDED,
+        statuses=statements.FINISHED_VALUES,
     ),
     "upstream_of": lambda: workflows.upstream_of(Job),
     "upstream_results": lambda: workflows.upstream_results(Job),

@@ -263,7 +263,8 @@ def test_overview_refreshes_itself_and_workers_page_shows_who_runs_what(
         page.locator('tr[data-queue="reports"]').wait_for(timeout=15000)
         page.click("#nav-workers")
         page.wait_for_url("**/workers")
-        assert "host-a:4242" in page.locator("#workers").inner_text()
+        # A running job's owner without a registry row is listed, as gone.
+        assert "host-a:4242" in page.locator("#workers tr.worker-gone").inner_text()
         assert "nightly" in page.locator("#running").inner_text()
         shot(page, "workers")
 
@@ -309,7 +310,12 @@ def test_dashboard_on_the_demo_database_shows_the_lessons_jobs(server_url, page)
         shot(page, "demo-job")
         page.click("#nav-workers")
         page.wait_for_url("**/workers")
-        assert page.locator("#workers tbody tr th").count() >= 1  # worker B finished them
+        # Workers B to E stopped with SIGTERM: each deleted its registry row at once.
+        # Worker A (queue billing) was killed with kill -9: its row stays listed until
+        # its heartbeat is older than gone_after (60 s), then as gone until a sweep.
+        listed = page.locator("#workers tbody tr")
+        assert listed.count() == 1
+        assert "billing" in listed.first.inner_text()
         shot(page, "demo-workers")
     finally:
         demo.send_signal(signal.SIGINT)
@@ -416,6 +422,15 @@ def test_every_page_keeps_its_layout_in_a_narrow_and_a_wide_window(
         locked_by="a-worker-host-with-a-long-name.example.internal:4242",
         locked_until=text("now() + interval '5 minutes'"),
     )
+    with committed.begin() as conn:  # the job page's attempt history, long lines and all
+        conn.execute(
+            text(
+                "INSERT INTO sa_jobqueue_errors_jobs (job_id, attempt, worker, error)"
+                " SELECT :id, n, 'a-worker-host-with-a-long-name.example.internal:4242', :e"
+                " FROM generate_series(1, 3) AS n"
+            ),
+            {"id": job_id, "e": "Traceback (most recent call last):\n" + "E" * 300},
+        )
     durable_id = _durable_job(committed)
     pages = {
         "overview": "/",

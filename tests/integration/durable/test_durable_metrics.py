@@ -93,7 +93,7 @@ def test_running_jobs_progress_is_a_mean_and_a_count_per_queue_and_kind(committe
     assert "# TYPE sa_jobqueue_jobs_parked gauge" in metrics.text()
 
 
-def test_a_table_before_sajq_0007_keeps_its_live_gauges_and_counts_the_durable_error(
+def test_a_failing_durable_statement_counts_an_error_and_leaves_the_other_gauges(
     jobqueue_server_url,
 ):
     from sqlalchemy import create_engine, text
@@ -102,11 +102,12 @@ def test_a_table_before_sajq_0007_keeps_its_live_gauges_and_counts_the_durable_e
     from sa_jobqueue import migration
     from sa_jobqueue.testing import scratch_database
 
-    with scratch_database(jobqueue_server_url, prefix="sa_jobqueue_gauges_0006") as url:
-        migration.upgrade(url, revision="sajq_0006")
+    with scratch_database(jobqueue_server_url, prefix="sa_jobqueue_gauges_durable") as url:
+        migration.upgrade(url)
         engine = create_engine(url, poolclass=NullPool)
         try:
-            with engine.begin() as conn:
+            with engine.begin() as conn:  # its own database: the durable statement fails
+                conn.execute(text("DROP TABLE sa_jobqueue_steps_jobs"))
                 conn.execute(
                     text("INSERT INTO jobs (queue, kind, payload) VALUES ('mail', 'k', '{}')")
                 )
@@ -115,6 +116,8 @@ def test_a_table_before_sajq_0007_keeps_its_live_gauges_and_counts_the_durable_e
             metrics.watch(engine, Job, interval=3600)
             assert _value(registry, "sa_jobqueue_jobs", queue="mail", status="pending") == 1
             assert _value(registry, "sa_jobqueue_database_errors_total") == 1
-            assert "sa_jobqueue_jobs_parked" not in metrics.text()  # no steps table: no series
+            text_format = metrics.text()
+            assert "sa_jobqueue_jobs_parked" not in text_format  # no steps table: no series
+            assert "sa_jobqueue_workers_live" in text_format
         finally:
             engine.dispose()

@@ -1,0 +1,115 @@
+"""A worker's row in the worker registry: inserted at start, heartbeat, deleted at a clean stop.
+
+`Registration` runs `statements.registry` for one worker: `register` when it starts,
+`maybe_beat` on each maintenance tick (one upsert every third of ``gone_after``),
+`expire` in the sweeper's transaction (other workers' rows that ran out), `deregister`
+when it stops. See docs/workers-registry.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Sequence
+
+from sqlalchemy import Connection, Engine, exc
+
+from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.statements import registry
+
+__all__ = ["Registration"]
+
+log = logging.getLogger("sa_jobqueue.worker")
+
+
+def _version() -> str:
+    from sa_jobqueue import __version__  # the package's top, imported late (no cycle)
+
+    return __version__
+
+
+class Registration:
+    """The registry row of one worker.
+
+    Args:
+        model: the jobs model.
+        worker_id: the worker's id (its ``locked_by``).
+        queues: the queues it claims from.
+        kinds: the kinds it has handlers for.
+        concurrency: its handler slots.
+        gone_after: seconds after its last heartbeat at which the row counts as gone.
+    """
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        worker_id: str,
+        *,
+        queues: Sequence[str],
+        kinds: Sequence[str],
+        concurrency: int,
+        gone_after: float,
+    ) -> None:
+        self.worker_id = worker_id
+        self.gone_after = gone_after
+        #: Seconds between heartbeats: a third of `gone_after`, so two may fail.
+        self.interval = gone_after / 3
+        self.params = {
+            "worker_id": worker_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "version": _version(),
+            "queues": sorted(queues),
+            "kinds": sorted(kinds),
+            "concurrency": concurrency,
+            "gone_after": gone_after,
+        }
+        self._upsert = registry.register_worker(model)
+        self._delete = registry.deregister_worker(model)
+        self._expire = registry.expire_workers(model)
+        self._beaten_at = -float("inf")
+
+    def register(self, engine: Engine) -> None:
+        """Insert (or refresh) the row; a failure is logged and retried by `maybe_beat`."""
+        try:
+            with engine.begin() as conn:
+                self.beat(conn)
+        except exc.SQLAlchemyError as error:
+            log.warning("registering worker %s failed (%s); will retry", self.worker_id, error)
+
+    def beat(self, conn: Connection) -> None:
+        """Run the upsert now, in `conn`'s transaction."""
+        self._beaten_at = time.monotonic()
+        conn.execute(self._upsert, self.params)
+
+    def maybe_beat(self, conn: Connection) -> None:
+        """Heartbeat the row when `interval` seconds passed since the last time.
+
+        A failure is logged (once per interval) and does not propagate: the lease
+        heartbeats and the sweeps that share the maintenance thread must go on.
+        """
+        if time.monotonic() - self._beaten_at >= self.interval:
+            try:
+                with conn.begin():
+                    self.beat(conn)
+            except exc.SQLAlchemyError as error:
+                log.warning(
+                    "heartbeat of worker %s's registry row failed (%s)", self.worker_id, error
+                )
+
+    def expire(self, conn: Connection) -> list[str]:
+        """Delete the rows that ran out (in the caller's transaction); return their ids."""
+        gone = [str(worker_id) for worker_id in conn.scalars(self._expire)]
+        for worker_id in gone:
+            log.warning("worker %s stopped heartbeating; its registry row is gone", worker_id)
+        return gone
+
+    def deregister(self, engine: Engine) -> None:
+        """Delete the row (a clean stop); a failure is logged (the row then expires)."""
+        try:
+            with engine.begin() as conn:
+                conn.execute(self._delete, {"worker_id": self.worker_id})
+        except exc.SQLAlchemyError as error:
+            log.warning("deregistering worker %s failed (%s)", self.worker_id, error)
