@@ -123,8 +123,17 @@ def advisory_lock_key(model: type[JobMixin], purpose: str) -> ColumnElement[Any]
 
 
 def try_advisory_xact_lock(model: type[JobMixin], purpose: str) -> Select[Any]:
-    """``pg_try_advisory_xact_lock``: true if this transaction now holds `purpose`'s lock."""
-    return select(func.pg_try_advisory_xact_lock(advisory_lock_key(model, purpose)))
+    """``pg_try_advisory_xact_lock``: true if this transaction now holds `purpose`'s lock.
+
+    The same statement sets ``idle_in_transaction_session_timeout`` for the rest of the
+    transaction (``set_config(..., is_local => true)``): a holder frozen mid-transaction
+    (SIGSTOP, a paused VM) has its session ended by the server after 10 s idle, so its
+    lock comes back instead of stopping every other worker's sweeps until it resumes.
+    """
+    return select(
+        func.pg_try_advisory_xact_lock(advisory_lock_key(model, purpose)),
+        func.set_config("idle_in_transaction_session_timeout", "10s", True),
+    )
 
 
 # -- operations (admin.py) --
