@@ -149,6 +149,7 @@ def test_retry_notifies_idle_workers_only_when_the_caller_commits(committed):
             session.commit()
         assert heard(conn, 10) == ["wake_q"]
     finally:
+        conn.invalidate()  # a LISTENing connection never goes back to the shared pool
         conn.close()
 
 

@@ -28,7 +28,8 @@ from sa_jobqueue import (
     WaitTimeoutError,
 )
 from sa_jobqueue.ops.admin import JobInfo
-from tests.support.models import new_queue
+from sa_jobqueue.schema.naming import ended_channel_name
+from tests.support.models import Job, new_queue
 
 SLOW_POLL = 240.0  # never reached: only a notification can end these waits in time
 DEADLINE = 30.0  # generous, for a loaded 2-core machine
@@ -307,12 +308,15 @@ def test_the_connection_goes_back_to_the_pool_not_listening(committed: Engine) -
     job_id = enqueue(committed, jobs, "gone_soon")
     with pytest.raises(WaitTimeoutError):
         jobs.wait(committed, job_id, timeout=0.1)
-    # The pool's connections: none LISTENs any more.
+    # The pool's connections: none LISTENs on the ended channel any more (other tests'
+    # connections in this shared pool are not this test's to check).
     checked = []
+    listening = "SELECT count(*) FROM pg_listening_channels() AS c WHERE c = :channel"
+    channel = {"channel": ended_channel_name(Job.__tablename__)}
     for _ in range(committed.pool.size()):  # type: ignore[attr-defined]
         conn = committed.connect()
         checked.append(conn)
-        assert conn.exec_driver_sql("SELECT count(*) FROM pg_listening_channels()").scalar() == 0
+        assert conn.execute(text(listening), channel).scalar() == 0
     for conn in checked:
         conn.close()
 
