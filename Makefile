@@ -64,6 +64,7 @@ demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-
 
 bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness, deep backlogs, peers, start-up, many hosts (root; skipped without netns)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python bench/targets.py --reset
 	$(BIN)/python bench/run.py
 	$(BIN)/python bench/async_bench.py
 	$(BIN)/python bench/limits.py
@@ -78,6 +79,7 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness,
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
 	$(BIN)/python bench/cost.py
+	$(BIN)/python bench/targets.py
 
 bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
 	$(BIN)/python bench/limits.py

@@ -21,6 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import targets  # noqa: E402
 from run import Figure, database, library_drain, log, repeat, server, verdict  # noqa: E402
 
 CONCURRENCY = (1, 8, 32, 128)
@@ -62,7 +63,10 @@ def main() -> None:
         sync, aio = figures[("lease", c)], figures[("async", c)]
         out.append(f"| {c} | {sync.cell()} | {aio.cell()} | {aio.median / sync.median:.2f}x |")
     a32, s32, a128 = figures[("async", 32)], figures[("lease", 32)], figures[("async", 128)]
+    s128 = figures[("lease", 128)]
     out += [
+        targets.record("4 async / sync drain at concurrency 32", a32.median / s32.median, 1.0),
+        targets.record("4 async / sync drain at concurrency 128", a128.median / s128.median, 1.0),
         "",
         f"- async at concurrency 32 >= sync at 32: {a32.median:,.0f} vs {s32.median:,.0f} -- "
         f"{verdict(a32.median >= s32.median)}",

@@ -21,6 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import targets  # noqa: E402
 from run import Figure, database, library_drain, log, raw_drain, repeat, server  # noqa: E402
 
 from sa_jobqueue.worker.config import DEFAULT_PREFETCH  # noqa: E402
@@ -72,6 +73,10 @@ def main() -> None:
             f"| {c} | {raw.cell()} ({c + DEFAULT_PREFETCH}/tx) | {lease.cell()} "
             f"| {share:.0%} | >= {TARGET:.0%}: {held} |"
         )
+    for c, (raw, lease) in pairs.items():
+        if c in (1, 16, 32):
+            name = f"7 lease drain / raw loop at concurrency {c}"
+            print(targets.record(name, lease.median / raw.median, TARGET))
     log("done")
 
 

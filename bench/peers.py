@@ -35,6 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import targets  # noqa: E402
 from run import enqueue_single, library_drain, server  # noqa: E402
 
 from sa_jobqueue import migration  # noqa: E402
@@ -148,8 +149,7 @@ def main() -> None:
         ratio = median(drains[("sa-jobqueue", concurrency)]) / median(
             drains[("pgqueuer", concurrency)]
         )
-        verdict = "holds" if ratio >= 3 else "does not hold"
-        print(f"- drain at concurrency {concurrency} >= 3x PGQueuer: {ratio:.2f}x -- {verdict}")
+        print("- " + targets.record(f"8 drain / PGQueuer at concurrency {concurrency}", ratio, 3.0))
     ratio = median(enqueues["sa-jobqueue"]) / median(enqueues["pgqueuer"])
     verdict = "holds" if ratio >= 0.8 else "does not hold"
     print(f"- single enqueue >= 0.8x PGQueuer: {ratio:.2f}x -- {verdict}")
