@@ -134,5 +134,5 @@ def test_a_lease_that_ran_out_of_attempts_releases_its_dependents_in_the_sweep(c
         conn.execute(text("UPDATE jobs SET locked_until = now() - interval '1 second'"))
     jobs.worker(committed, listen=False, queues=["default"]).drain()  # sweeps first
     with Session(committed) as session:
-        statuses = dict(session.execute(select(Job.id, Job.status)).tuples().all())
+        statuses = dict(session.execute(select(Job.id, Job.status)).all())
     assert [statuses[i] for i in ids] == ["failed", "cancelled", "done"]

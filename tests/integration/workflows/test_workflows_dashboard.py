@@ -52,5 +52,5 @@ def test_retry_with_dependents_from_the_dashboard(committed):
     assert done.status_code == 200
     assert "wait for it again" in done.text
     with Session(committed) as session:
-        statuses = dict(session.execute(select(Job.id, Job.status)).tuples().all())
+        statuses = dict(session.execute(select(Job.id, Job.status)).all())
     assert statuses == {a_id: "pending", b_id: "waiting"}

@@ -27,7 +27,7 @@ def run(committed, database_url):
 def _statuses(engine, *ids):
     with Session(engine) as session:
         rows = session.execute(select(Job.id, Job.status).where(Job.id.in_(ids)))
-        found = dict(rows.tuples().all())
+        found = dict(rows.all())
     return [found[i] for i in ids]
 
 
