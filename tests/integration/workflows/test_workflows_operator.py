@@ -90,6 +90,14 @@ def test_retry_with_dependents_lets_the_cancelled_ones_run_again(run, committed)
         assert session.scalar(select(Job.result).where(Job.id == b)) == ["ok"]
 
 
+def test_retry_with_dependents_as_json_names_the_jobs_that_wait_again(run, committed):
+    jobs, (a, b, c, d) = _failing_graph(committed)
+    result = run("retry", str(a), "--with-dependents", "--json")
+    assert result.exit_code == 0, result.output
+    found = json.loads(result.output)
+    assert (found["ids"], sorted(found["revived"])) == ([a], sorted([b, c]))
+
+
 def test_retry_without_dependents_keeps_the_counts_of_jobs_still_waiting(committed):
     jobs, (a, b, c, d) = _failing_graph(committed)
     with Session(committed) as session, session.begin():
