@@ -187,7 +187,9 @@ class TableGauges:
     scrapes from several Prometheus servers cost one reading. A series seen once is
     reported as 0 when it empties, instead of vanishing (but the progress mean, which
     has no value without jobs). A failed query counts a database error and reports
-    nothing for its series until the next success.
+    nothing for its series until the next success; the registry count and the durable
+    gauges are read in savepoints of their own, so a table older than their revisions
+    (no registry, no steps) still exports its live counts.
     """
 
     def __init__(self, metrics: Metrics, engine: Engine, model: type[JobMixin], interval: float):
@@ -198,7 +200,7 @@ class TableGauges:
         self._query = statements.live_counts(model)
         self._durable_query = statements.durable_gauges(model)
         self._live_workers = live_worker_count(model)
-        self._workers = 0
+        self._workers: int | None = None
         self._interval = interval
         self._lock = threading.Lock()
         self._read_at = -float("inf")
@@ -227,13 +229,15 @@ class TableGauges:
             durable = (dict(self._parked), dict(self._reporting), dict(self._progress))
             durable_ok = self._durable_ok
         if ok:
-            yield from self._live_families(core, counts, lags, live_workers)
+            yield from self._live_families(core, counts, lags)
+            if live_workers is not None:
+                yield self._workers_family(core, live_workers)
         if durable_ok:
             yield from self._durable_families(core, *durable)
 
     @staticmethod
     def _live_families(
-        core: Any, counts: dict[tuple[str, str], int], lags: dict[str, float], live_workers: int
+        core: Any, counts: dict[tuple[str, str], int], lags: dict[str, float]
     ) -> Iterator[Any]:
         jobs = core.GaugeMetricFamily(
             "sa_jobqueue_jobs", "Pending and running jobs.", labels=["queue", "status"]
@@ -247,14 +251,17 @@ class TableGauges:
         )
         for queue, seconds in sorted(lags.items()):
             lag.add_metric([queue], seconds)
+        yield jobs
+        yield lag
+
+    @staticmethod
+    def _workers_family(core: Any, live_workers: int) -> Any:
         workers = core.GaugeMetricFamily(
             "sa_jobqueue_workers_live",
             "Workers whose registry row is live (heartbeat within their gone_after).",
         )
         workers.add_metric([], live_workers)
-        yield jobs
-        yield lag
-        yield workers
+        return workers
 
     @staticmethod
     def _durable_families(
@@ -293,7 +300,7 @@ class TableGauges:
         try:
             with self._engine.connect() as connection:
                 rows = connection.execute(self._query).all()
-                live_workers = int(connection.execute(self._live_workers).scalar() or 0)
+                live_workers = self._read_workers(connection)
                 self._read_durable(connection)
         except exc.SQLAlchemyError as error:
             log.warning("reading the metrics gauges failed: %s", error)
@@ -313,6 +320,16 @@ class TableGauges:
                 counts.setdefault((queue, status), 0)
         self._counts, self._lags, self._ok = counts, lags, True
         self._workers = live_workers
+
+    def _read_workers(self, connection: Any) -> int | None:
+        """Count the registry's live rows in a savepoint: None (no gauge) if that fails."""
+        try:
+            with connection.begin_nested():
+                return int(connection.execute(self._live_workers).scalar() or 0)
+        except exc.SQLAlchemyError as error:
+            log.warning("reading the live workers' count failed: %s", error)
+            self._metrics.database_error()
+            return None
 
     def _read_durable(self, connection: Any) -> None:
         """Read `statements.durable_gauges` in a savepoint: its failure is its own."""

@@ -121,3 +121,30 @@ def test_a_failing_durable_statement_counts_an_error_and_leaves_the_other_gauges
             assert "sa_jobqueue_workers_live" in text_format
         finally:
             engine.dispose()
+
+
+def test_a_table_older_than_the_registry_still_exports_its_live_counts(jobqueue_server_url):
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.pool import NullPool
+
+    from sa_jobqueue import migration
+    from sa_jobqueue.testing import scratch_database
+
+    with scratch_database(jobqueue_server_url, prefix="sa_jobqueue_gauges_0007") as url:
+        migration.upgrade(url, revision="sajq_0007")  # durable steps, no worker registry
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.begin() as conn:
+                conn.execute(
+                    text("INSERT INTO jobs (queue, kind, payload) VALUES ('mail', 'k', '{}')")
+                )
+            registry = CollectorRegistry()
+            metrics = Metrics(registry)
+            metrics.watch(engine, Job, interval=3600)
+            assert _value(registry, "sa_jobqueue_jobs", queue="mail", status="pending") == 1
+            assert _value(registry, "sa_jobqueue_database_errors_total") == 1  # the registry
+            text_format = metrics.text()
+            assert "sa_jobqueue_workers_live" not in text_format  # no registry: no series
+            assert "sa_jobqueue_queue_lag_seconds" in text_format
+        finally:
+            engine.dispose()
