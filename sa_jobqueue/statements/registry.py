@@ -36,6 +36,7 @@ __all__ = [
     "deregister_worker",
     "expire_workers",
     "live_worker_count",
+    "live_worker_elsewhere",
     "register_worker",
     "registered_workers",
     "running_by_owner",
@@ -81,6 +82,22 @@ def register_worker(model: type[JobMixin]) -> Insert:
             "heartbeat_at": func.now(),
             "expires_at": fresh.expires_at,
         },
+    )
+
+
+def live_worker_elsewhere(model: type[JobMixin]) -> Select[Any]:
+    """The live row of ``:worker_id`` if another process holds it: ``host, pid, age``.
+
+    Another process is another ``(host, pid)`` than ``:host``, ``:pid``; ``age`` is
+    the seconds since its heartbeat. Read once when a worker starts (`Registration`).
+    """
+    workers = _workers(model)
+    since = func.extract("epoch", func.now() - workers.c.heartbeat_at)
+    return select(workers.c.host, workers.c.pid, since.cast(Float).label("age")).where(
+        workers.c.id == bindparam("worker_id", type_=Text),
+        workers.c.expires_at >= func.now(),
+        (workers.c.host != bindparam("host", type_=Text))
+        | (workers.c.pid != bindparam("pid", type_=Integer)),
     )
 
 

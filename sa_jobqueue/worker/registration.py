@@ -67,17 +67,38 @@ class Registration:
             "gone_after": gone_after,
         }
         self._upsert = registry.register_worker(model)
+        self._elsewhere = registry.live_worker_elsewhere(model)
         self._delete = registry.deregister_worker(model)
         self._expire = registry.expire_workers(model)
         self._beaten_at = -float("inf")
 
     def register(self, engine: Engine) -> None:
-        """Insert (or refresh) the row; a failure is logged and retried by `maybe_beat`."""
+        """Insert (or refresh) the row; a failure is logged and retried by `maybe_beat`.
+
+        A live row of the same id held by another process (another host or pid: two
+        workers given one ``worker_id``) is warned about, once: the two then share one
+        registry row and one ``locked_by``, so the registry, ``sa-jobqueue workers`` and
+        the running counts cannot tell them apart (fencing still holds, by attempt).
+        A worker restarted with its id before its old row expired gets the warning too.
+        """
         try:
             with engine.begin() as conn:
+                other = conn.execute(self._elsewhere, self.params).first()
                 self.beat(conn)
         except exc.SQLAlchemyError as error:
             log.warning("registering worker %s failed (%s); will retry", self.worker_id, error)
+            return
+        if other is not None:
+            log.warning(
+                "worker id %s is registered by a live worker on host %s, pid %s (heartbeat "
+                "%.0f s ago): two workers share this id, so the registry and `sa-jobqueue "
+                "workers` cannot tell them apart; give each its own worker_id (or none, for "
+                "a generated one). A worker restarted before its old row expired is fine.",
+                self.worker_id,
+                other.host,
+                other.pid,
+                other.age,
+            )
 
     def beat(self, conn: Connection) -> None:
         """Run the upsert now, in `conn`'s transaction."""

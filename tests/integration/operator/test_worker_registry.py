@@ -125,6 +125,25 @@ def test_registration_records_what_the_worker_runs_and_heartbeats_move_its_expir
     assert [r.id for r in rows(committed, "SELECT id FROM sa_jobqueue_worker_jobs")] == ["w1"]
 
 
+def test_a_second_worker_with_a_live_workers_id_is_warned_about(committed, caplog):
+    first = register(committed, "w-twin")
+    with committed.begin() as conn:  # the row as another process on another host left it
+        conn.execute(text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere', pid = 4242"))
+    with caplog.at_level("WARNING", logger="sa_jobqueue.worker"):
+        register(committed, "w-twin")
+    (warning,) = [r.getMessage() for r in caplog.records if "w-twin" in r.getMessage()]
+    assert "registered by a live worker on host elsewhere, pid 4242" in warning
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="sa_jobqueue.worker"):
+        register(committed, "w-twin")  # the row is this process's now: no warning
+        expire(committed, "w-twin")
+        with committed.begin() as conn:
+            conn.execute(text("UPDATE sa_jobqueue_worker_jobs SET pid = 4242"))
+        register(committed, "w-twin")  # another pid, but its row expired: no warning
+    assert [r for r in caplog.records if "w-twin" in r.getMessage()] == []
+    assert first.worker_id == "w-twin"
+
+
 def test_expired_rows_are_gone_and_the_sweeper_deletes_them_but_never_their_jobs(committed):
     register(committed, "alive")
     register(committed, "paused")
