@@ -91,7 +91,7 @@ def test_retry_with_dependents_lets_the_cancelled_ones_run_again(run, committed)
 
 
 def test_retry_with_dependents_as_json_names_the_jobs_that_wait_again(run, committed):
-    jobs, (a, b, c, d) = _failing_graph(committed)
+    _, (a, b, c, _) = _failing_graph(committed)
     result = run("retry", str(a), "--with-dependents", "--json")
     assert result.exit_code == 0, result.output
     found = json.loads(result.output)
