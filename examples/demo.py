@@ -540,6 +540,9 @@ class Demo:
         with Session(self.engine) as session, session.begin():
             job_id = jobs.enqueue(session, "render_pdf", {"order_id": 3}).id
         self.wait_until("worker D's claim", lambda: self.who(self.job(job_id).locked_by) == "D")
+        # Claimed is not started: stopped before its handler began, D would give the job
+        # back unstarted when it resumes (it waited too long for its slot), not report late.
+        d.wait_for("rendering the PDF of order 3")
 
         def swept() -> bool:
             return self.job(job_id).status == "pending"

@@ -85,6 +85,7 @@ def sync_crm(ctx: JobContext) -> None:
 @jobs.task("render_pdf", queue="slow", lease=timedelta(seconds=2), backoff=QUICK)
 def render_pdf(ctx: JobContext) -> None:
     """Longer than its 2 s lease: the worker's heartbeats extend the lease while it runs."""
+    log.info("rendering the PDF of order %s", ctx.payload["order_id"])
     time.sleep(3)
     log.info("rendered the PDF of order %s", ctx.payload["order_id"])
 
