@@ -103,16 +103,26 @@ IDLE_CLAIM_TARGET = 5.0
 
 
 def _idle_claims(engine: Engine, deep: int) -> None:
-    """An idle worker's claim beside the future rows: one queue, and four in one statement.
+    """An idle worker's statements beside the future rows: claims, and the limited probes.
 
     The worker's own statements (`PostgresDriver`), in transactions rolled back (they
     claim nothing: no job is due); median of 20 each, then each plan.
     """
     driver = PostgresDriver(Job, leases={"noop": 30.0}, default_lease=30.0, kinds=["noop"])
     queues = ["default", "empty1", "empty2", "empty3"]
+    due_kinds = statements.due_kinds(Job)
+    limited_due = statements.limited_due(Job, kinds=["noop", "other"])
     cases = {
         "claim, one queue": lambda conn: driver.claim(conn, "default", 32, "bench"),
         "claim_queues, 4 queues": lambda conn: driver.claim_queues(conn, queues, 32, "bench"),
+        # A worker with limited kinds asks these on its idle rounds; the deep backlog's
+        # kind stands for a limited one here (the probes do not read the limits).
+        "limited kinds' due_kinds probe": lambda conn: list(
+            conn.execute(due_kinds, {"kinds": ["noop", "other"], "queues": queues})
+        ),
+        "limited kinds' limited_due probe": lambda conn: (
+            [] if not conn.execute(limited_due, {"queues": queues}).scalar() else [True]
+        ),
     }
     print(f"\nidle claim of 32 beside {deep:,} pending rows not yet due, median of 20:")
     with engine.connect() as conn:

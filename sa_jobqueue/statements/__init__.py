@@ -47,15 +47,14 @@ from sa_jobqueue.statements.dashboard import (
     set_statement_timeout,
     workers_summary,
 )
+from sa_jobqueue.statements.due import due_kinds, limited_due
 from sa_jobqueue.statements.durable_gauges import durable_gauges
 from sa_jobqueue.statements.inserts import by_keys, by_unique_keys, enqueue, enqueue_one
 from sa_jobqueue.statements.limits import (
     claim_limited,
     complete_and_lock,
     drop_start,
-    due_kinds,
     limit_usage,
-    limited_due,
     lock_limited,
     log_start,
     move_start,

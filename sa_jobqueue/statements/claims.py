@@ -40,6 +40,7 @@ __all__ = [
     "claim",
     "claim_queues",
     "next_run_at",
+    "priority_levels",
 ]
 
 
@@ -66,7 +67,7 @@ def claim(
     their handler (a deploy in flight).
     """
     queue_name = bindparam("queue_name", type_=Text)
-    levels = _levels(model, queue_name)
+    levels = priority_levels(model, queue_name)
     per_level = _due_in(model, queue_name, exclude_kinds, kinds=kinds, level=levels.c.priority)
     ranked = per_level.lateral("c")
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
@@ -81,7 +82,7 @@ def claim(
     return _lease(model, due, leases, default_lease)
 
 
-def _levels(
+def priority_levels(
     model: type[JobMixin], queue: ColumnElement[Any], outer: FromClause | None = None
 ) -> Any:
     """The priority levels of `queue`'s pending jobs, lowest first: a recursive CTE.
@@ -157,7 +158,7 @@ def claim_queues(
         due_here = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered, kinds=kinds)
         per_queue = due_here.lateral("c")
     else:
-        levels = _levels(model, ordered.c.name, outer=ordered)
+        levels = priority_levels(model, ordered.c.name, outer=ordered)
         per_level = _due_in(
             model,
             ordered.c.name,

@@ -7,7 +7,6 @@ A limited kind's claim takes its transaction-scoped advisory lock (`lock_limited
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -44,9 +43,7 @@ __all__ = [
     "claim_limited",
     "complete_and_lock",
     "drop_start",
-    "due_kinds",
     "limit_usage",
-    "limited_due",
     "lock_limited",
     "log_start",
     "move_start",
@@ -318,55 +315,6 @@ def drop_start(model: type[JobMixin], *, kind: str) -> Executable:
     """Delete one of `kind`'s stamps ``:stamp``: its job does not start now."""
     starts = starts_of(model)
     return delete(starts).where(_CTID.op("=")(_one_stamp(model, kind)))
-
-
-def limited_due(model: type[JobMixin], *, kinds: Sequence[str]) -> Select[Any]:
-    """Whether a job of `kinds` is due in a queue of ``:queues`` that is not paused.
-
-    A drain asks it when it claimed nothing: such jobs wait for a limit (a slot, a
-    rate window), so the drain waits for them too.
-    """
-    queues = bindparam("queues", type_=ARRAY(Text))
-    due = (
-        select(model.id)
-        .where(
-            model.status == Status.PENDING.value,
-            model.run_at <= func.now(),
-            model.queue == func.any(queues),
-            model.kind.in_([literal(kind, Text) for kind in sorted(kinds)]),
-            ~is_paused(model, model.__table__.c.queue),
-        )
-        .limit(1)
-    )
-    return select(due.exists())
-
-
-def due_kinds(model: type[JobMixin]) -> Select[Any]:
-    """Which of the kinds in ``:kinds`` have a job due in an unpaused queue of ``:queues``.
-
-    One statement, and no lock, for limited kinds that leased nothing when last
-    asked: only those it names are then locked and claimed. A hint, read without
-    the kinds' locks; the claims still count under them.
-    """
-    asked = (
-        func.unnest(bindparam("kinds", type_=ARRAY(Text)))
-        .table_valued("kind")
-        .render_derived(name="asked")
-    )
-    queues = bindparam("queues", type_=ARRAY(Text))
-    due = (
-        select(model.id)
-        .where(
-            model.status == Status.PENDING.value,
-            model.run_at <= func.now(),
-            model.queue == func.any(queues),
-            model.kind == asked.c.kind,
-            ~is_paused(model, model.__table__.c.queue),
-        )
-        .limit(1)
-        .correlate(asked)
-    )
-    return select(asked.c.kind).where(due.exists())
 
 
 def limit_usage(model: type[JobMixin]) -> Select[Any]:
