@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-workflows chaos clean
+.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -79,7 +79,11 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness,
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
 	$(BIN)/python bench/cost.py
+	$(BIN)/python bench/features.py
 	$(BIN)/python bench/targets.py
+
+bench-features: $(STAMP)  ## instructions per plain job beside limits, workflows and durable steps (callgrind)
+	$(BIN)/python bench/features.py
 
 bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
 	$(BIN)/python bench/limits.py

@@ -44,6 +44,9 @@ EXPECTED: dict[str, str] = {
     "7 lease drain / raw loop at concurrency 32": "drain_limit.py",
     "8 drain / PGQueuer at concurrency 16": "peers.py",
     "8 drain / PGQueuer at concurrency 32": "peers.py",
+    "8 plain jobs beside limits / none (instructions)": "features.py",
+    "8 plain jobs beside workflows / none (instructions)": "features.py",
+    "8 plain jobs beside durable / none (instructions)": "features.py",
 }
 
 
