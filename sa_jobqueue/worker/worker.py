@@ -242,7 +242,11 @@ class Worker(Generic[JobT]):
             asynchronous_commit=config.asynchronous_commit,
             metrics=self.metrics,
             prefetch=prefetch,
-            waiting=EitherWaiting(self.pool, self.async_pool) if self._has_async else self.pool,
+            waiting=(
+                EitherWaiting(self.pool.waiting, self.async_pool.waiting)
+                if self._has_async
+                else self.pool.waiting
+            ),
             missing=lambda: self.pool.missing,
             ahead_wait=float(config.ahead_wait),
         )
@@ -430,8 +434,8 @@ class Worker(Generic[JobT]):
     def _shutdown(self, wait: float | None) -> None:
         """Let running handlers finish within `wait` seconds, then release the rest."""
         self.attempts.shutdown()  # ctx.cancelled: long handlers may end early
-        self.pool.release_unstarted()  # claimed ahead, not started: pending again now
-        self.async_pool.release_unstarted()
+        self.pool.waiting.release_unstarted()  # claimed ahead, not started: pending again now
+        self.async_pool.waiting.release_unstarted()
         self.notifier.stop()
         deadline = None if wait is None else time.monotonic() + wait
         while self.inflight:

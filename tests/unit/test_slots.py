@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from sa_jobqueue.worker.run.slots import EitherWaiting, Slots
+from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.run.slots import EitherWaiting, Slots, WaitingJobs
 
 
 def test_a_full_set_of_slots_takes_no_more_until_one_is_given_back():
@@ -81,3 +82,36 @@ def test_either_waiting_reads_the_oldest_job_of_both_pools_and_withdraws_from_bo
     assert sorted(withdrawn) == [3.0, 5.0]
     assert waiting.oldest_waiting() == 7.0
     assert EitherWaiting(_Pool([])).oldest_waiting() is None
+
+
+def _claimed(job_id: int, claimed_at: float) -> Claimed:
+    return Claimed(job_id, "k", "default", {}, 1, 3, None, 30.0, claimed_at=claimed_at)
+
+
+def test_waiting_jobs_are_taken_once_by_the_pool_or_the_claim_loop_in_claim_order():
+    reported: list[Outcome] = []
+    waiting = WaitingJobs(reported.extend)
+    waiting.add([_claimed(1, 1.0), _claimed(2, 2.0), _claimed(3, 3.0), _claimed(4, 4.0)])
+    assert waiting.oldest_waiting() == 1.0
+    assert waiting.take((2, 1))
+    assert not waiting.take((2, 1))  # started once
+    assert [job.id for job in waiting.withdraw(3.5)] == [1, 3]
+    assert not waiting.take((1, 1))  # withdrawn: the pool does not start it
+    assert waiting.oldest_waiting() == 4.0
+    assert waiting
+    assert [job.id for job in waiting.take_while(lambda key: True)] == [4]
+    assert not waiting
+    assert waiting.oldest_waiting() is None
+    assert reported == []
+
+
+def test_waiting_jobs_start_while_slots_allow_and_the_rest_are_released_at_shutdown():
+    reported: list[Outcome] = []
+    waiting = WaitingJobs(reported.extend)
+    waiting.add([_claimed(1, 1.0), _claimed(2, 2.0), _claimed(3, 3.0)])
+    slots = Slots(1)
+    assert [job.id for job in waiting.take_while(slots.try_take)] == [1]
+    assert waiting.release_unstarted() == 2
+    assert [(o.job.id, o.result) for o in reported] == [(2, Result.RELEASE), (3, Result.RELEASE)]
+    assert waiting.release_unstarted() == 0
+    assert len(reported) == 2

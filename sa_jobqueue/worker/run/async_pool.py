@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from sqlalchemy import URL, Engine
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.outcomes import format_error
-from sa_jobqueue.worker.run.slots import Slots
+from sa_jobqueue.worker.run.slots import Slots, WaitingJobs
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -119,9 +118,8 @@ class AsyncPool:
         slots: Slots | None = None,
     ) -> None:
         self._slots = slots
-        # The jobs given and not started yet, in claim order (the loop starts them).
-        self._waiting: dict[AttemptKey, Claimed] = {}
-        self._waiting_lock = threading.Lock()
+        #: The jobs given and not started yet, in claim order (the loop starts them).
+        self.waiting = WaitingJobs(report)
         self._loop_thread: int | None = None
         if slots is not None:
             slots.on_free(self._slot_freed)
@@ -179,9 +177,7 @@ class AsyncPool:
         if self._slots is None:
             self._create(jobs)
             return
-        with self._waiting_lock:
-            for job in jobs:
-                self._waiting[job.key] = job
+        self.waiting.add(jobs)
         self._start_waiting()
 
     def _start_waiting(self) -> None:
@@ -189,22 +185,14 @@ class AsyncPool:
         slots = self._slots
         assert slots is not None  # noqa: S101 - only called with slots
         if self._stopping():
-            self.release_unstarted()
+            self.waiting.release_unstarted()
             return
-        starting = []
-        with self._waiting_lock:
-            waiting = self._waiting
-            while waiting:
-                key = next(iter(waiting))
-                if not slots.try_take(key):
-                    break
-                starting.append(waiting.pop(key))
-        self._create(starting)
+        self._create(self.waiting.take_while(slots.try_take))
 
     def _slot_freed(self) -> None:
         """`Slots` listener: a slot came free (in any thread); start what waits for it."""
         loop = self._loop
-        if not self._waiting or loop is None or threading.get_ident() == self._loop_thread:
+        if not self.waiting or loop is None or threading.get_ident() == self._loop_thread:
             return  # nothing waits, or on the loop: `_flush` starts the waiting jobs
         with contextlib.suppress(RuntimeError):  # a closed loop starts nothing
             loop.call_soon_threadsafe(self._start_waiting)
@@ -215,31 +203,6 @@ class AsyncPool:
             task = loop.create_task(self._one(job))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
-
-    def oldest_waiting(self) -> float | None:
-        """`Claimed.claimed_at` of the job that has waited longest for a slot, or None."""
-        with self._waiting_lock:
-            for job in self._waiting.values():
-                return job.claimed_at
-        return None
-
-    def withdraw(self, claimed_before: float = math.inf) -> list[Claimed]:
-        """Take back the waiting jobs claimed before `claimed_before` (monotonic): none will run."""
-        withdrawn: list[Claimed] = []
-        with self._waiting_lock:
-            for key, job in list(self._waiting.items()):
-                if job.claimed_at >= claimed_before:
-                    break  # claim order: the rest were claimed later still
-                del self._waiting[key]
-                withdrawn.append(job)
-        return withdrawn
-
-    def release_unstarted(self) -> int:
-        """Report the jobs waiting for a slot as released (shutdown); return how many."""
-        released = [Outcome(job, Result.RELEASE) for job in self.withdraw()]
-        if released:
-            self._report(released)
-        return len(released)
 
     async def _one(self, job: Claimed) -> None:
         try:
@@ -267,7 +230,7 @@ class AsyncPool:
     def _give(self, keys: list[AttemptKey]) -> None:
         if self._slots is not None:
             self._slots.give(keys)
-            if self._waiting:
+            if self.waiting:
                 self._start_waiting()
 
     def cancel_running(self, timeout: float = 5.0) -> None:

@@ -9,17 +9,16 @@ can be withdrawn. See docs/tasks.md and docs/workers.md#claiming-ahead.
 from __future__ import annotations
 
 import logging
-import math
 import queue as stdlib_queue
 import threading
 from collections.abc import Callable, Sequence
 
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import exponential
-from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
+from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.outcomes import format_error
-from sa_jobqueue.worker.run.slots import Slots
+from sa_jobqueue.worker.run.slots import Slots, WaitingJobs
 
 __all__ = ["ThreadPool"]
 
@@ -76,9 +75,8 @@ class ThreadPool:
         self._inbox: stdlib_queue.SimpleQueue[Claimed | _Stop] = stdlib_queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        # The jobs submitted and not yet taken by a thread, in claim order.
-        self._waiting: dict[AttemptKey, Claimed] = {}
-        self._waiting_lock = threading.Lock()
+        #: The jobs submitted and not yet taken by a thread, in claim order.
+        self.waiting = WaitingJobs(report)
         #: Attempts given up while their handler ran, and the threads that have since exited.
         self.abandoned = 0
         self.retired = 0
@@ -97,45 +95,9 @@ class ThreadPool:
 
     def submit(self, jobs: Sequence[Claimed]) -> None:
         """Queue claimed jobs for the threads."""
-        with self._waiting_lock:
-            for job in jobs:
-                self._waiting[job.key] = job
+        self.waiting.add(jobs)
         for job in jobs:
             self._inbox.put(job)
-
-    def oldest_waiting(self) -> float | None:
-        """`Claimed.claimed_at` of the job that has waited longest for a thread, or None."""
-        with self._waiting_lock:
-            for job in self._waiting.values():
-                return job.claimed_at
-        return None
-
-    def withdraw(self, claimed_before: float = math.inf) -> list[Claimed]:
-        """Take back the waiting jobs claimed before `claimed_before` (monotonic): none will run."""
-        withdrawn: list[Claimed] = []
-        with self._waiting_lock:
-            for key, job in list(self._waiting.items()):
-                if job.claimed_at >= claimed_before:
-                    break  # claim order: the rest were claimed later still
-                del self._waiting[key]
-                withdrawn.append(job)
-        return withdrawn
-
-    def release_unstarted(self) -> int:
-        """Report the jobs waiting for a thread as released (shutdown); return how many.
-
-        Jobs claimed ahead of a free slot wait here: at shutdown they go back to
-        ``pending`` at once rather than wait behind running handlers.
-        """
-        released = [Outcome(job, Result.RELEASE) for job in self.withdraw()]
-        if released:
-            self._report(released)
-        return len(released)
-
-    def _take(self, job: Claimed) -> bool:
-        """Whether this thread may run `job` (False: it was withdrawn)."""
-        with self._waiting_lock:
-            return self._waiting.pop(job.key, None) is not None
 
     def stop(self) -> None:
         """Ask every thread to exit once it is idle (running handlers are not interrupted)."""
@@ -186,9 +148,9 @@ class ThreadPool:
             job = self._inbox.get()
             if isinstance(job, _Stop):
                 return
-            # Waiting for a slot, the job stays withdrawable (`_waiting`).
+            # Waiting for a slot, the job stays withdrawable (`waiting`).
             self._slots.take(job.key, self._stopping)
-            if not self._take(job):
+            if not self.waiting.take(job.key):
                 self._slots.give([job.key])
                 continue  # withdrawn while it waited: given back by the claim loop
             batch = [job]
@@ -236,6 +198,6 @@ class ThreadPool:
             if isinstance(more, _Stop):
                 self._inbox.put(more)  # another thread's (or this one's, next time)
                 break
-            if self._take(more):
+            if self.waiting.take(more.key):
                 batch.append(more)  # a lease-mode job here is run alone by run_batch
         return batch
