@@ -8,18 +8,19 @@ that holds them. Many jobs go through the batched statement of `ManyInserter`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, inspect
+from sqlalchemy import JSON, Text, cast, inspect
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached, scoped_session
 from sqlalchemy.orm.attributes import instance_dict, instance_state
 from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue import statements
 from sa_jobqueue.enqueue.direct import Direct
-from sa_jobqueue.enqueue.insert_many import ManyInserter
+from sa_jobqueue.enqueue.insert_many import ManyInserter, json_rows
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin, Status
@@ -99,8 +100,10 @@ class Inserter(ManyInserter[JobT]):
         # Whether one job's row can be attached without the ORM's loading: decided
         # on first use, once the application's mappers can be configured.
         self._plain: bool | None = None
-        # The batched statement returning what `_attach` needs, per extra columns.
+        # The batched statements returning what `_attach` needs: over arrays, per
+        # extra columns; over one JSON parameter, traced or not.
         self._manys: dict[tuple[str, ...], _One] = {}
+        self._jsons: dict[bool, _One] = {}
 
     def insert_one(
         self,
@@ -171,36 +174,42 @@ class Inserter(ManyInserter[JobT]):
         self,
         session: Session,
         specs: Sequence[JobSpec],
-        extra: tuple[str, ...],
+        columns: dict[str, list[Any]],
         workflow: bool,
-        params: dict[str, Any],
+        trace_context: Mapping[str, str] | None,
     ) -> list[Any]:
         """`ManyInserter._rows`, built as `insert_one` builds its row where nothing could tell.
 
         The INSERT returns only what the database filled (and the keys, to pair each
         row with its spec: rows come back in the batch's order, less the specs whose
         key was taken), and each row is attached as `insert_one` attaches its own.
+        Without the application's own columns, the batch travels as one JSON
+        parameter (`statements.enqueue_json`), and ``payload`` comes back as text,
+        decoded here as the driver would (the dialect's ``json_deserializer``).
         """
         mapper = self._mapper()
         loaded = mapper.class_manager.dispatch.load
         if workflow or loaded or not (self._plain_model() and _plain_session(session)):
-            return super()._rows(session, specs, extra, workflow, params)
-        many = self._manys.get(extra)
-        if many is None:
-            known = set(_SET_COLUMNS) - {"idempotency_key", "unique_key"}
-            known |= set(_NULL_COLUMNS) - set(extra)
-            mapped = set(mapper.columns.values())
-            columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
-            statement = statements.enqueue(self.model, extra=extra).returning(*columns)
-            returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            many = self._manys[extra] = self._shape(statement, returned)
+            return super()._rows(session, specs, columns, workflow, trace_context)
         session._autoflush()  # as the ORM would before its statement
+        if columns:
+            extra, params = self._array_params(specs, columns, workflow, trace_context)
+            many = self._many(extra)
+        else:
+            many = self._json(bool(trace_context))
+            params = {"rows": json_rows(specs)}
+            if trace_context:
+                params["trace_context"] = dumps(dict(trace_context))
         bind = {"mapper": mapper, "clause": many.statement}
         connection = session.connection(bind_arguments=bind)
-        result = connection.execute(many.statement, params).all()
+        result = many.direct.all(connection, params)
         id_at = many.returned.index("id")
         keys_at = many.returned.index("idempotency_key"), many.returned.index("unique_key")
         rows = sorted(result, key=lambda row: row[id_at])
+        decode: Any = None
+        if not columns:
+            decode = connection.dialect._json_deserializer or json.loads
+            payload_at = many.returned.index("payload")
         inserted: list[Any] = []
         for spec in specs:  # the next row belongs to the next spec with its keys
             if len(inserted) == len(rows):
@@ -208,9 +217,48 @@ class Inserter(ManyInserter[JobT]):
             row = rows[len(inserted)]
             if (row[keys_at[0]], row[keys_at[1]]) != (spec.idempotency_key, spec.unique_key):
                 continue
+            if decode is not None:
+                row = list(row)
+                row[payload_at] = decode(row[payload_at])
             # A trace context is in `extra`: returned with the row, not left NULL.
             inserted.append(self._attach(session, mapper, spec, many, row, None))
         return inserted
+
+    def _returned(self, extra: tuple[str, ...]) -> list[Any]:
+        """The columns a batched INSERT returns: those the database fills, and the keys."""
+        mapper = self._mapper()
+        known = set(_SET_COLUMNS) - {"idempotency_key", "unique_key"}
+        known |= set(_NULL_COLUMNS) - set(extra)
+        mapped = set(mapper.columns.values())
+        return [c for c in self.model.__table__.c if c.name not in known and c in mapped]
+
+    def _many(self, extra: tuple[str, ...]) -> _One:
+        """`statements.enqueue` (an array per column) returning what `_attach` needs."""
+        many = self._manys.get(extra)
+        if many is None:
+            columns = self._returned(extra)
+            statement = statements.enqueue(self.model, extra=extra).returning(*columns)
+            many = self._manys[extra] = self._shape(statement, self._keys_of(columns))
+        return many
+
+    def _json(self, traced: bool) -> _One:
+        """`statements.enqueue_json` (one JSON parameter) returning what `_attach` needs.
+
+        ``payload`` is returned as its text: decoding it here costs a third of what
+        the driver's JSON loader does per row (bench/enqueue-results.md).
+        """
+        many = self._jsons.get(traced)
+        if many is None:
+            columns = self._returned(("trace_context",) if traced else ())
+            returning = [cast(c, Text).label(c.name) if c.name == "payload" else c for c in columns]
+            statement = statements.enqueue_json(self.model, traced=traced).returning(*returning)
+            many = self._jsons[traced] = self._shape(statement, self._keys_of(columns))
+        return many
+
+    def _keys_of(self, columns: Sequence[Any]) -> tuple[str, ...]:
+        """The attribute each of `columns` fills."""
+        mapper = self._mapper()
+        return tuple(mapper.get_property_by_column(c).key for c in columns)
 
     def _mapper(self) -> Mapper[Any]:
         """The model's mapper, configured: as the ORM makes sure before each statement.

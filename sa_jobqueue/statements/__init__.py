@@ -48,7 +48,13 @@ from sa_jobqueue.statements.dashboard import (
     workers_summary,
 )
 from sa_jobqueue.statements.durable_gauges import durable_gauges
-from sa_jobqueue.statements.inserts import by_keys, by_unique_keys, enqueue, enqueue_one
+from sa_jobqueue.statements.inserts import (
+    by_keys,
+    by_unique_keys,
+    enqueue,
+    enqueue_json,
+    enqueue_one,
+)
 from sa_jobqueue.statements.limits import (
     claim_limited,
     complete_and_lock,
@@ -119,6 +125,7 @@ __all__ = [
     "due_kinds",
     "durable_gauges",
     "enqueue",
+    "enqueue_json",
     "enqueue_one",
     "fail",
     "filter_conditions",
