@@ -53,6 +53,7 @@ from sa_jobqueue.statements.inserts import (
     by_unique_keys,
     enqueue,
     enqueue_json,
+    enqueue_json_arrays,
     enqueue_one,
 )
 from sa_jobqueue.statements.limits import (
@@ -126,6 +127,7 @@ __all__ = [
     "durable_gauges",
     "enqueue",
     "enqueue_json",
+    "enqueue_json_arrays",
     "enqueue_one",
     "fail",
     "filter_conditions",
