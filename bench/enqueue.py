@@ -9,7 +9,9 @@ not, with the load average:
 - *batch*: ``enqueue_many`` of 1,000 no-op jobs per transaction beside a raw psycopg
   multi-row ``INSERT ... VALUES`` of the same rows (`raw.insert_rows`), and beside
   PGQueuer's batch enqueue (``Queries.enqueue`` of lists of 1,000); target >= 0.9x raw,
-  >= 1.0x PGQueuer.
+  >= 1.0x PGQueuer. Two more raw forms of the same rows explain the ratios: ``INSERT ...
+  SELECT FROM unnest`` of one array per column (PGQueuer's form) and ``FROM
+  jsonb_to_recordset`` of one JSON array (`enqueue_many`'s form), `raw.insert_arrays`.
 - *marginal*: inside one open ``Session`` transaction, the cost of one more
   ``jobs.enqueue`` beside one more ``session.execute(insert(Job).values(...))`` of the
   same row on the same session (chunks of each alternate); target <= 1.25x.
@@ -209,7 +211,12 @@ def main() -> None:
             tag = f"rep {rep + 1}/{args.reps}"
             many = f.add("many", run.enqueue_many(url, batches, BATCH))
             raw_many = f.add("raw_many", run.raw_insert(url, batches, BATCH))
-            run.log(f"{tag}: enqueue_many {many:,.0f}/s, raw multi-row {raw_many:,.0f}/s")
+            unnest = f.add("raw_unnest", run.raw_insert(url, batches, BATCH, "unnest"))
+            as_json = f.add("raw_json", run.raw_insert(url, batches, BATCH, "json"))
+            run.log(
+                f"{tag}: enqueue_many {many:,.0f}/s, raw multi-row {raw_many:,.0f}/s, "
+                f"unnest {unnest:,.0f}/s, jsonb_to_recordset {as_json:,.0f}/s"
+            )
             ours, theirs = marginal(url, count)
             f.add("marginal", ours)
             f.add("marginal_raw", theirs)
@@ -231,6 +238,8 @@ def main() -> None:
     rows = [
         ("enqueue_many, 1,000 per transaction", "many"),
         ("raw multi-row INSERT, 1,000 per transaction", "raw_many"),
+        ("raw INSERT ... SELECT FROM unnest(5 arrays), 1,000 per transaction", "raw_unnest"),
+        ("raw INSERT ... SELECT FROM jsonb_to_recordset(1 JSON param), 1,000 per tx", "raw_json"),
         ("PGQueuer batch enqueue, 1,000 per call", "pg_many"),
         ("with Session, s.begin(): enqueue", "single"),
         ("with Session, s.begin(): raw psycopg INSERT (the Session's floor)", "floor"),
@@ -249,6 +258,10 @@ def main() -> None:
     print("\nTargets:")
     print(
         target("enqueue_many / raw multi-row INSERT", f.median("many") / f.median("raw_many"), 0.9)
+    )
+    print(
+        f"(enqueue_many / raw unnest: {f.median('many') / f.median('raw_unnest'):.2f}x; "
+        f"/ raw jsonb_to_recordset: {f.median('many') / f.median('raw_json'):.2f}x)"
     )
     if "pg_many" in f.values:
         print(target("enqueue_many / PGQueuer batch", f.median("many") / f.median("pg_many"), 1.0))

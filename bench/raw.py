@@ -96,6 +96,57 @@ def insert_rows(url: str, batches: int, size: int) -> tuple[int, float]:
         return batches * size, time.perf_counter() - started
 
 
+#: The same rows as `insert_rows`, each column one array parameter (what PGQueuer sends).
+INSERT_UNNEST = (
+    "INSERT INTO jobs (kind, queue, payload, priority, max_attempts) "
+    "SELECT kind, queue, payload::jsonb, priority, max_attempts "
+    "FROM unnest(%s::text[], %s::text[], %s::text[], %s::smallint[], %s::integer[]) "
+    "AS batch(kind, queue, payload, priority, max_attempts)"
+)
+
+#: The same rows as one JSON array parameter (what `enqueue_many` sends).
+INSERT_JSON = (
+    "INSERT INTO jobs (kind, queue, payload, priority, max_attempts) "
+    "SELECT kind, queue, payload, priority, max_attempts "
+    "FROM jsonb_to_recordset(%s::jsonb) "
+    "AS batch(kind text, queue text, payload jsonb, priority smallint, max_attempts integer)"
+)
+
+
+def insert_arrays(url: str, batches: int, size: int, *, form: str) -> tuple[int, float]:
+    """`insert_rows`' rows as ``INSERT ... SELECT``; (jobs, seconds).
+
+    `form` is ``"unnest"`` (one array parameter per column, `INSERT_UNNEST`) or
+    ``"json"`` (one JSON array of row objects, `INSERT_JSON`).
+    """
+    with psycopg.connect(dsn(url)) as conn:
+        conn.execute("SELECT 1")
+        conn.commit()
+        started = time.perf_counter()
+        for b in range(batches):
+            payloads = [json.dumps({"n": b * size + i}) for i in range(size)]
+            if form == "unnest":
+                statement = INSERT_UNNEST
+                params: list[object] = [
+                    ["noop"] * size,
+                    ["default"] * size,
+                    payloads,
+                    [0] * size,
+                    [20] * size,
+                ]
+            else:
+                statement = INSERT_JSON
+                rows = ",".join(
+                    f'{{"kind":"noop","queue":"default","payload":{p},'
+                    '"priority":0,"max_attempts":20}'
+                    for p in payloads
+                )
+                params = [f"[{rows}]"]
+            with conn.transaction():
+                conn.execute(statement, params)
+        return batches * size, time.perf_counter() - started
+
+
 def fill(url: str, kind: str, count: int) -> None:
     """Insert `count` due pending jobs of `kind` server-side, then ANALYZE."""
     with psycopg.connect(dsn(url), autocommit=True) as conn:

@@ -108,8 +108,12 @@ def enqueue_many(url: str, batches: int, size: int) -> float:
         engine.dispose()
 
 
-def raw_insert(url: str, batches: int, size: int) -> float:
-    count, seconds = raw.insert_rows(url, batches, size)
+def raw_insert(url: str, batches: int, size: int, form: str = "values") -> float:
+    """Jobs/s of raw psycopg INSERTs: multi-row ``VALUES``, or ``"unnest"``/``"json"``."""
+    if form == "values":
+        count, seconds = raw.insert_rows(url, batches, size)
+    else:
+        count, seconds = raw.insert_arrays(url, batches, size, form=form)
     return count / seconds
 
 

@@ -194,6 +194,40 @@ def _plain_json(value: Any, depth: int = 0) -> bool:
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def _plain_encoder() -> Any:
+    """`_ENCODER.encode` for a value `_plain_json` passed, without its per-call setup.
+
+    ``JSONEncoder.encode`` builds the C encoder anew on every call, which costs more
+    than encoding a small payload; this one is built once. It keeps no markers (no
+    circular check): a plain value is a tree no deeper than `MAX_DEPTH`. None where
+    the C encoder is missing or answers differently (another Python): then
+    `_ENCODER.encode` does it all.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    try:
+        chunks = make(
+            None, None, json.encoder.encode_basestring, None, ":", ",", False, False, False
+        )
+    except TypeError:  # another signature
+        return None
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    probe = {"a": [1, 2.5, -0.0, True, None, 'é\n"', 10**20], "": {"b": 1e16}}
+    try:
+        same = encode(probe) == _ENCODER.encode(probe) and encode("x") == '"x"'
+    except Exception:  # noqa: BLE001 - any surprise means: do not use it
+        return None
+    return encode if same else None
+
+
+#: `_ENCODER.encode` for plain values (see `_plain_encoder`), or None.
+_encode_plain = _plain_encoder()
+
+
 def _walk(value: Any, path: str, depth: int = 0) -> None:
     """Raise `PayloadError` at the first value that JSON/JSONB cannot store exactly."""
     if depth > MAX_DEPTH:
@@ -233,8 +267,9 @@ def dump_payload(payload: Any, max_bytes: int, *, name: str = "payload") -> str:
     plain = _plain_json(payload)
     if not plain:
         _walk(payload, name)
+    encode = _encode_plain if plain and _encode_plain is not None else _ENCODER.encode
     try:
-        text = _ENCODER.encode(payload)
+        text = encode(payload)
     except ValueError as exc:  # an int too long to print (sys.get_int_max_str_digits())
         raise PayloadError(name, "<a very long int>", str(exc)) from None
     try:

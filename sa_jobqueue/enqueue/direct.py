@@ -1,7 +1,8 @@
 """One enqueue's INSERT sent straight to the driver's cursor, as SQLAlchemy would send it.
 
 `Direct` holds one built statement and, per dialect, its SQL compiled once. `Direct.first`
-runs it on the caller's `Connection` and returns its first row. When nothing could tell
+runs it on the caller's `Connection` and returns its first row (`Direct.all`: every row,
+for the batched INSERT of `enqueue_many`). When nothing could tell
 the difference, that is SQLAlchemy's own ``Connection._cursor_execute`` (the path it takes
 for its special-case statements: echo, the dialect's ``do_execute`` hooks and its exception
 wrapping included) on a cursor of the connection's DBAPI connection, which skips the
@@ -13,6 +14,7 @@ enqueue's instructions (bench/cost.py). Otherwise (engine or connection events, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -23,7 +25,7 @@ __all__ = ["Direct"]
 
 
 class Direct:
-    """A RETURNING statement run for its first row, on the driver's cursor when it can."""
+    """A RETURNING statement run for its first row (or all), on the driver's cursor when it can."""
 
     def __init__(self, statement: ReturningInsert[Any]) -> None:
         self.statement = statement
@@ -32,6 +34,30 @@ class Direct:
 
     def first(self, connection: Connection, params: dict[str, Any]) -> Any:
         """The statement's first row on `connection` (None: it returned none)."""
+        sql = self._direct_sql(connection)
+        if sql is None:
+            return connection.execute(self.statement, params).first()
+        cursor = connection.connection.cursor()
+        try:
+            connection._cursor_execute(cursor, sql, params)
+            return cursor.fetchone()
+        finally:
+            cursor.close()
+
+    def all(self, connection: Connection, params: dict[str, Any]) -> Sequence[Any]:
+        """Every row the statement returns on `connection`, in the order it returns them."""
+        sql = self._direct_sql(connection)
+        if sql is None:
+            return connection.execute(self.statement, params).all()
+        cursor = connection.connection.cursor()
+        try:
+            connection._cursor_execute(cursor, sql, params)
+            return cursor.fetchall()
+        finally:
+            cursor.close()
+
+    def _direct_sql(self, connection: Connection) -> str | None:
+        """The SQL to send on the driver's cursor; None: through ``Connection.execute``."""
         sql = self._sql.get(connection.dialect, "")
         if sql == "":
             sql = self._sql[connection.dialect] = self._compile(connection.dialect)
@@ -41,13 +67,8 @@ class Direct:
             or connection.engine._has_events
             or "schema_translate_map" in connection._execution_options
         ):
-            return connection.execute(self.statement, params).first()
-        cursor = connection.connection.cursor()
-        try:
-            connection._cursor_execute(cursor, sql, params)
-            return cursor.fetchone()
-        finally:
-            cursor.close()
+            return None
+        return sql
 
     def _compile(self, dialect: Dialect) -> str | None:
         """The SQL for `dialect`, when its parameters and rows need no processing."""

@@ -8,18 +8,19 @@ that holds them. Many jobs go through the batched statement of `ManyInserter`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, inspect
+from sqlalchemy import JSON, DefaultClause, inspect
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached, scoped_session
 from sqlalchemy.orm.attributes import instance_dict, instance_state
 from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue import statements
 from sa_jobqueue.enqueue.direct import Direct
-from sa_jobqueue.enqueue.insert_many import ManyInserter
+from sa_jobqueue.enqueue.insert_many import ManyInserter, json_rows
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin, Status
@@ -57,6 +58,24 @@ _SET_COLUMNS = (
 
 
 _NULLS = dict.fromkeys(_NULL_COLUMNS)
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _defaults_to_now(column: Any) -> bool:
+    """Whether `column`'s server default is ``now()``: a new row holds the statement's now."""
+    default = column.server_default
+    return isinstance(default, DefaultClause) and str(default.arg) == "now()"
+
+
+def _decode_json(text: str) -> Any:
+    """JSON text to a value, as ``json.loads`` (psycopg's loader) does.
+
+    Without its checks for leading and trailing whitespace, which the server's JSON
+    output never has.
+    """
+    return _raw_decode(text)[0]
+
+
 _PENDING = Status.PENDING.value
 
 
@@ -99,8 +118,10 @@ class Inserter(ManyInserter[JobT]):
         # Whether one job's row can be attached without the ORM's loading: decided
         # on first use, once the application's mappers can be configured.
         self._plain: bool | None = None
-        # The batched statement returning what `_attach` needs, per extra columns.
+        # The batched statements returning what `_attach` needs: over arrays, per
+        # extra columns; over one JSON parameter, traced or not.
         self._manys: dict[tuple[str, ...], _One] = {}
+        self._jsons: dict[bool, tuple[_One, tuple[str, ...]]] = {}
 
     def insert_one(
         self,
@@ -171,46 +192,177 @@ class Inserter(ManyInserter[JobT]):
         self,
         session: Session,
         specs: Sequence[JobSpec],
-        extra: tuple[str, ...],
+        columns: dict[str, list[Any]],
         workflow: bool,
-        params: dict[str, Any],
+        trace_context: Mapping[str, str] | None,
     ) -> list[Any]:
         """`ManyInserter._rows`, built as `insert_one` builds its row where nothing could tell.
 
         The INSERT returns only what the database filled (and the keys, to pair each
         row with its spec: rows come back in the batch's order, less the specs whose
         key was taken), and each row is attached as `insert_one` attaches its own.
+        Without the application's own columns, the batch travels as one JSON
+        parameter and comes back as one row of arrays (`_json_rows`).
         """
         mapper = self._mapper()
         loaded = mapper.class_manager.dispatch.load
         if workflow or loaded or not (self._plain_model() and _plain_session(session)):
-            return super()._rows(session, specs, extra, workflow, params)
-        many = self._manys.get(extra)
-        if many is None:
-            known = set(_SET_COLUMNS) - {"idempotency_key", "unique_key"}
-            known |= set(_NULL_COLUMNS) - set(extra)
-            mapped = set(mapper.columns.values())
-            columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
-            statement = statements.enqueue(self.model, extra=extra).returning(*columns)
-            returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            many = self._manys[extra] = self._shape(statement, returned)
+            return super()._rows(session, specs, columns, workflow, trace_context)
         session._autoflush()  # as the ORM would before its statement
+        if not columns:
+            return self._json_rows(session, mapper, specs, trace_context)
+        extra, params = self._array_params(specs, columns, workflow, trace_context)
+        many = self._many(extra)
         bind = {"mapper": mapper, "clause": many.statement}
         connection = session.connection(bind_arguments=bind)
-        result = connection.execute(many.statement, params).all()
         id_at = many.returned.index("id")
-        keys_at = many.returned.index("idempotency_key"), many.returned.index("unique_key")
-        rows = sorted(result, key=lambda row: row[id_at])
-        inserted: list[Any] = []
-        for spec in specs:  # the next row belongs to the next spec with its keys
-            if len(inserted) == len(rows):
+        rows = sorted(connection.execute(many.statement, params), key=lambda row: row[id_at])
+        # A trace context is in `extra`: returned with the rows, not left NULL.
+        return self._attach_all(session, mapper, many, self._pair(many, specs, rows), {})
+
+    def _json_rows(
+        self,
+        session: Session,
+        mapper: Mapper[Any],
+        specs: Sequence[JobSpec],
+        trace_context: Mapping[str, str] | None,
+    ) -> list[Any]:
+        """Insert `specs` through `statements.enqueue_json_arrays`; attach the new rows.
+
+        ``payload`` comes back as text, decoded here as the driver would (the
+        dialect's ``json_deserializer``); the columns the database fills with
+        ``now()`` (and ``run_at`` where it is ``now()``) take the one ``now()`` returned.
+        """
+        many, now_filled = self._json(bool(trace_context))
+        params = {"rows": json_rows(specs)}
+        if trace_context:
+            params["trace_context"] = dumps(dict(trace_context))
+        bind = {"mapper": mapper, "clause": many.statement}
+        connection = session.connection(bind_arguments=bind)
+        *arrays, now = connection.execute(many.statement, params).one()
+        if arrays[0] is None:  # no job inserted: every key was taken
+            return []
+        rows = [list(row) for row in zip(*arrays, strict=True)]
+        decode = connection.dialect._json_deserializer or _decode_json
+        payload_at, run_at = many.returned.index("payload"), many.returned.index("run_at")
+        for row in rows:
+            row[payload_at] = decode(row[payload_at])
+            if row[run_at] is None:
+                row[run_at] = now
+        shared = dict.fromkeys(now_filled, now)
+        return self._attach_all(session, mapper, many, self._pair(many, specs, rows), shared)
+
+    @staticmethod
+    def _pair(
+        one: _One, specs: Sequence[JobSpec], rows: Sequence[Sequence[Any]]
+    ) -> list[tuple[JobSpec, Sequence[Any]]]:
+        """Each row (in id order) with its spec: the next spec that carries its keys."""
+        if len(rows) == len(specs):  # every spec inserted its row, in the batch's order
+            return list(zip(specs, rows, strict=True))
+        keys_at = one.returned.index("idempotency_key"), one.returned.index("unique_key")
+        paired: list[tuple[JobSpec, Sequence[Any]]] = []
+        for spec in specs:
+            if len(paired) == len(rows):
                 break
-            row = rows[len(inserted)]
-            if (row[keys_at[0]], row[keys_at[1]]) != (spec.idempotency_key, spec.unique_key):
+            row = rows[len(paired)]
+            if (row[keys_at[0]], row[keys_at[1]]) == (spec.idempotency_key, spec.unique_key):
+                paired.append((spec, row))
+        return paired
+
+    def _attach_all(
+        self,
+        session: Session,
+        mapper: Mapper[Any],
+        one: _One,
+        matched: Sequence[tuple[JobSpec, Sequence[Any]]],
+        shared: dict[str, Any],
+    ) -> list[Any]:
+        """`_attach` for each ``(spec, row)`` of a batch, with what they share looked up once.
+
+        `shared` holds the values of attributes every row takes (not in `one.returned`).
+        """
+        events = session.dispatch
+        if events.before_attach or events.after_attach or events.detached_to_persistent:
+            return [
+                self._attach(session, mapper, spec, one, row, None, shared) for spec, row in matched
+            ]
+        identity_map = session.identity_map
+        identity_class = mapper._identity_class
+        new_instance = mapper.class_manager.new_instance
+        returned, unloaded, session_id = one.returned, one.unloaded, session.hash_key
+        id_at = returned.index("id")
+        # What every new row holds alike; the spec's own values follow.
+        common = {**_NULLS, **shared, "status": _PENDING, "attempts": 0}
+        jobs: list[Any] = []
+        for spec, row in matched:
+            # identity_key_from_primary_key's key, for the one-column primary key
+            # (`_plain_model`) and no identity token.
+            key = (identity_class, (row[id_at],), None)
+            existing = identity_map.get(key)
+            if existing is not None:
+                jobs.append(existing)  # as an ORM load would: the session's object wins
                 continue
-            # A trace context is in `extra`: returned with the row, not left NULL.
-            inserted.append(self._attach(session, mapper, spec, many, row, None))
-        return inserted
+            job = new_instance()
+            values = instance_dict(job)
+            values.update(common)
+            values["kind"] = spec.kind
+            values["queue"] = spec.queue
+            values["priority"] = spec.priority
+            values["max_attempts"] = spec.max_attempts
+            values["idempotency_key"] = spec.idempotency_key
+            values["unique_key"] = spec.unique_key
+            values["concurrency_key"] = spec.concurrency_key
+            values.update(zip(returned, row, strict=True))
+            # As `_attach` does, row by row.
+            state = instance_state(job)
+            state.key = key
+            state.identity_token = None
+            if unloaded:
+                state._expire_attributes(values, unloaded)
+            state.session_id = session_id
+            identity_map._add_unpresent(state, key)
+            jobs.append(job)
+        return jobs
+
+    def _returned(self, extra: tuple[str, ...]) -> list[Any]:
+        """The columns a batched INSERT returns: those the database fills, and the keys."""
+        mapper = self._mapper()
+        known = set(_SET_COLUMNS) - {"idempotency_key", "unique_key"}
+        known |= set(_NULL_COLUMNS) - set(extra)
+        mapped = set(mapper.columns.values())
+        return [c for c in self.model.__table__.c if c.name not in known and c in mapped]
+
+    def _many(self, extra: tuple[str, ...]) -> _One:
+        """`statements.enqueue` (an array per column) returning what `_attach` needs."""
+        many = self._manys.get(extra)
+        if many is None:
+            columns = self._returned(extra)
+            statement = statements.enqueue(self.model, extra=extra).returning(*columns)
+            many = self._manys[extra] = self._shape(statement, self._keys_of(columns))
+        return many
+
+    def _json(self, traced: bool) -> tuple[_One, tuple[str, ...]]:
+        """`statements.enqueue_json_arrays` returning what `_attach` needs.
+
+        With it, the attributes that take the ``now()`` it returns: the columns whose
+        default is ``now()``.
+        """
+        found = self._jsons.get(traced)
+        if found is None:
+            columns = self._returned(("trace_context",) if traced else ())
+            now_filled = [c for c in columns if c.name != "run_at" and _defaults_to_now(c)]
+            arrays = [c for c in columns if c not in now_filled]
+            statement: Any = statements.enqueue_json_arrays(
+                self.model, traced=traced, returning=[c.name for c in arrays]
+            )
+            many = self._shape(statement, self._keys_of(arrays), also=self._keys_of(now_filled))
+            found = self._jsons[traced] = (many, self._keys_of(now_filled))
+        return found
+
+    def _keys_of(self, columns: Sequence[Any]) -> tuple[str, ...]:
+        """The attribute each of `columns` fills."""
+        mapper = self._mapper()
+        return tuple(mapper.get_property_by_column(c).key for c in columns)
 
     def _mapper(self) -> Mapper[Any]:
         """The model's mapper, configured: as the ORM makes sure before each statement.
@@ -273,8 +425,10 @@ class Inserter(ManyInserter[JobT]):
             one = self._ones[shape] = self._shape(statement, returned)
         return one
 
-    def _shape(self, statement: ReturningInsert[Any], returned: tuple[str, ...]) -> _One:
-        filled = {*_NULL_COLUMNS, *_SET_COLUMNS, *returned}
+    def _shape(
+        self, statement: ReturningInsert[Any], returned: tuple[str, ...], also: tuple[str, ...] = ()
+    ) -> _One:
+        filled = {*_NULL_COLUMNS, *_SET_COLUMNS, *returned, *also}
         unloaded = frozenset(self._mapper().class_manager) - filled
         return _One(statement, returned, Direct(statement), unloaded)
 
@@ -286,10 +440,12 @@ class Inserter(ManyInserter[JobT]):
         one: _One,
         row: Sequence[Any],
         trace_context: Mapping[str, str] | None,
+        shared: Mapping[str, Any] | None = None,
     ) -> Any:
         """The persistent object for the row just inserted, in `session`'s identity map."""
         values: dict[str, Any] = {
             **_NULLS,
+            **(shared or {}),
             "kind": spec.kind,
             "queue": spec.queue,
             "status": _PENDING,

@@ -1,13 +1,16 @@
-"""The batched INSERT of enqueue: many jobs as one statement over arrays, one round trip.
+"""The batched INSERT of enqueue: many jobs as one statement, one round trip.
 
 `ManyInserter` runs it for one model in the caller's session, never commits, inserts keyed
 jobs in key order, and returns the job that holds a key already taken; `Inserter` adds the
-one-row statement on top of it. See docs/enqueue.md#what-enqueue-does.
+one-row statement on top of it, and sends a batch without the application's own columns
+as one JSON parameter (`json_rows`). See docs/enqueue.md#what-enqueue-does.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timezone
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import JSON, Insert, select
@@ -24,6 +27,9 @@ __all__ = ["ManyInserter"]
 
 JobT = TypeVar("JobT", bound=JobMixin)
 
+#: A str as JSON text (keys are checked valid Unicode without NUL, see `validation`).
+_dumps_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
 
 def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
     """Positions of `specs` in insertion order: keyed specs sorted by key, in their slots."""
@@ -38,6 +44,46 @@ def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
 
 def _keys(spec: JobSpec) -> tuple[str, str]:
     return (spec.idempotency_key or "", spec.unique_key or "")
+
+
+def json_rows(specs: Sequence[JobSpec]) -> str:
+    """The ``:rows`` parameter of `statements.enqueue_json` for `specs`: a JSON array.
+
+    Each job's payload is already JSON text (`prepare`), so it is written in as it
+    is; kinds and queues are encoded once per distinct value; fields a job leaves at
+    their default (no run_at, no delay, no key) are left out (NULL in the statement).
+    ``run_at`` goes in UTC with its offset, so the server reads the same instant
+    whatever the session's time zone.
+
+    >>> from sa_jobqueue.enqueue.prepare import JobSpec
+    >>> json_rows([JobSpec("noop", "default", '{"n":1}', 0, 20, None, 0.0, None)])
+    '[{"kind":"noop","queue":"default","payload":{"n":1},"priority":0,"max_attempts":20}]'
+    """
+    names: dict[str, str] = {}
+    rows = []
+    for spec in specs:
+        kind = names.get(spec.kind)
+        if kind is None:
+            kind = names[spec.kind] = _dumps_text(spec.kind)
+        queue = names.get(spec.queue)
+        if queue is None:
+            queue = names[spec.queue] = _dumps_text(spec.queue)
+        row = (
+            f'{{"kind":{kind},"queue":{queue},"payload":{spec.payload},'
+            f'"priority":{spec.priority},"max_attempts":{spec.max_attempts}'
+        )
+        if spec.run_at is not None:
+            row += f',"run_at":"{spec.run_at.astimezone(timezone.utc).isoformat()}"'
+        elif spec.delay:
+            row += f',"delay":{spec.delay!r}'
+        if spec.idempotency_key is not None:
+            row += f',"idempotency_key":{_dumps_text(spec.idempotency_key)}'
+        if spec.unique_key is not None:
+            row += f',"unique_key":{_dumps_text(spec.unique_key)}'
+        if spec.concurrency_key is not None:
+            row += f',"concurrency_key":{_dumps_text(spec.concurrency_key)}'
+        rows.append(row + "}")
+    return f"[{','.join(rows)}]"
 
 
 class ManyInserter(Generic[JobT]):
@@ -85,7 +131,7 @@ class ManyInserter(Generic[JobT]):
         """
         if not specs:
             return []
-        self._extra_params(specs, trace_context)  # a bad mix of columns fails before any SQL
+        self._own_columns(specs)  # a bad mix of columns fails before any SQL
         # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
         # a key keep their place): ON CONFLICT waits on a concurrent transaction's
         # uncommitted key, and two batches taking the same keys in different orders
@@ -103,10 +149,8 @@ class ManyInserter(Generic[JobT]):
             return [job for job in result if job is not None]
         return self._insert_in_order(session, specs, insert_once)
 
-    def _extra_params(
-        self, specs: Sequence[JobSpec], trace_context: Mapping[str, str] | None
-    ) -> dict[str, list[Any]]:
-        """One array per extra column (the app's own columns, ``trace_context``), by name.
+    def _own_columns(self, specs: Sequence[JobSpec]) -> dict[str, list[Any]]:
+        """One array per column of the application's own that some spec sets, by name.
 
         A column given for some jobs of a batch only is NULL for the others, which
         needs it nullable and without a default (else one job would silently miss
@@ -134,8 +178,6 @@ class ManyInserter(Generic[JobT]):
                     json_column = isinstance(column.type, JSON) and value is not None
                     values.append(dumps(value) if json_column else value)
             arrays[name] = values
-        if trace_context:
-            arrays["trace_context"] = [dumps(dict(trace_context))] * len(specs)
         return arrays
 
     def _insert_in_order(
@@ -172,6 +214,23 @@ class ManyInserter(Generic[JobT]):
         trace_context: Mapping[str, str] | None,
         fresh: set[int] | None = None,
     ) -> list[Any]:
+        workflow = any(s.workflow for s in specs)
+        columns = self._own_columns(specs)
+        inserted = self._rows(session, specs, columns, workflow, trace_context)
+        if fresh is not None:
+            fresh.update(job.id for job in inserted)
+        if len(inserted) == len(specs):
+            return inserted
+        return self._match(session, specs, inserted)
+
+    def _array_params(
+        self,
+        specs: Sequence[JobSpec],
+        columns: dict[str, list[Any]],
+        workflow: bool,
+        trace_context: Mapping[str, str] | None,
+    ) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """`statements.enqueue`'s extra columns and its parameters: one array per column."""
         params: dict[str, Any] = {
             "kinds": [s.kind for s in specs],
             "queues": [s.queue for s in specs],
@@ -184,7 +243,6 @@ class ManyInserter(Generic[JobT]):
             "unique_keys": [s.unique_key for s in specs],
             "concurrency_keys": [s.concurrency_key for s in specs],
         }
-        workflow = any(s.workflow for s in specs)
         if workflow:
             params.update(
                 statuses=[s.status for s in specs],
@@ -193,25 +251,27 @@ class ManyInserter(Generic[JobT]):
                 has_dependents_list=[s.has_dependents for s in specs],
                 last_errors=[s.last_error for s in specs],
             )
-        extra = self._extra_params(specs, trace_context)
-        for name, values in extra.items():
+        extra = tuple(columns)
+        for name, values in columns.items():
             params[f"{name}_values"] = values
-        inserted = self._rows(session, specs, tuple(extra), workflow, params)
-        if fresh is not None:
-            fresh.update(job.id for job in inserted)
-        if len(inserted) == len(specs):
-            return inserted
-        return self._match(session, specs, inserted)
+        if trace_context:
+            extra += ("trace_context",)
+            params["trace_context_values"] = [dumps(dict(trace_context))] * len(specs)
+        return extra, params
 
     def _rows(
         self,
         session: Session,
         specs: Sequence[JobSpec],
-        extra: tuple[str, ...],
+        columns: dict[str, list[Any]],
         workflow: bool,
-        params: dict[str, Any],
+        trace_context: Mapping[str, str] | None,
     ) -> list[Any]:
-        """Run the batched INSERT; the rows it inserted, loaded, in id order."""
+        """Run the batched INSERT; the rows it inserted, loaded, in id order.
+
+        `columns` are the application's own columns some spec sets (`_own_columns`).
+        """
+        extra, params = self._array_params(specs, columns, workflow, trace_context)
         load = self._load(extra, workflow)
         return sorted(session.scalars(load, params).all(), key=lambda job: job.id)
 

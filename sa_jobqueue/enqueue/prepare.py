@@ -205,19 +205,67 @@ def prepare_many(
     check_columns: ColumnsCheck | None = None,
     check_after: AfterCheck | None = None,
 ) -> list[JobSpec]:
-    """Validate `items`: ``(kind, payload)`` pairs or dicts of `prepare`'s keywords."""
+    """Validate `items`: ``(kind, payload)`` pairs or dicts of `prepare`'s keywords.
+
+    A pair's job differs from the others of its kind by its payload alone: its kind
+    is checked, and its task's queue and max_attempts found, once per kind and call
+    (`_Pairs`); each payload is checked as `prepare` checks it.
+    """
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         raise ValidationError("items", items, "must be a list of (kind, payload) pairs or of dicts")
     specs = []
+    pairs = _Pairs(registry, max_payload_bytes, check_columns)
     for index, item in enumerate(items):
         try:
-            specs.append(
-                _prepare_item(registry, max_payload_bytes, item, check_columns, check_after)
-            )
+            if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
+                specs.append(pairs.spec(item[0], item[1]))
+            else:
+                specs.append(
+                    _prepare_item(registry, max_payload_bytes, item, check_columns, check_after)
+                )
         except ValidationError as exc:
             exc.args = (f"items[{index}]: {exc.args[0]}",)
             raise
     return specs
+
+
+class _Pairs:
+    """`prepare` for ``(kind, payload)`` pairs, with what depends on the kind alone kept."""
+
+    def __init__(
+        self, registry: Registry, max_payload_bytes: int, check_columns: ColumnsCheck | None
+    ) -> None:
+        self.registry = registry
+        self.max_payload_bytes = max_payload_bytes
+        self.check_columns = check_columns
+        #: Per kind: the spec of its job with an empty payload (every other field is
+        #: the same for each pair of that kind).
+        self.kinds: dict[str, JobSpec] = {}
+
+    def spec(self, kind: str, payload: Any) -> JobSpec:
+        """The spec `prepare` makes of ``(kind, payload)``; raises as `prepare` does."""
+        known = self.kinds.get(kind)
+        if known is None:
+            # The kind's checks come first, as in `prepare`: a bad kind is named
+            # before its payload. Not kept when it raises.
+            known = prepare(
+                self.registry, self.max_payload_bytes, kind, check_columns=self.check_columns
+            )
+            self.kinds[kind] = known
+        return JobSpec(
+            kind=known.kind,
+            queue=known.queue,
+            payload=known.payload
+            if payload is None
+            else validation.dump_payload(payload, self.max_payload_bytes),
+            priority=known.priority,
+            max_attempts=known.max_attempts,
+            run_at=None,
+            delay=0.0,
+            idempotency_key=None,
+            concurrency_key=known.concurrency_key,
+            columns=known.columns,
+        )
 
 
 def _prepare_item(

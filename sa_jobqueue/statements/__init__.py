@@ -49,7 +49,14 @@ from sa_jobqueue.statements.dashboard import (
 )
 from sa_jobqueue.statements.due import due_kinds, limited_due
 from sa_jobqueue.statements.durable_gauges import durable_gauges
-from sa_jobqueue.statements.inserts import by_keys, by_unique_keys, enqueue, enqueue_one
+from sa_jobqueue.statements.inserts import (
+    by_keys,
+    by_unique_keys,
+    enqueue,
+    enqueue_json,
+    enqueue_json_arrays,
+    enqueue_one,
+)
 from sa_jobqueue.statements.limits import (
     claim_limited,
     complete_and_lock,
@@ -118,6 +125,8 @@ __all__ = [
     "due_kinds",
     "durable_gauges",
     "enqueue",
+    "enqueue_json",
+    "enqueue_json_arrays",
     "enqueue_one",
     "fail",
     "filter_conditions",

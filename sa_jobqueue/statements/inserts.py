@@ -16,13 +16,14 @@ from sqlalchemy import (
     bindparam,
     case,
     cast,
+    column,
     func,
     literal,
     literal_column,
     null,
     select,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TIMESTAMP, aggregate_order_by
 from sqlalchemy.dialects.postgresql import Insert as PgInsert
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.dml import ReturningInsert
@@ -37,6 +38,8 @@ __all__ = [
     "by_keys",
     "by_unique_keys",
     "enqueue",
+    "enqueue_json",
+    "enqueue_json_arrays",
     "enqueue_one",
 ]
 
@@ -137,6 +140,111 @@ def enqueue(
     if workflow:
         columns += ["waiting_for", "after_failure", "has_dependents", "last_error", "finished_at"]
     return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
+
+
+#: The fields of one job in `enqueue_json`'s ``:rows``, with their SQL types.
+JSON_FIELDS = (
+    ("kind", Text),
+    ("queue", Text),
+    ("payload", JSONB),
+    ("priority", SmallInteger),
+    ("max_attempts", Integer),
+    ("run_at", TIMESTAMP(timezone=True)),
+    ("delay", Float),
+    ("idempotency_key", Text),
+    ("unique_key", Text),
+    ("concurrency_key", Text),
+)
+
+
+def enqueue_json(model: type[JobMixin], *, traced: bool = False) -> PgInsert:
+    """`enqueue`'s batch of jobs from one parameter: ``:rows``, a JSON array of objects.
+
+    Each object holds one job's fields, by the names of `JSON_FIELDS`: ``kind``,
+    ``queue``, ``payload`` (the JSON value itself), ``priority`` and ``max_attempts``,
+    and when set ``run_at`` (an ISO 8601 string with its offset) or ``delay`` (seconds),
+    ``idempotency_key``, ``unique_key``, ``concurrency_key``; a field left out is NULL.
+    The same rows, defaults and ``ON CONFLICT DO NOTHING`` as `enqueue`. With `traced`,
+    every row gets ``:trace_context`` (JSON text).
+
+    Why one JSON parameter rather than an array per column: the driver encodes a
+    Python list element by element in Python, ten arrays of 1,000 jobs are 10,000
+    values, while one string is sent as it is and the server parses it in C
+    (bench/enqueue-results.md).
+    """
+    batch = (
+        func.jsonb_to_recordset(cast(bindparam("rows", type_=Text), JSONB))
+        .table_valued(*(column(name, type_) for name, type_ in JSON_FIELDS))
+        .render_derived(name="batch", with_types=True)
+    )
+    delay = func.coalesce(batch.c.delay, literal_column("0", Float))
+    values = [
+        batch.c.kind,
+        batch.c.queue,
+        batch.c.payload,
+        batch.c.priority,
+        batch.c.max_attempts,
+        func.coalesce(batch.c.run_at, func.now() + seconds(delay)),
+        batch.c.idempotency_key,
+        batch.c.unique_key,
+        literal_column(f"'{Status.PENDING.value}'", Text),
+        literal_column("0", Integer),
+        batch.c.concurrency_key,
+    ]
+    columns = [
+        "kind",
+        "queue",
+        "payload",
+        "priority",
+        "max_attempts",
+        "run_at",
+        "idempotency_key",
+        "unique_key",
+        "status",
+        "attempts",
+        "concurrency_key",
+    ]
+    if traced:
+        values.append(cast(bindparam("trace_context", type_=Text), JSONB))
+        columns.append("trace_context")
+    rows = select(*values).select_from(batch)
+    return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
+
+
+def enqueue_json_arrays(
+    model: type[JobMixin], *, traced: bool = False, returning: Sequence[str] = ("id",)
+) -> Select[Any]:
+    """`enqueue_json`, returning its rows as one row of arrays, and ``now()`` once.
+
+    The row holds one array per column named in `returning`, in that order, each in
+    id order (the batch's order, less the jobs whose key was taken): ``payload`` as
+    JSON text, ``run_at`` NULL where it is ``now()``. Then ``now()`` itself: the value
+    of every column a new job takes from its default ``now()`` (``created_at``,
+    ``updated_at``). Why: loading a ``timestamptz`` costs the driver more than the rest
+    of a row, and ``RETURNING`` would send three of them per job, nearly all equal to
+    ``now()``; the arrays come back as one row. Over zero inserted jobs, each array is
+    NULL.
+    """
+    table = model.__table__
+    names = list(returning)
+    inserted = enqueue_json(model, traced=traced).returning(
+        *(table.c[name] for name in dict.fromkeys(["id", *names]))
+    )
+    rows = inserted.cte("inserted")
+    by_id = rows.c.id
+
+    def returned(name: str) -> Any:
+        if name == "payload":
+            return cast(rows.c.payload, Text)
+        if name == "run_at":
+            return func.nullif(rows.c.run_at, func.now())
+        return rows.c[name]
+
+    arrays: list[Any] = [
+        func.array_agg(aggregate_order_by(returned(name), by_id)).label(name) for name in names
+    ]
+    arrays.append(func.now().label("now"))
+    return select(*arrays)
 
 
 def enqueue_one(

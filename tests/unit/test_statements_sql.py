@@ -216,6 +216,13 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "live_counts": lambda: statements.live_counts(Job),
     "durable_gauges": lambda: statements.durable_gauges(Job),
     "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
+    "enqueue_json": lambda: statements.enqueue_json(Job),
+    "enqueue_json_traced": lambda: statements.enqueue_json(Job, traced=True).returning(
+        Job.id, Job.payload
+    ),
+    "enqueue_json_arrays": lambda: statements.enqueue_json_arrays(
+        Job, traced=True, returning=("id", "payload", "run_at", "idempotency_key")
+    ),
     "enqueue_one": lambda: statements.enqueue_one(Job, returning=("id", "payload", "run_at")),
     "enqueue_one_keyed": lambda: statements.enqueue_one(
         Job,

@@ -167,6 +167,27 @@ def test_dump_payload_is_compact_json_that_keeps_unicode():
     assert v.dump_payload(None, LIMIT) == "null"
 
 
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"order_id": 4, "name": "Zoë 🍰", "tags": ["a", None, True, 1.5], "nested": {}},
+        {"quote": 'a"b\\c\n\t\x01\u2028', "": [[], {}, [[[]]]]},
+        [0, -0.0, 1e16, 5e-324, 1.7976931348623157e308, 2**53 + 1, -(2**80), False],
+        (1, (2, 3)),
+        "just a string",
+        None,
+        1.5,
+        10**300,
+    ],
+)
+def test_plain_payloads_encode_as_the_json_encoder_does(payload):
+    # dump_payload takes a C encoder built once for plain values: same text to the byte.
+    assert v._encode_plain is not None  # CPython: the quick path is the one tested
+    assert v._plain_json(payload)
+    assert v._encode_plain(payload) == v._ENCODER.encode(payload)
+    assert v.dump_payload(payload, 10**6) == v._ENCODER.encode(payload)
+
+
 def test_payload_size_limit_counts_utf8_bytes():
     # '"' + n characters + '"': the limit is on the JSON text's UTF-8 bytes.
     assert v.dump_payload("x" * 98, 100) == '"' + "x" * 98 + '"'
@@ -270,6 +291,25 @@ def test_prepare_many_accepts_pairs_dicts_and_generators():
         ("send_receipt", "mail", "{}"),
     ]
     assert prepare_many(_registry(), LIMIT, []) == []
+
+
+def test_prepare_many_checks_each_pair_as_prepare_does():
+    # Pairs of one kind share its checks (made once per call), never one payload's.
+    registry = _registry()
+    items = [("send_receipt", {"i": i}) for i in range(3)] + [("a", None), ("send_receipt", [])]
+    specs = prepare_many(registry, LIMIT, items)
+    assert specs == [prepare(registry, LIMIT, kind, payload) for kind, payload in items]
+    assert [s.payload for s in specs] == ['{"i":0}', '{"i":1}', '{"i":2}', "{}", "[]"]
+    bad = [("send_receipt", {}), ("send_receipt", {"x": b"x"}), ("bad kind", {"x": b"x"})]
+    with pytest.raises(PayloadError, match=r"^items\[1\]: payload\['x'\]"):
+        prepare_many(registry, LIMIT, bad)
+    # A bad kind is named before its payload, as prepare() does.
+    with pytest.raises(ValidationError, match=r"^items\[0\]: kind='bad kind'"):
+        prepare_many(registry, LIMIT, bad[2:])
+    fair = JobQueue(Job)
+    fair.task("fair", fair=True)(lambda ctx: None)
+    with pytest.raises(ValidationError, match=r"^items\[1\]: concurrency_key=None: is needed"):
+        prepare_many(fair.registry, LIMIT, [{"kind": "fair", "concurrency_key": "k"}, ("fair", {})])
 
 
 def test_jobqueue_rejects_bad_configuration():
