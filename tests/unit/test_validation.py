@@ -7,6 +7,7 @@ import json
 from collections import OrderedDict
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -296,7 +297,8 @@ def test_prepare_many_accepts_pairs_dicts_and_generators():
 def test_prepare_many_checks_each_pair_as_prepare_does():
     # Pairs of one kind share its checks (made once per call), never one payload's.
     registry = _registry()
-    items = [("send_receipt", {"i": i}) for i in range(3)] + [("a", None), ("send_receipt", [])]
+    items: list[tuple[str, Any]] = [("send_receipt", {"i": i}) for i in range(3)]
+    items += [("a", None), ("send_receipt", [])]
     specs = prepare_many(registry, LIMIT, items)
     assert specs == [prepare(registry, LIMIT, kind, payload) for kind, payload in items]
     assert [s.payload for s in specs] == ['{"i":0}', '{"i":1}', '{"i":2}', "{}", "[]"]
