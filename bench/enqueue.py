@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import run  # noqa: E402
+import targets  # noqa: E402
 from app import Job, jobs  # noqa: E402
 from sqlalchemy import create_engine, event, insert, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
@@ -174,7 +175,20 @@ def peer_rate(python: Path, server_url: str, action: str, count: int) -> float:
     return peers.enqueue(python, "pgqueuer", server_url, count, action)
 
 
+#: This script's labels, by the name bench/targets.py gives each target.
+TARGET_NAMES = {
+    "enqueue_many / raw multi-row INSERT": "1 batch enqueue / raw multi-row INSERT",
+    "enqueue_many / PGQueuer batch": "1 batch enqueue / PGQueuer batch",
+    "marginal enqueue / raw session.execute(insert)": (
+        "2 marginal enqueue / raw session.execute(insert)"
+    ),
+    "whole enqueue / PGQueuer in a transaction": "2 whole enqueue / PGQueuer in a transaction",
+    "whole enqueue / PGQueuer autocommit": "2 whole enqueue / PGQueuer autocommit",
+}
+
+
 def target(label: str, ratio: float, goal: float, *, at_most: bool = False) -> str:
+    targets.record(TARGET_NAMES[label], ratio, goal, at_most=at_most)
     held = ratio <= goal if at_most else ratio >= goal
     sign = "<=" if at_most else ">="
     return f"- {label} {sign} {goal:g}x: {ratio:.2f}x -- {'holds' if held else 'does not hold'}"
