@@ -44,6 +44,22 @@ __all__ = [
 ]
 
 
+#: The columns both batched INSERTs fill, in the order of their SELECT's values.
+_INSERTED_COLUMNS = (
+    "kind",
+    "queue",
+    "payload",
+    "priority",
+    "max_attempts",
+    "run_at",
+    "idempotency_key",
+    "unique_key",
+    "status",
+    "attempts",
+    "concurrency_key",
+)
+
+
 def enqueue(
     model: type[JobMixin], *, extra: Sequence[str] = (), workflow: bool = False
 ) -> PgInsert:
@@ -123,20 +139,7 @@ def enqueue(
             batch.c.last_error,
             case((cancelled, func.now()), else_=null()),
         )
-    columns = [
-        "kind",
-        "queue",
-        "payload",
-        "priority",
-        "max_attempts",
-        "run_at",
-        "idempotency_key",
-        "unique_key",
-        "status",
-        "attempts",
-        "concurrency_key",
-        *(c.name for c in extras),
-    ]
+    columns = [*_INSERTED_COLUMNS, *(c.name for c in extras)]
     if workflow:
         columns += ["waiting_for", "after_failure", "has_dependents", "last_error", "finished_at"]
     return pg_insert(model).from_select(columns, rows).on_conflict_do_nothing()
@@ -191,19 +194,7 @@ def enqueue_json(model: type[JobMixin], *, traced: bool = False) -> PgInsert:
         literal_column("0", Integer),
         batch.c.concurrency_key,
     ]
-    columns = [
-        "kind",
-        "queue",
-        "payload",
-        "priority",
-        "max_attempts",
-        "run_at",
-        "idempotency_key",
-        "unique_key",
-        "status",
-        "attempts",
-        "concurrency_key",
-    ]
+    columns = list(_INSERTED_COLUMNS)
     if traced:
         values.append(cast(bindparam("trace_context", type_=Text), JSONB))
         columns.append("trace_context")
