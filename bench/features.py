@@ -38,9 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +49,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import targets  # noqa: E402
+from cost import _instructions  # noqa: E402  (the same callgrind run, by feature)
 
 #: The measured process: one feature, one count of plain jobs.
 CHILD = """
@@ -98,16 +97,6 @@ engine.dispose()
 
 FEATURES = ("none", "limits", "workflows", "durable")
 TARGET = 1.02
-
-
-def _instructions(script: Path, feature: str, n: int, url: str, out: Path) -> int:
-    command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
-    command += [sys.executable, str(script), feature, str(n), url]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"callgrind run failed ({feature} {n}):\n{done.stderr[-2000:]}")
-    return int(found.group(1))
 
 
 def main() -> None:

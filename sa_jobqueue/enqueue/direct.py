@@ -14,7 +14,7 @@ enqueue's instructions (bench/cost.py). Otherwise (engine or connection events, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -37,22 +37,24 @@ class Direct:
         sql = self._direct_sql(connection)
         if sql is None:
             return connection.execute(self.statement, params).first()
-        cursor = connection.connection.cursor()
-        try:
-            connection._cursor_execute(cursor, sql, params)
-            return cursor.fetchone()
-        finally:
-            cursor.close()
+        return self._on_cursor(connection, sql, params, lambda cursor: cursor.fetchone())
 
     def all(self, connection: Connection, params: dict[str, Any]) -> Sequence[Any]:
         """Every row the statement returns on `connection`, in the order it returns them."""
         sql = self._direct_sql(connection)
         if sql is None:
             return connection.execute(self.statement, params).all()
+        return self._on_cursor(connection, sql, params, lambda cursor: cursor.fetchall())
+
+    @staticmethod
+    def _on_cursor(
+        connection: Connection, sql: str, params: dict[str, Any], fetch: Callable[[Any], Any]
+    ) -> Any:
+        """Run `sql` on a cursor of the driver's connection, as SQLAlchemy does; `fetch` it."""
         cursor = connection.connection.cursor()
         try:
             connection._cursor_execute(cursor, sql, params)
-            return cursor.fetchall()
+            return fetch(cursor)
         finally:
             cursor.close()
 
