@@ -44,7 +44,10 @@ class Direct:
         sql = self._direct_sql(connection)
         if sql is None:
             return connection.execute(self.statement, params).all()
-        return self._on_cursor(connection, sql, params, lambda cursor: cursor.fetchall())
+        rows: Sequence[Any] = self._on_cursor(
+            connection, sql, params, lambda cursor: cursor.fetchall()
+        )
+        return rows
 
     @staticmethod
     def _on_cursor(
