@@ -12,6 +12,8 @@ not, with the load average:
   >= 1.0x PGQueuer. Two more raw forms of the same rows explain the ratios: ``INSERT ...
   SELECT FROM unnest`` of one array per column (PGQueuer's form) and ``FROM
   jsonb_to_recordset`` of one JSON array (`enqueue_many`'s form), `raw.insert_arrays`.
+  ``enqueue_many(..., ids_only=True)`` of the same rows has the same two targets: it
+  returns ids as PGQueuer does, where the default returns mapped rows.
 - *marginal*: inside one open ``Session`` transaction, the cost of one more
   ``jobs.enqueue`` beside one more ``session.execute(insert(Job).values(...))`` of the
   same row on the same session (chunks of each alternate); target <= 1.25x.
@@ -179,6 +181,10 @@ def peer_rate(python: Path, server_url: str, action: str, count: int) -> float:
 TARGET_NAMES = {
     "enqueue_many / raw multi-row INSERT": "1 batch enqueue / raw multi-row INSERT",
     "enqueue_many / PGQueuer batch": "1 batch enqueue / PGQueuer batch",
+    "enqueue_many(ids_only=True) / raw multi-row INSERT": (
+        "1 batch enqueue, ids only / raw multi-row INSERT"
+    ),
+    "enqueue_many(ids_only=True) / PGQueuer batch": "1 batch enqueue, ids only / PGQueuer batch",
     "marginal enqueue / raw session.execute(insert)": (
         "2 marginal enqueue / raw session.execute(insert)"
     ),
@@ -224,11 +230,13 @@ def main() -> None:
         for rep in range(args.reps):
             tag = f"rep {rep + 1}/{args.reps}"
             many = f.add("many", run.enqueue_many(url, batches, BATCH))
+            ids = f.add("ids", run.enqueue_many(url, batches, BATCH, ids_only=True))
             raw_many = f.add("raw_many", run.raw_insert(url, batches, BATCH))
             unnest = f.add("raw_unnest", run.raw_insert(url, batches, BATCH, "unnest"))
             as_json = f.add("raw_json", run.raw_insert(url, batches, BATCH, "json"))
             run.log(
-                f"{tag}: enqueue_many {many:,.0f}/s, raw multi-row {raw_many:,.0f}/s, "
+                f"{tag}: enqueue_many {many:,.0f}/s, ids only {ids:,.0f}/s, "
+                f"raw multi-row {raw_many:,.0f}/s, "
                 f"unnest {unnest:,.0f}/s, jsonb_to_recordset {as_json:,.0f}/s"
             )
             ours, theirs = marginal(url, count)
@@ -251,6 +259,7 @@ def main() -> None:
     print("|---|---|")
     rows = [
         ("enqueue_many, 1,000 per transaction", "many"),
+        ("enqueue_many(ids_only=True), 1,000 per transaction", "ids"),
         ("raw multi-row INSERT, 1,000 per transaction", "raw_many"),
         ("raw INSERT ... SELECT FROM unnest(5 arrays), 1,000 per transaction", "raw_unnest"),
         ("raw INSERT ... SELECT FROM jsonb_to_recordset(1 JSON param), 1,000 per tx", "raw_json"),
@@ -277,8 +286,12 @@ def main() -> None:
         f"(enqueue_many / raw unnest: {f.median('many') / f.median('raw_unnest'):.2f}x; "
         f"/ raw jsonb_to_recordset: {f.median('many') / f.median('raw_json'):.2f}x)"
     )
+    ids_ratio = f.median("ids") / f.median("raw_many")
+    print(target("enqueue_many(ids_only=True) / raw multi-row INSERT", ids_ratio, 0.9))
     if "pg_many" in f.values:
         print(target("enqueue_many / PGQueuer batch", f.median("many") / f.median("pg_many"), 1.0))
+        ids_ratio = f.median("ids") / f.median("pg_many")
+        print(target("enqueue_many(ids_only=True) / PGQueuer batch", ids_ratio, 1.0))
     ratio = f.median("marginal") / f.median("marginal_raw")
     print(target("marginal enqueue / raw session.execute(insert)", ratio, 1.25, at_most=True))
     if "pg_tx" in f.values:

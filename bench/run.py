@@ -93,16 +93,17 @@ def enqueue_single(url: str, count: int) -> float:
         engine.dispose()
 
 
-def enqueue_many(url: str, batches: int, size: int) -> float:
+def enqueue_many(url: str, batches: int, size: int, *, ids_only: bool = False) -> float:
+    """Jobs/s of `enqueue_many` of `size` jobs per transaction (`ids_only`: ids back)."""
     engine = create_engine(url)
     try:
         with Session(engine) as session, session.begin():
-            jobs.enqueue_many(session, [("noop", {"n": -1})])
+            jobs.enqueue_many(session, [("noop", {"n": -1})], ids_only=ids_only)
         started = time.perf_counter()
         for b in range(batches):
             items = [("noop", {"n": b * size + i}) for i in range(size)]
             with Session(engine) as session, session.begin():
-                jobs.enqueue_many(session, items)
+                jobs.enqueue_many(session, items, ids_only=ids_only)
         return batches * size / (time.perf_counter() - started)
     finally:
         engine.dispose()

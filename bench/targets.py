@@ -28,6 +28,8 @@ FILE = Path(__file__).parent / "out" / "targets.jsonl"
 EXPECTED: dict[str, str] = {
     "1 batch enqueue / raw multi-row INSERT": "enqueue.py",
     "1 batch enqueue / PGQueuer batch": "enqueue.py",
+    "1 batch enqueue, ids only / raw multi-row INSERT": "enqueue.py",
+    "1 batch enqueue, ids only / PGQueuer batch": "enqueue.py",
     "2 marginal enqueue / raw session.execute(insert)": "enqueue.py",
     "2 whole enqueue / PGQueuer in a transaction": "enqueue.py",
     "2 whole enqueue / PGQueuer autocommit": "enqueue.py",

@@ -8,7 +8,7 @@ their ``send`` span, through `Inserter`, `KeyedInserter` or `Graph`. See docs/en
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 
 from sqlalchemy.orm import Session, scoped_session
 
@@ -20,6 +20,7 @@ from sa_jobqueue.enqueue.keyed import KeyedEnqueue, KeyedInserter, check_keyed
 from sa_jobqueue.enqueue.prepare import (
     EnqueueOptions,
     JobSpec,
+    check_ids_only,
     check_options,
     prepare,
     prepare_many,
@@ -89,7 +90,8 @@ class EnqueueAPI(Generic[JobT]):
         if keyed_enqueue is not None:
             return self._insert_keyed(_plain(session), spec, keyed_enqueue)
         if spec.after:
-            return self._insert_many(_plain(session), [spec])[0]
+            job: JobT = self._insert_many(_plain(session), [spec])[0]
+            return job
         return self._insert_one(session, spec)
 
     def _prepare(
@@ -140,9 +142,36 @@ class EnqueueAPI(Generic[JobT]):
             produced.inserted([job.id])
         return job
 
+    @overload
     def enqueue_many(
-        self, session: Session | scoped_session[Any], items: Iterable[Any]
-    ) -> list[JobT]:
+        self,
+        session: Session | scoped_session[Any],
+        items: Iterable[Any],
+        *,
+        ids_only: Literal[False] = False,
+    ) -> list[JobT]: ...
+
+    @overload
+    def enqueue_many(
+        self,
+        session: Session | scoped_session[Any],
+        items: Iterable[Any],
+        *,
+        ids_only: Literal[True],
+    ) -> list[int]: ...
+
+    @overload
+    def enqueue_many(
+        self, session: Session | scoped_session[Any], items: Iterable[Any], *, ids_only: bool
+    ) -> list[JobT] | list[int]: ...
+
+    def enqueue_many(
+        self,
+        session: Session | scoped_session[Any],
+        items: Iterable[Any],
+        *,
+        ids_only: bool = False,
+    ) -> list[JobT] | list[int]:
         """Add many jobs in one round trip; return their rows in the order given.
 
         `items` are ``(kind, payload)`` pairs or dicts of `enqueue`'s keywords plus
@@ -152,9 +181,18 @@ class EnqueueAPI(Generic[JobT]):
 
         Same transaction rules, idempotency and unique keys as `enqueue`; one bad item rejects
         the whole call before the session is touched.
+
+        With ``ids_only=True`` it returns the jobs' ids instead (in the order given; for an
+        item whose key was taken, the id of the job holding it) and builds no mapped
+        object: nothing joins the session, which makes a batch of 1,000 about a third
+        cheaper (docs/enqueue.md#ids-only). For bulk loads that need only the ids.
         """
         check_sync_session(session, "enqueue_many", "aenqueue_many")
-        return self._insert_many(_plain(session), self._prepare_many(items))
+        check_ids_only(ids_only)
+        specs = self._prepare_many(items)
+        if ids_only:
+            return self._insert_ids(_plain(session), specs)
+        return self._insert_many(_plain(session), specs)
 
     def _prepare_many(self, items: Iterable[Any]) -> list[JobSpec]:
         return prepare_many(
@@ -162,21 +200,42 @@ class EnqueueAPI(Generic[JobT]):
         )
 
     def _insert_many(
-        self, session: Session, specs: Sequence[JobSpec], batch_id: int | None = None
-    ) -> list[JobT]:
-        """Insert `specs` inside their ``send`` span: through `Graph` when one waits."""
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        batch_id: int | None = None,
+        *,
+        ids_only: bool = False,
+    ) -> list[Any]:
+        """Insert `specs` inside their ``send`` span: through `Graph` when one waits.
+
+        The rows are mapped jobs, or with `ids_only` `Inserted` (id and keys).
+        """
         with tracing.producing([spec.queue for spec in specs], len(specs)) as produced:
-            rows: list[JobT]
+            carrier = produced.carrier
+            rows: list[Any]
             if batch_id is not None or self._graph.needed(specs):
                 rows = self._graph.insert(
-                    session, specs, trace_context=produced.carrier, batch_id=batch_id
+                    session, specs, trace_context=carrier, batch_id=batch_id, ids_only=ids_only
                 )
             else:
-                rows = self._inserter.insert(session, specs, trace_context=produced.carrier)
+                rows = self._inserter.insert(
+                    session, specs, trace_context=carrier, ids_only=ids_only
+                )
             produced.inserted([row.id for row in rows])
         return rows
 
-    def _insert_members(self, session: Session, specs: Sequence[JobSpec], batch_id: int) -> Any:
+    def _insert_ids(
+        self, session: Session, specs: Sequence[JobSpec], batch_id: int | None = None
+    ) -> list[int]:
+        """`_insert_many` returning the ids only: no mapped object is built."""
+        return [row.id for row in self._insert_many(session, specs, batch_id, ids_only=True)]
+
+    def _insert_members(
+        self, session: Session, specs: Sequence[JobSpec], batch_id: int, ids_only: bool = False
+    ) -> Any:
+        if ids_only:
+            return self._insert_ids(session, specs, batch_id)
         return self._insert_many(session, specs, batch_id)
 
     def batch(self, session: Session, *, callback: Any) -> Batch[JobT]:
@@ -324,13 +383,34 @@ class EnqueueAPI(Generic[JobT]):
             produced.inserted([job.id])
         return job
 
-    async def aenqueue_many(self, session: AsyncSession, items: Iterable[Any]) -> list[JobT]:
+    @overload
+    async def aenqueue_many(
+        self, session: AsyncSession, items: Iterable[Any], *, ids_only: Literal[False] = False
+    ) -> list[JobT]: ...
+
+    @overload
+    async def aenqueue_many(
+        self, session: AsyncSession, items: Iterable[Any], *, ids_only: Literal[True]
+    ) -> list[int]: ...
+
+    @overload
+    async def aenqueue_many(
+        self, session: AsyncSession, items: Iterable[Any], *, ids_only: bool
+    ) -> list[JobT] | list[int]: ...
+
+    async def aenqueue_many(
+        self, session: AsyncSession, items: Iterable[Any], *, ids_only: bool = False
+    ) -> list[JobT] | list[int]:
         """`enqueue_many` for an `AsyncSession`: one round trip, rows in the order given.
 
-        Same items, rules and idempotency as `enqueue_many`; never commits.
+        Same items, rules, idempotency and ``ids_only`` as `enqueue_many`; never commits.
         """
         check_async_session(session, "aenqueue_many")
+        check_ids_only(ids_only)
         specs = self._prepare_many(items)
+        if ids_only:
+            ids: list[int] = await session.run_sync(self._insert_ids, specs)
+            return ids
         rows: list[JobT] = await session.run_sync(self._insert_many, specs)
         return rows
 

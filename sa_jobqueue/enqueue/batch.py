@@ -12,11 +12,11 @@ callback at once. See docs/workflows.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from sqlalchemy.orm import Session, SessionTransaction
 
-from sa_jobqueue.enqueue.prepare import JobSpec
+from sa_jobqueue.enqueue.prepare import JobSpec, check_ids_only
 from sa_jobqueue.errors import BatchClosedError
 from sa_jobqueue.schema.model import JobMixin
 
@@ -29,8 +29,8 @@ JobT = TypeVar("JobT", bound=JobMixin)
 
 #: Validates batch items (`prepare_many` bound to the queue): items -> specs.
 Prepare = Callable[[Iterable[Any]], list[JobSpec]]
-#: Inserts specs as members of the batch whose callback has the given id.
-Insert = Callable[[Session, Sequence[JobSpec], int], list[Any]]
+#: Inserts specs as members of the batch whose callback has the given id (ids only, or not).
+Insert = Callable[[Session, Sequence[JobSpec], int, bool], list[Any]]
 
 
 class Batch(Generic[JobT]):
@@ -90,8 +90,21 @@ class Batch(Generic[JobT]):
         """
         return self.enqueue_many([{"kind": kind, "payload": payload, **options}])[0]
 
-    def enqueue_many(self, items: Iterable[Any]) -> list[JobT]:
+    @overload
+    def enqueue_many(
+        self, items: Iterable[Any], *, ids_only: Literal[False] = False
+    ) -> list[JobT]: ...
+
+    @overload
+    def enqueue_many(self, items: Iterable[Any], *, ids_only: Literal[True]) -> list[int]: ...
+
+    @overload
+    def enqueue_many(self, items: Iterable[Any], *, ids_only: bool) -> list[JobT] | list[int]: ...
+
+    def enqueue_many(self, items: Iterable[Any], *, ids_only: bool = False) -> list[Any]:
         """Add many jobs to the batch in one round trip (`JobQueue.enqueue_many`'s items).
+
+        With ``ids_only=True``, their ids instead of their rows, as `JobQueue.enqueue_many`.
 
         Raises:
             BatchClosedError: the batch's transaction has ended.
@@ -101,16 +114,31 @@ class Batch(Generic[JobT]):
                 f"batch {self.id} belongs to an AsyncSession: use await batch.aenqueue_many()"
             )
         self._check_open()
+        check_ids_only(ids_only)
         specs = self._prepare(items)
-        rows: list[JobT] = self._insert(self.session, specs, self.id)
-        return rows
+        return self._insert(self.session, specs, self.id, ids_only)
 
     async def aenqueue(self, kind: str, payload: Any = None, **options: Any) -> JobT:
         """`enqueue` for a batch made on an `AsyncSession` (``jobs.abatch``)."""
         rows = await self.aenqueue_many([{"kind": kind, "payload": payload, **options}])
         return rows[0]
 
-    async def aenqueue_many(self, items: Iterable[Any]) -> list[JobT]:
+    @overload
+    async def aenqueue_many(
+        self, items: Iterable[Any], *, ids_only: Literal[False] = False
+    ) -> list[JobT]: ...
+
+    @overload
+    async def aenqueue_many(
+        self, items: Iterable[Any], *, ids_only: Literal[True]
+    ) -> list[int]: ...
+
+    @overload
+    async def aenqueue_many(
+        self, items: Iterable[Any], *, ids_only: bool
+    ) -> list[JobT] | list[int]: ...
+
+    async def aenqueue_many(self, items: Iterable[Any], *, ids_only: bool = False) -> list[Any]:
         """`enqueue_many` for a batch made on an `AsyncSession` (``jobs.abatch``)."""
         session = self.session
         if isinstance(session, Session):
@@ -118,6 +146,7 @@ class Batch(Generic[JobT]):
                 f"batch {self.id} belongs to a Session: use batch.enqueue_many()"
             )
         self._check_open()
+        check_ids_only(ids_only)
         specs = self._prepare(items)
-        rows: list[JobT] = await session.run_sync(self._insert, specs, self.id)
+        rows: list[Any] = await session.run_sync(self._insert, specs, self.id, ids_only)
         return rows

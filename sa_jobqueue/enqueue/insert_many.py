@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timezone
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
-from sqlalchemy import JSON, Insert, select
+from sqlalchemy import JSON, Insert, inspect, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
@@ -23,12 +23,20 @@ from sa_jobqueue.errors import JobQueueError, ValidationError
 from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin
 
-__all__ = ["ManyInserter"]
+__all__ = ["Inserted", "ManyInserter"]
 
 JobT = TypeVar("JobT", bound=JobMixin)
 
 #: A str as JSON text (keys are checked valid Unicode without NUL, see `validation`).
 _dumps_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class Inserted(NamedTuple):
+    """What ``ids_only`` inserts return for one job: its id and its keys, no mapped object."""
+
+    id: int
+    idempotency_key: str | None
+    unique_key: str | None
 
 
 def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
@@ -99,6 +107,14 @@ class ManyInserter(Generic[JobT]):
         self._loads: dict[tuple[tuple[str, ...], bool], ExecutableReturnsRows] = {}
         self._by_keys = statements.by_keys(model)
         self._by_unique_keys = statements.by_unique_keys(model)
+        # The same lookups for ``ids_only``: the id and keys, not the mapped row.
+        keys_only = (model.id, model.idempotency_key, model.unique_key)
+        self._ids_by_keys = self._by_keys.with_only_columns(*keys_only)
+        self._ids_by_unique_keys = self._by_unique_keys.with_only_columns(*keys_only)
+        # The statements of ``ids_only`` inserts: per extra columns and workflow or not;
+        # over one JSON parameter, traced or not.
+        self._id_loads: dict[tuple[tuple[str, ...], bool], Any] = {}
+        self._id_jsons: dict[bool, Any] = {}
 
     def _load(self, extra: tuple[str, ...], workflow: bool = False) -> ExecutableReturnsRows:
         load = self._loads.get((extra, workflow))
@@ -117,7 +133,8 @@ class ManyInserter(Generic[JobT]):
         *,
         trace_context: Mapping[str, str] | None = None,
         fresh: set[int] | None = None,
-    ) -> list[JobT]:
+        ids_only: bool = False,
+    ) -> list[Any]:
         """Insert `specs` in `session`'s transaction; return one row per spec, in order.
 
         A spec whose idempotency key already exists (committed, or inserted by a
@@ -127,7 +144,9 @@ class ManyInserter(Generic[JobT]):
         stays usable. One round trip, plus one more when some keys were taken.
         Every new row gets `trace_context` (the enqueue span's W3C context), if any.
         The ids of the rows this call inserted (not those found by a key) are added to
-        `fresh`, when given: a workflow adds edges for those only.
+        `fresh`, when given: a workflow adds edges for those only. With `ids_only`, each
+        row is an `Inserted` (id and keys) and nothing is added to `session`'s identity
+        map: no mapped object is built, which is most of a large batch's Python cost.
         """
         if not specs:
             return []
@@ -139,14 +158,14 @@ class ManyInserter(Generic[JobT]):
         order = _lock_order(specs)
 
         def insert_once(session: Session, batch: Sequence[JobSpec]) -> list[Any]:
-            return self._insert_once(session, batch, trace_context, fresh)
+            return self._insert_once(session, batch, trace_context, fresh, ids_only)
 
         if order != sorted(order):
             rows = self._insert_in_order(session, [specs[i] for i in order], insert_once)
-            result: list[JobT | None] = [None] * len(specs)
+            result: list[Any] = [None] * len(specs)
             for position, index in enumerate(order):
                 result[index] = rows[position]
-            return [job for job in result if job is not None]
+            return result
         return self._insert_in_order(session, specs, insert_once)
 
     def _own_columns(self, specs: Sequence[JobSpec]) -> dict[str, list[Any]]:
@@ -213,15 +232,19 @@ class ManyInserter(Generic[JobT]):
         specs: Sequence[JobSpec],
         trace_context: Mapping[str, str] | None,
         fresh: set[int] | None = None,
+        ids_only: bool = False,
     ) -> list[Any]:
         workflow = any(s.workflow for s in specs)
         columns = self._own_columns(specs)
-        inserted = self._rows(session, specs, columns, workflow, trace_context)
+        if ids_only:
+            inserted = self._id_rows(session, specs, columns, workflow, trace_context)
+        else:
+            inserted = self._rows(session, specs, columns, workflow, trace_context)
         if fresh is not None:
             fresh.update(job.id for job in inserted)
         if len(inserted) == len(specs):
             return inserted
-        return self._match(session, specs, inserted)
+        return self._match(session, specs, inserted, ids_only)
 
     def _array_params(
         self,
@@ -275,11 +298,66 @@ class ManyInserter(Generic[JobT]):
         load = self._load(extra, workflow)
         return sorted(session.scalars(load, params).all(), key=lambda job: job.id)
 
-    def _match(self, session: Session, specs: Sequence[JobSpec], inserted: list[Any]) -> list[Any]:
+    def _id_rows(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        columns: dict[str, list[Any]],
+        workflow: bool,
+        trace_context: Mapping[str, str] | None,
+    ) -> list[Inserted]:
+        """`_rows` for ``ids_only``: the id and keys of each row inserted, in id order.
+
+        Without the application's own columns or workflow columns, the batch travels
+        as one JSON parameter and comes back as one row of arrays; otherwise as
+        `statements.enqueue`'s arrays, a row per job. Through `Session.execute`, so the
+        session flushes first and its execution events see the statement, as an ORM
+        load's would.
+        """
+        bind = {"mapper": inspect(self.model)}
+        if not columns and not workflow:
+            traced = bool(trace_context)
+            statement = self._id_jsons.get(traced)
+            if statement is None:
+                statement = self._id_jsons[traced] = statements.enqueue_json_arrays(
+                    self.model, traced=traced, returning=Inserted._fields
+                )
+            params: dict[str, Any] = {"rows": json_rows(specs)}
+            if traced:
+                params["trace_context"] = dumps(dict(trace_context or {}))
+            ids, keys, unique_keys, _now = session.execute(
+                statement, params, bind_arguments=bind
+            ).one()
+            if ids is None:  # no job inserted: every key was taken
+                return []
+            return [Inserted(*row) for row in zip(ids, keys, unique_keys, strict=True)]
+        extra, params = self._array_params(specs, columns, workflow, trace_context)
+        statement = self._id_loads.get((extra, workflow))
+        if statement is None:
+            table = self.model.__table__
+            inserted = statements.enqueue(self.model, extra=extra, workflow=workflow).returning(
+                *(table.c[name] for name in Inserted._fields)
+            )
+            # Selected from, as a CTE: a Core statement the session runs as it is (an
+            # ORM-enabled INSERT with parameters would be taken for a bulk insert).
+            cte = inserted.cte("inserted")
+            statement = select(*(cte.c[name] for name in Inserted._fields))
+            self._id_loads[extra, workflow] = statement
+        rows = session.execute(statement, params, bind_arguments=bind)
+        return sorted((Inserted(*row) for row in rows), key=lambda row: row.id)
+
+    def _match(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        inserted: list[Any],
+        ids_only: bool = False,
+    ) -> list[Any]:
         """One row per spec: the row it inserted, or the row whose key it conflicted with.
 
         None for a spec whose unique key conflicted with a job that has finished
-        since (the caller inserts it again).
+        since (the caller inserts it again). With `ids_only`, the rows found by a key
+        are `Inserted` too.
         """
         # Rows come back in id order, which is the batch's order. A spec conflicts
         # with a row inserted before (or earlier in this batch), and then so would
@@ -314,7 +392,7 @@ class ManyInserter(Generic[JobT]):
             - set(by_key)
         )
         if wanted:
-            for job in session.scalars(self._by_keys, {"keys": wanted}):
+            for job in self._found(session, self._by_keys, self._ids_by_keys, ids_only, wanted):
                 by_key[job.idempotency_key] = job
         wanted_unique = sorted(
             {
@@ -325,7 +403,8 @@ class ManyInserter(Generic[JobT]):
             - set(by_unique)
         )
         if wanted_unique:
-            for job in session.scalars(self._by_unique_keys, {"unique_keys": wanted_unique}):
+            lookups = self._by_unique_keys, self._ids_by_unique_keys
+            for job in self._found(session, *lookups, ids_only, wanted_unique, "unique_keys"):
                 by_unique[job.unique_key] = job
         result: list[Any] = []
         for spec, row in zip(specs, own, strict=True):
@@ -344,3 +423,17 @@ class ManyInserter(Generic[JobT]):
                 )
             result.append(row)
         return result
+
+    @staticmethod
+    def _found(
+        session: Session,
+        rows: Any,
+        ids: Any,
+        ids_only: bool,
+        keys: list[str],
+        name: str = "keys",
+    ) -> Sequence[Any]:
+        """The jobs holding `keys`: mapped rows, or `Inserted` for ``ids_only``."""
+        if ids_only:
+            return [Inserted(*row) for row in session.execute(ids, {name: keys})]
+        return session.scalars(rows, {name: keys}).all()

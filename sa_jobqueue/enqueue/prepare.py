@@ -18,7 +18,14 @@ from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.model import AFTER_FAILURE, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.tasks import Registry
 
-__all__ = ["EnqueueOptions", "JobSpec", "check_options", "prepare", "prepare_many"]
+__all__ = [
+    "EnqueueOptions",
+    "JobSpec",
+    "check_ids_only",
+    "check_options",
+    "prepare",
+    "prepare_many",
+]
 
 
 class EnqueueOptions(TypedDict, total=False):
@@ -76,6 +83,13 @@ class EnqueueOptions(TypedDict, total=False):
 _OPTIONS = frozenset(
     {"kind", "payload"} | (EnqueueOptions.__optional_keys__ - {"debounce", "throttle"})
 )
+
+
+def check_ids_only(value: object) -> bool:
+    """`value` as ``enqueue_many``'s ``ids_only``: True or False, or a `ValidationError`."""
+    if not isinstance(value, bool):
+        raise ValidationError("ids_only", value, "must be True or False")
+    return value
 
 
 def check_options(call: str, options: Mapping[str, object]) -> None:

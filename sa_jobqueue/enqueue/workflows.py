@@ -124,8 +124,11 @@ class Graph(Generic[JobT]):
         *,
         trace_context: Mapping[str, str] | None = None,
         batch_id: int | None = None,
-    ) -> list[JobT]:
+        ids_only: bool = False,
+    ) -> list[Any]:
         """Insert `specs` (waiting where they wait), their edges, and join `batch_id`.
+
+        The rows are mapped jobs, or with `ids_only` the inserter's `Inserted` (id and keys).
 
         Raises:
             ValidationError: an ``after=`` id names no job of this table (nothing
@@ -135,7 +138,9 @@ class Graph(Generic[JobT]):
         statuses = self._lock_upstream(session, specs)
         planned = [_plan(spec, statuses, batch_id is not None) for spec in specs]
         fresh: set[int] = set()
-        rows = self.inserter.insert(session, planned, trace_context=trace_context, fresh=fresh)
+        rows = self.inserter.insert(
+            session, planned, trace_context=trace_context, fresh=fresh, ids_only=ids_only
+        )
         job_ids: list[int] = []
         upstream_ids: list[int] = []
         for row, spec in zip(rows, planned, strict=True):

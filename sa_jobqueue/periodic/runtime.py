@@ -233,7 +233,7 @@ def run_now(
     schedule = _schedule_of(row, declared)
     # The run's own key: a second run-now in the same transaction returns this job.
     key = f"periodic:{name}:now:{row.now.isoformat()}"
-    job = inserter.insert(session, [job_spec(schedule, registry, idempotency_key=key)])[0]
+    job: JobT = inserter.insert(session, [job_spec(schedule, registry, idempotency_key=key)])[0]
     session.execute(
         schedule_control.record_schedule_run(model), {"schedule_name": name, "job_id": job.id}
     )

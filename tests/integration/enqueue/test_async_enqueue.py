@@ -187,7 +187,7 @@ def test_a_sync_session_where_an_async_one_is_needed_and_back(async_engine, comm
             ):
                 await jobs.aenqueue(sync_session, "send_receipt")  # type: ignore[arg-type]
             with pytest.raises(ConfigurationError, match=r"use jobs\.enqueue_many\("):
-                await jobs.aenqueue_many(sync_session, [])  # type: ignore[arg-type]
+                await jobs.aenqueue_many(sync_session, [])  # type: ignore[call-overload]
             with pytest.raises(ConfigurationError, match=r"use jobs\.stats\("):
                 await jobs.astats(sync_session)  # type: ignore[arg-type]
         with pytest.raises(ConfigurationError, match="takes an AsyncSession, not AsyncEngine"):

@@ -143,7 +143,7 @@ def test_enqueue_with_an_async_session_says_to_use_aenqueue(committed, database_
     with pytest.raises(ConfigurationError, match=r"use await jobs\.aenqueue\(\.\.\.\)"):
         jobs.enqueue(async_session, "k", {})  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"use await jobs\.aenqueue_many\(\.\.\.\)"):
-        jobs.enqueue_many(async_session, [("k", {})])  # type: ignore[arg-type]
+        jobs.enqueue_many(async_session, [("k", {})])  # type: ignore[call-overload]
     with pytest.raises(ConfigurationError, match=r"takes a sqlalchemy\.orm\.Session, not Engine"):
         jobs.enqueue(committed, "k", {})
     assert count(committed) == 0

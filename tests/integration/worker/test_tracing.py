@@ -122,3 +122,16 @@ def test_without_opentelemetry_nothing_imports_it_and_enqueue_works(database_url
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_enqueue_many_ids_only_stores_the_spans_context_in_every_row(session, spans):
+    jobs = JobQueue(Job)
+    ids = jobs.enqueue_many(session, [("a", {}), {"kind": "b", "queue": "mail"}], ids_only=True)
+    (send,) = spans.get_finished_spans()
+    assert send.attributes is not None
+    assert send.attributes["messaging.batch.message_count"] == 2
+    stored = session.scalars(select(Job.trace_context).where(Job.id.in_(ids))).all()
+    context = send.get_span_context()
+    assert len(stored) == 2
+    for row in stored:
+        assert row["traceparent"].startswith(f"00-{context.trace_id:032x}-{context.span_id:016x}-")
