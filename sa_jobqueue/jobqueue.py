@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 from sa_jobqueue.core.aio import is_async_engine
 from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS, check_redacted_keys, redact
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
-from sa_jobqueue.enqueue.api import EnqueueAPI
+from sa_jobqueue.enqueue.api_async import AsyncEnqueueAPI
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.keyed import KeyedInserter
 from sa_jobqueue.enqueue.signals import Signaller
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["JobQueue"]
 
 
-class JobQueue(EnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], WaitAPI[JobT]):
+class JobQueue(AsyncEnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], WaitAPI[JobT]):
     """The queue API for one jobs model: tasks, enqueue and workers.
 
     Example:

@@ -1,6 +1,7 @@
-"""The enqueue half of `JobQueue`: enqueue, enqueue_many, batch and their asyncio twins.
+"""The enqueue half of `JobQueue`: enqueue, enqueue_many, batch and signal.
 
-`JobQueue` inherits these methods; each checks its session, prepares the `JobSpec`s
+`JobQueue` inherits these methods (their asyncio twins from `sa_jobqueue.enqueue.api_async`);
+each checks its session, prepares the `JobSpec`s
 (`sa_jobqueue.enqueue.prepare`) and inserts them in the caller's transaction, inside
 their ``send`` span, through `Inserter`, `KeyedInserter` or `Graph`. See docs/enqueue.md.
 """
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, overload
 from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.core.aio import check_async_session, check_sync_session
+from sa_jobqueue.core.aio import check_sync_session
 from sa_jobqueue.enqueue.batch import Batch
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.keyed import KeyedEnqueue, KeyedInserter, check_keyed
@@ -35,7 +36,6 @@ from sa_jobqueue.tasks import Registry
 if TYPE_CHECKING:
     from typing import Unpack
 
-    from sqlalchemy.ext.asyncio import AsyncSession
 
 __all__ = ["EnqueueAPI"]
 
@@ -269,17 +269,6 @@ class EnqueueAPI(Generic[JobT]):
             session, self._insert_one(session, spec), self._prepare_many, self._insert_members
         )
 
-    async def abatch(self, session: AsyncSession, *, callback: Any) -> Batch[JobT]:
-        """`batch` for an `AsyncSession`; add jobs with ``await batch.aenqueue_many(...)``."""
-        check_async_session(session, "abatch")
-        spec = self._callback_spec(callback)
-        with tracing.producing([spec.queue], 1) as produced:
-            job: JobT = await session.run_sync(
-                self._inserter.insert_one, spec, trace_context=produced.carrier
-            )
-            produced.inserted([job.id])
-        return Batch(session, job, self._prepare_many, self._insert_members)
-
     def _callback_spec(self, callback: Any) -> JobSpec:
         try:
             (spec,) = self._prepare_many([callback])
@@ -324,95 +313,6 @@ class EnqueueAPI(Generic[JobT]):
         check_sync_session(session, "signal")
         checked = self._signaller.check(job_id, name, payload)
         return self._signaller.send(_plain(session).connection(), *checked)
-
-    async def asignal(
-        self, session: AsyncSession, job_id: int, name: str, payload: Any = None
-    ) -> int:
-        """`signal` for an `AsyncSession`, in the caller's async transaction."""
-        check_async_session(session, "asignal")
-        checked = self._signaller.check(job_id, name, payload)
-        signal_id: int = await session.run_sync(
-            lambda sync: self._signaller.send(sync.connection(), *checked)
-        )
-        return signal_id
-
-    # -- asyncio (see docs/asyncio.md) ----------------------------------------
-
-    async def aenqueue(
-        self,
-        session: AsyncSession,
-        kind: str,
-        payload: Any = None,
-        **options: Unpack[EnqueueOptions],
-    ) -> JobT:
-        """`enqueue` for an `AsyncSession`: the job joins the caller's async unit of work.
-
-        Same arguments, validation, idempotency and transaction rules as `enqueue`
-        (it never commits); the insert runs through SQLAlchemy's own bridge,
-        ``AsyncSession.run_sync``, so both share one implementation. Works with the
-        ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers.
-
-        Example:
-            >>> async with AsyncSession(engine) as session, session.begin():  # doctest: +SKIP
-            ...     session.add(Order(id=4))
-            ...     job = await jobs.aenqueue(session, "send_receipt", {"order_id": 4})
-
-        The returned row belongs to `session`; after a commit that expires it, read
-        its attributes before the commit, or use ``expire_on_commit=False``.
-
-        Raises:
-            ValidationError: naming the bad argument, before the session is touched.
-            ConfigurationError: `session` is not an `AsyncSession` (a sync `Session`
-                is told to use ``jobs.enqueue(...)``).
-        """
-        check_async_session(session, "aenqueue")
-        spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.aenqueue")
-        if spec.after:
-            waiting: list[JobT] = await session.run_sync(self._insert_many, [spec])
-            return waiting[0]
-        # The span opens here, in the caller's context, around the bridge.
-        with tracing.producing([spec.queue], 1) as produced:
-            if keyed_enqueue is not None:
-                job: JobT = await session.run_sync(
-                    self._keyed.insert, spec, keyed_enqueue, trace_context=produced.carrier
-                )
-            else:
-                job = await session.run_sync(
-                    self._inserter.insert_one, spec, trace_context=produced.carrier
-                )
-            produced.inserted([job.id])
-        return job
-
-    @overload
-    async def aenqueue_many(
-        self, session: AsyncSession, items: Iterable[Any], *, ids_only: Literal[False] = False
-    ) -> list[JobT]: ...
-
-    @overload
-    async def aenqueue_many(
-        self, session: AsyncSession, items: Iterable[Any], *, ids_only: Literal[True]
-    ) -> list[int]: ...
-
-    @overload
-    async def aenqueue_many(
-        self, session: AsyncSession, items: Iterable[Any], *, ids_only: bool
-    ) -> list[JobT] | list[int]: ...
-
-    async def aenqueue_many(
-        self, session: AsyncSession, items: Iterable[Any], *, ids_only: bool = False
-    ) -> list[JobT] | list[int]:
-        """`enqueue_many` for an `AsyncSession`: one round trip, rows in the order given.
-
-        Same items, rules, idempotency and ``ids_only`` as `enqueue_many`; never commits.
-        """
-        check_async_session(session, "aenqueue_many")
-        check_ids_only(ids_only)
-        specs = self._prepare_many(items)
-        if ids_only:
-            ids: list[int] = await session.run_sync(self._insert_ids, specs)
-            return ids
-        rows: list[JobT] = await session.run_sync(self._insert_many, specs)
-        return rows
 
 
 def _plain(session: Session | scoped_session[Any]) -> Session:

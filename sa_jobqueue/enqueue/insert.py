@@ -8,88 +8,33 @@ that holds them. Many jobs go through the batched statement of `ManyInserter`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import JSON, DefaultClause, inspect
-from sqlalchemy.orm import Mapper, Session, make_transient_to_detached, scoped_session
-from sqlalchemy.orm.attributes import instance_dict, instance_state
+from sqlalchemy import JSON, inspect
+from sqlalchemy.orm import Mapper, Session, scoped_session
 from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue import statements
+from sa_jobqueue.enqueue.attach import (
+    NULL_COLUMNS,
+    SET_COLUMNS,
+    One,
+    attach,
+    attach_all,
+    decode_json,
+    defaults_to_now,
+)
+from sa_jobqueue.enqueue.batch_rows import array_params, json_rows
 from sa_jobqueue.enqueue.direct import Direct
-from sa_jobqueue.enqueue.insert_many import ManyInserter, json_rows
+from sa_jobqueue.enqueue.insert_many import ManyInserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.schema.columns import dumps
-from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.model import JobMixin
 
 __all__ = ["Inserter"]
 
 JobT = TypeVar("JobT", bound=JobMixin)
-
-#: The columns a new job leaves NULL: one enqueue knows them without asking.
-_NULL_COLUMNS = (
-    "locked_until",
-    "locked_by",
-    "last_error",
-    "finished_at",
-    "result",
-    "trace_context",
-    "waiting_for",
-    "after_failure",
-    "has_dependents",
-    "debounce_key",
-    "throttle_key",
-)
-#: The columns one enqueue sets from its `JobSpec` (and the constants beside them).
-_SET_COLUMNS = (
-    "kind",
-    "queue",
-    "status",
-    "priority",
-    "attempts",
-    "max_attempts",
-    "idempotency_key",
-    "unique_key",
-    "concurrency_key",
-)
-
-
-_NULLS = dict.fromkeys(_NULL_COLUMNS)
-_raw_decode = json.JSONDecoder().raw_decode
-
-
-def _defaults_to_now(column: Any) -> bool:
-    """Whether `column`'s server default is ``now()``: a new row holds the statement's now."""
-    default = column.server_default
-    return isinstance(default, DefaultClause) and str(default.arg) == "now()"
-
-
-def _decode_json(text: str) -> Any:
-    """JSON text to a value, as ``json.loads`` (psycopg's loader) does.
-
-    Without its checks for leading and trailing whitespace, which the server's JSON
-    output never has.
-    """
-    return _raw_decode(text)[0]
-
-
-_PENDING = Status.PENDING.value
-
-
-@dataclass(frozen=True)
-class _One:
-    """The INSERT of one job with a given set of extra columns, and what it returns."""
-
-    statement: ReturningInsert[Any]
-    #: The attribute each RETURNING column fills, in order.
-    returned: tuple[str, ...]
-    #: `statement`, sent on the driver's cursor where nothing could tell.
-    direct: Direct
-    #: The model's attributes a row leaves unloaded (its relationships): expired.
-    unloaded: frozenset[str]
 
 
 def _plain_session(session: Session) -> bool:
@@ -114,14 +59,14 @@ class Inserter(ManyInserter[JobT]):
     def __init__(self, model: type[JobT]) -> None:
         super().__init__(model)
         # One single-job statement per shape: (timing, keys given, extra columns).
-        self._ones: dict[tuple[str, tuple[str, ...], tuple[str, ...]], _One] = {}
+        self._ones: dict[tuple[str, tuple[str, ...], tuple[str, ...]], One] = {}
         # Whether one job's row can be attached without the ORM's loading: decided
         # on first use, once the application's mappers can be configured.
         self._plain: bool | None = None
         # The batched statements returning what `_attach` needs: over arrays, per
         # extra columns; over one JSON parameter, traced or not.
-        self._manys: dict[tuple[str, ...], _One] = {}
-        self._jsons: dict[bool, tuple[_One, tuple[str, ...]]] = {}
+        self._manys: dict[tuple[str, ...], One] = {}
+        self._jsons: dict[bool, tuple[One, tuple[str, ...]]] = {}
 
     def insert_one(
         self,
@@ -180,7 +125,7 @@ class Inserter(ManyInserter[JobT]):
             row = one.direct.first(session.connection(bind_arguments=bind), params)
             if row is None:  # a key was taken: find the job that holds it
                 return self._match(session, specs, [])
-            return [self._attach(session, mapper, spec, one, row, trace_context)]
+            return [attach(session, mapper, spec, one, row)]
 
         if spec.unique_key is None:  # nothing to retry: see `_insert_in_order`
             job = insert_once(real, [spec])[0]
@@ -211,14 +156,14 @@ class Inserter(ManyInserter[JobT]):
         session._autoflush()  # as the ORM would before its statement
         if not columns:
             return self._json_rows(session, mapper, specs, trace_context)
-        extra, params = self._array_params(specs, columns, workflow, trace_context)
+        extra, params = array_params(specs, columns, workflow, trace_context)
         many = self._many(extra)
         bind = {"mapper": mapper, "clause": many.statement}
         connection = session.connection(bind_arguments=bind)
         id_at = many.returned.index("id")
         rows = sorted(connection.execute(many.statement, params), key=lambda row: row[id_at])
         # A trace context is in `extra`: returned with the rows, not left NULL.
-        return self._attach_all(session, mapper, many, self._pair(many, specs, rows), {})
+        return attach_all(session, mapper, many, self._pair(many, specs, rows), {})
 
     def _json_rows(
         self,
@@ -243,18 +188,18 @@ class Inserter(ManyInserter[JobT]):
         if arrays[0] is None:  # no job inserted: every key was taken
             return []
         rows = [list(row) for row in zip(*arrays, strict=True)]
-        decode = connection.dialect._json_deserializer or _decode_json
+        decode = connection.dialect._json_deserializer or decode_json
         payload_at, run_at = many.returned.index("payload"), many.returned.index("run_at")
         for row in rows:
             row[payload_at] = decode(row[payload_at])
             if row[run_at] is None:
                 row[run_at] = now
         shared = dict.fromkeys(now_filled, now)
-        return self._attach_all(session, mapper, many, self._pair(many, specs, rows), shared)
+        return attach_all(session, mapper, many, self._pair(many, specs, rows), shared)
 
     @staticmethod
     def _pair(
-        one: _One, specs: Sequence[JobSpec], rows: Sequence[Sequence[Any]]
+        one: One, specs: Sequence[JobSpec], rows: Sequence[Sequence[Any]]
     ) -> list[tuple[JobSpec, Sequence[Any]]]:
         """Each row (in id order) with its spec: the next spec that carries its keys."""
         if len(rows) == len(specs):  # every spec inserted its row, in the batch's order
@@ -269,70 +214,15 @@ class Inserter(ManyInserter[JobT]):
                 paired.append((spec, row))
         return paired
 
-    def _attach_all(
-        self,
-        session: Session,
-        mapper: Mapper[Any],
-        one: _One,
-        matched: Sequence[tuple[JobSpec, Sequence[Any]]],
-        shared: dict[str, Any],
-    ) -> list[Any]:
-        """`_attach` for each ``(spec, row)`` of a batch, with what they share looked up once.
-
-        `shared` holds the values of attributes every row takes (not in `one.returned`).
-        """
-        events = session.dispatch
-        if events.before_attach or events.after_attach or events.detached_to_persistent:
-            return [
-                self._attach(session, mapper, spec, one, row, None, shared) for spec, row in matched
-            ]
-        identity_map = session.identity_map
-        identity_class = mapper._identity_class
-        new_instance = mapper.class_manager.new_instance
-        returned, unloaded, session_id = one.returned, one.unloaded, session.hash_key
-        id_at = returned.index("id")
-        # What every new row holds alike; the spec's own values follow.
-        common = {**_NULLS, **shared, "status": _PENDING, "attempts": 0}
-        jobs: list[Any] = []
-        for spec, row in matched:
-            # identity_key_from_primary_key's key, for the one-column primary key
-            # (`_plain_model`) and no identity token.
-            key = (identity_class, (row[id_at],), None)
-            existing = identity_map.get(key)
-            if existing is not None:
-                jobs.append(existing)  # as an ORM load would: the session's object wins
-                continue
-            job = new_instance()
-            values = instance_dict(job)
-            values.update(common)
-            values["kind"] = spec.kind
-            values["queue"] = spec.queue
-            values["priority"] = spec.priority
-            values["max_attempts"] = spec.max_attempts
-            values["idempotency_key"] = spec.idempotency_key
-            values["unique_key"] = spec.unique_key
-            values["concurrency_key"] = spec.concurrency_key
-            values.update(zip(returned, row, strict=True))
-            # As `_attach` does, row by row.
-            state = instance_state(job)
-            state.key = key
-            state.identity_token = None
-            if unloaded:
-                state._expire_attributes(values, unloaded)
-            state.session_id = session_id
-            identity_map._add_unpresent(state, key)
-            jobs.append(job)
-        return jobs
-
     def _returned(self, extra: tuple[str, ...]) -> list[Any]:
         """The columns a batched INSERT returns: those the database fills, and the keys."""
         mapper = self._mapper()
-        known = set(_SET_COLUMNS) - {"idempotency_key", "unique_key"}
-        known |= set(_NULL_COLUMNS) - set(extra)
+        known = set(SET_COLUMNS) - {"idempotency_key", "unique_key"}
+        known |= set(NULL_COLUMNS) - set(extra)
         mapped = set(mapper.columns.values())
         return [c for c in self.model.__table__.c if c.name not in known and c in mapped]
 
-    def _many(self, extra: tuple[str, ...]) -> _One:
+    def _many(self, extra: tuple[str, ...]) -> One:
         """`statements.enqueue` (an array per column) returning what `_attach` needs."""
         many = self._manys.get(extra)
         if many is None:
@@ -341,7 +231,7 @@ class Inserter(ManyInserter[JobT]):
             many = self._manys[extra] = self._shape(statement, self._keys_of(columns))
         return many
 
-    def _json(self, traced: bool) -> tuple[_One, tuple[str, ...]]:
+    def _json(self, traced: bool) -> tuple[One, tuple[str, ...]]:
         """`statements.enqueue_json_arrays` returning what `_attach` needs.
 
         With it, the attributes that take the ``now()`` it returns: the columns whose
@@ -350,7 +240,7 @@ class Inserter(ManyInserter[JobT]):
         found = self._jsons.get(traced)
         if found is None:
             columns = self._returned(("trace_context",) if traced else ())
-            now_filled = [c for c in columns if c.name != "run_at" and _defaults_to_now(c)]
+            now_filled = [c for c in columns if c.name != "run_at" and defaults_to_now(c)]
             arrays = [c for c in columns if c not in now_filled]
             statement: Any = statements.enqueue_json_arrays(
                 self.model, traced=traced, returning=[c.name for c in arrays]
@@ -381,7 +271,7 @@ class Inserter(ManyInserter[JobT]):
             table = self.model.__table__
             own_keys = all(
                 mapper.get_property_by_column(table.c[name]).key == name
-                for name in (*_SET_COLUMNS, *_NULL_COLUMNS, "id", "payload")
+                for name in (*SET_COLUMNS, *NULL_COLUMNS, "id", "payload")
             )
             self._plain = (
                 own_keys
@@ -392,7 +282,7 @@ class Inserter(ManyInserter[JobT]):
             )
         return self._plain
 
-    def _one(self, spec: JobSpec, trace_context: Mapping[str, str] | None) -> _One:
+    def _one(self, spec: JobSpec, trace_context: Mapping[str, str] | None) -> One:
         """The statement for a job like `spec`: which columns it sets decides which."""
         timing = "at" if spec.run_at is not None else "after" if spec.delay else "now"
         keys = tuple(
@@ -411,7 +301,7 @@ class Inserter(ManyInserter[JobT]):
         one = self._ones.get(shape)
         if one is None:
             mapper = self._mapper()
-            known = set(_SET_COLUMNS) | (set(_NULL_COLUMNS) - set(extra))
+            known = set(SET_COLUMNS) | (set(NULL_COLUMNS) - set(extra))
             mapped = set(mapper.columns.values())
             columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
             statement = statements.enqueue_one(
@@ -427,56 +317,7 @@ class Inserter(ManyInserter[JobT]):
 
     def _shape(
         self, statement: ReturningInsert[Any], returned: tuple[str, ...], also: tuple[str, ...] = ()
-    ) -> _One:
-        filled = {*_NULL_COLUMNS, *_SET_COLUMNS, *returned, *also}
+    ) -> One:
+        filled = {*NULL_COLUMNS, *SET_COLUMNS, *returned, *also}
         unloaded = frozenset(self._mapper().class_manager) - filled
-        return _One(statement, returned, Direct(statement), unloaded)
-
-    def _attach(
-        self,
-        session: Session,
-        mapper: Mapper[Any],
-        spec: JobSpec,
-        one: _One,
-        row: Sequence[Any],
-        trace_context: Mapping[str, str] | None,
-        shared: Mapping[str, Any] | None = None,
-    ) -> Any:
-        """The persistent object for the row just inserted, in `session`'s identity map."""
-        values: dict[str, Any] = {
-            **_NULLS,
-            **(shared or {}),
-            "kind": spec.kind,
-            "queue": spec.queue,
-            "status": _PENDING,
-            "priority": spec.priority,
-            "attempts": 0,
-            "max_attempts": spec.max_attempts,
-            "idempotency_key": spec.idempotency_key,
-            "unique_key": spec.unique_key,
-            "concurrency_key": spec.concurrency_key,
-        }
-        values.update(zip(one.returned, row, strict=True))
-        key = mapper.identity_key_from_primary_key((values["id"],))
-        existing = session.identity_map.get(key)
-        if existing is not None:
-            return existing  # as an ORM load would: the session's object wins
-        job = mapper.class_manager.new_instance()
-        instance_dict(job).update(values)
-        events = session.dispatch
-        if events.before_attach or events.after_attach or events.detached_to_persistent:
-            make_transient_to_detached(job)  # history clear, identity key set: as loaded
-            session.add(job)  # which tells those listeners
-            return job
-        # What make_transient_to_detached and then an ORM load do, without
-        # Session.add's cascades and events (a load fires none of them). Its
-        # _commit_all has nothing to clear: the dict was filled around the
-        # attribute events, so the new instance has no history.
-        state = instance_state(job)
-        state.key = key
-        state.identity_token = None
-        if one.unloaded:  # a relationship of the application's: loads on first use
-            state._expire_attributes(state.dict, one.unloaded)
-        state.session_id = session.hash_key
-        session.identity_map._add_unpresent(state, key)
-        return job
+        return One(statement, returned, Direct(statement), unloaded)

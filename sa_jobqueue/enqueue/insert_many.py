@@ -8,27 +8,23 @@ as one JSON parameter (`json_rows`). See docs/enqueue.md#what-enqueue-does.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import timezone
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from sqlalchemy import JSON, Insert, inspect, select
+from sqlalchemy import Insert, inspect, select
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue import statements
+from sa_jobqueue.enqueue.batch_rows import array_params, json_rows, lock_order, own_columns
 from sa_jobqueue.enqueue.prepare import JobSpec
-from sa_jobqueue.errors import JobQueueError, ValidationError
+from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin
 
 __all__ = ["Inserted", "ManyInserter"]
 
 JobT = TypeVar("JobT", bound=JobMixin)
-
-#: A str as JSON text (keys are checked valid Unicode without NUL, see `validation`).
-_dumps_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 class Inserted(NamedTuple):
@@ -37,61 +33,6 @@ class Inserted(NamedTuple):
     id: int
     idempotency_key: str | None
     unique_key: str | None
-
-
-def _lock_order(specs: Sequence[JobSpec]) -> list[int]:
-    """Positions of `specs` in insertion order: keyed specs sorted by key, in their slots."""
-    keyed = [i for i, spec in enumerate(specs) if _keys(spec) != ("", "")]
-    order = list(range(len(specs)))
-    # A stable sort: of two specs with one key, the first given is inserted.
-    by_key = sorted(keyed, key=lambda i: _keys(specs[i]))
-    for slot, index in zip(keyed, by_key, strict=True):
-        order[slot] = index
-    return order
-
-
-def _keys(spec: JobSpec) -> tuple[str, str]:
-    return (spec.idempotency_key or "", spec.unique_key or "")
-
-
-def json_rows(specs: Sequence[JobSpec]) -> str:
-    """The ``:rows`` parameter of `statements.enqueue_json` for `specs`: a JSON array.
-
-    Each job's payload is already JSON text (`prepare`), so it is written in as it
-    is; kinds and queues are encoded once per distinct value; fields a job leaves at
-    their default (no run_at, no delay, no key) are left out (NULL in the statement).
-    ``run_at`` goes in UTC with its offset, so the server reads the same instant
-    whatever the session's time zone.
-
-    >>> from sa_jobqueue.enqueue.prepare import JobSpec
-    >>> json_rows([JobSpec("noop", "default", '{"n":1}', 0, 20, None, 0.0, None)])
-    '[{"kind":"noop","queue":"default","payload":{"n":1},"priority":0,"max_attempts":20}]'
-    """
-    names: dict[str, str] = {}
-    rows = []
-    for spec in specs:
-        kind = names.get(spec.kind)
-        if kind is None:
-            kind = names[spec.kind] = _dumps_text(spec.kind)
-        queue = names.get(spec.queue)
-        if queue is None:
-            queue = names[spec.queue] = _dumps_text(spec.queue)
-        row = (
-            f'{{"kind":{kind},"queue":{queue},"payload":{spec.payload},'
-            f'"priority":{spec.priority},"max_attempts":{spec.max_attempts}'
-        )
-        if spec.run_at is not None:
-            row += f',"run_at":"{spec.run_at.astimezone(timezone.utc).isoformat()}"'
-        elif spec.delay:
-            row += f',"delay":{spec.delay!r}'
-        if spec.idempotency_key is not None:
-            row += f',"idempotency_key":{_dumps_text(spec.idempotency_key)}'
-        if spec.unique_key is not None:
-            row += f',"unique_key":{_dumps_text(spec.unique_key)}'
-        if spec.concurrency_key is not None:
-            row += f',"concurrency_key":{_dumps_text(spec.concurrency_key)}'
-        rows.append(row + "}")
-    return f"[{','.join(rows)}]"
 
 
 class ManyInserter(Generic[JobT]):
@@ -150,12 +91,12 @@ class ManyInserter(Generic[JobT]):
         """
         if not specs:
             return []
-        self._own_columns(specs)  # a bad mix of columns fails before any SQL
+        own_columns(self.model.__table__, specs)  # a bad mix of columns fails before any SQL
         # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
         # a key keep their place): ON CONFLICT waits on a concurrent transaction's
         # uncommitted key, and two batches taking the same keys in different orders
         # would otherwise deadlock, aborting one caller's transaction.
-        order = _lock_order(specs)
+        order = lock_order(specs)
 
         def insert_once(session: Session, batch: Sequence[JobSpec]) -> list[Any]:
             return self._insert_once(session, batch, trace_context, fresh, ids_only)
@@ -167,37 +108,6 @@ class ManyInserter(Generic[JobT]):
                 result[index] = rows[position]
             return result
         return self._insert_in_order(session, specs, insert_once)
-
-    def _own_columns(self, specs: Sequence[JobSpec]) -> dict[str, list[Any]]:
-        """One array per column of the application's own that some spec sets, by name.
-
-        A column given for some jobs of a batch only is NULL for the others, which
-        needs it nullable and without a default (else one job would silently miss
-        the default): otherwise it is a `ValidationError`, before any SQL.
-        """
-        table = self.model.__table__
-        names = sorted({name for spec in specs for name, _ in spec.columns})
-        given = [dict(spec.columns) for spec in specs]
-        arrays: dict[str, list[Any]] = {}
-        for name in names:
-            column = table.c[name]
-            values: list[Any] = []
-            for index, columns in enumerate(given):
-                if name not in columns:
-                    if not column.nullable or column.default or column.server_default:
-                        raise ValidationError(
-                            f"items[{index}]",
-                            "columns",
-                            f"sets no {name!r}, which other items set; the column has a "
-                            "default or is NOT NULL: give it in every item or in none",
-                        )
-                    values.append(None)
-                else:
-                    value = columns[name]
-                    json_column = isinstance(column.type, JSON) and value is not None
-                    values.append(dumps(value) if json_column else value)
-            arrays[name] = values
-        return arrays
 
     def _insert_in_order(
         self,
@@ -235,7 +145,7 @@ class ManyInserter(Generic[JobT]):
         ids_only: bool = False,
     ) -> list[Any]:
         workflow = any(s.workflow for s in specs)
-        columns = self._own_columns(specs)
+        columns = own_columns(self.model.__table__, specs)
         if ids_only:
             inserted = self._id_rows(session, specs, columns, workflow, trace_context)
         else:
@@ -245,42 +155,6 @@ class ManyInserter(Generic[JobT]):
         if len(inserted) == len(specs):
             return inserted
         return self._match(session, specs, inserted, ids_only)
-
-    def _array_params(
-        self,
-        specs: Sequence[JobSpec],
-        columns: dict[str, list[Any]],
-        workflow: bool,
-        trace_context: Mapping[str, str] | None,
-    ) -> tuple[tuple[str, ...], dict[str, Any]]:
-        """`statements.enqueue`'s extra columns and its parameters: one array per column."""
-        params: dict[str, Any] = {
-            "kinds": [s.kind for s in specs],
-            "queues": [s.queue for s in specs],
-            "payloads": [s.payload for s in specs],
-            "priorities": [s.priority for s in specs],
-            "max_attempts_list": [s.max_attempts for s in specs],
-            "run_ats": [s.run_at for s in specs],
-            "delays": [s.delay for s in specs],
-            "keys": [s.idempotency_key for s in specs],
-            "unique_keys": [s.unique_key for s in specs],
-            "concurrency_keys": [s.concurrency_key for s in specs],
-        }
-        if workflow:
-            params.update(
-                statuses=[s.status for s in specs],
-                waiting_fors=[s.waiting_for for s in specs],
-                after_failures=[s.after_failure if s.after else None for s in specs],
-                has_dependents_list=[s.has_dependents for s in specs],
-                last_errors=[s.last_error for s in specs],
-            )
-        extra = tuple(columns)
-        for name, values in columns.items():
-            params[f"{name}_values"] = values
-        if trace_context:
-            extra += ("trace_context",)
-            params["trace_context_values"] = [dumps(dict(trace_context))] * len(specs)
-        return extra, params
 
     def _rows(
         self,
@@ -292,9 +166,9 @@ class ManyInserter(Generic[JobT]):
     ) -> list[Any]:
         """Run the batched INSERT; the rows it inserted, loaded, in id order.
 
-        `columns` are the application's own columns some spec sets (`_own_columns`).
+        `columns` are the application's own columns some spec sets (`own_columns`).
         """
-        extra, params = self._array_params(specs, columns, workflow, trace_context)
+        extra, params = array_params(specs, columns, workflow, trace_context)
         load = self._load(extra, workflow)
         return sorted(session.scalars(load, params).all(), key=lambda job: job.id)
 
@@ -331,7 +205,7 @@ class ManyInserter(Generic[JobT]):
             if ids is None:  # no job inserted: every key was taken
                 return []
             return [Inserted(*row) for row in zip(ids, keys, unique_keys, strict=True)]
-        extra, params = self._array_params(specs, columns, workflow, trace_context)
+        extra, params = array_params(specs, columns, workflow, trace_context)
         statement = self._id_loads.get((extra, workflow))
         if statement is None:
             table = self.model.__table__
