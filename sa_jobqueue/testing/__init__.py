@@ -13,11 +13,11 @@ from sa_jobqueue.testing.assertions import (
     arefute_enqueued,
     assert_enqueued,
     enqueued,
-    payload_contains,
     refute_enqueued,
 )
 from sa_jobqueue.testing.draining import JobOutcome, drain
 from sa_jobqueue.testing.durable import aassert_waiting_for_signal, assert_waiting_for_signal
+from sa_jobqueue.testing.matching import payload_contains
 from sa_jobqueue.testing.on_commit import RunOnCommit, run_on_commit
 from sa_jobqueue.testing.running import aperform, perform
 from sa_jobqueue.testing.servers import (

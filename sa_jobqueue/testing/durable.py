@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue.ops.durable import durable_state
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import get_job
-from sa_jobqueue.testing.assertions import resolve_model
+from sa_jobqueue.testing.matching import resolve_model
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession

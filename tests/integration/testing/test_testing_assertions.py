@@ -13,7 +13,7 @@ from sqlalchemy.orm import DeclarativeBase, Session
 
 from sa_jobqueue import ConfigurationError, JobMixin, Status, testing
 from sa_jobqueue.testing import payload_contains
-from sa_jobqueue.testing.assertions import job_models, resolve_model
+from sa_jobqueue.testing.matching import job_models, resolve_model
 from tests.support.models import Job, new_queue
 
 # This suite maps several jobs models (OtherJob below, the migration tests' own), so
