@@ -31,7 +31,12 @@ class Slots:
     def __init__(self, size: int) -> None:
         self.size = size
         self._held: set[AttemptKey] = set()
-        self._freed = threading.Condition(threading.Lock())
+        # The lock is taken directly on the hot paths (a C lock: cheaper than entering
+        # the Condition); the Condition over it is only waited on and notified when
+        # some `take` sleeps for a slot.
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._sleeping = 0
         self._listeners: list[Callable[[], None]] = []
 
     def on_free(self, listener: Callable[[], None]) -> None:
@@ -40,7 +45,7 @@ class Slots:
 
     def try_take(self, key: AttemptKey) -> bool:
         """Take a slot for `key` if one is free (or `key` holds one already)."""
-        with self._freed:
+        with self._lock:
             if key in self._held:
                 return True
             if len(self._held) >= self.size:
@@ -50,30 +55,36 @@ class Slots:
 
     def take(self, key: AttemptKey, stopping: Callable[[], bool]) -> None:
         """Wait until a slot is free and take it for `key`; return at once once `stopping`."""
-        with self._freed:
-            while key not in self._held:
-                if len(self._held) < self.size:
-                    self._held.add(key)
+        with self._lock:
+            held = self._held
+            while key not in held:
+                if len(held) < self.size:
+                    held.add(key)
                     return
                 if stopping():
                     return  # the attempt will not run (given back): no slot needed
-                self._freed.wait(0.5)
+                self._sleeping += 1
+                try:
+                    self._freed.wait(0.5)
+                finally:
+                    self._sleeping -= 1
 
     def give(self, keys: Iterable[AttemptKey]) -> None:
         """Give back the slots of `keys` (those that hold none are ignored)."""
-        with self._freed:
+        with self._lock:
             held = self._held
             before = len(held)
             held.difference_update(keys)
             if len(held) == before:
                 return
-            self._freed.notify_all()
+            if self._sleeping:
+                self._freed.notify_all()
         for listener in self._listeners:
             listener()
 
     def __len__(self) -> int:
         """How many slots are held."""
-        with self._freed:
+        with self._lock:
             return len(self._held)
 
 
