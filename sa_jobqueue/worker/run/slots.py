@@ -82,6 +82,10 @@ class Slots:
         for listener in self._listeners:
             listener()
 
+    def holds(self, key: AttemptKey) -> bool:
+        """Whether `key` holds a slot (a read without the lock: only `key`'s holder gives it)."""
+        return key in self._held
+
     def __len__(self) -> int:
         """How many slots are held."""
         with self._lock:
