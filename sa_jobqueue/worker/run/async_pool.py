@@ -121,8 +121,9 @@ class AsyncPool:
         #: The jobs given and not started yet, in claim order (the loop starts them).
         self.waiting = WaitingJobs(report)
         self._loop_thread: int | None = None
-        if slots is not None:
-            slots.on_free(self._slot_freed)
+        # Listening to `slots` from the first job on: a worker whose tasks are all sync
+        # never gives this pool a job, and its handler threads then call no listener.
+        self._listening = False
         self._attempt = attempt
         self._report = report
         self._stopping = stopping
@@ -177,6 +178,9 @@ class AsyncPool:
         if self._slots is None:
             self._create(jobs)
             return
+        if not self._listening:  # before the jobs wait: no slot freed after goes unheard
+            self._slots.on_free(self._slot_freed)
+            self._listening = True
         self.waiting.add(jobs)
         self._start_waiting()
 
