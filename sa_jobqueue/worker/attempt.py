@@ -11,7 +11,7 @@ import enum
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +107,52 @@ class Claimed:
             waited=getattr(row, "waiting_for", None) is not None,
             has_steps=bool(getattr(row, "has_steps", None)),
         )
+
+    @classmethod
+    def from_rows(
+        cls, rows: Sequence[Row[Any]], leases: Mapping[str, float], default_lease: float
+    ) -> list[Claimed]:
+        """Build from the rows of one claim statement: `from_row` for each, cheaper.
+
+        The rows of one statement have the same columns: which optional ones are
+        there is looked up once (a missing column costs `getattr` two exceptions per
+        row), the columns are read by position, and the claim's return time is read
+        once for the batch. A kind's lease is ``leases.get(kind, default_lease)``.
+        """
+        if not rows:
+            return []
+        fields = rows[0]._fields
+        position = {name: i for i, name in enumerate(fields)}
+        at_id, at_kind, at_queue, at_payload = (position[name] for name in _REQUIRED[:4])
+        at_attempts, at_max, at_key = (position[name] for name in _REQUIRED[4:])
+        trace = position.get("trace_context")
+        stamp = position.get("rate_stamp")
+        waiting = position.get("waiting_for")
+        steps = position.get("has_steps")
+        claimed_at = time.monotonic()
+        lease_of = leases.get
+        return [
+            cls(
+                row[at_id],
+                row[at_kind],
+                row[at_queue],
+                row[at_payload],
+                row[at_attempts],
+                row[at_max],
+                row[at_key],
+                lease_of(row[at_kind], default_lease),
+                claimed_at,
+                None if trace is None else _decoded(row[trace]),
+                None if stamp is None else row[stamp],
+                waiting is not None and row[waiting] is not None,
+                steps is not None and bool(row[steps]),
+            )
+            for row in rows
+        ]
+
+
+#: The columns every claim returns, in `Claimed`'s own order (`Claimed.from_rows`).
+_REQUIRED = ("id", "kind", "queue", "payload", "attempts", "max_attempts", "idempotency_key")
 
 
 def _decoded(value: Any) -> Any:

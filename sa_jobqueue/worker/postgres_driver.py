@@ -169,9 +169,7 @@ class PostgresDriver:
         return self._claimed(conn.execute(statement, params).all())
 
     def _claimed(self, rows: Sequence[Row[Any]]) -> list[Claimed]:
-        return [
-            Claimed.from_row(row, self.leases.get(row.kind, self.default_lease)) for row in rows
-        ]
+        return Claimed.from_rows(rows, self.leases, self.default_lease)
 
     def claim_limited(
         self, conn: Connection, kind: str, queues: Sequence[str], limit: int, owner: str
@@ -192,7 +190,7 @@ class PostgresDriver:
                 break
             params = {"queue_name": queue, "limit": want, "owner": owner}
             rows = conn.execute(self._claim_limited[kind], params).all()
-            claimed += [Claimed.from_row(row, lease) for row in rows]
+            claimed += Claimed.from_rows(rows, {}, lease)
         return claimed
 
     def lock_ahead(self, conn: Connection, kinds: Sequence[str]) -> None:
