@@ -33,7 +33,7 @@ from sa_jobqueue.worker.run.durable import WorkerSteps
 from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.transactional import TransactionalMode
-from sa_jobqueue.worker.running import RunningAttempts, Stop
+from sa_jobqueue.worker.running import RunningAttempts, Stop, StopFlag
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -120,8 +120,13 @@ class Executor(TransactionalMode):
         session: Session | AsyncSession | None = None,
         engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
         upstream: Sequence[Upstream] = (),
+        stop: StopFlag | None = None,
     ) -> JobContext:
-        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
+        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event.
+
+        `stop`: that event, when the caller has it (`RunningAttempts.start` returned
+        it), else it is looked up.
+        """
         ctx = JobContext(
             id=job.id,
             kind=job.kind,
@@ -132,7 +137,7 @@ class Executor(TransactionalMode):
             max_attempts=job.max_attempts,
             worker_id=self._owner,
             _session=session,
-            _stop=self.attempts.event(job.key),
+            _stop=stop if stop is not None else self.attempts.event(job.key),
             _engine=engine if engine is not None else self._engine,
             _steps=self._steps,
             _has_steps=job.has_steps,
@@ -235,10 +240,10 @@ class Executor(TransactionalMode):
         if isinstance(job.payload, UndecodableJSON):
             return outcomes.undecodable(job, job.payload)
         task = self._tasks(job.kind)
-        self.attempts.start(job.key, task.timeout if task else None, subject=job)
+        stop = self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
             with self._busy():
-                outcome = self._run(job, task)
+                outcome = self._run(job, task, stop)
         finally:
             stopped = self.attempts.finish(job.key)
         return outcomes.unless_abandoned(outcome, stopped)
@@ -261,7 +266,7 @@ class Executor(TransactionalMode):
                 return Outcome(job, Result.RELEASE, error=f"released unstarted: {why} at its start")
         return None
 
-    def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
+    def _run(self, job: Claimed, task: TaskDef | None, stop: StopFlag | None = None) -> Outcome:
         started = time.perf_counter()
         if task is None:
             # A deploy may be in flight: retry later rather than lose the job.
@@ -277,10 +282,10 @@ class Executor(TransactionalMode):
                         return result
                 elif job.waited:
                     upstream = self._upstream(job)
-                    returned = self._call(task, self.context(job, upstream=upstream))
+                    returned = self._call(task, self.context(job, upstream=upstream, stop=stop))
                     result = Result.DONE
                 else:
-                    returned = self._call(task, self.context(job))
+                    returned = self._call(task, self.context(job, stop=stop))
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
