@@ -32,6 +32,9 @@ class Slots:
         self.size = size
         self._held: set[AttemptKey] = set()
         self._freed = threading.Condition(threading.Lock())
+        #: How many `take` calls wait on `_freed` (under its lock): `give` notifies
+        #: only then, sparing each job a `Condition.notify_all` when no one waits.
+        self._waiters = 0
         self._listeners: list[Callable[[], None]] = []
 
     def on_free(self, listener: Callable[[], None]) -> None:
@@ -57,7 +60,11 @@ class Slots:
                     return
                 if stopping():
                     return  # the attempt will not run (given back): no slot needed
-                self._freed.wait(0.5)
+                self._waiters += 1
+                try:
+                    self._freed.wait(0.5)
+                finally:
+                    self._waiters -= 1
 
     def give(self, keys: Iterable[AttemptKey]) -> None:
         """Give back the slots of `keys` (those that hold none are ignored)."""
@@ -67,9 +74,18 @@ class Slots:
             held.difference_update(keys)
             if len(held) == before:
                 return
-            self._freed.notify_all()
+            if self._waiters:
+                self._freed.notify_all()
         for listener in self._listeners:
             listener()
+
+    def holds(self, key: AttemptKey) -> bool:
+        """Whether `key` holds a slot: a read without the lock.
+
+        Exact for the thread that took `key`'s slot, as no other thread takes it: that
+        thread can skip a `give` of a slot the worker's report gave back already.
+        """
+        return key in self._held
 
     def __len__(self) -> int:
         """How many slots are held."""

@@ -158,7 +158,8 @@ class ThreadPool:
                 batch = self._take_batch(job)
             outcomes = self._run(batch)
             self._report(outcomes)
-            self._slots.give([job.key])
+            if self._slots.holds(job.key):  # the report gave it back, usually
+                self._slots.give([job.key])
             if any(o.result is Result.ABANDONED for o in outcomes):
                 if self._metrics is not None:
                     self._metrics.stuck.dec()
