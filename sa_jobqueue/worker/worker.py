@@ -368,7 +368,7 @@ class Worker(Generic[JobT]):
         self.completer.report(outcomes)
         # An attempt given up (timed out, cancelled) frees its slot here, though its
         # thread may run on; the pools give back what their handlers ended too.
-        self.slots.give(o.job.key for o in outcomes)
+        self.slots.give([o.job.key for o in outcomes])
         self._wake.set()
 
     def _dispatch(self, claimed: Sequence[Claimed]) -> None:

@@ -43,6 +43,11 @@ __all__ = ["Executor"]
 log = logging.getLogger("sa_jobqueue.worker")
 
 
+#: What `_span` and `_busy` return when nothing records: stateless, so one serves every
+#: attempt of every thread (no context manager made per job).
+_NO_CONTEXT: AbstractContextManager[None] = nullcontext()
+
+
 class Executor(TransactionalMode):
     """Runs claimed jobs with their registered handlers.
 
@@ -196,7 +201,7 @@ class Executor(TransactionalMode):
     def _span(self, job: Claimed) -> Any:
         """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
         if not tracing.recording():
-            return nullcontext()  # the common case: no generator to step through per job
+            return _NO_CONTEXT  # the common case: no generator to step through per job
         return tracing.consuming(
             job_id=job.id,
             kind=job.kind,
@@ -209,7 +214,7 @@ class Executor(TransactionalMode):
     def _busy(self) -> AbstractContextManager[None]:
         """Count a handler as busy while it runs a job (or a savepoint batch)."""
         if self._metrics is None:
-            return nullcontext()
+            return _NO_CONTEXT
         return self._counted_busy()
 
     @contextmanager
