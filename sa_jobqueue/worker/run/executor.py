@@ -247,8 +247,11 @@ class Executor(TransactionalMode):
         task = self._tasks(job.kind)
         stop = self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
-            with self._busy():
+            if self._metrics is None:  # the busy gauge counts nothing: no `with` per job
                 outcome = self._run(job, task, stop)
+            else:
+                with self._counted_busy():
+                    outcome = self._run(job, task, stop)
         finally:
             stopped = self.attempts.finish(job.key)
         return outcomes.unless_abandoned(outcome, stopped)
@@ -297,7 +300,7 @@ class Executor(TransactionalMode):
             return outcomes.failed(task, job, exc, started)
         except (Parked, StepLeaseLost) as stop:
             return outcomes.stopped_by_step(job, stop, started)
-        return Outcome(job, result, duration=outcomes.since(started), returned=returned)
+        return Outcome(job, result, duration=time.perf_counter() - started, returned=returned)
 
     async def arun(self, job: Claimed) -> Outcome:
         """`run` for an ``async def`` handler, awaited on the running loop; never raises.

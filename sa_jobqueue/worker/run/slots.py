@@ -31,7 +31,9 @@ class Slots:
     def __init__(self, size: int) -> None:
         self.size = size
         self._held: set[AttemptKey] = set()
-        self._freed = threading.Condition(threading.Lock())
+        # Held with `_lock` itself: the Condition's own ``with`` adds two Python calls.
+        self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         #: How many `take` calls wait on `_freed` (under its lock): `give` notifies
         #: only then, sparing each job a `Condition.notify_all` when no one waits.
         self._waiters = 0
@@ -43,7 +45,7 @@ class Slots:
 
     def try_take(self, key: AttemptKey) -> bool:
         """Take a slot for `key` if one is free (or `key` holds one already)."""
-        with self._freed:
+        with self._lock:
             if key in self._held:
                 return True
             if len(self._held) >= self.size:
@@ -53,7 +55,7 @@ class Slots:
 
     def take(self, key: AttemptKey, stopping: Callable[[], bool]) -> None:
         """Wait until a slot is free and take it for `key`; return at once once `stopping`."""
-        with self._freed:
+        with self._lock:
             while key not in self._held:
                 if len(self._held) < self.size:
                     self._held.add(key)
@@ -68,7 +70,7 @@ class Slots:
 
     def give(self, keys: Iterable[AttemptKey]) -> None:
         """Give back the slots of `keys` (those that hold none are ignored)."""
-        with self._freed:
+        with self._lock:
             held = self._held
             before = len(held)
             held.difference_update(keys)
@@ -89,7 +91,7 @@ class Slots:
 
     def __len__(self) -> int:
         """How many slots are held."""
-        with self._freed:
+        with self._lock:
             return len(self._held)
 
 
