@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
+from sa_jobqueue.context import JobContext, Parked, StepLeaseLost, new_context
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
@@ -132,20 +132,20 @@ class Executor(TransactionalMode):
         `stop`: that event, when the caller has it (`RunningAttempts.start` returned
         it), else it is looked up.
         """
-        ctx = JobContext(
-            id=job.id,
-            kind=job.kind,
-            queue=job.queue,
-            payload=job.payload,
-            attempt=job.attempts,
-            idempotency_key=job.idempotency_key or f"{self._table}:{job.id}",
-            max_attempts=job.max_attempts,
-            worker_id=self._owner,
-            _session=session,
-            _stop=stop if stop is not None else self.attempts.event(job.key),
-            _engine=engine if engine is not None else self._engine,
-            _steps=self._steps,
-            _has_steps=job.has_steps,
+        ctx = new_context(
+            job.id,
+            job.kind,
+            job.queue,
+            job.payload,
+            job.attempts,
+            job.idempotency_key or f"{self._table}:{job.id}",
+            job.max_attempts,
+            self._owner,
+            session,
+            stop if stop is not None else self.attempts.event(job.key),
+            engine if engine is not None else self._engine,
+            self._steps,
+            job.has_steps,
         )
         if upstream:  # a job that waited for nothing keeps the shared empty mappings
             object.__setattr__(ctx, "upstream", {u.id: u.result for u in upstream})
