@@ -239,9 +239,11 @@ class Executor(TransactionalMode):
         """
         if self.attempts.cancelled_before_start(job.id, job.claimed_at):
             return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
-        refused = self._not_startable(job)
-        if refused is not None:
-            return refused
+        check, gate = self.lease_check, self.rate_gate
+        if (check is not None and not check.fresh(job)) or (gate is not None and gate.applies(job)):
+            refused = self._not_startable(job)  # as in `arun`: only when a check may run
+            if refused is not None:
+                return refused
         if isinstance(job.payload, UndecodableJSON):
             return outcomes.undecodable(job, job.payload)
         task = self._tasks(job.kind)
@@ -254,7 +256,7 @@ class Executor(TransactionalMode):
                     outcome = self._run(job, task, stop)
         finally:
             stopped = self.attempts.finish(job.key)
-        return outcomes.unless_abandoned(outcome, stopped)
+        return outcome if stopped is None else outcomes.unless_abandoned(outcome, stopped)
 
     def _not_startable(self, job: Claimed) -> Outcome | None:
         """None when `job` may start now; else the outcome of not starting it.
