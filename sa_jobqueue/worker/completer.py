@@ -91,7 +91,7 @@ class Completer:
         if not reports:
             return 0
         self._pending.clear()
-        self.inflight.remove(o.job for o in reports)
+        self.inflight.remove([o.job for o in reports])
         outcomes, self._outcomes = self._outcomes, {}
         if self.metrics is not None:
             for o in reports:
@@ -103,7 +103,7 @@ class Completer:
                     self.metrics.attempt(
                         o.job.queue, o.job.kind, outcome, o.duration if ran else None
                     )
-        return sum(1 for o in reports if o.result not in _NOT_RUN)
+        return len([o for o in reports if o.result not in _NOT_RUN])
 
     def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
         """Record `reports` in `conn`'s transaction, fenced, and log each."""
@@ -138,6 +138,8 @@ class Completer:
             why = f" ({o.error})" if o.error else ""
             self._log(logging.INFO, o, "released", "released back to pending, due now%s", why)
         for o in reports:
+            if o.result is Result.DONE:
+                continue  # recorded above (the common case: no chain of tests per job)
             if o.result is Result.COMMITTED:
                 message = "done in %.1f ms (transactional)"
                 self._log(logging.INFO, o, "done", message, o.duration * 1000)

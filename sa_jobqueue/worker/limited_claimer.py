@@ -194,7 +194,8 @@ class LimitedClaims:
 
     def freed(self, kinds: Iterable[str]) -> None:
         """Jobs of `kinds` finished on this worker: ask those kinds in the next round."""
-        self.backoff.freed(kind for kind in kinds if kind in self.kinds)
+        if self.kinds:  # without limited kinds, no pass over every finished job
+            self.backoff.freed([kind for kind in kinds if kind in self.kinds])
 
     def kinds_to_lock(self) -> list[str]:
         """The kinds the next round takes the locks of ahead, sorted.

@@ -6,11 +6,11 @@ Each operation runs on the caller's connection and transaction and never commits
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, Executable, RootTransaction, Row, Select, Update
+from sqlalchemy import Connection, CursorResult, Executable, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
@@ -169,8 +169,7 @@ class PostgresDriver:
         return self._claimed(conn.execute(statement, params).all())
 
     def _claimed(self, rows: Sequence[Row[Any]]) -> list[Claimed]:
-        leases, default = self.leases, self.default_lease
-        return Claimed.from_rows(rows, lambda kind: leases.get(kind, default))
+        return Claimed.from_rows(rows, self.leases, self.default_lease)
 
     def claim_limited(
         self, conn: Connection, kind: str, queues: Sequence[str], limit: int, owner: str
@@ -191,7 +190,7 @@ class PostgresDriver:
                 break
             params = {"queue_name": queue, "limit": want, "owner": owner}
             rows = conn.execute(self._claim_limited[kind], params).all()
-            claimed += Claimed.from_rows(rows, lambda kind: lease)
+            claimed += Claimed.from_rows(rows, {}, lease)
         return claimed
 
     def lock_ahead(self, conn: Connection, kinds: Sequence[str]) -> None:
@@ -391,9 +390,10 @@ class PostgresDriver:
         conn.execute(self._asynchronous_commit)
 
 
-def _held(rows: Iterable[Any]) -> Held:
+def _held(result: CursorResult[Any]) -> Held:
     # As fast as the plain set of keys it replaced: no job has dependents, usually.
-    rows = list(rows)
+    # ``all()`` fetches the rows in one call; iterating would fetch them one by one.
+    rows: Sequence[Any] = result.all()
     held = Held((row[0], row[1]) for row in rows)
     if any(row[2] for row in rows):
         held.with_dependents = [row[0] for row in rows if row[2]]

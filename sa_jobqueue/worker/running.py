@@ -68,7 +68,7 @@ class StopFlag:
         return self._set
 
 
-@dataclass
+@dataclass(slots=True)
 class _Attempt:
     event: StopFlag
     timeout: float | None

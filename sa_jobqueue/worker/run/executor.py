@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
+from sa_jobqueue.context import JobContext, Parked, StepLeaseLost, new_context
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
@@ -33,7 +33,7 @@ from sa_jobqueue.worker.run.durable import WorkerSteps
 from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.transactional import TransactionalMode
-from sa_jobqueue.worker.running import RunningAttempts, Stop
+from sa_jobqueue.worker.running import RunningAttempts, Stop, StopFlag
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -41,6 +41,11 @@ if TYPE_CHECKING:
 __all__ = ["Executor"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+
+#: What `_span` and `_busy` return when nothing records: stateless, so one serves every
+#: attempt of every thread (no context manager made per job).
+_NO_CONTEXT: AbstractContextManager[None] = nullcontext()
 
 
 class Executor(TransactionalMode):
@@ -120,22 +125,27 @@ class Executor(TransactionalMode):
         session: Session | AsyncSession | None = None,
         engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
         upstream: Sequence[Upstream] = (),
+        stop: StopFlag | None = None,
     ) -> JobContext:
-        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event."""
-        ctx = JobContext(
-            id=job.id,
-            kind=job.kind,
-            queue=job.queue,
-            payload=job.payload,
-            attempt=job.attempts,
-            idempotency_key=job.idempotency_key or f"{self._table}:{job.id}",
-            max_attempts=job.max_attempts,
-            worker_id=self._owner,
-            _session=session,
-            _stop=self.attempts.event(job.key),
-            _engine=engine if engine is not None else self._engine,
-            _steps=self._steps,
-            _has_steps=job.has_steps,
+        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event.
+
+        `stop`: that event, when the caller has it (`RunningAttempts.start` returned
+        it), else it is looked up.
+        """
+        ctx = new_context(
+            job.id,
+            job.kind,
+            job.queue,
+            job.payload,
+            job.attempts,
+            job.idempotency_key or f"{self._table}:{job.id}",
+            job.max_attempts,
+            self._owner,
+            session,
+            stop if stop is not None else self.attempts.event(job.key),
+            engine if engine is not None else self._engine,
+            self._steps,
+            job.has_steps,
         )
         if upstream:  # a job that waited for nothing keeps the shared empty mappings
             object.__setattr__(ctx, "upstream", {u.id: u.result for u in upstream})
@@ -191,7 +201,7 @@ class Executor(TransactionalMode):
     def _span(self, job: Claimed) -> Any:
         """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
         if not tracing.recording():
-            return nullcontext()  # the common case: no generator to step through per job
+            return _NO_CONTEXT  # the common case: no generator to step through per job
         return tracing.consuming(
             job_id=job.id,
             kind=job.kind,
@@ -204,7 +214,7 @@ class Executor(TransactionalMode):
     def _busy(self) -> AbstractContextManager[None]:
         """Count a handler as busy while it runs a job (or a savepoint batch)."""
         if self._metrics is None:
-            return nullcontext()
+            return _NO_CONTEXT
         return self._counted_busy()
 
     @contextmanager
@@ -229,19 +239,24 @@ class Executor(TransactionalMode):
         """
         if self.attempts.cancelled_before_start(job.id, job.claimed_at):
             return Outcome(job, Result.CANCELLED)  # claimed ahead, cancelled while it waited
-        refused = self._not_startable(job)
-        if refused is not None:
-            return refused
+        check, gate = self.lease_check, self.rate_gate
+        if (check is not None and not check.fresh(job)) or (gate is not None and gate.applies(job)):
+            refused = self._not_startable(job)  # as in `arun`: only when a check may run
+            if refused is not None:
+                return refused
         if isinstance(job.payload, UndecodableJSON):
             return outcomes.undecodable(job, job.payload)
         task = self._tasks(job.kind)
-        self.attempts.start(job.key, task.timeout if task else None, subject=job)
+        stop = self.attempts.start(job.key, task.timeout if task else None, subject=job)
         try:
-            with self._busy():
-                outcome = self._run(job, task)
+            if self._metrics is None:  # the busy gauge counts nothing: no `with` per job
+                outcome = self._run(job, task, stop)
+            else:
+                with self._counted_busy():
+                    outcome = self._run(job, task, stop)
         finally:
             stopped = self.attempts.finish(job.key)
-        return outcomes.unless_abandoned(outcome, stopped)
+        return outcome if stopped is None else outcomes.unless_abandoned(outcome, stopped)
 
     def _not_startable(self, job: Claimed) -> Outcome | None:
         """None when `job` may start now; else the outcome of not starting it.
@@ -261,7 +276,7 @@ class Executor(TransactionalMode):
                 return Outcome(job, Result.RELEASE, error=f"released unstarted: {why} at its start")
         return None
 
-    def _run(self, job: Claimed, task: TaskDef | None) -> Outcome:
+    def _run(self, job: Claimed, task: TaskDef | None, stop: StopFlag | None = None) -> Outcome:
         started = time.perf_counter()
         if task is None:
             # A deploy may be in flight: retry later rather than lose the job.
@@ -277,17 +292,17 @@ class Executor(TransactionalMode):
                         return result
                 elif job.waited:
                     upstream = self._upstream(job)
-                    returned = self._call(task, self.context(job, upstream=upstream))
+                    returned = self._call(task, self.context(job, upstream=upstream, stop=stop))
                     result = Result.DONE
                 else:
-                    returned = self._call(task, self.context(job))
+                    returned = self._call(task, self.context(job, stop=stop))
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
             return outcomes.failed(task, job, exc, started)
         except (Parked, StepLeaseLost) as stop:
             return outcomes.stopped_by_step(job, stop, started)
-        return Outcome(job, result, duration=outcomes.since(started), returned=returned)
+        return Outcome(job, result, duration=time.perf_counter() - started, returned=returned)
 
     async def arun(self, job: Claimed) -> Outcome:
         """`run` for an ``async def`` handler, awaited on the running loop; never raises.

@@ -31,12 +31,12 @@ class Slots:
     def __init__(self, size: int) -> None:
         self.size = size
         self._held: set[AttemptKey] = set()
-        # The lock is taken directly on the hot paths (a C lock: cheaper than entering
-        # the Condition); the Condition over it is only waited on and notified when
-        # some `take` sleeps for a slot.
+        # Held with `_lock` itself: the Condition's own ``with`` adds two Python calls.
         self._lock = threading.Lock()
         self._freed = threading.Condition(self._lock)
-        self._sleeping = 0
+        #: How many `take` calls wait on `_freed` (under its lock): `give` notifies
+        #: only then, sparing each job a `Condition.notify_all` when no one waits.
+        self._waiters = 0
         self._listeners: list[Callable[[], None]] = []
 
     def on_free(self, listener: Callable[[], None]) -> None:
@@ -56,18 +56,17 @@ class Slots:
     def take(self, key: AttemptKey, stopping: Callable[[], bool]) -> None:
         """Wait until a slot is free and take it for `key`; return at once once `stopping`."""
         with self._lock:
-            held = self._held
-            while key not in held:
-                if len(held) < self.size:
-                    held.add(key)
+            while key not in self._held:
+                if len(self._held) < self.size:
+                    self._held.add(key)
                     return
                 if stopping():
                     return  # the attempt will not run (given back): no slot needed
-                self._sleeping += 1
+                self._waiters += 1
                 try:
                     self._freed.wait(0.5)
                 finally:
-                    self._sleeping -= 1
+                    self._waiters -= 1
 
     def give(self, keys: Iterable[AttemptKey]) -> None:
         """Give back the slots of `keys` (those that hold none are ignored)."""
@@ -77,13 +76,17 @@ class Slots:
             held.difference_update(keys)
             if len(held) == before:
                 return
-            if self._sleeping:
+            if self._waiters:
                 self._freed.notify_all()
         for listener in self._listeners:
             listener()
 
     def holds(self, key: AttemptKey) -> bool:
-        """Whether `key` holds a slot (a read without the lock: only `key`'s holder gives it)."""
+        """Whether `key` holds a slot: a read without the lock.
+
+        Exact for the thread that took `key`'s slot, as no other thread takes it: that
+        thread can skip a `give` of a slot the worker's report gave back already.
+        """
         return key in self._held
 
     def __len__(self) -> int:

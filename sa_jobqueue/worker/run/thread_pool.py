@@ -158,9 +158,9 @@ class ThreadPool:
                 batch = self._take_batch(job)
             outcomes = self._run(batch)
             self._report(outcomes)
-            if self._slots.holds(job.key):  # the worker's report gave it back already
-                self._slots.give((job.key,))
-            if any(o.result is Result.ABANDONED for o in outcomes):
+            if self._slots.holds(job.key):  # the report gave it back, usually
+                self._slots.give([job.key])
+            if _abandoned(outcomes):
                 if self._metrics is not None:
                     self._metrics.stuck.dec()
                 with self._lock:
@@ -202,3 +202,10 @@ class ThreadPool:
             if self.waiting.take(more.key):
                 batch.append(more)  # a lease-mode job here is run alone by run_batch
         return batch
+
+
+def _abandoned(outcomes: list[Outcome]) -> bool:
+    """Whether any of `outcomes` is `Result.ABANDONED` (one outcome, usually: no generator)."""
+    if len(outcomes) == 1:
+        return outcomes[0].result is Result.ABANDONED
+    return any(o.result is Result.ABANDONED for o in outcomes)
