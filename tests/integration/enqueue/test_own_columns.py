@@ -114,6 +114,32 @@ def test_every_column_type_round_trips(shop, jobs):
     assert {name: getattr(row, name) for name in values} == values
 
 
+def test_enqueue_many_ids_only_carries_the_columns_too(shop, jobs):
+    items: list[Any] = [
+        {"kind": "a", "columns": {"order_id": 1, "tenant": "t1", "extra": {"n": [1]}}},
+        ("b", {}),
+        {"kind": "c", "columns": {"order_id": 1}, "idempotency_key": "k1"},
+    ]
+    with Session(shop) as session, session.begin():
+        session.add(ShopOrder(id=1, customer="a"))
+        session.flush()
+        ids = jobs.enqueue_many(session, items, ids_only=True)
+        again = jobs.enqueue_many(session, items[2:], ids_only=True)
+        assert again == ids[2:]  # the key was taken: the same job's id
+        assert not any(isinstance(o, ShopJob) for o in session.identity_map.values())
+    with shop.connect() as connection:
+        rows = connection.execute(
+            select(ShopJob.kind, ShopJob.order_id, ShopJob.tenant, ShopJob.extra)
+            .where(ShopJob.id.in_(ids))
+            .order_by(ShopJob.id)
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        ("a", 1, "t1", {"n": [1]}),
+        ("b", None, None, None),
+        ("c", 1, None, None),
+    ]
+
+
 def test_enqueue_many_items_carry_their_columns(shop, jobs):
     with Session(shop) as session, session.begin():
         session.add_all([ShopOrder(id=1, customer="a"), ShopOrder(id=2, customer="b")])
