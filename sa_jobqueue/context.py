@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -361,58 +361,6 @@ class JobContext:
         if asynchronous:
             return self._steps.aprogress(self, value, final=True)
         return self._steps.progress(self, value, final=True)
-
-
-#: A `JobContext`'s defaults, for `new_context`. Its only default factory is `_none`,
-#: whose mapping is shared and read-only, so one value serves every context.
-_DEFAULTS: dict[str, Any] = {
-    f.name: f.default if f.default_factory is MISSING else f.default_factory()
-    for f in fields(JobContext)
-    if f.default is not MISSING or f.default_factory is not MISSING
-}
-
-
-def new_context(
-    id: int,
-    kind: str,
-    queue: str,
-    payload: Any,
-    attempt: int,
-    idempotency_key: str,
-    max_attempts: int,
-    worker_id: str,
-    session: Session | AsyncSession | None,
-    stop: _StopSignal | None,
-    engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None,
-    steps: StepStore | None,
-    has_steps: bool,
-) -> JobContext:
-    """The `JobContext` the worker gives a handler: ``JobContext(...)``, made cheaper.
-
-    A frozen dataclass's ``__init__`` sets each of its 17 fields through
-    ``object.__setattr__``; this fills the instance's ``__dict__`` in two updates
-    (once per attempt, so it shows in the worker's cost per job). The result is equal
-    to the constructor's (a unit test holds them together).
-    """
-    ctx = object.__new__(JobContext)
-    values = ctx.__dict__
-    values.update(_DEFAULTS)
-    values.update(
-        id=id,
-        kind=kind,
-        queue=queue,
-        payload=payload,
-        attempt=attempt,
-        idempotency_key=idempotency_key,
-        max_attempts=max_attempts,
-        worker_id=worker_id,
-        _session=session,
-        _stop=stop,
-        _engine=engine,
-        _steps=steps,
-        _has_steps=has_steps,
-    )
-    return ctx
 
 
 class Retry(Exception):

@@ -5,7 +5,8 @@ import threading
 
 import pytest
 
-from sa_jobqueue.context import _NONE, JobContext, new_context
+from sa_jobqueue.context import _NONE, JobContext
+from sa_jobqueue.worker.run.contexts import new_context
 
 
 def _arguments() -> dict[str, object]:

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.context import JobContext, Parked, StepLeaseLost, new_context
+from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
@@ -29,6 +29,7 @@ from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
 from sa_jobqueue.worker.driver import Driver, Upstream
 from sa_jobqueue.worker.run import outcomes
+from sa_jobqueue.worker.run.contexts import new_context
 from sa_jobqueue.worker.run.durable import WorkerSteps
 from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from sa_jobqueue.worker.run.rate_gate import RateGate
