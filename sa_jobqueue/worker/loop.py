@@ -240,8 +240,7 @@ class ClaimLoop:
                     self.driver.commit_asynchronously(conn)
                 if reports:
                     self.completer.record(conn, reports)
-                    if self.limited:  # no pass over the round's jobs without limited kinds
-                        self.limited.freed(o.job.kind for o in reports)
+                    self.limited.freed(o.job.kind for o in reports)
                 if self._notify_queues:
                     self.driver.notify(conn, sorted(self._notify_queues))
                 if free + ahead > 0 and not self.stopping.is_set():
