@@ -10,7 +10,7 @@ the difference from an ORM load. See docs/enqueue.md#what-enqueue-does.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -94,6 +94,9 @@ class One:
     direct: Direct
     #: The model's attributes a row leaves unloaded (its relationships): expired.
     unloaded: frozenset[str]
+    #: Whether ``payload`` comes back as its JSON text (`attach` decodes it): the
+    #: server's text, decoded by one call, costs less than the driver's JSON loader.
+    payload_text: bool = False
 
 
 def attach(
@@ -103,8 +106,13 @@ def attach(
     one: One,
     row: Sequence[Any],
     shared: Mapping[str, Any] | None = None,
+    decode: Callable[[str], Any] = decode_json,
 ) -> Any:
-    """The persistent object for the row just inserted, in `session`'s identity map."""
+    """The persistent object for the row just inserted, in `session`'s identity map.
+
+    Where `one` returns ``payload`` as text, `decode` makes it a value (the dialect's
+    ``json_deserializer``, as the driver would have).
+    """
     values: dict[str, Any] = {
         **_NULLS,
         **(shared or {}),
@@ -119,7 +127,11 @@ def attach(
         "concurrency_key": spec.concurrency_key,
     }
     values.update(zip(one.returned, row, strict=True))
-    key = mapper.identity_key_from_primary_key((values["id"],))
+    if one.payload_text:
+        values["payload"] = decode(values["payload"])
+    # identity_key_from_primary_key's key, for the one-column primary key
+    # (`Inserter._plain_model`) and no identity token.
+    key = (mapper._identity_class, (values["id"],), None)
     existing = session.identity_map.get(key)
     if existing is not None:
         return existing  # as an ORM load would: the session's object wins

@@ -67,6 +67,8 @@ class Inserter(ManyInserter[JobT]):
         # extra columns; over one JSON parameter, traced or not.
         self._manys: dict[tuple[str, ...], One] = {}
         self._jsons: dict[bool, tuple[One, tuple[str, ...]]] = {}
+        # The model's mapper: a mapped class keeps its mapper.
+        self._mapped: Mapper[Any] | None = None
 
     def insert_one(
         self,
@@ -122,10 +124,12 @@ class Inserter(ManyInserter[JobT]):
             # objects (the order a job's foreign key points to) go first.
             session._autoflush()
             bind = {"mapper": mapper, "clause": one.statement}
-            row = one.direct.first(session.connection(bind_arguments=bind), params)
+            connection = session.connection(bind_arguments=bind)
+            row = one.direct.first(connection, params)
             if row is None:  # a key was taken: find the job that holds it
                 return self._match(session, specs, [])
-            return [attach(session, mapper, spec, one, row)]
+            decode = connection.dialect._json_deserializer or decode_json
+            return [attach(session, mapper, spec, one, row, decode=decode)]
 
         if spec.unique_key is None:  # nothing to retry: see `_insert_in_order`
             job = insert_once(real, [spec])[0]
@@ -260,7 +264,9 @@ class Inserter(ManyInserter[JobT]):
         The application's mappers may have changed since (a relationship to the
         jobs model declared later); configuring is a flag check once done.
         """
-        mapper: Mapper[Any] = inspect(self.model)
+        mapper = self._mapped
+        if mapper is None:
+            mapper = self._mapped = inspect(self.model)
         mapper._check_configure()
         return mapper
 
@@ -285,6 +291,16 @@ class Inserter(ManyInserter[JobT]):
     def _one(self, spec: JobSpec, trace_context: Mapping[str, str] | None) -> One:
         """The statement for a job like `spec`: which columns it sets decides which."""
         timing = "at" if spec.run_at is not None else "after" if spec.delay else "now"
+        if not (
+            trace_context
+            or spec.columns
+            or spec.idempotency_key is not None
+            or spec.unique_key is not None
+            or spec.concurrency_key is not None
+        ):  # the common job: no key, column or trace context
+            one = self._ones.get((timing, (), ()))
+            if one is not None:
+                return one
         keys = tuple(
             name
             for name, value in (
@@ -310,14 +326,20 @@ class Inserter(ManyInserter[JobT]):
                 keys=keys,
                 extra=extra,
                 returning=[c.name for c in columns],
+                as_text=("payload",),
             )
             returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            one = self._ones[shape] = self._shape(statement, returned)
+            one = self._ones[shape] = self._shape(statement, returned, payload_text=True)
         return one
 
     def _shape(
-        self, statement: ReturningInsert[Any], returned: tuple[str, ...], also: tuple[str, ...] = ()
+        self,
+        statement: ReturningInsert[Any],
+        returned: tuple[str, ...],
+        also: tuple[str, ...] = (),
+        *,
+        payload_text: bool = False,
     ) -> One:
         filled = {*NULL_COLUMNS, *SET_COLUMNS, *returned, *also}
         unloaded = frozenset(self._mapper().class_manager) - filled
-        return One(statement, returned, Direct(statement), unloaded)
+        return One(statement, returned, Direct(statement), unloaded, payload_text)

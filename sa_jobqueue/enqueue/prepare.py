@@ -176,18 +176,23 @@ def prepare(
         )
     kind = validation.check_name("kind", kind)
     task = registry.get(kind)
+    # The task's queue and max_attempts were checked when it was registered.
     if queue is None:
         queue = task.queue if task else DEFAULT_QUEUE
+    else:
+        queue = validation.check_name("queue", queue)
     if max_attempts is None:
         max_attempts = task.max_attempts if task and task.max_attempts else DEFAULT_MAX_ATTEMPTS
+    else:
+        max_attempts = validation.check_max_attempts(max_attempts)
     if run_at is not None and delay is not None:
         raise ValidationError("delay", delay, "give either run_at or delay, not both")
     return JobSpec(
         kind=kind,
-        queue=validation.check_name("queue", queue),
+        queue=queue,
         payload=validation.dump_payload({} if payload is None else payload, max_payload_bytes),
         priority=validation.check_priority(priority),
-        max_attempts=validation.check_max_attempts(max_attempts),
+        max_attempts=max_attempts,
         run_at=None if run_at is None else validation.check_aware("run_at", run_at),
         delay=0.0 if delay is None else validation.check_delay("delay", delay),
         idempotency_key=validation.check_key(idempotency_key),

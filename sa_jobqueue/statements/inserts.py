@@ -245,6 +245,7 @@ def enqueue_one(
     keys: Sequence[str] = (),
     extra: Sequence[str] = (),
     returning: Sequence[str] = ("id",),
+    as_text: Sequence[str] = (),
 ) -> ReturningInsert[Any]:
     """Insert one job from scalar parameters: `enqueue` for a batch of one, but cheaper.
 
@@ -258,8 +259,9 @@ def enqueue_one(
     ``new_delay`` in seconds (``"after"``: ``now()`` plus that); ``new_<column>``
     for each of `keys` (``idempotency_key``, ``unique_key``, ``concurrency_key``:
     the others stay NULL), and for each column in `extra` (of the column's type,
-    or JSON text for a JSON column). Returns the columns named in `returning`, or
-    no row when a key was taken.
+    or JSON text for a JSON column). Returns the columns named in `returning` (those
+    also in `as_text` cast to text, under their own name: a JSON column then comes
+    back as its text, for the caller to decode), or no row when a key was taken.
     """
     table = model.__table__
     given: dict[str, Any] = {
@@ -287,7 +289,12 @@ def enqueue_one(
         else:
             given[name] = bindparam(f"new_{name}", type_=column.type)
     insert = pg_insert(model).values(given).on_conflict_do_nothing()
-    return insert.returning(*(table.c[name] for name in returning))
+    return insert.returning(
+        *(
+            cast(table.c[name], Text).label(name) if name in as_text else table.c[name]
+            for name in returning
+        )
+    )
 
 
 def _is_json(column: Any) -> bool:

@@ -223,7 +223,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue_json_arrays": lambda: statements.enqueue_json_arrays(
         Job, traced=True, returning=("id", "payload", "run_at", "idempotency_key")
     ),
-    "enqueue_one": lambda: statements.enqueue_one(Job, returning=("id", "payload", "run_at")),
+    "enqueue_one": lambda: statements.enqueue_one(
+        Job, returning=("id", "payload", "run_at"), as_text=("payload",)
+    ),
     "enqueue_one_keyed": lambda: statements.enqueue_one(
         Job,
         timing="after",

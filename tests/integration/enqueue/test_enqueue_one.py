@@ -9,6 +9,7 @@ the ORM load still happens where something would notice its absence.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -168,6 +169,45 @@ def _direct_enqueue(session: Session, shape: str) -> None:
     assert job not in session.new
     assert seen == _stored(session, Job, job.id)
     assert job.payload == payload
+
+
+@pytest.mark.parametrize("via", ["execute", "driver"])
+def test_the_payload_is_the_stored_jsonb_not_what_was_sent(database_url, via):
+    # jsonb reorders keys (shorter first) and keeps numbers as numeric: 1e16 comes back
+    # an int, 1.50 as 1.5. The job's payload is what a load would give, in that order.
+    engine = create_engine(database_url, poolclass=NullPool)
+    if via == "execute":  # a listener: the statement goes through Connection.execute
+        event.listen(engine, "before_cursor_execute", lambda *args: None)
+    payload = {"zzz": 1, "a": {"yy": [1e16, 1.50], "b": True}, "mm": None}
+    try:
+        with Session(engine) as session, session.begin():
+            job = JobQueue(Job).enqueue(session, "send_receipt", payload)
+            stored = _stored(session, Job, job.id)["payload"]
+            assert job.payload == stored
+            assert list(job.payload) == list(stored) == ["a", "mm", "zzz"]
+            assert list(job.payload["a"]) == ["b", "yy"]
+            assert [type(n) for n in job.payload["a"]["yy"]] == [int, float]
+            session.rollback()
+    finally:
+        engine.dispose()
+
+
+def test_the_engines_json_deserializer_decodes_the_payload(database_url):
+    seen: list[str] = []
+
+    def loads(text: str) -> Any:
+        seen.append(text)
+        return {"decoded by": "the application", **json.loads(text)}
+
+    engine = create_engine(database_url, poolclass=NullPool, json_deserializer=loads)
+    try:
+        with Session(engine) as session, session.begin():
+            job = JobQueue(Job).enqueue(session, "send_receipt", {"v": 1})
+            assert job.payload == {"decoded by": "the application", "v": 1}
+            assert seen == ['{"v": 1}']
+            session.rollback()
+    finally:
+        engine.dispose()
 
 
 def test_a_taken_key_returns_the_holder_in_the_session(session):

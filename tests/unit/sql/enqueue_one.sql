@@ -1,1 +1,1 @@
-INSERT INTO jobs (queue, kind, payload, status, priority, attempts, max_attempts) VALUES (%(new_queue)s, %(new_kind)s, CAST(%(new_payload)s AS JSONB), 'pending', %(new_priority)s, 0, %(new_max_attempts)s) ON CONFLICT DO NOTHING RETURNING jobs.id, jobs.payload, jobs.run_at
+INSERT INTO jobs (queue, kind, payload, status, priority, attempts, max_attempts) VALUES (%(new_queue)s, %(new_kind)s, CAST(%(new_payload)s AS JSONB), 'pending', %(new_priority)s, 0, %(new_max_attempts)s) ON CONFLICT DO NOTHING RETURNING jobs.id, CAST(jobs.payload AS TEXT) AS payload, jobs.run_at
