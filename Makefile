@@ -78,7 +78,7 @@ bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness,
 	$(BIN)/python bench/enqueue.py
 	$(BIN)/python bench/startup.py
 	$(BIN)/python bench/hosts.py --skip-unless-permitted
-	$(BIN)/python bench/cost.py
+	$(BIN)/python bench/cost.py --floors
 	$(BIN)/python bench/features.py
 	$(BIN)/python bench/targets.py
 
@@ -117,7 +117,7 @@ bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 
 	$(BIN)/python bench/next_due.py
 
 bench-cost: $(STAMP)  ## instructions per job drained and per enqueue (valgrind): bench/cost-history.md
-	$(BIN)/python bench/cost.py
+	$(BIN)/python bench/cost.py --floors
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
 	$(BIN)/python bench/chaos.py

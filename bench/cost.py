@@ -1,7 +1,7 @@
 """`make bench-cost`: instructions per job and per enqueue, counted by valgrind, not timed.
 
 Usage: ``python bench/cost.py [--jobs N] [--enqueues N] [--only drain|enqueue]
-[--database-url URL] [--no-history]``.
+[--floors] [--database-url URL] [--no-history]``.
 The server is ``--database-url``, else ``DATABASE_URL``, else a throwaway one; each run
 uses a scratch database dropped afterwards.
 
@@ -15,6 +15,9 @@ out:
   ``jobs.worker(engine, concurrency=1, listen=False).drain()``; per job.
 - *enqueue*: N single ``jobs.enqueue`` calls, each in ``with Session(engine) as s,
   s.begin():``; per enqueue.
+- with ``--floors``, what no enqueue inside that ``with`` can go below: the same loop
+  around a raw psycopg INSERT sent on the session's connection (the Session's floor),
+  and psycopg alone, one INSERT per transaction.
 
 Every thread of the process counts (the worker's pool and maintenance threads too), so
 the drain figure is the whole worker's cost per job. The PostgreSQL server's own work is
@@ -51,16 +54,31 @@ from sqlalchemy.orm import Session
 from app import jobs
 
 mode, n, url = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+INSERT = (
+    "INSERT INTO jobs (kind, queue, payload, priority, max_attempts) "
+    "VALUES (%s, %s, %s::jsonb, %s, %s)"
+)
+PARAMS = lambda i: ["noop", "default", '{{"i": %d}}' % i, 0, 20]
 engine = create_engine(url)
 if mode == "drain":
     with Session(engine) as s, s.begin():
         jobs.enqueue_many(s, [("noop", {{}}) for _ in range(n)])
     done = jobs.worker(engine, concurrency=1, listen=False).drain()
     assert done == n, (done, n)
-else:
+elif mode == "enqueue":
     for i in range(n):
         with Session(engine) as s, s.begin():
             jobs.enqueue(s, "noop", {{"i": i}})
+elif mode == "floor":  # the same `with`, the INSERT sent on the session's psycopg connection
+    for i in range(n):
+        with Session(engine) as s, s.begin():
+            s.connection().connection.driver_connection.execute(INSERT, PARAMS(i))
+else:  # "raw": psycopg alone, one INSERT per transaction
+    import psycopg
+    with psycopg.connect(url.replace("postgresql+psycopg", "postgresql")) as conn:
+        for i in range(n):
+            with conn.transaction():
+                conn.execute(INSERT, PARAMS(i))
 engine.dispose()
 """
 
@@ -100,6 +118,12 @@ def main() -> None:
     parser.add_argument(
         "--only", choices=("drain", "enqueue"), help="count one figure (the other shows as -)"
     )
+    parser.add_argument(
+        "--floors",
+        action="store_true",
+        help="also count the single enqueue's floors: the Session around a raw INSERT, and "
+        "psycopg alone (printed, not kept in the history)",
+    )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
         raise SystemExit("bench/cost.py needs valgrind: apt-get install -y valgrind")
@@ -115,8 +139,12 @@ def main() -> None:
         )
         with server as server_url:
             figures = {}
-            modes = (("drain", args.jobs), ("enqueue", args.enqueues))
-            for mode, n in modes if args.only is None else [m for m in modes if m[0] == args.only]:
+            modes = [("drain", args.jobs), ("enqueue", args.enqueues)]
+            if args.only is not None:
+                modes = [m for m in modes if m[0] == args.only]
+            if args.floors:
+                modes += [("floor", args.enqueues), ("raw", args.enqueues)]
+            for mode, n in modes:
                 counts = []
                 for count in (0, n):
                     with scratch_database(server_url, "sajq_cost") as url:
@@ -132,6 +160,19 @@ def main() -> None:
     }
     print(f"instructions per job drained (lease, concurrency 1): {shown['drain']}")
     print(f"instructions per single enqueue (its own transaction): {shown['enqueue']}")
+    if "floor" in figures:
+        print(
+            "its floors: the same `with Session(engine) as s, s.begin()` around a raw psycopg "
+            f"INSERT on the session's connection: {figures['floor']:,.0f}; psycopg alone, "
+            f"one INSERT per transaction: {figures['raw']:,.0f}"
+        )
+        if "enqueue" in figures:
+            ours = figures["enqueue"] - figures["floor"]
+            print(
+                f"jobs.enqueue above the Session's floor: {ours:,.0f} "
+                f"({ours / figures['enqueue']:.0%} of one enqueue); the Session above psycopg: "
+                f"{figures['floor'] - figures['raw']:,.0f}"
+            )
     print(f"({stamp}, load {load:.1f}, {args.jobs} jobs, {args.enqueues} enqueues)")
     import targets
 
