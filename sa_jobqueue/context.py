@@ -1,4 +1,7 @@
-"""What a handler receives (`JobContext`) and the two signals it may raise (`Retry`, `Discard`)."""
+"""What a handler receives: `JobContext`.
+
+The two signals a handler may raise (`Retry`, `Discard`) are in `sa_jobqueue.handler_signals`.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from sa_jobqueue.core.validation import check_delay
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-__all__ = ["Discard", "JobContext", "Parked", "Retry", "StepLeaseLost"]
+__all__ = ["JobContext", "Parked", "StepLeaseLost"]
 
 #: The upstream of a job that waited for nothing: one shared, read-only empty mapping.
 _NONE: Mapping[Any, Any] = MappingProxyType({})
@@ -361,51 +364,3 @@ class JobContext:
         if asynchronous:
             return self._steps.aprogress(self, value, final=True)
         return self._steps.progress(self, value, final=True)
-
-
-class Retry(Exception):
-    """Raised by a handler: run this job again after `delay`, not a failure of its logic.
-
-    The job goes back to ``pending`` with ``run_at = now() + delay``. Like Oban's snooze,
-    it does not use up the failure budget: ``attempts`` still counts the claim, and
-    ``max_attempts`` grows by one with it. ``last_error`` keeps the reason, if any.
-
-    Args:
-        delay: how long to wait, as a ``timedelta`` or seconds (default: 0, due at once).
-        reason: optional text kept in ``last_error``.
-    """
-
-    __module__ = "sa_jobqueue"
-
-    def __init__(self, delay: timedelta | float = 0.0, reason: str = "") -> None:
-        # The same rule as enqueue's delay: the database adds it to now(), so it must
-        # stay within 100 years or the fenced retry update itself would fail.
-        seconds = check_delay("delay", delay)
-        _check_reason("Retry", reason)
-        self.delay = seconds
-        self.reason = reason
-        super().__init__(reason or f"retry in {seconds:g}s")
-
-
-class Discard(Exception):
-    """Raised by a handler: move this job to ``failed`` (dead letter) now, keeping `reason`."""
-
-    __module__ = "sa_jobqueue"
-
-    def __init__(self, reason: str = "discarded") -> None:
-        _check_reason("Discard", reason)
-        self.reason = reason
-        super().__init__(reason)
-
-
-def _check_reason(signal: str, reason: object) -> None:
-    """Refuse a non-text reason where it is raised, not later in the worker.
-
-    The reason is kept in ``last_error`` (cut to `worker.attempt.MAX_ERROR_LENGTH`
-    characters, NULs escaped, when it is recorded).
-    """
-    if not isinstance(reason, str):
-        raise TypeError(
-            f"{signal}(reason=...) must be a str, not {type(reason).__name__}: "
-            f"pass str(...) or json.dumps(...) of it"
-        )

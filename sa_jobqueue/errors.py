@@ -1,4 +1,4 @@
-"""The exception tree. The two signals a handler may raise are in `sa_jobqueue.context`."""
+"""The exception tree. The two signals a handler may raise are in `sa_jobqueue.handler_signals`."""
 
 from __future__ import annotations
 

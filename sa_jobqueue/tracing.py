@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from sa_jobqueue.context import Discard, Retry
+from sa_jobqueue.handler_signals import Discard, Retry
 
 __all__ = [
     "MESSAGING_SYSTEM",

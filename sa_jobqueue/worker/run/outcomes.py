@@ -11,7 +11,8 @@ import traceback
 
 from sqlalchemy import exc
 
-from sa_jobqueue.context import Discard, Parked, Retry, StepLeaseLost
+from sa_jobqueue.context import Parked, StepLeaseLost
+from sa_jobqueue.handler_signals import Discard, Retry
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
