@@ -19,6 +19,11 @@ Concurrency C maps to each library's documented knob:
 
 Targets (issue: performance and scale): sa-jobqueue's drain at least 3x PGQueuer's
 at concurrency 16 and 32; its single enqueue at least 0.8x PGQueuer's.
+
+Beside each drain at 16 and 32 runs the ceiling any worker of that concurrency meets on
+this server: `bench/raw.py`'s claim-and-complete loop in SQL alone, at the worker's
+batch size (``C + prefetch`` jobs per transaction, as `bench/drain_limit.py`). Where
+that loop is below 3x PGQueuer's drain in the same run, no worker reaches the target.
 """
 
 from __future__ import annotations
@@ -36,14 +41,17 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import targets  # noqa: E402
-from run import enqueue_single, library_drain, server  # noqa: E402
+from run import enqueue_single, library_drain, raw_drain, server  # noqa: E402
 
 from sa_jobqueue import migration  # noqa: E402
 from sa_jobqueue.testing import scratch_database  # noqa: E402
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH  # noqa: E402
 
 PEERS = ("pgqueuer", "procrastinate")
 PACKAGES = ("pgqueuer>=1.6", "procrastinate>=3.10", "asyncpg>=0.29", "psycopg[binary,pool]>=3.2")
 CONCURRENCIES = (1, 16, 32)
+#: The concurrencies whose drains have a target, measured beside their ceiling.
+CEILING_AT = (16, 32)
 VENV = HERE / "out" / "peers-venv"
 
 
@@ -69,6 +77,9 @@ def peer(python: Path, name: str, url: str, action: str, count: int, concurrency
 
 def drain(python: Path, who: str, server_url: str, count: int, concurrency: int) -> float:
     with scratch_database(server_url, prefix="sajq_peers") as url:
+        if who == "raw":  # the ceiling: claim and complete in SQL, at the worker's batch
+            migration.upgrade(url)
+            return raw_drain(url, count, concurrency + DEFAULT_PREFETCH)
         if who == "sa-jobqueue":
             migration.upgrade(url)
             return library_drain(
@@ -108,7 +119,8 @@ def main() -> None:
         for rep in range(args.reps):
             order = who_all[rep % 3 :] + who_all[: rep % 3]
             for concurrency in concurrencies:
-                for who in order:
+                ceiling = ("raw",) if concurrency in CEILING_AT else ()
+                for who in order + ceiling:
                     rate = drain(python, who, url, args.jobs, concurrency)
                     drains.setdefault((who, concurrency), []).append(rate)
             for who in order:
@@ -144,12 +156,25 @@ def main() -> None:
         f"| enqueue, 1 per explicit transaction (BEGIN, INSERT, COMMIT) | {row[0]:,.0f} | "
         f"{in_tx:,.0f} | - | {row[0] / in_tx:.2f}x |"
     )
+    for concurrency in CEILING_AT if concurrencies else ():
+        raw, ours, pg = (median(drains[(who, concurrency)]) for who in ("raw", *who_all[:2]))
+        print(
+            f"| the ceiling at concurrency {concurrency}: raw SQL claim-and-complete, "
+            f"{concurrency + DEFAULT_PREFETCH} per transaction | {raw:,.0f} "
+            f"(sa-jobqueue at {ours / raw:.0%} of it) | {pg:,.0f} | - | {raw / pg:.2f}x |"
+        )
     print("\nTargets:")
-    for concurrency in (16, 32) if concurrencies else ():
+    for concurrency in CEILING_AT if concurrencies else ():
         ratio = median(drains[("sa-jobqueue", concurrency)]) / median(
             drains[("pgqueuer", concurrency)]
         )
         print("- " + targets.record(f"8 drain / PGQueuer at concurrency {concurrency}", ratio, 3.0))
+        ceiling = median(drains[("raw", concurrency)]) / median(drains[("pgqueuer", concurrency)])
+        if ceiling < 3.0:
+            print(
+                f"  (out of reach in this run: the raw SQL loop itself drains {ceiling:.2f}x "
+                "PGQueuer here, below 3x)"
+            )
     ratio = median(enqueues["sa-jobqueue"]) / median(enqueues["pgqueuer"])
     verdict = "holds" if ratio >= 0.8 else "does not hold"
     print(f"- single enqueue >= 0.8x PGQueuer: {ratio:.2f}x -- {verdict}")
