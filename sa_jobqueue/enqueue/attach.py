@@ -46,6 +46,8 @@ NULL_COLUMNS = (
     "has_dependents",
     "debounce_key",
     "throttle_key",
+    "progress",
+    "has_steps",
 )
 #: The columns one enqueue sets from its `JobSpec` (and the constants beside them).
 SET_COLUMNS = (
