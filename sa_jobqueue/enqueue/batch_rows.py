@@ -60,7 +60,7 @@ def json_rows(specs: Sequence[JobSpec]) -> str:
     """
     # Per (kind, queue, priority, max_attempts): the text before and after the payload.
     shapes: dict[tuple[str, str, int, int], tuple[str, str]] = {}
-    rows = []
+    rows: list[str] = []
     append = rows.append
     for spec in specs:
         shape = (spec.kind, spec.queue, spec.priority, spec.max_attempts)

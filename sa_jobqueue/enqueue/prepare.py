@@ -265,9 +265,7 @@ def prepare_many(
                     )
                 )
             else:
-                append(
-                    _prepare_item(registry, max_payload_bytes, item, check_columns, check_after)
-                )
+                append(_prepare_item(registry, max_payload_bytes, item, check_columns, check_after))
         except ValidationError as exc:
             exc.args = (f"items[{index}]: {exc.args[0]}",)
             raise

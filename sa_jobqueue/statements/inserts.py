@@ -258,7 +258,8 @@ def enqueue_json_ids(
     names = ["id", "idempotency_key", "unique_key"] if keys else ["id"]
     rows = enqueue_json(model, traced=traced).returning(*(table.c[name] for name in names))
     inserted = rows.cte("inserted")
-    return select(*(func.array_agg(inserted.c[name]).label(name) for name in names))
+    arrays: list[Any] = [func.array_agg(inserted.c[name]).label(name) for name in names]
+    return select(*arrays)
 
 
 def enqueue_one(
