@@ -28,8 +28,11 @@ _dumps_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 def lock_order(specs: Sequence[JobSpec]) -> list[int]:
     """Positions of `specs` in insertion order: keyed specs sorted by key, in their slots."""
-    keyed = [i for i, spec in enumerate(specs) if _keys(spec) != ("", "")]
+    # `_keys(spec) != ("", "")`, spelled out: no tuple per spec.
+    keyed = [i for i, spec in enumerate(specs) if spec.idempotency_key or spec.unique_key]
     order = list(range(len(specs)))
+    if not keyed:
+        return order
     # A stable sort: of two specs with one key, the first given is inserted.
     by_key = sorted(keyed, key=lambda i: _keys(specs[i]))
     for slot, index in zip(keyed, by_key, strict=True):
@@ -45,7 +48,8 @@ def json_rows(specs: Sequence[JobSpec]) -> str:
     """The ``:rows`` parameter of `statements.enqueue_json` for `specs`: a JSON array.
 
     Each job's payload is already JSON text (`prepare`), so it is written in as it
-    is; kinds and queues are encoded once per distinct value; fields a job leaves at
+    is; kinds and queues are encoded once per distinct value (with priority and
+    max_attempts: the text around the payload); fields a job leaves at
     their default (no run_at, no delay, no key) are left out (NULL in the statement).
     ``run_at`` goes in UTC with its offset, so the server reads the same instant
     whatever the session's time zone.
@@ -54,19 +58,29 @@ def json_rows(specs: Sequence[JobSpec]) -> str:
     >>> json_rows([JobSpec("noop", "default", '{"n":1}', 0, 20, None, 0.0, None)])
     '[{"kind":"noop","queue":"default","payload":{"n":1},"priority":0,"max_attempts":20}]'
     """
-    names: dict[str, str] = {}
-    rows = []
+    # Per (kind, queue, priority, max_attempts): the text before and after the payload.
+    shapes: dict[tuple[str, str, int, int], tuple[str, str]] = {}
+    rows: list[str] = []
+    append = rows.append
     for spec in specs:
-        kind = names.get(spec.kind)
-        if kind is None:
-            kind = names[spec.kind] = _dumps_text(spec.kind)
-        queue = names.get(spec.queue)
-        if queue is None:
-            queue = names[spec.queue] = _dumps_text(spec.queue)
-        row = (
-            f'{{"kind":{kind},"queue":{queue},"payload":{spec.payload},'
-            f'"priority":{spec.priority},"max_attempts":{spec.max_attempts}'
-        )
+        shape = (spec.kind, spec.queue, spec.priority, spec.max_attempts)
+        ends = shapes.get(shape)
+        if ends is None:
+            ends = shapes[shape] = (
+                f'{{"kind":{_dumps_text(spec.kind)},"queue":{_dumps_text(spec.queue)},"payload":',
+                f',"priority":{spec.priority},"max_attempts":{spec.max_attempts}',
+            )
+        head, tail = ends
+        if (
+            spec.run_at is None
+            and not spec.delay
+            and spec.idempotency_key is None
+            and spec.unique_key is None
+            and spec.concurrency_key is None
+        ):
+            append(f"{head}{spec.payload}{tail}}}")
+            continue
+        row = f"{head}{spec.payload}{tail}"
         if spec.run_at is not None:
             row += f',"run_at":"{spec.run_at.astimezone(timezone.utc).isoformat()}"'
         elif spec.delay:
@@ -77,7 +91,7 @@ def json_rows(specs: Sequence[JobSpec]) -> str:
             row += f',"unique_key":{_dumps_text(spec.unique_key)}'
         if spec.concurrency_key is not None:
             row += f',"concurrency_key":{_dumps_text(spec.concurrency_key)}'
-        rows.append(row + "}")
+        append(row + "}")
     return f"[{','.join(rows)}]"
 
 
@@ -89,6 +103,8 @@ def own_columns(table: FromClause, specs: Sequence[JobSpec]) -> dict[str, list[A
     the default): otherwise it is a `ValidationError`, before any SQL.
     """
     names = sorted({name for spec in specs for name, _ in spec.columns})
+    if not names:  # the common case: no dict per spec to build
+        return {}
     given = [dict(spec.columns) for spec in specs]
     arrays: dict[str, list[Any]] = {}
     for name in names:

@@ -53,9 +53,9 @@ class ManyInserter(Generic[JobT]):
         self._ids_by_keys = self._by_keys.with_only_columns(*keys_only)
         self._ids_by_unique_keys = self._by_unique_keys.with_only_columns(*keys_only)
         # The statements of ``ids_only`` inserts: per extra columns and workflow or not;
-        # over one JSON parameter, traced or not.
+        # over one JSON parameter, traced or not and with keys or not.
         self._id_loads: dict[tuple[tuple[str, ...], bool], Any] = {}
-        self._id_jsons: dict[bool, Any] = {}
+        self._id_jsons: dict[tuple[bool, bool], Any] = {}
 
     def _load(self, extra: tuple[str, ...], workflow: bool = False) -> ExecutableReturnsRows:
         load = self._loads.get((extra, workflow))
@@ -191,20 +191,26 @@ class ManyInserter(Generic[JobT]):
         bind = {"mapper": inspect(self.model)}
         if not columns and not workflow:
             traced = bool(trace_context)
-            statement = self._id_jsons.get(traced)
+            # A batch without keys needs no key arrays back: every one would be NULL.
+            keyed = any(s.idempotency_key is not None or s.unique_key is not None for s in specs)
+            statement = self._id_jsons.get((traced, keyed))
             if statement is None:
-                statement = self._id_jsons[traced] = statements.enqueue_json_arrays(
-                    self.model, traced=traced, returning=Inserted._fields
+                statement = self._id_jsons[traced, keyed] = statements.enqueue_json_ids(
+                    self.model, traced=traced, keys=keyed
                 )
             params: dict[str, Any] = {"rows": json_rows(specs)}
             if traced:
                 params["trace_context"] = dumps(dict(trace_context or {}))
-            ids, keys, unique_keys, _now = session.execute(
-                statement, params, bind_arguments=bind
-            ).one()
+            arrays = session.execute(statement, params, bind_arguments=bind).one()
+            ids: list[int] | None = arrays[0]
             if ids is None:  # no job inserted: every key was taken
                 return []
-            return [Inserted(*row) for row in zip(ids, keys, unique_keys, strict=True)]
+            # The arrays share one order, not the id order: sort here (they come
+            # nearly sorted, which Python's sort does in one pass).
+            if not keyed:
+                ids.sort()
+                return [Inserted(id_, None, None) for id_ in ids]
+            return [Inserted(*row) for row in sorted(zip(*arrays, strict=True))]
         extra, params = array_params(specs, columns, workflow, trace_context)
         statement = self._id_loads.get((extra, workflow))
         if statement is None:

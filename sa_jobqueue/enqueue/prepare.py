@@ -232,16 +232,40 @@ def prepare_many(
     """
     if isinstance(items, (str, bytes, Mapping)) or not isinstance(items, Iterable):
         raise ValidationError("items", items, "must be a list of (kind, payload) pairs or of dicts")
-    specs = []
+    specs: list[JobSpec] = []
+    append = specs.append
     pairs = _Pairs(registry, max_payload_bytes, check_columns)
+    kinds = pairs.kinds
+    dump_payload = validation.dump_payload
     for index, item in enumerate(items):
         try:
             if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
-                specs.append(pairs.spec(item[0], item[1]))
-            else:
-                specs.append(
-                    _prepare_item(registry, max_payload_bytes, item, check_columns, check_after)
+                known = kinds.get(item[0])
+                if known is None:  # the kind's first pair: its checks, then it is known
+                    append(pairs.spec(item[0], item[1]))
+                    continue
+                # `_Pairs.spec` inlined for a known kind, positional arguments: a batch
+                # builds a thousand of these, and keywords double what each costs.
+                payload = item[1]
+                append(
+                    JobSpec(
+                        known.kind,
+                        known.queue,
+                        known.payload
+                        if payload is None
+                        else dump_payload(payload, max_payload_bytes),
+                        known.priority,
+                        known.max_attempts,
+                        None,
+                        0.0,
+                        None,
+                        None,
+                        known.concurrency_key,
+                        known.columns,
+                    )
                 )
+            else:
+                append(_prepare_item(registry, max_payload_bytes, item, check_columns, check_after))
         except ValidationError as exc:
             exc.args = (f"items[{index}]: {exc.args[0]}",)
             raise

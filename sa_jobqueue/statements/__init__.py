@@ -55,6 +55,7 @@ from sa_jobqueue.statements.inserts import (
     enqueue,
     enqueue_json,
     enqueue_json_arrays,
+    enqueue_json_ids,
     enqueue_one,
 )
 from sa_jobqueue.statements.limits import (
@@ -127,6 +128,7 @@ __all__ = [
     "enqueue",
     "enqueue_json",
     "enqueue_json_arrays",
+    "enqueue_json_ids",
     "enqueue_one",
     "fail",
     "filter_conditions",

@@ -40,6 +40,7 @@ __all__ = [
     "enqueue",
     "enqueue_json",
     "enqueue_json_arrays",
+    "enqueue_json_ids",
     "enqueue_one",
 ]
 
@@ -235,6 +236,29 @@ def enqueue_json_arrays(
         func.array_agg(aggregate_order_by(returned(name), by_id)).label(name) for name in names
     ]
     arrays.append(func.now().label("now"))
+    return select(*arrays)
+
+
+def enqueue_json_ids(
+    model: type[JobMixin], *, traced: bool = False, keys: bool = True
+) -> Select[Any]:
+    """`enqueue_json`, returning the new jobs' ids as one array: ``ids_only`` batches.
+
+    One row: ``id``, the array of the ids inserted, and with `keys` ``idempotency_key``
+    and ``unique_key``, the arrays of their keys. The arrays are in no set order, but
+    in one same order (one aggregate pass over the inserted rows fills them all): the
+    caller sorts by id. Over zero inserted jobs, each array is NULL.
+
+    Why not `enqueue_json_arrays`: each ``array_agg(... ORDER BY id)`` sorts the rows
+    again, and a batch without keys needs no key arrays (they would be all NULL),
+    nor ``now()``: together about 1 ms of the server's 10 ms for 1,000 keyless jobs,
+    where sorting 1,000 ids that come in order costs Python microseconds.
+    """
+    table = model.__table__
+    names = ["id", "idempotency_key", "unique_key"] if keys else ["id"]
+    rows = enqueue_json(model, traced=traced).returning(*(table.c[name] for name in names))
+    inserted = rows.cte("inserted")
+    arrays: list[Any] = [func.array_agg(inserted.c[name]).label(name) for name in names]
     return select(*arrays)
 
 

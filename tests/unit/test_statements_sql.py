@@ -223,6 +223,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue_json_arrays": lambda: statements.enqueue_json_arrays(
         Job, traced=True, returning=("id", "payload", "run_at", "idempotency_key")
     ),
+    "enqueue_json_ids": lambda: statements.enqueue_json_ids(Job),
+    "enqueue_json_ids_traced": lambda: statements.enqueue_json_ids(Job, traced=True, keys=False),
     "enqueue_one": lambda: statements.enqueue_one(
         Job, returning=("id", "payload", "run_at"), as_text=("payload",)
     ),

@@ -314,6 +314,21 @@ def test_prepare_many_checks_each_pair_as_prepare_does():
         prepare_many(fair.registry, LIMIT, [{"kind": "fair", "concurrency_key": "k"}, ("fair", {})])
 
 
+def test_prepare_many_pairs_after_the_first_of_their_kind_are_what_prepare_makes():
+    # After its first pair, a kind's pairs take a faster path: every field the same.
+    registry = _registry()
+    fair = JobQueue(Job)
+    fair.task("fair", fair=True, queue="slow", max_attempts=3)(lambda ctx: None)
+    items: list[tuple[str, Any]] = [("send_receipt", None), ("a", 1), ("send_receipt", None)]
+    items += [("a", None), ("send_receipt", {"é": ["x", 2.5]}), ("a", "text")]
+    specs = prepare_many(registry, LIMIT, items)
+    assert specs == [prepare(registry, LIMIT, kind, payload) for kind, payload in items]
+    with pytest.raises(PayloadError, match=r"^items\[2\]: payload="):
+        prepare_many(registry, 8, [("a", 1), ("a", 2), ("a", "longer than 8")])
+    with pytest.raises(ValidationError, match=r"^items\[0\]: concurrency_key=None: is needed"):
+        prepare_many(fair.registry, LIMIT, [("fair", {}), ("fair", {})])
+
+
 def test_jobqueue_rejects_bad_configuration():
     for bad in (0, -1, 1.5, "1"):
         with pytest.raises(ConfigurationError, match="max_payload_bytes"):
