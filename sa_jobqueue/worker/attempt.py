@@ -27,6 +27,7 @@ __all__ = [
     "InFlight",
     "Outcome",
     "Result",
+    "fence_literals",
     "fence_params",
     "storable_delay",
     "storable_text",
@@ -142,7 +143,8 @@ class Claimed:
                 row[at_key],
                 lease_of(row[at_kind], default_lease),
                 claimed_at,
-                None if trace is None else _decoded(row[trace]),
+                # `_decoded`, inline: it is one call per job.
+                None if trace is None or isinstance(t := row[trace], UndecodableJSON) else t,
                 None if stamp is None else row[stamp],
                 waiting is not None and row[waiting] is not None,
                 steps is not None and bool(row[steps]),
@@ -168,6 +170,17 @@ def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
         "attempt_numbers": [job.attempts for job in jobs],
         "owner": owner,
     }
+
+
+def fence_literals(jobs: Sequence[Claimed], owner: str) -> dict[str, Any]:
+    """`fence_params` with each array as its text, ``'{1,2}'`` (`statements.complete`).
+
+    One string for the driver to send per array, where a list costs it a dump of
+    each element.
+    """
+    ids = ",".join(map(str, [job.id for job in jobs]))
+    attempts = ",".join(map(str, [job.attempts for job in jobs]))
+    return {"ids": f"{{{ids}}}", "attempt_numbers": f"{{{attempts}}}", "owner": owner}
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +220,10 @@ class InFlight:
 
     def __contains__(self, key: object) -> bool:
         return key in self._jobs
+
+    def count(self, keys: set[AttemptKey]) -> int:
+        """How many of `keys` are booked (one set operation, not a lookup each)."""
+        return len(self._jobs.keys() & keys)
 
     def add(self, jobs: Iterable[Claimed], confirmed: float | None = None) -> None:
         """Book claimed attempts; `confirmed`: when their claim round began (monotonic)."""

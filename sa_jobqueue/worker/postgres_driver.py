@@ -20,7 +20,7 @@ from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import control, workflows
 from sa_jobqueue.statements.attempt_errors import with_history
 from sa_jobqueue.statements.ended import MAX_NAMED_IDS, notifying_ended
-from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_literals, fence_params
 from sa_jobqueue.worker.driver_values import Held, NextDue, Swept, Upstream
 
 __all__ = ["PostgresDriver"]
@@ -244,7 +244,7 @@ class PostgresDriver:
             one["result"] = None if results is None else results[0]
             return _held(conn.execute(self._complete_quietly, one))
         plain = results is None or all(result is None for result in results)
-        params = fence_params(jobs, owner)
+        params = fence_literals(jobs, owner)
         if not plain:
             params = {**params, "results": list(results or ())}
         ahead = self._ahead
