@@ -59,9 +59,12 @@ class Result(enum.Enum):
     # stopped) and its row is no longer this attempt's: nothing to record
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as `Outcome`: a frozen dataclass's __init__ sets each field through
+# object.__setattr__, at four times the cost, and one of each is made per job. Nothing
+# assigns to their fields once made (and neither is hashed).
+@dataclass(slots=True)
 class Claimed:
-    """A job as the claim returned it: what is needed to run and fence it."""
+    """A job as the claim returned it: what is needed to run and fence it (read-only)."""
 
     id: int
     kind: str
@@ -89,7 +92,7 @@ class Claimed:
     key: AttemptKey = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", (self.id, self.attempts))
+        self.key = (self.id, self.attempts)
 
     @classmethod
     def from_row(cls, row: Row[Any], lease: float) -> Claimed:
@@ -183,9 +186,9 @@ def fence_literals(jobs: Sequence[Claimed], owner: str) -> dict[str, Any]:
     return {"ids": f"{{{ids}}}", "attempt_numbers": f"{{{attempts}}}", "owner": owner}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
-    """The end of one attempt, for the completer to record."""
+    """The end of one attempt, for the completer to record (read-only)."""
 
     job: Claimed
     result: Result
