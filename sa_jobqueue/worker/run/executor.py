@@ -286,18 +286,22 @@ class Executor(TransactionalMode):
             return Outcome(job, Result.FAIL, delay, error, time.perf_counter() - started)
         returned = None
         try:
-            with self._span(job):
-                if task.transactional:
-                    result = self._run_transactional(task, job)
-                    if isinstance(result, Outcome):
-                        return result
-                elif job.waited:
-                    upstream = self._upstream(job)
-                    returned = self._call(task, self.context(job, upstream=upstream, stop=stop))
-                    result = Result.DONE
-                else:
-                    returned = self._call(task, self.context(job, stop=stop))
-                    result = Result.DONE
+            if task.transactional or job.waited or tracing.recording():
+                with self._span(job):
+                    if task.transactional:
+                        result = self._run_transactional(task, job)
+                        if isinstance(result, Outcome):
+                            return result
+                    elif job.waited:
+                        ctx = self.context(job, upstream=self._upstream(job), stop=stop)
+                        returned = self._call(task, ctx)
+                        result = Result.DONE
+                    else:
+                        returned = self._call(task, self.context(job, stop=stop))
+                        result = Result.DONE
+            else:  # the usual attempt, as above, without the no-op `with` of `_span` per job
+                returned = self._call(task, self.context(job, stop=stop))
+                result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
             return outcomes.failed(task, job, exc, started)
