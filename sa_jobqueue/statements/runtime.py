@@ -102,13 +102,19 @@ def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
     wait for a transaction that locked it to enqueue a dependent), so the caller
     knows to run `workflows.release_dependents` in the same transaction.
 
-    Parameters: ``ids``, ``attempt_numbers`` and, `with_results`, ``results`` (each
-    handler's return value as JSON text, NULL for none), arrays: one fenced UPDATE
+    Parameters: ``ids``, ``attempt_numbers`` (lists, or their array text
+    ``'{1,2}'``) and, `with_results`, ``results`` (each handler's return value as
+    JSON text, NULL for none), arrays: one fenced UPDATE
     acknowledges many jobs and stores their results. Without `with_results` it stores
     none and unnests two arrays instead of three: the cheaper statement for the usual
     batch, in which no handler returned anything.
     """
-    fence_arrays = [bindparam(param, type_=ARRAY(type_)) for param, _, type_ in FENCE_ARRAYS]
+    # Each fence array is cast from its parameter, which may be the array's text
+    # (``'{1,2}'``, as the worker passes it: one string to dump, not an element
+    # each) or a list.
+    fence_arrays = [
+        cast(bindparam(param, type_=Text), ARRAY(type_)) for param, _, type_ in FENCE_ARRAYS
+    ]
     columns = [column for _, column, _ in FENCE_ARRAYS]
     done: dict[str, Any] = {
         "status": Status.DONE.value,

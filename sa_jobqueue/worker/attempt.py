@@ -27,6 +27,7 @@ __all__ = [
     "InFlight",
     "Outcome",
     "Result",
+    "fence_literals",
     "fence_params",
     "storable_delay",
     "storable_text",
@@ -58,9 +59,12 @@ class Result(enum.Enum):
     # stopped) and its row is no longer this attempt's: nothing to record
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen, as `Outcome`: a frozen dataclass's __init__ sets each field through
+# object.__setattr__, at four times the cost, and one of each is made per job. Nothing
+# assigns to their fields once made (and neither is hashed).
+@dataclass(slots=True)
 class Claimed:
-    """A job as the claim returned it: what is needed to run and fence it."""
+    """A job as the claim returned it: what is needed to run and fence it (read-only)."""
 
     id: int
     kind: str
@@ -88,7 +92,7 @@ class Claimed:
     key: AttemptKey = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", (self.id, self.attempts))
+        self.key = (self.id, self.attempts)
 
     @classmethod
     def from_row(cls, row: Row[Any], lease: float) -> Claimed:
@@ -142,7 +146,8 @@ class Claimed:
                 row[at_key],
                 lease_of(row[at_kind], default_lease),
                 claimed_at,
-                None if trace is None else _decoded(row[trace]),
+                # `_decoded`, inline: it is one call per job.
+                None if trace is None or isinstance(t := row[trace], UndecodableJSON) else t,
                 None if stamp is None else row[stamp],
                 waiting is not None and row[waiting] is not None,
                 steps is not None and bool(row[steps]),
@@ -170,9 +175,20 @@ def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
+def fence_literals(jobs: Sequence[Claimed], owner: str) -> dict[str, Any]:
+    """`fence_params` with each array as its text, ``'{1,2}'`` (`statements.complete`).
+
+    One string for the driver to send per array, where a list costs it a dump of
+    each element.
+    """
+    ids = ",".join(map(str, [job.id for job in jobs]))
+    attempts = ",".join(map(str, [job.attempts for job in jobs]))
+    return {"ids": f"{{{ids}}}", "attempt_numbers": f"{{{attempts}}}", "owner": owner}
+
+
+@dataclass(slots=True)
 class Outcome:
-    """The end of one attempt, for the completer to record."""
+    """The end of one attempt, for the completer to record (read-only)."""
 
     job: Claimed
     result: Result
@@ -207,6 +223,10 @@ class InFlight:
 
     def __contains__(self, key: object) -> bool:
         return key in self._jobs
+
+    def count(self, keys: set[AttemptKey]) -> int:
+        """How many of `keys` are booked (one set operation, not a lookup each)."""
+        return len(self._jobs.keys() & keys)
 
     def add(self, jobs: Iterable[Claimed], confirmed: float | None = None) -> None:
         """Book claimed attempts; `confirmed`: when their claim round began (monotonic)."""

@@ -123,6 +123,7 @@ class LimitedClaims:
         self.driver = driver
         #: The limited kinds, sorted: the order their locks are taken in.
         self.kinds: list[str] = sorted(kind for kind, limit in limits.items() if limit.limited)
+        self._kind_set = frozenset(self.kinds)
         #: The kinds claimed ahead of free slots too (see `AHEAD_FACTOR`).
         self.roomy: frozenset[str] = frozenset(
             kind
@@ -195,7 +196,7 @@ class LimitedClaims:
     def freed(self, kinds: Iterable[str]) -> None:
         """Jobs of `kinds` finished on this worker: ask those kinds in the next round."""
         if self.kinds:  # without limited kinds, no pass over every finished job
-            self.backoff.freed([kind for kind in kinds if kind in self.kinds])
+            self.backoff.freed(self._kind_set.intersection(kinds))  # each kind once
 
     def kinds_to_lock(self) -> list[str]:
         """The kinds the next round takes the locks of ahead, sorted.

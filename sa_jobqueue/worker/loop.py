@@ -34,8 +34,9 @@ RECONNECT = Backoff(base=0.1, factor=2, cap=5.0, jitter=0)
 #: Between the tries to record the last reports at shutdown: 0.1 s, doubling, at most 2 s.
 RERECORD = Backoff(base=0.1, factor=2, cap=2.0, jitter=0)
 
-# The outcomes of attempts whose handler ran to its end: their durations count.
-_RAN = frozenset({Result.DONE, Result.COMMITTED, Result.FAIL, Result.RETRY, Result.DISCARD})
+# The outcomes of attempts whose handler ran to its end: their durations count. A tuple,
+# the usual one first: a set would hash each job's `Result` by a Python-level __hash__.
+_RAN = (Result.DONE, Result.COMMITTED, Result.FAIL, Result.RETRY, Result.DISCARD)
 
 #: After a full batch, the longest the loop waits for handlers to free half the slots.
 COALESCE_SECONDS = 0.002
@@ -216,8 +217,7 @@ class ClaimLoop:
         # given up, and when its handler returns; it frees one slot, once.
         free = self.concurrency - self.missing() - len(self.inflight)
         if reports:
-            inflight = self.inflight
-            free += len({o.job.key for o in reports if o.job.key in inflight})
+            free += self.inflight.count({o.job.key for o in reports})
         # Jobs claimed ahead wait for a slot in this worker (the claimer decides which
         # kinds may be: unlimited ones and roomy max_running ones).
         ahead = self.ahead()

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Connection, CursorResult, Executable, RootTransaction, Row, Select, Update
+from sqlalchemy import Connection, Executable, RootTransaction, Row, Select, Update
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
@@ -20,7 +20,7 @@ from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import control, workflows
 from sa_jobqueue.statements.attempt_errors import with_history
 from sa_jobqueue.statements.ended import MAX_NAMED_IDS, notifying_ended
-from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_params
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Result, fence_literals, fence_params
 from sa_jobqueue.worker.driver_values import Held, NextDue, Swept, Upstream
 
 __all__ = ["PostgresDriver"]
@@ -242,9 +242,9 @@ class PostgresDriver:
             job = jobs[0]
             one = {"job_id": job.id, "attempt": job.attempts, "owner": owner}
             one["result"] = None if results is None else results[0]
-            return _held(conn.execute(self._complete_quietly, one))
-        plain = results is None or all(result is None for result in results)
-        params = fence_params(jobs, owner)
+            return Held.from_rows(conn.execute(self._complete_quietly, one).all())
+        plain = results is None or results.count(None) == len(results)
+        params = fence_literals(jobs, owner)
         if not plain:
             params = {**params, "results": list(results or ())}
         ahead = self._ahead
@@ -256,7 +256,7 @@ class PostgresDriver:
                 rows = conn.execute(self._complete_one, one)
             else:
                 rows = conn.execute(self._complete_plain if plain else self._complete, params)
-            return _held(rows)
+            return Held.from_rows(rows.all())  # one fetch, not one per row
         self._ahead = None
         locking = self._complete_plain_and_lock if plain else self._complete_and_lock
         row = conn.execute(locking, {**params, "lock_kinds": ahead[1]}).one()
@@ -388,13 +388,3 @@ class PostgresDriver:
     def commit_asynchronously(self, conn: Connection) -> None:
         """``SET LOCAL synchronous_commit = off`` (`statements.asynchronous_commit`)."""
         conn.execute(self._asynchronous_commit)
-
-
-def _held(result: CursorResult[Any]) -> Held:
-    # As fast as the plain set of keys it replaced: no job has dependents, usually.
-    # ``all()`` fetches the rows in one call; iterating would fetch them one by one.
-    rows: Sequence[Any] = result.all()
-    held = Held((row[0], row[1]) for row in rows)
-    if any(row[2] for row in rows):
-        held.with_dependents = [row[0] for row in rows if row[2]]
-    return held

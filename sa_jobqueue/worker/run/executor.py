@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
@@ -182,13 +182,18 @@ class Executor(TransactionalMode):
         return self.context(job, session, engine if callable(engine) else None, upstream)
 
     def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
-        """Run a sync handler inside the middleware; return its result as JSON text."""
+        """Run a sync handler inside the middleware; return its result as JSON text.
+
+        One that returns an awaitable fails instead of "finishing" (`_returned_awaitable`).
+        """
         try:
-            value = _call(task, ctx, self._middlewares)
+            value = self._middlewares.wrap(task.handler)(ctx)
+            if value is not None and inspect.isawaitable(value):
+                _returned_awaitable(task, value)
         finally:
             if ctx._durable is not None:  # only a handler that used ctx.step & co.
                 _flush(ctx)
-        return dump_result(value, self._max_result_bytes)
+        return None if value is None else dump_result(value, self._max_result_bytes)
 
     async def _acall(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Await an async handler inside the async middleware; return its result as JSON."""
@@ -286,18 +291,22 @@ class Executor(TransactionalMode):
             return Outcome(job, Result.FAIL, delay, error, time.perf_counter() - started)
         returned = None
         try:
-            with self._span(job):
-                if task.transactional:
-                    result = self._run_transactional(task, job)
-                    if isinstance(result, Outcome):
-                        return result
-                elif job.waited:
-                    upstream = self._upstream(job)
-                    returned = self._call(task, self.context(job, upstream=upstream, stop=stop))
-                    result = Result.DONE
-                else:
-                    returned = self._call(task, self.context(job, stop=stop))
-                    result = Result.DONE
+            if task.transactional or job.waited or tracing.recording():
+                with self._span(job):
+                    if task.transactional:
+                        result = self._run_transactional(task, job)
+                        if isinstance(result, Outcome):
+                            return result
+                    elif job.waited:
+                        ctx = self.context(job, upstream=self._upstream(job), stop=stop)
+                        returned = self._call(task, ctx)
+                        result = Result.DONE
+                    else:
+                        returned = self._call(task, self.context(job, stop=stop))
+                        result = Result.DONE
+            else:  # the usual attempt, as above, without the no-op `with` of `_span` per job
+                returned = self._call(task, self.context(job, stop=stop))
+                result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
             return outcomes.failed(task, job, exc, started)
@@ -376,20 +385,16 @@ async def _aflush(ctx: JobContext) -> None:
         log.warning("job %s: its last progress value was not written: %s", ctx.id, error)
 
 
-def _call(task: TaskDef, context: JobContext, middlewares: Middlewares) -> Any:
-    """Call a sync handler in its middleware; return what it returned.
+def _returned_awaitable(task: TaskDef, result: Any) -> NoReturn:
+    """Fail a sync handler that returned an awaitable (`result`) instead of running.
 
-    One that returns an awaitable fails instead of "finishing": an ``async def``
-    hidden behind a plain decorator would otherwise be marked done without ever
-    running.
+    An ``async def`` hidden behind a plain decorator would otherwise be marked done
+    without ever running.
     """
-    result: Any = middlewares.wrap(task.handler)(context)
-    if result is not None and inspect.isawaitable(result):
-        if inspect.iscoroutine(result):
-            result.close()  # never awaited, on purpose: no "never awaited" warning
-        raise TypeError(
-            f"the handler of {task.kind!r} returned a coroutine (or another awaitable) "
-            "instead of running: register an async def handler (not a plain function "
-            "that returns one)"
-        )
-    return result
+    if inspect.iscoroutine(result):
+        result.close()  # never awaited, on purpose: no "never awaited" warning
+    raise TypeError(
+        f"the handler of {task.kind!r} returned a coroutine (or another awaitable) "
+        "instead of running: register an async def handler (not a plain function "
+        "that returns one)"
+    )

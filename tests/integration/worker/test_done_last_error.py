@@ -62,3 +62,21 @@ def test_done_job_that_never_failed_has_no_last_error(committed):
         job_id = jobs.enqueue(s, "fine", {}).id
     jobs.worker(committed).drain()
     assert tuple(_row(committed, job_id)) == ("done", 1, None)
+
+
+def test_complete_takes_its_fence_arrays_as_lists_or_as_array_text(committed):
+    with Session(committed) as s, s.begin():
+        ids = [JobQueue(Job).enqueue(s, "k", {}).id for _ in range(4)]
+    with committed.begin() as conn:
+        claim = statements.claim(Job, leases={}, default_lease=300.0)
+        conn.execute(claim, {"queue_name": "default", "limit": 4, "owner": "w:1"}).all()
+        complete = statements.complete(Job, with_results=False)
+        as_lists = {"ids": ids[:2], "attempt_numbers": [1, 1], "owner": "w:1"}
+        as_text = {"ids": f"{{{ids[2]},{ids[3]}}}", "attempt_numbers": "{1,1}", "owner": "w:1"}
+        # The fence holds as text too: a wrong attempt number marks nothing done.
+        stale = {"ids": f"{{{ids[0]}}}", "attempt_numbers": "{2}", "owner": "w:1"}
+        assert conn.execute(complete, stale).all() == []
+        done = [row.id for row in conn.execute(complete, as_lists)]
+        done += [row.id for row in conn.execute(complete, as_text)]
+    assert sorted(done) == sorted(ids)
+    assert {_row(committed, i).status for i in ids} == {"done"}
