@@ -21,7 +21,9 @@ not, with the load average:
   beside PGQueuer's enqueue inside ``conn.transaction()`` (target >= 1.0x) and its
   autocommit enqueue (target >= 0.65x); with the Session's own floor (the same ``with``
   around a raw psycopg INSERT on the session's connection, `session_floor`) and a raw
-  psycopg INSERT per transaction (`run.raw_insert`), which show what the Session costs.
+  psycopg INSERT per transaction (`run.raw_insert`), which show what the Session costs,
+  and the same floor sending enqueue's own INSERT (which shows what the statement costs
+  the server beside the plain one).
 
 ``--no-peers`` skips PGQueuer (its virtualenv is `peers.peers_python`, made on first use).
 ``--round-trips`` prints the statements one enqueue sends; ``--profile`` runs the
@@ -73,12 +75,15 @@ def round_trips(url: str) -> list[str]:
         engine.dispose()
 
 
-def session_floor(url: str, count: int) -> float:
+def session_floor(url: str, count: int, *, own_statement: bool = False) -> float:
     """What `run.enqueue_single`'s Session costs alone: the raw INSERT on its connection.
 
     ``with Session(engine) as s, s.begin()`` around the raw benchmark's statement,
     sent on the session's own psycopg connection (no SQLAlchemy statement at all):
-    the most any enqueue inside that ``with`` can reach.
+    the most any enqueue inside that ``with`` can reach. With `own_statement`, the
+    statement is the one `jobs.enqueue` sends (``ON CONFLICT DO NOTHING``, its
+    ``RETURNING``), its row fetched: what is left between it and the enqueue is the
+    library's Python, not the server's work.
     """
     statement = (
         "INSERT INTO jobs (kind, queue, payload, priority, max_attempts) "
@@ -88,12 +93,27 @@ def session_floor(url: str, count: int) -> float:
     try:
         with Session(engine) as session, session.begin():
             session.connection().execute(text("SELECT 1"))
+            if own_statement:
+                jobs.enqueue(session, "noop", {"n": -1})
+                session.rollback()
+                one = jobs._inserter._ones["now", (), ()]  # a job with no option's shape
+                statement = one.direct._sql[engine.dialect]
         started = time.perf_counter()
         for i in range(count):
             with Session(engine) as session, session.begin():
                 driver = session.connection().connection.driver_connection
                 assert driver is not None
-                driver.execute(statement, ["noop", "default", json.dumps({"n": i}), 0, 20])
+                if own_statement:
+                    params = {
+                        "new_queue": "default",
+                        "new_kind": "noop",
+                        "new_payload": json.dumps({"n": i}),
+                        "new_priority": 0,
+                        "new_max_attempts": 20,
+                    }
+                    driver.execute(statement, params).fetchone()
+                else:
+                    driver.execute(statement, ["noop", "default", json.dumps({"n": i}), 0, 20])
         return count / (time.perf_counter() - started)
     finally:
         engine.dispose()
@@ -245,6 +265,7 @@ def main() -> None:
             run.log(f"{tag}: marginal {ours * 1e6:.0f} us, raw execute {theirs * 1e6:.0f} us")
             single = f.add("single", run.enqueue_single(url, count))
             floor = f.add("floor", session_floor(url, count))
+            f.add("floor_own", session_floor(url, count, own_statement=True))
             raw1 = f.add("raw_single", run.raw_insert(url, count, 1))
             run.log(f"{tag}: enqueue {single:,.0f}/s, floor {floor:,.0f}/s, raw {raw1:,.0f}/s")
             if python is not None:
@@ -266,6 +287,7 @@ def main() -> None:
         ("PGQueuer batch enqueue, 1,000 per call", "pg_many"),
         ("with Session, s.begin(): enqueue", "single"),
         ("with Session, s.begin(): raw psycopg INSERT (the Session's floor)", "floor"),
+        ("the same floor with enqueue's own INSERT (ON CONFLICT, RETURNING)", "floor_own"),
         ("raw psycopg INSERT, 1 per transaction", "raw_single"),
         ("PGQueuer enqueue in conn.transaction()", "pg_tx"),
         ("PGQueuer enqueue, autocommit", "pg"),
@@ -308,8 +330,17 @@ def main() -> None:
     print(
         f"(the Session's floor / raw INSERT per transaction: "
         f"{f.median('floor') / f.median('raw_single'):.2f}x; "
-        f"enqueue / the floor: {f.median('single') / f.median('floor'):.2f}x)"
+        f"enqueue / the floor: {f.median('single') / f.median('floor'):.2f}x; "
+        f"the floor with enqueue's own INSERT / the floor: "
+        f"{f.median('floor_own') / f.median('floor'):.2f}x)"
     )
+    if "pg_tx" in f.values:
+        print(
+            f"(the Session's floor / PGQueuer in a transaction: "
+            f"{f.median('floor') / f.median('pg_tx'):.2f}x, / PGQueuer autocommit: "
+            f"{f.median('floor') / f.median('pg'):.2f}x: what an enqueue costing nothing "
+            "above the floor would reach)"
+        )
     end = os.getloadavg()
     print(
         f"load average at start {' '.join(f'{x:.2f}' for x in load)}, "
