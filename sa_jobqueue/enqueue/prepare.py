@@ -235,35 +235,10 @@ def prepare_many(
     specs: list[JobSpec] = []
     append = specs.append
     pairs = _Pairs(registry, max_payload_bytes, check_columns)
-    kinds = pairs.kinds
-    dump_payload = validation.dump_payload
     for index, item in enumerate(items):
         try:
             if type(item) is tuple and len(item) == 2 and type(item[0]) is str:
-                known = kinds.get(item[0])
-                if known is None:  # the kind's first pair: its checks, then it is known
-                    append(pairs.spec(item[0], item[1]))
-                    continue
-                # `_Pairs.spec` inlined for a known kind, positional arguments: a batch
-                # builds a thousand of these, and keywords double what each costs.
-                payload = item[1]
-                append(
-                    JobSpec(
-                        known.kind,
-                        known.queue,
-                        known.payload
-                        if payload is None
-                        else dump_payload(payload, max_payload_bytes),
-                        known.priority,
-                        known.max_attempts,
-                        None,
-                        0.0,
-                        None,
-                        None,
-                        known.concurrency_key,
-                        known.columns,
-                    )
-                )
+                append(pairs.spec(item[0], item[1]))
             else:
                 append(_prepare_item(registry, max_payload_bytes, item, check_columns, check_after))
         except ValidationError as exc:
@@ -295,19 +270,22 @@ class _Pairs:
                 self.registry, self.max_payload_bytes, kind, check_columns=self.check_columns
             )
             self.kinds[kind] = known
+        # Positional arguments: a batch builds a thousand of these, and keywords
+        # double what each costs. Every field but the payload is the kind's.
         return JobSpec(
-            kind=known.kind,
-            queue=known.queue,
-            payload=known.payload
+            known.kind,
+            known.queue,
+            known.payload
             if payload is None
             else validation.dump_payload(payload, self.max_payload_bytes),
-            priority=known.priority,
-            max_attempts=known.max_attempts,
-            run_at=None,
-            delay=0.0,
-            idempotency_key=None,
-            concurrency_key=known.concurrency_key,
-            columns=known.columns,
+            known.priority,
+            known.max_attempts,
+            None,  # run_at
+            0.0,  # delay
+            None,  # idempotency_key
+            None,  # unique_key
+            known.concurrency_key,
+            known.columns,
         )
 
 
