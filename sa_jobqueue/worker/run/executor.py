@@ -193,7 +193,7 @@ class Executor(TransactionalMode):
         finally:
             if ctx._durable is not None:  # only a handler that used ctx.step & co.
                 _flush(ctx)
-        return None if value is None else dump_result(value, self._max_result_bytes)
+        return dump_result(value, self._max_result_bytes)
 
     async def _acall(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Await an async handler inside the async middleware; return its result as JSON."""
