@@ -71,6 +71,8 @@ def json_rows(specs: Sequence[JobSpec]) -> str:
                 f',"priority":{spec.priority},"max_attempts":{spec.max_attempts}',
             )
         head, tail = ends
+        # The usual row sets none of the fields below: one f-string, not a check and a
+        # concatenation each (0.18 against 0.22 ms per 1,000 rows, timeit).
         if (
             spec.run_at is None
             and not spec.delay
