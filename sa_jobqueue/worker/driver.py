@@ -142,8 +142,12 @@ class Driver(Protocol):
 
     def complete_charged(
         self, conn: Connection, job: Claimed, owner: str, result: str | None
-    ) -> bool:
-        """Mark a refunded batched `job` done and take its refund back; False: lease lost."""
+    ) -> Held:
+        """Mark a refunded batched `job` done and take its refund back.
+
+        Returns the attempt if it was still held (empty: the lease was lost), with its id
+        among `Held.with_dependents` when jobs wait for it (`release_dependents` is due).
+        """
         ...
 
     def record_failure(

@@ -332,10 +332,10 @@ class PostgresDriver:
 
     def complete_charged(
         self, conn: Connection, job: Claimed, owner: str, result: str | None
-    ) -> bool:
+    ) -> Held:
         """`statements.complete_charged`: the fenced done of a refunded batched job."""
         params = {"job_id": job.id, "attempt": job.attempts, "owner": owner, "result": result}
-        return conn.execute(self._complete_charged, params).first() is not None
+        return Held.from_rows(conn.execute(self._complete_charged, params).all())
 
     def record_failure(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str

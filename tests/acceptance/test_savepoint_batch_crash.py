@@ -64,3 +64,27 @@ def test_poison_job_in_savepoint_batch_does_not_use_up_its_neighbours_attempts(
     assert ran == neighbours
     # The poison job itself still ends: its crashes are charged once it runs alone.
     assert 2 <= crashes <= 4
+
+
+def test_transactional_jobs_in_a_savepoint_batch_release_their_dependents(
+    committed, spawn: Spawner
+):
+    # Issue 45, item 1: a batched job's fenced done returned before the release that
+    # the unbatched path makes, so its dependents and a batch's callback waited for good.
+    with Session(committed) as s, s.begin():
+        upstream = [jobs.enqueue(s, "tx_effect", {}) for _ in range(20)]
+        dependents = [jobs.enqueue(s, "tx_effect", {}, after=[u]) for u in upstream]
+        batch = jobs.batch(s, callback=("tx_effect", {}))
+        members = batch.enqueue_many([("tx_effect", {}) for _ in range(20)])
+        ids = [j.id for j in (*upstream, *dependents, *members)]
+        callback = batch.id
+    spawn(APP, "--savepoint-batch", "20", "--concurrency", "1")
+
+    def ended():
+        rows = _rows(committed, [*ids, callback])
+        return all(status == "done" for status, *_ in rows.values())
+
+    wait_for(ended, timeout=90, what="every upstream job, dependent and the callback done")
+    with Session(committed) as s:
+        effects = s.scalars(select(Effect.job_id).where(Effect.job_id.in_(ids))).all()
+    assert sorted(effects) == sorted(ids)  # each ran once, its effect committed once

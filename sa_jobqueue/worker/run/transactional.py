@@ -93,12 +93,13 @@ class TransactionalMode:
         Returns False when the fence matched no row (the lease was lost).
         """
         session.flush()
-        if charged:
-            return self._driver.complete_charged(session.connection(), job, self._owner, returned)
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
         conn = session.connection()
-        # Not announced here: the claim loop announces COMMITTED attempts in its round.
-        held = self._driver.complete(conn, [job], self._owner, [returned], announce=False)
+        if charged:
+            held = self._driver.complete_charged(conn, job, self._owner, returned)
+        else:
+            # Not announced here: the claim loop announces COMMITTED attempts in its round.
+            held = self._driver.complete(conn, [job], self._owner, [returned], announce=False)
         if held.with_dependents:
             # The release step, in the handler's transaction: its writes, its done and
             # the release of the jobs waiting for it commit together (docs/workflows.md).
