@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 
-def heartbeat(model: type[JobMixin]) -> Update:
+def heartbeat(model: type[JobMixin], *, skip_locked: bool = True) -> Update:
     """Extend the leases of ``:owner``'s running jobs; return ``(id, attempts)`` of each extended.
 
     Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one
@@ -55,18 +55,25 @@ def heartbeat(model: type[JobMixin]) -> Update:
     would let the worker's other leases run out. A skipped row cannot be swept
     meanwhile (the sweeper skips locked rows too). A job missing from the result
     was either skipped or lost; `still_owned` tells which.
+
+    Without `skip_locked`, the statement waits for the rows' locks instead: run on a
+    connection of its own for a skipped row that is still owned, it queues ahead of
+    the sweeper (which skips a row whose lock has a waiter), so the lease is extended
+    the moment the other transaction ends, however long it stayed open. Its lease then
+    runs from ``clock_timestamp()``: ``now()`` is when the wait began.
     """
+    now = func.now() if skip_locked else func.clock_timestamp()
     batch = unnest_rows(*FENCE_ARRAYS, ("leases", "lease", Float))
     mine = (
         select(model.id, batch.c.lease)
         .join(batch, and_(*fence(model, batch.c.id, batch.c.attempts)))
-        .with_for_update(of=model, skip_locked=True)
+        .with_for_update(of=model, skip_locked=skip_locked)
         .cte("mine")
     )
     return (
         update(model)
         .where(model.id == mine.c.id)
-        .values(locked_until=func.now() + seconds(mine.c.lease), updated_at=func.now())
+        .values(locked_until=now + seconds(mine.c.lease), updated_at=now)
         .returning(model.id, model.attempts)
     )
 

@@ -163,6 +163,16 @@ class Driver(Protocol):
         """Extend the leases of `jobs` (each by its own lease); return those extended."""
         ...
 
+    def heartbeat_waiting(
+        self, conn: Connection, jobs: Sequence[Claimed], owner: str
+    ) -> set[AttemptKey]:
+        """`heartbeat`, waiting for rows another transaction holds locked, never skipping them.
+
+        Once waiting, it keeps its place ahead of the sweeper: a lease it waits for is
+        extended as soon as that lock is released, never reclaimed first.
+        """
+        ...
+
     def still_owned(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
         """Of `jobs`, the attempts still running under `owner` (as last committed)."""
         ...

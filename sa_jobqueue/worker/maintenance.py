@@ -20,6 +20,7 @@ from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
 from sa_jobqueue.worker.driver import Driver
+from sa_jobqueue.worker.lease_waiters import LeaseWaiters
 from sa_jobqueue.worker.registration import Registration
 
 __all__ = ["SWEEP_BATCH", "Maintenance"]
@@ -88,6 +89,8 @@ class Maintenance:
             self.tick = min(self.tick, self.periodic.interval)
         self.on_cancelled = on_cancelled
         self.driver = driver
+        # Leases whose rows another transaction holds locked: waited for, not skipped.
+        self.waiters = LeaseWaiters(engine, driver, owner)
 
     def run(self) -> None:
         """Heartbeats, sweeps and pruning until `stopped`; the thread's target.
@@ -126,6 +129,7 @@ class Maintenance:
                         conn.invalidate()
                         conn.close()
                 conn = None
+        self.waiters.stop()
         if conn is not None:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -140,10 +144,18 @@ class Maintenance:
         for key in [k for k in beats if k not in live]:
             del beats[key]
         lost &= live
+        renewed = self.waiters.renewed()
+        for key, sent in renewed.items():
+            beats[key] = max(sent, beats.get(key, sent))
+            if self.on_renewed is not None:
+                self.on_renewed({key}, sent)
+        waiting = self.waiters.waiting()
         due = [
             j
             for j in jobs
-            if j.key not in lost and now - beats.get(j.key, j.claimed_at) >= j.lease / 3
+            if j.key not in lost
+            and j.key not in waiting
+            and now - beats.get(j.key, j.claimed_at) >= j.lease / 3
         ]
         if not due:
             return
@@ -160,7 +172,11 @@ class Maintenance:
             if key in held:
                 beats[key] = now
             elif key in owned:
-                continue  # its row is locked (its own done mark, uncommitted): try again
+                # Its row is locked by another transaction: a caller's (jobs.signal,
+                # enqueue(after=[...]), the app's FOR UPDATE) or its own uncommitted done.
+                # Waiting there on a connection of its own, the heartbeat goes first once
+                # the lock is released, so the lease cannot run out under a live handler.
+                self.waiters.wait_for([job])
             elif key in still_running:
                 lost.add(key)
                 if key in cancelled and self.on_cancelled is not None:

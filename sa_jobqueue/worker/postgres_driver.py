@@ -132,6 +132,7 @@ class PostgresDriver:
             Result.DISCARD: with_history(model, statements.discard(model), ended_channel=ended),
         }
         self._heartbeat = statements.heartbeat(model)
+        self._heartbeat_waiting = statements.heartbeat(model, skip_locked=False)
         self._still_owned = statements.still_owned(model)
         self._cancelled = control.cancelled_attempts(model)
         self._sweep = with_history(
@@ -355,6 +356,13 @@ class PostgresDriver:
         """Extend the leases of `jobs` in one fenced UPDATE that skips locked rows."""
         params = {**fence_params(jobs, owner), "leases": [job.lease for job in jobs]}
         return {(row.id, row.attempts) for row in conn.execute(self._heartbeat, params)}
+
+    def heartbeat_waiting(
+        self, conn: Connection, jobs: Sequence[Claimed], owner: str
+    ) -> set[AttemptKey]:
+        """`heartbeat` that waits for rows locked by other transactions instead of skipping."""
+        params = {**fence_params(jobs, owner), "leases": [job.lease for job in jobs]}
+        return {(row.id, row.attempts) for row in conn.execute(self._heartbeat_waiting, params)}
 
     def still_owned(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
         """Of `jobs`, those still running under `owner`, by a plain (lock-free) read."""

@@ -53,6 +53,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         Job, queues=[f"q{i}" for i in range(statements.LEVEL_WALK_MAX_QUEUES + 1)]
     ),
     "heartbeat": lambda: statements.heartbeat(Job),
+    "heartbeat_waiting": lambda: statements.heartbeat(Job, skip_locked=False),
     "still_owned": lambda: statements.still_owned(Job),
     "complete": lambda: statements.complete(Job),
     "complete_plain": lambda: statements.complete(Job, with_results=False),
