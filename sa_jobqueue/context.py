@@ -331,7 +331,9 @@ class JobContext:
         """Report progress: a number from 0 to 1, or a small JSON object (at most 2 KiB).
 
         A fenced write of the job's ``progress`` column, visible to other connections
-        at once (``sa-jobqueue jobs show``), on a connection of its own in both modes.
+        at once (``sa-jobqueue jobs show``), on a connection of its own in both modes
+        (in transactional mode written by a worker thread just after the call, so the
+        handler, whose transaction holds a connection, never waits for a second one).
         Throttled: at most one write per `PROGRESS_INTERVAL` seconds per attempt; the
         last value is always written when the attempt ends, so a tight loop costs a
         check and a ``json.dumps`` per call. A stale attempt's write changes nothing.
@@ -343,14 +345,20 @@ class JobContext:
         store, state = self._attempt_steps()
         state.progress = check_progress(value)
         if state.progress_due() and store.progress(self, state.progress):
-            state.progress, state.progress_at = None, time.monotonic()
+            state.progress_at = time.monotonic()
+            if self._session is None:
+                # Written. A transactional handler's value is written off its thread,
+                # maybe after its done: it is written again with the done.
+                state.progress = None
 
     async def aprogress(self, value: float | Mapping[str, Any]) -> None:
         """`progress` for an ``async def`` handler: ``await ctx.aprogress(value)``."""
         store, state = self._attempt_steps()
         state.progress = check_progress(value)
         if state.progress_due() and await store.aprogress(self, state.progress):
-            state.progress, state.progress_at = None, time.monotonic()
+            state.progress_at = time.monotonic()
+            if self._session is None:  # as in `progress`
+                state.progress = None
 
     def _flush_progress(self, *, asynchronous: bool = False) -> Awaitable[bool] | bool:
         """Write the last progress value not written yet (the end of an attempt).

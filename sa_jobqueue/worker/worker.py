@@ -70,11 +70,11 @@ class Worker(Generic[JobT]):
     Args:
         model: the jobs model.
         registry: the tasks to run.
-        engine: a PostgreSQL engine. The worker holds up to ``concurrency + 3``
-            connections: the claim loop, heartbeats/sweeper, the listener, and
-            one per handler thread in transactional mode (a savepoint batch's
-            thread may briefly take one more for a check before a start,
-            docs/workers.md#connection-budget). Size the pool so.
+        engine: a PostgreSQL engine. The worker holds up to ``concurrency + 4``
+            connections: the claim loop, heartbeats/sweeper, the listener, the
+            progress writer, and one per handler thread in transactional mode (a
+            savepoint batch's thread may briefly take one more for a check before a
+            start, docs/workers.md#connection-budget). Size the pool so.
             An `AsyncEngine` works too: the worker's threads then use a sync
             engine made from its URL (psycopg 3), and under `run_async` async
             transactional handlers use the `AsyncEngine` itself (docs/asyncio.md).
@@ -110,7 +110,7 @@ class Worker(Generic[JobT]):
             # The claim loop, maintenance and listener run in threads: a sync engine
             # for them, made from the same URL (closed when a run ends).
             self.engine = create_engine(
-                sync_url(engine.url), pool_size=config.concurrency + 3, pool_pre_ping=True
+                sync_url(engine.url), pool_size=config.concurrency + 4, pool_pre_ping=True
             )
         check_worker_engine(self.engine)  # the listener needs psycopg 3
         self.queues = list(config.queues or registry.queues())

@@ -76,7 +76,7 @@ class PgBouncer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def _config(directory: Path, target: URL, port: int) -> Path:
+def _config(directory: Path, target: URL, port: int, pool_size: int) -> Path:
     server = (
         f"host={target.host or '127.0.0.1'} port={target.port or 5432} dbname={target.database}"
     )
@@ -101,7 +101,7 @@ def _config(directory: Path, target: URL, port: int) -> Path:
                 f"pidfile = {directory / 'pgbouncer.pid'}",
                 "pool_mode = transaction",
                 "max_client_conn = 500",
-                "default_pool_size = 20",
+                f"default_pool_size = {pool_size}",
                 "ignore_startup_parameters = extra_float_digits,options",
                 "",
             ]
@@ -123,15 +123,18 @@ def _wait_until_listening(port: int, process: subprocess.Popen[bytes], log: Path
 
 
 @contextlib.contextmanager
-def running_pgbouncer(database_url: str) -> Iterator[PgBouncer]:
-    """Start PgBouncer in front of `database_url`'s server and database; stop it after."""
+def running_pgbouncer(database_url: str, *, pool_size: int = 20) -> Iterator[PgBouncer]:
+    """Start PgBouncer in front of `database_url`'s server and database; stop it after.
+
+    `pool_size`: the server connections per pool (PgBouncer's ``default_pool_size``).
+    """
     binary = _binary()
     target = make_url(database_url)
     directory = Path(tempfile.mkdtemp(prefix="sa_jobqueue_pgbouncer_"))
     command = [binary, str(directory / "pgbouncer.ini")]
     try:
         port = _free_port()
-        _config(directory, target, port)
+        _config(directory, target, port, pool_size)
         if os.geteuid() == 0:
             # PgBouncer refuses to run as root.
             try:

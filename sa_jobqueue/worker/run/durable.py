@@ -2,8 +2,9 @@
 
 Lease mode: each write is a short transaction of its own (committed before the call
 returns); transactional mode: the handler's own transaction (``ctx.session``), except
-progress, which is written on a connection of its own so others see it while the handler
-runs (its last value goes in the handler's transaction). See docs/durable.md.
+progress, which a `ProgressWriter` writes on a connection of its own so others see it
+while the handler runs, without the handler waiting for that connection (its last value
+goes in the handler's transaction). See docs/durable.md.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue.core.steps import StepLeaseLost
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import steps as statements
+from sa_jobqueue.worker.run.progress_writer import ProgressWriter
 
 __all__ = ["WorkerSteps"]
 
@@ -33,6 +35,8 @@ class WorkerSteps:
         connect: opens one short transaction and yields its connection (an engine's
             ``begin()``; a test's drain: a SAVEPOINT on its connection).
         max_bytes: the largest step result, in bytes of JSON text.
+        background: write the progress of handlers in an open transaction on a thread
+            of its own (a connection of its own), never on theirs.
     """
 
     def __init__(
@@ -41,6 +45,8 @@ class WorkerSteps:
         owner: str,
         connect: Callable[[], AbstractContextManager[Connection]],
         max_bytes: int,
+        *,
+        background: bool = False,
     ) -> None:
         self.owner = owner
         self.max_bytes = max_bytes
@@ -56,13 +62,14 @@ class WorkerSteps:
         self._park = statements.park_wait(model)
         self._progress = statements.set_progress(model)
         self._progress_locked = statements.set_progress(model, skip_locked=False)
+        self._writer = ProgressWriter(connect, self._progress) if background else None
 
     @classmethod
     def on_engine(
         cls, model: type[JobMixin], owner: str, engine: Engine, max_bytes: int
     ) -> WorkerSteps:
         """Writes on `engine`, one committed transaction each."""
-        return cls(model, owner, engine.begin, max_bytes)
+        return cls(model, owner, engine.begin, max_bytes, background=True)
 
     @classmethod
     def on_connection(
@@ -165,6 +172,10 @@ class WorkerSteps:
             # The last value, in the handler's transaction: it commits with the done.
             conn = ctx._session.connection()
             return conn.execute(self._progress_locked, self._progressed(ctx, value)) is not None
+        if self._writer is not None and ctx._session is not None and not final:
+            # The handler's transaction holds a connection: it must not wait for another.
+            self._writer.put(self._progressed(ctx, value))
+            return True
         with self._connect() as conn:
             row = conn.execute(self._progress, self._progressed(ctx, value)).first()
         return row is not None or final

@@ -85,3 +85,13 @@ def reporter(ctx: JobContext) -> None:
     while not _released(ctx) and time.monotonic() < deadline:
         time.sleep(0.05)
     ctx.progress(1.0)
+
+
+@jobs.task("tx_progress", lease=LEASE, backoff=FAST, transactional=True)
+def tx_progress(ctx: JobContext) -> None:
+    """Write an Effect in the job's transaction, then report progress twice while it is open."""
+    ctx.session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="tx"))
+    ctx.session.flush()  # the transaction now holds its connection (a pooler's server one)
+    ctx.progress(0.5)
+    time.sleep(0.6)  # past the progress throttle
+    ctx.progress(0.9)
