@@ -21,6 +21,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import sessionmaker
 
 from sa_jobqueue.core.engines import check_worker_engine
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import preflight
 from sa_jobqueue.ops.retention import Pruner
@@ -31,7 +32,6 @@ from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome
 from sa_jobqueue.worker.claimer import Claimer
 from sa_jobqueue.worker.completer import Completer
 from sa_jobqueue.worker.config import WorkerConfig
-from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.limited_claimer import LimitedClaims
 from sa_jobqueue.worker.listener import Listener, Notifier, PollingNotifier
 from sa_jobqueue.worker.loop import ClaimLoop
@@ -126,7 +126,8 @@ class Worker(Generic[JobT]):
         limits = {t.kind: t.limits for t in registry.limited()}
         # Only the kinds registered here are claimed: a job of another kind (a deploy
         # in flight) stays pending, its attempts untouched, for a worker that has it.
-        self.driver = PostgresDriver(
+        self.driver = driver_for(
+            self.engine,
             model,
             leases=leases,
             default_lease=self.default_lease,
@@ -170,6 +171,7 @@ class Worker(Generic[JobT]):
                 renewed=self.inflight.renewed,
             ),
             rate_gate=RateGate(self.engine, self.driver),
+            model=model,
         )
         self._executor = executor
         self.pool = ThreadPool(
@@ -239,7 +241,9 @@ class Worker(Generic[JobT]):
             queues=self.queues,
             concurrency=self.concurrency,
             owner=self.worker_id,
-            asynchronous_commit=config.asynchronous_commit,
+            asynchronous_commit=(
+                config.asynchronous_commit and self.driver.supports_asynchronous_commit
+            ),
             metrics=self.metrics,
             prefetch=prefetch,
             waiting=(
@@ -413,7 +417,7 @@ class Worker(Generic[JobT]):
             target=self.maintenance.run, name="sa_jobqueue-maintenance", daemon=True
         )
         self._maintenance_thread.start()
-        if self.listen and listen:
+        if self.listen and listen and self.driver.supports_listen_notify:
             self.notifier = Listener(
                 self.engine,
                 str(self.model.__tablename__),
