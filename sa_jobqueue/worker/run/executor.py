@@ -115,9 +115,8 @@ class Executor(TransactionalMode):
         self._table = table
         self._steps: WorkerSteps | None = None
         if model is not None and upstream_connection is not None:
-            self._steps = WorkerSteps.on_connection(
-                model, owner, upstream_connection, max_result_bytes
-            )
+            steps = WorkerSteps.on_connection(model, owner, upstream_connection, max_result_bytes)
+            self._steps = steps
         elif model is not None and engine is not None:
             self._steps = WorkerSteps.on_engine(model, owner, engine, max_result_bytes)
 
