@@ -43,6 +43,11 @@ class DriverFactory(Protocol):
 #: Dialect name (``engine.dialect.name``) -> the driver for it.
 DRIVERS: dict[str, DriverFactory] = {"postgresql": PostgresDriver}
 
+# Drivers made with the default options, by dialect and model: building one builds every
+# statement it runs (a quarter of a second), and an operator's call (``cancel``) needs
+# one each time. Drivers keep no state between calls, so one serves every caller.
+_SHARED: dict[tuple[str, type[JobMixin]], Driver] = {}
+
 
 def dialect_name(bind: Any) -> str:
     """The dialect name of `bind`: an Engine, AsyncEngine, Connection, Session, Dialect or name."""
@@ -79,6 +84,8 @@ def driver_for(
             `Driver.job_claim_limited` only.
         kinds: the only kinds `Driver.job_claim` claims (None: any kind).
 
+    With the default options, the driver is made once per dialect and model, and shared.
+
     Raises:
         ConfigurationError: no driver for that dialect (the message names those there are).
     """
@@ -89,6 +96,12 @@ def driver_for(
         raise ConfigurationError(
             f"sa-jobqueue has no driver for the {name!r} dialect; supported: {supported}"
         )
-    return factory(
+    shared = not leases and default_lease == DEFAULT_LEASE and not limits and kinds is None
+    if shared and (name, model) in _SHARED:
+        return _SHARED[name, model]
+    made = factory(
         model, leases=leases or {}, default_lease=default_lease, limits=limits, kinds=kinds
     )
+    if shared:
+        _SHARED[name, model] = made
+    return made

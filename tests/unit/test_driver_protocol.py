@@ -56,3 +56,9 @@ def test_an_unknown_dialect_names_the_supported_ones_in_one_line():
 def test_the_driver_is_chosen_by_the_dialect_name():
     factory: object = DRIVERS["postgresql"]
     assert type(driver_for("postgresql", Job)) is factory
+
+
+def test_a_driver_with_the_default_options_is_made_once_per_model():
+    # An operator's cancel asks for one each call; building one builds every statement.
+    assert driver_for("postgresql", Job) is driver_for("postgresql", Job)
+    assert driver_for("postgresql", Job, kinds=["a"]) is not driver_for("postgresql", Job)
