@@ -112,7 +112,7 @@ def _trace_stages() -> None:
     stamp(claimer.Claimer, "claim", "claimed", after=True)
     stamp(worker.Worker, "_dispatch", "dispatched")
     if os.environ.get("LATENCY_TRACE_FINE"):
-        from sa_jobqueue.worker import postgres_driver
+        from sa_jobqueue.driver.postgres import driver as postgres_driver
 
         stamp(postgres_driver.PostgresDriver, "claim", "execute")
         stamp(postgres_driver.PostgresDriver, "_claimed", "fetched")

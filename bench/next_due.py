@@ -27,9 +27,13 @@ from app import Job  # noqa: E402
 from sqlalchemy import Connection, Engine, create_engine, text  # noqa: E402
 from sqlalchemy.dialects import postgresql  # noqa: E402
 
-from sa_jobqueue import migration, statements  # noqa: E402
+from sa_jobqueue import migration  # noqa: E402
+from sa_jobqueue.driver.postgres import (  # noqa: E402
+    PostgresDriver,
+    claims,
+    due,
+)
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
-from sa_jobqueue.worker.driver import PostgresDriver  # noqa: E402
 
 
 def _median_ms(conn: Connection, statement: object, reps: int = 20) -> float:
@@ -73,14 +77,14 @@ def main() -> None:
             )
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE jobs"))
-        walk = statements.next_run_at(Job, queues=["default"])
-        padding = [f"none{i}" for i in range(statements.LEVEL_WALK_MAX_QUEUES)]
-        aggregate = statements.next_run_at(Job, queues=["default", *padding])
+        walk = claims.next_run_at(Job, queues=["default"])
+        padding = [f"none{i}" for i in range(claims.LEVEL_WALK_MAX_QUEUES)]
+        aggregate = claims.next_run_at(Job, queues=["default", *padding])
         with engine.connect() as conn:
             figures = {"walk": _median_ms(conn, walk), "min": _median_ms(conn, aggregate)}
             print(f"next-due probe beside {args.deep:,} pending rows not yet due, median of 20:")
             print(
-                f"  level walk (up to {statements.LEVEL_WALK_MAX_QUEUES} queues): "
+                f"  level walk (up to {claims.LEVEL_WALK_MAX_QUEUES} queues): "
                 f"{figures['walk']:.2f} ms"
             )
             print(
@@ -110,11 +114,11 @@ def _idle_claims(engine: Engine, deep: int) -> None:
     """
     driver = PostgresDriver(Job, leases={"noop": 30.0}, default_lease=30.0, kinds=["noop"])
     queues = ["default", "empty1", "empty2", "empty3"]
-    due_kinds = statements.due_kinds(Job)
-    limited_due = statements.limited_due(Job, kinds=["noop", "other"])
+    due_kinds = due.due_kinds(Job)
+    limited_due = due.limited_due(Job, kinds=["noop", "other"])
     cases = {
-        "claim, one queue": lambda conn: driver.claim(conn, "default", 32, "bench"),
-        "claim_queues, 4 queues": lambda conn: driver.claim_queues(conn, queues, 32, "bench"),
+        "claim, one queue": lambda conn: driver.job_claim(conn, "default", 32, "bench"),
+        "claim_queues, 4 queues": lambda conn: driver.job_claim_queues(conn, queues, 32, "bench"),
         # A worker with limited kinds asks these on its idle rounds; the deep backlog's
         # kind stands for a limited one here (the probes do not read the limits).
         "limited kinds' due_kinds probe": lambda conn: list(

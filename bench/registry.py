@@ -39,11 +39,11 @@ from sqlalchemy import create_engine, text  # noqa: E402
 from sqlalchemy.orm import Session  # noqa: E402
 
 from sa_jobqueue import JobQueue, migration, statements  # noqa: E402
+from sa_jobqueue.driver.postgres import PostgresDriver, runtime  # noqa: E402
 from sa_jobqueue.schema.naming import ended_channel_name  # noqa: E402
 from sa_jobqueue.statements.ended import notifying_ended  # noqa: E402
 from sa_jobqueue.testing import scratch_database  # noqa: E402
 from sa_jobqueue.worker.attempt import Claimed, Result  # noqa: E402
-from sa_jobqueue.worker.driver import PostgresDriver  # noqa: E402
 from sa_jobqueue.worker.registration import Registration  # noqa: E402
 
 jobs = JobQueue(Job)
@@ -63,7 +63,7 @@ def broken(ctx: object) -> None:
 def _plain_fail() -> Any:
     """The driver's fail statement without the history: fenced, with its ended NOTIFY."""
     ended = ended_channel_name(Job.__tablename__)
-    return notifying_ended(statements.fail(Job), ended, statuses=statements.FINISHED_VALUES)
+    return notifying_ended(runtime.fail(Job), ended, statuses=statements.FINISHED_VALUES)
 
 
 def _fill(engine, kind: str, n: int) -> None:
@@ -107,7 +107,7 @@ def _fail_statements(engine, n: int, *, history: bool) -> float:
         for job_id in range(1, n + 1):
             job = Claimed(job_id, "broken", "default", {}, 1, 20, None, 60.0)
             with conn.begin():
-                driver.record_failure(conn, job, "w", Result.FAIL, 1.0, "RuntimeError: broken")
+                driver.job_fail(conn, job, "w", Result.FAIL, 1.0, "RuntimeError: broken")
     return n / (time.perf_counter() - started)
 
 

@@ -53,7 +53,8 @@ from sqlalchemy.pool import NullPool
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from sa_jobqueue import migration, statements  # noqa: E402
+from sa_jobqueue import migration  # noqa: E402
+from sa_jobqueue.driver.postgres import runtime  # noqa: E402
 from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS  # noqa: E402
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
 
@@ -422,7 +423,7 @@ class Demo:
         note("UPDATE jobs SET status = 'done', ... WHERE id = 4 AND attempts = 1")
         note(f"  AND locked_by = '{owner}' AND status = 'running' RETURNING id, attempts")
         with self.engine.begin() as conn:
-            reported = list(conn.execute(statements.complete_one(Job), late))
+            reported = list(conn.execute(runtime.complete_one(Job), late))
         table(["id", "attempts"], reported)
         note("Job 4, read back:")
         self.job_rows(["id", "kind", "attempts", "status", "locked_by"], [4])

@@ -20,6 +20,7 @@ from sqlalchemy.orm.util import identity_key
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.core.validation import BIGINT_RANGE, check_job_id
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
@@ -37,7 +38,7 @@ from sa_jobqueue.ops.retention import (
     prune_on,
 )
 from sa_jobqueue.ops.workers import live_worker_count
-from sa_jobqueue.ops.workflows import Releaser, after_retry
+from sa_jobqueue.ops.workflows import after_retry
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import (
     channel_name,
@@ -214,7 +215,7 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     result = _finish(session, model, wanted, rows, notify=False)
     ended = [(row.id, Status.CANCELLED.value) for row in rows if row.has_dependents]
     if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")
-        Releaser(model).release(session.connection(), ended)
+        driver_for(session, model).dependents_release(session.connection(), ended)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
     if result.was_running:
         # Tell the workers running them, at commit: their handlers see ctx.cancelled

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue.core.limits import MAX_LIMIT, check_concurrency_key
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.statements import fairness
+from sa_jobqueue.statements import fair_weights as fairness
 
 __all__ = ["set_weight", "weights"]
 

@@ -1,8 +1,7 @@
-"""Workflows for the worker and the operator: releasing dependents, a job's graph, revivals.
+"""Workflows for the operator: a job's graph, and revivals after a retry.
 
-`Releaser` runs the release step (`statements.workflows.release_dependents`) down the
-graph and notifies the queues of the jobs it made due; the worker's driver and the
-operator's ``cancel`` share it. `graph_of` reads what a job waits for and what waits
+(The release step, run by the worker and by ``cancel``, is the driver's
+`Driver.dependents_release`.) `graph_of` reads what a job waits for and what waits
 for it (``jobs show``, the dashboard). `after_retry` keeps the counts right when
 failed jobs are retried, and with ``with_dependents`` lets the jobs their failure
 cancelled wait again. Never commits. See docs/workflows.md.
@@ -17,51 +16,10 @@ from sqlalchemy import Connection
 
 from sa_jobqueue import statements
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.schema.naming import channel_name, ended_channel_name
+from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import workflows
 
-__all__ = ["Graph", "GraphNode", "Releaser", "after_retry", "graph_of"]
-
-
-class Releaser:
-    """The release step for one jobs model; its statements are built once.
-
-    Args:
-        model: the jobs model.
-    """
-
-    def __init__(self, model: type[JobMixin]) -> None:
-        self.model = model
-        # The release and the NOTIFY of the queues it made due: one statement.
-        table = model.__tablename__
-        self._release = workflows.release_dependents(
-            model, channel=channel_name(table), ended_channel=ended_channel_name(table)
-        )
-
-    def release(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
-        """Count the ends of `ended` (``(id, final status)``) against the jobs waiting for them.
-
-        Run it in the transaction of those ends, after them. Jobs cancelled by a
-        failure release theirs in turn, down the graph; the queues of the jobs made
-        ``pending`` are notified at commit (one ``pg_notify`` per queue, sent by the
-        release statement itself), and so are the ids of those cancelled, on the
-        ended channel (`jobs.wait`). Returns the ids made ``pending``.
-        """
-        released: list[int] = []
-        todo = list(ended)
-        while todo:
-            params = {
-                "ended_ids": [job_id for job_id, _ in todo],
-                "ended_statuses": [status for _, status in todo],
-            }
-            rows = conn.execute(self._release, params).all()
-            todo = []
-            for row in rows:
-                if row.status == Status.PENDING.value:
-                    released.append(row.id)
-                elif row.status == Status.CANCELLED.value and row.has_dependents:
-                    todo.append((row.id, row.status))
-        return released
+__all__ = ["Graph", "GraphNode", "after_retry", "graph_of"]
 
 
 @dataclass(frozen=True)

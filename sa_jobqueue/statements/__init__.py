@@ -1,13 +1,19 @@
-"""Every SQL statement the queue runs, built with SQLAlchemy Core; nothing else writes SQL.
+"""The SQL that runs beside the driver, built with SQLAlchemy Core: operator and shared parts.
 
-Builders by purpose, re-exported here (``statements.claim(model, ...)``): bound parameters,
-the database's clock, and every change to a claimed job fenced by ``id``, ``attempts``,
-``locked_by`` and ``status``. See docs/architecture.md and docs/concepts.md.
+The worker runtime's statements (claims, completion, failures, leases, flow control)
+live with the driver that runs them, in `sa_jobqueue.driver.postgres`. What stays here
+is read or written by the operators and the dashboard (``operator``, ``dashboard``,
+``bulk``, ``control``, ``catalog``...), by the enqueue side and the other runtime parts
+that have not moved behind the driver yet (``inserts``, ``keyed``, ``workflows``,
+``steps``, ``registry``, ``schedule_control``), and the helpers both sides share
+(``common``, ``ended``, ``attempt_errors``): the driver may import this package, but
+nothing outside `sa_jobqueue.driver` may import the driver's implementation. Builders
+by purpose, re-exported here (``statements.cancel(model, ...)``). See
+docs/architecture.md and docs/concepts.md.
 """
 
 from __future__ import annotations
 
-from sa_jobqueue.statements.batches import charge_attempts, complete_charged, refund_attempts
 from sa_jobqueue.statements.bulk import (
     bulk_batch,
     bulk_count,
@@ -18,7 +24,6 @@ from sa_jobqueue.statements.bulk import (
     status_counts,
     status_estimates,
 )
-from sa_jobqueue.statements.claims import LEVEL_WALK_MAX_QUEUES, claim, claim_queues, next_run_at
 from sa_jobqueue.statements.common import (
     CLAIMED_COLUMNS,
     FINISHED_VALUES,
@@ -47,8 +52,8 @@ from sa_jobqueue.statements.dashboard import (
     set_statement_timeout,
     workers_summary,
 )
-from sa_jobqueue.statements.due import due_kinds, limited_due
 from sa_jobqueue.statements.durable_gauges import durable_gauges
+from sa_jobqueue.statements.flow_stats import limit_usage, starts_of
 from sa_jobqueue.statements.inserts import (
     by_keys,
     by_unique_keys,
@@ -57,17 +62,6 @@ from sa_jobqueue.statements.inserts import (
     enqueue_json_arrays,
     enqueue_json_ids,
     enqueue_one,
-)
-from sa_jobqueue.statements.limits import (
-    claim_limited,
-    complete_and_lock,
-    drop_start,
-    limit_usage,
-    lock_limited,
-    log_start,
-    move_start,
-    rate_window_count,
-    starts_of,
 )
 from sa_jobqueue.statements.operator import (
     cancel,
@@ -84,22 +78,10 @@ from sa_jobqueue.statements.operator import (
     unused_queues,
 )
 from sa_jobqueue.statements.passed_over import passed_over
-from sa_jobqueue.statements.runtime import (
-    complete,
-    complete_one,
-    discard,
-    fail,
-    heartbeat,
-    release,
-    retry_later,
-    still_owned,
-    sweep_expired,
-)
 
 __all__ = [
     "CLAIMED_COLUMNS",
     "FINISHED_VALUES",
-    "LEVEL_WALK_MAX_QUEUES",
     "LIST_ORDERS",
     "advisory_lock_key",
     "advisory_unlock",
@@ -110,57 +92,35 @@ __all__ = [
     "by_unique_keys",
     "cancel",
     "capped_count",
-    "charge_attempts",
-    "claim",
-    "claim_limited",
-    "claim_queues",
-    "complete",
-    "complete_and_lock",
-    "complete_charged",
-    "complete_one",
     "cursor_params",
     "db_now",
     "delete_finished",
-    "discard",
-    "drop_start",
-    "due_kinds",
     "durable_gauges",
     "enqueue",
     "enqueue_json",
     "enqueue_json_arrays",
     "enqueue_json_ids",
     "enqueue_one",
-    "fail",
     "filter_conditions",
     "finished_per_bucket",
     "finished_per_minute",
     "finished_recently",
     "get_job",
-    "heartbeat",
     "job_page",
     "last_id",
     "like_pattern",
     "limit_usage",
-    "limited_due",
     "list_filter",
     "list_jobs",
     "live_counts",
-    "lock_limited",
-    "log_start",
-    "move_start",
-    "next_run_at",
     "notify",
     "passed_over",
     "pending_summary",
     "prune",
     "prune_count",
     "queues_in_use",
-    "rate_window_count",
-    "refund_attempts",
-    "release",
     "requeue",
     "requeue_failed",
-    "retry_later",
     "running_summary",
     "schedule_of_job",
     "schedules",
@@ -171,8 +131,6 @@ __all__ = [
     "status_counts",
     "status_estimates",
     "statuses_of",
-    "still_owned",
-    "sweep_expired",
     "try_advisory_lock",
     "try_advisory_xact_lock",
     "unused_queues",

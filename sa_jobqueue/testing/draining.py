@@ -13,17 +13,17 @@ import secrets
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from sa_jobqueue.driver import Driver, Held, driver_for
 from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.statements import steps
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
 from sa_jobqueue.worker.completer import Completer
-from sa_jobqueue.worker.driver import Held, PostgresDriver
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.outcomes import PARKED_BY_SLEEP
 
@@ -128,31 +128,37 @@ def drain(
     return _Drain(jobs, bind, queues, skip_sleeps=skip_sleeps).run(limit)
 
 
-class _ObservedDriver(PostgresDriver):
-    """The PostgreSQL driver, remembering what each record did, for the `JobOutcome`s."""
+class _ObservedDriver:
+    """The worker's driver, wrapped: it remembers what each record did, for the `JobOutcome`s."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, driver: Driver) -> None:
+        self._driver = driver
         self.held: set[AttemptKey] = set()
         self.statuses: dict[AttemptKey, str | None] = {}
 
-    def complete(
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._driver, name)  # every other operation and capability, as is
+
+    def job_complete(
         self,
         conn: Connection,
         jobs: Sequence[Claimed],
         owner: str,
         results: Sequence[str | None] | None = None,
         *,
+        lock_kinds: Sequence[str] = (),
         announce: bool = True,
     ) -> Held:
-        held = super().complete(conn, jobs, owner, results, announce=announce)
+        held = self._driver.job_complete(
+            conn, jobs, owner, results, lock_kinds=lock_kinds, announce=announce
+        )
         self.held |= held
         return held
 
-    def record_failure(
+    def job_fail(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
     ) -> str | None:
-        status = super().record_failure(conn, job, owner, result, delay, error)
+        status = self._driver.job_fail(conn, job, owner, result, delay, error)
         self.statuses[job.key] = status
         return status
 
@@ -175,11 +181,16 @@ class _Drain:
         self.queues = sorted(set(queues)) if queues is not None else jobs.registry.queues()
         self.owner = f"sa_jobqueue.testing.drain:{os.getpid()}:{secrets.token_hex(3)}"
         tasks = list(jobs.registry)
-        self.driver = _ObservedDriver(
-            jobs.model,
-            leases={t.kind: t.lease for t in tasks},
-            default_lease=max([t.lease for t in tasks], default=300.0),
+        self.observed = _ObservedDriver(
+            driver_for(
+                bind,
+                jobs.model,
+                leases={t.kind: t.lease for t in tasks},
+                default_lease=max([t.lease for t in tasks], default=300.0),
+            )
         )
+        # The wrapper delegates the rest of the protocol (`__getattr__`).
+        self.driver = cast(Driver, self.observed)
         self.completer = Completer(self.driver, self.owner, InFlight())
         sessions: Callable[[], Session]
         if isinstance(bind, Connection):
@@ -202,6 +213,7 @@ class _Drain:
             middlewares=jobs.registry.middlewares,
             # ctx.upstream sees what the test's own connection sees (uncommitted jobs too).
             upstream_connection=bind if isinstance(bind, Connection) else None,
+            model=jobs.model,
         )
 
     @contextlib.contextmanager
@@ -222,7 +234,7 @@ class _Drain:
                 return outcomes
             if len(outcomes) >= limit:
                 with self.step() as connection:  # give it back as a worker's shutdown would
-                    self.driver.release(connection, [job], self.owner)
+                    self.driver.job_release(connection, [job], self.owner)
                 raise JobQueueError(
                     f"drain ran {limit} attempts and jobs are still due (job {job.id} "
                     f"{job.kind!r} again); does a handler retry at once, forever?"
@@ -245,7 +257,7 @@ class _Drain:
     def claim_one(self) -> Claimed | None:
         with self.step() as connection:
             for queue in self.queues:
-                claimed = self.driver.claim(connection, queue, 1, self.owner)
+                claimed = self.driver.job_claim(connection, queue, 1, self.owner)
                 if claimed:
                     self.completer.inflight.add(claimed)
                     return claimed[0]
@@ -260,7 +272,7 @@ class _Drain:
         if o.result is Result.COMMITTED:
             name = "done"
         elif o.result is Result.DONE:
-            name = "done" if key in self.driver.held else "lost"
+            name = "done" if key in self.observed.held else "lost"
         elif o.result is Result.LOST:
             name = "lost"
         elif o.result is Result.PARKED:
@@ -269,7 +281,7 @@ class _Drain:
                 with self.step() as connection:
                     connection.execute(self._wake, {"job_id": job.id})
         else:
-            status = self.driver.statuses.get(key)
+            status = self.observed.statuses.get(key)
             name = "lost" if status is None else "failed" if status == "failed" else "retried"
         error = storable_text(o.error)
         return JobOutcome(job.id, job.kind, job.queue, job.payload, job.attempts, name, error)

@@ -7,18 +7,18 @@ statement). See docs/architecture.md.
 
 from __future__ import annotations
 
-import enum
 import math
 import threading
-import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
-from sqlalchemy import Row
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 from sa_jobqueue.core.validation import MAX_DELAY_SECONDS
-from sa_jobqueue.schema.lenient_json import UndecodableJSON
+
+# What a claim returns and how an attempt ended are the driver's values; the worker's
+# book of attempts is built on them (and names them here too).
+from sa_jobqueue.driver.values import AttemptKey as AttemptKey
+from sa_jobqueue.driver.values import Claimed as Claimed
+from sa_jobqueue.driver.values import Result as Result
 
 __all__ = [
     "MAX_ERROR_LENGTH",
@@ -27,163 +27,12 @@ __all__ = [
     "InFlight",
     "Outcome",
     "Result",
-    "fence_literals",
-    "fence_params",
     "storable_delay",
     "storable_text",
 ]
 
 #: ``last_error`` keeps at most this many characters (errors, `Retry` and `Discard` reasons).
 MAX_ERROR_LENGTH = 4000
-
-#: ``(id, attempts)``: which attempt of which job.
-AttemptKey = tuple[int, int]
-
-
-class Result(enum.Enum):
-    """How an attempt ended."""
-
-    DONE = "done"  # lease mode: the loop must still mark it done
-    COMMITTED = "committed"  # transactional mode: done, already committed
-    LOST = "lost"  # transactional mode: the fence matched no row; writes rolled back
-    FAIL = "fail"  # retry with backoff, or dead-letter when attempts are used up
-    RETRY = "retry"  # a Retry signal: snooze
-    UNAVAILABLE = "unavailable"  # no connection before the handler started: retry, uncounted
-    DISCARD = "discard"  # a Discard signal: dead-letter now
-    RELEASE = "release"  # not started before shutdown: give it back
-    CANCELLED = "cancelled"  # cancelled while running: the row says so already; free the slot
-    ABANDONED = "abandoned"  # the late report of an attempt recorded when it timed out or
-    # was cancelled: nothing to record (its `error` says which)
-    PARKED = "parked"  # a sleep or a signal wait parked it: the row is pending already
-    EXPIRED = "expired"  # not started: its lease expired while it waited (the worker was
-    # stopped) and its row is no longer this attempt's: nothing to record
-
-
-# Not frozen, as `Outcome`: a frozen dataclass's __init__ sets each field through
-# object.__setattr__, at four times the cost, and one of each is made per job. Nothing
-# assigns to their fields once made (and neither is hashed).
-@dataclass(slots=True)
-class Claimed:
-    """A job as the claim returned it: what is needed to run and fence it (read-only)."""
-
-    id: int
-    kind: str
-    queue: str
-    payload: Any
-    attempts: int
-    max_attempts: int
-    idempotency_key: str | None
-    lease: float
-    #: `time.monotonic()` when the claim returned: the heartbeat schedule starts here.
-    claimed_at: float = field(default_factory=time.monotonic, compare=False)
-    #: The trace context its enqueue recorded (W3C ``traceparent``...), or None.
-    trace_context: Any = field(default=None, compare=False, repr=False)
-    #: A rate-limited kind's stamp in the starts log, as its claim wrote it (None for
-    #: other kinds): moved to the start's time when it starts (`run.rate_gate`).
-    rate_stamp: Any = field(default=None, compare=False, repr=False)
-    #: Whether it was enqueued ``after=`` other jobs (or is a batch callback with
-    #: members): its handler's ``ctx.upstream`` is read when it starts.
-    waited: bool = field(default=False, compare=False, repr=False)
-    #: Whether an earlier attempt recorded durable steps (``has_steps``): the first
-    #: ``ctx.step`` (or sleep, or wait) of this one reads them, once.
-    has_steps: bool = field(default=False, compare=False, repr=False)
-    #: ``(id, attempts)``: this attempt, as every fenced statement names it (made once:
-    #: the worker looks attempts up by it several times per job).
-    key: AttemptKey = field(init=False, compare=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.key = (self.id, self.attempts)
-
-    @classmethod
-    def from_row(cls, row: Row[Any], lease: float) -> Claimed:
-        """Build from a row of `statements.claim`."""
-        return cls(
-            row.id,
-            row.kind,
-            row.queue,
-            row.payload,
-            row.attempts,
-            row.max_attempts,
-            row.idempotency_key,
-            lease,
-            trace_context=_decoded(getattr(row, "trace_context", None)),
-            rate_stamp=getattr(row, "rate_stamp", None),
-            waited=getattr(row, "waiting_for", None) is not None,
-            has_steps=bool(getattr(row, "has_steps", None)),
-        )
-
-    @classmethod
-    def from_rows(
-        cls, rows: Sequence[Row[Any]], leases: Mapping[str, float], default_lease: float
-    ) -> list[Claimed]:
-        """Build from the rows of one claim statement: `from_row` for each, cheaper.
-
-        The rows of one statement have the same columns: which optional ones are
-        there is looked up once (a missing column costs `getattr` two exceptions per
-        row), the columns are read by position, and the claim's return time is read
-        once for the batch. A kind's lease is ``leases.get(kind, default_lease)``.
-        """
-        if not rows:
-            return []
-        fields = rows[0]._fields
-        position = {name: i for i, name in enumerate(fields)}
-        at_id, at_kind, at_queue, at_payload = (position[name] for name in _REQUIRED[:4])
-        at_attempts, at_max, at_key = (position[name] for name in _REQUIRED[4:])
-        trace = position.get("trace_context")
-        stamp = position.get("rate_stamp")
-        waiting = position.get("waiting_for")
-        steps = position.get("has_steps")
-        claimed_at = time.monotonic()
-        lease_of = leases.get
-        return [
-            cls(
-                row[at_id],
-                row[at_kind],
-                row[at_queue],
-                row[at_payload],
-                row[at_attempts],
-                row[at_max],
-                row[at_key],
-                lease_of(row[at_kind], default_lease),
-                claimed_at,
-                # `_decoded`, inline: it is one call per job.
-                None if trace is None or isinstance(t := row[trace], UndecodableJSON) else t,
-                None if stamp is None else row[stamp],
-                waiting is not None and row[waiting] is not None,
-                steps is not None and bool(row[steps]),
-            )
-            for row in rows
-        ]
-
-
-#: The columns every claim returns, in `Claimed`'s own order (`Claimed.from_rows`).
-_REQUIRED = ("id", "kind", "queue", "payload", "attempts", "max_attempts", "idempotency_key")
-
-
-def _decoded(value: Any) -> Any:
-    """`value`, or None when the claim could not decode it (`UndecodableJSON`)."""
-    return None if isinstance(value, UndecodableJSON) else value
-
-
-def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
-    """The parameters of a batched fenced statement (``ids``, ``attempt_numbers``, ``owner``)."""
-    jobs = list(jobs)
-    return {
-        "ids": [job.id for job in jobs],
-        "attempt_numbers": [job.attempts for job in jobs],
-        "owner": owner,
-    }
-
-
-def fence_literals(jobs: Sequence[Claimed], owner: str) -> dict[str, Any]:
-    """`fence_params` with each array as its text, ``'{1,2}'`` (`statements.complete`).
-
-    One string for the driver to send per array, where a list costs it a dump of
-    each element.
-    """
-    ids = ",".join(map(str, [job.id for job in jobs]))
-    attempts = ",".join(map(str, [job.attempts for job in jobs]))
-    return {"ids": f"{{{ids}}}", "attempt_numbers": f"{{{attempts}}}", "owner": owner}
 
 
 @dataclass(slots=True)

@@ -12,8 +12,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection
 
-from sa_jobqueue.worker.attempt import Claimed
-from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.driver import Claimed, Driver
 from sa_jobqueue.worker.limited_claimer import MIN_BACKOFF, LimitedClaims
 
 __all__ = ["UNLIMITED_BACKOFF", "Claimer"]
@@ -37,7 +36,7 @@ class Claimer:
 
     def __init__(
         self,
-        driver: PostgresDriver,
+        driver: Driver,
         limited: LimitedClaims,
         queues: Sequence[str],
         owner: str,
@@ -55,13 +54,20 @@ class Claimer:
         #: The most the last `claim` could take: ``free + ahead``, or ``free`` while
         #: the unlimited claim claims nothing ahead (a round that took that is full).
         self.room = 0
+        #: The limited kinds whose locks the next round's acknowledgement takes along
+        #: (``Driver.job_complete(..., lock_kinds=...)``), sorted; set by each `claim`.
+        self.lock_kinds: list[str] = []
 
-    def claim(self, conn: Connection, free: int, ahead: int = 0) -> list[Claimed]:
+    def claim(
+        self, conn: Connection, free: int, ahead: int = 0, locked: frozenset[str] = frozenset()
+    ) -> list[Claimed]:
         """Claim up to `free` jobs in `conn`'s transaction, and `ahead` more of unlimited kinds.
 
         Jobs claimed ahead wait for a free slot of this worker: a limited kind is
         claimed only for slots free now (its limit and rate count jobs that start),
-        unless it is one of the `LimitedClaims.roomy` kinds.
+        unless it is one of the `LimitedClaims.roomy` kinds. `locked`: the limited
+        kinds whose locks this transaction holds already (its acknowledgement took
+        `lock_kinds` along, `Held.locked`).
         """
         start = self._first_queue
         self._first_queue = (start + 1) % len(self.queues)
@@ -77,7 +83,7 @@ class Claimer:
         limited_first = self._limited_first or now < self._unlimited_idle_until
         claimed: list[Claimed] = []
         if limited_first and (free > 0 or (roomy and ahead > 0)):
-            claimed += self.limited.claim(conn, order, free, self.owner, ahead)
+            claimed += self.limited.claim(conn, order, free, self.owner, ahead, locked)
         # While the unlimited claim is idle (it found nothing lately) it runs only for
         # slots free now that the limited kinds left, and claims nothing ahead.
         room = (free if now < self._unlimited_idle_until else self.room) - len(claimed)
@@ -91,12 +97,12 @@ class Claimer:
         ahead_left = ahead - max(0, len(claimed) - free)
         if not limited_first and (free_left > 0 or (roomy and ahead_left > 0)):
             claimed += self.limited.claim(
-                conn, order, max(0, free_left), self.owner, max(0, ahead_left)
+                conn, order, max(0, free_left), self.owner, max(0, ahead_left), locked
             )
         # The next round's acknowledgement takes the locks its limited claims will need,
         # when they go first (otherwise the unlimited claim may fill that round).
         going_first = not self._limited_first or self._clock() < self._unlimited_idle_until
-        self.driver.lock_ahead(conn, self.limited.kinds_to_lock() if going_first else [])
+        self.lock_kinds = self.limited.kinds_to_lock() if going_first else []
         return claimed
 
     @property
@@ -106,7 +112,7 @@ class Claimer:
 
     def held_back(self, conn: Connection) -> bool:
         """Whether due jobs are left that a limit keeps from running now (for a drain)."""
-        return self.driver.limited_due(conn, self.queues)
+        return self.driver.kinds_limited_due(conn, self.queues)
 
     def _claim_unlimited(self, conn: Connection, order: Sequence[str], limit: int) -> list[Claimed]:
         # One statement however many queues: the first queue of `order` fills what
@@ -115,10 +121,10 @@ class Claimer:
         if limit <= 0:
             return []
         if len(order) == 1:
-            return self.driver.claim(conn, order[0], limit, self.owner)
+            return self.driver.job_claim(conn, order[0], limit, self.owner)
         # `order` is self.queues rotated: pass where it starts, not the names.
         start = self.queues.index(order[0])
-        claimed = self.driver.claim_queues(conn, self.queues, limit, self.owner, start)
+        claimed = self.driver.job_claim_queues(conn, self.queues, limit, self.owner, start)
         if claimed:
             # The next round starts after the last queue this one took jobs from,
             # not one queue later: the queues with due jobs take turns (none waits

@@ -14,6 +14,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.logs import log_job as _log_job
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.worker.attempt import (
@@ -25,7 +26,6 @@ from sa_jobqueue.worker.attempt import (
     storable_delay,
     storable_text,
 )
-from sa_jobqueue.worker.driver import Driver
 from sa_jobqueue.worker.running import format_timeout
 
 __all__ = ["Completer", "log_job"]
@@ -105,16 +105,25 @@ class Completer:
                     )
         return len([o for o in reports if o.result not in _NOT_RUN])
 
-    def record(self, conn: Connection, reports: Sequence[Outcome]) -> None:
-        """Record `reports` in `conn`'s transaction, fenced, and log each."""
+    def record(
+        self, conn: Connection, reports: Sequence[Outcome], lock_kinds: Sequence[str] = ()
+    ) -> frozenset[str]:
+        """Record `reports` in `conn`'s transaction, fenced, and log each.
+
+        The acknowledgement takes the locks of `lock_kinds` along (limited kinds the
+        claims of the same transaction need); returns those it took (`Held.locked`).
+        """
         self._outcomes = {}
+        locked: frozenset[str] = frozenset()
         # The jobs that ended for good in this transaction and that others wait for:
         # released at the end of `record`, in the same transaction (docs/workflows.md).
         ended: list[tuple[int, str]] = []
         done = [o for o in reports if o.result is Result.DONE]
         if done:
             jobs = [o.job for o in done]
-            held = self.driver.complete(conn, jobs, self.owner, [o.returned for o in done])
+            results = [o.returned for o in done]
+            held = self.driver.job_complete(conn, jobs, self.owner, results, lock_kinds=lock_kinds)
+            locked = held.locked
             ended += [(job_id, "done") for job_id in held.with_dependents]
             # The common case, per job: a "done" line nobody reads and no metrics.
             quiet = self.metrics is None and not log.isEnabledFor(logging.INFO)
@@ -133,7 +142,7 @@ class Completer:
         # By reason (the row's last_error): a shutdown's, or why an unstarted job went back.
         for reason in {o.error for o in released}:
             jobs = [o.job for o in released if o.error == reason]
-            self.driver.release(conn, jobs, self.owner, reason)
+            self.driver.job_release(conn, jobs, self.owner, reason)
         for o in released:
             why = f" ({o.error})" if o.error else ""
             self._log(logging.INFO, o, "released", "released back to pending, due now%s", why)
@@ -175,7 +184,8 @@ class Completer:
         # a NOTIFY (which would serialise their commits): announced here, one per round.
         committed = [o.job.id for o in reports if o.result is Result.COMMITTED]
         if committed:
-            self.driver.announce_ended(conn, committed)
+            self.driver.ended_announce(conn, committed)
+        return locked
 
     def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> None:
         """The release step: jobs waiting for `ended` (fenced ends of this transaction).
@@ -187,7 +197,7 @@ class Completer:
         spares every ``fail`` statement a column.
         """
         if ended:
-            released = self.driver.release_dependents(conn, ended)
+            released = self.driver.dependents_release(conn, ended)
             if released and log.isEnabledFor(logging.DEBUG):
                 log.debug("released %d waiting jobs: %s", len(released), released[:20])
 
@@ -198,7 +208,7 @@ class Completer:
     def _record_failure(self, conn: Connection, o: Outcome) -> str | None:
         """Record a failed attempt; return the job's new status (None: lease lost)."""
         error = storable_text(o.error) or ""
-        status = self.driver.record_failure(
+        status = self.driver.job_fail(
             conn, o.job, self.owner, o.result, storable_delay(o.delay), error
         )
         first = error.split("\n", 1)[0][:_LOGGED_ERROR]

@@ -18,8 +18,8 @@ import time
 
 from sqlalchemy import Connection, Engine, exc
 
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
-from sa_jobqueue.worker.driver import Driver
 
 __all__ = ["LeaseWaiters"]
 
@@ -32,7 +32,7 @@ class LeaseWaiters:
     Args:
         engine: where each waiter's connection comes from (one per waiting job, only
             while it waits).
-        driver: runs `Driver.heartbeat_waiting`.
+        driver: runs `Driver.job_heartbeat_waiting`.
         owner: the worker's id (the heartbeat's fence).
     """
 
@@ -88,7 +88,7 @@ class LeaseWaiters:
                         return
                     self._waiting[job.key] = conn
                 with conn.begin():
-                    held = self.driver.heartbeat_waiting(conn, [job], self.owner)
+                    held = self.driver.job_heartbeat_waiting(conn, [job], self.owner)
             if held:
                 with self._lock:
                     self._renewed.update(dict.fromkeys(held, sent))

@@ -1,6 +1,6 @@
 """A worker's claims of its limited kinds: lock the kind, count, lease what fits.
 
-`LimitedClaims` asks the driver's `claim_limited` for each limited kind, in sorted order,
+`LimitedClaims` asks the driver's `job_claim_limited` for each limited kind, in sorted order,
 in the round's claim transaction, and backs off from a kind that had nothing to give
 (`MIN_BACKOFF`, `MAX_BACKOFF`). See docs/flow-control.md.
 """
@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from sqlalchemy import Connection
 
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.attempt import Claimed
-from sa_jobqueue.worker.driver import Driver
 
 __all__ = ["AHEAD_FACTOR", "MAX_BACKOFF", "MIN_BACKOFF", "KindBackoff", "LimitedClaims"]
 
@@ -103,7 +103,7 @@ class LimitedClaims:
     """A claim round's part for the limited kinds: which to ask, in which order.
 
     Args:
-        driver: the worker's driver (`Driver.claim_limited` does the locking and
+        driver: the worker's driver (`Driver.job_claim_limited` does the locking and
             counting).
         limits: kind -> `Limits`, for the limited kinds.
         clock: monotonic seconds (for `KindBackoff`).
@@ -146,25 +146,31 @@ class LimitedClaims:
         return bool(self.kinds)
 
     def claim(
-        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, ahead: int = 0
+        self,
+        conn: Connection,
+        queues: Sequence[str],
+        limit: int,
+        owner: str,
+        ahead: int = 0,
+        held: frozenset[str] = frozenset(),
     ) -> list[Claimed]:
         """Lease up to `limit` jobs of the limited kinds from `queues` to `owner`.
 
         And up to `ahead` more of the `roomy` kinds, claimed ahead of free slots.
         Runs in `conn`'s current transaction, whose end releases the kind locks
-        taken here; the caller commits at once.
+        taken here; the caller commits at once. `held`: the kinds whose locks this
+        transaction took already (with the round's acknowledgement).
         """
         if not self.roomy:
             ahead = 0
         free_left, ahead_left = limit, ahead
         claimed: list[Claimed] = []
-        held = self.driver.locked_ahead(conn)  # taken by this round's acknowledgement
         due = [kind for kind in self.kinds if self.backoff.due(kind)]
         # Kinds that leased nothing last time: one statement, without their locks,
         # tells which have a job due at all; only those are locked and claimed.
         idle = [kind for kind in due if kind not in held and self.backoff.idle(kind)]
         if idle:
-            found = self.driver.due_kinds(conn, idle, queues)
+            found = self.driver.kinds_due(conn, idle, queues)
             for kind in idle:
                 if kind not in found:
                     self.backoff.gave_nothing(kind)
@@ -182,7 +188,9 @@ class LimitedClaims:
                 # the next round instead.
                 self._deferred.add(kind)
                 continue
-            got = self.driver.claim_limited(conn, kind, queues, room, owner)
+            got = self.driver.job_claim_limited(
+                conn, kind, queues, room, owner, locked=kind in held
+            )
             claimed += got
             from_free = min(len(got), free_left)
             free_left -= from_free
@@ -203,7 +211,7 @@ class LimitedClaims:
 
         Those due that leased jobs when last asked (or whose jobs finished here since),
         and those the last round left for this one; not the idle ones, whose locks
-        would mostly be taken for nothing (they are asked `Driver.due_kinds` first).
+        would mostly be taken for nothing (they are asked `Driver.kinds_due` first).
         """
         return [
             kind

@@ -11,17 +11,17 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from sqlalchemy import Connection, Engine, exc
 
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import Backoff
+from sa_jobqueue.worker.ahead import AHEAD_SECONDS, AHEAD_WAIT, GIVEN_BACK, ClaimAhead, Waiting
 from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome, Result
 from sa_jobqueue.worker.autocommit import autocommitted
 from sa_jobqueue.worker.claimer import Claimer
 from sa_jobqueue.worker.completer import Completer, log_job
-from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.limited_claimer import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.worker.wakeup import Notified, WakeEvent, WakeupPolicy
 
@@ -34,39 +34,8 @@ RECONNECT = Backoff(base=0.1, factor=2, cap=5.0, jitter=0)
 #: Between the tries to record the last reports at shutdown: 0.1 s, doubling, at most 2 s.
 RERECORD = Backoff(base=0.1, factor=2, cap=2.0, jitter=0)
 
-# The outcomes of attempts whose handler ran to its end: their durations count. A tuple,
-# the usual one first: a set would hash each job's `Result` by a Python-level __hash__.
-_RAN = (Result.DONE, Result.COMMITTED, Result.FAIL, Result.RETRY, Result.DISCARD)
-
 #: After a full batch, the longest the loop waits for handlers to free half the slots.
 COALESCE_SECONDS = 0.002
-
-#: Claims ahead of free slots hold at most what the handlers finish in about this long.
-AHEAD_SECONDS = 0.02
-
-#: A job waiting this long for a free slot (ten times the horizon it was claimed for) is
-#: given back, and nothing more is claimed ahead until a handler finishes
-#: (`WorkerConfig.ahead_wait`, whose default this is).
-AHEAD_WAIT = 10 * AHEAD_SECONDS
-
-# Why a job held ahead went back (its last_error).
-_GIVEN_BACK = "released unstarted: it waited %.2gs for a free slot in worker %s"
-
-
-class Waiting(Protocol):
-    """The claimed jobs waiting in a worker for a handler (`ThreadPool`)."""
-
-    def oldest_waiting(self) -> float | None:
-        """When the job that has waited longest was claimed (monotonic), or None."""
-        ...
-
-    def withdraw(self, claimed_before: float) -> list[Claimed]:
-        """Take back the waiting jobs claimed before `claimed_before`: none of them will run."""
-        ...
-
-
-# How much each new handler duration moves the running mean (an exponential average).
-_MEAN_WEIGHT = 0.05
 
 
 class ClaimLoop:
@@ -87,7 +56,7 @@ class ClaimLoop:
         owner: the worker's id.
         asynchronous_commit: the rounds' transactions skip the WAL flush wait.
         metrics: claim rounds and database errors are counted, when given.
-        prefetch: the most jobs claimed ahead of free slots (`ahead` says how many now).
+        prefetch: the most jobs claimed ahead of free slots (`ClaimAhead.count`: how many now).
         waiting: the jobs waiting for a handler, for `ahead_wait` (None: none waits).
         missing: how many of the `concurrency` slots have no thread now (handlers
             stuck past the pool's cap, `ThreadPool.missing`): claims skip them.
@@ -102,7 +71,7 @@ class ClaimLoop:
         self,
         *,
         engine: Engine,
-        driver: PostgresDriver,
+        driver: Driver,
         claimer: Claimer,
         limited: LimitedClaims,
         completer: Completer,
@@ -122,9 +91,8 @@ class ClaimLoop:
         missing: Callable[[], int] = lambda: 0,
     ) -> None:
         self.missing = missing
-        self.waiting = waiting
-        self.ahead_wait = ahead_wait
-        self._ahead_paused = False  # jobs were given back: claim none ahead for now
+        #: How many jobs to claim beyond the free slots, and those that waited too long.
+        self.claims_ahead = ClaimAhead(concurrency, prefetch, waiting, ahead_wait)
         self.engine = engine
         self.driver = driver
         self.claimer = claimer
@@ -140,10 +108,8 @@ class ClaimLoop:
         self.owner = owner
         self.asynchronous_commit = asynchronous_commit
         self.metrics = metrics
-        self.prefetch = prefetch
         self.processed = 0
         self._conn: Connection | None = None
-        self._mean_duration: float | None = None  # of recent handlers; None: none seen yet
         self._notify_queues: set[str] = set()  # jobs given back there: wake their workers
 
     def run(self, until_empty: bool) -> None:
@@ -196,7 +162,7 @@ class ClaimLoop:
         `COALESCE_SECONDS`; returns at once for a stop, or when `concurrency` is 1
         and nothing is claimed ahead. Jobs claimed ahead count as slots.
         """
-        wanted = (self.concurrency + self.ahead()) // 2
+        wanted = (self.concurrency + self.claims_ahead.count()) // 2
         if wanted < 1:
             return
         deadline = time.monotonic() + COALESCE_SECONDS
@@ -210,7 +176,7 @@ class ClaimLoop:
     def round(self) -> tuple[int, int]:
         """Record finished jobs and claim new ones, in one short transaction."""
         reports = self.completer.collect()
-        self._learn_durations(reports)
+        self.claims_ahead.learn(reports)
         if self._give_back_overdue():
             reports = self.completer.collect()
         # An attempt given up (timed out, cancelled) may be reported twice: when it is
@@ -220,7 +186,7 @@ class ClaimLoop:
             free += self.inflight.count({o.job.key for o in reports})
         # Jobs claimed ahead wait for a slot in this worker (the claimer decides which
         # kinds may be: unlimited ones and roomy max_running ones).
-        ahead = self.ahead()
+        ahead = self.claims_ahead.count()
         ahead = max(0, min(ahead, ahead + free))
         free = max(0, free)
         if not reports and free + ahead == 0:
@@ -238,13 +204,16 @@ class ClaimLoop:
             with conn.begin():
                 if self.asynchronous_commit:
                     self.driver.commit_asynchronously(conn)
+                # The acknowledgement takes the locks of the limited kinds this round's
+                # claims will need along (one statement for both; `Held.locked`).
+                locked: frozenset[str] = frozenset()
                 if reports:
-                    self.completer.record(conn, reports)
+                    locked = self.completer.record(conn, reports, self.claimer.lock_kinds)
                     self.limited.freed(o.job.kind for o in reports)
                 if self._notify_queues:
-                    self.driver.notify(conn, sorted(self._notify_queues))
+                    self.driver.queue_notify(conn, sorted(self._notify_queues))
                 if free + ahead > 0 and not self.stopping.is_set():
-                    claimed = self.claimer.claim(conn, free, ahead)
+                    claimed = self.claimer.claim(conn, free, ahead, locked)
         self.processed += self.completer.recorded(reports)
         self._notify_queues.clear()
         if self.metrics is not None:
@@ -271,56 +240,22 @@ class ClaimLoop:
             and not self.stopping.is_set()
         )
 
-    def ahead(self) -> int:
-        """How many jobs to hold claimed beyond the free slots now.
-
-        0 until a handler has finished, then as many as the handlers finish in
-        about `AHEAD_SECONDS` at their recent mean duration, at most `prefetch`: a
-        worker of long jobs claims only what it can start (a job claimed ahead waits
-        for a slot of this worker while another worker might have run it).
-        """
-        mean = self._mean_duration
-        if not self.prefetch or mean is None or self._ahead_paused:
-            return 0
-        if mean <= 0:
-            return self.prefetch
-        return min(self.prefetch, int(self.concurrency * AHEAD_SECONDS / mean))
-
-    def _learn_durations(self, reports: Sequence[Outcome]) -> None:
-        if not self.prefetch:
-            return
-        mean = self._mean_duration
-        for o in reports:
-            if o.result in _RAN:
-                mean = o.duration if mean is None else mean + _MEAN_WEIGHT * (o.duration - mean)
-                self._ahead_paused = False  # a handler finished: its slot takes jobs again
-        self._mean_duration = mean
-
     def _give_back_overdue(self) -> bool:
-        """Give back the jobs that waited more than `ahead_wait` for a slot; True if any.
+        """Give back the jobs held ahead that waited too long for a slot; True if any.
 
-        They were claimed ahead for a horizon of `AHEAD_SECONDS` and a handler has
-        kept their slot longer than ten times that: another worker may be idle. They
-        go back to ``pending`` (fenced, no attempt used, the workers of their queues
-        notified), and this worker claims nothing ahead until a handler finishes.
+        They go back to ``pending`` (fenced, no attempt used, the workers of their
+        queues notified in the round).
         """
-        if self.waiting is None:
-            return False
-        oldest = self.waiting.oldest_waiting()
-        now = time.monotonic()
-        if oldest is None or now - oldest < self.ahead_wait:
-            return False
-        overdue = self.waiting.withdraw(now - self.ahead_wait)
+        overdue = self.claims_ahead.overdue(time.monotonic())
         if not overdue:
             return False
-        self._ahead_paused = True
         self._notify_queues.update(job.queue for job in overdue)
-        reason = _GIVEN_BACK % (self.ahead_wait, self.owner)
+        reason = GIVEN_BACK % (self.claims_ahead.ahead_wait, self.owner)
         self.completer.report([Outcome(job, Result.RELEASE, error=reason) for job in overdue])
         log.info(
             "gave %d jobs claimed ahead back to pending: they waited over %gs for a free slot",
             len(overdue),
-            self.ahead_wait,
+            self.claims_ahead.ahead_wait,
         )
         return True
 
@@ -332,7 +267,7 @@ class ClaimLoop:
         while not self.stopping.is_set():
             now = time.monotonic()
             timeout = self.wakeup.timeout(now)
-            overdue = self._until_overdue(now)
+            overdue = self.claims_ahead.until_overdue(now)
             if overdue is not None and overdue < timeout:
                 if not self.wake.wait(overdue):
                     return  # a job held ahead waited too long: the round gives it back
@@ -344,17 +279,12 @@ class ClaimLoop:
                 return
             # Only nudged: a sooner run_at was learned; sleep again, shorter.
 
-    def _until_overdue(self, now: float) -> float | None:
-        """Seconds until the longest-waiting held job has waited `ahead_wait` (None: none)."""
-        oldest = None if self.waiting is None else self.waiting.oldest_waiting()
-        return None if oldest is None else max(0.0, oldest + self.ahead_wait - now)
-
     def learn_next_due(self) -> None:
         """Ask the database how long until the earliest pending job of our queues is due."""
         try:
             conn = self.connection()
             with conn.begin():
-                due = self.driver.next_due(conn, self.queues)
+                due = self.driver.queue_next_due(conn, self.queues)
         except exc.SQLAlchemyError as error:
             log.warning("reading the next run_at failed (%s); polling", error)
             self.reset_connection()  # the next round reconnects

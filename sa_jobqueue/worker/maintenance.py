@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, exc
 
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.logs import log_job
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
-from sa_jobqueue.worker.driver import Driver
 from sa_jobqueue.worker.lease_waiters import LeaseWaiters
 from sa_jobqueue.worker.registration import Registration
 
@@ -194,17 +194,17 @@ class Maintenance:
     def _extend(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
         """Run the fenced heartbeat for `jobs`; return the attempts still held."""
         with conn.begin():
-            return self.driver.heartbeat(conn, jobs, self.owner)
+            return self.driver.job_heartbeat(conn, jobs, self.owner)
 
     def _cancelled(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
         """Of `jobs`, those whose row is ``cancelled``."""
         with conn.begin():
-            return self.driver.cancelled(conn, jobs)
+            return self.driver.jobs_cancelled(conn, jobs)
 
     def _owned(self, conn: Connection, jobs: list[Claimed]) -> set[AttemptKey]:
         """Of `jobs`, those still running under this worker (as last committed)."""
         with conn.begin():
-            return self.driver.still_owned(conn, jobs, self.owner)
+            return self.driver.jobs_still_owned(conn, jobs, self.owner)
 
     def sweep_once(self) -> None:
         """Sweep on a connection of its own (at start and in `drain`); log a failure."""
@@ -218,13 +218,13 @@ class Maintenance:
         """Recover expired leases, if no other worker is sweeping; return how many."""
         recovered = 0
         with conn.begin():
-            if not self.driver.try_lock(conn, "sweep"):
+            if not self.driver.lock_try(conn, "sweep"):
                 return 0
             if self.registration is not None:
                 # Only the rows: their jobs keep their leases (docs/workers-registry.md).
                 self.registration.expire(conn)
             while True:
-                rows = self.driver.sweep(conn, SWEEP_BATCH)
+                rows = self.driver.job_sweep(conn, SWEEP_BATCH)
                 for row in rows:
                     log_job(
                         log,
@@ -240,7 +240,7 @@ class Maintenance:
                 # are released in this transaction (docs/workflows.md).
                 dead = [(row.id, row.status) for row in rows if row.status == "failed"]
                 if dead:
-                    self.driver.release_dependents(conn, dead)
+                    self.driver.dependents_release(conn, dead)
                 if len(rows) < SWEEP_BATCH:
                     break
         if recovered:

@@ -12,8 +12,8 @@ import random
 import threading
 from collections.abc import Callable
 
+from sa_jobqueue.driver import NextDue
 from sa_jobqueue.retry import Backoff
-from sa_jobqueue.worker.driver import NextDue
 
 __all__ = ["Notified", "WakeEvent", "WakeupPolicy"]
 

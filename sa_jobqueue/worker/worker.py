@@ -17,34 +17,32 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Generic
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from sa_jobqueue.core.engines import check_worker_engine
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import preflight
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer, Schedule
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.tasks import Registry
-from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome
+from sa_jobqueue.worker.attempt import InFlight, Outcome
 from sa_jobqueue.worker.claimer import Claimer
 from sa_jobqueue.worker.completer import Completer
 from sa_jobqueue.worker.config import WorkerConfig
-from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.worker.handlers import Handlers
 from sa_jobqueue.worker.limited_claimer import LimitedClaims
-from sa_jobqueue.worker.listener import Listener, Notifier, PollingNotifier
+from sa_jobqueue.worker.listener import Notifier, PollingNotifier, start_notifier
 from sa_jobqueue.worker.loop import ClaimLoop
 from sa_jobqueue.worker.maintenance import Maintenance
 from sa_jobqueue.worker.registration import Registration
-from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
+from sa_jobqueue.worker.run.async_pool import serve_in_thread, sync_engine_for
 from sa_jobqueue.worker.run.executor import Executor
-from sa_jobqueue.worker.run.interrupts import Interrupts
 from sa_jobqueue.worker.run.lease_check import LeaseCheck
 from sa_jobqueue.worker.run.rate_gate import RateGate
-from sa_jobqueue.worker.run.slots import EitherWaiting, Slots
-from sa_jobqueue.worker.run.thread_pool import ThreadPool
-from sa_jobqueue.worker.running import RunningAttempts, Watchdog
+from sa_jobqueue.worker.running import RunningAttempts
 from sa_jobqueue.worker.signals import install_signal_handlers
 from sa_jobqueue.worker.wakeup import WakeEvent, WakeupPolicy
 
@@ -54,9 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["Worker", "make_worker_id"]
 
 log = logging.getLogger("sa_jobqueue.worker")
-
-#: How long a starting worker waits for its listener to LISTEN before it claims.
-LISTEN_READY_TIMEOUT = 2.0
 
 
 def make_worker_id() -> str:
@@ -101,17 +96,11 @@ class Worker(Generic[JobT]):
         self.registry = registry
         self.config = config
         self._checked = False  # preflight.check_worker runs once, at the first start
-        self.async_engine: AsyncEngine | None = None
         self._own_engine = not isinstance(engine, Engine)
-        if isinstance(engine, Engine):
-            self.engine = engine
-        else:
-            self.async_engine = engine
-            # The claim loop, maintenance and listener run in threads: a sync engine
-            # for them, made from the same URL (closed when a run ends).
-            self.engine = create_engine(
-                sync_url(engine.url), pool_size=config.concurrency + 4, pool_pre_ping=True
-            )
+        self.async_engine = None if isinstance(engine, Engine) else engine
+        # The claim loop, maintenance and listener run in threads: with an AsyncEngine, a
+        # sync engine for them, made from the same URL (closed when a run ends).
+        self.engine = sync_engine_for(engine, pool_size=config.concurrency + 4)
         check_worker_engine(self.engine)  # the listener needs psycopg 3
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
@@ -126,17 +115,14 @@ class Worker(Generic[JobT]):
         limits = {t.kind: t.limits for t in registry.limited()}
         # Only the kinds registered here are claimed: a job of another kind (a deploy
         # in flight) stays pending, its attempts untouched, for a worker that has it.
-        self.driver = PostgresDriver(
+        self.driver = driver_for(
+            self.engine,
             model,
             leases=leases,
             default_lease=self.default_lease,
             limits=limits,
             kinds=list(leases),
         )
-        self._has_async = any(task.is_async for task in tasks)
-        # Handler threads and the event loop share the `concurrency` slots: a job
-        # claimed ahead waits in its pool, sync or async, until one is free.
-        self.slots = Slots(config.concurrency)
         prefetch = config.prefetch
         self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
@@ -151,7 +137,6 @@ class Worker(Generic[JobT]):
         self._stopped = threading.Event()
         # Running attempts' stop events (ctx.cancelled) and timeout deadlines.
         self.attempts = RunningAttempts()
-        self._watchdog: Watchdog | None = None
         executor = Executor(
             registry.get,
             config.session_factory or sessionmaker(self.engine),
@@ -170,27 +155,23 @@ class Worker(Generic[JobT]):
                 renewed=self.inflight.renewed,
             ),
             rate_gate=RateGate(self.engine, self.driver),
+            model=model,
         )
-        self._executor = executor
-        self.pool = ThreadPool(
+        self.handlers = Handlers(
+            registry,
             executor,
-            # Sync handlers get `concurrency` threads; with none, one thread is enough
-            # (for a job claimed without a handler here, which fails without running).
-            config.concurrency if registry.has_sync_tasks() else 1,
+            self.attempts,
+            self.engine,
+            concurrency=config.concurrency,
             report=self._report,
-            stopping=self._stopping.is_set,
-            batchable=registry.is_transactional,
+            stopping=self._stopping,
+            stopped=self._stopped,
+            owner=self.worker_id,
             savepoint_batch=config.savepoint_batch,
             metrics=self.metrics,
-            slots=self.slots,
         )
-        self.interrupts = Interrupts(
-            registry,
-            self.attempts,
-            abandon_thread=self.pool.abandon,
-            report=self._report,
-            owner=self.worker_id,
-        )
+        self.pool, self.async_pool = self.handlers.pool, self.handlers.async_pool
+        self.interrupts, self.slots = self.handlers.interrupts, self.handlers.slots
         self.registration = Registration(
             model,
             self.worker_id,
@@ -214,14 +195,6 @@ class Worker(Generic[JobT]):
             on_renewed=self.inflight.renewed,
             registration=self.registration,
         )
-        self._async_sessions = AsyncSessions(self.engine)
-        self.async_pool = AsyncPool(
-            executor.arun,
-            self._report,
-            self._stopping.is_set,
-            on_close=self._async_sessions.aclose,
-            slots=self.slots,
-        )
         self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()
         self._maintenance_thread: threading.Thread | None = None
@@ -232,21 +205,19 @@ class Worker(Generic[JobT]):
             limited=self.limited,
             completer=self.completer,
             inflight=self.inflight,
-            submit=self._dispatch,
+            submit=self.handlers.dispatch,
             wakeup=self.wakeup,
             wake=self._wake,
             stopping=self._stopping,
             queues=self.queues,
             concurrency=self.concurrency,
             owner=self.worker_id,
-            asynchronous_commit=config.asynchronous_commit,
+            asynchronous_commit=(
+                config.asynchronous_commit and self.driver.supports_asynchronous_commit
+            ),
             metrics=self.metrics,
             prefetch=prefetch,
-            waiting=(
-                EitherWaiting(self.pool.waiting, self.async_pool.waiting)
-                if self._has_async
-                else self.pool.waiting
-            ),
+            waiting=self.handlers.waiting,
             missing=lambda: self.pool.missing,
             ahead_wait=float(config.ahead_wait),
         )
@@ -337,8 +308,10 @@ class Worker(Generic[JobT]):
         self._stopped.clear()
         self.loop.processed = 0
         self._callers_loop = loop
-        if not self._checked:
-            self._check_database()
+        if not self._checked:  # `preflight.check_worker_waiting`, at the first start only
+            self._checked = preflight.check_worker_waiting(
+                self.engine, self.model, self._stopping, log
+            )
         self._start(listen=not until_empty)
         log.info(
             "worker %s started: queues=%s concurrency=%d",
@@ -371,71 +344,28 @@ class Worker(Generic[JobT]):
         self.slots.give([o.job.key for o in outcomes])
         self._wake.set()
 
-    def _dispatch(self, claimed: Sequence[Claimed]) -> None:
-        """Hand claimed attempts to their pool: the event loop for async handlers."""
-        if not self._has_async:
-            self.pool.submit(claimed)
-            return
-        is_async = self.registry.is_async
-        on_loop = [job for job in claimed if is_async(job.kind)]
-        in_threads = [job for job in claimed if not is_async(job.kind)]
-        if on_loop:
-            self.async_pool.submit(on_loop)
-        if in_threads:
-            self.pool.submit(in_threads)
-
     # -- start and stop -------------------------------------------------------
 
-    def _check_database(self) -> None:
-        """`migration.preflight.check_worker_waiting`, once per worker (at its first start)."""
-        if preflight.check_worker_waiting(self.engine, self.model, self._stopping, log):
-            self._checked = True
-
     def _start(self, *, listen: bool) -> None:
-        if self.metrics is not None:
-            self.metrics.handlers.inc(self.concurrency)
         self.registration.register(self.engine)  # in the registry, idle, from now on
-        self.pool.start()
-        if self._has_async:
-            # Under run_async with an AsyncEngine, transactional handlers use it (it
-            # lives on that loop); otherwise an engine of their own, on their loop.
-            in_callers_loop = self._callers_loop is not None and self.async_engine is not None
-            self._async_sessions = AsyncSessions(
-                self.async_engine.url if self.async_engine is not None else self.engine.url,
-                self.async_engine if in_callers_loop else None,
-            )
-            self._executor.async_session_factory = self._async_sessions
-            self.async_pool.on_close = self._async_sessions.aclose
-            self.async_pool.start(self._callers_loop)
-        self._watchdog = Watchdog(self.attempts, self.interrupts.timed_out, self._stopped)
-        self._watchdog.start()
+        self.handlers.start(self._callers_loop, self.async_engine)
         self._maintenance_thread = threading.Thread(
             target=self.maintenance.run, name="sa_jobqueue-maintenance", daemon=True
         )
         self._maintenance_thread.start()
-        if self.listen and listen:
-            self.notifier = Listener(
-                self.engine,
-                str(self.model.__tablename__),
-                self.queues,
-                self.loop.on_notify,
-                url=self.config.listen_url,
-                on_control=self.interrupts.control,
-            )
-        else:
-            self.notifier = PollingNotifier()
-        self.notifier.start()
-        if isinstance(self.notifier, Listener):
-            # A cancel sent just after the first claim travels on the control channel:
-            # wait (briefly) until it is LISTENed to, or only the next heartbeat (a third
-            # of a lease later) would find the job cancelled.
-            self.notifier.connected.wait(LISTEN_READY_TIMEOUT)
+        self.notifier = start_notifier(
+            self.engine,
+            str(self.model.__tablename__),
+            self.queues,
+            self.loop.on_notify,
+            listen=self.listen and listen and self.driver.supports_listen_notify,
+            url=self.config.listen_url,
+            on_control=self.interrupts.control,
+        )
 
     def _shutdown(self, wait: float | None) -> None:
         """Let running handlers finish within `wait` seconds, then release the rest."""
-        self.attempts.shutdown()  # ctx.cancelled: long handlers may end early
-        self.pool.waiting.release_unstarted()  # claimed ahead, not started: pending again now
-        self.async_pool.waiting.release_unstarted()
+        self.handlers.release_unstarted()
         self.notifier.stop()
         deadline = None if wait is None else time.monotonic() + wait
         while self.inflight:
@@ -456,16 +386,11 @@ class Worker(Generic[JobT]):
             )
             self.completer.release_all(leftover)
             self.loop.flush_reports()
-        self.pool.stop()
-        self.async_pool.close()
-        if self.metrics is not None:
-            self.metrics.handlers.dec(self.concurrency)
+        self.handlers.stop()
         self._stopped.set()
-        self.attempts.wake()  # the watchdog sees _stopped
+        self.handlers.join(5)
         if self._maintenance_thread is not None:
             self._maintenance_thread.join(5)
-        if self._watchdog is not None:
-            self._watchdog.join(5)
         self.registration.deregister(self.engine)  # a clean stop: the row goes at once
         self.loop.close()
         if self._own_engine:

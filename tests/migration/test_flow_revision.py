@@ -11,8 +11,9 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from sa_jobqueue import migration, statements
+from sa_jobqueue import migration
 from sa_jobqueue.core.limits import check_limits
+from sa_jobqueue.driver.postgres import limits, runtime
 from sa_jobqueue.testing import scratch_database
 from tests.support.models import Job, new_queue
 
@@ -87,18 +88,18 @@ def test_upgrade_keeps_live_jobs_and_they_run_under_the_limits(before):
         assert conn.scalar(text("SELECT count(*) FROM sa_jobqueue_starts_jobs")) == 0
 
     # The old worker's running job counts against max_running=2: one more fits.
-    limited = statements.claim_limited(
+    limited = limits.claim_limited(
         Job, kind="sync_crm", limits=check_limits(max_running=2, rate_limit=(5, 1.0)), lease=60.0
     )
     with engine.begin() as conn:
-        conn.execute(statements.lock_limited(Job, "sync_crm"))
+        conn.execute(limits.lock_limited(Job, "sync_crm"))
         params = {"queue_name": "default", "limit": 10, "owner": "new-worker"}
         claimed = conn.execute(limited, params).all()
     assert [row.id for row in claimed] == [1]
     with engine.begin() as conn:
         # The old worker's fenced completion still lands.
         done = conn.execute(
-            statements.complete(Job), {"ids": [2], "attempt_numbers": [1], "owner": "old-worker"}
+            runtime.complete(Job), {"ids": [2], "attempt_numbers": [1], "owner": "old-worker"}
         ).all()
         assert [row.id for row in done] == [2]
         assert conn.scalar(text("SELECT count(*) FROM sa_jobqueue_starts_jobs")) == 1

@@ -17,7 +17,8 @@ from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
-from sa_jobqueue import JobQueue, migration, statements
+from sa_jobqueue import JobQueue, migration
+from sa_jobqueue.driver.postgres import claims, runtime
 from sa_jobqueue.testing import scratch_database
 from tests.support.models import Job
 
@@ -131,12 +132,12 @@ def test_upgrade_keeps_pending_and_running_jobs_and_adds_the_scheduling_schema(s
     jobs = JobQueue(Job)
     with engine.begin() as connection:
         done = connection.execute(
-            statements.complete(Job), {"ids": [3], "attempt_numbers": [1], "owner": "old-worker"}
+            runtime.complete(Job), {"ids": [3], "attempt_numbers": [1], "owner": "old-worker"}
         ).all()
         assert [row.id for row in done] == [3]
     with Session(engine) as session, session.begin():
         jobs.pause(session, "default")
-    claim = statements.claim(Job, leases={}, default_lease=30.0)
+    claim = claims.claim(Job, leases={}, default_lease=30.0)
     params = {"queue_name": "default", "limit": 10, "owner": "new-worker"}
     with engine.begin() as connection:
         assert connection.execute(claim, params).all() == []

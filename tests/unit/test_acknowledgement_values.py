@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from sa_jobqueue.worker.attempt import Claimed, InFlight, fence_literals, fence_params
-from sa_jobqueue.worker.driver_values import Held
+from sa_jobqueue.driver.postgres.params import fence_literals, fence_params
+from sa_jobqueue.driver.values import Claimed, Held
+from sa_jobqueue.worker.attempt import InFlight
 
 
 def _job(job_id: int, attempt: int) -> Claimed:

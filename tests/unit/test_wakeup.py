@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sa_jobqueue.worker.driver import NextDue
+from sa_jobqueue.driver import NextDue
 from sa_jobqueue.worker.wakeup import Notified, WakeEvent, WakeupPolicy
 
 POLL = 10.0

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import URL, Engine
+from sqlalchemy import URL, Engine, create_engine
 
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
@@ -24,7 +24,14 @@ from sa_jobqueue.worker.run.slots import Slots, WaitingJobs
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-__all__ = ["AsyncPool", "AsyncSessions", "async_url", "serve_in_thread", "sync_url"]
+__all__ = [
+    "AsyncPool",
+    "AsyncSessions",
+    "async_url",
+    "serve_in_thread",
+    "sync_engine_for",
+    "sync_url",
+]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
@@ -53,6 +60,13 @@ def sync_url(url: URL) -> URL:
     if url.get_driver_name() in _PSYCOPG_NAMES:
         return url.set(drivername=f"{url.get_backend_name()}+psycopg")
     return url
+
+
+def sync_engine_for(engine: Engine | AsyncEngine, pool_size: int) -> Engine:
+    """`engine` itself, or for an `AsyncEngine` a sync engine of the same database (`sync_url`)."""
+    if isinstance(engine, Engine):
+        return engine
+    return create_engine(sync_url(engine.url), pool_size=pool_size, pool_pre_ping=True)
 
 
 class AsyncSessions:

@@ -21,13 +21,14 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import tracing
 from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
+from sa_jobqueue.driver import Driver, Upstream
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
+from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
-from sa_jobqueue.worker.driver import Driver, Upstream
 from sa_jobqueue.worker.run import outcomes
 from sa_jobqueue.worker.run.contexts import new_context
 from sa_jobqueue.worker.run.durable import WorkerSteps
@@ -76,6 +77,7 @@ class Executor(TransactionalMode):
             has room now (`RateGate`); None starts them as claimed.
         upstream_connection: where a lease-mode job reads ``ctx.upstream`` (default:
             a connection of `engine`); a test's drain on one connection passes it.
+        model: the jobs model, for ``ctx.step`` & co. (None: handlers cannot use them).
     """
 
     def __init__(
@@ -95,6 +97,7 @@ class Executor(TransactionalMode):
         lease_check: LeaseCheck | None = None,
         rate_gate: RateGate | None = None,
         upstream_connection: Connection | None = None,
+        model: type[JobMixin] | None = None,
     ) -> None:
         self.lease_check = lease_check
         self.rate_gate = rate_gate
@@ -110,13 +113,10 @@ class Executor(TransactionalMode):
         self._driver = driver
         self._owner = owner
         self._table = table
-        # The fenced writes of ctx.step, sleep, wait_for_signal and progress.
-        model = getattr(driver, "model", None)
         self._steps: WorkerSteps | None = None
         if model is not None and upstream_connection is not None:
-            self._steps = WorkerSteps.on_connection(
-                model, owner, upstream_connection, max_result_bytes
-            )
+            steps = WorkerSteps.on_connection(model, owner, upstream_connection, max_result_bytes)
+            self._steps = steps
         elif model is not None and engine is not None:
             self._steps = WorkerSteps.on_engine(model, owner, engine, max_result_bytes)
 
@@ -164,11 +164,11 @@ class Executor(TransactionalMode):
         if conn is None:
             conn = self._upstream_connection
         if conn is not None:
-            return self._driver.upstream(conn, job.id)
+            return self._driver.upstream_results(conn, job.id)
         if self._engine is None:
             raise RuntimeError("no engine to read the upstream jobs of a lease-mode job")
         with self._engine.connect() as connection:
-            return self._driver.upstream(connection, job.id)
+            return self._driver.upstream_results(connection, job.id)
 
     def _async_context(
         self,

@@ -20,8 +20,8 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy import Engine, exc
 
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
-from sa_jobqueue.worker.driver import Driver
 
 __all__ = ["FRESH_FRACTION", "LeaseCheck", "Verdict"]
 
@@ -99,12 +99,12 @@ class LeaseCheck:
             try:
                 with self.engine.connect() as conn:
                     with conn.begin():
-                        held = self.driver.heartbeat(conn, [job], self.owner)
+                        held = self.driver.job_heartbeat(conn, [job], self.owner)
                     if job.key in held:
                         self._renewed([job.key], sent)
                         return Verdict.START
                     with conn.begin():
-                        owned = self.driver.still_owned(conn, [job], self.owner)
+                        owned = self.driver.jobs_still_owned(conn, [job], self.owner)
             except exc.SQLAlchemyError as error:
                 log.warning(
                     "checking the lease of job %d before its start failed (%s); giving it back",

@@ -17,8 +17,8 @@ import logging
 
 from sqlalchemy import Engine, exc
 
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.worker.attempt import Claimed
-from sa_jobqueue.worker.driver import Driver
 
 __all__ = ["RateGate"]
 
@@ -30,7 +30,7 @@ class RateGate:
 
     Args:
         engine: where its transaction gets a connection.
-        driver: runs `Driver.start_rated`.
+        driver: runs `Driver.job_start_rated`.
     """
 
     def __init__(self, engine: Engine, driver: Driver) -> None:
@@ -46,7 +46,7 @@ class RateGate:
         """True: start it now; False: its window is full; None: the database did not answer."""
         try:
             with self.engine.connect() as conn, conn.begin():
-                return self.driver.start_rated(conn, job)
+                return self.driver.job_start_rated(conn, job)
         except exc.SQLAlchemyError as error:
             log.warning(
                 "logging the start of rate-limited job %d failed (%s); giving it back",

@@ -16,10 +16,10 @@ from sqlalchemy import Connection, exc
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
+from sa_jobqueue.driver import Driver, Upstream
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
-from sa_jobqueue.worker.driver import Driver, Upstream
 from sa_jobqueue.worker.run import outcomes
 from sa_jobqueue.worker.run.session_guard import guarded
 from sa_jobqueue.worker.running import RunningAttempts
@@ -96,14 +96,14 @@ class TransactionalMode:
         # Core, not ORM, execution: no identity-map synchronisation to pay for.
         conn = session.connection()
         if charged:
-            held = self._driver.complete_charged(conn, job, self._owner, returned)
+            held = self._driver.job_complete_charged(conn, job, self._owner, returned)
         else:
             # Not announced here: the claim loop announces COMMITTED attempts in its round.
-            held = self._driver.complete(conn, [job], self._owner, [returned], announce=False)
+            held = self._driver.job_complete(conn, [job], self._owner, [returned], announce=False)
         if held.with_dependents:
             # The release step, in the handler's transaction: its writes, its done and
             # the release of the jobs waiting for it commit together (docs/workflows.md).
-            self._driver.release_dependents(conn, [(job.id, "done")])
+            self._driver.dependents_release(conn, [(job.id, "done")])
         return job.key in held
 
     def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
@@ -170,12 +170,12 @@ class TransactionalMode:
         return job.attempts == 1 and task is not None and task.transactional
 
     def _refund(self, jobs: Sequence[Claimed]) -> bool:
-        """`Driver.refund` for `jobs`, committed; False when the database refused it."""
-        return self._set_aside(self._driver.refund, jobs, "give back the attempts of")
+        """`Driver.job_refund` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.job_refund, jobs, "give back the attempts of")
 
     def _charge(self, jobs: Sequence[Claimed]) -> bool:
-        """`Driver.charge` for `jobs`, committed; False when the database refused it."""
-        return self._set_aside(self._driver.charge, jobs, "charge the attempts of")
+        """`Driver.job_charge` for `jobs`, committed; False when the database refused it."""
+        return self._set_aside(self._driver.job_charge, jobs, "charge the attempts of")
 
     def _set_aside(
         self,
@@ -212,7 +212,7 @@ class TransactionalMode:
                 # done jobs' by their done (complete_charged), the others' here.
                 others = [o.job for o in outcomes if o.result is not Result.COMMITTED]
                 if others:
-                    self._driver.charge(session.connection(), others, self._owner)
+                    self._driver.job_charge(session.connection(), others, self._owner)
         except Exception as exc:  # noqa: BLE001 - a failed batch COMMIT is retried job by job
             log.warning(
                 "savepoint batch of %d jobs failed to commit (%s); running them one by one",

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue.driver.postgres import due
 from tests.support.models import Job, new_queue
 
 
@@ -24,13 +24,13 @@ def _add(engine: Engine, *items: dict[str, Any]) -> None:
 
 def _due_kinds(engine: Engine, kinds: list[str], queues: list[str]) -> set[str]:
     with engine.connect() as conn:
-        rows = conn.execute(statements.due_kinds(Job), {"kinds": kinds, "queues": queues})
+        rows = conn.execute(due.due_kinds(Job), {"kinds": kinds, "queues": queues})
         return {row.kind for row in rows}
 
 
 def _limited_due(engine: Engine, kinds: list[str], queues: list[str]) -> bool:
     with engine.connect() as conn:
-        statement = statements.limited_due(Job, kinds=kinds)
+        statement = due.limited_due(Job, kinds=kinds)
         return bool(conn.execute(statement, {"queues": queues}).scalar())
 
 

@@ -88,7 +88,7 @@ def test_fair_claims_of_many_slots_lease_one_job_per_key_per_round(committed):
         _enqueue(committed, "import_feed", f"light{i}", 1)
     with committed.begin() as connection:
         worker = jobs.worker(committed, queues=["feeds"], concurrency=9)
-        claimed = worker.driver.claim_limited(connection, "import_feed", ["feeds"], 9, "w1")
+        claimed = worker.driver.job_claim_limited(connection, "import_feed", ["feeds"], 9, "w1")
     assert sorted(job.payload["key"] for job in claimed) == sorted(
         ["heavy", *(f"light{i}" for i in range(8))]
     )
@@ -122,7 +122,7 @@ def test_fair_and_max_running_per_key_pass_over_a_key_at_its_limit(committed):
         )
     with committed.begin() as connection:
         worker = jobs.worker(committed, queues=["feeds"], concurrency=4)
-        claimed = worker.driver.claim_limited(connection, "import_capped", ["feeds"], 4, "w1")
+        claimed = worker.driver.job_claim_limited(connection, "import_capped", ["feeds"], 4, "w1")
     assert [job.payload["key"] for job in claimed] == ["y"]
 
 

@@ -15,9 +15,10 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
+from sa_jobqueue.driver.postgres import PostgresDriver, claims, runtime
+from sa_jobqueue.driver.postgres import limits as flow
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.worker.claimer import UNLIMITED_BACKOFF, Claimer
-from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.limited_claimer import MIN_BACKOFF, LimitedClaims
 from tests.support.helpers import wait_for
 from tests.support.models import Job, new_queue
@@ -56,7 +57,7 @@ MAX2 = check_limits(max_running=2)
 def test_without_the_kind_lock_two_open_claims_overbook(committed):
     """Why the lock exists: the count alone cannot see an uncommitted claim."""
     _enqueue(committed, "sync_crm", 6)
-    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    claim = flow.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
     with committed.connect() as a, committed.connect() as b, a.begin():
         first = _claim(a, claim, "a", limit=2)
         with b.begin():
@@ -68,8 +69,8 @@ def test_without_the_kind_lock_two_open_claims_overbook(committed):
 
 def test_with_the_kind_lock_the_second_claimer_waits_then_counts_the_first(committed):
     _enqueue(committed, "sync_crm", 6)
-    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
-    lock = statements.lock_limited(Job, "sync_crm")
+    claim = flow.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    lock = flow.lock_limited(Job, "sync_crm")
     second: list[int] = []
     with committed.connect() as a, committed.connect() as b:
         b_pid = b.exec_driver_sql("SELECT pg_backend_pid()").scalar_one()
@@ -94,8 +95,8 @@ def test_with_the_kind_lock_the_second_claimer_waits_then_counts_the_first(commi
 
 
 def test_other_kinds_locks_do_not_wait_on_each_other(committed):
-    lock_a = statements.lock_limited(Job, "a")
-    lock_b = statements.lock_limited(Job, "b")
+    lock_a = flow.lock_limited(Job, "a")
+    lock_b = flow.lock_limited(Job, "b")
     with committed.connect() as one, committed.connect() as two, one.begin():
         one.execute(lock_a)
         with two.begin():
@@ -105,19 +106,19 @@ def test_other_kinds_locks_do_not_wait_on_each_other(committed):
 
 def test_a_finished_job_frees_its_slot(committed):
     _enqueue(committed, "sync_crm", 4)
-    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    claim = flow.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
     with committed.begin() as conn:
         first = _claim(conn, claim, "w")
     with committed.begin() as conn:
         assert _claim(conn, claim, "w") == []
         params = {"ids": first[:1], "attempt_numbers": [1], "owner": "w"}
-        conn.execute(statements.complete(Job), params)
+        conn.execute(runtime.complete(Job), params)
         assert len(_claim(conn, claim, "w")) == 1  # its own completion counts at once
 
 
 def test_expired_lease_holds_its_slot_until_the_sweeper_takes_the_job_back(committed):
     _enqueue(committed, "sync_crm", 3)
-    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    claim = flow.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
     with committed.begin() as conn:
         held = _claim(conn, claim, "crashed")
         assert len(held) == 2
@@ -128,7 +129,7 @@ def test_expired_lease_holds_its_slot_until_the_sweeper_takes_the_job_back(commi
         )
     with committed.begin() as conn:
         assert _claim(conn, claim, "alive") == []  # expired, but still running
-        swept = conn.execute(statements.sweep_expired(Job), {"limit": 100}).all()
+        swept = conn.execute(runtime.sweep_expired(Job), {"limit": 100}).all()
         assert sorted(row.id for row in swept) == held
     with committed.begin() as conn:
         assert len(_claim(conn, claim, "alive")) == 2
@@ -137,7 +138,7 @@ def test_expired_lease_holds_its_slot_until_the_sweeper_takes_the_job_back(commi
 def test_per_key_limit_passes_over_busy_keys_and_leaves_keyless_jobs_alone(committed):
     keys: list[str | None] = ["a", "a", "b", "a", "b", "c", None, None]
     ids = _enqueue(committed, "charge", len(keys), keys)
-    claim = statements.claim_limited(
+    claim = flow.claim_limited(
         Job, kind="charge", limits=check_limits(max_running_per_key=1), lease=60.0
     )
     with committed.begin() as conn:
@@ -147,7 +148,7 @@ def test_per_key_limit_passes_over_busy_keys_and_leaves_keyless_jobs_alone(commi
     with committed.begin() as conn:
         assert _claim(conn, claim, "w") == []
         params = {"ids": [ids[0]], "attempt_numbers": [1], "owner": "w"}
-        conn.execute(statements.complete(Job), params)
+        conn.execute(runtime.complete(Job), params)
         assert _claim(conn, claim, "w") == [ids[1]]  # key "a" again, in claim order
 
 
@@ -155,7 +156,7 @@ def test_per_key_and_max_running_together_and_limit_is_respected(committed):
     keys: list[str | None] = ["a", "b", "c", "d", "a"]
     ids = _enqueue(committed, "charge", len(keys), keys)
     limits = check_limits(max_running=3, max_running_per_key=1)
-    claim = statements.claim_limited(Job, kind="charge", limits=limits, lease=60.0)
+    claim = flow.claim_limited(Job, kind="charge", limits=limits, lease=60.0)
     with committed.begin() as conn:
         assert _claim(conn, claim, "w", limit=2) == ids[:2]
         assert _claim(conn, claim, "w", limit=5) == ids[2:3]  # max_running=3 reached
@@ -164,13 +165,13 @@ def test_per_key_and_max_running_together_and_limit_is_respected(committed):
 def test_rate_limit_counts_starts_in_a_sliding_window(committed):
     _enqueue(committed, "call_api", 10)
     limits = check_limits(rate_limit=(3, 60.0))
-    claim = statements.claim_limited(Job, kind="call_api", limits=limits, lease=60.0)
+    claim = flow.claim_limited(Job, kind="call_api", limits=limits, lease=60.0)
     starts = statements.starts_of(Job)
     with committed.begin() as conn:
         first = _claim(conn, claim, "w")
         assert len(first) == 3
         conn.execute(
-            statements.complete(Job), {"ids": first, "attempt_numbers": [1] * 3, "owner": "w"}
+            runtime.complete(Job), {"ids": first, "attempt_numbers": [1] * 3, "owner": "w"}
         )
     with committed.begin() as conn:
         assert _claim(conn, claim, "w") == []  # finished or not, the starts count
@@ -195,7 +196,7 @@ def test_rate_limit_counts_starts_in_a_sliding_window(committed):
 def test_unlimited_claim_passes_over_a_saturated_limited_kind(committed):
     limited = _enqueue(committed, "sync_crm", 5)  # older, due first
     unlimited = _enqueue(committed, "plain", 3)
-    claim = statements.claim(Job, leases={}, default_lease=60.0, exclude_kinds=["sync_crm"])
+    claim = claims.claim(Job, leases={}, default_lease=60.0, exclude_kinds=["sync_crm"])
     with committed.begin() as conn:
         rows = conn.execute(claim, {"queue_name": "default", "limit": 10, "owner": "w"}).all()
     assert sorted(row.id for row in rows) == unlimited
@@ -215,8 +216,8 @@ def test_stats_show_running_against_each_limit(committed):
     _enqueue(committed, "call_api", 2)
     with committed.begin() as conn:
         for task in jobs.registry.limited():
-            claim = statements.claim_limited(Job, kind=task.kind, limits=task.limits, lease=60)
-            conn.execute(statements.lock_limited(Job, task.kind))
+            claim = flow.claim_limited(Job, kind=task.kind, limits=task.limits, lease=60)
+            conn.execute(flow.lock_limited(Job, task.kind))
             _claim(conn, claim, "w")
     with Session(committed) as session:
         snapshot = jobs.stats(session)
@@ -237,16 +238,16 @@ def test_stats_show_running_against_each_limit(committed):
 def test_a_paused_queue_gives_no_limited_job(committed):
     jobs = new_queue()
     _enqueue(committed, "sync_crm", 2)
-    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    claim = flow.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
     with Session(committed) as session, session.begin():
         jobs.pause(session, "default")
     with committed.begin() as conn:
-        conn.execute(statements.lock_limited(Job, "sync_crm"))
+        conn.execute(flow.lock_limited(Job, "sync_crm"))
         assert _claim(conn, claim, "w") == []
     with Session(committed) as session, session.begin():
         jobs.resume(session, "default")
     with committed.begin() as conn:
-        conn.execute(statements.lock_limited(Job, "sync_crm"))
+        conn.execute(flow.lock_limited(Job, "sync_crm"))
         assert len(_claim(conn, claim, "w")) == 2
 
 
@@ -255,7 +256,7 @@ def _lock_is_free(engine: Engine, kind: str) -> bool:
         return bool(conn.scalar(statements.try_advisory_xact_lock(Job, f"limit:{kind}")))
 
 
-COMPLETE_AND_LOCK = statements.complete_and_lock(Job, statements.complete(Job, with_results=False))
+COMPLETE_AND_LOCK = flow.complete_and_lock(Job, runtime.complete(Job, with_results=False))
 
 
 def test_complete_and_lock_takes_the_kind_locks_even_when_no_job_was_held(committed):
@@ -272,7 +273,7 @@ def test_complete_and_lock_takes_the_kind_locks_even_when_no_job_was_held(commit
 def test_after_complete_and_lock_the_claim_counts_the_previous_holders_claims(committed):
     """The lock taken with the acknowledgement: the claim after it sees what `a` committed."""
     _enqueue(committed, "sync_crm", 6)
-    claim = statements.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
+    claim = flow.claim_limited(Job, kind="sync_crm", limits=MAX2, lease=60.0)
     with committed.begin() as conn:
         done = _claim(conn, claim, "b", limit=1)  # b runs one of the 2 slots
     second: list[int] = []
@@ -287,7 +288,7 @@ def test_after_complete_and_lock_the_claim_counts_the_previous_holders_claims(co
                 second.extend(_claim(b, claim, "b"))
 
         with a.begin():
-            a.execute(statements.lock_limited(Job, "sync_crm"))
+            a.execute(flow.lock_limited(Job, "sync_crm"))
             first = _claim(a, claim, "a")
             thread = threading.Thread(target=claimer_b)
             thread.start()
@@ -310,32 +311,34 @@ def _statements(conn: Connection) -> list[str]:
     return seen
 
 
-def test_the_driver_takes_locks_ahead_once_and_on_its_connection_only(committed):
+def test_the_driver_takes_the_locks_asked_for_with_the_acknowledgement(committed):
     ids = _enqueue(committed, "sync_crm", 4)
     driver = _driver({"sync_crm": MAX2})
     with committed.begin() as conn:
-        running = driver.claim_limited(conn, "sync_crm", ["default"], 1, "w")
+        running = driver.job_claim_limited(conn, "sync_crm", ["default"], 1, "w")
     with committed.connect() as loop, committed.connect() as other:
-        driver.lock_ahead(loop, ["sync_crm", "unknown"])
-        with other.begin():  # a handler's own transaction (transactional mode)
-            driver.complete(other, running, "w")
-            assert driver.locked_ahead(other) == frozenset()
+        with other.begin():  # a handler's own transaction (transactional mode): no lock
+            assert driver.job_complete(other, running, "w").locked == frozenset()
             assert _lock_is_free(committed, "sync_crm")
         with loop.begin():
             seen = _statements(loop)
-            assert driver.complete(loop, running, "w") == set()  # done on `other` already
-            assert driver.locked_ahead(loop) == {"sync_crm"}
+            held = driver.job_complete(loop, running, "w", lock_kinds=["sync_crm", "unknown"])
+            assert held == set()  # done on `other` already
+            assert held.locked == {"sync_crm"}  # (not a limited kind: no lock)
             assert not _lock_is_free(committed, "sync_crm")
-            claimed = driver.claim_limited(loop, "sync_crm", ["default"], 5, "w")
+            claimed = driver.job_claim_limited(loop, "sync_crm", ["default"], 5, "w", locked=True)
             assert [job.id for job in claimed] == ids[1:3]
             assert len(seen) == 2  # the acknowledgement (with the lock), the claim
-        assert driver.locked_ahead(loop) == frozenset()  # that transaction is over
         with loop.begin():
-            assert driver.complete(loop, claimed[:1], "w") == {claimed[0].key}
-            assert _lock_is_free(committed, "sync_crm")  # asked for once
-        driver.lock_ahead(loop, ["sync_crm"])
+            held = driver.job_complete(loop, claimed[:1], "w")
+            assert held == {claimed[0].key}
+            assert held.locked == frozenset()
+            assert _lock_is_free(committed, "sync_crm")  # not asked for: not taken
         with loop.begin():  # the acknowledgement that stores results takes them too
-            assert driver.complete(loop, claimed[1:], "w", ['{"n": 1}']) == {claimed[1].key}
+            held = driver.job_complete(
+                loop, claimed[1:], "w", ['{"n": 1}'], lock_kinds=["sync_crm"]
+            )
+            assert held == {claimed[1].key}
             assert not _lock_is_free(committed, "sync_crm")
     with committed.connect() as conn:
         assert conn.scalar(select(Job.result).where(Job.id == claimed[1].id)) == {"n": 1}
@@ -384,13 +387,14 @@ def test_a_kind_sorting_before_the_locks_taken_ahead_waits_a_round(committed):
     driver = _driver(limits)
     limited = LimitedClaims(driver, limits)
     with committed.begin() as conn:
-        running = driver.claim_limited(conn, "b", ["default"], 1, "w")
+        running = driver.job_claim_limited(conn, "b", ["default"], 1, "w")
     with committed.connect() as conn:
-        driver.lock_ahead(conn, ["b"])
         with conn.begin():
             seen = _statements(conn)
-            driver.complete(conn, running, "w")
-            kinds = [job.kind for job in limited.claim(conn, ["default"], 10, "w")]
+            held = driver.job_complete(conn, running, "w", lock_kinds=["b"])
+            kinds = [
+                job.kind for job in limited.claim(conn, ["default"], 10, "w", held=held.locked)
+            ]
             assert kinds == ["b", "b"]
             # The acknowledgement (with b's lock), whether `a` has jobs (no lock), b's
             # claim: no lock of `a` after `b`'s, and no claim of `a`.

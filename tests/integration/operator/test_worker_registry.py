@@ -19,11 +19,11 @@ from starlette.testclient import TestClient
 from sa_jobqueue import JobQueue
 from sa_jobqueue.cli import main
 from sa_jobqueue.dashboard import make_app
+from sa_jobqueue.driver.postgres import PostgresDriver
 from sa_jobqueue.ops.workers import attempt_history, list_workers, live_worker_count
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.registry_tables import HISTORY_LIMIT
 from sa_jobqueue.worker.attempt import Claimed, Result
-from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.registration import Registration
 from tests.support.helpers import wait_for
 from tests.support.models import Job, new_queue
@@ -229,7 +229,7 @@ def test_a_stale_workers_failure_writes_no_history(committed):
     def fail(owner: str, attempt: int) -> str | None:
         job = Claimed(job_id, "k", "default", {}, attempt, 20, None, 60.0)
         with committed.begin() as conn:
-            return driver.record_failure(conn, job, owner, Result.FAIL, 0.0, f"{owner} failed")
+            return driver.job_fail(conn, job, owner, Result.FAIL, 0.0, f"{owner} failed")
 
     assert fail("w-old", 1) is None
     assert rows(committed, "SELECT * FROM sa_jobqueue_errors_jobs") == []
@@ -248,7 +248,7 @@ def test_an_expired_lease_swept_writes_its_history_entry(committed):
     )
     driver = PostgresDriver(Job, leases={}, default_lease=60.0)
     with committed.begin() as conn:
-        assert [s.id for s in driver.sweep(conn, 10)] == [job_id]
+        assert [s.id for s in driver.job_sweep(conn, 10)] == [job_id]
     got = rows(committed, "SELECT attempt, worker, error FROM sa_jobqueue_errors_jobs")
     assert [tuple(r) for r in got] == [
         (1, "w-dead", "lease expired (worker w-dead stopped reporting)")
@@ -265,7 +265,7 @@ def test_the_history_keeps_the_newest_entries_up_to_its_bound(committed):
                 {"n": attempt, "id": job_id},
             )
             job = Claimed(job_id, "k", "default", {}, attempt, 100, None, 60.0)
-            assert driver.record_failure(conn, job, "w", Result.FAIL, 0.0, f"e{attempt}")
+            assert driver.job_fail(conn, job, "w", Result.FAIL, 0.0, f"e{attempt}")
     kept = [
         r.attempt
         for r in rows(committed, "SELECT attempt FROM sa_jobqueue_errors_jobs ORDER BY id")

@@ -17,10 +17,10 @@ from sqlalchemy import Engine, make_url, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext
+from sa_jobqueue.driver.postgres import PostgresDriver
 from sa_jobqueue.schema.naming import ended_channel_name
 from sa_jobqueue.statements import ended as ended_statements
 from sa_jobqueue.worker.attempt import Result
-from sa_jobqueue.worker.postgres_driver import PostgresDriver
 from tests.support.models import Job, new_queue
 
 CHANNEL = ended_channel_name("jobs")
@@ -71,7 +71,7 @@ def enqueue(engine: Engine, jobs: Any, kind: str, n: int = 1, **options: Any) ->
 def claimed(engine: Engine, count: int) -> Iterator[tuple[PostgresDriver, list[Any]]]:
     driver = PostgresDriver(Job, leases={}, default_lease=300.0)
     with engine.begin() as conn:
-        jobs = driver.claim(conn, "default", count, OWNER)
+        jobs = driver.job_claim(conn, "default", count, OWNER)
     assert len(jobs) == count
     yield driver, jobs
 
@@ -81,7 +81,7 @@ def test_one_acknowledgement_sends_one_notification_naming_every_job(
 ) -> None:
     ids = enqueue(committed, new_queue(), "noop", 5)
     with claimed(committed, 5) as (driver, jobs), committed.begin() as conn:
-        held = driver.complete(conn, jobs, OWNER)
+        held = driver.job_complete(conn, jobs, OWNER)
         assert len(held) == 5
     heard = ear.until_sentinel()
     assert len(heard) == 1
@@ -93,8 +93,8 @@ def test_results_and_a_single_job_use_the_notifying_statements_too(
 ) -> None:
     ids = enqueue(committed, new_queue(), "noop", 3)
     with claimed(committed, 3) as (driver, jobs), committed.begin() as conn:
-        driver.complete(conn, jobs[:2], OWNER, ['{"a": 1}', None])  # with results
-        driver.complete(conn, jobs[2:], OWNER)  # one job: complete_one
+        driver.job_complete(conn, jobs[:2], OWNER, ['{"a": 1}', None])  # with results
+        driver.job_complete(conn, jobs[2:], OWNER)  # one job: complete_one
     heard = ear.until_sentinel()
     assert len(heard) == 2
     assert ids_in(heard) == ids
@@ -103,7 +103,7 @@ def test_results_and_a_single_job_use_the_notifying_statements_too(
 def test_an_acknowledgement_that_lost_its_leases_sends_nothing(committed: Engine, ear: Ear) -> None:
     enqueue(committed, new_queue(), "noop", 2)
     with claimed(committed, 2) as (driver, jobs), committed.begin() as conn:
-        assert len(driver.complete(conn, jobs, "somebody-else")) == 0
+        assert len(driver.job_complete(conn, jobs, "somebody-else")) == 0
     assert ear.until_sentinel() == []
 
 
@@ -113,7 +113,7 @@ def test_too_many_ids_for_one_payload_send_the_any_payload(
     monkeypatch.setattr(ended_statements, "MAX_NAMED_IDS", 3)
     enqueue(committed, new_queue(), "noop", 4)
     with claimed(committed, 4) as (driver, jobs), committed.begin() as conn:
-        driver.complete(conn, jobs, OWNER)
+        driver.job_complete(conn, jobs, OWNER)
     assert ear.until_sentinel() == [ended_statements.ANY_ENDED]
 
 
@@ -121,7 +121,7 @@ def test_a_rolled_back_acknowledgement_is_never_announced(committed: Engine, ear
     enqueue(committed, new_queue(), "noop", 2)
     with claimed(committed, 2) as (driver, jobs), committed.connect() as conn:
         transaction = conn.begin()
-        driver.complete(conn, jobs, OWNER)
+        driver.job_complete(conn, jobs, OWNER)
         transaction.rollback()
     assert ear.until_sentinel() == []
 
@@ -131,20 +131,20 @@ def test_a_failure_that_retries_is_silent_and_the_dead_letter_is_not(
 ) -> None:
     [job_id] = enqueue(committed, new_queue(), "noop", max_attempts=2)
     with claimed(committed, 1) as (driver, [job]), committed.begin() as conn:
-        assert driver.record_failure(conn, job, OWNER, Result.FAIL, 0.0, "boom") == "pending"
+        assert driver.job_fail(conn, job, OWNER, Result.FAIL, 0.0, "boom") == "pending"
     assert ear.until_sentinel() == []
     with claimed(committed, 1) as (driver, [job]), committed.begin() as conn:
-        assert driver.record_failure(conn, job, OWNER, Result.FAIL, 0.0, "boom") == "failed"
+        assert driver.job_fail(conn, job, OWNER, Result.FAIL, 0.0, "boom") == "failed"
     assert ids_in(ear.until_sentinel()) == [job_id]
 
 
 def test_a_retry_request_is_silent_and_a_discard_is_not(committed: Engine, ear: Ear) -> None:
     [job_id] = enqueue(committed, new_queue(), "noop")
     with claimed(committed, 1) as (driver, [job]), committed.begin() as conn:
-        assert driver.record_failure(conn, job, OWNER, Result.RETRY, 0.0, "later") == "pending"
+        assert driver.job_fail(conn, job, OWNER, Result.RETRY, 0.0, "later") == "pending"
     assert ear.until_sentinel() == []
     with claimed(committed, 1) as (driver, [job]), committed.begin() as conn:
-        assert driver.record_failure(conn, job, OWNER, Result.DISCARD, 0.0, "no") == "failed"
+        assert driver.job_fail(conn, job, OWNER, Result.DISCARD, 0.0, "no") == "failed"
     assert ids_in(ear.until_sentinel()) == [job_id]
 
 
@@ -156,7 +156,7 @@ def test_the_sweepers_dead_letter_is_announced_and_its_retry_is_not(
         conn.execute(text("UPDATE jobs SET max_attempts = 1 WHERE id = :id"), {"id": dead})
         conn.execute(text("UPDATE jobs SET locked_until = now() - interval '1 minute'"))
     with committed.begin() as conn:
-        swept = {s.id: s.status for s in driver.sweep(conn, 10)}
+        swept = {s.id: s.status for s in driver.job_sweep(conn, 10)}
     assert swept == {dead: "failed", back: "pending"}
     assert ids_in(ear.until_sentinel()) == [dead]
 
@@ -217,10 +217,10 @@ def test_a_transactional_done_is_not_announced_in_the_handlers_transaction(
     # handler's transaction would serialise concurrent handlers' commits.
     [job_id] = enqueue(committed, new_queue(), "noop")
     with claimed(committed, 1) as (driver, jobs), committed.begin() as conn:
-        assert len(driver.complete(conn, jobs, OWNER, announce=False)) == 1
+        assert len(driver.job_complete(conn, jobs, OWNER, announce=False)) == 1
     assert ear.until_sentinel() == []
     with committed.begin() as conn:
-        driver.announce_ended(conn, [job_id])
+        driver.ended_announce(conn, [job_id])
     assert ear.until_sentinel() == [str(job_id)]
 
 
@@ -228,7 +228,7 @@ def test_announce_ended_names_at_most_max_named_ids_a_payload(committed: Engine,
     driver = PostgresDriver(Job, leases={}, default_lease=300.0)
     ids = list(range(1, ended_statements.MAX_NAMED_IDS + 11))
     with committed.begin() as conn:
-        driver.announce_ended(conn, ids)
+        driver.ended_announce(conn, ids)
     heard = ear.until_sentinel()
     assert [len(payload.split(" ")) for payload in heard] == [ended_statements.MAX_NAMED_IDS, 10]
     assert ids_in(heard) == ids

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.driver.postgres import PostgresDriver
 from tests.support.models import Job
 
 OWNER = "claim-levels-test"
@@ -51,7 +51,7 @@ def test_a_level_of_future_jobs_is_passed_over_for_the_due_jobs_of_later_levels(
         ],
     )
     with committed.connect() as conn, conn.begin():
-        got = _driver().claim(conn, "a", 10, OWNER)
+        got = _driver().job_claim(conn, "a", 10, OWNER)
     assert [job.id for job in got] == [urgent, late_level, later_level]
 
 
@@ -62,10 +62,10 @@ def test_a_claim_filled_by_one_level_takes_nothing_from_the_next(committed):
     )
     (next_level,) = _add(committed, [{"queue": "a", "priority": 2, "run_at": _past(30)}])
     with committed.connect() as conn, conn.begin():
-        got = _driver().claim(conn, "a", 2, OWNER)
+        got = _driver().job_claim(conn, "a", 2, OWNER)
     assert [job.id for job in got] == [first, second]
     with committed.connect() as conn, conn.begin():
-        rest = _driver().claim(conn, "a", 2, OWNER)
+        rest = _driver().job_claim(conn, "a", 2, OWNER)
     assert [job.id for job in rest] == [next_level]
 
 
@@ -75,7 +75,7 @@ def test_many_queues_keep_queue_order_across_levels_and_pass_over_future_levels(
     _add(committed, [{"queue": "b", "priority": -1, "run_at": _future()}])
     (b_due,) = _add(committed, [{"queue": "b", "priority": 2}])
     with committed.connect() as conn, conn.begin():
-        got = _driver().claim_queues(conn, ["a", "b"], 10, OWNER)
+        got = _driver().job_claim_queues(conn, ["a", "b"], 10, OWNER)
     # Queue by queue (a's levels before b's, though b's level is lower), each in order.
     assert [job.id for job in got] == [a_low, a_high, b_due]
 
@@ -84,8 +84,8 @@ def test_a_job_locked_by_another_claim_is_stepped_over_inside_its_level(committe
     locked, free = _add(committed, [{"queue": "a", "priority": 1}, {"queue": "a", "priority": 1}])
     (higher,) = _add(committed, [{"queue": "a", "priority": 2}])
     with committed.connect() as holder, holder.begin():
-        taken = _driver().claim(holder, "a", 1, "other-worker")
+        taken = _driver().job_claim(holder, "a", 1, "other-worker")
         assert [job.id for job in taken] == [locked]
         with committed.connect() as conn, conn.begin():
-            got = _driver().claim(conn, "a", 5, OWNER)
+            got = _driver().job_claim(conn, "a", 5, OWNER)
     assert [job.id for job in got] == [free, higher]

@@ -18,10 +18,10 @@ from sqlalchemy import Connection, Engine, event, text
 from sqlalchemy.dialects.postgresql import psycopg
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import ValidationError, statements
+from sa_jobqueue import ValidationError
 from sa_jobqueue.core.limits import check_limits
+from sa_jobqueue.driver.postgres import PostgresDriver, claims
 from sa_jobqueue.worker.claimer import Claimer
-from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.limited_claimer import LimitedClaims
 from tests.support.models import Job, new_queue
 
@@ -65,10 +65,10 @@ def test_queues_are_taken_in_the_order_given_each_in_claim_order(committed):
     )
     (b_first, b_second) = _add(committed, [{"queue": "b"}, {"queue": "b"}])
     with committed.connect() as conn, conn.begin():
-        got = _driver().claim_queues(conn, ["empty", "a", "b"], 4, OWNER)
+        got = _driver().job_claim_queues(conn, ["empty", "a", "b"], 4, OWNER)
     assert {job.id for job in got} == {a_urgent, a_early, a_late, b_first}
     with committed.connect() as conn, conn.begin():
-        rest = _driver().claim_queues(conn, ["b", "a"], 4, OWNER)
+        rest = _driver().job_claim_queues(conn, ["b", "a"], 4, OWNER)
     assert [job.id for job in rest] == [b_second]
 
 
@@ -76,7 +76,7 @@ def test_a_later_queue_goes_first_when_the_order_says_so(committed):
     a_ids = _add(committed, [{"queue": "a"} for _ in range(3)])
     b_ids = _add(committed, [{"queue": "b"} for _ in range(3)])
     with committed.connect() as conn, conn.begin():
-        got = _driver().claim_queues(conn, ["b", "a"], 4, OWNER)
+        got = _driver().job_claim_queues(conn, ["b", "a"], 4, OWNER)
     assert {job.id for job in got} == {*b_ids, a_ids[0]}
 
 
@@ -84,13 +84,13 @@ def test_start_names_the_queue_that_goes_first_wrapping_around(committed):
     a_ids = _add(committed, [{"queue": "a"} for _ in range(2)])
     c_ids = _add(committed, [{"queue": "c"}])
     with committed.connect() as conn, conn.begin():
-        got = _driver().claim_queues(conn, ["a", "b", "c"], 2, OWNER, start=2)
+        got = _driver().job_claim_queues(conn, ["a", "b", "c"], 2, OWNER, start=2)
     assert {job.id for job in got} == {c_ids[0], a_ids[0]}
 
 
 def test_queue_names_written_into_the_statement_are_checked_first():
     with pytest.raises(ValidationError, match="queue"):
-        statements.claim_queues(Job, queues=["a", "b'; --"], leases={}, default_lease=300.0)
+        claims.claim_queues(Job, queues=["a", "b'; --"], leases={}, default_lease=300.0)
 
 
 def test_paused_queues_and_limited_kinds_are_left_out(committed):
@@ -101,7 +101,7 @@ def test_paused_queues_and_limited_kinds_are_left_out(committed):
         jobs.pause(session, "held")
     driver = _driver({"sync_crm": check_limits(max_running=1)})
     with committed.connect() as conn, conn.begin():
-        got = driver.claim_queues(conn, ["held", "a"], 10, OWNER)
+        got = driver.job_claim_queues(conn, ["held", "a"], 10, OWNER)
     assert [job.id for job in got] == [free]  # neither `paused` nor `limited`
 
 
@@ -113,14 +113,14 @@ def test_rows_locked_by_another_claimer_are_stepped_over_inside_their_queue(comm
             text("SELECT id FROM jobs WHERE id = ANY(:ids) FOR UPDATE"), {"ids": a_ids[:2]}
         )
         with committed.connect() as conn, conn.begin():
-            got = _driver().claim_queues(conn, ["a", "b"], 3, OWNER)
+            got = _driver().job_claim_queues(conn, ["a", "b"], 3, OWNER)
     assert {job.id for job in got} == {a_ids[2], a_ids[3], b_ids[0]}
 
 
 def test_no_row_is_locked_that_is_not_leased(committed):
     _add(committed, [{"queue": q} for q in ("a", "b", "c") for _ in range(5)])
     with committed.connect() as conn, conn.begin():
-        got = _driver().claim_queues(conn, ["a", "b", "c"], 7, OWNER)
+        got = _driver().job_claim_queues(conn, ["a", "b", "c"], 7, OWNER)
         assert len(got) == 7
         with committed.connect() as other, other.begin():
             lockable = other.execute(
@@ -195,10 +195,10 @@ def _plan(conn: Connection, one_queue: bool, queues: list[str], generic: bool) -
     mode = "force_generic_plan" if generic else "force_custom_plan"
     conn.execute(text(f"SET LOCAL plan_cache_mode = {mode}"))
     if one_queue:
-        statement = statements.claim(Job, leases={}, default_lease=300.0)
+        statement = claims.claim(Job, leases={}, default_lease=300.0)
         values: dict[str, Any] = {"queue_name": queues[0]}
     else:
-        statement = statements.claim_queues(Job, queues=queues, leases={}, default_lease=300.0)
+        statement = claims.claim_queues(Job, queues=queues, leases={}, default_lease=300.0)
         values = {"start": 0}
     sql, arguments = _prepared(statement, {**values, "limit": 32, "owner": OWNER})
     conn.exec_driver_sql(f"PREPARE sajq_claim AS {sql}")

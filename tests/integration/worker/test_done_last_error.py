@@ -5,7 +5,8 @@ from __future__ import annotations
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import JobContext, JobQueue, statements
+from sa_jobqueue import JobContext, JobQueue
+from sa_jobqueue.driver.postgres import claims, runtime
 from tests.support.models import Job
 
 
@@ -34,10 +35,10 @@ def test_done_job_names_the_attempt_its_kept_last_error_came_from(committed):
     # Attempt 1 of `swept` is claimed by a worker that then stops reporting.
     expire = text("UPDATE jobs SET locked_until = now() - interval '1 s' WHERE id = :i")
     with committed.begin() as conn:
-        claim = statements.claim(Job, leases={}, default_lease=300.0)
+        claim = claims.claim(Job, leases={}, default_lease=300.0)
         conn.execute(claim, {"queue_name": "default", "limit": 1, "owner": "gone:1:x"}).all()
         conn.execute(expire, {"i": swept})
-        conn.execute(statements.sweep_expired(Job), {"limit": 10}).all()
+        conn.execute(runtime.sweep_expired(Job), {"limit": 10}).all()
     worker = jobs.worker(committed)
     worker.drain()
     with committed.begin() as conn:  # the retry of the failed attempt: due now
@@ -68,9 +69,9 @@ def test_complete_takes_its_fence_arrays_as_lists_or_as_array_text(committed):
     with Session(committed) as s, s.begin():
         ids = [JobQueue(Job).enqueue(s, "k", {}).id for _ in range(4)]
     with committed.begin() as conn:
-        claim = statements.claim(Job, leases={}, default_lease=300.0)
+        claim = claims.claim(Job, leases={}, default_lease=300.0)
         conn.execute(claim, {"queue_name": "default", "limit": 4, "owner": "w:1"}).all()
-        complete = statements.complete(Job, with_results=False)
+        complete = runtime.complete(Job, with_results=False)
         as_lists = {"ids": ids[:2], "attempt_numbers": [1, 1], "owner": "w:1"}
         as_text = {"ids": f"{{{ids[2]},{ids[3]}}}", "attempt_numbers": "{1,1}", "owner": "w:1"}
         # The fence holds as text too: a wrong attempt number marks nothing done.

@@ -8,10 +8,10 @@ import time
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import JobQueue, statements
+from sa_jobqueue import JobQueue
+from sa_jobqueue.driver.postgres import PostgresDriver, claims
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.worker.attempt import Claimed
-from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.maintenance import Maintenance
 from tests.support.models import Job
 
@@ -22,7 +22,7 @@ def _claimed(engine, count):
     jobs: JobQueue[Job] = JobQueue(Job)
     with Session(engine) as session, session.begin():
         jobs.enqueue_many(session, [("beat", {"i": i}) for i in range(count)])
-    claim = statements.claim(Job, leases={}, default_lease=60.0)
+    claim = claims.claim(Job, leases={}, default_lease=60.0)
     with engine.begin() as conn:
         rows = conn.execute(claim, {"queue_name": "default", "limit": count, "owner": OWNER}).all()
     # Claimed long ago, so every lease is due for extension.

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from sa_jobqueue import statements
-from sa_jobqueue.worker.driver import PostgresDriver
+from sa_jobqueue.driver.postgres import PostgresDriver, claims
 from tests.support.models import Job
 
 ROWS = """
@@ -35,15 +34,15 @@ REFERENCE = text(
         ["mail", "pdf"],
         ["empty"],
         ["nothing", "mail"],
-        [f"q{i}" for i in range(statements.LEVEL_WALK_MAX_QUEUES)] + ["mail"],  # the walk
-        [f"q{i}" for i in range(statements.LEVEL_WALK_MAX_QUEUES + 5)] + ["mail"],  # the min
+        [f"q{i}" for i in range(claims.LEVEL_WALK_MAX_QUEUES)] + ["mail"],  # the walk
+        [f"q{i}" for i in range(claims.LEVEL_WALK_MAX_QUEUES + 5)] + ["mail"],  # the min
     ],
     ids=["one", "due", "two", "none pending", "unknown", "walk at the limit", "many"],
 )
 def test_the_probe_finds_the_earliest_pending_run_at_of_its_queues(session, queues):
     session.execute(text(ROWS))
     driver = PostgresDriver(Job, leases={}, default_lease=300.0)
-    got = driver.next_due(session.connection(), queues)
+    got = driver.queue_next_due(session.connection(), queues)
     want = session.execute(REFERENCE, {"queues": queues}).scalar()
     if want is None:
         assert got.seconds is None
@@ -60,5 +59,7 @@ def test_a_later_priority_level_with_an_earlier_run_at_is_found(session):
             "('q', 'k', '{}', 7, now() + interval '1 minute')"
         )
     )
-    got = PostgresDriver(Job, leases={}, default_lease=300.0).next_due(session.connection(), ["q"])
+    got = PostgresDriver(Job, leases={}, default_lease=300.0).queue_next_due(
+        session.connection(), ["q"]
+    )
     assert got.seconds == pytest.approx(60, abs=1)

@@ -338,7 +338,7 @@ def test_one_notification_costs_each_idle_worker_one_claim_at_most(committed: En
 
     def counted(name: str, worker: Worker[Job]) -> None:
         """Count the driver operations (not SQL texts) each worker runs."""
-        claim, next_due = worker.driver.claim, worker.driver.next_due
+        claim, next_due = worker.driver.job_claim, worker.driver.queue_next_due
 
         def claim_counted(*args: Any) -> Any:
             if args[1] == "herd":  # the claim statement of the queue under test
@@ -349,8 +349,8 @@ def test_one_notification_costs_each_idle_worker_one_claim_at_most(committed: En
             queries.append((name, "next_run_at"))
             return next_due(*args)
 
-        worker.driver.claim = claim_counted  # type: ignore[method-assign,assignment]
-        worker.driver.next_due = next_due_counted  # type: ignore[method-assign,assignment]
+        worker.driver.job_claim = claim_counted  # type: ignore[method-assign,assignment]
+        worker.driver.queue_next_due = next_due_counted  # type: ignore[method-assign,assignment]
 
     def settled() -> bool:
         before = len(queries)

@@ -10,6 +10,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
+from sa_jobqueue.driver.postgres import claims, runtime
 from tests.support.helpers import wait_for
 from tests.support.models import Job, new_queue
 
@@ -33,7 +34,7 @@ def test_claims_and_enqueues_never_wait_for_an_open_prune_batch(committed):
     with committed.connect() as conn:
         conn.execute(text("INSERT INTO jobs (kind, queue) VALUES ('work', 'probe')"))
         conn.commit()
-    claim = statements.claim(Job, leases={}, default_lease=60)
+    claim = claims.claim(Job, leases={}, default_lease=60)
     with committed.connect() as pruner, committed.connect() as worker:
         batch = pruner.begin()  # a prune batch, left open on purpose
         deleted = pruner.execute(statements.prune(Job), {"before": FAR_FUTURE, "limit": 1000}).all()
@@ -49,7 +50,7 @@ def test_claims_and_enqueues_never_wait_for_an_open_prune_batch(committed):
             ).all()
         with worker.begin():
             params = {"ids": [r.id for r in claimed], "attempt_numbers": [1, 1], "owner": "w"}
-            assert len(worker.execute(statements.complete(Job), params).all()) == 2
+            assert len(worker.execute(runtime.complete(Job), params).all()) == 2
         assert len(claimed) == 2
         assert time.monotonic() - started < 5
         batch.rollback()
@@ -112,7 +113,7 @@ def test_prune_while_a_worker_claims_loses_nothing_and_deletes_only_finished_job
     pruner = threading.Thread(target=prune_forever, daemon=True)
     enqueued: list[int] = []
     slowest_claim = 0.0
-    probe = statements.claim(Job, leases={}, default_lease=60)
+    probe = claims.claim(Job, leases={}, default_lease=60)
     try:
         runner.start()
         pruner.start()

@@ -7,10 +7,10 @@ import pytest
 from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from sa_jobqueue import Discard, JobContext, JobQueue, statements
+from sa_jobqueue import Discard, JobContext, JobQueue
+from sa_jobqueue.driver.postgres import PostgresDriver, claims
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.worker.attempt import Claimed, Result
-from sa_jobqueue.worker.driver import PostgresDriver
 from sa_jobqueue.worker.run.executor import Executor
 from tests.support.models import Effect, Job
 
@@ -23,7 +23,7 @@ def _enqueue(engine, jobs, kinds):
 
 
 def _claim_all(engine, jobs):
-    claim = statements.claim(Job, leases={}, default_lease=300.0)
+    claim = claims.claim(Job, leases={}, default_lease=300.0)
     with engine.begin() as conn:
         rows = conn.execute(claim, {"queue_name": "default", "limit": 100, "owner": OWNER}).all()
     return sorted((Claimed.from_row(r, 300.0) for r in rows), key=lambda j: j.id)
@@ -36,6 +36,7 @@ def _executor(engine, jobs):
         PostgresDriver(Job, leases={}, default_lease=300.0),
         OWNER,
         "jobs",
+        model=Job,
     )
 
 

@@ -6,10 +6,10 @@ from prometheus_client import CollectorRegistry
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue
+from sa_jobqueue.driver.postgres import PostgresDriver
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.worker.attempt import InFlight, Outcome, Result
 from sa_jobqueue.worker.completer import Completer
-from sa_jobqueue.worker.postgres_driver import PostgresDriver
 from sa_jobqueue.worker.running import format_timeout
 from tests.integration.worker.test_savepoint_batch import OWNER, _claim_all
 from tests.support.models import Job

@@ -14,7 +14,8 @@ import pytest
 from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import Discard, JobContext, JobQueue, Retry, statements
+from sa_jobqueue import Discard, JobContext, JobQueue, Retry
+from sa_jobqueue.driver.postgres import claims, runtime
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.attempt import Outcome, Result
 from tests.support.helpers import wait_for
@@ -98,19 +99,19 @@ def test_drain_sweeps_expired_leases_first(committed):
 
 
 def _claim(conn, owner):
-    claim = statements.claim(Job, leases={}, default_lease=60)
+    claim = claims.claim(Job, leases={}, default_lease=60)
     return conn.execute(claim, {"queue_name": "default", "limit": 1, "owner": owner}).one()
 
 
 def _fenced(name):
     one = {"delay": 0.0, "error": "e"}
     return {
-        "complete": (statements.complete(Job), True, {}),
-        "heartbeat": (statements.heartbeat(Job), True, {"leases": [60.0]}),
-        "release": (statements.release(Job), True, {}),
-        "fail": (statements.fail(Job), False, one),
-        "retry_later": (statements.retry_later(Job), False, one),
-        "discard": (statements.discard(Job), False, {"error": "e"}),
+        "complete": (runtime.complete(Job), True, {}),
+        "heartbeat": (runtime.heartbeat(Job), True, {"leases": [60.0]}),
+        "release": (runtime.release(Job), True, {}),
+        "fail": (runtime.fail(Job), False, one),
+        "retry_later": (runtime.retry_later(Job), False, one),
+        "discard": (runtime.discard(Job), False, {"error": "e"}),
     }[name]
 
 
@@ -348,7 +349,7 @@ def test_shutdown_releases_claimed_jobs_that_never_started(committed):
     job_id = enqueue(committed, jobs, "record")
     worker = jobs.worker(committed, shutdown_timeout=5)
     with committed.begin() as c:  # the loop claimed it, then the stop signal came
-        [job] = worker.driver.claim(c, "default", 1, worker.worker_id)
+        [job] = worker.driver.job_claim(c, "default", 1, worker.worker_id)
     worker.stop()
     worker._start(listen=False)
     worker.inflight.add([job])
@@ -516,7 +517,7 @@ def test_lesson_seed_walkthrough_expired_leases(committed):
     assert job5.last_error.startswith("lease expired")
     assert (job1.status, job1.locked_by) == ("running", "A")  # a live lease is left alone
     # Step 5: job 4's original worker wakes up and reports it done: no rows.
-    complete = statements.complete(Job)
+    complete = runtime.complete(Job)
     with committed.begin() as c:
         stale = c.execute(complete, {"ids": [4], "attempt_numbers": [1], "owner": "D"}).all()
         assert stale == []
@@ -530,7 +531,7 @@ def test_executor_outcome_of_stale_report_is_logged_not_raised(committed, caplog
     job_id = enqueue(committed, jobs, "record")
     worker = jobs.worker(committed)
     with committed.begin() as c:
-        [claimed] = worker.driver.claim(c, "default", 1, "someone-else")
+        [claimed] = worker.driver.job_claim(c, "default", 1, "someone-else")
     with committed.begin() as c:  # our worker believes it holds the job; it does not
         worker.completer.record(
             c, [Outcome(claimed, Result.DONE), Outcome(claimed, Result.FAIL, 1, "x")]

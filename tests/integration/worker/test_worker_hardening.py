@@ -188,13 +188,13 @@ def test_asynchronous_commit_applies_to_the_claim_loops_transactions_only(commit
         seen["handler"] = ctx.session.execute(text("SHOW synchronous_commit")).scalar_one()
 
     worker = jobs.worker(committed, asynchronous_commit=asynchronous)
-    claim = worker.driver.claim
+    claim = worker.driver.job_claim
 
     def claim_and_look(conn, *args):
         seen["claim"] = conn.execute(text("SHOW synchronous_commit")).scalar_one()
         return claim(conn, *args)
 
-    worker.driver.claim = claim_and_look  # type: ignore[method-assign]
+    worker.driver.job_claim = claim_and_look  # type: ignore[method-assign]
     job_id = enqueue(committed, jobs, "tx")
     assert worker.drain() == 1
     assert row(committed, job_id).status == "done"

@@ -8,16 +8,16 @@ import threading
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.driver.postgres import PostgresDriver
 from sa_jobqueue.worker.attempt import InFlight, Outcome, Result
 from sa_jobqueue.worker.completer import Completer
-from sa_jobqueue.worker.driver import PostgresDriver
 from tests.support.helpers import wait_for
 from tests.support.models import Job, new_queue
 
 
 def _claim_all(driver, engine, owner):
     with engine.begin() as conn:
-        return {job.kind: job for job in driver.claim(conn, "default", 10, owner)}
+        return {job.kind: job for job in driver.job_claim(conn, "default", 10, owner)}
 
 
 def _blocked(engine, pid):

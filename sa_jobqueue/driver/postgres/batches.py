@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from sqlalchemy import Update, update
 
+from sa_jobqueue.driver.postgres.runtime import complete_one
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, unnest_rows
-from sa_jobqueue.statements.runtime import complete_one
 
 __all__ = ["charge_attempts", "complete_charged", "refund_attempts"]
 
@@ -50,7 +50,7 @@ def charge_attempts(model: type[JobMixin]) -> Update:
 
 
 def complete_charged(model: type[JobMixin]) -> Update:
-    """`statements.complete_one` that also takes back the batch's refund (``max_attempts - 1``).
+    """`runtime.complete_one` that also takes back the batch's refund (``max_attempts - 1``).
 
     A batched job's fenced ``done``: one statement instead of a done and a charge.
     """

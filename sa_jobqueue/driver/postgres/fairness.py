@@ -33,15 +33,15 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import aliased
-from sqlalchemy.sql.dml import ReturningDelete, ReturningInsert
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.schema.state_tables import turns_table_for, weights_table_for
+from sa_jobqueue.schema.state_tables import turns_table_for
 from sa_jobqueue.statements.common import CLAIMED_COLUMNS, seconds
 from sa_jobqueue.statements.control import is_paused
+from sa_jobqueue.statements.fair_weights import weights_of
 
-__all__ = ["UNKEYED_WINDOW", "claim_fair", "delete_weight", "set_weight", "weights"]
+__all__ = ["UNKEYED_WINDOW", "claim_fair"]
 
 #: How many of a queue's first due jobs a fair claim looks through for jobs of the kind
 #: that have no ``concurrency_key`` (which `enqueue` refuses for a fair kind).
@@ -49,9 +49,7 @@ UNKEYED_WINDOW = 1000
 
 
 def _weights(model: type[JobMixin]) -> Table:
-    table = model.__table__
-    assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
-    return weights_table_for(table)
+    return weights_of(model)
 
 
 def _turns(model: type[JobMixin]) -> Table:
@@ -274,31 +272,3 @@ def claim_fair(model: type[JobMixin], *, kind: str, limits: Limits, lease: float
         .add_cte(moved.cte("moved"))
         .add_cte(forgotten.cte("forgotten"))
     )
-
-
-def set_weight(model: type[JobMixin]) -> ReturningInsert[Any]:
-    """Give key ``:weight_key`` the weight ``:weight`` (an int of at least 1) in fair claims."""
-    weights = _weights(model)
-    insert = pg_insert(weights).values(
-        key=bindparam("weight_key", type_=Text), weight=bindparam("weight", type_=Integer)
-    )
-    return insert.on_conflict_do_update(
-        index_elements=[weights.c.key],
-        set_={"weight": insert.excluded.weight, "updated_at": func.now()},
-    ).returning(weights.c.key)
-
-
-def delete_weight(model: type[JobMixin]) -> ReturningDelete[Any]:
-    """Back to weight 1 for key ``:weight_key``: its row is deleted."""
-    weights = _weights(model)
-    return (
-        delete(weights)
-        .where(weights.c.key == bindparam("weight_key", type_=Text))
-        .returning(weights.c.key)
-    )
-
-
-def weights(model: type[JobMixin]) -> Select[Any]:
-    """Every key with a weight other than 1: ``key``, ``weight``, ``updated_at``, by key."""
-    table = _weights(model)
-    return select(table.c.key, table.c.weight, table.c.updated_at).order_by(table.c.key)

@@ -4,7 +4,7 @@
 on idle rounds of a worker that has limited kinds, so they must not read the jobs that
 are not due yet. The pending index is ordered by ``(queue, priority, run_at, id)``:
 a range on ``run_at`` only bounds the walk inside one priority level, so each queue's
-levels are walked (one index probe each, as `statements.claim` does) and each level is
+levels are walked (one index probe each, as `claims.claim` does) and each level is
 read up to its first job not yet due. Beside 1,000,000 future jobs of limited kinds that
 is under a millisecond instead of a read of all of them (~100 ms). See
 docs/flow-control.md.
@@ -31,8 +31,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
+from sa_jobqueue.driver.postgres.claims import priority_levels
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.statements.claims import priority_levels
 from sa_jobqueue.statements.control import is_paused
 
 __all__ = ["due_kinds", "limited_due"]

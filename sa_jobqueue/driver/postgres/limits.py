@@ -31,31 +31,23 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver.postgres.fairness import claim_fair
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import lock_name
-from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.statements.common import CLAIMED_COLUMNS, claimed_columns, seconds
 from sa_jobqueue.statements.control import is_paused
 from sa_jobqueue.statements.ended import ended_notify
-from sa_jobqueue.statements.fairness import claim_fair
+from sa_jobqueue.statements.flow_stats import starts_of
 
 __all__ = [
     "claim_limited",
     "complete_and_lock",
     "drop_start",
-    "limit_usage",
     "lock_limited",
     "log_start",
     "move_start",
     "rate_window_count",
-    "starts_of",
 ]
-
-
-def starts_of(model: type[JobMixin]) -> Any:
-    """The starts log `Table` of `model`'s jobs table."""
-    table: Any = model.__table__
-    return starts_table(table.metadata, model.__tablename__)
 
 
 def lock_limited(model: type[JobMixin], kind: str) -> Select[Any]:
@@ -315,45 +307,3 @@ def drop_start(model: type[JobMixin], *, kind: str) -> Executable:
     """Delete one of `kind`'s stamps ``:stamp``: its job does not start now."""
     starts = starts_of(model)
     return delete(starts).where(_CTID.op("=")(_one_stamp(model, kind)))
-
-
-def limit_usage(model: type[JobMixin]) -> Select[Any]:
-    """For each kind in ``:kinds``: running jobs, busiest key, recent starts.
-
-    ``busiest_key`` is the most jobs running under one ``concurrency_key``;
-    ``recent_starts`` counts attempt starts within the kind's window (``:windows``,
-    seconds, one per kind). Read-only; for `ops.admin.stats`.
-    """
-    asked = (
-        func.unnest(bindparam("kinds", type_=ARRAY(Text)), bindparam("windows", type_=ARRAY(Float)))
-        .table_valued("kind", "window")
-        .render_derived(name="asked")
-    )
-    running = Status.RUNNING.value
-    per_key = (
-        select(func.count().label("n"))
-        .where(
-            model.status == running,
-            model.kind == asked.c.kind,
-            model.concurrency_key.is_not(None),
-        )
-        .group_by(model.concurrency_key)
-        .correlate(asked)
-        .subquery()
-    )
-    starts = starts_of(model)
-    return select(
-        asked.c.kind,
-        select(func.count())
-        .where(model.status == running, model.kind == asked.c.kind)
-        .scalar_subquery()
-        .label("running"),
-        select(func.coalesce(func.max(per_key.c.n), 0)).scalar_subquery().label("busiest_key"),
-        select(func.count())
-        .where(
-            starts.c.kind == asked.c.kind,
-            starts.c.started_at > func.clock_timestamp() - seconds(asked.c.window),
-        )
-        .scalar_subquery()
-        .label("recent_starts"),
-    ).select_from(asked)

@@ -1,0 +1,25 @@
+"""The one seam between the library and the database: the `Driver` protocol and its registry.
+
+`driver_for(engine, model, ...)` picks the implementation from the engine's dialect
+(`registry`); callers type against `Driver` (`base`) and never import an implementation
+(an import-linter contract says so). See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from sa_jobqueue.driver.base import Driver
+from sa_jobqueue.driver.registry import DRIVERS, driver_for
+from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
+
+__all__ = [
+    "DRIVERS",
+    "AttemptKey",
+    "Claimed",
+    "Driver",
+    "Held",
+    "NextDue",
+    "Result",
+    "Swept",
+    "Upstream",
+    "driver_for",
+]

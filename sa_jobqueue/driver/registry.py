@@ -1,0 +1,107 @@
+"""The one place that picks a driver: by the dialect name of the engine or connection.
+
+`driver_for` looks the dialect up in `DRIVERS` (``postgresql`` today; the SQLite and
+MariaDB drivers add their names here) and builds that driver for the jobs model. An
+unknown dialect is a `ConfigurationError` naming those supported. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from sqlalchemy.engine import Dialect
+
+from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver.base import Driver
+from sa_jobqueue.driver.postgres import PostgresDriver
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.schema.model import JobMixin
+
+__all__ = ["DEFAULT_LEASE", "DRIVERS", "DriverFactory", "dialect_name", "driver_for"]
+
+#: The lease, in seconds, of kinds a driver was given no lease for.
+DEFAULT_LEASE = 300.0
+
+
+class DriverFactory(Protocol):
+    """How a driver is built: the jobs model, and what its claims need to know."""
+
+    def __call__(
+        self,
+        model: type[JobMixin],
+        *,
+        leases: Mapping[str, float],
+        default_lease: float,
+        limits: Mapping[str, Limits] | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> Driver:
+        """A driver for `model` (see `PostgresDriver` for the arguments)."""
+        ...
+
+
+#: Dialect name (``engine.dialect.name``) -> the driver for it.
+DRIVERS: dict[str, DriverFactory] = {"postgresql": PostgresDriver}
+
+# Drivers made with the default options, by dialect and model: building one builds every
+# statement it runs (a quarter of a second), and an operator's call (``cancel``) needs
+# one each time. Drivers keep no state between calls, so one serves every caller.
+_SHARED: dict[tuple[str, type[JobMixin]], Driver] = {}
+
+
+def dialect_name(bind: Any) -> str:
+    """The dialect name of `bind`: an Engine, AsyncEngine, Connection, Session, Dialect or name."""
+    if isinstance(bind, str):
+        return bind
+    if isinstance(bind, Dialect):
+        return str(bind.name)
+    get_bind = getattr(bind, "get_bind", None)
+    if callable(get_bind):  # a Session
+        bind = get_bind()
+    dialect = getattr(bind, "dialect", None)
+    if dialect is None:
+        raise ConfigurationError(f"no database dialect to choose a driver from in {bind!r}")
+    return str(dialect.name)
+
+
+def driver_for(
+    bind: Any,
+    model: type[JobMixin],
+    *,
+    leases: Mapping[str, float] | None = None,
+    default_lease: float = DEFAULT_LEASE,
+    limits: Mapping[str, Limits] | None = None,
+    kinds: Sequence[str] | None = None,
+) -> Driver:
+    """The driver of `bind`'s database for `model`.
+
+    Args:
+        bind: an Engine, AsyncEngine, Connection, Session or Dialect, or a dialect name.
+        model: the jobs model.
+        leases: kind -> lease in seconds, written into each claim.
+        default_lease: the lease of kinds not in `leases`.
+        limits: kind -> its `Limits`: the limited kinds are claimed by
+            `Driver.job_claim_limited` only.
+        kinds: the only kinds `Driver.job_claim` claims (None: any kind).
+
+    With the default options, the driver is made once per dialect and model, and shared.
+
+    Raises:
+        ConfigurationError: no driver for that dialect (the message names those there are).
+    """
+    name = dialect_name(bind)
+    factory = DRIVERS.get(name)
+    if factory is None:
+        supported = ", ".join(sorted(DRIVERS))
+        raise ConfigurationError(
+            f"sa-jobqueue has no driver for the {name!r} dialect; supported: {supported}"
+        )
+    shared = not leases and default_lease == DEFAULT_LEASE and not limits and kinds is None
+    if shared and (name, model) in _SHARED:
+        return _SHARED[name, model]
+    made = factory(
+        model, leases=leases or {}, default_lease=default_lease, limits=limits, kinds=kinds
+    )
+    if shared:
+        _SHARED[name, model] = made
+    return made

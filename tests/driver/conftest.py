@@ -1,0 +1,103 @@
+"""The conformance suite's fixtures: every registered driver, on a database of its dialect.
+
+`db` is parametrized over `sa_jobqueue.driver.DRIVERS`: a new driver registers its
+dialect there and names, in `ENGINES`, the fixture that gives a committed engine of
+that database; every test of tests/driver/ then runs against it, unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
+
+from sa_jobqueue.core.limits import Limits, check_limits
+from sa_jobqueue.driver import DRIVERS, Claimed, Driver, driver_for
+from tests.support.models import Job
+
+#: Dialect name -> the fixture that gives a committed (truncated afterwards) engine of it.
+ENGINES = {"postgresql": "committed"}
+
+OWNER = "worker-1"
+OTHER = "worker-2"
+
+#: The limits of the kinds the conformance drivers know about.
+LIMITS: dict[str, Limits] = {
+    "limited": check_limits(max_running=2),
+    "per_key": check_limits(max_running_per_key=1),
+    "rated": check_limits(rate_limit=(2, 60.0)),
+}
+
+
+@pytest.fixture(params=sorted(DRIVERS))
+def db(request: pytest.FixtureRequest) -> Engine:
+    """A committed engine of each registered driver's database."""
+    engine: Engine = request.getfixturevalue(ENGINES[request.param])
+    return engine
+
+
+@pytest.fixture
+def driver(db: Engine) -> Driver:
+    """`db`'s driver, as a worker builds it: leases by kind, the limited kinds of `LIMITS`."""
+    return driver_for(db, Job, leases={"short": 5.0}, default_lease=60.0, limits=LIMITS)
+
+
+@pytest.fixture
+def make_driver(db: Engine) -> Callable[..., Driver]:
+    """`db`'s driver with other options (``kinds``, ``limits``...)."""
+
+    def make(**options: Any) -> Driver:
+        options.setdefault("default_lease", 60.0)
+        return driver_for(db, Job, **options)
+
+    return make
+
+
+def add(engine: Engine, n: int = 1, **columns: Any) -> list[int]:
+    """Insert `n` due pending jobs (plain ORM rows), committed; return their ids in order."""
+    columns.setdefault("kind", "plain")
+    with Session(engine) as session, session.begin():
+        jobs = [Job(payload={"i": i}, **columns) for i in range(n)]
+        session.add_all(jobs)
+        session.flush()
+        return [int(job.id) for job in jobs]
+
+
+def later(seconds: float) -> datetime:
+    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+
+
+def claim(
+    engine: Engine, driver: Driver, n: int = 1, owner: str = OWNER, queue: str = "default"
+) -> list[Claimed]:
+    """Claim up to `n` jobs of `queue` for `owner`, committed."""
+    with engine.begin() as conn:
+        return driver.job_claim(conn, queue, n, owner)
+
+
+def row(engine: Engine, job_id: int) -> Any:
+    """The job's row as committed now."""
+    with engine.connect() as conn:
+        return conn.execute(select(Job.__table__).where(Job.id == job_id)).one()
+
+
+def expire(engine: Engine, ids: Iterable[int]) -> None:
+    """Make the leases of `ids` expired (as if their worker had died a while ago)."""
+    with engine.begin() as conn:
+        past = datetime.now(timezone.utc) - timedelta(minutes=5)
+        conn.execute(update(Job).where(Job.id.in_(list(ids))).values(locked_until=past))
+
+
+def reclaimed(engine: Engine, driver: Driver, job: Claimed, owner: str = OTHER) -> Claimed:
+    """`job`'s lease expired, swept back to pending and claimed again by `owner`."""
+    expire(engine, [job.id])
+    with engine.begin() as conn:
+        driver.job_sweep(conn, 10)
+    [again] = claim(engine, driver, 1, owner, job.queue)
+    assert again.id == job.id
+    assert again.attempts == job.attempts + 1
+    return again
