@@ -199,7 +199,7 @@ class Completer:
         return None
 
     def _expired(self, conn: Connection, o: Outcome) -> str | None:
-        """Never started: its row is another attempt's now (invariant 16)."""
+        """Never started, and never will: its row may be another attempt's now (`LeaseCheck`)."""
         message = (
             "not started: its lease expired while it waited in this worker "
             "(which could not heartbeat), and the job is no longer its own"

@@ -123,8 +123,8 @@ class HandlerCalls:
             job.has_steps,
         )
         if upstream:  # a job that waited for nothing keeps the shared empty mappings
-            object.__setattr__(ctx, "upstream", {u.id: u.result for u in upstream})
-            object.__setattr__(ctx, "upstream_statuses", {u.id: u.status for u in upstream})
+            ctx.upstream = {u.id: u.result for u in upstream}
+            ctx.upstream_statuses = {u.id: u.status for u in upstream}
         return ctx
 
     def upstream(self, job: Claimed, conn: Connection | None = None) -> list[Upstream]:

@@ -174,7 +174,7 @@ class TransactionalMode:
             return [self._run(jobs[0])]
         with self._calls.busy():
             if not self._refund(jobs):
-                return [self._run(job) for job in jobs]  # nothing set aside: run as before
+                return [self._run(job) for job in jobs]  # nothing set aside: each runs alone
             batched = [job for job in jobs if self._batchable(job)]
             ran = self._run_batch(batched) if batched else []
             outcomes = {job.key: outcome for job, outcome in zip(batched, ran, strict=True)}
