@@ -25,7 +25,7 @@ from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed
 from sa_jobqueue.worker.driver import Driver, Upstream
 from sa_jobqueue.worker.run.contexts import new_context
-from sa_jobqueue.worker.run.durable import WorkerSteps
+from sa_jobqueue.worker.run.step_store import WorkerSteps
 from sa_jobqueue.worker.running import RunningAttempts, StopFlag
 
 if TYPE_CHECKING:
