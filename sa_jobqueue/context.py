@@ -1,6 +1,7 @@
 """What a handler receives: `JobContext`.
 
-The two signals a handler may raise (`Retry`, `Discard`) are in `sa_jobqueue.handler_signals`.
+What a handler raises to end its attempt on purpose (`Retry`, `Discard`) is in
+`sa_jobqueue.handler_exceptions`.
 """
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ from sa_jobqueue.worker.limited_claimer import LimitedClaims
 from sa_jobqueue.worker.listener import Listener, Notifier, PollingNotifier
 from sa_jobqueue.worker.loop import ClaimLoop
 from sa_jobqueue.worker.maintenance import Maintenance
+from sa_jobqueue.worker.os_signals import install_signal_handlers
 from sa_jobqueue.worker.registration import Registration
 from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions, serve_in_thread, sync_url
 from sa_jobqueue.worker.run.executor import Executor
@@ -45,7 +46,6 @@ from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.slots import EitherWaiting, Slots
 from sa_jobqueue.worker.run.thread_pool import ThreadPool
 from sa_jobqueue.worker.running import RunningAttempts, Watchdog
-from sa_jobqueue.worker.signals import install_signal_handlers
 from sa_jobqueue.worker.wakeup import WakeEvent, WakeupPolicy
 
 if TYPE_CHECKING:
