@@ -107,7 +107,8 @@ class Config:
     held_jobs: int = 1500
     held_burst: int = 300  # enqueued right before each stop, so the victim holds some
     # Held workers keep their claims ahead while a slow handler runs (`--ahead-wait`), so
-    # what they hold when resumed is left to the check before each start (invariant 16).
+    # what they hold when resumed is left to the check before each start (`LeaseCheck`: a job
+    # whose lease may have expired never starts).
     held_ahead_wait: float = 60.0
     stop_every: tuple[float, float] = (8.0, 12.0)
     stop_for: float | None = None  # None: a lease, two sweep intervals and a second

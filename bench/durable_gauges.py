@@ -5,7 +5,7 @@ pending jobs, 2,000 parked durable jobs (half sleeping, half waiting for a signa
 with its steps row) and 200 running jobs reporting a progress, analyzes it, then times
 `statements.live_counts` and `statements.durable_gauges` (median of 30 runs) and prints
 ``EXPLAIN (ANALYZE, BUFFERS)`` of the durable one, and the cost of one job page's
-durable reading (`ops.durable.durable_state`, median of 50). Run once::
+durable reading (`ops.durable_state.durable_state`, median of 50). Run once::
 
     DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \\
         python bench/durable_gauges.py [DONE]
@@ -24,7 +24,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import migration, statements
-from sa_jobqueue.ops.durable import durable_state
+from sa_jobqueue.ops.durable_state import durable_state
 from sa_jobqueue.testing import scratch_database
 from tests.support.models import Job
 

@@ -28,7 +28,7 @@ from sa_jobqueue.errors import (
 if TYPE_CHECKING:
     from sa_jobqueue.context import JobContext
     from sa_jobqueue.enqueue.batch import Batch
-    from sa_jobqueue.handler_signals import Discard, Retry
+    from sa_jobqueue.handler_exceptions import Discard, Retry
     from sa_jobqueue.jobqueue import JobQueue
     from sa_jobqueue.schema.model import JobMixin, Status
 
@@ -54,9 +54,9 @@ __version__ = "0.1.0"
 #: Public name -> the module that defines it, imported at the name's first use.
 _LAZY = {
     "Batch": "sa_jobqueue.enqueue.batch",
-    "Discard": "sa_jobqueue.handler_signals",
+    "Discard": "sa_jobqueue.handler_exceptions",
     "JobContext": "sa_jobqueue.context",
-    "Retry": "sa_jobqueue.handler_signals",
+    "Retry": "sa_jobqueue.handler_exceptions",
     "JobQueue": "sa_jobqueue.jobqueue",
     "JobMixin": "sa_jobqueue.schema.model",
     "Status": "sa_jobqueue.schema.model",

@@ -1,6 +1,7 @@
 """What a handler receives: `JobContext`.
 
-The two signals a handler may raise (`Retry`, `Discard`) are in `sa_jobqueue.handler_signals`.
+What a handler raises to end its attempt on purpose (`Retry`, `Discard`) is in
+`sa_jobqueue.handler_exceptions`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class _StopSignal(Protocol):
     def is_set(self) -> bool: ...
 
 
-@dataclass(frozen=True)
+@dataclass
 class JobContext:
     """The handler's only argument.
 
@@ -79,6 +80,12 @@ class JobContext:
         upstream_statuses: the same jobs' final statuses (``done``, ``failed``,
             ``cancelled``), by id: a batch callback counts its members' outcomes
             with ``collections.Counter(ctx.upstream_statuses.values())``.
+
+    A handler reads these fields and never assigns them. The dataclass is not frozen
+    because two of them are written after it is made: the worker sets `upstream` and
+    `upstream_statuses` of a job that waited for others before its handler runs, and
+    the first ``ctx.step`` (or sleep, signal wait, progress) makes the attempt's
+    durable-step state (its private `_durable`, and `_steps` where no store was given).
     """
 
     id: int
@@ -183,10 +190,10 @@ class JobContext:
 
     def _attempt_steps(self) -> tuple[StepStore, AttemptSteps]:
         if self._steps is None:
-            object.__setattr__(self, "_steps", MemorySteps())
+            self._steps = MemorySteps()
         if self._durable is None:
-            object.__setattr__(self, "_durable", AttemptSteps())
-        return self._steps, self._durable  # type: ignore[return-value]  # set just above
+            self._durable = AttemptSteps()
+        return self._steps, self._durable
 
     def _recorded(self, name: str) -> tuple[str, Any] | None:
         store, state = self._attempt_steps()

@@ -1,4 +1,4 @@
-"""The exception tree. The two signals a handler may raise are in `sa_jobqueue.handler_signals`."""
+"""The exception tree. What a handler raises on purpose is in `sa_jobqueue.handler_exceptions`."""
 
 from __future__ import annotations
 

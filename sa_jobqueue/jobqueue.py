@@ -14,7 +14,7 @@ from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
 from sa_jobqueue.enqueue.api_async import AsyncEnqueueAPI
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.keyed import KeyedInserter
-from sa_jobqueue.enqueue.signals import Signaller
+from sa_jobqueue.enqueue.signaller import Signaller
 from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares

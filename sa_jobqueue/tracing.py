@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-from sa_jobqueue.handler_signals import Discard, Retry
+from sa_jobqueue.handler_exceptions import Discard, Retry
 
 __all__ = [
     "MESSAGING_SYSTEM",
@@ -205,8 +205,8 @@ def consuming(
     ) as span:
         try:
             yield span
-        except Retry as signal:
-            span.add_event("sa_jobqueue.retry", {"delay_seconds": signal.delay})
+        except Retry as retry:
+            span.add_event("sa_jobqueue.retry", {"delay_seconds": retry.delay})
             raise
         except BaseException as error:
             record_failure(span, error)

@@ -15,8 +15,8 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.cli.app import JobId, csv, fail, json_flag, main, operating, operator_options
-from sa_jobqueue.cli.durable import show_durable
 from sa_jobqueue.cli.render import first_line, grid, indent, print_json, when
+from sa_jobqueue.cli.show_durable import show_durable
 from sa_jobqueue.ops import counts
 from sa_jobqueue.schema.model import Status
 

@@ -3,7 +3,7 @@
 The checks of their arguments, the per-attempt state (`AttemptSteps`: names used in this
 run, the steps recorded by earlier attempts, the throttled progress), the two control-flow
 exceptions that unwind a handler (`Parked`, `StepLeaseLost`), the `StepStore` protocol the
-worker implements (`sa_jobqueue.worker.run.durable`), and `MemorySteps`, the store of a
+worker implements (`sa_jobqueue.worker.run.step_store`), and `MemorySteps`, the store of a
 context made outside a worker (``testing.perform``). See docs/durable.md.
 """
 

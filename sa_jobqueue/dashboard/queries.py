@@ -24,7 +24,7 @@ from sa_jobqueue.dashboard.history import RANGES, ChartRange, Minute, buckets
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.ops.counts import StatusTotals, status_totals
-from sa_jobqueue.ops.durable import DurableState, durable_state
+from sa_jobqueue.ops.durable_state import DurableState, durable_state
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.workers import live_worker_count

@@ -41,9 +41,9 @@ class Result(enum.Enum):
     COMMITTED = "committed"  # transactional mode: done, already committed
     LOST = "lost"  # transactional mode: the fence matched no row; writes rolled back
     FAIL = "fail"  # retry with backoff, or dead-letter when attempts are used up
-    RETRY = "retry"  # a Retry signal: snooze
+    RETRY = "retry"  # the handler raised Retry: snooze
     UNAVAILABLE = "unavailable"  # no connection before the handler started: retry, uncounted
-    DISCARD = "discard"  # a Discard signal: dead-letter now
+    DISCARD = "discard"  # the handler raised Discard: dead-letter now
     RELEASE = "release"  # not started before shutdown: give it back
     CANCELLED = "cancelled"  # cancelled while running: the row says so already; free the slot
     ABANDONED = "abandoned"  # the late report of an attempt recorded when it timed out or

@@ -26,7 +26,7 @@ from sa_jobqueue.enqueue.prepare import (
     prepare,
     prepare_many,
 )
-from sa_jobqueue.enqueue.signals import Signaller
+from sa_jobqueue.enqueue.signaller import Signaller
 from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.columns import OwnColumns

@@ -12,7 +12,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sa_jobqueue.migration.durable import add_durable_steps, drop_durable_steps
     from sa_jobqueue.migration.ops import (
         add_flow_control,
         add_runtime_control,
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
         version_table,
         versions_location,
     )
+    from sa_jobqueue.migration.steps_ops import add_durable_steps, drop_durable_steps
     from sa_jobqueue.migration.versions import downgrade_to, revision_of, upgrade_to
 
 __all__ = [
@@ -111,7 +111,7 @@ def __getattr__(name: str) -> Any:
             if name in _OPS
             else "versions"
             if name in _VERSIONS
-            else "durable"
+            else "steps_ops"
             if name in _DURABLE
             else "registry_ops"
             if name in _REGISTRY

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, MetaData, Table, inspect
 
 from alembic import op
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.migration import durable, ops, preflight, registry_ops
+from sa_jobqueue.migration import ops, preflight, registry_ops, steps_ops
 from sa_jobqueue.schema.naming import (
     check_identifier,
     check_table_name,
@@ -124,8 +124,8 @@ VERSIONS: tuple[Version, ...] = (
     ),
     Version(
         "sajq_0007",
-        durable.add_durable_steps,
-        durable.drop_durable_steps,
+        steps_ops.add_durable_steps,
+        steps_ops.drop_durable_steps,
         columns=("progress", "has_steps"),
         tables=(steps_table_name, signals_table_name),
     ),

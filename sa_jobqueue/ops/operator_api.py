@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.aio import check_async_session, check_sync_session
 from sa_jobqueue.ops import admin, fairness, pausing
-from sa_jobqueue.ops.durable import DurableState, durable_state
+from sa_jobqueue.ops.durable_state import DurableState, durable_state
 from sa_jobqueue.ops.workers import AttemptError, WorkerInfo, attempt_history, list_workers
 from sa_jobqueue.ops.workflows import Graph, graph_of
 from sa_jobqueue.schema.model import JobT

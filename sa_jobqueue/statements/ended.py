@@ -50,7 +50,7 @@ def notifying_ended(
 ) -> Select[tuple[object, ...]]:
     """`statement` (an ``UPDATE ... RETURNING id, ...``) with one `ended_notify` of its rows.
 
-    Returns the statement's rows as it did, each with one more column, ``ended_notified``;
+    Returns the rows `statement` returns, each with one more column, ``ended_notified``;
     PostgreSQL runs a data-modifying CTE to completion whatever its outer query reads.
     """
     rows = statement.cte("ending")

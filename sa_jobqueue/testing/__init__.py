@@ -16,7 +16,6 @@ from sa_jobqueue.testing.assertions import (
     refute_enqueued,
 )
 from sa_jobqueue.testing.draining import JobOutcome, drain
-from sa_jobqueue.testing.durable import aassert_waiting_for_signal, assert_waiting_for_signal
 from sa_jobqueue.testing.matching import payload_contains
 from sa_jobqueue.testing.on_commit import RunOnCommit, run_on_commit
 from sa_jobqueue.testing.running import aperform, perform
@@ -26,6 +25,10 @@ from sa_jobqueue.testing.servers import (
     local_cluster,
     scratch_database,
     throwaway_postgres,
+)
+from sa_jobqueue.testing.signal_assertions import (
+    aassert_waiting_for_signal,
+    assert_waiting_for_signal,
 )
 
 __all__ = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import queue as stdlib_queue
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import Connection
@@ -148,36 +148,9 @@ class Completer:
             self._log(logging.INFO, o, "released", "released back to pending, due now%s", why)
         for o in reports:
             if o.result is Result.DONE:
-                continue  # recorded above (the common case: no chain of tests per job)
-            if o.result is Result.COMMITTED:
-                message = "done in %.1f ms (transactional)"
-                self._log(logging.INFO, o, "done", message, o.duration * 1000)
-            elif o.result is Result.LOST and o.error:
-                # A durable step's fenced write matched no row (docs/durable.md).
-                message = "lease lost: %s; the attempt stopped there"
-                self._log(logging.WARNING, o, "lease_lost", message, o.error)
-            elif o.result is Result.LOST:
-                message = "lease lost; its transaction was rolled back"
-                self._log(logging.WARNING, o, "lease_lost", message)
-            elif o.result is Result.PARKED:
-                # ctx.sleep / ctx.wait_for_signal parked it, fenced: nothing to write.
-                self._log(logging.INFO, o, "parked", "parked (%s); its slot is free", o.error)
-            elif o.result is Result.CANCELLED:
-                # The row is `cancelled` already (jobs.cancel): nothing to write.
-                self._log(
-                    logging.WARNING, o, "cancelled", "cancelled while running; its slot is free"
-                )
-            elif o.result is Result.EXPIRED:
-                # Never started: its row is another attempt's now (invariant 16).
-                message = (
-                    "not started: its lease expired while it waited in this worker "
-                    "(which could not heartbeat), and the job is no longer its own"
-                )
-                self._log(logging.WARNING, o, "lease_lost", message)
-            elif o.result is Result.ABANDONED:
-                message = "handler returned after it was %s; what it reported is ignored"
-                self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
-            elif o.result in _FAILURES and self._record_failure(conn, o) == "failed":
+                continue  # recorded above (the common case: no lookup per job)
+            note = _BY_RESULT.get(o.result)  # RELEASE: recorded above
+            if note is not None and note(self, conn, o) == "failed":
                 ended.append((o.job.id, "failed"))
         self.release_dependents(conn, ended)
         # Transactional attempts committed their done in their own transactions, without
@@ -204,6 +177,51 @@ class Completer:
     def release_all(self, jobs: Sequence[Claimed]) -> None:
         """Report `jobs` (still running at the shutdown deadline) as released."""
         self.report([Outcome(job, Result.RELEASE) for job in jobs])
+
+    # -- one per `Result` after DONE and RELEASE (`_BY_RESULT`); each logs its line and
+    # returns the job's new status when it wrote one ("failed": released by `record`).
+
+    def _committed(self, conn: Connection, o: Outcome) -> str | None:
+        """Done in its own transaction already: its NOTIFY is the round's (`record`)."""
+        message = "done in %.1f ms (transactional)"
+        self._log(logging.INFO, o, "done", message, o.duration * 1000)
+        return None
+
+    def _lost(self, conn: Connection, o: Outcome) -> str | None:
+        """A fence matched no row: nothing to write."""
+        if o.error:
+            # A durable step's fenced write matched no row (docs/durable.md).
+            message = "lease lost: %s; the attempt stopped there"
+            self._log(logging.WARNING, o, "lease_lost", message, o.error)
+        else:
+            message = "lease lost; its transaction was rolled back"
+            self._log(logging.WARNING, o, "lease_lost", message)
+        return None
+
+    def _parked(self, conn: Connection, o: Outcome) -> str | None:
+        """ctx.sleep / ctx.wait_for_signal parked it, fenced: nothing to write."""
+        self._log(logging.INFO, o, "parked", "parked (%s); its slot is free", o.error)
+        return None
+
+    def _cancelled(self, conn: Connection, o: Outcome) -> str | None:
+        """The row is `cancelled` already (jobs.cancel): nothing to write."""
+        self._log(logging.WARNING, o, "cancelled", "cancelled while running; its slot is free")
+        return None
+
+    def _expired(self, conn: Connection, o: Outcome) -> str | None:
+        """Never started, and never will: its row may be another attempt's now (`LeaseCheck`)."""
+        message = (
+            "not started: its lease expired while it waited in this worker "
+            "(which could not heartbeat), and the job is no longer its own"
+        )
+        self._log(logging.WARNING, o, "lease_lost", message)
+        return None
+
+    def _abandoned(self, conn: Connection, o: Outcome) -> str | None:
+        """Recorded when it timed out or was cancelled: nothing to write."""
+        message = "handler returned after it was %s; what it reported is ignored"
+        self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
+        return None
 
     def _record_failure(self, conn: Connection, o: Outcome) -> str | None:
         """Record a failed attempt; return the job's new status (None: lease lost)."""
@@ -264,6 +282,22 @@ class Completer:
             duration=o.duration if ran else None,
             error=o.error if o.result in _FAILURES else None,
         )
+
+
+#: What `Completer.record` does for each `Result` after DONE and RELEASE (batched before):
+#: the failures write one fenced statement each, the others only log.
+_BY_RESULT: dict[Result, Callable[[Completer, Connection, Outcome], str | None]] = {
+    Result.COMMITTED: Completer._committed,
+    Result.LOST: Completer._lost,
+    Result.PARKED: Completer._parked,
+    Result.CANCELLED: Completer._cancelled,
+    Result.EXPIRED: Completer._expired,
+    Result.ABANDONED: Completer._abandoned,
+    Result.FAIL: Completer._record_failure,
+    Result.RETRY: Completer._record_failure,
+    Result.UNAVAILABLE: Completer._record_failure,
+    Result.DISCARD: Completer._record_failure,
+}
 
 
 def log_job(

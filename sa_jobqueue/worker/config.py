@@ -89,7 +89,7 @@ class WorkerConfig:
             many claimed jobs in one transaction, with a SAVEPOINT per job.
         asynchronous_commit: the claim loop's own transactions (claims and the
             acknowledgements recorded with them) commit with ``synchronous_commit =
-            off``: a COMMIT no longer waits for its WAL to reach the disk. A server
+            off``: a COMMIT does not wait for its WAL to reach the disk. A server
             crash may lose the last fraction of a second of them, so some jobs run
             again; none is lost or completed twice (docs/performance.md). Never
             applied to enqueues or to transactional-mode ``done`` marks.

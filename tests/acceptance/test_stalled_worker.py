@@ -1,10 +1,11 @@
 """A worker stopped (SIGSTOP) while it holds jobs claimed ahead must not start them late.
 
-DESIGN.md invariant 16: a job that never started never starts after its lease may
-have expired. Worker A (concurrency 1, claims ahead) holds one long job and 128 jobs
-claimed ahead of its one slot; it is stopped; worker B starts; the sweeper makes A's
-expired leases ``pending`` and B runs them; then A resumes. The effects table says
-which attempts started: only B's may have, for every job A never started.
+A job that never started never starts after its lease may have expired (the check
+before each start, `worker.run.lease_check`). Worker A (concurrency 1, claims ahead)
+holds one long job and 128 jobs claimed ahead of its one slot; it is stopped; worker B
+starts; the sweeper makes A's expired leases ``pending`` and B runs them; then A
+resumes. The effects table says which attempts started: only B's may have, for every
+job A never started.
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 
-import pytest
-
 from sa_jobqueue.context import _NONE, JobContext
 from sa_jobqueue.worker.run.contexts import new_context
 
@@ -54,14 +52,12 @@ def test_new_context_equals_the_dataclass_constructor_field_by_field():
     assert fast._durable is None
 
 
-def test_new_context_stays_frozen_and_reads_its_stop_flag():
+def test_new_context_reads_its_stop_flag():
     given = _arguments()
     ctx = new_context(**given)  # type: ignore[arg-type]
     assert ctx.cancelled is False
     given["stop"].set()  # type: ignore[attr-defined]
     assert ctx.cancelled is True
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        ctx.kind = "other"
 
 
 def test_job_context_defaults_need_no_per_instance_factory_or_post_init():

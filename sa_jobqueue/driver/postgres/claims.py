@@ -61,7 +61,7 @@ def claim(
     table. Returns the leased jobs. A worker of several queues uses `claim_queues`.
 
     `exclude_kinds` are the worker's limited kinds, which `claim_limited` claims
-    instead; without any, the statement is the same as before flow control existed.
+    instead; without any, the statement excludes no kind.
     `kinds`, when given, are the only kinds claimed: a worker's handled kinds, so it
     leaves the jobs of any other kind pending, untouched, for a worker that has
     their handler (a deploy in flight).

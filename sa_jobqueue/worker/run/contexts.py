@@ -49,9 +49,9 @@ def new_context(
 ) -> JobContext:
     """The `JobContext` the worker gives a handler: ``JobContext(...)``, made cheaper.
 
-    A frozen dataclass's ``__init__`` sets each of its 17 fields through
-    ``object.__setattr__``; this fills the instance's ``__dict__`` in two updates
-    (once per attempt, so it shows in the worker's cost per job). The result is equal
+    The dataclass's ``__init__`` binds its 17 arguments and sets each field one by
+    one; this fills the instance's ``__dict__`` in two updates (once per attempt, so
+    it shows in the worker's cost per job). The result is equal
     to the constructor's (a unit test holds them together).
     """
     ctx = object.__new__(JobContext)

@@ -1,27 +1,24 @@
 """Run one claimed job, in lease mode or transactional mode, and say how it ended.
 
-`Executor.run` (and `Executor.arun` for ``async def`` handlers) runs the handler inside its
-trace span and the middleware, keeps its result as JSON text, and returns an `Outcome`;
-transactional mode is in `worker.run.transactional`. See docs/workers.md.
+`Executor.run` (and `Executor.arun` for ``async def`` handlers) checks that a job may start,
+runs its handler (`worker.run.handler_calls`: its context, span and middleware) and returns
+an `Outcome`; transactional mode is in `worker.run.transactional`. See docs/workers.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
-import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
-from typing import TYPE_CHECKING, Any, NoReturn
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
-from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
-from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES, dump_result
-from sa_jobqueue.driver import Driver, Upstream
+from sa_jobqueue.context import Parked, StepLeaseLost
+from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.retry import exponential
@@ -30,31 +27,23 @@ from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
 from sa_jobqueue.worker.run import outcomes
-from sa_jobqueue.worker.run.contexts import new_context
-from sa_jobqueue.worker.run.durable import WorkerSteps
+from sa_jobqueue.worker.run.handler_calls import HandlerCalls
 from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from sa_jobqueue.worker.run.rate_gate import RateGate
 from sa_jobqueue.worker.run.transactional import TransactionalMode
 from sa_jobqueue.worker.running import RunningAttempts, Stop, StopFlag
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 __all__ = ["Executor"]
 
-log = logging.getLogger("sa_jobqueue.worker")
 
-
-#: What `_span` and `_busy` return when nothing records: stateless, so one serves every
-#: attempt of every thread (no context manager made per job).
-_NO_CONTEXT: AbstractContextManager[None] = nullcontext()
-
-
-class Executor(TransactionalMode):
+class Executor:
     """Runs claimed jobs with their registered handlers.
 
-    Transactional mode and savepoint batches (`run_batch`) come from its base,
-    `worker.run.transactional.TransactionalMode`.
+    It holds a `HandlerCalls` (each handler's context and call) and a
+    `TransactionalMode` (transactional attempts and savepoint batches, `run_batch`).
 
     Args:
         tasks: kind -> task definition (the registry's content).
@@ -101,136 +90,51 @@ class Executor(TransactionalMode):
     ) -> None:
         self.lease_check = lease_check
         self.rate_gate = rate_gate
-        self._engine = engine
-        self._upstream_connection = upstream_connection
-        self._middlewares = middlewares or Middlewares()
         self._metrics = metrics
-        self._max_result_bytes = max_result_bytes
         self.attempts = attempts if attempts is not None else RunningAttempts()
         self._tasks = tasks
-        self._session_factory = session_factory
-        self.async_session_factory = async_session_factory
-        self._driver = driver
         self._owner = owner
-        self._table = table
-        self._steps: WorkerSteps | None = None
-        if model is not None and upstream_connection is not None:
-            steps = WorkerSteps.on_connection(model, owner, upstream_connection, max_result_bytes)
-            self._steps = steps
-        elif model is not None and engine is not None:
-            self._steps = WorkerSteps.on_engine(model, owner, engine, max_result_bytes)
-
-    def context(
-        self,
-        job: Claimed,
-        session: Session | AsyncSession | None = None,
-        engine: Engine | AsyncEngine | Callable[[], AsyncEngine] | None = None,
-        upstream: Sequence[Upstream] = (),
-        stop: StopFlag | None = None,
-    ) -> JobContext:
-        """The handler's view of `job`; ``ctx.cancelled`` reads its attempt's stop event.
-
-        `stop`: that event, when the caller has it (`RunningAttempts.start` returned
-        it), else it is looked up.
-        """
-        ctx = new_context(
-            job.id,
-            job.kind,
-            job.queue,
-            job.payload,
-            job.attempts,
-            job.idempotency_key or f"{self._table}:{job.id}",
-            job.max_attempts,
-            self._owner,
-            session,
-            stop if stop is not None else self.attempts.event(job.key),
-            engine if engine is not None else self._engine,
-            self._steps,
-            job.has_steps,
+        self._calls = HandlerCalls(
+            driver,
+            owner,
+            table,
+            self.attempts,
+            async_session_factory,
+            engine=engine,
+            middlewares=middlewares or Middlewares(),
+            metrics=metrics,
+            max_result_bytes=max_result_bytes,
+            upstream_connection=upstream_connection,
+            model=model,
         )
-        if upstream:  # a job that waited for nothing keeps the shared empty mappings
-            object.__setattr__(ctx, "upstream", {u.id: u.result for u in upstream})
-            object.__setattr__(ctx, "upstream_statuses", {u.id: u.status for u in upstream})
-        return ctx
-
-    def _upstream(self, job: Claimed, conn: Connection | None = None) -> list[Upstream]:
-        """The jobs `job` waited for (``ctx.upstream``), read once as it starts.
-
-        On `conn` (a transactional handler's own transaction), else on a connection
-        of the worker's engine. A job that waited for nothing reads nothing.
-        """
-        if not job.waited:
-            return []
-        if conn is None:
-            conn = self._upstream_connection
-        if conn is not None:
-            return self._driver.upstream_results(conn, job.id)
-        if self._engine is None:
-            raise RuntimeError("no engine to read the upstream jobs of a lease-mode job")
-        with self._engine.connect() as connection:
-            return self._driver.upstream_results(connection, job.id)
-
-    def _async_context(
-        self,
-        job: Claimed,
-        session: AsyncSession | None = None,
-        upstream: Sequence[Upstream] = (),
-    ) -> JobContext:
-        """An async handler's view: ``ctx.engine`` is the `AsyncEngine` of its loop."""
-        # Made on first use of ctx.engine only: it needs greenlet, lease-mode handlers do not.
-        engine = getattr(self.async_session_factory, "engine", None)
-        return self.context(job, session, engine if callable(engine) else None, upstream)
-
-    def _call(self, task: TaskDef, ctx: JobContext) -> str | None:
-        """Run a sync handler inside the middleware; return its result as JSON text.
-
-        One that returns an awaitable fails instead of "finishing" (`_returned_awaitable`).
-        """
-        try:
-            value = self._middlewares.wrap(task.handler)(ctx)
-            if value is not None and inspect.isawaitable(value):
-                _returned_awaitable(task, value)
-        finally:
-            if ctx._durable is not None:  # only a handler that used ctx.step & co.
-                _flush(ctx)
-        return dump_result(value, self._max_result_bytes)
-
-    async def _acall(self, task: TaskDef, ctx: JobContext) -> str | None:
-        """Await an async handler inside the async middleware; return its result as JSON."""
-        try:
-            value = await self._middlewares.wrap(task.handler)(ctx)
-        finally:
-            if ctx._durable is not None:
-                await _aflush(ctx)
-        return dump_result(value, self._max_result_bytes)
-
-    def _span(self, job: Claimed) -> Any:
-        """The attempt's CONSUMER span (a no-op without OpenTelemetry)."""
-        if not tracing.recording():
-            return _NO_CONTEXT  # the common case: no generator to step through per job
-        return tracing.consuming(
-            job_id=job.id,
-            kind=job.kind,
-            queue=job.queue,
-            attempt=job.attempts,
-            worker_id=self._owner,
-            trace_context=job.trace_context,
+        self._transactional = TransactionalMode(
+            driver,
+            owner,
+            tasks,
+            session_factory,
+            self.attempts,
+            self._calls,
+            self.run,
+            self._not_startable,
         )
+        self._driver = driver
 
-    def _busy(self) -> AbstractContextManager[None]:
-        """Count a handler as busy while it runs a job (or a savepoint batch)."""
-        if self._metrics is None:
-            return _NO_CONTEXT
-        return self._counted_busy()
+    @property
+    def async_session_factory(self) -> Callable[[], AsyncSession] | None:
+        """What makes an async transactional handler's `AsyncSession` (set once it exists)."""
+        return self._calls.async_session_factory
 
-    @contextmanager
-    def _counted_busy(self) -> Iterator[None]:
-        assert self._metrics is not None  # noqa: S101 - for the type checker
-        self._metrics.busy.inc()
-        try:
-            yield
-        finally:
-            self._metrics.busy.dec()
+    @async_session_factory.setter
+    def async_session_factory(self, factory: Callable[[], AsyncSession] | None) -> None:
+        self._calls.async_session_factory = factory
+
+    def run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
+        """Run transactional `jobs` in one transaction, one SAVEPOINT per job.
+
+        See `TransactionalMode.run_batch`. Returns the outcomes in the order of
+        `jobs`. Never raises.
+        """
+        return self._transactional.run_batch(jobs)
 
     def run(self, job: Claimed) -> Outcome:
         """Run one attempt of `job`; never raises (a handler's error is an outcome).
@@ -258,7 +162,7 @@ class Executor(TransactionalMode):
             if self._metrics is None:  # the busy gauge counts nothing: no `with` per job
                 outcome = self._run(job, task, stop)
             else:
-                with self._counted_busy():
+                with self._calls.counted_busy():
                     outcome = self._run(job, task, stop)
         finally:
             stopped = self.attempts.finish(job.key)
@@ -290,22 +194,23 @@ class Executor(TransactionalMode):
             error = f"no handler registered for kind {job.kind!r} on worker {self._owner}"
             return Outcome(job, Result.FAIL, delay, error, time.perf_counter() - started)
         returned = None
+        calls = self._calls
         try:
             if task.transactional or job.waited or tracing.recording():
-                with self._span(job):
+                with calls.span(job):
                     if task.transactional:
-                        result = self._run_transactional(task, job)
+                        result = self._transactional.run_one(task, job)
                         if isinstance(result, Outcome):
                             return result
                     elif job.waited:
-                        ctx = self.context(job, upstream=self._upstream(job), stop=stop)
-                        returned = self._call(task, ctx)
+                        ctx = calls.context(job, upstream=calls.upstream(job), stop=stop)
+                        returned = calls.call(task, ctx)
                         result = Result.DONE
                     else:
-                        returned = self._call(task, self.context(job, stop=stop))
+                        returned = calls.call(task, calls.context(job, stop=stop))
                         result = Result.DONE
-            else:  # the usual attempt, as above, without the no-op `with` of `_span` per job
-                returned = self._call(task, self.context(job, stop=stop))
+            else:  # the usual attempt, as above, without the no-op `with` of `span` per job
+                returned = calls.call(task, calls.context(job, stop=stop))
                 result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - a handler's error (even a
             # sys.exit() in it) must never kill the worker nor strand its job.
@@ -339,7 +244,7 @@ class Executor(TransactionalMode):
         if this is not None:
             self.attempts.attach(job.key, lambda: loop.call_soon_threadsafe(this.cancel))
         try:
-            with self._busy():
+            with self._calls.busy():
                 outcome = await self._arun(job, task)
         except asyncio.CancelledError:
             stopped = self.attempts.finish(job.key)
@@ -351,50 +256,19 @@ class Executor(TransactionalMode):
     async def _arun(self, job: Claimed, task: TaskDef) -> Outcome:
         started = time.perf_counter()
         returned = None
+        calls = self._calls
         try:
-            with self._span(job):
+            with calls.span(job):
                 if task.transactional:
-                    result = await self._arun_transactional(task, job)
+                    result = await self._transactional.arun_one(task, job)
                     if isinstance(result, Outcome):
                         return result
                 else:
-                    upstream = await asyncio.to_thread(self._upstream, job) if job.waited else []
-                    returned = await self._acall(task, self._async_context(job, None, upstream))
+                    upstream = await asyncio.to_thread(calls.upstream, job) if job.waited else []
+                    returned = await calls.acall(task, calls.async_context(job, None, upstream))
                     result = Result.DONE
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             return outcomes.failed(task, job, exc, started)
         except (Parked, StepLeaseLost) as stop:
             return outcomes.stopped_by_step(job, stop, started)
         return Outcome(job, result, duration=outcomes.since(started), returned=returned)
-
-
-def _flush(ctx: JobContext) -> None:
-    """Write a handler's last progress value, if one is left unwritten (never raises)."""
-    try:
-        ctx._flush_progress()
-    except Exception as error:  # noqa: BLE001 - progress is a report: never the job's failure
-        log.warning("job %s: its last progress value was not written: %s", ctx.id, error)
-
-
-async def _aflush(ctx: JobContext) -> None:
-    try:
-        written = ctx._flush_progress(asynchronous=True)
-        if inspect.isawaitable(written):
-            await written
-    except Exception as error:  # noqa: BLE001 - as in `_flush`
-        log.warning("job %s: its last progress value was not written: %s", ctx.id, error)
-
-
-def _returned_awaitable(task: TaskDef, result: Any) -> NoReturn:
-    """Fail a sync handler that returned an awaitable (`result`) instead of running.
-
-    An ``async def`` hidden behind a plain decorator would otherwise be marked done
-    without ever running.
-    """
-    if inspect.iscoroutine(result):
-        result.close()  # never awaited, on purpose: no "never awaited" warning
-    raise TypeError(
-        f"the handler of {task.kind!r} returned a coroutine (or another awaitable) "
-        "instead of running: register an async def handler (not a plain function "
-        "that returns one)"
-    )

@@ -1,4 +1,4 @@
-"""Before a handler starts: is the job's lease still ours (DESIGN.md invariant 16)?
+"""Before a handler starts: a job whose lease may have expired never starts.
 
 A job claimed ahead waits in the worker for a free slot; the heartbeats keep its
 lease alive meanwhile. A worker that could not heartbeat (stopped with SIGSTOP, a

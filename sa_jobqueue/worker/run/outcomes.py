@@ -12,7 +12,7 @@ import traceback
 from sqlalchemy import exc
 
 from sa_jobqueue.context import Parked, StepLeaseLost
-from sa_jobqueue.handler_signals import Discard, Retry
+from sa_jobqueue.handler_exceptions import Discard, Retry
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef

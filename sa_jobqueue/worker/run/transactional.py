@@ -8,24 +8,21 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from sqlalchemy import Connection, exc
+from sqlalchemy import exc
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.context import JobContext, Parked, StepLeaseLost
+from sa_jobqueue.context import Parked, StepLeaseLost
 from sa_jobqueue.driver import Driver, Upstream
 from sa_jobqueue.schema.lenient_json import UndecodableJSON
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
 from sa_jobqueue.worker.run import outcomes
+from sa_jobqueue.worker.run.handler_calls import HandlerCalls
 from sa_jobqueue.worker.run.session_guard import guarded
 from sa_jobqueue.worker.running import RunningAttempts
-
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
 
 __all__ = ["TransactionalMode"]
 
@@ -33,34 +30,50 @@ log = logging.getLogger("sa_jobqueue.worker")
 
 
 class TransactionalMode:
-    """`Executor`'s transactional mode: one attempt, or a savepoint batch of attempts.
+    """The executor's transactional mode: one attempt, or a savepoint batch of attempts.
 
-    A base of `Executor`, which holds the state and the handler calls used here
-    (declared below, checked against `Executor` by the type checker).
+    Args:
+        driver: runs the fenced done (and a batch's refund and charge) in the
+            handler's transaction.
+        owner: this worker's id, for the fence.
+        tasks: kind -> task definition (the registry's content).
+        session_factory: makes the session of sync transactional handlers (its
+            async twin is `HandlerCalls.async_session_factory`).
+        attempts: the worker's running attempts (a batch's jobs start and finish there).
+        calls: builds each handler's context and calls it.
+        run: runs one job on its own (the executor's `run`): a batch of one, a job
+            that does not fit a batch, a batch that failed to commit.
+        not_startable: None when a job may start now, else the outcome of not
+            starting it (the executor's lease and rate checks).
     """
 
-    attempts: RunningAttempts
-    async_session_factory: Callable[[], AsyncSession] | None
-    _tasks: Callable[[str], TaskDef | None]
-    _session_factory: Callable[[], Session]
-    _driver: Driver
-    _owner: str
-    run: Callable[[Claimed], Outcome]
-    context: Callable[..., JobContext]
-    _async_context: Callable[[Claimed, AsyncSession | None, Sequence[Upstream]], JobContext]
-    _upstream: Callable[[Claimed, Connection | None], list[Upstream]]
-    _call: Callable[[TaskDef, JobContext], str | None]
-    _acall: Callable[[TaskDef, JobContext], Awaitable[str | None]]
-    _span: Callable[[Claimed], Any]
-    _busy: Callable[[], AbstractContextManager[None]]
-    _not_startable: Callable[[Claimed], Outcome | None]
+    def __init__(
+        self,
+        driver: Driver,
+        owner: str,
+        tasks: Callable[[str], TaskDef | None],
+        session_factory: Callable[[], Session],
+        attempts: RunningAttempts,
+        calls: HandlerCalls,
+        run: Callable[[Claimed], Outcome],
+        not_startable: Callable[[Claimed], Outcome | None],
+    ) -> None:
+        self._driver = driver
+        self._owner = owner
+        self._tasks = tasks
+        self._session_factory = session_factory
+        self._attempts = attempts
+        self._calls = calls
+        self._run = run
+        self._not_startable = not_startable
 
-    async def _arun_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
-        """`_run_transactional` with an `AsyncSession`."""
-        if self.async_session_factory is None:
+    async def arun_one(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        """`run_one` with an `AsyncSession`."""
+        async_session_factory = self._calls.async_session_factory
+        if async_session_factory is None:
             raise RuntimeError("no AsyncSession factory for async transactional handlers")
         try:
-            async with self.async_session_factory() as session, session.begin():
+            async with async_session_factory() as session, session.begin():
                 try:
                     await session.connection()  # before the handler: see outcomes.unavailable
                 except exc.SQLAlchemyError as error:
@@ -68,12 +81,12 @@ class TransactionalMode:
                 upstream: list[Upstream] = []
                 if job.waited:
                     upstream = await session.run_sync(
-                        lambda sync: self._upstream(job, sync.connection())
+                        lambda sync: self._calls.upstream(job, sync.connection())
                     )
                 with guarded(session.sync_session):
                     try:
-                        returned = await self._acall(
-                            task, self._async_context(job, session, upstream)
+                        returned = await self._calls.acall(
+                            task, self._calls.async_context(job, session, upstream)
                         )
                     except Parked as parked:  # the park commits with the handler's writes
                         return outcomes.stopped_by_step(job, parked, time.perf_counter())
@@ -106,7 +119,12 @@ class TransactionalMode:
             self._driver.dependents_release(conn, [(job.id, "done")])
         return job.key in held
 
-    def _run_transactional(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+    def run_one(self, task: TaskDef, job: Claimed) -> Result | Outcome:
+        """Run `job`'s handler and its fenced done in one transaction of their own.
+
+        Returns the `Result` (COMMITTED, or LOST when the fence matched no row), or
+        the `Outcome` of an attempt that stopped before its done (parked, no database).
+        """
         # The handler's writes and the fenced "done" share one transaction: a crash
         # anywhere before COMMIT leaves neither; a lost lease rolls both back.
         try:
@@ -115,10 +133,11 @@ class TransactionalMode:
                     session.connection()  # before the handler: see outcomes.unavailable
                 except exc.SQLAlchemyError as error:
                     return outcomes.unavailable(job, error)
-                upstream = self._upstream(job, session.connection()) if job.waited else ()
+                upstream = self._calls.upstream(job, session.connection()) if job.waited else ()
                 with guarded(session):
                     try:
-                        returned = self._call(task, self.context(job, session, upstream=upstream))
+                        ctx = self._calls.context(job, session, upstream=upstream)
+                        returned = self._calls.call(task, ctx)
                     except Parked as parked:
                         # ctx.sleep / wait parked the job in this transaction: the park
                         # commits with the handler's writes so far (its steps among them).
@@ -152,10 +171,10 @@ class TransactionalMode:
         `jobs`. Never raises.
         """
         if len(jobs) == 1:
-            return [self.run(jobs[0])]
-        with self._busy():
+            return [self._run(jobs[0])]
+        with self._calls.busy():
             if not self._refund(jobs):
-                return [self.run(job) for job in jobs]  # nothing set aside: run as before
+                return [self._run(job) for job in jobs]  # nothing set aside: each runs alone
             batched = [job for job in jobs if self._batchable(job)]
             ran = self._run_batch(batched) if batched else []
             outcomes = {job.key: outcome for job, outcome in zip(batched, ran, strict=True)}
@@ -198,7 +217,7 @@ class TransactionalMode:
     def _run_alone(self, job: Claimed) -> Outcome:
         """Take `job`'s refunded attempt back, then run it in a transaction of its own."""
         self._charge([job])
-        return self.run(job)
+        return self._run(job)
 
     def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
         outcomes: list[Outcome] = []
@@ -225,29 +244,30 @@ class TransactionalMode:
     def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
         task = self._tasks(job.kind)
         if task is None or not task.transactional or isinstance(job.payload, UndecodableJSON):
-            return self.run(job)  # not batchable: runs (or fails) on its own
-        if self.attempts.cancelled_before_start(job.id, job.claimed_at):
+            return self._run(job)  # not batchable: runs (or fails) on its own
+        if self._attempts.cancelled_before_start(job.id, job.claimed_at):
             # Cancelled while it waited for its turn in the batch: it does not run (its
             # fenced done would find the row cancelled and read as a lost lease).
             return Outcome(job, Result.CANCELLED)
         refused = self._not_startable(job)
         if refused is not None:
             return refused
-        self.attempts.start(job.key, task.timeout, subject=job)
+        self._attempts.start(job.key, task.timeout, subject=job)
         try:
             outcome = self._run_savepoint_of(session, job, task)
         finally:
-            stopped = self.attempts.finish(job.key)
+            stopped = self._attempts.finish(job.key)
         return outcomes.unless_abandoned(outcome, stopped)
 
     def _run_savepoint_of(self, session: Session, job: Claimed, task: TaskDef) -> Outcome:
         started = time.perf_counter()
         savepoint = session.begin_nested()
         try:
-            with self._span(job):
-                upstream = self._upstream(job, session.connection()) if job.waited else ()
+            with self._calls.span(job):
+                upstream = self._calls.upstream(job, session.connection()) if job.waited else ()
                 with guarded(session):
-                    returned = self._call(task, self.context(job, session, upstream=upstream))
+                    ctx = self._calls.context(job, session, upstream=upstream)
+                    returned = self._calls.call(task, ctx)
                 held = self._mark_done(session, job, returned, charged=True)
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - as in `run`
             savepoint.rollback()

@@ -365,7 +365,7 @@ def test_every_page_statement_has_an_index_path(committed):
         (statements.finished_per_bucket(Job, by_queue=True), {**params, "bucket": 1800.0}),
         (statements.finished_per_bucket(Job), {"window": 7 * 86400.0, "bucket": 10800.0}),
         (statements.last_id(Job), {}),
-        # The job page's durable reading (ops.durable): its steps, its signals.
+        # The job page's durable reading (ops.durable_state): its steps, its signals.
         (steps.steps_of(Job), {"job_id": 1}),
         (steps.signals_of(Job), {"job_id": 1}),
     ]

@@ -142,7 +142,7 @@ def test_callers_values_win_over_task_options(session):
     assert [(j.queue, j.max_attempts) for j in batch] == [("bulk", 5), ("mail", 9), ("mail", 5)]
 
 
-# --- atomicity and visibility (invariant 9) --------------------------------------
+# --- a rolled-back enqueue never existed; no worker sees a job before its COMMIT
 
 
 def test_rollback_leaves_no_job(committed):
@@ -294,7 +294,7 @@ def test_fan_out_is_one_call_with_one_independent_job_per_consumer(committed):
     assert [statuses[i] for i in ids] == ["pending", "pending", "failed"]
 
 
-# --- idempotency keys (invariant 7) ----------------------------------------------
+# --- idempotency keys: one row per key, and the caller gets it back --------------
 
 
 def test_existing_key_returns_the_existing_row_unchanged(committed):

@@ -13,6 +13,7 @@ from sa_jobqueue.driver.postgres import PostgresDriver, claims
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.worker.attempt import Claimed
 from sa_jobqueue.worker.maintenance import Maintenance
+from tests.support.helpers import wait_for
 from tests.support.models import Job
 
 OWNER = "worker-under-test"
@@ -48,7 +49,9 @@ def _locked_until(engine, job_id):
         return session.scalar(select(Job.locked_until).where(Job.id == job_id))
 
 
-def test_heartbeat_skips_a_locked_row_and_still_extends_the_others(committed, caplog):
+def test_heartbeat_skips_a_locked_row_and_extends_it_once_the_lock_is_released(
+    committed, caplog
+):
     locked, free = _claimed(committed, 2)
     for job in (locked, free):
         object.__setattr__(job, "claimed_at", time.monotonic() - 3600)
@@ -65,9 +68,13 @@ def test_heartbeat_skips_a_locked_row_and_still_extends_the_others(committed, ca
         lost: set[tuple[int, int]] = set()
         maintenance._beat(conn, {}, lost)
         assert time.monotonic() - started < 5  # it did not wait for the lock
+        assert _locked_until(committed, locked.id) == before[locked.id]
+        assert maintenance.waiters.waiting() == {locked.key}  # a waiting heartbeat for it
         holder.rollback()
     assert _locked_until(committed, free.id) > before[free.id]
-    assert _locked_until(committed, locked.id) == before[locked.id]
+    # The waiting heartbeat extends the locked lease as soon as the lock is released.
+    wait_for(lambda: _locked_until(committed, locked.id) > before[locked.id])
+    wait_for(lambda: not maintenance.waiters.waiting())
     assert lost == set()  # a locked row is not a lost lease
     assert "lease lost" not in caplog.text
 

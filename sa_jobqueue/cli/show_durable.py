@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from sa_jobqueue.cli.render import when
-from sa_jobqueue.ops.durable import DurableState
+from sa_jobqueue.ops.durable_state import DurableState
 
 __all__ = ["show_durable"]
 

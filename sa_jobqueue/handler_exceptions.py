@@ -1,4 +1,4 @@
-"""The two signals a handler may raise: `Retry` (run again later) and `Discard` (dead-letter now).
+"""What a handler raises to end its attempt on purpose: `Retry` (later) and `Discard` (now).
 
 Both are importable from `sa_jobqueue`; the worker turns each into its row update
 (docs/tasks.md).
@@ -48,7 +48,7 @@ class Discard(Exception):
         super().__init__(reason)
 
 
-def _check_reason(signal: str, reason: object) -> None:
+def _check_reason(raised: str, reason: object) -> None:
     """Refuse a non-text reason where it is raised, not later in the worker.
 
     The reason is kept in ``last_error`` (cut to `worker.attempt.MAX_ERROR_LENGTH`
@@ -56,6 +56,6 @@ def _check_reason(signal: str, reason: object) -> None:
     """
     if not isinstance(reason, str):
         raise TypeError(
-            f"{signal}(reason=...) must be a str, not {type(reason).__name__}: "
+            f"{raised}(reason=...) must be a str, not {type(reason).__name__}: "
             f"pass str(...) or json.dumps(...) of it"
         )

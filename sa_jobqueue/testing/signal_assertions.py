@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.ops.durable import durable_state
+from sa_jobqueue.ops.durable_state import durable_state
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import get_job
 from sa_jobqueue.testing.matching import resolve_model
