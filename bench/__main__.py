@@ -12,7 +12,8 @@ Run it from the checkout's root. The database is ``--database-url`` (once per da
 each is one column of the targets table), else ``DATABASE_URL``, else a throwaway
 PostgreSQL started for the run (`sa_jobqueue.testing.throwaway_postgres`); scenarios
 measure in scratch databases they drop afterwards. ``--quick`` gives each scenario its
-smallest sizes (its ``QUICK`` options; options typed after it win). OPTIONS go to every
+smallest sizes (its ``QUICK`` options; options typed after it win) and writes the reports
+under ``bench/out/``, never over the ``bench/*-results.md`` records. OPTIONS go to every
 scenario named, so name one scenario to pass it options of its own.
 """
 
@@ -28,6 +29,7 @@ from types import ModuleType
 
 from bench import targets
 from bench.scenarios import SCENARIOS
+from bench.support import results
 from bench.support.database import Database
 from bench.support.timing import log
 
@@ -83,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         help="a database server to measure (repeat it for each database: one column each)",
     )
-    parser.add_argument("--quick", action="store_true", help="each scenario's smallest sizes")
+    parser.add_argument(
+        "--quick", action="store_true", help="each scenario's smallest sizes; reports in bench/out/"
+    )
     parser.add_argument(
         "--keep-going", action="store_true", help="run the next scenario after one fails"
     )
@@ -107,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, module in modules.items():
         options = [*(module.QUICK if args.quick else []), *(SCENARIOS[name] or [] if suite else [])]
         parsed[name] = parser_of(name, module).parse_args([*options, *rest])
+    results.smoke = args.quick  # a smoke run writes under bench/out/, never over a record
     began = time.monotonic()
     failed = []
     with contextlib.ExitStack() as stack:

@@ -19,7 +19,6 @@ import os
 import platform
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -28,7 +27,7 @@ from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
 from bench.support.database import Database, scratch
-from bench.support.results import BENCH
+from bench.support.results import BENCH, write
 from sa_jobqueue import JobQueue, statements
 from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.dashboard.filters import JobFilter
@@ -280,5 +279,4 @@ def main(args: argparse.Namespace, db: Database) -> None:
     ]
     for name, lines in plan_text.items():
         out += [f"### {name}", "", "```", *lines, "```", ""]
-    Path(args.out).write_text("\n".join(out))
-    print(f"wrote {args.out}")
+    write(args.out, "\n".join(out))

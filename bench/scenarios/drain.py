@@ -31,7 +31,8 @@ from bench.support.throughput import (
 )
 from bench.support.timing import Figure, log, ratio, repeat, verdict
 
-QUICK = ["--quick"]
+QUICK = ["--quick", "--jobs", "300", "--done-rows", "10000", "--failed-rows", "1000"]
+QUICK += ["--rss-jobs", "2000"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -172,9 +173,9 @@ def main(args: argparse.Namespace, db: Database) -> None:
         command=command(),
     )
     print(report)
-    write(args.output, report)
+    written = write(args.output, report)
     if not args.no_chart:
-        chart(args.output.with_suffix(".png"), enq, raw1, raw32, drains)
+        chart(written.with_suffix(".png"), enq, raw1, raw32, drains)
 
 
 def render(

@@ -67,7 +67,7 @@ def drive(url: str, case: str, concurrency: int) -> None:
 def fill(url: str, heavy: int, light_keys: int, light_each: int) -> None:
     """The heavy key's jobs first (lower ids, earlier run_at), then the light keys'."""
     with psycopg.connect(raw.dsn(url), autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs RESTART IDENTITY")
+        conn.execute("TRUNCATE jobs RESTART IDENTITY CASCADE")  # and the workflow edges
         conn.execute("TRUNCATE sa_jobqueue_turns_jobs")
         conn.execute(
             "INSERT INTO jobs (kind, payload, concurrency_key, run_at)"

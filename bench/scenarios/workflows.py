@@ -34,7 +34,7 @@ import sys
 from pathlib import Path
 
 from bench.support.database import Database
-from bench.support.results import BENCH
+from bench.support.results import BENCH, write
 
 #: One case's process, run by path so that ``--baseline-src`` picks its sa_jobqueue.
 CASE = BENCH / "support" / "workflow_case.py"
@@ -111,4 +111,4 @@ def main(args: argparse.Namespace, db: Database) -> None:
         f"(load average {load:.1f} at the end; {os.cpu_count()} CPUs)\n\n{table}\n"
     )
     print(text)
-    (BENCH / "workflows-results.md").write_text(text)
+    write(BENCH / "workflows-results.md", text)
