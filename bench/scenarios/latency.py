@@ -285,7 +285,10 @@ def create_tables(engine: Engine) -> None:
     tables = [q.model.__table__ for q in QUEUES.values()]
     Base.metadata.create_all(engine, tables=tables)
     with engine.begin() as conn, Operations.context(MigrationContext.configure(conn)):
-        migration.create_notify_trigger(JobTrigger.__tablename__)
+        # create_all gives every jobs table the shipped statement trigger: only
+        # bench_trigger keeps it.
+        for model in (JobNone, JobHook, JobRow):
+            migration.drop_notify_trigger(model.__tablename__)
         channel = migration.channel_name(JobRow.__tablename__)
         conn.execute(
             text(
