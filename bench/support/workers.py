@@ -1,8 +1,8 @@
 """Worker processes a scenario starts together: ``ready``, then ``go``, then one JSON report.
 
-A child (``bench/support/drive.py``, or a scenario's own ``--drive`` mode) builds its
-engine and worker, prints ``ready``, waits for a line on stdin, works, and prints one
-JSON line. `Workers` starts them all, waits until every one is ready, and times from
+A child (``bench/support/drive.py``, or the worker mode of ``limits`` and ``fairness``)
+builds its engine and worker, prints ``ready``, waits for a line on stdin, works, and
+prints one JSON line. `Workers` starts them all, waits until every one is ready, and times from
 the ``go`` it sends them all.
 """
 
