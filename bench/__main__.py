@@ -104,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     suite = not names
     if suite:
         if rest:
-            parser.error(f"options {' '.join(rest)} go after a scenario's name")
+            parser.error(
+                f"{' '.join(rest)}: name the scenarios first (python -m bench SCENARIO... "
+                "[OPTIONS]); a scenario's own options go after its name"
+            )
         names = [name for name, options in SCENARIOS.items() if options is not None]
     modules = {name: scenario(name) for name in names}
     parsed = {}
