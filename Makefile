@@ -62,65 +62,48 @@ demo: $(STAMP)  ## the lesson end to end with real worker processes
 demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
 	$(BIN)/python examples/demo.py --dashboard
 
-bench: $(STAMP)  ## run.py (bench/results.md), async handlers, limits, fairness, deep backlogs, peers, start-up, many hosts (root; skipped without netns)
+bench: $(STAMP)  ## python -m bench: the benchmark suite, then its targets table (python -m bench --list names each scenario)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
-	$(BIN)/python bench/targets.py --reset
-	$(BIN)/python bench/run.py
-	$(BIN)/python bench/async_bench.py
-	$(BIN)/python bench/limits.py
-	$(BIN)/python bench/fairness.py
-	$(BIN)/python bench/backlog.py
-	$(BIN)/python bench/next_due.py
-	$(BIN)/python bench/latency.py --wake-only --samples 200
-	$(BIN)/python bench/drain_limit.py
-	$(BIN)/python bench/workflows.py
-	$(BIN)/python bench/peers.py
-	$(BIN)/python bench/enqueue.py
-	$(BIN)/python bench/startup.py
-	$(BIN)/python bench/hosts.py --skip-unless-permitted
-	$(BIN)/python bench/cost.py --floors
-	$(BIN)/python bench/features.py
-	$(BIN)/python bench/targets.py
+	$(BIN)/python -m bench
 
 bench-features: $(STAMP)  ## instructions per plain job beside limits, workflows and durable steps (callgrind)
-	$(BIN)/python bench/features.py
+	$(BIN)/python -m bench features
 
 bench-limits: $(STAMP)  ## what flow control costs claims: bench/limits-results.md
-	$(BIN)/python bench/limits.py
+	$(BIN)/python -m bench limits
 
 bench-fairness: $(STAMP)  ## light keys' wait behind a heavy key, with and without fair=True: bench/fairness-results.md
-	$(BIN)/python bench/fairness.py
+	$(BIN)/python -m bench fairness
 
-bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications
-	$(BIN)/python bench/latency.py
+bench-latency: $(STAMP)  ## wake-up latency and the enqueue cost of notifications: bench/latency-results.md
+	$(BIN)/python -m bench latency
 
 bench-startup: $(STAMP)  ## import time, and `sa-jobqueue worker` exec to its first claim
-	$(BIN)/python bench/startup.py
+	$(BIN)/python -m bench startup
 
 bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit, side by side
-	$(BIN)/python bench/commit.py
+	$(BIN)/python -m bench commit
 
 bench-enqueue: $(STAMP)  ## issue-30 enqueue targets: batch vs raw and PGQueuer, one enqueue vs raw execute and PGQueuer
-	$(BIN)/python bench/enqueue.py
+	$(BIN)/python -m bench enqueue
 
 bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
-	$(BIN)/python bench/peers.py
+	$(BIN)/python -m bench peers
 
 bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces against one PostgreSQL (root): bench/hosts-results.md
-	$(BIN)/python bench/hosts.py
+	$(BIN)/python -m bench hosts
 
 bench-workflows: $(STAMP)  ## fan-out/fan-in and chains against a plain drain: bench/workflows-results.md
-	$(BIN)/python bench/workflows.py
+	$(BIN)/python -m bench workflows
 
-bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 queues: bench/backlog-results.md
-	$(BIN)/python bench/backlog.py
-	$(BIN)/python bench/next_due.py
+bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 queues, and the next-due probe
+	$(BIN)/python -m bench backlog next_due
 
 bench-cost: $(STAMP)  ## instructions per job drained and per enqueue (valgrind): bench/cost-history.md
-	$(BIN)/python bench/cost.py --floors
+	$(BIN)/python -m bench cost --floors
 
 chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart)
-	$(BIN)/python bench/chaos.py
+	$(BIN)/python -m bench chaos
 
 clean:  ## remove the virtualenv and caches
 	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache build dist site

@@ -1,60 +1,76 @@
-"""The benchmarks' targets in one table: each held or not, with its figure and the load.
+"""The benchmarks' targets in one table: one row per target, one column per database.
 
-Each bench script that checks a target of issue 30 calls `record` once per target as it
-prints its own verdict; `record` appends one JSON line to ``bench/out/targets.jsonl``
-(the figure, the goal, whether it held, the load average at that moment). ``make bench``
-empties that file first (``python bench/targets.py --reset``) and prints the table last
-(``python bench/targets.py``), so the table is one run's figures, read off the scripts
-that measured them, never typed in.
+Each scenario that checks a target calls `record` once per target as it prints its own
+verdict; `record` appends one JSON line to ``bench/out/targets.jsonl`` (the figure, the
+goal, whether it held, the database, the load average at that moment). ``make bench``
+(``python -m bench``) empties that file first and prints the table last, so the table is
+one run's figures, read off the scenarios that measured them, never typed in
+(``python -m bench targets`` prints it again, ``--reset`` empties it).
 
-A target a script did not reach (the script was skipped, or failed before its verdict)
-is listed as "not measured" from `EXPECTED`, so a missing row cannot pass for a held one.
+A target a scenario did not reach on a database (skipped, not run on that database, or
+failed before its verdict) shows as "not measured" from `EXPECTED`, so a missing cell
+cannot pass for a held one.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 FILE = Path(__file__).parent / "out" / "targets.jsonl"
 
-#: Every target `make bench` checks, by the issue item that sets it, and the script
-#: that measures it.
+#: Every target ``make bench`` checks, by the issue item that sets it, and the scenario
+#: (``bench/scenarios/NAME.py``) that measures it.
 EXPECTED: dict[str, str] = {
-    "1 batch enqueue / raw multi-row INSERT": "enqueue.py",
-    "1 batch enqueue / PGQueuer batch": "enqueue.py",
-    "1 batch enqueue, ids only / raw multi-row INSERT": "enqueue.py",
-    "1 batch enqueue, ids only / PGQueuer batch": "enqueue.py",
-    "2 marginal enqueue / raw session.execute(insert)": "enqueue.py",
-    "2 whole enqueue / PGQueuer in a transaction": "enqueue.py",
-    "2 whole enqueue / PGQueuer autocommit": "enqueue.py",
-    "3 wake-up p50": "latency.py",
-    "3 wake-up p99": "latency.py",
-    "4 async / sync drain at concurrency 32": "async_bench.py",
-    "4 async / sync drain at concurrency 128": "async_bench.py",
-    "5 instructions per job drained, vs the base": "cost.py",
-    "5 instructions per single enqueue, vs the base": "cost.py",
-    "6 idle claim beside 1,000,000 future rows": "next_due.py",
-    "6 next-due probe beside 1,000,000 future rows": "next_due.py",
-    "7 lease drain / raw loop at concurrency 1": "drain_limit.py",
-    "7 lease drain / raw loop at concurrency 16": "drain_limit.py",
-    "7 lease drain / raw loop at concurrency 32": "drain_limit.py",
-    "8 drain / PGQueuer at concurrency 16": "peers.py",
-    "8 drain / PGQueuer at concurrency 32": "peers.py",
-    "8 plain jobs beside limits / none (instructions)": "features.py",
-    "8 plain jobs beside workflows / none (instructions)": "features.py",
-    "8 plain jobs beside durable / none (instructions)": "features.py",
+    "1 batch enqueue / raw multi-row INSERT": "enqueue",
+    "1 batch enqueue / PGQueuer batch": "enqueue",
+    "1 batch enqueue, ids only / raw multi-row INSERT": "enqueue",
+    "1 batch enqueue, ids only / PGQueuer batch": "enqueue",
+    "2 marginal enqueue / raw session.execute(insert)": "enqueue",
+    "2 whole enqueue / PGQueuer in a transaction": "enqueue",
+    "2 whole enqueue / PGQueuer autocommit": "enqueue",
+    "3 wake-up p50": "latency",
+    "3 wake-up p99": "latency",
+    "4 async / sync drain at concurrency 32": "async_handlers",
+    "4 async / sync drain at concurrency 128": "async_handlers",
+    "5 instructions per job drained, vs the base": "cost",
+    "5 instructions per single enqueue, vs the base": "cost",
+    "6 idle claim beside 1,000,000 future rows": "next_due",
+    "6 next-due probe beside 1,000,000 future rows": "next_due",
+    "7 lease drain / raw loop at concurrency 1": "drain_limit",
+    "7 lease drain / raw loop at concurrency 16": "drain_limit",
+    "7 lease drain / raw loop at concurrency 32": "drain_limit",
+    "8 drain / PGQueuer at concurrency 16": "peers",
+    "8 drain / PGQueuer at concurrency 32": "peers",
+    "8 plain jobs beside limits / none (instructions)": "features",
+    "8 plain jobs beside workflows / none (instructions)": "features",
+    "8 plain jobs beside durable / none (instructions)": "features",
 }
+
+#: Who is measuring now: the runner sets it around each scenario (`measuring`).
+_now = {"scenario": "", "database": "postgresql"}
+
+
+@contextlib.contextmanager
+def measuring(scenario: str, database: str) -> Iterator[None]:
+    """Record the verdicts made inside as `scenario`'s, on `database`."""
+    before = dict(_now)
+    _now.update(scenario=scenario, database=database)
+    try:
+        yield
+    finally:
+        _now.update(before)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """One target as one script measured it."""
+    """One target as one scenario measured it on one database."""
 
     target: str
     figure: float
@@ -63,7 +79,8 @@ class Verdict:
     at_most: bool
     held: bool
     load: float
-    script: str
+    scenario: str
+    database: str
     at: str
 
     def line(self) -> str:
@@ -94,7 +111,8 @@ def record(
         at_most=at_most,
         held=held,
         load=os.getloadavg()[0],
-        script=Path(sys.argv[0]).name,
+        scenario=_now["scenario"] or EXPECTED[target],
+        database=_now["database"],
         at=time.strftime("%H:%M:%S", time.gmtime()),
     )
     FILE.parent.mkdir(exist_ok=True)
@@ -103,51 +121,68 @@ def record(
     return verdict.line()
 
 
-def read() -> dict[str, Verdict]:
-    """The recorded verdicts, the last one per target."""
+def reset() -> None:
+    """Forget the recorded verdicts (a new run starts)."""
+    FILE.unlink(missing_ok=True)
+
+
+def read() -> dict[tuple[str, str], Verdict]:
+    """The recorded verdicts, the last one per target and database."""
     if not FILE.exists():
         return {}
-    found: dict[str, Verdict] = {}
+    found: dict[tuple[str, str], Verdict] = {}
     for line in FILE.read_text().splitlines():
         if line.strip():
-            verdict = Verdict(**json.loads(line))
-            found[verdict.target] = verdict
+            fields = json.loads(line)
+            fields.setdefault("scenario", fields.pop("script", ""))  # lines before the runner
+            fields.setdefault("database", "postgresql")
+            verdict = Verdict(**fields)
+            found[(verdict.target, verdict.database)] = verdict
     return found
 
 
-def table(found: dict[str, Verdict]) -> str:
-    """The markdown table of every expected target, measured or not."""
+def table(found: dict[tuple[str, str], Verdict], databases: list[str] | None = None) -> str:
+    """The markdown table of every expected target, one column per database."""
+    names = list(databases or [])
+    for _, database in found:
+        if database not in names:
+            names.append(database)
+    names = names or ["postgresql"]
     rows = [
-        "| item and target | goal | measured | held | load (1 min) | by, at (UTC) |",
-        "|---|---|---|---|---|---|",
+        "| item and target | goal | " + " | ".join(names) + " | scenario |",
+        "|---|---|" + "---|" * len(names) + "---|",
     ]
-    for target, script in EXPECTED.items():
-        v = found.get(target)
-        if v is None:
-            rows.append(f"| {target} | | not measured | - | | {script} |")
-            continue
-        sign = "<=" if v.at_most else ">="
-        rows.append(
-            f"| {target} | {sign} {v.goal:g}{v.unit} | {v.figure:.2f}{v.unit} "
-            f"| {'held' if v.held else '**NOT held**'} | {v.load:.2f} | {v.script}, {v.at} |"
+    for target, scenario in EXPECTED.items():
+        goal = ""
+        cells = []
+        for database in names:
+            v = found.get((target, database))
+            if v is None:
+                cells.append("not measured")
+                continue
+            goal = f"{'<=' if v.at_most else '>='} {v.goal:g}{v.unit}"
+            held = "held" if v.held else "**NOT held**"
+            cells.append(f"{v.figure:.2f}{v.unit} {held} (load {v.load:.2f}, {v.at} UTC)")
+        rows.append(f"| {target} | {goal} | {' | '.join(cells)} | {scenario} |")
+    lines = [*rows, ""]
+    for database in names:
+        measured = [v for (_, d), v in found.items() if d == database]
+        held = sum(1 for v in measured if v.held)
+        lines.append(
+            f"{database}: {held} of {len(EXPECTED)} targets held; "
+            f"{len(EXPECTED) - len(measured)} not measured."
         )
-    held = sum(1 for v in found.values() if v.held)
-    rows.append(
-        f"\n{held} of {len(EXPECTED)} targets held; {len(EXPECTED) - len(found)} not measured."
-    )
-    return "\n".join(rows)
+    return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reset", action="store_true", help="forget the recorded verdicts")
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, databases: list[str] | None = None) -> None:
+    """``python -m bench targets``: print the table (or, with ``--reset``, empty it)."""
     if args.reset:
-        FILE.unlink(missing_ok=True)
+        reset()
         return
-    print("\n## Issue 30 targets, this run (bench/targets.py)\n")
-    print(table(read()))
-
-
-if __name__ == "__main__":
-    main()
+    print("\n## Targets, this run (bench/targets.py)\n")
+    print(table(read(), databases))

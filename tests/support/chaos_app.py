@@ -2,7 +2,7 @@
 
 ``sa-jobqueue worker tests.support.chaos_app:jobs --queue chaos ...`` (run from the
 repository root). Every handler leaves a trail in ``chaos_effects`` that the
-oracle in ``bench/chaos.py`` reads back with SQL:
+oracle in ``bench/scenarios/chaos.py`` reads back with SQL:
 
 * ``start``: written (autocommit, on the app's own connection) as an attempt begins;
 * ``fail``: the attempt is about to fail on purpose;

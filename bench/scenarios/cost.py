@@ -1,9 +1,7 @@
-"""`make bench-cost`: instructions per job and per enqueue, counted by valgrind, not timed.
+"""Instructions per job and per enqueue, counted by valgrind, not timed (make bench-cost).
 
-Usage: ``python bench/cost.py [--jobs N] [--enqueues N] [--only drain|enqueue]
-[--floors] [--database-url URL] [--no-history]``.
-The server is ``--database-url``, else ``DATABASE_URL``, else a throwaway one; each run
-uses a scratch database dropped afterwards.
+Usage: ``python -m bench cost [--jobs N] [--enqueues N] [--only drain|enqueue]
+[--floors] [--no-history]``. Each run uses a scratch database dropped afterwards.
 
 Wall-clock figures move with the machine's load; an instruction count does not (much).
 Each figure is the difference of two runs of one process under
@@ -28,18 +26,16 @@ with the commit they were measured at, so a change shows against the figures bef
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import re
-import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+from bench import targets
+from bench.support import callgrind
+from bench.support.database import Database, scratch
+from bench.support.results import BENCH
+from bench.support.workers import ROOT
 
 #: Issue 30 item 5's base: 26927a5 re-measured in this machine's venv (cost-history.md);
 #: the target is -30 % on each.
@@ -83,35 +79,10 @@ engine.dispose()
 """
 
 
-def _instructions(script: Path, mode: str, n: int, url: str, out: Path) -> int:
-    """The instructions callgrind counted over one run of `script`."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        f"--callgrind-out-file={out}",
-        sys.executable,
-        str(script),
-        mode,
-        str(n),
-        url,
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=ROOT)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"callgrind run failed ({mode} {n}):\n{done.stderr[-2000:]}")
-    return int(found.group(1))
+QUICK = ["--jobs", "100", "--enqueues", "50", "--no-history"]
 
 
-def _commit() -> str:
-    done = subprocess.run(
-        ["git", "log", "-1", "--format=%h %s"], capture_output=True, text=True, cwd=ROOT
-    )
-    return done.stdout.strip()[:72] or "(no git)"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=2000, help="jobs drained (default 2000)")
     parser.add_argument("--enqueues", type=int, default=500, help="single enqueues (default 500)")
     parser.add_argument("--no-history", action="store_true", help="do not append to the history")
@@ -124,35 +95,28 @@ def main() -> None:
         help="also count the single enqueue's floors: the Session around a raw INSERT, and "
         "psycopg alone (printed, not kept in the history)",
     )
-    args = parser.parse_args()
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench/cost.py needs valgrind: apt-get install -y valgrind")
 
-    from sa_jobqueue import migration
-    from sa_jobqueue.testing import scratch_database, throwaway_postgres
 
+def main(args: argparse.Namespace, db: Database) -> None:
+    callgrind.require("cost")
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "child.py"
-        script.write_text(CHILD.format(here=str(HERE)))
-        server = (
-            contextlib.nullcontext(args.database_url) if args.database_url else throwaway_postgres()
-        )
-        with server as server_url:
-            figures = {}
-            modes = [("drain", args.jobs), ("enqueue", args.enqueues)]
-            if args.only is not None:
-                modes = [m for m in modes if m[0] == args.only]
-            if args.floors:
-                modes += [("floor", args.enqueues), ("raw", args.enqueues)]
-            for mode, n in modes:
-                counts = []
-                for count in (0, n):
-                    with scratch_database(server_url, "sajq_cost") as url:
-                        migration.upgrade(url)
-                        counts.append(
-                            _instructions(script, mode, count, url, Path(tmp) / f"{mode}.out")
-                        )
-                figures[mode] = (counts[1] - counts[0]) / n
+        script.write_text(CHILD.format(here=str(callgrind.SUPPORT)))
+        server_url = db.url
+        figures = {}
+        modes = [("drain", args.jobs), ("enqueue", args.enqueues)]
+        if args.only is not None:
+            modes = [m for m in modes if m[0] == args.only]
+        if args.floors:
+            modes += [("floor", args.enqueues), ("raw", args.enqueues)]
+        for mode, n in modes:
+            counts = []
+            for count in (0, n):
+                with scratch(server_url, "sajq_cost") as url:
+                    counts.append(
+                        callgrind.instructions(script, mode, count, url, Path(tmp) / f"{mode}.out")
+                    )
+            figures[mode] = (counts[1] - counts[0]) / n
     load = os.getloadavg()[0]
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     shown = {
@@ -174,15 +138,13 @@ def main() -> None:
                 f"{figures['floor'] - figures['raw']:,.0f}"
             )
     print(f"({stamp}, load {load:.1f}, {args.jobs} jobs, {args.enqueues} enqueues)")
-    import targets
-
     for mode, base in BASE.items():
         if mode in figures:
             name = f"5 instructions per {'job drained' if mode == 'drain' else 'single enqueue'}"
             line = targets.record(name + ", vs the base", figures[mode] / base, 0.7, at_most=True)
             print(f"{line} (base {base:,} at 26927a5)")
     if not args.no_history:
-        history = HERE / "cost-history.md"
+        history = BENCH / "cost-history.md"
         if not history.exists():
             history.write_text(
                 "# Instructions per job and per enqueue (`make bench-cost`)\n\n"
@@ -191,11 +153,7 @@ def main() -> None:
             )
         with history.open("a") as file:
             file.write(
-                f"| {stamp} | {_commit()} | {shown['drain']} | "
+                f"| {stamp} | {callgrind.commit()} | {shown['drain']} | "
                 f"{shown['enqueue']} | {args.jobs} / {args.enqueues} |\n"
             )
         print(f"appended to {history.relative_to(ROOT)}")
-
-
-if __name__ == "__main__":
-    main()

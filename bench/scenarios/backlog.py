@@ -1,9 +1,9 @@
-"""`make bench-backlog`: claim throughput over deep backlogs, as ratios to a small table.
+"""Claim throughput over deep backlogs, as ratios to a small table (make bench-backlog).
 
-Usage: ``python bench/backlog.py [--jobs N] [--deep N] [--queues N] [--repeat N]
-[--cases deep,one,all] [--database-url URL]``.
+Usage: ``python -m bench backlog [--jobs N] [--deep N] [--queues N] [--repeat N]
+[--cases deep,one,all]``.
 Every case drains ``--jobs`` (10,000) due no-op jobs with one worker process at
-concurrency 32 in lease mode (`drive.py`), in a scratch database:
+concurrency 32 in lease mode (`bench/support/drive.py`), in a scratch database:
 
 - **small**: the jobs alone (run first and last; the ratios are to their mean);
 - **deep**: beside ``--deep`` (1,000,000) more **pending** rows of the same queue that
@@ -36,33 +36,23 @@ CPU per 1,000 jobs, and the claim statements per 1,000 jobs. It prints the table
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+import psycopg
 
-import psycopg  # noqa: E402
-import raw  # noqa: E402
-from run import server  # noqa: E402
-
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database  # noqa: E402
+from bench.support import raw
+from bench.support.database import Database, scratch
+from bench.support.timing import log
+from bench.support.workers import Workers, module_command
 
 CONCURRENCY = 32
 TARGET = 0.80
 DRAIN_TIMEOUT = 300.0
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+QUICK = ["--jobs", "500", "--deep", "20000", "--queues", "50", "--repeat", "1"]
 
 
 def sql(url: str, *statements: str) -> None:
@@ -115,29 +105,13 @@ def drain(url: str, count: int, queues: list[str]) -> Drain:
     """
     before = raw.count_done(url)
     cpu_before = children_cpu()
-    command = [sys.executable, str(HERE / "drive.py"), url, str(CONCURRENCY), "--count-claims"]
+    command = module_command("bench.support.drive", url, CONCURRENCY, "--count-claims")
     for queue in queues:
         command += ["--queue", queue]
-    child = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert child.stdout is not None
-        assert child.stdin is not None
-        line = child.stdout.readline().strip()
-        if line != "ready":
-            raise RuntimeError(f"worker did not start: {line!r}")
+    with Workers([command]) as worker:
         blocks_before = blocks(url)
-        started = time.monotonic()
-        child.stdin.write("go\n")
-        child.stdin.flush()
-        line = child.stdout.readline()
-        if not line:
-            raise RuntimeError("the worker exited without a report")
-        report = json.loads(line)
-        child.wait(DRAIN_TIMEOUT)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait(10)
+        started = worker.go()
+        [report] = worker.reports(DRAIN_TIMEOUT)
     time.sleep(1.0)  # the worker's backend reports its counters as it exits
     used = blocks(url) - blocks_before
     done = raw.count_done(url) - before
@@ -165,9 +139,7 @@ def fill_due(url: str, count: int, queues: int) -> None:
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--deep", type=int, default=1_000_000)
     parser.add_argument("--queues", type=int, default=1_000)
@@ -177,11 +149,12 @@ def main() -> None:
         default="deep,one,all",
         help="which cases beside small: deep, one (of many queues), all (of many queues)",
     )
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, database: Database) -> None:
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     load_before = os.getloadavg()
-    with server(args.database_url) as url, scratch_database(url, prefix="sajq_backlog") as db:
-        migration.upgrade(db)
+    with scratch(database.url, prefix="sajq_backlog") as db:
 
         def small() -> Drain:
             raw.truncate(db)
@@ -305,7 +278,3 @@ def main() -> None:
         + ", after "
         + " ".join(f"{x:.2f}" for x in load_after)
     )
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
-"""`make bench-commit`: lease-mode drains with synchronous vs asynchronous commit, one run.
+"""Lease-mode drains with synchronous vs asynchronous commit, side by side (make bench-commit).
 
-Usage: ``python bench/commit.py [--reps N] [--jobs N] [--database-url URL]``.
+Usage: ``python -m bench commit [--reps N] [--jobs N]``.
 Each repetition drains `--jobs` pre-enqueued no-op jobs with one worker process at
 concurrency 1, 8 and 32, once with the default (``synchronous_commit`` as the server
 has it) and once with ``asynchronous_commit=True`` (the claim loop's transactions
@@ -14,30 +14,24 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from sqlalchemy import create_engine, text
 
-import raw  # noqa: E402
-from run import library_drain, server  # noqa: E402
-from sqlalchemy import create_engine, text  # noqa: E402
-
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database  # noqa: E402
+from bench.support import raw
+from bench.support.database import Database, scratch
+from bench.support.throughput import library_drain
 
 CONCURRENCIES = (1, 8, 32)
+QUICK = ["--reps", "1", "--jobs", "300"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=5000)
-    args = parser.parse_args()
-    with server(args.database_url) as url, scratch_database(url, prefix="sajq_commit") as db:
-        migration.upgrade(db)
+
+
+def main(args: argparse.Namespace, database: Database) -> None:
+    with scratch(database.url, prefix="sajq_commit") as db:
         engine = create_engine(db)
         with engine.connect() as conn:
             settings = {
@@ -72,7 +66,3 @@ def main() -> None:
         )
     load = os.getloadavg()
     print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-
-
-if __name__ == "__main__":
-    main()

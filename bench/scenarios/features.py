@@ -1,9 +1,9 @@
 """What limits, workflows and durable steps cost jobs that use none of them, in instructions.
 
-Usage: ``python bench/features.py [--jobs N] [--database-url URL]``.
+Usage: ``python -m bench features [--jobs N]``.
 Issue 30 item 8: "limits, workflows and durable steps cost nothing to kinds that use none of
 them (a row per feature in the ratio table)". Each row drains N plain no-op lease-mode jobs
-(``concurrency=1``, one process) under ``valgrind --tool=callgrind``, as ``bench/cost.py``
+(``concurrency=1``, one process) under ``valgrind --tool=callgrind``, as the ``cost`` scenario
 does, and counts the instructions per job as the difference of a run with N jobs and one
 with 0, so start-up and set-up cancel out (each run drains one warm-up job first, so
 the statements are compiled before either count). The rows differ only in what else the worker
@@ -36,20 +36,14 @@ shows how far each row's two runs are apart. Records each ratio in ``bench/targe
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-
-import targets  # noqa: E402
-from cost import _instructions  # noqa: E402  (the same callgrind run, by feature)
+from bench import targets
+from bench.support import callgrind
+from bench.support.database import Database, scratch
 
 #: The measured process: one feature, one count of plain jobs.
 CHILD = """
@@ -97,50 +91,42 @@ engine.dispose()
 
 FEATURES = ("none", "limits", "workflows", "durable")
 TARGET = 1.02
+QUICK = ["--jobs", "50"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1000, help="plain jobs drained (1000)")
-    args = parser.parse_args()
-    if shutil.which("valgrind") is None:
-        raise SystemExit("bench/features.py needs valgrind: apt-get install -y valgrind")
 
-    from sa_jobqueue import migration
-    from sa_jobqueue.testing import scratch_database, throwaway_postgres
 
+def main(args: argparse.Namespace, db: Database) -> None:
+    callgrind.require("features")
     began = time.monotonic()
     per_job: dict[str, float] = {}
     spread: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "child.py"
-        script.write_text(CHILD.format(here=str(HERE)))
-        server = (
-            contextlib.nullcontext(args.database_url) if args.database_url else throwaway_postgres()
-        )
-        with server as server_url:
+        script.write_text(CHILD.format(here=str(callgrind.SUPPORT)))
+        server_url = db.url
 
-            def count(feature: str, n: int) -> int:
-                with scratch_database(server_url, "sajq_features") as url:
-                    migration.upgrade(url)
-                    return _instructions(script, feature, n, url, Path(tmp) / "child.out")
+        def count(feature: str, n: int) -> int:
+            with scratch(server_url, "sajq_features") as url:
+                return callgrind.instructions(script, feature, n, url, Path(tmp) / "child.out")
 
-            empty = {feature: count(feature, 0) for feature in FEATURES}
-            # There and back (none, limits, workflows, durable, durable, ..., none): each
-            # feature's two runs sit at the same mean position as none's, so a load that
-            # drifts steadily through the run moves every row alike.
-            full: dict[str, list[int]] = {feature: [] for feature in FEATURES}
-            for feature in (*FEATURES, *reversed(FEATURES)):
-                full[feature].append(count(feature, args.jobs))
-                print(f"  {feature}: {full[feature][-1]:,} instructions", flush=True)
-            for feature in FEATURES:
-                runs = [(total - empty[feature]) / args.jobs for total in full[feature]]
-                per_job[feature] = sum(runs) / len(runs)
-                spread[feature] = abs(runs[0] - runs[1])
+        empty = {feature: count(feature, 0) for feature in FEATURES}
+        # There and back (none, limits, workflows, durable, durable, ..., none): each
+        # feature's two runs sit at the same mean position as none's, so a load that
+        # drifts steadily through the run moves every row alike.
+        full: dict[str, list[int]] = {feature: [] for feature in FEATURES}
+        for feature in (*FEATURES, *reversed(FEATURES)):
+            full[feature].append(count(feature, args.jobs))
+            print(f"  {feature}: {full[feature][-1]:,} instructions", flush=True)
+        for feature in FEATURES:
+            runs = [(total - empty[feature]) / args.jobs for total in full[feature]]
+            per_job[feature] = sum(runs) / len(runs)
+            spread[feature] = abs(runs[0] - runs[1])
     minutes = (time.monotonic() - began) / 60
     print(
-        f"\n`python bench/features.py --jobs {args.jobs}`, "
+        f"\n`python -m bench features --jobs {args.jobs}`, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {minutes:.1f} min, load "
         f"{os.getloadavg()[0]:.1f}: instructions per plain no-op job drained (callgrind)\n"
     )
@@ -156,7 +142,3 @@ def main() -> None:
     for feature in FEATURES[1:]:
         name = f"8 plain jobs beside {feature} / none (instructions)"
         print(targets.record(name, per_job[feature] / base, TARGET, at_most=True))
-
-
-if __name__ == "__main__":
-    main()

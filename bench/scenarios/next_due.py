@@ -1,10 +1,10 @@
 """The idle worker's next-due probe beside 1,000,000 pending jobs not yet due.
 
-Usage: ``python bench/next_due.py [--deep N] [--database-url URL]``. Fills a scratch
+Usage: ``python -m bench next_due [--deep N]``. Fills a scratch
 database with ``--deep`` pending rows of queue ``default`` due a day or more ahead,
 then runs `statements.next_run_at` two ways, 20 times each (median, in ms), and prints
 each plan (``EXPLAIN ANALYZE``): the level walk a worker of up to
-`statements.LEVEL_WALK_MAX_QUEUES` queues runs, and the ``min(run_at)`` aggregate (the
+`claims.LEVEL_WALK_MAX_QUEUES` queues runs, and the ``min(run_at)`` aggregate (the
 statement every worker ran before, and the one for more queues than that), asked here
 for ``default`` plus 32 queues that hold nothing, so both answer the same question.
 """
@@ -12,59 +12,38 @@ for ``default`` plus 32 queues that hold nothing, so both answer the same questi
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from sqlalchemy import Connection, Engine, create_engine, text
 
-import targets  # noqa: E402
-from app import Job  # noqa: E402
-from sqlalchemy import Connection, Engine, create_engine, text  # noqa: E402
-from sqlalchemy.dialects import postgresql  # noqa: E402
+from bench import targets
+from bench.support.app import Job
+from bench.support.database import Database, literal_sql, scratch
+from bench.support.timing import median_ms
+from sa_jobqueue.driver.postgres import PostgresDriver, claims, due
 
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.driver.postgres import (  # noqa: E402
-    PostgresDriver,
-    claims,
-    due,
-)
-from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+QUICK = ["--deep", "10000"]
 
 
-def _median_ms(conn: Connection, statement: object, reps: int = 20) -> float:
-    times = []
-    for _ in range(reps):
-        started = time.perf_counter()
-        conn.execute(statement).one()  # type: ignore[call-overload]
-        times.append((time.perf_counter() - started) * 1000)
-    return statistics.median(times)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--deep", type=int, default=1_000_000)
+
+
+def _median_ms(conn: Connection, statement: Any, reps: int = 20) -> float:
+    return median_ms(lambda: conn.execute(statement).one(), reps)
 
 
 def _plan(conn: Connection, statement: object) -> str:
-    sql = str(
-        statement.compile(  # type: ignore[attr-defined]
-            dialect=postgresql.psycopg.dialect(), compile_kwargs={"literal_binds": True}
-        )
-    )
+    sql = literal_sql(statement)
     rows = conn.execute(text("EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) " + sql)).scalars()
     return "\n".join(f"    {row}" for row in rows)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
-    parser.add_argument("--deep", type=int, default=1_000_000)
-    args = parser.parse_args()
-    server = (
-        contextlib.nullcontext(args.database_url) if args.database_url else throwaway_postgres()
-    )
-    with server as server_url, scratch_database(server_url, "sajq_next_due") as url:
-        migration.upgrade(url)
+def main(args: argparse.Namespace, db: Database) -> None:
+    with scratch(db.url, "sajq_next_due") as url:
         engine = create_engine(url)
         with engine.begin() as conn:
             conn.execute(
@@ -159,7 +138,3 @@ def _idle_claims(engine: Engine, deep: int) -> None:
             print("\nidle claim, one queue:")
             print("\n".join(f"    {row}" for row in rows))
             transaction.rollback()
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
-"""`make chaos`: workers killed, connections cut, PostgreSQL restarted; then an SQL oracle.
+"""Workers killed, connections cut, PostgreSQL restarted; then an SQL oracle (make chaos).
 
-Usage: ``python bench/chaos.py [--jobs 2000] [--seconds 90] [--workers 4] [--concurrency 4]
+Usage: ``python -m bench chaos [--jobs 2000] [--seconds 90] [--workers 4] [--concurrency 4]
 [--lease 4] [--seed N] [--no-restart] [--keep-logs DIR] [--held-workers 2] [--held-jobs 1500]``.
 
 The run starts its own throwaway PostgreSQL cluster (`sa_jobqueue.testing.local_cluster`,
@@ -58,18 +58,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from sqlalchemy import create_engine, exc, text
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import NullPool
 
-from sqlalchemy import create_engine, exc, text  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
-from sqlalchemy.pool import NullPool  # noqa: E402
-
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.testing import LocalCluster, local_cluster  # noqa: E402
-from sa_jobqueue.worker.listener import APPLICATION_NAME as LISTENER_NAME  # noqa: E402
-from tests.support import chaos_app  # noqa: E402
+from bench.support.database import Database
+from bench.support.workers import ROOT
+from sa_jobqueue import migration
+from sa_jobqueue.testing import LocalCluster, local_cluster
+from sa_jobqueue.worker.listener import APPLICATION_NAME as LISTENER_NAME
+from tests.support import chaos_app
 
 CLI = str(Path(sys.executable).with_name("sa-jobqueue"))
 WEIGHTS = {
@@ -951,8 +949,12 @@ def run(
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+#: A throwaway cluster of its own, never the runner's server: it restarts it.
+SERVER = False
+QUICK = ["--jobs", "200", "--seconds", "20", "--workers", "2", "--held-jobs", "200"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--seconds", type=float, default=90.0)
     parser.add_argument("--workers", type=int, default=4)
@@ -963,7 +965,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep-logs", dest="log_dir", default=None)
     parser.add_argument("--held-workers", type=int, default=2)
     parser.add_argument("--held-jobs", type=int, default=1500)
-    args = parser.parse_args(argv)
+
+
+def main(args: argparse.Namespace, db: Database) -> int:
+    """The runner's entry: one run with `args`, its table, and 0 when every check held."""
     report = run(
         jobs=args.jobs,
         seconds=args.seconds,
@@ -986,7 +991,3 @@ def main(argv: list[str] | None = None) -> int:
     for failure in report.failures:
         print(f"  - {failure}")
     return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

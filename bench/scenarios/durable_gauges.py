@@ -7,26 +7,23 @@ with its steps row) and 200 running jobs reporting a progress, analyzes it, then
 ``EXPLAIN (ANALYZE, BUFFERS)`` of the durable one, and the cost of one job page's
 durable reading (`ops.durable_state.durable_state`, median of 50). Run once::
 
-    DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres \\
-        python bench/durable_gauges.py [DONE]
+    python -m bench durable_gauges [--done DONE]
 """
 
 from __future__ import annotations
 
-import os
-import statistics
-import sys
-import time
-from typing import Any
+import argparse
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.pool import NullPool
 
-from sa_jobqueue import migration, statements
+from bench.support.database import Database, literal_sql, scratch
+from bench.support.timing import median_ms
+from sa_jobqueue import statements
 from sa_jobqueue.ops.durable_state import durable_state
-from sa_jobqueue.testing import scratch_database
 from tests.support.models import Job
+
+QUICK = ["--done", "10000"]
 
 FILL = [
     "INSERT INTO jobs (queue, kind, payload, status, run_at, finished_at)"
@@ -50,26 +47,13 @@ FILL = [
 ]
 
 
-def _sql(statement: Any) -> str:
-    compiled = statement.compile(
-        dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
-    )
-    return str(compiled)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--done", type=int, default=500_000, help="finished jobs in the table")
 
 
-def _median_ms(run: Any, times: int) -> float:
-    taken = []
-    for _ in range(times):
-        started = time.perf_counter()
-        run()
-        taken.append(time.perf_counter() - started)
-    return statistics.median(taken) * 1000
-
-
-def main(done: int) -> None:
-    server = os.environ["DATABASE_URL"]
-    with scratch_database(server, prefix="sa_jobqueue_durable_gauges") as url:
-        migration.upgrade(url)
+def main(args: argparse.Namespace, db: Database) -> None:
+    done = args.done
+    with scratch(db.url, prefix="sa_jobqueue_durable_gauges") as url:
         engine = create_engine(url, poolclass=NullPool)
         with engine.begin() as connection:
             for statement in FILL:
@@ -80,17 +64,13 @@ def main(done: int) -> None:
                 ("live_counts", statements.live_counts(Job)),
                 ("durable_gauges", statements.durable_gauges(Job)),
             ):
-                ms = _median_ms(lambda q=query: connection.execute(q).all(), 30)
+                ms = median_ms(lambda q=query: connection.execute(q).all(), 30)
                 print(f"{name}: {ms:.1f} ms (median of 30)")
             plan = connection.execute(
-                text("EXPLAIN (ANALYZE, BUFFERS) " + _sql(statements.durable_gauges(Job)))
+                text("EXPLAIN (ANALYZE, BUFFERS) " + literal_sql(statements.durable_gauges(Job)))
             ).scalars()
             print("\n".join(plan))
             job_id = connection.scalar(text("SELECT id FROM jobs WHERE has_steps LIMIT 1"))
-            ms = _median_ms(lambda: durable_state(connection, Job, job_id, "pending"), 50)
+            ms = median_ms(lambda: durable_state(connection, Job, job_id, "pending"), 50)
             print(f"one job page's durable reading: {ms:.2f} ms (median of 50)")
         engine.dispose()
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 500_000)

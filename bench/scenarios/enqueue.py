@@ -1,7 +1,7 @@
-"""`make bench-enqueue`: the enqueue targets of issue 30, each a ratio measured in one run.
+"""The enqueue targets of issue 30, each a ratio measured in one run (make bench-enqueue).
 
-Usage: ``python bench/enqueue.py [--reps 5] [--count 1000] [--batches 10] [--no-peers]
-[--profile] [--round-trips]``. The server is ``--database-url``, else ``DATABASE_URL``.
+Usage: ``python -m bench enqueue [--reps 5] [--count 1000] [--batches 10] [--no-peers]
+[--profile] [--round-trips]``.
 Every repetition runs each case below once, in one scratch database (the peers in their
 own), so all see the same load; each target is the ratio of medians, printed as held or
 not, with the load average:
@@ -17,11 +17,11 @@ not, with the load average:
 - *marginal*: inside one open ``Session`` transaction, the cost of one more
   ``jobs.enqueue`` beside one more ``session.execute(insert(Job).values(...))`` of the
   same row on the same session (chunks of each alternate); target <= 1.25x.
-- *whole*: ``with Session(engine) as s, s.begin(): jobs.enqueue(...)`` (`run.enqueue_single`)
+- *whole*: ``with Session(engine) as s, s.begin(): jobs.enqueue(...)`` (`throughput.enqueue_single`)
   beside PGQueuer's enqueue inside ``conn.transaction()`` (target >= 1.0x) and its
   autocommit enqueue (target >= 0.65x); with the Session's own floor (the same ``with``
   around a raw psycopg INSERT on the session's connection, `session_floor`) and a raw
-  psycopg INSERT per transaction (`run.raw_insert`), which show what the Session costs,
+  psycopg INSERT per transaction (`throughput.raw_insert`), which show what the Session costs,
   and the same floor sending enqueue's own INSERT (which shows what the statement costs
   the server beside the plain one).
 
@@ -38,19 +38,18 @@ import json
 import os
 import pstats
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from sqlalchemy import create_engine, event, insert, text
+from sqlalchemy.orm import Session
 
-import run  # noqa: E402
-import targets  # noqa: E402
-from app import Job, jobs  # noqa: E402
-from sqlalchemy import create_engine, event, insert, text  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from bench import targets
+from bench.support import throughput
+from bench.support.app import Job, jobs
+from bench.support.database import Database, scratch
+from bench.support.timing import log
 
 #: Jobs per transaction of the batch cases.
 BATCH = 1_000
@@ -76,7 +75,7 @@ def round_trips(url: str) -> list[str]:
 
 
 def session_floor(url: str, count: int, *, own_statement: bool = False) -> float:
-    """What `run.enqueue_single`'s Session costs alone: the raw INSERT on its connection.
+    """What `throughput.enqueue_single`'s Session costs alone: the raw INSERT on its connection.
 
     ``with Session(engine) as s, s.begin()`` around the raw benchmark's statement,
     sent on the session's own psycopg connection (no SQLAlchemy statement at all):
@@ -165,7 +164,7 @@ def profile(url: str, count: int) -> None:
     """cProfile of `count` enqueues, one per transaction; the costliest entries."""
     profiler = cProfile.Profile()
     profiler.enable()
-    run.enqueue_single(url, count)
+    throughput.enqueue_single(url, count)
     profiler.disable()
     stats = pstats.Stats(profiler)
     stats.sort_stats("cumulative").print_stats(40)
@@ -192,7 +191,7 @@ class Figures:
 
 def peer_rate(python: Path, server_url: str, action: str, count: int) -> float:
     """PGQueuer's rate for `action` (``enqueue``, ``enqueue_tx``, ``enqueue_many``)."""
-    import peers
+    from bench.scenarios import peers
 
     return peers.enqueue(python, "pgqueuer", server_url, count, action)
 
@@ -220,23 +219,27 @@ def target(label: str, ratio: float, goal: float, *, at_most: bool = False) -> s
     return f"- {label} {sign} {goal:g}x: {ratio:.2f}x -- {'holds' if held else 'does not hold'}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+QUICK = ["--reps", "1", "--count", "100", "--batches", "2", "--no-peers"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--count", type=int, default=1_000, help="single enqueues per case")
     parser.add_argument("--batches", type=int, default=10, help="batches of 1,000 per case")
     parser.add_argument("--no-peers", action="store_true", help="skip PGQueuer")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--round-trips", action="store_true")
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     python = None
     if not args.no_peers:
-        import peers
+        from bench.scenarios import peers
 
         python = peers.peers_python()
     count, batches = args.count, args.batches
-    with run.server(args.database_url) as server_url, run.database(server_url) as url:
+    server_url = db.url
+    with scratch(server_url) as url:
         if args.round_trips:
             statements = round_trips(url)
             print(f"statements per enqueue: {len(statements)}")
@@ -249,12 +252,12 @@ def main() -> None:
         load = os.getloadavg()
         for rep in range(args.reps):
             tag = f"rep {rep + 1}/{args.reps}"
-            many = f.add("many", run.enqueue_many(url, batches, BATCH))
-            ids = f.add("ids", run.enqueue_many(url, batches, BATCH, ids_only=True))
-            raw_many = f.add("raw_many", run.raw_insert(url, batches, BATCH))
-            unnest = f.add("raw_unnest", run.raw_insert(url, batches, BATCH, "unnest"))
-            as_json = f.add("raw_json", run.raw_insert(url, batches, BATCH, "json"))
-            run.log(
+            many = f.add("many", throughput.enqueue_many(url, batches, BATCH))
+            ids = f.add("ids", throughput.enqueue_many(url, batches, BATCH, ids_only=True))
+            raw_many = f.add("raw_many", throughput.raw_insert(url, batches, BATCH))
+            unnest = f.add("raw_unnest", throughput.raw_insert(url, batches, BATCH, "unnest"))
+            as_json = f.add("raw_json", throughput.raw_insert(url, batches, BATCH, "json"))
+            log(
                 f"{tag}: enqueue_many {many:,.0f}/s, ids only {ids:,.0f}/s, "
                 f"raw multi-row {raw_many:,.0f}/s, "
                 f"unnest {unnest:,.0f}/s, jsonb_to_recordset {as_json:,.0f}/s"
@@ -262,19 +265,19 @@ def main() -> None:
             ours, theirs = marginal(url, count)
             f.add("marginal", ours)
             f.add("marginal_raw", theirs)
-            run.log(f"{tag}: marginal {ours * 1e6:.0f} us, raw execute {theirs * 1e6:.0f} us")
-            single = f.add("single", run.enqueue_single(url, count))
+            log(f"{tag}: marginal {ours * 1e6:.0f} us, raw execute {theirs * 1e6:.0f} us")
+            single = f.add("single", throughput.enqueue_single(url, count))
             floor = f.add("floor", session_floor(url, count))
             f.add("floor_own", session_floor(url, count, own_statement=True))
-            raw1 = f.add("raw_single", run.raw_insert(url, count, 1))
-            run.log(f"{tag}: enqueue {single:,.0f}/s, floor {floor:,.0f}/s, raw {raw1:,.0f}/s")
+            raw1 = f.add("raw_single", throughput.raw_insert(url, count, 1))
+            log(f"{tag}: enqueue {single:,.0f}/s, floor {floor:,.0f}/s, raw {raw1:,.0f}/s")
             if python is not None:
                 pg_many = f.add(
                     "pg_many", peer_rate(python, server_url, "enqueue_many", batches * BATCH)
                 )
                 pg_tx = f.add("pg_tx", peer_rate(python, server_url, "enqueue_tx", count))
                 pg = f.add("pg", peer_rate(python, server_url, "enqueue", count))
-                run.log(f"{tag}: PGQueuer batch {pg_many:,.0f}/s, tx {pg_tx:,.0f}/s, {pg:,.0f}/s")
+                log(f"{tag}: PGQueuer batch {pg_many:,.0f}/s, tx {pg_tx:,.0f}/s, {pg:,.0f}/s")
     print(f"\n{args.reps} interleaved repetitions; median (min-max)\n")
     print("| case | rate |")
     print("|---|---|")
@@ -346,7 +349,3 @@ def main() -> None:
         f"load average at start {' '.join(f'{x:.2f}' for x in load)}, "
         f"at end {' '.join(f'{x:.2f}' for x in end)}; {time.strftime('%H:%M:%S')}"
     )
-
-
-if __name__ == "__main__":
-    main()

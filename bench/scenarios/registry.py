@@ -1,6 +1,6 @@
 """What the worker registry and the attempt history cost: the success path and the failure path.
 
-Usage: ``python bench/registry.py [--jobs N] [--reps N] [--database-url URL]``.
+Usage: ``python -m bench registry [--jobs N] [--reps N]``.
 
 Two A/B pairs, measured in one run, interleaved repetition by repetition so both sides
 see the same load, in a scratch database (dropped afterwards):
@@ -23,28 +23,24 @@ Prints jobs/s (median, min-max) and the ratio of each pair. Results: bench/regis
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
 
-from app import Job  # noqa: E402
-from sqlalchemy import create_engine, text  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
+from bench.support.app import Job
+from bench.support.database import Database, scratch
+from sa_jobqueue import JobQueue, statements
+from sa_jobqueue.driver.postgres import PostgresDriver, runtime
+from sa_jobqueue.schema.naming import ended_channel_name
+from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.worker.attempt import Claimed, Result
+from sa_jobqueue.worker.registration import Registration
 
-from sa_jobqueue import JobQueue, migration, statements  # noqa: E402
-from sa_jobqueue.driver.postgres import PostgresDriver, runtime  # noqa: E402
-from sa_jobqueue.schema.naming import ended_channel_name  # noqa: E402
-from sa_jobqueue.statements.ended import notifying_ended  # noqa: E402
-from sa_jobqueue.testing import scratch_database  # noqa: E402
-from sa_jobqueue.worker.attempt import Claimed, Result  # noqa: E402
-from sa_jobqueue.worker.registration import Registration  # noqa: E402
+QUICK = ["--jobs", "100", "--reps", "1"]
 
 jobs = JobQueue(Job)
 
@@ -111,14 +107,12 @@ def _fail_statements(engine, n: int, *, history: bool) -> float:
     return n / (time.perf_counter() - started)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--reps", type=int, default=5)
-    args = parser.parse_args()
-    if not args.database_url:
-        sys.exit("pass --database-url or set DATABASE_URL")
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     assert Registration  # imported for the reader: what the success pair switches off
     cases: dict[str, Callable[[object], float]] = {
         "success, with registry": lambda e: _drain(
@@ -137,8 +131,7 @@ def main() -> None:
         "fail statement, plain": lambda e: _fail_statements(e, args.jobs, history=False),
     }
     rates: dict[str, list[float]] = {name: [] for name in cases}
-    with scratch_database(args.database_url, prefix="sa_jobqueue_bench_registry") as url:
-        migration.upgrade(url)
+    with scratch(db.url, prefix="sa_jobqueue_bench_registry") as url:
         engine = create_engine(url, pool_size=8)
         for case in cases.values():  # warm-up, not counted
             case(engine)
@@ -163,7 +156,3 @@ def main() -> None:
         f"{med['fail statement, with history'] / med['fail statement, plain']:.3f}",
     ]
     print("\n".join(lines))
-
-
-if __name__ == "__main__":
-    main()

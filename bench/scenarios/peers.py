@@ -1,9 +1,9 @@
-"""`make bench-peers`: sa-jobqueue beside PGQueuer and procrastinate, same PostgreSQL, one run.
+"""sa-jobqueue beside PGQueuer and procrastinate, same PostgreSQL, one run (make bench-peers).
 
-Usage: ``python bench/peers.py [--reps N] [--jobs N] [--enqueues N] [--only-enqueue]
-[--database-url URL]`` (``--only-enqueue``: the enqueue row alone, no drains).
+Usage: ``python -m bench peers [--reps N] [--jobs N] [--enqueues N] [--only-enqueue]``
+(``--only-enqueue``: the enqueue row alone, no drains).
 The peers are installed into a virtualenv of their own (``bench/out/peers-venv``,
-made on first use with pip) and driven by ``bench/peer_drive.py``; sa-jobqueue runs
+made on first use with pip) and driven by ``bench/support/peer_drive.py``; sa-jobqueue runs
 from this checkout. Every drain gets a fresh scratch database, holds `--jobs`
 pre-enqueued no-op jobs, and runs each library's own "until empty" mode in one
 process; the repetitions interleave the libraries (rotating who goes first), so all
@@ -21,8 +21,8 @@ Targets (issue: performance and scale): sa-jobqueue's drain at least 3x PGQueuer
 at concurrency 16 and 32; its single enqueue at least 0.8x PGQueuer's.
 
 Beside each drain at 16 and 32 runs the ceiling any worker of that concurrency meets on
-this server: `bench/raw.py`'s claim-and-complete loop in SQL alone, at the worker's
-batch size (``C + prefetch`` jobs per transaction, as `bench/drain_limit.py`). Where
+this server: `bench/support/raw.py`'s claim-and-complete loop in SQL alone, at the
+worker's batch size (``C + prefetch`` jobs per transaction, as the ``drain_limit`` scenario). Where
 that loop is below 3x PGQueuer's drain in the same run, no worker reaches the target.
 """
 
@@ -33,26 +33,26 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import targets  # noqa: E402
-from run import enqueue_single, library_drain, raw_drain, server  # noqa: E402
-
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database  # noqa: E402
-from sa_jobqueue.worker.config import DEFAULT_PREFETCH  # noqa: E402
+from bench import targets
+from bench.support.database import Database
+from bench.support.results import BENCH
+from bench.support.throughput import enqueue_single, library_drain, raw_drain
+from sa_jobqueue import migration
+from sa_jobqueue.testing import scratch_database
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 PEERS = ("pgqueuer", "procrastinate")
 PACKAGES = ("pgqueuer>=1.6", "procrastinate>=3.10", "asyncpg>=0.29", "psycopg[binary,pool]>=3.2")
 CONCURRENCIES = (1, 16, 32)
 #: The concurrencies whose drains have a target, measured beside their ceiling.
 CEILING_AT = (16, 32)
-VENV = HERE / "out" / "peers-venv"
+VENV = BENCH / "out" / "peers-venv"
+#: The peers' side, run by path in their virtualenv (it imports nothing of this checkout).
+PEER_DRIVE = BENCH / "support" / "peer_drive.py"
+QUICK = ["--reps", "1", "--jobs", "300", "--enqueues", "100"]
 
 
 def peers_python() -> Path:
@@ -66,7 +66,7 @@ def peers_python() -> Path:
 
 def peer(python: Path, name: str, url: str, action: str, count: int, concurrency: int) -> dict:
     done = subprocess.run(
-        [python, HERE / "peer_drive.py", name, url, action, str(count), str(concurrency)],
+        [python, PEER_DRIVE, name, url, action, str(count), str(concurrency)],
         capture_output=True,
         text=True,
         check=True,
@@ -102,34 +102,34 @@ def enqueue(python: Path, who: str, server_url: str, count: int, action: str = "
         return float(peer(python, who, url, action, count, 1)["rate"])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--enqueues", type=int, default=1000)
     parser.add_argument("--only-enqueue", action="store_true", help="skip the drains")
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     concurrencies = () if args.only_enqueue else CONCURRENCIES
     python = peers_python()
     who_all = ("sa-jobqueue", *PEERS)
     drains: dict[tuple[str, int], list[float]] = {}
     enqueues: dict[str, list[float]] = {}
-    with server(args.database_url) as url:
-        for rep in range(args.reps):
-            order = who_all[rep % 3 :] + who_all[: rep % 3]
-            for concurrency in concurrencies:
-                ceiling = ("raw",) if concurrency in CEILING_AT else ()
-                for who in order + ceiling:
-                    rate = drain(python, who, url, args.jobs, concurrency)
-                    drains.setdefault((who, concurrency), []).append(rate)
-            for who in order:
-                enqueues.setdefault(who, []).append(enqueue(python, who, url, args.enqueues))
-            # PGQueuer's enqueue autocommits (one round trip); sa-jobqueue's joins the
-            # caller's transaction (BEGIN, INSERT, COMMIT). This row shows PGQueuer's
-            # cost when it joins one too.
-            in_tx = enqueue(python, "pgqueuer", url, args.enqueues, "enqueue_tx")
-            enqueues.setdefault("pgqueuer_tx", []).append(in_tx)
+    url = db.url
+    for rep in range(args.reps):
+        order = who_all[rep % 3 :] + who_all[: rep % 3]
+        for concurrency in concurrencies:
+            ceiling = ("raw",) if concurrency in CEILING_AT else ()
+            for who in order + ceiling:
+                rate = drain(python, who, url, args.jobs, concurrency)
+                drains.setdefault((who, concurrency), []).append(rate)
+        for who in order:
+            enqueues.setdefault(who, []).append(enqueue(python, who, url, args.enqueues))
+        # PGQueuer's enqueue autocommits (one round trip); sa-jobqueue's joins the
+        # caller's transaction (BEGIN, INSERT, COMMIT). This row shows PGQueuer's
+        # cost when it joins one too.
+        in_tx = enqueue(python, "pgqueuer", url, args.enqueues, "enqueue_tx")
+        enqueues.setdefault("pgqueuer_tx", []).append(in_tx)
 
     def median(values: list[float]) -> float:
         return statistics.median(values)
@@ -180,7 +180,3 @@ def main() -> None:
     print(f"- single enqueue >= 0.8x PGQueuer: {ratio:.2f}x -- {verdict}")
     load = os.getloadavg()
     print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,9 +1,7 @@
 """Dashboard page times on a big table: 1 M finished and 100 k pending jobs.
 
-Usage: ``python bench/dashboard.py [--database-url URL] [--finished N] [--pending N]
-[--repeat N] [--out FILE]``.
-The server is ``--database-url``, else ``DATABASE_URL``, else a throwaway one;
-everything runs in a scratch database that is dropped afterwards.
+Usage: ``python -m bench dashboard [--finished N] [--pending N] [--repeat N] [--out FILE]``.
+Everything runs in a scratch database that is dropped afterwards.
 
 It fills the table with plain SQL (``generate_series``), runs ``VACUUM ANALYZE``,
 then requests each page through the real ASGI app (Starlette's test client, no
@@ -17,13 +15,10 @@ Writes ``bench/dashboard-results.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import platform
 import statistics
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -31,13 +26,14 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
-from sa_jobqueue import JobQueue, migration, statements
+from bench.support.database import Database, scratch
+from bench.support.results import BENCH, write
+from sa_jobqueue import JobQueue, statements
 from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.ops import admin, bulk
-from sa_jobqueue.testing import scratch_database, throwaway_postgres
 
-HERE = Path(__file__).resolve().parent
+QUICK = ["--finished", "20000", "--pending", "2000", "--repeat", "2"]
 QUEUES = ["default", "mail", "pdf", "crm"]
 KINDS = ["send_receipt", "render_pdf", "sync_crm", "create_invoice", "import_feed", "ping"]
 
@@ -82,15 +78,6 @@ def sql_array(values: list[str]) -> str:
     return "[" + ", ".join(f"'{v}'" for v in values) + "]"
 
 
-@contextlib.contextmanager
-def server(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    with throwaway_postgres() as started:
-        yield started
-
-
 def timed(client: TestClient, path: str, repeat: int) -> tuple[float, float, int]:
     client.get(path)  # warm: plans, caches
     times = []
@@ -119,23 +106,21 @@ def plan_of(engine: Any, statement: Any, params: dict[str, Any]) -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--finished", type=int, default=1_000_000)
     parser.add_argument("--pending", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--out", default=str(HERE / "dashboard-results.md"))
+    parser.add_argument("--out", default=str(BENCH / "dashboard-results.md"))
     parser.add_argument(
         "--statement-timeout",
         type=float,
         default=60.0,
         help="seconds a page's query may take (the dashboard's default is 5): measure, not cut",
     )
-    args = parser.parse_args()
 
-    with server(args.database_url) as base, scratch_database(base, prefix="sajq_dash_bench") as url:
-        migration.upgrade(url)
+
+def main(args: argparse.Namespace, db: Database) -> None:
+    with scratch(db.url, prefix="sajq_dash_bench") as url:
         engine = create_engine(url, pool_size=4)
         model = admin.model_for_table("jobs")
         started = time.perf_counter()
@@ -266,7 +251,7 @@ def main() -> None:
     out = [
         "# Dashboard page times on a big table",
         "",
-        f"`python bench/dashboard.py`: {args.finished:,} finished jobs (97% done, 2% failed, "
+        f"`python -m bench dashboard`: {args.finished:,} finished jobs (97% done, 2% failed, "
         f"1% cancelled, finished over two days) and {args.pending:,} pending ones (about "
         f"15% due), 200 running, {len(QUEUES)} queues; table and indexes {table_size}. "
         "Times are per request through the ASGI app (Starlette's test client: rendering "
@@ -294,9 +279,4 @@ def main() -> None:
     ]
     for name, lines in plan_text.items():
         out += [f"### {name}", "", "```", *lines, "```", ""]
-    Path(args.out).write_text("\n".join(out))
-    print(f"wrote {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    write(args.out, "\n".join(out))

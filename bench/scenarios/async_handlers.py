@@ -1,6 +1,6 @@
-"""`make bench` (second part): async no-op handlers against sync ones, lease mode.
+"""Async no-op handlers against sync ones, lease mode (bench/async-results.md).
 
-Usage: ``python bench/async_bench.py [--jobs N] [--reps N] [--database-url URL]``.
+Usage: ``python -m bench async_handlers [--jobs N] [--reps N]``.
 One worker process drains pre-enqueued no-op jobs at concurrency 1, 8, 32 and
 128, once with a plain ``def`` handler (the thread pool) and once with an
 ``async def`` one (the worker's event loop), interleaved repetition by
@@ -14,30 +14,30 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import targets  # noqa: E402
-from run import Figure, database, library_drain, log, repeat, server, verdict  # noqa: E402
+from bench import targets
+from bench.support.database import Database, scratch
+from bench.support.results import BENCH, command, write
+from bench.support.throughput import library_drain
+from bench.support.timing import Figure, repeat, verdict
 
 CONCURRENCY = (1, 8, 32, 128)
+QUICK = ["--reps", "1", "--jobs", "300"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--output", type=Path, default=HERE / "async-results.md")
-    args = parser.parse_args()
+    parser.add_argument("--output", type=Path, default=BENCH / "async-results.md")
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     began = time.monotonic()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     figures: dict[tuple[str, int], Figure] = {}
-    with server(args.database_url) as server_url, database(server_url) as url:
+    with scratch(db.url) as url:
         cases = []
         for concurrency in CONCURRENCY:
             for mode in ("lease", "async"):
@@ -45,14 +45,14 @@ def main() -> None:
                 figure = Figure(f"{label}, lease mode, 1 process, concurrency {concurrency}")
                 figures[(mode, concurrency)] = figure
 
-                def run(m: str = mode, c: int = concurrency) -> float:
+                def drain(m: str = mode, c: int = concurrency) -> float:
                     return library_drain(url, args.jobs, mode=m, processes=1, concurrency=c).rate
 
-                cases.append((figure, run))
+                cases.append((figure, drain))
         repeat(args.reps, cases)
     out = [
         "# sa-jobqueue: async handlers vs sync handlers\n",
-        f"`python bench/async_bench.py {' '.join(sys.argv[1:])}`, "
+        f"`{command()}`, "
         f"{time.strftime('%Y-%m-%d %H:%M %Z')}, {(time.monotonic() - began) / 60:.1f} min, "
         f"load average at start {load}. {args.jobs:,} pre-enqueued no-op jobs per drain; "
         f"jobs/s, median of {args.reps} (min-max).\n",
@@ -76,9 +76,4 @@ def main() -> None:
     ]
     report = "\n".join(out)
     print(report)
-    args.output.write_text(report)
-    log(f"wrote {args.output}")
-
-
-if __name__ == "__main__":
-    main()
+    write(args.output, report)

@@ -1,11 +1,11 @@
 """The drain's own limit: a raw claim-and-complete loop at the worker's own batch size.
 
-Usage: ``python bench/drain_limit.py [--jobs N] [--reps N] [--database-url URL]``.
-`bench/run.py` compares the worker with raw loops of 1 and 32 jobs per transaction,
+Usage: ``python -m bench drain_limit [--jobs N] [--reps N]``.
+The ``drain`` scenario compares the worker with raw loops of 1 and 32 jobs per transaction,
 while a worker of short jobs claims up to ``concurrency + prefetch`` per round (its
 free slots plus up to `WorkerConfig.prefetch` ahead). Here each lease drain at
 concurrency 1, 16 and 32 (one process, no-op jobs) is paired with the raw loop of
-`bench/raw.py` at that batch size, interleaved repetition by repetition; issue 30
+`bench/support/raw.py` at that batch size, interleaved repetition by repetition; issue 30
 item 7's target is the drain at >= 75 % of its raw loop. Prints the table; writes
 nothing.
 """
@@ -14,33 +14,31 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import targets  # noqa: E402
-from run import Figure, database, library_drain, log, raw_drain, repeat, server  # noqa: E402
-
-from sa_jobqueue.worker.config import DEFAULT_PREFETCH  # noqa: E402
+from bench import targets
+from bench.support.database import Database, scratch
+from bench.support.results import command
+from bench.support.throughput import library_drain, raw_drain
+from bench.support.timing import Figure, log, repeat
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 CONCURRENCY = (1, 16, 32)
 #: Issue 30 item 7: a lease drain's share of the raw loop at its batch size.
 TARGET = 0.75
+QUICK = ["--reps", "1", "--jobs", "300"]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=10_000)
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     began = time.monotonic()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     pairs: dict[int, tuple[Figure, Figure]] = {}
-    with server(args.database_url) as server_url, database(server_url) as url:
+    with scratch(db.url) as url:
         cases = []
         for c in CONCURRENCY:
             batch = c + DEFAULT_PREFETCH
@@ -59,7 +57,7 @@ def main() -> None:
         repeat(args.reps, cases)
     minutes = (time.monotonic() - began) / 60
     print(
-        f"`python bench/drain_limit.py {' '.join(sys.argv[1:])}`, "
+        f"`{command()}`, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {minutes:.1f} min, load "
         f"average at start {load}, at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}. "
         f"{args.jobs:,} no-op jobs per drain; jobs/s, median of {args.reps} (min-max).\n"
@@ -78,7 +76,3 @@ def main() -> None:
             name = f"7 lease drain / raw loop at concurrency {c}"
             print(targets.record(name, lease.median / raw.median, TARGET))
     log("done")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,4 +1,4 @@
-"""`make bench-fairness`: how long light keys wait behind one heavy key, with and without fairness.
+"""How long light keys wait behind one heavy key, with and without fairness (make bench-fairness).
 
 One heavy ``concurrency_key`` holds ``--heavy`` due jobs (100,000 by default),
 enqueued first; then ``--light-keys`` light keys (50) hold ``--light-each`` jobs (10)
@@ -9,36 +9,34 @@ handlers, so finish is start). Two cases, interleaved repetition by repetition:
 * ``unfair``: the kind has no limit (claim order: the heavy backlog first);
 * ``fair``: ``@jobs.task(..., fair=True)`` (turns between keys).
 
-Usage: ``python bench/fairness.py [--heavy N] [--light-keys N] [--light-each N]
-[--reps N] [--processes P] [--concurrency C] [--database-url URL]`` (default:
-``DATABASE_URL``, else a throwaway server). Writes ``bench/fairness-results.md``.
-(``python bench/fairness.py --drive URL CASE CONCURRENCY`` is one worker process.)
+Usage: ``python -m bench fairness [--heavy N] [--light-keys N] [--light-each N]
+[--reps N] [--processes P] [--concurrency C]``. Writes ``bench/fairness-results.md``.
+(``python -m bench.scenarios.fairness URL CASE CONCURRENCY`` is one worker process.)
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+import psycopg
+from sqlalchemy import create_engine, text
 
-import psycopg  # noqa: E402
-import raw  # noqa: E402
-from app import Job  # noqa: E402
-from sqlalchemy import create_engine, text  # noqa: E402
-
-from sa_jobqueue import JobContext, JobQueue, migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+from bench.support import raw
+from bench.support.app import Job
+from bench.support.database import Database, scratch
+from bench.support.results import BENCH, write
+from bench.support.workers import Workers, module_command
+from sa_jobqueue import JobContext, JobQueue
 
 CASES = ("unfair", "fair")
+QUICK = ["--heavy", "2000", "--light-keys", "5", "--light-each", "2", "--reps", "1"]
+QUICK += ["--processes", "1"]
 
 
 def _noop(ctx: JobContext) -> None:
@@ -69,7 +67,7 @@ def drive(url: str, case: str, concurrency: int) -> None:
 def fill(url: str, heavy: int, light_keys: int, light_each: int) -> None:
     """The heavy key's jobs first (lower ids, earlier run_at), then the light keys'."""
     with psycopg.connect(raw.dsn(url), autocommit=True) as conn:
-        conn.execute("TRUNCATE jobs RESTART IDENTITY")
+        conn.execute("TRUNCATE jobs RESTART IDENTITY CASCADE")  # and the workflow edges
         conn.execute("TRUNCATE sa_jobqueue_turns_jobs")
         conn.execute(
             "INSERT INTO jobs (kind, payload, concurrency_key, run_at)"
@@ -110,66 +108,39 @@ def waits(url: str, started_at: float, light_keys: int, light_each: int, timeout
     return [float(r[0]) - started_at for r in rows], int(heavy_done[0]) if heavy_done else 0
 
 
-def run(url: str, case: str, args: argparse.Namespace) -> tuple[list[float], int, float]:
+def repetition(url: str, case: str, args: argparse.Namespace) -> tuple[list[float], int, float]:
     """One repetition of `case`: the light keys' waits, heavy jobs done, seconds taken."""
     fill(url, args.heavy, args.light_keys, args.light_each)
-    command = [sys.executable, __file__, "--drive", url, case, str(args.concurrency)]
-    children = [
-        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for _ in range(args.processes)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            if child.stdout.readline().strip() != "ready":
-                raise RuntimeError("a worker process did not start")
+    command = module_command(__name__, url, case, args.concurrency)
+    with Workers([command] * args.processes) as workers:
         with psycopg.connect(raw.dsn(url), autocommit=True) as conn:
             row = conn.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
             started_at = float(row[0]) if row else 0.0
-        began = time.monotonic()
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
+        began = workers.go()
         found, heavy_done = waits(url, started_at, args.light_keys, args.light_each, 900)
         took = time.monotonic() - began
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("stop\n")
-            child.stdin.flush()
-        for child in children:
-            child.wait(60)
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
+        workers.send("stop")
+        workers.wait(60)
     return found, heavy_done, took
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heavy", type=int, default=100_000)
     parser.add_argument("--light-keys", type=int, default=50)
     parser.add_argument("--light-each", type=int, default=10)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
-    parser.add_argument("--output", type=Path, default=HERE / "fairness-results.md")
-    parser.add_argument("--drive", nargs=3, metavar=("URL", "CASE", "CONCURRENCY"))
-    args = parser.parse_args()
-    if args.drive:
-        drive(args.drive[0], args.drive[1], int(args.drive[2]))
-        return
+    parser.add_argument("--output", type=Path, default=BENCH / "fairness-results.md")
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     results: dict[str, list[tuple[list[float], int, float]]] = {case: [] for case in CASES}
-    with contextlib.ExitStack() as stack:
-        server = args.database_url or stack.enter_context(throwaway_postgres())
-        url = stack.enter_context(scratch_database(server, prefix="sa_jobqueue_bench_fair"))
-        migration.upgrade(url)
+    with scratch(db.url, prefix="sa_jobqueue_bench_fair") as url:
         for rep in range(args.reps):
             for case in CASES[rep % 2 :] + CASES[: rep % 2]:
-                found = run(url, case, args)
+                found = repetition(url, case, args)
                 results[case].append(found)
                 print(
                     f"rep {rep + 1} {case}: first light job p50 "
@@ -179,7 +150,7 @@ def main() -> None:
                     flush=True,
                 )
     lines = [
-        "# Fairness: how long light keys wait behind a heavy key (bench/fairness.py)",
+        "# Fairness: how long light keys wait behind a heavy key (bench/scenarios/fairness.py)",
         "",
         f"One key with {args.heavy:,} due jobs enqueued first, then {args.light_keys} keys "
         f"with {args.light_each} each; {args.processes} worker processes at concurrency "
@@ -202,9 +173,9 @@ def main() -> None:
             f"| {case} | {p50:.2f} s | {p90:.2f} s | {worst:.2f} s | {took:.1f} s | {heavy:,.0f} |"
         )
     report = "\n".join(lines) + "\n"
-    args.output.write_text(report)
     print(report)
+    write(args.output, report)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # one worker process of `repetition`
+    drive(sys.argv[1], sys.argv[2], int(sys.argv[3]))

@@ -1,6 +1,6 @@
-"""`make bench-hosts`: N worker hosts against one PostgreSQL, each in its own network namespace.
+"""N worker hosts against one PostgreSQL, each in its own network namespace (make bench-hosts).
 
-Usage: ``python bench/hosts.py [--hosts 1,2,4,8] [--jobs 50000] [--concurrency 16]
+Usage: ``python -m bench hosts [--hosts 1,2,4,8] [--jobs 50000] [--concurrency 16]
 [--skip-unless-permitted]`` (as root). With ``--skip-unless-permitted`` (what
 ``make bench`` passes) a machine where this process cannot make a network namespace
 (not root, no ``ip``, or a container without ``CAP_SYS_ADMIN``) prints why on stderr
@@ -18,7 +18,7 @@ The bench makes everything it talks to, and removes it afterwards, even on failu
   ``10.213.<i>.2/30``). The worker of host ``i`` runs in its namespace
   (``ip netns exec``) and reaches the server at ``10.213.<i>.1``: its only route.
 
-For each N it fills ``--jobs`` due no-op jobs, starts N `drive.py` workers at
+For each N it fills ``--jobs`` due no-op jobs, starts N `bench/support/drive.py` workers at
 ``--concurrency`` (each in its namespace), times go -> last worker done, and reads
 the server's counters around the drain: commits (``pg_stat_database.xact_commit``),
 WAL bytes (``pg_current_wal_lsn()``), the claim statement's calls and rows
@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
-import json
 import os
 import signal
 import subprocess
@@ -44,25 +43,25 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+import psycopg
 
-import psycopg  # noqa: E402
-import raw  # noqa: E402
-
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.testing import LocalCluster  # noqa: E402
+from bench.support import raw
+from bench.support.database import Database
+from bench.support.timing import log
+from bench.support.workers import Workers, module_command
+from sa_jobqueue import migration
+from sa_jobqueue.testing import LocalCluster
 
 SUBNET = "10.213"
 MAX_HOSTS = 8
 DRAIN_TIMEOUT = 300.0  # seconds for one drain, all workers together
 #: Claims are the only statements of the worker that lock with SKIP LOCKED.
 CLAIM_QUERY = "%SKIP LOCKED%"
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+#: A PostgreSQL of its own, on the hosts' veth addresses (not the runner's server).
+SERVER = False
+QUICK = ["--hosts", "1,2", "--jobs", "1000", "--raw-jobs", "500"]
 
 
 def ip(*args: str, check: bool = True) -> None:
@@ -173,40 +172,19 @@ def dead_tuples(url: str) -> tuple[int, int]:
         return int(row[0]), int(row[1])
 
 
-def drain(url_of: dict[int, str], count: int, concurrency: int) -> tuple[float, list[dict]]:
+def drain(
+    url_of: dict[int, str], count: int, concurrency: int
+) -> tuple[float, list[dict[str, Any]]]:
     """Start one worker per host, drain, return (seconds go -> last done, reports)."""
-    children = []
-    try:
-        for i, url in url_of.items():
-            command = ["ip", "netns", "exec", f"sajq-h{i}", sys.executable]
-            command += [str(HERE / "drive.py"), url, str(concurrency), "--count-claims"]
-            children.append(
-                subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            )
-        for child in children:
-            assert child.stdout is not None
-            line = child.stdout.readline().strip()
-            if line != "ready":
-                raise RuntimeError(f"worker did not start: {line!r}")
-        started = time.monotonic()
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        reports = []
-        for child in children:
-            assert child.stdout is not None
-            line = child.stdout.readline()
-            if not line:
-                raise RuntimeError("a worker exited without a report")
-            reports.append(json.loads(line))
-            child.wait(max(1.0, started + DRAIN_TIMEOUT - time.monotonic()))
-        return max(r["end"] for r in reports) - started, reports
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait(10)
+    commands = [
+        ["ip", "netns", "exec", f"sajq-h{i}", *drive]
+        for i, url in url_of.items()
+        for drive in [module_command("bench.support.drive", url, concurrency, "--count-claims")]
+    ]
+    with Workers(commands) as workers:
+        started = workers.go()
+        reports = workers.reports(DRAIN_TIMEOUT)
+    return max(r["end"] for r in reports) - started, reports
 
 
 def on_term(signum: int, frame: FrameType | None) -> None:
@@ -231,8 +209,7 @@ def namespaces_refused() -> str | None:
     return None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hosts", default="1,2,4,8")
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--concurrency", type=int, default=16)
@@ -242,16 +219,18 @@ def main() -> None:
         action="store_true",
         help="exit 0 with a message where network namespaces cannot be made",
     )
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     counts = [int(n) for n in args.hosts.split(",")]
     if not counts or min(counts) < 1 or max(counts) > MAX_HOSTS:
         raise SystemExit(f"--hosts: between 1 and {MAX_HOSTS} each, got {args.hosts!r}")
     refused = namespaces_refused()
     if refused and args.skip_unless_permitted:
-        print(f"bench/hosts.py skipped: {refused}", file=sys.stderr)
+        print(f"bench scenario hosts skipped: {refused}", file=sys.stderr)
         return
     if refused:
-        raise SystemExit(f"bench/hosts.py: {refused}")
+        raise SystemExit(f"bench scenario hosts: {refused}")
     signal.signal(signal.SIGTERM, on_term)
     top = max(counts)
     rows = []
@@ -342,7 +321,3 @@ def main() -> None:
     else:
         print(f"flattens: at {flat} host(s) (the next step gained < 10 %)")
     print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
-"""One peer queue's side of `bench/peers.py`; runs in the peers' own virtualenv.
+"""One peer queue's side of the ``peers`` scenario; runs in the peers' own virtualenv.
 
-Usage: ``python bench/peer_drive.py PEER URL ACTION N CONCURRENCY``, PEER one of
+Usage: ``python bench/support/peer_drive.py PEER URL ACTION N CONCURRENCY``, PEER one of
 ``pgqueuer`` and ``procrastinate``, ACTION one of:
 
 - ``install``: create the peer's schema in the (empty, scratch) database;
@@ -13,7 +13,7 @@ Usage: ``python bench/peer_drive.py PEER URL ACTION N CONCURRENCY``, PEER one of
   lists each (its batch enqueue: one statement, autocommit); print ``{"rate": ...}``.
 
 Each peer runs at its documented defaults except for the concurrency mapping that
-`bench/peers.py` documents. Imports nothing of sa_jobqueue: its virtualenv has none.
+`bench/scenarios/peers.py` documents. Imports nothing of sa_jobqueue: its virtualenv has none.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One worker process of the benchmark: drain the queue when told to, report as JSON.
 
-Usage: ``python bench/drive.py URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]
+Usage: ``python -m bench.support.drive URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]
 [--queue NAME ...] [--count-claims] [--async-tasks] [--prefetch N]``.
 It builds its engine and worker, warms the connection, prints ``ready``, waits
 for a line on stdin, drains until no job is due, and prints one JSON line:
@@ -22,13 +22,11 @@ import logging
 import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from app import async_jobs, jobs
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import Engine
+
+from bench.support.app import async_jobs, jobs
 
 
 def rss_kb() -> int:

@@ -1,4 +1,4 @@
-"""`make bench-limits`: what flow control costs claims, as ratios within one run.
+"""What flow control costs claims, as ratios within one run (bench/limits-results.md).
 
 Three cases, drained by the same worker processes and interleaved repetition by
 repetition (each repetition starting with the next case), so they see the same load:
@@ -9,40 +9,37 @@ repetition (each repetition starting with the next case), so they see the same l
 * ``limited, high limit``: the drained kind itself has ``max_running=1000``, a
   limit it never reaches, so every claim takes the kind lock and counts.
 
-Usage: ``python bench/limits.py [--jobs N] [--reps N] [--processes P]
-[--concurrency C] [--prefetch N] [--database-url URL]`` (default: ``DATABASE_URL``,
-else a throwaway server; ``--prefetch`` defaults to the worker's). Writes
+Usage: ``python -m bench limits [--jobs N] [--reps N] [--processes P]
+[--concurrency C] [--prefetch N]`` (``--prefetch`` defaults to the worker's). Writes
 ``bench/limits-results.md``. ``--prefetch 0`` claims only free slots, as limited
 kinds always are: it isolates what the lock and the count cost from claiming ahead.
-(``python bench/limits.py --drive URL CASE CONCURRENCY PREFETCH`` is one worker process.)
+(``python -m bench.scenarios.limits URL CASE CONCURRENCY PREFETCH`` is one worker process.)
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from datetime import timedelta
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from sqlalchemy import create_engine, event, text
 
-import raw  # noqa: E402
-from app import Job  # noqa: E402
-from sqlalchemy import create_engine, event, text  # noqa: E402
-
-from sa_jobqueue import JobContext, JobQueue, migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
-from sa_jobqueue.worker.config import DEFAULT_PREFETCH  # noqa: E402
+from bench.support import raw
+from bench.support.app import Job
+from bench.support.database import Database, scratch
+from bench.support.results import BENCH, write
+from bench.support.workers import Workers, module_command
+from sa_jobqueue import JobContext, JobQueue
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 CASES = ("unlimited", "beside limits", "limited, high limit")
+QUICK = ["--jobs", "300", "--reps", "1", "--processes", "1"]
 
 
 def _noop(ctx: JobContext) -> None:
@@ -126,59 +123,32 @@ def drain(
     """Jobs per second for `count` pre-enqueued noop jobs drained by `processes` workers."""
     raw.truncate(url)
     raw.fill(url, "noop", count)
-    command = [sys.executable, __file__, "--drive", url, case, str(concurrency), str(prefetch)]
-    children = [
-        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for _ in range(processes)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            if child.stdout.readline().strip() != "ready":
-                raise RuntimeError("a worker process did not start")
-        started = time.monotonic()
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        reports = []
-        for child in children:
-            assert child.stdout is not None
-            reports.append(json.loads(child.stdout.readline()))
-            child.wait(60)
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
+    command = module_command(__name__, url, case, concurrency, prefetch)
+    with Workers([command] * processes) as workers:
+        started = workers.go()
+        reports = workers.reports()
     done = sum(r["processed"] for r in reports)
     if done != count:
         raise RuntimeError(f"{case}: {done} of {count} jobs processed")
     return count / (max(r["end"] for r in reports) - started)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=5_000)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--prefetch", type=int, default=DEFAULT_PREFETCH)
-    parser.add_argument("--output", type=Path, default=HERE / "limits-results.md")
-    parser.add_argument("--drive", nargs=4, metavar=("URL", "CASE", "CONCURRENCY", "PREFETCH"))
+    parser.add_argument("--output", type=Path, default=BENCH / "limits-results.md")
     parser.add_argument(
         "--statements-only", action="store_true", help="only count statements per job"
     )
-    args = parser.parse_args()
-    if args.drive:
-        drive(args.drive[0], args.drive[1], int(args.drive[2]), int(args.drive[3]))
-        return
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     rates: dict[str, list[float]] = {case: [] for case in CASES}
-    with contextlib.ExitStack() as stack:
-        server = args.database_url or stack.enter_context(throwaway_postgres())
-        url = stack.enter_context(scratch_database(server, prefix="sa_jobqueue_bench_limits"))
-        migration.upgrade(url)
+    with scratch(db.url, prefix="sa_jobqueue_bench_limits") as url:
         per_job = {
             case: statements_per_round(url, case, 2_000, args.concurrency, args.prefetch)
             for case in CASES
@@ -195,7 +165,7 @@ def main() -> None:
         return
     base = statistics.median(rates["unlimited"])
     lines = [
-        "# Flow control: what limits cost the claim path (bench/limits.py)",
+        "# Flow control: what limits cost the claim path (bench/scenarios/limits.py)",
         "",
         f"Drain throughput of {args.jobs:,} no-op lease-mode jobs (claims and acknowledgements), "
         f"{args.processes} worker processes at "
@@ -212,8 +182,8 @@ def main() -> None:
         low, high = min(rates[case]), max(rates[case])
         lines.append(f"| {case} | {median:,.0f} ({low:,.0f}-{high:,.0f}) | {median / base:.0%} |")
     report = "\n".join(lines) + "\n\n" + counted
-    args.output.write_text(report)
     print(report)
+    write(args.output, report)
 
 
 def render_statements(per_job: dict[str, dict[str, float]], concurrency: int, prefetch: int) -> str:
@@ -235,5 +205,5 @@ def render_statements(per_job: dict[str, dict[str, float]], concurrency: int, pr
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # one worker process of `drain`
+    drive(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))

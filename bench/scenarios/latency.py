@@ -1,9 +1,8 @@
-"""Wake-up latency and the enqueue cost of notifications.
+"""Wake-up latency and the enqueue cost of notifications (bench/latency-results.md).
 
-Usage: ``python bench/latency.py [--quick] [--database-url URL] [--samples N] ...``
-(``--help`` lists every knob). The server is ``--database-url``, else
-``DATABASE_URL``, else a throwaway one (`sa_jobqueue.testing.throwaway_postgres`);
-everything runs in a scratch database that is dropped afterwards.
+Usage: ``python -m bench latency [--quick] [--samples N] [--wake-only] ...``
+(``--help`` lists every knob). Everything runs in a scratch database that is
+dropped afterwards.
 
 1. Latency: one idle worker (a separate process, concurrency 1) and one producer.
    Each sample enqueues one job in its own transaction; the latency runs from the
@@ -25,7 +24,6 @@ Prints a table and writes ``bench/latency-results.md``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import itertools
 import multiprocessing
 import os
@@ -35,23 +33,24 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from multiprocessing.connection import Connection as Pipe
 from pathlib import Path
 from typing import Any
 
-import targets
 from alembic.migration import MigrationContext
 from alembic.operations import Operations
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import DeclarativeBase, Session
 
+from bench import targets
+from bench.support.database import Database, scratch
+from bench.support.results import BENCH, command, write
 from sa_jobqueue import JobContext, JobMixin, JobQueue, migration, statements
-from sa_jobqueue.testing import scratch_database, throwaway_postgres
 from sa_jobqueue.worker.listener import APPLICATION_NAME
 
-HERE = Path(__file__).resolve().parent
 QUEUE = "latency"
+QUICK = ["--quick"]
 
 
 class Base(DeclarativeBase):
@@ -114,7 +113,7 @@ def _trace_stages() -> None:
     if os.environ.get("LATENCY_TRACE_FINE"):
         from sa_jobqueue.driver.postgres import driver as postgres_driver
 
-        stamp(postgres_driver.PostgresDriver, "claim", "execute")
+        stamp(postgres_driver.PostgresDriver, "job_claim", "execute")
         stamp(postgres_driver.PostgresDriver, "_claimed", "fetched")
 
 
@@ -286,7 +285,10 @@ def create_tables(engine: Engine) -> None:
     tables = [q.model.__table__ for q in QUEUES.values()]
     Base.metadata.create_all(engine, tables=tables)
     with engine.begin() as conn, Operations.context(MigrationContext.configure(conn)):
-        migration.create_notify_trigger(JobTrigger.__tablename__)
+        # create_all gives every jobs table the shipped statement trigger: only
+        # bench_trigger keeps it.
+        for model in (JobNone, JobHook, JobRow):
+            migration.drop_notify_trigger(model.__tablename__)
         channel = migration.channel_name(JobRow.__tablename__)
         conn.execute(
             text(
@@ -415,10 +417,9 @@ def target_lines(ms: list[float]) -> list[str]:
     return lines
 
 
-def wake_only(url: str | None, samples: int) -> None:
+def wake_only(server_url: str, samples: int) -> None:
     """The LISTEN wake-up alone: `samples` plain, then `samples` traced by step."""
-    with server(url) as server_url, scratch_database(server_url, prefix="sa_jobqueue_lat") as db:
-        migration.upgrade(db)
+    with scratch(server_url, prefix="sa_jobqueue_lat") as db:
         engine = create_engine(db, pool_size=4)
         plain = measure_latency(engine, db, listen=True, poll_interval=30.0, samples=samples)
         trace: list[dict[str, int]] = []
@@ -438,18 +439,7 @@ def wake_only(url: str | None, samples: int) -> None:
     print("\n".join(target_lines([v * 1000 for v in plain])))
 
 
-@contextlib.contextmanager
-def server(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    with throwaway_postgres() as throwaway:
-        yield throwaway
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=int, default=300, help="latency samples, listen")
     parser.add_argument("--poll-samples", type=int, default=200, help="latency samples, polling")
     parser.add_argument("--poll-interval", type=float, default=1.0)
@@ -458,22 +448,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=4, help="threads, concurrent case")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few samples")
-    parser.add_argument("--output", type=Path, default=HERE / "latency-results.md")
+    parser.add_argument("--output", type=Path, default=BENCH / "latency-results.md")
     parser.add_argument(
         "--wake-only",
         action="store_true",
         help="only the LISTEN wake-up, plain then traced (the steps' stamps), and the "
         "targets; prints, writes no file",
     )
-    args = parser.parse_args(argv)
+
+
+def main(args: argparse.Namespace, database: Database) -> None:
     if args.quick:
         args.samples, args.poll_samples, args.rounds, args.chunk = 30, 10, 4, 10
     if args.wake_only:
-        wake_only(args.database_url, args.samples)
+        wake_only(database.url, args.samples)
         return
 
-    with server(args.database_url) as url, scratch_database(url, prefix="sa_jobqueue_lat") as db:
-        migration.upgrade(db)
+    with scratch(database.url, prefix="sa_jobqueue_lat") as db:
         engine = create_engine(db, pool_size=max(4, args.clients + 2))
         print("latency with notifications ...", file=sys.stderr)
         listen = measure_latency(engine, db, listen=True, poll_interval=30.0, samples=args.samples)
@@ -498,7 +489,7 @@ def main(argv: list[str] | None = None) -> None:
     lines = [
         "# Wake-up latency and the enqueue cost of notifications",
         "",
-        f"`{' '.join(['python', 'bench/latency.py', *(argv or sys.argv[1:])])}` on "
+        f"`{command()}` on "
         f"{platform.node()}: {os.cpu_count()} CPUs, load average "
         f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} at the end, PostgreSQL {version} "
         f"(synchronous_commit={sync}), Python {platform.python_version()}.",
@@ -547,8 +538,4 @@ def main(argv: list[str] | None = None) -> None:
     ]
     report = "\n".join(lines)
     print(report)
-    args.output.write_text(report)
-
-
-if __name__ == "__main__":
-    main()
+    write(args.output, report)

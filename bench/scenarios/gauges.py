@@ -6,22 +6,22 @@ and analyzes it, then runs ``EXPLAIN (ANALYZE, BUFFERS)`` of the gauges' query
 (`statements.live_counts`) and, for comparison, of ``sa-jobqueue stats``' full
 ``GROUP BY queue`` query. Run once::
 
-    DATABASE_URL=postgresql+psycopg://postgres@127.0.0.1:5432/postgres python bench/gauges.py [ROWS]
+    python -m bench gauges [--rows ROWS]
 """
 
 from __future__ import annotations
 
-import os
-import sys
+import argparse
 import time
 
 from sqlalchemy import create_engine, text
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.pool import NullPool
 
-from sa_jobqueue import migration, statements
-from sa_jobqueue.testing import scratch_database
+from bench.support.database import Database, literal_sql, scratch
+from sa_jobqueue import statements
 from tests.support.models import Job
+
+QUICK = ["--rows", "200000"]
 
 FILL = """
 INSERT INTO jobs (queue, kind, payload, status, attempts, run_at, locked_by, locked_until,
@@ -42,18 +42,14 @@ FROM generate_series(1, :rows) AS i
 """
 
 
-def _sql(statement: object) -> str:
-    compiled = statement.compile(  # type: ignore[attr-defined]
-        dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True}
-    )
-    return str(compiled)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", type=int, default=10_000_000, help="jobs in the table")
 
 
-def main(rows: int) -> None:
-    server = os.environ["DATABASE_URL"]
+def main(args: argparse.Namespace, db: Database) -> None:
+    rows = args.rows
     live, running = 100_000, 10_000
-    with scratch_database(server, prefix="sa_jobqueue_gauges") as url:
-        migration.upgrade(url)
+    with scratch(db.url, prefix="sa_jobqueue_gauges") as url:
         engine = create_engine(url, poolclass=NullPool)
         started = time.perf_counter()
         with engine.begin() as connection:
@@ -67,13 +63,9 @@ def main(rows: int) -> None:
                 ("gauges (live_counts)", statements.live_counts(Job)),
                 ("sa-jobqueue stats", statements.stats(Job)),
             ):
-                sql = _sql(query)
+                sql = literal_sql(query)
                 connection.execute(text(sql)).all()  # warm the cache once
                 plan = connection.execute(text(f"EXPLAIN (ANALYZE, BUFFERS) {sql}")).scalars()
                 print(f"\n-- {name}")
                 print("\n".join(plan))
         engine.dispose()
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10_000_000)

@@ -1,9 +1,9 @@
-"""`make bench`: sa-jobqueue's throughput, as ratios to the raw-SQL limit measured in the same run.
+"""Throughput, as ratios to the raw-SQL limit measured in the same run (bench/results.md).
 
-Usage: ``python bench/run.py [--quick] [--reps N] [--database-url URL] ...``
-(``--help`` lists every knob). The server is ``--database-url``, else
-``DATABASE_URL``, else a throwaway one (`sa_jobqueue.testing.throwaway_postgres`);
-every measurement runs in scratch databases that are dropped afterwards.
+Usage: ``python -m bench drain [--quick] [--reps N] [--jobs N] ...`` (``--help`` lists
+every knob). Enqueues one by one and in batches, drains in lease and transactional mode
+at concurrency 1 to 32 in one and two processes, claims beside a large history, and one
+worker's memory over a long drain, each beside raw psycopg running the same statements.
 
 Prints one table and writes it to ``bench/results.md`` (and ``bench/results.png``
 when matplotlib is installed: ``pip install -e '.[bench]'``). Every figure is
@@ -14,264 +14,28 @@ by repetition, so a library figure and its raw-SQL counterpart see the same load
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
-import os
-import platform
-import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import psycopg  # noqa: E402
-import raw  # noqa: E402
-import sqlalchemy  # noqa: E402
-from app import KINDS, jobs  # noqa: E402
-from sqlalchemy import create_engine  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
-
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
-
-SETTINGS = (
-    "server_version",
-    "max_connections",
-    "shared_buffers",
-    "work_mem",
-    "synchronous_commit",
-    "fsync",
-    "wal_level",
-    "max_wal_size",
-    "checkpoint_timeout",
-    "autovacuum",
-    "jit",
+from bench.support import raw
+from bench.support.database import Database, machine, pg_settings, scratch
+from bench.support.results import BENCH, command, write
+from bench.support.throughput import (
+    DrainReport,
+    enqueue_many,
+    enqueue_single,
+    library_drain,
+    raw_drain,
+    raw_insert,
 )
+from bench.support.timing import Figure, log, ratio, repeat, verdict
+
+QUICK = ["--quick", "--jobs", "300", "--done-rows", "10000", "--failed-rows", "1000"]
+QUICK += ["--rss-jobs", "2000"]
 
 
-@dataclass
-class Figure:
-    """One measured quantity: a rate (jobs/s) per repetition."""
-
-    name: str
-    rates: list[float] = field(default_factory=list)
-    note: str = ""
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.rates) if self.rates else float("nan")
-
-    def cell(self) -> str:
-        if not self.rates:
-            return "-"
-        return f"{self.median:,.0f} ({min(self.rates):,.0f}-{max(self.rates):,.0f})"
-
-
-def log(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-# -- measurements --------------------------------------------------------------
-
-
-def enqueue_single(url: str, count: int) -> float:
-    engine = create_engine(url)
-    try:
-        with Session(engine) as session, session.begin():
-            jobs.enqueue(session, "noop", {"n": -1})  # warm the statement cache
-        started = time.perf_counter()
-        for i in range(count):
-            with Session(engine) as session, session.begin():
-                jobs.enqueue(session, "noop", {"n": i})
-        return count / (time.perf_counter() - started)
-    finally:
-        engine.dispose()
-
-
-def enqueue_many(url: str, batches: int, size: int, *, ids_only: bool = False) -> float:
-    """Jobs/s of `enqueue_many` of `size` jobs per transaction (`ids_only`: ids back)."""
-    engine = create_engine(url)
-    try:
-        with Session(engine) as session, session.begin():
-            jobs.enqueue_many(session, [("noop", {"n": -1})], ids_only=ids_only)
-        started = time.perf_counter()
-        for b in range(batches):
-            items = [("noop", {"n": b * size + i}) for i in range(size)]
-            with Session(engine) as session, session.begin():
-                jobs.enqueue_many(session, items, ids_only=ids_only)
-        return batches * size / (time.perf_counter() - started)
-    finally:
-        engine.dispose()
-
-
-def raw_insert(url: str, batches: int, size: int, form: str = "values") -> float:
-    """Jobs/s of raw psycopg INSERTs: multi-row ``VALUES``, or ``"unnest"``/``"json"``."""
-    if form == "values":
-        count, seconds = raw.insert_rows(url, batches, size)
-    else:
-        count, seconds = raw.insert_arrays(url, batches, size, form=form)
-    return count / seconds
-
-
-def raw_drain(url: str, count: int, batch: int) -> float:
-    raw.truncate(url)
-    raw.fill(url, "noop", count)
-    done, seconds = raw.drain(url, batch)
-    if done != count:
-        raise RuntimeError(f"raw drain did {done} of {count} jobs")
-    return done / seconds
-
-
-@dataclass
-class DrainReport:
-    rate: float
-    rss_start_kb: int = 0
-    rss_end_kb: int = 0
-    rss_peak_kb: int = 0
-    rss_samples_kb: list[int] = field(default_factory=list)
-
-
-def library_drain(
-    url: str,
-    count: int,
-    *,
-    mode: str,
-    processes: int,
-    concurrency: int,
-    savepoint_batch: int = 1,
-    fresh: bool = True,
-    rss_every: float = 0.0,
-    extra_args: tuple[str, ...] = (),
-) -> DrainReport:
-    """Drain `count` pre-enqueued no-op jobs with worker processes; time go -> last exit."""
-    if fresh:
-        raw.truncate(url)
-    before = raw.count_done(url)
-    raw.fill(url, KINDS[mode], count)
-    command = [sys.executable, str(HERE / "drive.py"), url, str(concurrency)]
-    command += ["--savepoint-batch", str(savepoint_batch), "--rss-every", str(rss_every)]
-    command += list(extra_args)
-    if mode == "async":
-        command.append("--async-tasks")
-    children = [
-        subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        for _ in range(processes)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            line = child.stdout.readline().strip()
-            if line != "ready":
-                raise RuntimeError(f"worker process did not start: {line!r}")
-        started = time.monotonic()
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        reports = []
-        for child in children:
-            assert child.stdout is not None
-            reports.append(json.loads(child.stdout.readline()))
-            child.wait(60)
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-    ended = max(r["end"] for r in reports)
-    done = raw.count_done(url) - before
-    if done != count or any(r["warnings"] for r in reports):
-        warnings = sum(r["warnings"] for r in reports)
-        if not fresh:  # leave no unfinished job behind for the next repetition
-            raw.finish_all(url)
-        raise RuntimeError(f"{mode} drain: {done} of {count} jobs done, {warnings} worker warnings")
-    first = reports[0]
-    return DrainReport(
-        count / (ended - started),
-        first["rss_start_kb"],
-        first["rss_end_kb"],
-        first["rss_peak_kb"],
-        first["rss_samples_kb"],
-    )
-
-
-# -- the run -------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def server(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    log("no --database-url or DATABASE_URL: starting a throwaway PostgreSQL")
-    with throwaway_postgres() as throwaway:
-        yield throwaway
-
-
-@contextlib.contextmanager
-def database(server_url: str) -> Iterator[str]:
-    with scratch_database(server_url, prefix="sa_jobqueue_bench") as url:
-        migration.upgrade(url)
-        yield url
-
-
-def machine() -> dict[str, str]:
-    cpu = platform.processor() or platform.machine()
-    with contextlib.suppress(OSError), open("/proc/cpuinfo") as info:
-        for line in info:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    memory = ""
-    with contextlib.suppress(OSError), open("/proc/meminfo") as info:
-        for line in info:
-            if line.startswith("MemTotal"):
-                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
-                break
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return {
-        "cpu": f"{cpu} x {os.cpu_count()}",
-        "memory": memory,
-        "load average at start": load,
-        "os": platform.platform(),
-        "python": platform.python_version(),
-        "sqlalchemy / psycopg": f"{sqlalchemy.__version__} / {psycopg.__version__}",
-    }
-
-
-def pg_settings(url: str) -> dict[str, str]:
-    with psycopg.connect(raw.dsn(url)) as conn:
-        rows = conn.execute(
-            "SELECT name, setting, unit FROM pg_settings WHERE name = ANY(%s)", (list(SETTINGS),)
-        ).fetchall()
-    found = {name: f"{setting}{' x ' + unit if unit else ''}" for name, setting, unit in rows}
-    return {name: found[name] for name in SETTINGS if name in found}
-
-
-def repeat(reps: int, cases: list[tuple[Figure, Callable[[], float]]]) -> None:
-    for rep in range(reps):
-        for figure, run in cases:
-            for attempt in range(3):
-                try:
-                    rate = run()
-                    break
-                except RuntimeError as error:
-                    # e.g. "too many clients" on a shared server failed some jobs:
-                    # that repetition measured retries, not throughput. Run it again.
-                    log(f"  rep {rep + 1}/{reps} {figure.name}: {error}; again")
-                    if attempt == 2:
-                        raise
-            figure.rates.append(rate)
-            log(f"  rep {rep + 1}/{reps} {figure.name}: {rate:,.0f}/s")
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer jobs, 1 repetition")
     parser.add_argument("--reps", type=int, default=None, help="repetitions (default 3)")
     parser.add_argument("--jobs", type=int, default=None, help="jobs per drain (default 10000)")
@@ -279,9 +43,11 @@ def main() -> None:
     parser.add_argument("--failed-rows", type=int, default=None, help="default 100,000")
     parser.add_argument("--rss-jobs", type=int, default=None, help="default 100,000")
     parser.add_argument("--no-savepoint-batches", action="store_true")
-    parser.add_argument("--output", type=Path, default=HERE / "results.md")
+    parser.add_argument("--output", type=Path, default=BENCH / "results.md")
     parser.add_argument("--no-chart", action="store_true")
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     quick = args.quick
     reps = args.reps or (1 if quick else 3)
     count = args.jobs or (2_000 if quick else 10_000)
@@ -294,7 +60,7 @@ def main() -> None:
     batches = 3 if quick else 10
     began = time.monotonic()
 
-    with server(args.database_url) as server_url, database(server_url) as url:
+    with scratch(db.url) as url:
         host = machine()
         settings = pg_settings(url)
         log(f"PostgreSQL {settings.get('server_version')}; {reps} reps; {count:,} jobs per drain")
@@ -340,21 +106,17 @@ def main() -> None:
             figure = Figure(f"{label}, {processes} process(es), concurrency {concurrency}")
             drains[(mode, processes, concurrency, batch)] = figure
 
-            def run(
+            def drain(
                 m: str = mode, p: int = processes, c: int = concurrency, b: int = batch
             ) -> float:
                 return library_drain(
                     url, count, mode=m, processes=p, concurrency=c, savepoint_batch=b
                 ).rate
 
-            cases.append((figure, run))
+            cases.append((figure, drain))
         repeat(reps, cases)
 
-    with (
-        server(args.database_url) as server_url,
-        database(server_url) as empty,
-        database(server_url) as big,
-    ):
+    with scratch(db.url) as empty, scratch(db.url) as big:
         log(f"flat cost: adding {done_rows:,} done and {failed_rows:,} failed rows")
         started = time.monotonic()
         raw.add_history(big, done_rows, failed_rows)
@@ -408,21 +170,12 @@ def main() -> None:
         memory=memory,
         rss_jobs=rss_jobs,
         elapsed=elapsed,
-        command=" ".join(["python bench/run.py", *sys.argv[1:]]),
+        command=command(),
     )
     print(report)
-    args.output.write_text(report)
-    log(f"wrote {args.output}")
+    written = write(args.output, report)
     if not args.no_chart:
-        chart(args.output.with_suffix(".png"), enq, raw1, raw32, drains)
-
-
-def ratio(a: Figure, b: Figure) -> str:
-    return f"{100 * a.median / b.median:.0f} %"
-
-
-def verdict(ok: bool) -> str:
-    return "**holds**" if ok else "**does not hold**"
+        chart(written.with_suffix(".png"), enq, raw1, raw32, drains)
 
 
 def render(
@@ -622,7 +375,3 @@ def chart(
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     log(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,8 +1,7 @@
-"""`make bench-startup`: import time of sa_jobqueue, and `sa-jobqueue worker` exec to first claim.
+"""Import time of sa_jobqueue, and `sa-jobqueue worker` exec to first claim (make bench-startup).
 
-Usage: ``python bench/startup.py [--reps N] [--database-url URL]``. The server is
-``--database-url``, else ``DATABASE_URL``, else a throwaway one; the run uses a
-scratch database dropped afterwards.
+Usage: ``python -m bench startup [--reps N]``. The run uses a scratch database dropped
+afterwards.
 
 - *imports*: ``python -c "<import>"`` minus ``python -c "pass"``, each the median of
   `--reps` fresh interpreters, the five run in turns: ``import sa_jobqueue`` (the
@@ -39,18 +38,18 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from sqlalchemy import create_engine, func, select
+from sqlalchemy.orm import Session
 
-from app import Job, jobs  # noqa: E402
-from sqlalchemy import create_engine, func, select  # noqa: E402
-from sqlalchemy.orm import Session  # noqa: E402
-
-import sa_jobqueue  # noqa: E402
-from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+import sa_jobqueue
+from bench.support.app import Job, jobs
+from bench.support.database import Database, scratch
 
 TARGET_MS = 300.0
+QUICK = ["--reps", "3"]
+#: The folder of the benchmark's application: the worker imports ``app:jobs`` from it,
+#: as a deployed worker imports its application's module.
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 IMPORTS = {
     "import sa_jobqueue": "import sa_jobqueue",
@@ -71,7 +70,7 @@ def compile_bytecode() -> None:
     """What ``pip install`` does for the package: no module compiles at a worker's start."""
     package = Path(sa_jobqueue.__file__).parent
     compileall.compile_dir(package, quiet=1)
-    compileall.compile_file(HERE / "app.py", quiet=1)
+    compileall.compile_file(SUPPORT / "app.py", quiet=1)
 
 
 def interpreter_ms(codes: list[str], reps: int) -> list[float]:
@@ -80,14 +79,14 @@ def interpreter_ms(codes: list[str], reps: int) -> list[float]:
     for _ in range(reps):
         for code, samples in zip(codes, times, strict=True):
             started = time.perf_counter()
-            subprocess.run([sys.executable, "-c", code], check=True, cwd=HERE)
+            subprocess.run([sys.executable, "-c", code], check=True, cwd=SUPPORT)
             samples.append((time.perf_counter() - started) * 1000)
     return [statistics.median(samples) for samples in times]
 
 
 def first_claim_ms(url: str, reps: int) -> list[float]:
     engine = create_engine(url)
-    env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(HERE)}
+    env = {**os.environ, "DATABASE_URL": url, "PYTHONPATH": str(SUPPORT)}
     times = []
     try:
         for _ in range(reps):
@@ -101,7 +100,7 @@ def first_claim_ms(url: str, reps: int) -> list[float]:
                 worker = subprocess.Popen(
                     [sys.executable, "-m", "sa_jobqueue.cli", "worker", "app:jobs"],
                     env=env,
-                    cwd=HERE,
+                    cwd=SUPPORT,
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
@@ -126,11 +125,11 @@ def first_claim_ms(url: str, reps: int) -> list[float]:
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reps", type=int, default=11)
-    args = parser.parse_args()
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
     print(f"load average before: {load()}")
     compile_bytecode()
     bare, *costs = interpreter_ms(["pass", *IMPORTS.values()], args.reps)
@@ -139,8 +138,7 @@ def main() -> None:
         print(f"{label:<64} {cost - bare:6.1f} ms")
 
     def measure(server: str) -> float:
-        with scratch_database(server, prefix="sa_jobqueue_startup") as url:
-            migration.upgrade(url)
+        with scratch(server, prefix="sa_jobqueue_startup") as url:
             times = first_claim_ms(url, args.reps)
         median = statistics.median(times)
         print(
@@ -149,15 +147,7 @@ def main() -> None:
         )
         return median
 
-    if args.database_url:
-        median = measure(args.database_url)
-    else:
-        with throwaway_postgres() as server:
-            median = measure(server)
+    median = measure(db.url)
     verdict = "held" if median < TARGET_MS else "not held"
     print(f"target: first claim < {TARGET_MS:.0f} ms: {verdict} (median {median:.0f} ms)")
     print(f"load average after: {load()}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,1 @@
+"""What the scenarios share: databases, timing, worker processes, callgrind, results files."""

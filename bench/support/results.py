@@ -1,0 +1,40 @@
+"""Results files: where a scenario writes its report, and the command a report names.
+
+The ``bench/*-results.md`` files are records of full runs. A ``--quick`` run is a smoke
+run: the runner sets `smoke`, and `write` puts its report under ``bench/out/`` instead,
+so a quick run never overwrites a record.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from bench.support.timing import log
+
+#: ``bench/``: the results files (``*-results.md``) live here, beside the scenarios.
+BENCH = Path(__file__).resolve().parents[1]
+#: Set by the runner for ``--quick``: reports go to ``bench/out/`` (gitignored).
+smoke = False
+
+
+def command() -> str:
+    """The command that ran this report, as a reader would type it again."""
+    return " ".join(["python -m bench", *sys.argv[1:]])
+
+
+def place(path: Path | str) -> Path:
+    """Where a report meant for `path` goes: `path`, or ``bench/out/`` in a smoke run."""
+    path = Path(path)
+    if smoke:
+        (BENCH / "out").mkdir(exist_ok=True)
+        return BENCH / "out" / path.name
+    return path
+
+
+def write(path: Path | str, report: str) -> Path:
+    """Write `report` where `place` says, say so on stderr, and return the path."""
+    written = place(path)
+    written.write_text(report)
+    log(f"wrote {written}")
+    return written

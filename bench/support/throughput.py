@@ -1,0 +1,114 @@
+"""Throughput the scenarios share: drains by worker processes, enqueues, and raw SQL's."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+
+from bench.support import raw
+from bench.support.app import KINDS, jobs
+from bench.support.workers import Workers, module_command
+
+
+def raw_drain(url: str, count: int, batch: int) -> float:
+    """Jobs/s of `raw.drain` over `count` fresh jobs, `batch` claimed per transaction."""
+    raw.truncate(url)
+    raw.fill(url, "noop", count)
+    done, seconds = raw.drain(url, batch)
+    if done != count:
+        raise RuntimeError(f"raw drain did {done} of {count} jobs")
+    return done / seconds
+
+
+@dataclass
+class DrainReport:
+    rate: float
+    rss_start_kb: int = 0
+    rss_end_kb: int = 0
+    rss_peak_kb: int = 0
+    rss_samples_kb: list[int] = field(default_factory=list)
+
+
+def library_drain(
+    url: str,
+    count: int,
+    *,
+    mode: str,
+    processes: int,
+    concurrency: int,
+    savepoint_batch: int = 1,
+    fresh: bool = True,
+    rss_every: float = 0.0,
+    extra_args: tuple[str, ...] = (),
+) -> DrainReport:
+    """Drain `count` pre-enqueued no-op jobs with worker processes; time go -> last exit."""
+    if fresh:
+        raw.truncate(url)
+    before = raw.count_done(url)
+    raw.fill(url, KINDS[mode], count)
+    command = module_command("bench.support.drive", url, concurrency)
+    command += ["--savepoint-batch", str(savepoint_batch), "--rss-every", str(rss_every)]
+    command += list(extra_args)
+    if mode == "async":
+        command.append("--async-tasks")
+    with Workers([command] * processes) as workers:
+        started = workers.go()
+        reports = workers.reports()
+    ended = max(r["end"] for r in reports)
+    done = raw.count_done(url) - before
+    if done != count or any(r["warnings"] for r in reports):
+        warnings = sum(r["warnings"] for r in reports)
+        if not fresh:  # leave no unfinished job behind for the next repetition
+            raw.finish_all(url)
+        raise RuntimeError(f"{mode} drain: {done} of {count} jobs done, {warnings} worker warnings")
+    first = reports[0]
+    return DrainReport(
+        count / (ended - started),
+        first["rss_start_kb"],
+        first["rss_end_kb"],
+        first["rss_peak_kb"],
+        first["rss_samples_kb"],
+    )
+
+
+def enqueue_single(url: str, count: int) -> float:
+    """Jobs/s of `count` ``jobs.enqueue`` calls, each in its own Session transaction."""
+    engine = create_engine(url)
+    try:
+        with Session(engine) as session, session.begin():
+            jobs.enqueue(session, "noop", {"n": -1})  # warm the statement cache
+        started = time.perf_counter()
+        for i in range(count):
+            with Session(engine) as session, session.begin():
+                jobs.enqueue(session, "noop", {"n": i})
+        return count / (time.perf_counter() - started)
+    finally:
+        engine.dispose()
+
+
+def enqueue_many(url: str, batches: int, size: int, *, ids_only: bool = False) -> float:
+    """Jobs/s of `enqueue_many` of `size` jobs per transaction (`ids_only`: ids back)."""
+    engine = create_engine(url)
+    try:
+        with Session(engine) as session, session.begin():
+            jobs.enqueue_many(session, [("noop", {"n": -1})], ids_only=ids_only)
+        started = time.perf_counter()
+        for b in range(batches):
+            items = [("noop", {"n": b * size + i}) for i in range(size)]
+            with Session(engine) as session, session.begin():
+                jobs.enqueue_many(session, items, ids_only=ids_only)
+        return batches * size / (time.perf_counter() - started)
+    finally:
+        engine.dispose()
+
+
+def raw_insert(url: str, batches: int, size: int, form: str = "values") -> float:
+    """Jobs/s of raw psycopg INSERTs: multi-row ``VALUES``, or ``"unnest"``/``"json"``."""
+    if form == "values":
+        count, seconds = raw.insert_rows(url, batches, size)
+    else:
+        count, seconds = raw.insert_arrays(url, batches, size, form=form)
+    return count / seconds
