@@ -1,0 +1,209 @@
+"""What a worker's once-a-second schedules round costs beside 10 to 10,000 stored schedules.
+
+Usage: ``python bench/schedules.py [--sizes 10,1000,10000] [--rounds N] [--database-url URL]
+[--label TEXT] [--out FILE]``.
+
+In a scratch database (dropped afterwards), for each size N and each source of
+schedules, N daily cron schedules (``M H * * *`` UTC, their hours 12 to 17 hours from
+now, so none comes due during the run):
+
+- runtime: made with `JobQueue.schedule` (stored in the table); the worker declares none;
+- code: declared with `JobQueue.periodic` in the worker's own code (the first round,
+  not measured, registers their rows).
+
+Then the round a worker runs about once a second (`PeriodicEnqueuer.maybe_run`) is
+run ``--rounds`` times with nothing due: median wall time and CPU time (ms), and two
+counts that do not depend on the machine's load: the Python function calls of one
+round (cProfile) and the rows its statements return. Last, ten of the schedules are
+made due and one round takes their ticks (wall ms and calls): the cost of ticks that
+are due. Prints a Markdown table; ``--out`` appends it to a file with ``--label``.
+Results: bench/schedules-results.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import os
+import pstats
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from app import Job  # noqa: E402
+from sqlalchemy import Engine, create_engine, event, text  # noqa: E402
+from sqlalchemy.orm import Session  # noqa: E402
+
+from sa_jobqueue import JobQueue, migration  # noqa: E402
+from sa_jobqueue.periodic import PeriodicEnqueuer  # noqa: E402
+from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
+
+TABLE = "sa_jobqueue_schedules_jobs"
+
+
+class _Counter:
+    """Statements run and rows they returned, on one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.statements = 0
+        self.rows = 0
+        event.listen(engine, "after_cursor_execute", self._seen)
+
+    def _seen(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.statements += 1
+        if cursor.description is not None and cursor.rowcount > 0:
+            self.rows += cursor.rowcount
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[dict[str, int]]:
+        before = (self.statements, self.rows)
+        seen: dict[str, int] = {}
+        yield seen
+        seen["statements"] = self.statements - before[0]
+        seen["rows"] = self.rows - before[1]
+
+
+def _crons(n: int) -> list[str]:
+    """N daily crons, UTC, all 12 to 17 hours ahead of now (none due during the run)."""
+    hour = datetime.now(UTC).hour
+    return [f"{i % 60} {(hour + 12 + (i // 60) % 6) % 24} * * *" for i in range(n)]
+
+
+def _queue(n: int, source: str, engine: Engine) -> JobQueue:
+    jobs = JobQueue(Job)
+
+    @jobs.task("report")
+    def report(ctx: object) -> None:  # pragma: no cover - never run here
+        """A tenant's daily report."""
+
+    crons = _crons(n)
+    if source == "code":
+        for i, cron in enumerate(crons):
+            jobs.periodic("report", cron=cron, name=f"report_{i}", payload={"tenant": i})
+        return jobs
+    with Session(engine) as session, session.begin():
+        for i, cron in enumerate(crons):
+            jobs.schedule(session, f"tenant_{i}", "report", cron=cron, payload={"tenant": i})
+    # The bench's own schedules only: the runtime ones above are read from the table.
+    jobs.schedules.clear()
+    return jobs
+
+
+def _reset(engine: Engine) -> None:
+    with engine.begin() as conn:
+        conn.execute(text(f"TRUNCATE {TABLE}"))
+        conn.execute(text("TRUNCATE jobs RESTART IDENTITY CASCADE"))
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f"VACUUM ANALYZE {TABLE}"))
+
+
+def _calls(run: Any) -> int:
+    profile = cProfile.Profile()
+    profile.enable()
+    run()
+    profile.disable()
+    return int(pstats.Stats(profile).total_calls)  # type: ignore[attr-defined]
+
+
+def _due_round(conn: Any, enqueuer: PeriodicEnqueuer, *, profile: bool) -> float:
+    """Make ten schedules due, run one round: its wall ms, or its calls when profiled."""
+    with conn.begin():
+        conn.execute(
+            text(
+                f"UPDATE {TABLE} SET next_run_at = now() - interval '1 second' WHERE name IN "
+                f"(SELECT name FROM {TABLE} ORDER BY next_run_at, name LIMIT 10)"
+            )
+        )
+    ticks: list[Any] = []
+    wall = time.perf_counter()
+    calls = _calls(lambda: ticks.extend(enqueuer.maybe_run(conn))) if profile else 0
+    if not profile:
+        ticks.extend(enqueuer.maybe_run(conn))
+    assert len(ticks) == 10, ticks
+    return calls if profile else (time.perf_counter() - wall) * 1000
+
+
+def _measure(engine: Engine, n: int, source: str, rounds: int) -> dict[str, Any]:
+    _reset(engine)
+    jobs = _queue(n, source, engine)
+    counter = _Counter(engine)
+    enqueuer = PeriodicEnqueuer(Job, jobs.registry, jobs.schedules, interval=0.0)
+    with engine.connect() as conn:
+        assert enqueuer.maybe_run(conn) == []  # registers code rows; nothing is due
+        with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as admin:
+            admin.execute(text(f"VACUUM ANALYZE {TABLE}"))
+        stored = conn.execute(text(f"SELECT count(*) FROM {TABLE}")).scalar_one()
+        conn.commit()
+        assert stored == n, (stored, n)
+        walls, cpus = [], []
+        for _ in range(rounds):
+            wall, cpu = time.perf_counter(), time.process_time()
+            assert enqueuer.maybe_run(conn) == []
+            walls.append((time.perf_counter() - wall) * 1000)
+            cpus.append((time.process_time() - cpu) * 1000)
+        with counter.counting() as seen:
+            calls = _calls(lambda: enqueuer.maybe_run(conn))
+        due_wall = _due_round(conn, enqueuer, profile=False)
+        due_calls = _due_round(conn, enqueuer, profile=True)
+    event.remove(engine, "after_cursor_execute", counter._seen)
+    return {
+        "wall": statistics.median(walls),
+        "cpu": statistics.median(cpus),
+        "calls": calls,
+        "statements": seen["statements"],
+        "rows": seen["rows"],
+        "due_wall": due_wall,
+        "due_calls": due_calls,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
+    parser.add_argument("--sizes", default="10,1000,10000")
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--label", default="")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    sizes = [int(size) for size in args.sizes.split(",")]
+    server = (
+        contextlib.nullcontext(args.database_url) if args.database_url else throwaway_postgres()
+    )
+    lines = [
+        "| schedules | source | round wall ms | round CPU ms | calls/round | statements | "
+        "rows read | 10 due: wall ms | 10 due: calls |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    print("\n".join(lines), flush=True)
+    with server as server_url, scratch_database(server_url, "sajq_schedules") as url:
+        migration.upgrade(url)
+        engine = create_engine(url)
+        for n in sizes:
+            for source in ("runtime", "code"):
+                f = _measure(engine, n, source, args.rounds)
+                line = (
+                    f"| {n:,} | {source} | {f['wall']:.2f} | {f['cpu']:.2f} | {f['calls']:,} | "
+                    f"{f['statements']} | {f['rows']:,} | {f['due_wall']:.1f} | "
+                    f"{f['due_calls']:,} |"
+                )
+                lines.append(line)
+                print(line, flush=True)
+        engine.dispose()
+    load = f"load average {os.getloadavg()[0]:.2f}"
+    print(load)
+    if args.out:
+        with args.out.open("a") as out:
+            out.write(f"\n### {args.label or 'run'} ({load} at the end)\n\n")
+            out.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
