@@ -77,7 +77,7 @@ def _crons(n: int) -> list[str]:
     return [f"{i % 60} {(hour + 12 + (i // 60) % 6) % 24} * * *" for i in range(n)]
 
 
-def _queue(n: int, source: str, engine: Engine) -> JobQueue:
+def _queue(n: int, source: str, engine: Engine) -> JobQueue[Job]:
     jobs = JobQueue(Job)
 
     @jobs.task("report")
