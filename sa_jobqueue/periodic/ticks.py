@@ -4,7 +4,8 @@ Which worker enqueues a tick is decided by the database: the schedules table hol
 each schedule's next tick, and a worker enqueues it only if its conditional UPDATE
 moves that row forward, in the same transaction as the job's INSERT (`enqueue_due`).
 No leader, no worker clock: ``now()`` says what is due. A worker runs the schedules
-of its own code and every runtime schedule stored in the table (docs/periodic.md).
+of its own code and every runtime schedule stored in the table (docs/periodic.md),
+reading only the rows that are due, so a round costs the same whatever their number.
 
 Policies (docs/periodic.md):
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import cronsim
 from sqlalchemy import event, func, select, text
 from sqlalchemy.orm import Session
 
@@ -28,7 +29,7 @@ def report(ctx):  # pragma: no cover - never run here
     pass
 
 
-def _declared(count: int) -> JobQueue:
+def _declared(count: int) -> JobQueue[Job]:
     """A worker's application declaring `count` daily schedules in code."""
     queue = JobQueue(Job)
     queue.task("report")(report)
@@ -59,7 +60,7 @@ class _Reads:
         self.crons = 0
         event.listen(engine, "after_cursor_execute", self._seen)
         self._engine = engine
-        real = definitions.CronSim
+        real = cronsim.CronSim
 
         def counted(*args, **kwargs):
             self.crons += 1
@@ -128,9 +129,7 @@ def test_more_due_ticks_than_a_batch_are_taken_in_one_round_once_across_racing_w
     with Session(committed) as session:
         keys = session.scalars(select(Job.idempotency_key)).all()
         assert len(keys) == len(set(keys)) == due
-        still_due = session.scalar(
-            text(f"SELECT count(*) FROM {TABLE} WHERE next_run_at <= now()")
-        )
+        still_due = session.scalar(text(f"SELECT count(*) FROM {TABLE} WHERE next_run_at <= now()"))
     assert still_due == 0
 
 
@@ -168,9 +167,8 @@ def test_a_code_schedule_row_an_operator_removed_comes_back_at_the_next_registra
 
     def stored() -> int:
         with committed.connect() as connection:
-            return connection.scalar(
-                select(func.count()).select_from(text(TABLE)).where(text("name = 'code_0'"))
-            )
+            query = select(func.count()).select_from(text(TABLE)).where(text("name = 'code_0'"))
+            return int(connection.scalar(query) or 0)
 
     with committed.connect() as connection:
         enqueuer.maybe_run(connection)
