@@ -16,7 +16,10 @@ run ``--rounds`` times with nothing due: median wall time and CPU time (ms), and
 counts that do not depend on the machine's load: the Python function calls of one
 round (cProfile) and the rows its statements return. Last, ten of the schedules are
 made due and one round takes their ticks (wall ms and calls): the cost of ticks that
-are due. Prints a Markdown table; ``--out`` appends it to a file with ``--label``.
+are due. With ``--worker-seconds S`` (default 20; 0: skip), a real idle worker
+(`JobQueue.worker`, in a thread) then runs for S seconds beside the schedules, and the
+process's CPU time over them is its cost (the first row: no schedule at all).
+Prints a Markdown table; ``--out`` appends it to a file with ``--label``.
 Results: bench/schedules-results.md.
 """
 
@@ -29,6 +32,7 @@ import os
 import pstats
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -131,7 +135,23 @@ def _due_round(conn: Any, enqueuer: PeriodicEnqueuer, *, profile: bool) -> float
     return calls if profile else (time.perf_counter() - wall) * 1000
 
 
-def _measure(engine: Engine, n: int, source: str, rounds: int) -> dict[str, Any]:
+def _worker_cpu(engine: Engine, jobs: JobQueue[Job], seconds: float) -> float:
+    """CPU seconds this process spends while an idle worker of `jobs` runs `seconds`."""
+    if seconds <= 0:
+        return float("nan")
+    worker = jobs.worker(engine, concurrency=1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    time.sleep(2.0)  # started, first round done
+    cpu = time.process_time()
+    time.sleep(seconds)
+    cpu = time.process_time() - cpu
+    worker.stop()
+    thread.join(30)
+    return cpu
+
+
+def _measure(engine: Engine, n: int, source: str, rounds: int, seconds: float) -> dict[str, Any]:
     _reset(engine)
     jobs = _queue(n, source, engine)
     counter = _Counter(engine)
@@ -155,6 +175,7 @@ def _measure(engine: Engine, n: int, source: str, rounds: int) -> dict[str, Any]
         due_calls = _due_round(conn, enqueuer, profile=True)
     event.remove(engine, "after_cursor_execute", counter._seen)
     return {
+        "worker_cpu": _worker_cpu(engine, jobs, seconds),
         "wall": statistics.median(walls),
         "cpu": statistics.median(cpus),
         "calls": calls,
@@ -170,6 +191,7 @@ def main() -> None:
     parser.add_argument("--database-url", default=os.environ.get("DATABASE_URL"))
     parser.add_argument("--sizes", default="10,1000,10000")
     parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--worker-seconds", type=float, default=20.0)
     parser.add_argument("--label", default="")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -179,20 +201,26 @@ def main() -> None:
     )
     lines = [
         "| schedules | source | round wall ms | round CPU ms | calls/round | statements | "
-        "rows read | 10 due: wall ms | 10 due: calls |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "rows read | 10 due: wall ms | 10 due: calls | "
+        f"idle worker CPU s / {args.worker_seconds:g} s |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(lines), flush=True)
     with server as server_url, scratch_database(server_url, "sajq_schedules") as url:
         migration.upgrade(url)
         engine = create_engine(url)
+        _reset(engine)
+        idle = _worker_cpu(engine, _queue(0, "code", engine), args.worker_seconds)
+        line = f"| 0 | - | | | | | | | | {idle:.2f} |"
+        lines.append(line)
+        print(line, flush=True)
         for n in sizes:
             for source in ("runtime", "code"):
-                f = _measure(engine, n, source, args.rounds)
+                f = _measure(engine, n, source, args.rounds, args.worker_seconds)
                 line = (
                     f"| {n:,} | {source} | {f['wall']:.2f} | {f['cpu']:.2f} | {f['calls']:,} | "
                     f"{f['statements']} | {f['rows']:,} | {f['due_wall']:.1f} | "
-                    f"{f['due_calls']:,} |"
+                    f"{f['due_calls']:,} | {f['worker_cpu']:.2f} |"
                 )
                 lines.append(line)
                 print(line, flush=True)

@@ -102,6 +102,7 @@ def enqueue_due(
     inserter = Inserter(model)
     names = _names(tuple(schedules))
     for batch in range(BATCHES):
+        taken: list[Tick] = []
         with Session(bind=connection) as session, session.begin():
             if register and batch == 0 and schedules:
                 _register(session, model, schedules)
@@ -111,10 +112,16 @@ def enqueue_due(
             for row in rows:
                 tick = _take(session, model, registry, schedules, inserter, row)
                 if tick is not None:
-                    enqueued.append(tick)
+                    taken.append(tick)
+        _log_ticks(taken)  # committed: a later batch's failure does not undo them
+        enqueued += taken
         if len(rows) < BATCH:
             break
-    for tick in enqueued:
+    return enqueued
+
+
+def _log_ticks(ticks: list[Tick]) -> None:
+    for tick in ticks:
         extra = f" (and {tick.missed} more missed tick(s) skipped)" if tick.missed else ""
         log.info(
             "periodic %s: enqueued job %s for the tick at %s%s",
@@ -123,7 +130,6 @@ def enqueue_due(
             tick.due.isoformat(),
             extra,
         )
-    return enqueued
 
 
 @functools.lru_cache(maxsize=16)
