@@ -138,6 +138,8 @@ def due_schedules(model: type[JobMixin]) -> Select[Any]:
     ``sajq_0009``), so the round costs the same beside 10 schedules or 10,000.
     ``FOR UPDATE SKIP LOCKED``: workers share the due rows instead of queueing on
     each other's locks; the conditional UPDATE (`advance_schedule`) still decides.
+    ``:names`` is the array's text form (`text_array`), made once by the worker: one
+    declaring 10,000 schedules does not adapt each name at every round.
 
     Columns: ``name``, ``kind``, ``spec``, ``next_run_at``, ``definition``, ``now``.
     """
@@ -155,7 +157,11 @@ def due_schedules(model: type[JobMixin]) -> Select[Any]:
         .where(
             or_(
                 schedules.c.definition.is_not(None),
-                schedules.c.name == func.any(cast(bindparam("names", type_=Text), ARRAY(Text))),
+                # A hashed subplan: the planner does not estimate each name, as it would
+                # for ``name = ANY(array)`` (100 ms planning with 10,000 names).
+                schedules.c.name.in_(
+                    select(func.unnest(cast(bindparam("names", type_=Text), ARRAY(Text))))
+                ),
             )
         )
         .order_by(schedules.c.next_run_at)
