@@ -37,4 +37,5 @@ SCENARIOS: dict[str, list[str] | None] = {
     "gauges": None,
     "durable_gauges": None,
     "chaos": None,
+    "schedules": None,
 }

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
         revision_table,
     )
     from sa_jobqueue.migration.registry_ops import add_worker_registry, drop_worker_registry
+    from sa_jobqueue.migration.schedule_ops import (
+        add_schedules_due_index,
+        drop_schedules_due_index,
+    )
     from sa_jobqueue.migration.scripts import (
         AUTOVACUUM,
         ROOT_REVISION,
@@ -60,6 +64,7 @@ __all__ = [
     "add_flow_control",
     "add_revision_columns",
     "add_runtime_control",
+    "add_schedules_due_index",
     "add_scheduling",
     "add_worker_registry",
     "add_workflows",
@@ -77,6 +82,7 @@ __all__ = [
     "drop_notify_trigger",
     "drop_revision_columns",
     "drop_runtime_control",
+    "drop_schedules_due_index",
     "drop_scheduling",
     "drop_worker_registry",
     "drop_workflows",
@@ -101,6 +107,7 @@ _OPS = frozenset(
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 _DURABLE = frozenset({"add_durable_steps", "drop_durable_steps"})
 _REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
+_SCHEDULES = frozenset({"add_schedules_due_index", "drop_schedules_due_index"})
 
 
 def __getattr__(name: str) -> Any:
@@ -115,6 +122,8 @@ def __getattr__(name: str) -> Any:
             if name in _DURABLE
             else "registry_ops"
             if name in _REGISTRY
+            else "schedule_ops"
+            if name in _SCHEDULES
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

@@ -21,7 +21,7 @@ from sqlalchemy import Connection, MetaData, Table, inspect
 
 from alembic import op
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.migration import ops, preflight, registry_ops, steps_ops
+from sa_jobqueue.migration import ops, preflight, registry_ops, schedule_ops, steps_ops
 from sa_jobqueue.schema.naming import (
     check_identifier,
     check_table_name,
@@ -134,6 +134,12 @@ VERSIONS: tuple[Version, ...] = (
         registry_ops.add_worker_registry,
         registry_ops.drop_worker_registry,
         tables=(workers_table, errors_table),
+    ),
+    Version(
+        "sajq_0009",
+        schedule_ops.add_schedules_due_index,
+        schedule_ops.drop_schedules_due_index,
+        applied=schedule_ops.has_schedules_due_index,
     ),
 )
 

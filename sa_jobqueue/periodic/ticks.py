@@ -4,7 +4,8 @@ Which worker enqueues a tick is decided by the database: the schedules table hol
 each schedule's next tick, and a worker enqueues it only if its conditional UPDATE
 moves that row forward, in the same transaction as the job's INSERT (`enqueue_due`).
 No leader, no worker clock: ``now()`` says what is due. A worker runs the schedules
-of its own code and every runtime schedule stored in the table (docs/periodic.md).
+of its own code and every runtime schedule stored in the table (docs/periodic.md),
+reading only the rows that are due, so a round costs the same whatever their number.
 
 Policies (docs/periodic.md):
 
@@ -20,6 +21,7 @@ Policies (docs/periodic.md):
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
@@ -39,7 +41,15 @@ from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import control
 from sa_jobqueue.tasks import Registry
 
-__all__ = ["PeriodicEnqueuer", "Tick", "enqueue_due", "next_runs"]
+__all__ = [
+    "BATCH",
+    "BATCHES",
+    "REGISTER_EVERY",
+    "PeriodicEnqueuer",
+    "Tick",
+    "enqueue_due",
+    "next_runs",
+]
 
 log = logging.getLogger("sa_jobqueue.periodic")
 
@@ -54,11 +64,23 @@ class Tick:
     missed: int
 
 
+#: Ticks taken per transaction, at most; a round takes up to `BATCHES` such batches.
+BATCH = 200
+#: Batches per round: a round takes up to ``BATCH * BATCHES`` ticks, the rest the next.
+BATCHES = 10
+#: How often (seconds) a worker registers its code-declared schedules again: at its
+#: first round, then this often (a row an operator removed comes back, a changed
+#: definition another version stored is rewritten). Rounds in between read the due rows only.
+REGISTER_EVERY = 60.0
+
+
 def enqueue_due(
     connection: Connection,
     model: type[JobMixin],
     registry: Registry,
     schedules: Mapping[str, Schedule],
+    *,
+    register: bool = True,
 ) -> list[Tick]:
     """Enqueue the due tick of each schedule that this caller wins; commit; return them.
 
@@ -66,70 +88,40 @@ def enqueue_due(
     table runs too (a code-declared one of the same name wins). Every worker may
     call it every round: a tick goes to the one whose conditional UPDATE of the
     schedules row succeeds, and its job is inserted in the same transaction, so a
-    crash in between leaves neither. Uses (and commits) its own transaction on
-    `connection`.
+    crash in between leaves neither. Uses (and commits) its own transactions on
+    `connection`, one per batch of up to `BATCH` due ticks.
+
+    Only due rows are read (`control.due_schedules`), so the cost is that of the
+    ticks due, whatever the number of schedules. With `register` (the default), the
+    rows of `schedules` are read by name first: those not stored yet are inserted
+    (from their next tick after now), and a changed definition is stored (never
+    moving the stored tick later). A worker registers at its first round and every
+    `REGISTER_EVERY` seconds (`PeriodicEnqueuer`).
     """
     enqueued: list[Tick] = []
     inserter = Inserter(model)
-    with Session(bind=connection) as session, session.begin():
-        rows = session.execute(control.read_schedules(model), {"names": list(schedules)}).all()
-        if not rows and not schedules:
-            return []  # no schedule at all: one read a round, nothing more
-        now = rows[0].now if rows else session.execute(statements.db_now()).scalar_one()
-        known = {row.name: row for row in rows}
-        new = [s for name, s in schedules.items() if name not in known]
-        if new:
-            session.execute(
-                control.insert_schedules(model),
-                {
-                    "names": [s.name for s in new],
-                    "kinds": [s.kind for s in new],
-                    "specs": [s.spec for s in new],
-                    "next_run_ats": [s.next_after(now) for s in new],
-                },
-            )
-        for name, row in sorted(known.items()):
-            schedule = schedules.get(name) or _runtime(row)
-            if schedule is None:
-                continue
-            params = {
-                "schedule_name": name,
-                "schedule_spec": schedule.spec,
-                "schedule_kind": schedule.kind,
-                "following": schedule.next_after(now),
-            }
-            due = row.next_run_at
-            if name in schedules and (row.spec != schedule.spec or row.definition is not None):
-                # Never later than the tick the row holds (docs/periodic.md, deploys).
-                session.execute(control.respec_schedule(model), params)
-                due = min(due, params["following"])
-                _log_respec(name, schedule, row)
-            if row.paused_at is not None or due > now:
-                continue
-            # A due tick is taken whichever definition the row holds: during a deploy
-            # either definition's workers fire it, once.
-            definition = None if name in schedules else row.definition
-            won = session.execute(
-                control.advance_schedule(model),
-                {**params, "due": due, "schedule_definition": definition},
-            ).first()
-            if won is None:
-                continue  # another worker took this tick, or it was paused or replaced
-            spec = job_spec(
-                schedule,
-                registry,
-                # Names the tick: a second line of defence (until pruned) behind the
-                # schedules row, and a key the handler can hand to downstream systems.
-                idempotency_key=f"periodic:{name}:{due.isoformat()}",
-                delay=schedule.delay_of(due),
-            )
-            job = inserter.insert(session, [spec])[0]
-            session.execute(
-                control.record_schedule_job(model), {"schedule_name": name, "job_id": job.id}
-            )
-            missed = _missed(schedule, due, now)
-            enqueued.append(Tick(name, due, job.id, missed))
-    for tick in enqueued:
+    names = _names(tuple(schedules))
+    for batch in range(BATCHES):
+        taken: list[Tick] = []
+        with Session(bind=connection) as session, session.begin():
+            if register and batch == 0 and schedules:
+                _register(session, model, schedules)
+            rows = session.execute(
+                control.due_schedules(model), {"names": names, "limit": BATCH}
+            ).all()
+            for row in rows:
+                tick = _take(session, model, registry, schedules, inserter, row)
+                if tick is not None:
+                    taken.append(tick)
+        _log_ticks(taken)  # committed: a later batch's failure does not undo them
+        enqueued += taken
+        if len(rows) < BATCH:
+            break
+    return enqueued
+
+
+def _log_ticks(ticks: list[Tick]) -> None:
+    for tick in ticks:
         extra = f" (and {tick.missed} more missed tick(s) skipped)" if tick.missed else ""
         log.info(
             "periodic %s: enqueued job %s for the tick at %s%s",
@@ -138,7 +130,92 @@ def enqueue_due(
             tick.due.isoformat(),
             extra,
         )
-    return enqueued
+
+
+@functools.lru_cache(maxsize=16)
+def _names(names: tuple[str, ...]) -> str:
+    """The due read's ``:names``: made once per set of schedules, not at every round."""
+    return control.text_array(names)
+
+
+def _register(session: Session, model: type[JobMixin], schedules: Mapping[str, Schedule]) -> None:
+    """Insert the code-declared schedules' missing rows; store a changed definition.
+
+    A row that holds another spec (an earlier deploy's), or a runtime definition (code
+    wins), gets this worker's spec and the earlier of its stored tick and this
+    definition's next one: a rewrite never moves a tick later (docs/periodic.md).
+    """
+    rows = session.execute(control.read_schedules(model), {"names": list(schedules)}).all()
+    now = rows[0].now if rows else session.execute(statements.db_now()).scalar_one()
+    known = {row.name: row for row in rows}
+    new = [s for name, s in schedules.items() if name not in known]
+    if new:
+        session.execute(
+            control.insert_schedules(model),
+            {
+                "names": [s.name for s in new],
+                "kinds": [s.kind for s in new],
+                "specs": [s.spec for s in new],
+                "next_run_ats": [s.next_after(now) for s in new],
+            },
+        )
+    for name, row in sorted(known.items()):  # by name: workers lock rows in one order
+        schedule = schedules[name]
+        if row.spec == schedule.spec and row.definition is None:
+            continue  # the usual case: nothing to compute
+        params = {
+            "schedule_name": name,
+            "schedule_spec": schedule.spec,
+            "schedule_kind": schedule.kind,
+            "following": schedule.next_after(now),
+        }
+        if session.execute(control.respec_schedule(model), params).first() is not None:
+            _log_respec(name, schedule, row)
+
+
+def _take(
+    session: Session,
+    model: type[JobMixin],
+    registry: Registry,
+    schedules: Mapping[str, Schedule],
+    inserter: Inserter[Any],
+    row: Row[Any],
+) -> Tick | None:
+    """Take the due tick of `row` (locked by the due read): move it on, insert its job."""
+    name, due, now = row.name, row.next_run_at, row.now
+    schedule = schedules.get(name) or _runtime(row)
+    if schedule is None:
+        return None  # a stored definition this worker cannot read (logged once)
+    params = {
+        "schedule_name": name,
+        "schedule_spec": schedule.spec,
+        "schedule_kind": schedule.kind,
+        "following": schedule.next_after(now),
+    }
+    if name in schedules and row.definition is not None:
+        # Code wins over a runtime schedule of its name: clear the stored definition.
+        session.execute(control.respec_schedule(model), params)
+        _log_respec(name, schedule, row)
+    # A due tick is taken whichever definition the row holds: during a deploy either
+    # definition's workers fire it, once, and the winner stores its own.
+    definition = None if name in schedules else row.definition
+    won = session.execute(
+        control.advance_schedule(model),
+        {**params, "due": due, "schedule_definition": definition},
+    ).first()
+    if won is None:
+        return None  # the fence: taken, paused or replaced meanwhile
+    spec = job_spec(
+        schedule,
+        registry,
+        # Names the tick: a second line of defence (until pruned) behind the
+        # schedules row, and a key the handler can hand to downstream systems.
+        idempotency_key=f"periodic:{name}:{due.isoformat()}",
+        delay=schedule.delay_of(due),
+    )
+    job = inserter.insert(session, [spec])[0]
+    session.execute(control.record_schedule_job(model), {"schedule_name": name, "job_id": job.id})
+    return Tick(name, due, job.id, _missed(schedule, due, now))
 
 
 def _log_respec(name: str, schedule: Schedule, row: Row[Any]) -> None:
@@ -177,10 +254,11 @@ class PeriodicEnqueuer:
 
     Every worker runs one; the database gives each tick to one of them. Ticks are
     looked for at most every `interval` seconds (default 1), so a tick is enqueued
-    within about a second of its time, at the cost of one small read of the
-    schedules table per worker per second (runtime schedules can appear at any
-    time, so a worker with none in its code reads it too). Any error is logged and
-    retried next time.
+    within about a second of its time, at the cost of one indexed read of the due
+    rows of the schedules table per worker per second (runtime schedules can appear
+    at any time, so a worker with none in its code reads it too). The code-declared
+    schedules are registered at the first round and every `register_every` seconds.
+    Any error is logged and retried next time (registering again).
     """
 
     def __init__(
@@ -190,27 +268,38 @@ class PeriodicEnqueuer:
         schedules: Mapping[str, Schedule],
         *,
         interval: float = 1.0,
+        register_every: float = REGISTER_EVERY,
         clock: Any = None,
     ) -> None:
         self.model = model
         self.registry = registry
         self.schedules = dict(schedules)
         self.interval = interval
+        self.register_every = register_every
         self._clock = clock or time.monotonic
         self._next = 0.0
+        self._register_at = 0.0
 
     def maybe_run(self, connection: Connection) -> list[Tick]:
         """Run `enqueue_due` if `interval` has passed since the last run."""
-        if self._clock() < self._next:
+        now = self._clock()
+        if now < self._next:
             return []
-        self._next = self._clock() + self.interval
+        self._next = now + self.interval
+        register = now >= self._register_at
         try:
-            return enqueue_due(connection, self.model, self.registry, self.schedules)
+            ticks = enqueue_due(
+                connection, self.model, self.registry, self.schedules, register=register
+            )
         except Exception as error:  # noqa: BLE001 - a schedule must never stop maintenance
             log.warning("periodic enqueue failed (%s); retrying", error)
             if connection.in_transaction():
                 connection.rollback()
+            self._register_at = 0.0  # the registration may not have committed
             return []
+        if register:
+            self._register_at = now + self.register_every
+        return ticks
 
 
 def _missed(schedule: Schedule, due: datetime, now: datetime, limit: int = 1000) -> int:

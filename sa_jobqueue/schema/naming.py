@@ -40,6 +40,7 @@ __all__ = [
     "lock_name",
     "notify_function_name",
     "paused_queues_table",
+    "schedules_due_index",
     "schedules_table",
     "signals_table_name",
     "starts_table_name",
@@ -113,6 +114,7 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"sa_jobqueue_errors_{table}",
         f"pk_{table}_errors",
         f"fk_{table}_errors_job",
+        schedules_due_index(table),
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -204,6 +206,15 @@ def paused_queues_table(table: str) -> str:
 def schedules_table(table: str) -> str:
     """The table holding the next tick of each periodic schedule of `table`."""
     return f"sa_jobqueue_schedules_{table}"[:IDENTIFIER_MAX]
+
+
+def schedules_due_index(table: str) -> str:
+    """The schedules table's index of due rows (revision ``sajq_0009``) beside `table`.
+
+    ``(next_run_at) WHERE paused_at IS NULL``: what every worker's once-a-second round
+    reads, so that round costs the same beside 10 schedules or 10,000.
+    """
+    return f"ix_{table}_schedules_due"
 
 
 def weights_table(table: str) -> str:

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Column,
     DateTime,
     Float,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
@@ -25,6 +26,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from sa_jobqueue.schema.naming import (
     paused_queues_table,
+    schedules_due_index,
     schedules_table,
     turns_table,
     weights_table,
@@ -78,6 +80,12 @@ def _schedules(table: str, metadata: MetaData, schema: str | None) -> Table:
         # Set while the schedule is paused (`JobQueue.pause_schedule`): no tick fires.
         Column("paused_at", DateTime(timezone=True)),
         PrimaryKeyConstraint("name", name=f"pk_{name}"[:63]),
+        # Added by revision sajq_0009: a worker's round reads the due rows only.
+        Index(
+            schedules_due_index(table),
+            "next_run_at",
+            postgresql_where=text("paused_at IS NULL"),
+        ),
         schema=schema,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
@@ -11,6 +12,7 @@ from sqlalchemy import (
     Text,
     Update,
     bindparam,
+    cast,
     exists,
     func,
     null,
@@ -30,6 +32,7 @@ from sa_jobqueue.statements.common import FENCE_ARRAYS, unnest_rows
 __all__ = [
     "advance_schedule",
     "cancelled_attempts",
+    "due_schedules",
     "insert_schedules",
     "is_paused",
     "pause",
@@ -38,6 +41,7 @@ __all__ = [
     "record_schedule_job",
     "respec_schedule",
     "resume",
+    "text_array",
 ]
 
 
@@ -107,7 +111,7 @@ def cancelled_attempts(model: type[JobMixin]) -> Select[int, int]:
 
 
 def read_schedules(model: type[JobMixin]) -> Select[Any]:
-    """The schedules named in ``:names`` and every runtime schedule, with ``now()``.
+    """The schedules named in ``:names``, with ``now()``: a primary-key lookup per name.
 
     Columns: ``name``, ``kind``, ``spec``, ``next_run_at``, ``definition`` (NULL for a
     schedule declared in code), ``paused_at``, ``now``.
@@ -121,12 +125,59 @@ def read_schedules(model: type[JobMixin]) -> Select[Any]:
         schedules.c.definition,
         schedules.c.paused_at,
         func.now().label("now"),
-    ).where(
-        or_(
-            schedules.c.name == func.any(bindparam("names", type_=ARRAY(Text))),
-            schedules.c.definition.is_not(None),
+    ).where(schedules.c.name == func.any(bindparam("names", type_=ARRAY(Text))))
+
+
+def due_schedules(model: type[JobMixin]) -> Select[Any]:
+    """Up to ``:limit`` due schedules a worker can take: locked, oldest tick first, with ``now()``.
+
+    Due means ``next_run_at <= now()`` and not paused; a worker takes the runtime
+    schedules and those it declares in code (``:names``), never a row it could not
+    enqueue for (another application's, or one left behind by code that is gone).
+    Reads only what is due, through the partial index on ``next_run_at`` (revision
+    ``sajq_0009``), so the round costs the same beside 10 schedules or 10,000.
+    ``FOR UPDATE SKIP LOCKED``: workers share the due rows instead of queueing on
+    each other's locks; the conditional UPDATE (`advance_schedule`) still decides.
+    ``:names`` is the array's text form (`text_array`), made once by the worker: one
+    declaring 10,000 schedules does not adapt each name at every round.
+
+    Columns: ``name``, ``kind``, ``spec``, ``next_run_at``, ``definition``, ``now``.
+    """
+    schedules = schedules_table_for(_table(model))
+    return (
+        select(
+            schedules.c.name,
+            schedules.c.kind,
+            schedules.c.spec,
+            schedules.c.next_run_at,
+            schedules.c.definition,
+            func.now().label("now"),
         )
+        .where(schedules.c.next_run_at <= func.now(), schedules.c.paused_at.is_(None))
+        .where(
+            or_(
+                schedules.c.definition.is_not(None),
+                # A hashed subplan: the planner does not estimate each name, as it would
+                # for ``name = ANY(array)`` (100 ms planning with 10,000 names).
+                schedules.c.name.in_(
+                    select(func.unnest(cast(bindparam("names", type_=Text), ARRAY(Text))))
+                ),
+            )
+        )
+        .order_by(schedules.c.next_run_at)
+        .limit(bindparam("limit", type_=BigInteger))
+        .with_for_update(skip_locked=True)
     )
+
+
+def text_array(values: Sequence[str]) -> str:
+    r"""The text form of a PostgreSQL ``text[]`` holding `values`, for a ``CAST(... AS text[])``.
+
+    >>> text_array(["nightly", 'a"b'])
+    '{"nightly","a\\"b"}'
+    """
+    quoted = (value.replace("\\", "\\\\").replace('"', '\\"') for value in values)
+    return "{" + ",".join(f'"{value}"' for value in quoted) + "}"
 
 
 def insert_schedules(model: type[JobMixin]) -> PgInsert:

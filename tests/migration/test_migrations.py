@@ -525,6 +525,7 @@ from sa_jobqueue.migration import (
     add_durable_steps,
     add_revision_columns,
     add_runtime_control,
+    add_schedules_due_index,
     add_worker_registry,
     add_workflows,
     create_jobs_table,
@@ -544,6 +545,7 @@ def upgrade() -> None:
     add_runtime_control("my_jobs")  # sajq_0006
     add_durable_steps("my_jobs")  # sajq_0007
     add_worker_registry("my_jobs")  # sajq_0008
+    add_schedules_due_index("my_jobs")  # sajq_0009
 
 
 def downgrade() -> None:

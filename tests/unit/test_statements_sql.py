@@ -121,6 +121,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "resume": lambda: control.resume(Job),
     "paused_queues": lambda: control.paused_queues(Job),
     "read_schedules": lambda: control.read_schedules(Job),
+    "due_schedules": lambda: control.due_schedules(Job),
     "insert_schedules": lambda: control.insert_schedules(Job),
     "advance_schedule": lambda: control.advance_schedule(Job),
     "record_schedule_job": lambda: control.record_schedule_job(Job),

@@ -49,9 +49,7 @@ def _locked_until(engine, job_id):
         return session.scalar(select(Job.locked_until).where(Job.id == job_id))
 
 
-def test_heartbeat_skips_a_locked_row_and_extends_it_once_the_lock_is_released(
-    committed, caplog
-):
+def test_heartbeat_skips_a_locked_row_and_extends_it_once_the_lock_is_released(committed, caplog):
     locked, free = _claimed(committed, 2)
     for job in (locked, free):
         object.__setattr__(job, "claimed_at", time.monotonic() - 3600)
