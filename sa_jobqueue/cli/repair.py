@@ -35,6 +35,8 @@ def _report(result: admin.Changed, verb: str, wrong: str) -> int:
                 f"{verb} job {job_id} (it was running: its handler may still be finishing; "
                 "what it reports will be ignored and it will not be retried)"
             )
+        elif job_id in result.waiting:
+            click.echo(f"{verb} job {job_id} (waiting: an upstream job it waits for has not ended)")
         else:
             click.echo(f"{verb} job {job_id}")
     for job_id, status in sorted(result.skipped.items()):

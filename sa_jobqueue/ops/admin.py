@@ -170,15 +170,18 @@ def retry(
     cleared. Jobs in another status are reported in ``skipped``. Idle workers are
     notified when the caller commits; this never commits.
 
-    Jobs that still wait for a retried job wait for its new end. With
+    Jobs that still wait for a retried job wait for its new end. A retried job
+    enqueued ``after=[...]`` waits again (``waiting``, listed in ``waiting``) while
+    one of its upstream jobs has not ended, e.g. one retried with it. With
     `with_dependents`, the jobs its failure cancelled wait again too, down the
     graph (``revived``; docs/workflows.md).
     """
     wanted = _ids(ids)
     rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=True)
-    revived = after_retry(session.connection(), model, result.ids, with_dependents=with_dependents)
-    result.revived.extend(revived)
+    after = after_retry(session.connection(), model, result.ids, with_dependents=with_dependents)
+    result.waiting.extend(after.waiting)
+    result.revived.extend(after.revived)
     return result
 
 
@@ -189,7 +192,8 @@ def retry_failed(
     query = statements.requeue_failed(model, by_queue=queue is not None, by_kind=kind is not None)
     rows = session.execute(query, {"queue_name": queue, "kind_name": kind}).all()
     result = _finish(session, model, [], rows, notify=True)
-    after_retry(session.connection(), model, result.ids, with_dependents=False)
+    after = after_retry(session.connection(), model, result.ids, with_dependents=False)
+    result.waiting.extend(after.waiting)
     return result
 
 

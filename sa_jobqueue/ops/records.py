@@ -173,6 +173,8 @@ class Changed:
         missing: ids that match no job.
         revived: the jobs a `retry` with ``with_dependents`` let wait again (those
             the retried jobs' failure had cancelled, down the graph).
+        waiting: of the jobs retried, those that wait for an upstream job that has
+            not ended (``waiting``, not ``pending``): they become due at its end.
     """
 
     ids: list[int] = field(default_factory=list)
@@ -180,6 +182,7 @@ class Changed:
     skipped: dict[int, str] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
     revived: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (``skipped`` keys become strings)."""
@@ -189,4 +192,5 @@ class Changed:
             "skipped": {str(k): v for k, v in self.skipped.items()},
             "missing": self.missing,
             "revived": self.revived,
+            "waiting": self.waiting,
         }

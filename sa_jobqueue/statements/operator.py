@@ -14,6 +14,7 @@ from sqlalchemy import (
     Text,
     Update,
     bindparam,
+    case,
     cast,
     delete,
     func,
@@ -27,7 +28,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
 from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
-from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
 from sa_jobqueue.statements import workflows
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
@@ -36,11 +37,13 @@ __all__ = [
     "get_job",
     "list_jobs",
     "live_counts",
+    "lock_upstream_of",
     "prune",
     "prune_count",
     "queues_in_use",
     "requeue",
     "requeue_failed",
+    "rewait_retried",
     "stats",
     "statuses_of",
     "unused_queues",
@@ -197,6 +200,61 @@ def requeue(model: type[JobMixin]) -> Update:
         .where(model.status.in_([Status.FAILED.value, Status.CANCELLED.value]))
         .values(_requeued(model))
         .returning(model.id, model.queue)
+    )
+
+
+def lock_upstream_of(model: type[JobMixin]) -> Select[int]:
+    """Lock (``FOR NO KEY UPDATE``, in id order) the jobs that ``:retried_ids`` wait for.
+
+    Taken before `rewait_retried` counts them: an upstream job's fenced end (an
+    UPDATE of its row) then either committed before the lock (the count sees it
+    ended) or waits for the retry to commit (and its release, a later statement,
+    sees the retried job waiting). Without it, an end between the count and the
+    commit would release nothing, and the retried job would wait for good.
+    """
+    edges = workflows.edges_of(model)
+    retried = bindparam("retried_ids", type_=ARRAY(BigInteger))
+    upstream = select(edges.c.upstream_id).where(edges.c.job_id == func.any(retried))
+    return (
+        select(model.id)
+        .where(model.id.in_(upstream))
+        .order_by(model.id)
+        .with_for_update(key_share=True)
+    )
+
+
+def rewait_retried(model: type[JobMixin]) -> Update:
+    """Of the just requeued jobs ``:retried_ids``, those with an unfinished upstream job wait.
+
+    A retried job that was enqueued ``after=[...]`` gets ``waiting_for`` = how many
+    of its upstream jobs have not ended (counted now, so an upstream job retried in
+    the same transaction counts), and is ``waiting`` when that is more than 0: it
+    becomes due at their end, as at its enqueue, never before (an upstream job's
+    cancel had cancelled it). Run after `requeue` and `lock_upstream_of`. Returns
+    ``(id, status)`` of each job with upstream jobs.
+    """
+    edges = workflows.edges_of(model)
+    upstream = model.__table__.alias("upstream")
+    retried = bindparam("retried_ids", type_=ARRAY(BigInteger))
+    unfinished = upstream.c.status.in_([s.value for s in UNFINISHED])
+    counts = (
+        select(edges.c.job_id, func.count().filter(unfinished).label("unfinished"))
+        .select_from(edges.join(upstream, upstream.c.id == edges.c.upstream_id))
+        .where(edges.c.job_id == func.any(retried))
+        .group_by(edges.c.job_id)
+        .cte("counts")
+    )
+    return (
+        update(model)
+        .where(model.id == counts.c.job_id, model.status == Status.PENDING.value)
+        .values(
+            waiting_for=counts.c.unfinished,
+            status=case(
+                (counts.c.unfinished > 0, Status.WAITING.value), else_=Status.PENDING.value
+            ),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status)
     )
 
 
