@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import JobId, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import Count, JobId, fail, json_flag, main, operating, operator_options
 from sa_jobqueue.cli.progress import on_terminal, progress_bar
 from sa_jobqueue.cli.render import plural, print_json
 from sa_jobqueue.errors import ConfigurationError
@@ -77,7 +77,7 @@ def _bulk_options(action: str) -> Callable[[F], F]:
             ),
             click.option(
                 "--batch-size",
-                type=click.IntRange(min=1),
+                type=Count(),
                 default=DEFAULT_BATCH_SIZE,
                 show_default=True,
                 help="With --all: jobs changed per transaction.",

@@ -17,6 +17,7 @@ from sa_jobqueue.errors import PayloadError, ValidationError
 __all__ = [
     "BIGINT_RANGE",
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "MAX_COUNT",
     "MAX_DELAY_SECONDS",
     "MAX_KEY_LENGTH",
     "MAX_NAME_LENGTH",
@@ -42,6 +43,8 @@ MAX_DELAY_SECONDS = 100 * 365.25 * 86400
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 _SMALLINT = (-(2**15), 2**15 - 1)
 _INT4_MAX = 2**31 - 1
+#: The most a count argument takes (a list's limit, a batch size): a PostgreSQL ``integer``.
+MAX_COUNT = _INT4_MAX
 #: A job id is a ``bigint``.
 BIGINT_RANGE = (-(2**63), 2**63 - 1)
 MAX_DEPTH = 200

@@ -19,7 +19,7 @@ from sqlalchemy.orm.util import identity_key
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
-from sa_jobqueue.core.validation import BIGINT_RANGE, check_job_id
+from sa_jobqueue.core.validation import BIGINT_RANGE, MAX_COUNT, check_job_id
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
@@ -137,8 +137,8 @@ def list_jobs(
     }
     if "statuses" in params:
         check_statuses(params["statuses"], tuple(s.value for s in Status))
-    if not (isinstance(limit, int) and limit >= 1):
-        raise ConfigurationError(f"limit must be a positive int, not {limit!r}")
+    if not (isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit <= MAX_COUNT):
+        raise ConfigurationError(f"limit must be a positive int up to {MAX_COUNT}, not {limit!r}")
     query = statements.list_jobs(
         model,
         by_status="statuses" in params,

@@ -18,6 +18,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
+from sa_jobqueue.core.validation import MAX_COUNT
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.retention import DEFAULT_BATCH_SIZE
@@ -147,8 +148,14 @@ def _selection(ids: Iterable[int] | None, match: Match | None) -> list[int] | No
 
 
 def _check_batch_size(batch_size: int) -> None:
-    if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
-        raise ConfigurationError(f"batch_size must be a positive int, not {batch_size!r}")
+    if not (
+        isinstance(batch_size, int)
+        and not isinstance(batch_size, bool)
+        and 1 <= batch_size <= MAX_COUNT
+    ):
+        raise ConfigurationError(
+            f"batch_size must be a positive int up to {MAX_COUNT}, not {batch_size!r}"
+        )
 
 
 def count(
