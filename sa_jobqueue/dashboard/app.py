@@ -182,6 +182,8 @@ class _Dashboard(Actions):
                 f=JobFilter(),
             )
         result = await self.run(queries.jobs_page, job_filter, limit=self.page_size)
+        # A running job's progress object is shown: masked like a payload.
+        result = replace(result, jobs=[job.redacted(self.redact_keys) for job in result.jobs])
         # "All N matching" is for the bulk form: a read-only dashboard does not count.
         counts = await self.run(queries.jobs_counts, job_filter, matching=self.allow_actions)
         return self.page(

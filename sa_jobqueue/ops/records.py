@@ -157,8 +157,13 @@ class JobInfo:
         return {key: _plain(value) for key, value in asdict(self).items()}
 
     def redacted(self, keys: Iterable[str]) -> JobInfo:
-        """This job as shown to people: `payload` and `result` with `keys` masked."""
-        return replace(self, payload=redact(self.payload, keys), result=redact(self.result, keys))
+        """This job as shown to people: `payload`, `result` and `progress` with `keys` masked."""
+        return replace(
+            self,
+            payload=redact(self.payload, keys),
+            result=redact(self.result, keys),
+            progress=redact(self.progress, keys),
+        )
 
 
 @dataclass(frozen=True, slots=True)
