@@ -130,6 +130,8 @@ class Actions:
             target = request.url_for("jobs")
             return RedirectResponse(f"{target}?notice=deleted", status_code=303)
         notice = action if done else f"not_{action}"
+        if action == "delete" and changed.awaited:
+            notice = "awaited_delete"
         target = request.url_for("job", job_id=job_id)
         return RedirectResponse(f"{target}?notice={notice}", status_code=303)
 

@@ -44,6 +44,10 @@ NOTICES = {
     "delete": "Job deleted.",
     "deleted": "Job deleted.",
     "not_delete": "Not deleted: only finished (done, failed, cancelled) jobs can be deleted.",
+    "awaited_delete": (
+        "Not deleted: jobs that have not ended wait for it (its result is their upstream); "
+        "it is kept until they end, as retention keeps it."
+    ),
     "retried_failed": "Failed jobs retried:",
     "bulk_retry": "Jobs retried (pending, due now):",
     "bulk_cancel": "Jobs cancelled:",

@@ -45,7 +45,9 @@ from sa_jobqueue.schema.naming import (
     control_channel_name,
     ended_channel_name,
 )
+from sa_jobqueue.statements.common import FINISHED_VALUES
 from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.operator import awaiting
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -233,11 +235,21 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
     """Delete the finished (``done``, ``failed``, ``cancelled``) jobs among `ids`; never commits.
 
     Pending and running jobs are never deleted: they come back in ``skipped``
-    with their status. For deleting by age in batches, use `prune`.
+    with their status. A finished job that an unfinished job still waits for is
+    kept, as retention keeps it (its result is that job's ``ctx.upstream``): it
+    comes back in ``awaited`` with the ids of the jobs waiting for it. For
+    deleting by age in batches, use `prune`.
     """
     wanted = _ids(ids)
     rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
-    return _finish(session, model, wanted, rows, notify=False)
+    result = _finish(session, model, wanted, rows, notify=False)
+    finished = [job_id for job_id, status in result.skipped.items() if status in FINISHED_VALUES]
+    if finished:
+        for upstream_id, job_id in session.execute(awaiting(model), {"ids": finished}):
+            result.awaited.setdefault(upstream_id, []).append(job_id)
+        for job_id in result.awaited:
+            del result.skipped[job_id]
+    return result
 
 
 def _ids(ids: Iterable[int]) -> list[int]:

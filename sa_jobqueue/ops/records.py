@@ -180,6 +180,9 @@ class Changed:
             the retried jobs' failure had cancelled, down the graph).
         waiting: of the jobs retried, those that wait for an upstream job that has
             not ended (``waiting``, not ``pending``): they become due at its end.
+        awaited: finished jobs `delete_finished` kept because unfinished jobs still
+            wait for them (their results are those jobs' ``ctx.upstream``): each id
+            with the ids of the jobs that wait for it. Retention keeps them too.
     """
 
     ids: list[int] = field(default_factory=list)
@@ -188,6 +191,7 @@ class Changed:
     missing: list[int] = field(default_factory=list)
     revived: list[int] = field(default_factory=list)
     waiting: list[int] = field(default_factory=list)
+    awaited: dict[int, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (``skipped`` keys become strings)."""
@@ -198,4 +202,5 @@ class Changed:
             "missing": self.missing,
             "revived": self.revived,
             "waiting": self.waiting,
+            "awaited": {str(k): v for k, v in self.awaited.items()},
         }

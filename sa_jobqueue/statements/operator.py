@@ -33,6 +33,7 @@ from sa_jobqueue.statements import workflows
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
 __all__ = [
+    "awaiting",
     "cancel",
     "get_job",
     "list_jobs",
@@ -255,6 +256,21 @@ def rewait_retried(model: type[JobMixin]) -> Update:
             updated_at=func.now(),
         )
         .returning(model.id, model.status)
+    )
+
+
+def awaiting(model: type[JobMixin]) -> Select[int, int]:
+    """``(upstream_id, job_id)``: the unfinished jobs that wait for each of ``:ids``, by id."""
+    edges = workflows.edges_of(model)
+    waiting = model.__table__.alias("awaiting")
+    return (
+        select(edges.c.upstream_id, edges.c.job_id)
+        .join(waiting, waiting.c.id == edges.c.job_id)
+        .where(
+            edges.c.upstream_id == func.any(bindparam("ids", type_=ARRAY(BigInteger))),
+            waiting.c.status.in_([s.value for s in UNFINISHED]),
+        )
+        .order_by(edges.c.upstream_id, edges.c.job_id)
     )
 
 

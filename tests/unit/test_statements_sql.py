@@ -92,6 +92,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
     "lock_upstream_of": lambda: operator.lock_upstream_of(Job),
     "rewait_retried": lambda: operator.rewait_retried(Job),
+    "awaiting": lambda: operator.awaiting(Job),
     "cancel": lambda: statements.cancel(Job),
     "delete_finished": lambda: statements.delete_finished(Job),
     "pending_summary": lambda: statements.pending_summary(Job),
