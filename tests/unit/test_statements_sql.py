@@ -243,6 +243,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "lock_upstream": lambda: workflows.lock_upstream(Job),
     "insert_edges": lambda: workflows.insert_edges(Job),
     "add_to_batch": lambda: workflows.add_to_batch(Job),
+    "batch_members_among": lambda: workflows.batch_members_among(Job),
     "release_dependents": lambda: workflows.release_dependents(Job),
     "release_dependents_notify": lambda: workflows.release_dependents(
         Job, channel="sa_jobqueue_jobs"
