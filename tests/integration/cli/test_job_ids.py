@@ -51,7 +51,7 @@ def test_operator_api_job_id_beyond_bigint_is_a_validation_error(committed):
         ["prune", "--dry-run", "--batch-size", "99999999999"],
         ["enqueue", "k", "--priority", "40000"],
         ["enqueue", "k", "--max-attempts", "99999999999"],
-        ["jobs", "list", "--limit", "٥"],
+        ["jobs", "list", "--limit", "\u0665"],  # ARABIC-INDIC DIGIT FIVE
         ["jobs", "list", "--limit", "1_0"],
     ],
 )
