@@ -176,18 +176,66 @@ def test_prune_behind_transaction_pgbouncer_leaves_no_lock_for_a_direct_prune(
 
 
 LISTEN_WARNING = "heard nothing of its own test notification"
+POOLER_LINE = "goes through a transaction-mode pooler"
+NOT_LINKED = "when not linked"
 
 
-def test_a_worker_listening_through_transaction_pgbouncer_warns_with_the_fix(
+def listening_backends(engine: Engine) -> int:
+    """Server connections whose last statement was a LISTEN of the jobs table's channels."""
+    query = text(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN \"sa_jobqueue_%'"
+        " AND pid <> pg_backend_pid()"
+    )
+    with engine.connect() as conn:
+        return int(conn.execute(query).scalar_one())
+
+
+def test_a_worker_through_transaction_pgbouncer_says_so_at_start_and_leaves_no_listener(
     committed, pgbouncer, spawn
 ):
-    worker = spawn(*worker_args(pgbouncer.url("transaction"), "--no-prepared-statements"))
-    wait_for(lambda: LISTEN_WARNING in worker.output(), timeout=60, what="the LISTEN warning")
+    worker = spawn(
+        *worker_args(pgbouncer.url("transaction"), "--no-prepared-statements"),
+        *("--poll-interval", "0.5"),
+    )
+    wait_for(lambda: POOLER_LINE in worker.output(), timeout=60, what="the pooler line")
+    with Session(committed) as session, session.begin():
+        jobs.enqueue_many(session, [("record", {"i": i}) for i in range(5)])
+    wait_for(lambda: statuses(committed).get("done") == 5, timeout=30, what="5 jobs (polled)")
     log = worker.output()
+    assert log.count(POOLER_LINE) == 1
     assert "--listen-url" in log
     assert "--no-listen" in log
-    assert log.count(LISTEN_WARNING) == 1
+    assert LISTEN_WARNING not in log  # found at start, before any LISTEN
     assert worker.terminate() == 0, log
+    # Nothing LISTENs through the pooler after the worker stopped: notifications of
+    # new jobs reach no server connection PgBouncer holds for no client.
+    assert listening_backends(committed) == 0
+    before = pgbouncer.log().count(NOT_LINKED)
+    with Session(committed) as session, session.begin():
+        jobs.enqueue_many(session, [("record", {"i": i}) for i in range(5)])
+    with Session(committed) as session, session.begin():
+        jobs.cancel(session, [job.id for job in session.scalars(select(Job))])
+    assert pgbouncer.log().count(NOT_LINKED) == before
+
+
+def test_jobs_wait_through_transaction_pgbouncer_says_so_and_reads_the_row(
+    committed, pgbouncer, caplog
+):
+    pooled = through(pgbouncer, "transaction")
+    try:
+        with Session(committed) as session, session.begin():
+            job_id = jobs.enqueue(session, "record", {"i": 1}).id
+        with committed.begin() as conn:
+            conn.execute(text("UPDATE jobs SET status = 'done', finished_at = now()"))
+        with caplog.at_level("WARNING", logger="sa_jobqueue.ops.waiting"):
+            for _ in range(2):
+                assert jobs.wait(pooled, job_id, timeout=10, poll_interval=0.2).status == "done"
+        said = [r.getMessage() for r in caplog.records if POOLER_LINE in r.getMessage()]
+        assert len(said) == 1  # once per engine
+        assert "direct URL" in said[0]
+        assert listening_backends(committed) == 0
+    finally:
+        pooled.dispose()
 
 
 def test_listen_url_gives_the_listener_a_direct_connection_beside_the_pooler(
