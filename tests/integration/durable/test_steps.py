@@ -355,3 +355,28 @@ def test_a_transactional_handler_that_swallows_its_park_commits_nothing(committe
     finally:
         with committed.begin() as conn:
             conn.execute(text("DROP TABLE IF EXISTS durable_probe"))
+
+
+def test_an_async_handler_that_swallows_its_park_fails_the_attempt_saying_why(committed):
+    jobs = JobQueue(Job)
+    calls: list[str] = []
+
+    @jobs.task("aswallow")
+    async def aswallow(ctx: JobContext) -> None:
+        with contextlib.suppress(BaseException):  # the fault under test: swallows the park
+            await ctx.asleep("nap", timedelta(hours=1))
+        calls.append("ran on")
+        await ctx.aprogress(0.5)  # a durable call after the park: refused, not written
+
+    @jobs.task("aswallow_and_return")
+    async def aswallow_and_return(ctx: JobContext) -> None:
+        with contextlib.suppress(BaseException):  # the fault under test: swallows the park
+            await ctx.await_for_signal("approved")
+
+    progressed = _enqueue(committed, jobs, "aswallow")
+    returned = _enqueue(committed, jobs, "aswallow_and_return")
+    outcomes = {o.id: o for o in drain(jobs, committed)}
+    assert "it called ctx.progress afterwards" in (outcomes[progressed].error or "")
+    assert "(it returned)" in (outcomes[returned].error or "")
+    assert calls == ["ran on"]
+    assert _row(committed, progressed).progress is None
