@@ -257,3 +257,32 @@ def test_listen_url_gives_the_listener_a_direct_connection_beside_the_pooler(
     log = worker.output()
     assert LISTEN_WARNING not in log
     assert worker.terminate() == 0, log
+
+
+def test_jobs_wait_async_through_transaction_pgbouncer_says_so_and_reads_the_row(
+    committed, pgbouncer, caplog
+):
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url, connect_args = engine_arguments(pgbouncer.url("transaction"), prepared_statements=False)
+
+    async def main(job_id: int) -> list[str]:
+        pooled = create_async_engine(url, connect_args=connect_args, pool_size=2)
+        try:
+            return [
+                (await jobs.wait_async(pooled, job_id, timeout=10, poll_interval=0.2)).status
+                for _ in range(2)
+            ]
+        finally:
+            await pooled.dispose()
+
+    with Session(committed) as session, session.begin():
+        job_id = jobs.enqueue(session, "record", {"i": 1}).id
+    with committed.begin() as conn:
+        conn.execute(text("UPDATE jobs SET status = 'done', finished_at = now()"))
+    with caplog.at_level("WARNING", logger="sa_jobqueue.ops.waiting"):
+        assert asyncio.run(main(job_id)) == ["done", "done"]
+    said = [r.getMessage() for r in caplog.records if POOLER_LINE in r.getMessage()]
+    assert len(said) == 1
