@@ -205,13 +205,14 @@ def requeue(model: type[JobMixin]) -> Update:
 
 
 def lock_upstream_of(model: type[JobMixin]) -> Select[int]:
-    """Lock (``FOR NO KEY UPDATE``, in id order) the jobs that ``:retried_ids`` wait for.
+    """Lock (``FOR SHARE``, in id order) the jobs that ``:retried_ids`` wait for.
 
     Taken before `rewait_retried` counts them: an upstream job's fenced end (an
     UPDATE of its row) then either committed before the lock (the count sees it
     ended) or waits for the retry to commit (and its release, a later statement,
     sees the retried job waiting). Without it, an end between the count and the
-    commit would release nothing, and the retried job would wait for good.
+    commit would release nothing, and the retried job would wait for good. A share
+    lock: two retries do not wait for each other; only an end waits for them.
     """
     edges = workflows.edges_of(model)
     retried = bindparam("retried_ids", type_=ARRAY(BigInteger))
@@ -220,7 +221,7 @@ def lock_upstream_of(model: type[JobMixin]) -> Select[int]:
         select(model.id)
         .where(model.id.in_(upstream))
         .order_by(model.id)
-        .with_for_update(key_share=True)
+        .with_for_update(read=True)
     )
 
 
