@@ -135,6 +135,8 @@ def _print_result(result: bulk.BulkResult, done: str, as_json: bool) -> NoReturn
         print_json(result.to_dict())
     else:
         running = f"; {result.was_running} were running" if result.was_running else ""
+        if result.waiting:
+            running += f"; {result.waiting} wait for an upstream job that has not ended"
         click.echo(
             f"{done} {plural(result.changed, 'job')} in {plural(result.batches, 'batch')}"
             f"{running}{_left_alone(result)}"

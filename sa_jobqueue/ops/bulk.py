@@ -104,6 +104,8 @@ class BulkResult:
         missing: of the ids given, how many match no job.
         was_running: of the jobs cancelled, how many were running (their workers
             are told; their handlers' later reports change nothing).
+        waiting: of the jobs retried, how many wait for an upstream job that has
+            not ended (``waiting``, not ``pending``; `ops.admin.retry`).
         awaited: of the ids given to ``delete``, how many finished jobs were kept
             because unfinished jobs still wait for them (as retention keeps them); a
             filter never selects those.
@@ -116,6 +118,7 @@ class BulkResult:
     skipped: dict[str, int] = field(default_factory=dict)
     missing: int = 0
     was_running: int = 0
+    waiting: int = 0
     awaited: int = 0
 
     def to_dict(self) -> dict[str, Any]:
@@ -258,6 +261,7 @@ def apply(
         result.batches += 1
         result.changed += len(changed.ids)
         result.was_running += len(changed.was_running)
+        result.waiting += len(changed.waiting)
         result.awaited += len(changed.awaited)
         if by_id:  # with a filter, a job that moved between the read and the change just moved
             for status in changed.skipped.values():

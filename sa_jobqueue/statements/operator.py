@@ -218,10 +218,7 @@ def lock_upstream_of(model: type[JobMixin]) -> Select[int]:
     retried = bindparam("retried_ids", type_=ARRAY(BigInteger))
     upstream = select(edges.c.upstream_id).where(edges.c.job_id == func.any(retried))
     return (
-        select(model.id)
-        .where(model.id.in_(upstream))
-        .order_by(model.id)
-        .with_for_update(read=True)
+        select(model.id).where(model.id.in_(upstream)).order_by(model.id).with_for_update(read=True)
     )
 
 

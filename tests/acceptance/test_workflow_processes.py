@@ -248,7 +248,9 @@ def test_a_retried_dependent_of_a_cancelled_upstream_waits_for_it_again(committe
         jobs.cancel(session, cancelled)
     assert {_status(committed, d) for _, d in pairs.values()} == {"cancelled"}
 
-    assert processes.command("retry", "--all", "--queue", "q_all", "--table", "jobs").wait() == 0
+    every_retry = processes.command("retry", "--all", "--queue", "q_all", "--table", "jobs")
+    assert every_retry.wait() == 0
+    assert "1 wait for an upstream job that has not ended" in every_retry.output()
     assert processes.command("retry", *map(str, pairs["ids"]), "--table", "jobs").wait() == 0
     client = TestClient(make_app(jobs, committed, allow_actions=True), base_url="http://127.0.0.1")
     assert client.get("/").status_code == 200
