@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
@@ -80,7 +81,7 @@ def test_cli_job_id_in_other_scripts_digits_is_not_read_as_that_job(
     assert result.exit_code == 2, result.output
     assert f"{arabic!r} is not a job id (ASCII digits" in result.stderr
     with Session(committed) as s:
-        assert s.get(Job, job_id).status == "pending"
+        assert s.scalar(select(Job.status).where(Job.id == job_id)) == "pending"
 
 
 def test_dashboard_job_id_in_other_scripts_digits_is_not_a_job(committed):

@@ -6,7 +6,7 @@ import json
 import os
 
 from click.testing import CliRunner
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
@@ -70,7 +70,7 @@ def _running_with_progress(engine) -> int:
     job_id = _job(engine)
     with engine.begin() as conn:
         conn.execute(
-            Job.__table__.update()
+            update(Job)
             .where(Job.id == job_id)
             .values(status="running", attempts=1, locked_by="w", progress=PROGRESS)
         )
