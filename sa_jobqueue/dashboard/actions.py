@@ -132,6 +132,8 @@ class Actions:
         notice = action if done else f"not_{action}"
         if action == "delete" and changed.awaited:
             notice = "awaited_delete"
+        elif action == "retry" and changed.waiting:
+            notice = "retry_waiting"
         target = request.url_for("job", job_id=job_id)
         return RedirectResponse(f"{target}?notice={notice}", status_code=303)
 

@@ -35,6 +35,9 @@ __all__ = [
 NOTICES = {
     "retry": "Job retried: it is pending and due now.",
     "not_retry": "Not retried: only failed or cancelled jobs can be retried.",
+    "retry_waiting": (
+        "Job retried: it waits for an upstream job that has not ended, and becomes due at its end."
+    ),
     "retry-with-dependents": (
         "Job retried: it is pending and due now; the jobs its failure cancelled wait for it again."
     ),

@@ -261,6 +261,7 @@ def test_a_retried_dependent_of_a_cancelled_upstream_waits_for_it_again(committe
     single = pairs["single"][1]
     answer = client.post(f"/jobs/{single}/retry", data={CSRF_FIELD: token})
     assert answer.status_code == 200, answer.text
+    assert "it waits for an upstream job that has not ended" in answer.text
 
     # Each dependent waits again for its upstream (pending), none is due before it ends.
     assert {way: _status(committed, d) for way, (_, d) in pairs.items()} == dict.fromkeys(
