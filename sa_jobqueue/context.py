@@ -284,7 +284,7 @@ class JobContext:
         if self._recorded(name) is not None:
             return
         if store.sleep(self, name, seconds):
-            raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True)
+            raise state.park(Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True))
 
     async def asleep(self, name: str, duration: timedelta | float) -> None:
         """`sleep` for an ``async def`` handler: ``await ctx.asleep(name, duration)``."""
@@ -294,7 +294,7 @@ class JobContext:
         if await self._arecorded(name) is not None:
             return
         if await store.asleep(self, name, seconds):
-            raise Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True)
+            raise state.park(Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True))
 
     def wait_for_signal(self, name: str, timeout: timedelta | float | None = None) -> Any:
         """Return the payload of signal `name` (``jobs.signal``), parking the job until it comes.
@@ -318,7 +318,7 @@ class JobContext:
             return found[1]
         outcome, payload = store.wait(self, name, seconds)
         if outcome == "parked":
-            raise Parked(f"job {self.id} waits for signal {name!r}")
+            raise state.park(Parked(f"job {self.id} waits for signal {name!r}"))
         return payload
 
     async def await_for_signal(self, name: str, timeout: timedelta | float | None = None) -> Any:
@@ -331,7 +331,7 @@ class JobContext:
             return found[1]
         outcome, payload = await store.await_(self, name, seconds)
         if outcome == "parked":
-            raise Parked(f"job {self.id} waits for signal {name!r}")
+            raise state.park(Parked(f"job {self.id} waits for signal {name!r}"))
         return payload
 
     def progress(self, value: float | Mapping[str, Any]) -> None:
@@ -350,6 +350,7 @@ class JobContext:
             PayloadError: an object that is not JSON, or larger than 2 KiB.
         """
         store, state = self._attempt_steps()
+        state.check_not_parked("it called ctx.progress afterwards")
         state.progress = check_progress(value)
         if state.progress_due() and store.progress(self, state.progress):
             state.progress_at = time.monotonic()
@@ -361,6 +362,7 @@ class JobContext:
     async def aprogress(self, value: float | Mapping[str, Any]) -> None:
         """`progress` for an ``async def`` handler: ``await ctx.aprogress(value)``."""
         store, state = self._attempt_steps()
+        state.check_not_parked("it called ctx.progress afterwards")
         state.progress = check_progress(value)
         if state.progress_due() and await store.aprogress(self, state.progress):
             state.progress_at = time.monotonic()

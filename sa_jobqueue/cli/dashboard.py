@@ -12,7 +12,7 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.cli.app import fail, main, operating, operator_options
+from sa_jobqueue.cli.app import Count, fail, main, operating, operator_options
 from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
@@ -25,9 +25,7 @@ _EXTRA_HINT = f"the dashboard needs its extra: {install_hint('dashboard')}"
 @main.command()
 @operator_options
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option(
-    "--port", type=click.IntRange(0, 65535), default=8787, show_default=True, help="TCP port."
-)
+@click.option("--port", type=Count(0, 65535), default=8787, show_default=True, help="TCP port.")
 @click.option(
     "--allow-actions",
     is_flag=True,

@@ -12,7 +12,7 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.cli.app import Duration, Moment, fail, main, operating, operator_options
+from sa_jobqueue.cli.app import Count, Duration, Moment, fail, main, operating, operator_options
 
 __all__ = ["enqueue"]
 
@@ -24,9 +24,15 @@ __all__ = ["enqueue"]
 @click.option("--queue", help="Queue (default: the task's with --app, else 'default').")
 @click.option("--delay", type=Duration(), help="Due this long from now: 30s, 5m, 2h.")
 @click.option("--run-at", type=Moment(), help="Due at this ISO 8601 time, with a UTC offset.")
-@click.option("--priority", type=int, default=0, show_default=True, help="Lower runs first.")
+@click.option(
+    "--priority",
+    type=Count(None, None),  # the range is the library's check (priority=...)
+    default=0,
+    show_default=True,
+    help="Lower runs first.",
+)
 @click.option("--idempotency-key", help="An existing job with this key is kept, not duplicated.")
-@click.option("--max-attempts", type=int, help="Attempts before dead-lettering (default 20).")
+@click.option("--max-attempts", type=Count(), help="Attempts before dead-lettering (default 20).")
 def enqueue(
     kind: str,
     payload: str,

@@ -14,7 +14,16 @@ from dataclasses import asdict
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import JobId, csv, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import (
+    Count,
+    JobId,
+    csv,
+    fail,
+    json_flag,
+    main,
+    operating,
+    operator_options,
+)
 from sa_jobqueue.cli.render import first_line, grid, indent, print_json, when
 from sa_jobqueue.cli.show_durable import show_durable
 from sa_jobqueue.ops import counts
@@ -41,7 +50,7 @@ def jobs() -> None:
 )
 @click.option("--queue", multiple=True, callback=csv, help="Only these queues.")
 @click.option("--kind", multiple=True, callback=csv, help="Only these kinds.")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option("--limit", type=Count(), default=20, show_default=True)
 @json_flag
 def list_command(
     database_url: str | None,

@@ -11,7 +11,16 @@ from datetime import timedelta
 
 import click
 
-from sa_jobqueue.cli.app import Duration, csv, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import (
+    Count,
+    Duration,
+    csv,
+    fail,
+    json_flag,
+    main,
+    operating,
+    operator_options,
+)
 from sa_jobqueue.cli.progress import on_terminal, progress_bar
 from sa_jobqueue.cli.render import plural, print_json, span
 from sa_jobqueue.ops import retention
@@ -36,7 +45,7 @@ __all__ = ["prune"]
 )
 @click.option(
     "--batch-size",
-    type=click.IntRange(min=1),
+    type=Count(),
     default=retention.DEFAULT_BATCH_SIZE,
     show_default=True,
     help="Rows deleted per transaction.",

@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import JobId, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import Count, JobId, fail, json_flag, main, operating, operator_options
 from sa_jobqueue.cli.progress import on_terminal, progress_bar
 from sa_jobqueue.cli.render import plural, print_json
 from sa_jobqueue.errors import ConfigurationError
@@ -35,6 +35,8 @@ def _report(result: admin.Changed, verb: str, wrong: str) -> int:
                 f"{verb} job {job_id} (it was running: its handler may still be finishing; "
                 "what it reports will be ignored and it will not be retried)"
             )
+        elif job_id in result.waiting:
+            click.echo(f"{verb} job {job_id} (waiting: an upstream job it waits for has not ended)")
         else:
             click.echo(f"{verb} job {job_id}")
     for job_id, status in sorted(result.skipped.items()):
@@ -75,7 +77,7 @@ def _bulk_options(action: str) -> Callable[[F], F]:
             ),
             click.option(
                 "--batch-size",
-                type=click.IntRange(min=1),
+                type=Count(),
                 default=DEFAULT_BATCH_SIZE,
                 show_default=True,
                 help="With --all: jobs changed per transaction.",
@@ -133,6 +135,8 @@ def _print_result(result: bulk.BulkResult, done: str, as_json: bool) -> NoReturn
         print_json(result.to_dict())
     else:
         running = f"; {result.was_running} were running" if result.was_running else ""
+        if result.waiting:
+            running += f"; {result.waiting} wait for an upstream job that has not ended"
         click.echo(
             f"{done} {plural(result.changed, 'job')} in {plural(result.batches, 'batch')}"
             f"{running}{_left_alone(result)}"

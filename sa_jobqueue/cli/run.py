@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 
 from sa_jobqueue.cli.app import (
     NO_DATABASE,
+    Count,
     app_engine,
     database_url_option,
     fail,
@@ -176,7 +177,7 @@ def _first_line(error: BaseException) -> str:
 @click.argument("target")
 @database_url_option
 @click.option("--queue", "queues", multiple=True, help="Queue to serve (repeatable). Default: all.")
-@click.option("--concurrency", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--concurrency", type=Count(), default=1, show_default=True)
 @click.option(
     "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True
 )
@@ -232,14 +233,14 @@ def _first_line(error: BaseException) -> str:
 )
 @click.option(
     "--savepoint-batch",
-    type=click.IntRange(min=1),
+    type=Count(),
     default=1,
     show_default=True,
     help="Transactional jobs run per transaction, with a SAVEPOINT each (1: one per job).",
 )
 @click.option(
     "--prefetch",
-    type=click.IntRange(min=0),
+    type=Count(0),
     default=DEFAULT_PREFETCH,
     show_default=True,
     help="Jobs claimed ahead of free handler slots while handlers are short (0: none; "
@@ -276,7 +277,7 @@ def _first_line(error: BaseException) -> str:
 )
 @click.option(
     "--metrics-port",
-    type=click.IntRange(min=1, max=65535),
+    type=Count(1, 65535),
     default=None,
     help="Serve Prometheus metrics on this port (needs sa-jobqueue[prometheus]).",
 )

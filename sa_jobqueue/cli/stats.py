@@ -11,7 +11,7 @@ import time
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import Count, json_flag, main, operating, operator_options
 from sa_jobqueue.cli.render import print_json, render_stats
 
 __all__ = ["stats"]
@@ -35,7 +35,7 @@ def _in_place(text: str) -> str:
     show_default=True,
     help="Seconds between refreshes with --watch.",
 )
-@click.option("--count", type=click.IntRange(min=1), help="With --watch: stop after N refreshes.")
+@click.option("--count", type=Count(), help="With --watch: stop after N refreshes.")
 @json_flag
 def stats(
     database_url: str | None,

@@ -29,6 +29,7 @@ __all__ = [
     "PROGRESS_INTERVAL",
     "AttemptSteps",
     "MemorySteps",
+    "ParkSwallowed",
     "Parked",
     "StepLeaseLost",
     "StepStore",
@@ -56,6 +57,17 @@ class Parked(BaseException):
     def __init__(self, message: str, *, sleeping: bool = False) -> None:
         super().__init__(message)
         self.sleeping = sleeping
+
+
+class ParkSwallowed(Exception):  # noqa: N818 - named after what the handler did
+    """A handler went on after its job was parked: it caught the `Parked` that unwinds it.
+
+    ``except BaseException`` (or a bare ``except``) around ``ctx.sleep`` or
+    ``ctx.wait_for_signal`` catches the park; the handler would then run on at once
+    and again when the job wakes. The attempt fails with this error instead, at the
+    handler's next durable call or its return (transactional mode: nothing of it
+    commits, the park included).
+    """
 
 
 class StepLeaseLost(BaseException):
@@ -108,15 +120,41 @@ class AttemptSteps:
         used: the names this run has used so far (a name is used once per run).
         progress: the progress value not written yet (JSON text), if any.
         progress_at: when progress was last written (`time.monotonic`).
+        parked: what parked the job in this run (the `Parked` message), if anything.
     """
 
     recorded: dict[str, tuple[str, Any]] | None = None
     used: set[str] = field(default_factory=set)
     progress: str | None = None
     progress_at: float = -math.inf
+    parked: str | None = None
+
+    def park(self, parked: Parked) -> Parked:
+        """Remember that `parked` unwinds this run (to tell if the handler swallows it)."""
+        self.parked = str(parked)
+        return parked
+
+    def swallowed(self, went_on: str) -> ParkSwallowed | None:
+        """The error for a handler that `went_on` after its park, or None if none parked it."""
+        if self.parked is None:
+            return None
+        return ParkSwallowed(
+            f"{self.parked}, but the handler went on ({went_on}): it caught the park "
+            "(ctx.sleep and ctx.wait_for_signal unwind the handler with a Parked, a "
+            "BaseException; `except BaseException` or a bare `except` catches it). "
+            "Let it propagate (re-raise it) so the job sleeps or waits instead of "
+            "running on now and again when it wakes"
+        )
+
+    def check_not_parked(self, went_on: str) -> None:
+        """Raise `ParkSwallowed` if this run parked the job already."""
+        error = self.swallowed(went_on)
+        if error is not None:
+            raise error
 
     def claim_name(self, name: object, what: str) -> str:
         """Check `name` and mark it used in this run; a reused name is an error here."""
+        self.check_not_parked(f"it called {what} {name!r} afterwards")
         checked = check_name(f"{what} name", name)
         if checked in self.used:
             raise ValidationError(

@@ -17,6 +17,7 @@ from sa_jobqueue.errors import PayloadError, ValidationError
 __all__ = [
     "BIGINT_RANGE",
     "DEFAULT_MAX_PAYLOAD_BYTES",
+    "MAX_COUNT",
     "MAX_DELAY_SECONDS",
     "MAX_KEY_LENGTH",
     "MAX_NAME_LENGTH",
@@ -28,6 +29,7 @@ __all__ = [
     "check_max_attempts",
     "check_name",
     "check_priority",
+    "cron_step_problem",
     "dump_payload",
     "dump_result",
 ]
@@ -42,6 +44,8 @@ MAX_DELAY_SECONDS = 100 * 365.25 * 86400
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 _SMALLINT = (-(2**15), 2**15 - 1)
 _INT4_MAX = 2**31 - 1
+#: The most a count argument takes (a list's limit, a batch size): a PostgreSQL ``integer``.
+MAX_COUNT = _INT4_MAX
 #: A job id is a ``bigint``.
 BIGINT_RANGE = (-(2**63), 2**63 - 1)
 MAX_DEPTH = 200
@@ -149,6 +153,44 @@ def check_delay(field: str, value: object) -> float:
     if seconds > MAX_DELAY_SECONDS:
         raise ValidationError(field, value, f"must be at most {MAX_DELAY_SECONDS:.0f}s (100 years)")
     return seconds
+
+
+#: Each cron field's name and range, for 5 fields (6: seconds first).
+_CRON_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+    ("day of week", 0, 7),
+)
+
+
+def cron_step_problem(expression: str) -> str | None:
+    """What is wrong with a step (``*/N``) of the cron `expression`, or None.
+
+    A step that reaches past its field's range (``*/1000000`` or ``*/60``
+    minutes) matches the field's first value only: almost surely not what was
+    meant, so it is refused rather than read as ``0``. Other mistakes are the cron
+    parser's to name.
+
+    >>> cron_step_problem("*/15 * * * *") is None
+    True
+    >>> print(cron_step_problem("*/1000000 * * * *")[-50:])
+    reaches past its range 0-59: it would match 0 only
+    """
+    parts = expression.split()
+    fields = _CRON_FIELDS if len(parts) != 6 else (("second", 0, 59), *_CRON_FIELDS)
+    for text, (name, low, high) in zip(parts, fields, strict=False):
+        for item in text.split(","):
+            _, slash, step = item.partition("/")
+            if slash and step.isascii() and step.isdigit() and int(step) > high - low:
+                start = item.split("-")[0].split("/")[0]
+                first = low if start == "*" else start
+                return (
+                    f"step {int(step)} of the {name} field ({item}) reaches past its range "
+                    f"{low}-{high}: it would match {first} only"
+                )
+    return None
 
 
 def _check_text(

@@ -27,7 +27,7 @@ from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.ops import admin, bulk, pausing
 from sa_jobqueue.schema.model import JobMixin
 
-__all__ = ["MAX_SELECTED", "Actions", "is_job_id"]
+__all__ = ["MAX_SELECTED", "Actions", "is_job_id", "job_id_of"]
 
 log = logging.getLogger("sa_jobqueue.dashboard")
 
@@ -47,6 +47,20 @@ def is_job_id(job_id: int) -> bool:
     """Whether `job_id` fits the ``bigint`` id column (a larger one names no job)."""
     low, high = BIGINT_RANGE
     return low <= job_id <= high
+
+
+def job_id_of(text: str) -> int | None:
+    """`text` as a job id: ASCII digits that fit ``bigint``, else None.
+
+    ``str.isdigit`` and ``int`` also take other scripts' digits (``"١٢"`` is 12).
+
+    >>> job_id_of("12"), job_id_of("١٢"), job_id_of(str(2**63))
+    (12, None, None)
+    """
+    if not (text.isascii() and text.isdigit()):
+        return None
+    job_id = int(text)
+    return job_id if is_job_id(job_id) else None
 
 
 class Actions:
@@ -116,6 +130,10 @@ class Actions:
             target = request.url_for("jobs")
             return RedirectResponse(f"{target}?notice=deleted", status_code=303)
         notice = action if done else f"not_{action}"
+        if action == "delete" and changed.awaited:
+            notice = "awaited_delete"
+        elif action == "retry" and changed.waiting:
+            notice = "retry_waiting"
         target = request.url_for("job", job_id=job_id)
         return RedirectResponse(f"{target}?notice={notice}", status_code=303)
 
@@ -203,11 +221,12 @@ class Actions:
                 )
             if len(raw) > MAX_SELECTED:
                 return self.error(request, 400, f"Select at most {MAX_SELECTED} jobs at a time.")
-            if not all(value.isdigit() and is_job_id(int(value)) for value in raw):
+            picked = [job_id_of(value) for value in raw]
+            if None in picked:
                 return self.error(
                     request, 400, "The selection holds something that is not a job id."
                 )
-            selection = {"ids": [int(value) for value in raw]}
+            selection = {"ids": picked}
         try:
             counted = await run_in_threadpool(self.read, bulk.count, action, **selection)
         except ConfigurationError as problem:

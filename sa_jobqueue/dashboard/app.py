@@ -182,6 +182,8 @@ class _Dashboard(Actions):
                 f=JobFilter(),
             )
         result = await self.run(queries.jobs_page, job_filter, limit=self.page_size)
+        # A running job's progress object is shown: masked like a payload.
+        result = replace(result, jobs=[job.redacted(self.redact_keys) for job in result.jobs])
         # "All N matching" is for the bulk form: a read-only dashboard does not count.
         counts = await self.run(queries.jobs_counts, job_filter, matching=self.allow_actions)
         return self.page(
@@ -191,9 +193,11 @@ class _Dashboard(Actions):
     async def lookup(self, request: Request) -> Response:
         """The header's "job id" box: go to the job's page, or say there is no such job."""
         raw = (request.query_params.get("id") or "").strip().lstrip("#")
-        if not raw.isdigit():
+        if not (raw.isascii() and raw.isdigit()):
             shown = raw[:40] or "nothing"
-            return self.error(request, 400, f"{shown!r} is not a job id: ids are whole numbers.")
+            return self.error(
+                request, 400, f"{shown!r} is not a job id: ids are whole numbers (ASCII digits)."
+            )
         job_id = int(raw)
         found = is_job_id(job_id) and await self.run(admin.get_job, job_id) is not None
         if not found:

@@ -143,8 +143,10 @@ class JobFilter:
                     if moment.tzinfo is None:
                         raise ValueError(part)
                     values[name] = moment
-                else:
+                elif part.isascii():  # int() takes other scripts' digits too
                     values[name] = int(part)
+                else:
+                    raise ValueError(part)
             except ValueError:
                 raise FilterError(f"cursor {cursor!r} is malformed") from None
         return values

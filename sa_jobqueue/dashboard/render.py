@@ -35,6 +35,9 @@ __all__ = [
 NOTICES = {
     "retry": "Job retried: it is pending and due now.",
     "not_retry": "Not retried: only failed or cancelled jobs can be retried.",
+    "retry_waiting": (
+        "Job retried: it waits for an upstream job that has not ended, and becomes due at its end."
+    ),
     "retry-with-dependents": (
         "Job retried: it is pending and due now; the jobs its failure cancelled wait for it again."
     ),
@@ -44,6 +47,10 @@ NOTICES = {
     "delete": "Job deleted.",
     "deleted": "Job deleted.",
     "not_delete": "Not deleted: only finished (done, failed, cancelled) jobs can be deleted.",
+    "awaited_delete": (
+        "Not deleted: jobs that have not ended wait for it (its result is their upstream); "
+        "it is kept until they end, as retention keeps it."
+    ),
     "retried_failed": "Failed jobs retried:",
     "bulk_retry": "Jobs retried (pending, due now):",
     "bulk_cancel": "Jobs cancelled:",

@@ -112,6 +112,7 @@ class Graph(Generic[JobT]):
         self._lock = workflows.lock_upstream(model)
         self._edges = workflows.insert_edges(model)
         self._grow = workflows.add_to_batch(model)
+        self._members = workflows.batch_members_among(model)
 
     def needed(self, specs: Sequence[JobSpec]) -> bool:
         """Whether any of `specs` waits for a job (else the plain insert does)."""
@@ -134,7 +135,25 @@ class Graph(Generic[JobT]):
             ValidationError: an ``after=`` id names no job of this table (nothing
                 is inserted; the transaction stays usable).
             BatchClosedError: `batch_id`'s callback has started already.
+            ValidationError: with `batch_id`, a key (idempotency or unique) names a
+                job that exists already and is not a member of this batch: the batch
+                cannot wait for a job it did not insert (nothing is inserted; the
+                transaction stays usable).
         """
+        if batch_id is not None and any(s.idempotency_key or s.unique_key for s in specs):
+            # A key may find a job outside the batch: then undo this call's inserts.
+            with session.begin_nested():
+                return self._insert(session, specs, trace_context, batch_id, ids_only)
+        return self._insert(session, specs, trace_context, batch_id, ids_only)
+
+    def _insert(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        trace_context: Mapping[str, str] | None,
+        batch_id: int | None,
+        ids_only: bool,
+    ) -> list[Any]:
         statuses = self._lock_upstream(session, specs)
         planned = [_plan(spec, statuses, batch_id is not None) for spec in specs]
         fresh: set[int] = set()
@@ -148,6 +167,8 @@ class Graph(Generic[JobT]):
                 job_ids += [row.id] * len(spec.after)
                 upstream_ids += spec.after
         members = sorted({row.id for row in rows if row.id in fresh})
+        if batch_id is not None and len(fresh) < len(rows):
+            self._check_members(session, batch_id, rows, planned, fresh)
         # A member inserted `cancelled` (an upstream job of its had failed) has ended
         # already: the callback waits for the others only (its edge still shows it).
         ended = {row.id for row, spec in zip(rows, planned, strict=True) if spec.status in _ENDED}
@@ -170,6 +191,38 @@ class Graph(Generic[JobT]):
                     "jobs join a batch only in the transaction that made it"
                 )
         return rows
+
+    def _check_members(
+        self,
+        session: Session,
+        batch_id: int,
+        rows: Sequence[Any],
+        specs: Sequence[JobSpec],
+        fresh: set[int],
+    ) -> None:
+        """Refuse a key that found a job outside batch `batch_id` (never waited for).
+
+        A key of a member (given twice, or in an earlier call of the batch) is fine.
+        """
+        found = {row.id: spec for row, spec in zip(rows, specs, strict=True) if row.id not in fresh}
+        params = {"batch_id": batch_id, "member_ids": sorted(found)}
+        known = set(session.execute(self._members, params, bind_arguments=self._bind()).scalars())
+        outside = sorted(set(found) - known)
+        if outside:
+            spec = found[outside[0]]
+            field, key = (
+                ("idempotency_key", spec.idempotency_key)
+                if spec.idempotency_key
+                else ("unique_key", spec.unique_key)
+            )
+            raise ValidationError(
+                field,
+                key,
+                f"names job {outside[0]}, which exists already and is not a member of "
+                f"batch {batch_id}: a batch waits only for the jobs it inserts, so a key "
+                "of a job outside it is refused (give a new key, or wait for that job "
+                "with after=[...])",
+            )
 
     def _bind(self) -> dict[str, Any]:
         return {"mapper": inspect(self.model)}

@@ -19,7 +19,7 @@ from sqlalchemy.orm.util import identity_key
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
-from sa_jobqueue.core.validation import BIGINT_RANGE, check_job_id
+from sa_jobqueue.core.validation import BIGINT_RANGE, MAX_COUNT, check_job_id
 from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
@@ -46,7 +46,9 @@ from sa_jobqueue.schema.naming import (
     control_channel_name,
     ended_channel_name,
 )
+from sa_jobqueue.statements.common import FINISHED_VALUES
 from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.operator import awaiting
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -138,8 +140,8 @@ def list_jobs(
     }
     if "statuses" in params:
         check_statuses(params["statuses"], tuple(s.value for s in Status))
-    if not (isinstance(limit, int) and limit >= 1):
-        raise ConfigurationError(f"limit must be a positive int, not {limit!r}")
+    if not (isinstance(limit, int) and not isinstance(limit, bool) and 1 <= limit <= MAX_COUNT):
+        raise ConfigurationError(f"limit must be a positive int up to {MAX_COUNT}, not {limit!r}")
     query = statements.list_jobs(
         model,
         by_status="statuses" in params,
@@ -171,15 +173,18 @@ def retry(
     cleared. Jobs in another status are reported in ``skipped``. Idle workers are
     notified when the caller commits; this never commits.
 
-    Jobs that still wait for a retried job wait for its new end. With
+    Jobs that still wait for a retried job wait for its new end. A retried job
+    enqueued ``after=[...]`` waits again (``waiting``, listed in ``waiting``) while
+    one of its upstream jobs has not ended, e.g. one retried with it. With
     `with_dependents`, the jobs its failure cancelled wait again too, down the
     graph (``revived``; docs/workflows.md).
     """
     wanted = _ids(ids)
     rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=True)
-    revived = after_retry(session.connection(), model, result.ids, with_dependents=with_dependents)
-    result.revived.extend(revived)
+    after = after_retry(session.connection(), model, result.ids, with_dependents=with_dependents)
+    result.waiting.extend(after.waiting)
+    result.revived.extend(after.revived)
     return result
 
 
@@ -190,7 +195,8 @@ def retry_failed(
     query = statements.requeue_failed(model, by_queue=queue is not None, by_kind=kind is not None)
     rows = session.execute(query, {"queue_name": queue, "kind_name": kind}).all()
     result = _finish(session, model, [], rows, notify=True)
-    after_retry(session.connection(), model, result.ids, with_dependents=False)
+    after = after_retry(session.connection(), model, result.ids, with_dependents=False)
+    result.waiting.extend(after.waiting)
     return result
 
 
@@ -230,11 +236,21 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
     """Delete the finished (``done``, ``failed``, ``cancelled``) jobs among `ids`; never commits.
 
     Pending and running jobs are never deleted: they come back in ``skipped``
-    with their status. For deleting by age in batches, use `prune`.
+    with their status. A finished job that an unfinished job still waits for is
+    kept, as retention keeps it (its result is that job's ``ctx.upstream``): it
+    comes back in ``awaited`` with the ids of the jobs waiting for it. For
+    deleting by age in batches, use `prune`.
     """
     wanted = _ids(ids)
     rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
-    return _finish(session, model, wanted, rows, notify=False)
+    result = _finish(session, model, wanted, rows, notify=False)
+    finished = [job_id for job_id, status in result.skipped.items() if status in FINISHED_VALUES]
+    if finished:
+        for upstream_id, job_id in session.execute(awaiting(model), {"ids": finished}):
+            result.awaited.setdefault(upstream_id, []).append(job_id)
+        for job_id in result.awaited:
+            del result.skipped[job_id]
+    return result
 
 
 def _ids(ids: Iterable[int]) -> list[int]:

@@ -18,10 +18,13 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
+from sa_jobqueue.core.validation import MAX_COUNT
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.retention import DEFAULT_BATCH_SIZE
 from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements import workflows
+from sa_jobqueue.statements.operator import awaiting
 
 __all__ = ["ACTIONS", "BulkResult", "Match", "apply", "count", "eligible"]
 
@@ -101,6 +104,11 @@ class BulkResult:
         missing: of the ids given, how many match no job.
         was_running: of the jobs cancelled, how many were running (their workers
             are told; their handlers' later reports change nothing).
+        waiting: of the jobs retried, how many wait for an upstream job that has
+            not ended (``waiting``, not ``pending``; `ops.admin.retry`).
+        awaited: of the ids given to ``delete``, how many finished jobs were kept
+            because unfinished jobs still wait for them (as retention keeps them); a
+            filter never selects those.
     """
 
     action: str
@@ -110,6 +118,8 @@ class BulkResult:
     skipped: dict[str, int] = field(default_factory=dict)
     missing: int = 0
     was_running: int = 0
+    waiting: int = 0
+    awaited: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict."""
@@ -146,9 +156,22 @@ def _selection(ids: Iterable[int] | None, match: Match | None) -> list[int] | No
     return wanted
 
 
+def _conditions(action: str, model: type[JobMixin], match: Match) -> list[Any]:
+    conditions = match.conditions(model)
+    if action == "delete":  # kept while a job waits for it, as `delete_finished` and prune do
+        conditions.append(~workflows.still_awaited(model, model.id))
+    return conditions
+
+
 def _check_batch_size(batch_size: int) -> None:
-    if not (isinstance(batch_size, int) and not isinstance(batch_size, bool) and batch_size >= 1):
-        raise ConfigurationError(f"batch_size must be a positive int, not {batch_size!r}")
+    if not (
+        isinstance(batch_size, int)
+        and not isinstance(batch_size, bool)
+        and 1 <= batch_size <= MAX_COUNT
+    ):
+        raise ConfigurationError(
+            f"batch_size must be a positive int up to {MAX_COUNT}, not {batch_size!r}"
+        )
 
 
 def count(
@@ -171,7 +194,13 @@ def count(
     if wanted is not None:
         rows = session.execute(statements.statuses_of(model), {"ids": wanted})
         found = {job_id: status for job_id, status in rows}
-        for status in found.values():
+        kept: set[int] = set()
+        if action == "delete":
+            kept = {row.upstream_id for row in session.execute(awaiting(model), {"ids": wanted})}
+            result.awaited = len(kept & found.keys())
+        for job_id, status in found.items():
+            if job_id in kept:
+                continue
             if status in statuses:
                 result.changed += 1
             else:
@@ -183,7 +212,9 @@ def count(
     top = session.execute(statements.last_id(model)).scalar()
     if top is None:
         return result
-    query = statements.bulk_count(model, statuses=statuses, conditions=match.conditions(model))
+    query = statements.bulk_count(
+        model, statuses=statuses, conditions=_conditions(action, model, match)
+    )
     result.changed = session.execute(query, {**match.params(), "last_id": top}).scalar_one()
     return result
 
@@ -230,6 +261,8 @@ def apply(
         result.batches += 1
         result.changed += len(changed.ids)
         result.was_running += len(changed.was_running)
+        result.waiting += len(changed.waiting)
+        result.awaited += len(changed.awaited)
         if by_id:  # with a filter, a job that moved between the read and the change just moved
             for status in changed.skipped.values():
                 result.skipped[status] = result.skipped.get(status, 0) + 1
@@ -247,7 +280,9 @@ def apply(
         top = conn.execute(statements.last_id(model)).scalar()
     if top is None:
         return result
-    query = statements.bulk_batch(model, statuses=statuses, conditions=match.conditions(model))
+    query = statements.bulk_batch(
+        model, statuses=statuses, conditions=_conditions(action, model, match)
+    )
     params = {**match.params(), "last_id": top, "limit": batch_size, "after_id": -(2**63)}
     while True:
         with engine.connect() as conn:

@@ -157,8 +157,13 @@ class JobInfo:
         return {key: _plain(value) for key, value in asdict(self).items()}
 
     def redacted(self, keys: Iterable[str]) -> JobInfo:
-        """This job as shown to people: `payload` and `result` with `keys` masked."""
-        return replace(self, payload=redact(self.payload, keys), result=redact(self.result, keys))
+        """This job as shown to people: `payload`, `result` and `progress` with `keys` masked."""
+        return replace(
+            self,
+            payload=redact(self.payload, keys),
+            result=redact(self.result, keys),
+            progress=redact(self.progress, keys),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +178,11 @@ class Changed:
         missing: ids that match no job.
         revived: the jobs a `retry` with ``with_dependents`` let wait again (those
             the retried jobs' failure had cancelled, down the graph).
+        waiting: of the jobs retried, those that wait for an upstream job that has
+            not ended (``waiting``, not ``pending``): they become due at its end.
+        awaited: finished jobs `delete_finished` kept because unfinished jobs still
+            wait for them (their results are those jobs' ``ctx.upstream``): each id
+            with the ids of the jobs that wait for it. Retention keeps them too.
     """
 
     ids: list[int] = field(default_factory=list)
@@ -180,6 +190,8 @@ class Changed:
     skipped: dict[int, str] = field(default_factory=dict)
     missing: list[int] = field(default_factory=list)
     revived: list[int] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)
+    awaited: dict[int, list[int]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as a JSON-ready dict (``skipped`` keys become strings)."""
@@ -189,4 +201,6 @@ class Changed:
             "skipped": {str(k): v for k, v in self.skipped.items()},
             "missing": self.missing,
             "revived": self.revived,
+            "waiting": self.waiting,
+            "awaited": {str(k): v for k, v in self.awaited.items()},
         }

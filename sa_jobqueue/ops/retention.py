@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.durations import check_duration, parse_duration
+from sa_jobqueue.core.validation import MAX_COUNT
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
@@ -121,8 +122,14 @@ def prune_on(
 ) -> PruneResult:
     """`prune` on a connection with no transaction open (the worker's maintenance one)."""
     ages = _retention(older_than, statuses)
-    if not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ConfigurationError(f"batch_size must be a positive int, not {batch_size!r}")
+    if not (
+        isinstance(batch_size, int)
+        and not isinstance(batch_size, bool)
+        and 1 <= batch_size <= MAX_COUNT
+    ):
+        raise ConfigurationError(
+            f"batch_size must be a positive int up to {MAX_COUNT}, not {batch_size!r}"
+        )
     result = PruneResult(deleted=dict.fromkeys(ages, 0))
     deadline = None if budget is None else time.monotonic() + budget
     lock = statements.try_advisory_xact_lock(model, _PRUNE_LOCK)

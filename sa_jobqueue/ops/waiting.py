@@ -9,7 +9,9 @@ is lost. Mixed into `JobQueue` as `WaitAPI`. See docs/durable.md.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
+import weakref
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -18,6 +20,7 @@ from sqlalchemy import Connection, Engine, Select
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.aio import is_async_engine, require_greenlet
+from sa_jobqueue.core.poolers import POOLER_WARNING, transaction_pooled
 from sa_jobqueue.core.validation import check_delay, check_job_id
 from sa_jobqueue.errors import (
     ConfigurationError,
@@ -39,6 +42,60 @@ __all__ = ["DEFAULT_POLL_INTERVAL", "WaitAPI", "names_job"]
 DEFAULT_POLL_INTERVAL = 5.0
 
 _ENDED = frozenset(statements.FINISHED_VALUES)
+_PID = "SELECT pg_backend_pid()"
+
+log = logging.getLogger("sa_jobqueue.ops.waiting")
+
+#: Per engine (its sync engine): whether its URL goes through a transaction pooler.
+_POOLED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
+
+
+def _found_pooled(engine: Engine, pooled: bool, poll_interval: float) -> bool:
+    """Remember what the first wait on `engine` found; say it once when it is a pooler."""
+    _POOLED[engine] = pooled
+    if pooled:
+        log.warning(
+            "jobs.wait: the engine's URL %s; each wait reads its job's row every %gs "
+            "instead (poll_interval). Pass an engine with a direct URL to be woken at "
+            "once (docs/durable.md#behind-pgbouncer)",
+            POOLER_WARNING,
+            poll_interval,
+        )
+    return pooled
+
+
+def _pooled(engine: Engine, conn: Connection, raw: Any, poll_interval: float) -> bool:
+    """Whether `conn` goes through a transaction pooler (`core.poolers`), once per engine."""
+    known = _POOLED.get(engine)
+    if known is not None:
+        return known
+    first = conn.exec_driver_sql(_PID).scalar_one()
+    if first == raw.info.backend_pid:
+        return _found_pooled(engine, False, poll_interval)
+    with engine.connect() as other:  # its transaction holds a server connection meanwhile
+        held = other.exec_driver_sql(_PID).scalar_one()
+        again = conn.exec_driver_sql(_PID).scalar_one()
+        other.rollback()
+    verdict = transaction_pooled(raw.info.backend_pid, first, held, again)
+    return _found_pooled(engine, verdict, poll_interval)
+
+
+async def _apooled(
+    engine: AsyncEngine, conn: AsyncConnection, raw: Any, poll_interval: float
+) -> bool:
+    """`_pooled` for an `AsyncEngine`."""
+    known = _POOLED.get(engine.sync_engine)
+    if known is not None:
+        return known
+    first = (await conn.exec_driver_sql(_PID)).scalar_one()
+    if first == raw.info.backend_pid:
+        return _found_pooled(engine.sync_engine, False, poll_interval)
+    async with engine.connect() as other:
+        held = (await other.exec_driver_sql(_PID)).scalar_one()
+        again = (await conn.exec_driver_sql(_PID)).scalar_one()
+        await other.rollback()
+    verdict = transaction_pooled(raw.info.backend_pid, first, held, again)
+    return _found_pooled(engine.sync_engine, verdict, poll_interval)
 
 
 def names_job(payload: str, job_id: int) -> bool:
@@ -126,6 +183,8 @@ def wait(
         # Autocommit: a session inside a transaction block is delivered no notification.
         conn.execution_options(isolation_level="AUTOCOMMIT")
         raw = _psycopg(conn.connection.driver_connection, psycopg.Connection)
+        if _pooled(engine, conn, raw, waiting.poll_interval):
+            return _wait_on(conn, raw, waiting)  # no LISTEN: the reads every poll_interval
         conn.exec_driver_sql(waiting.listen_sql())
         try:
             job = _wait_on(conn, raw, waiting)
@@ -174,6 +233,8 @@ async def wait_async(
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         fairy = await conn.get_raw_connection()
         raw = _psycopg(fairy.driver_connection, psycopg.AsyncConnection)
+        if await _apooled(engine, conn, raw, waiting.poll_interval):
+            return await _await_on(conn, raw, waiting)  # no LISTEN: reads every poll_interval
         await conn.exec_driver_sql(waiting.listen_sql())
         try:
             job = await _await_on(conn, raw, waiting)
@@ -251,7 +312,10 @@ class WaitAPI(Generic[JobT]):
         (or discarded, when the wait is interrupted). Behind PgBouncer in
         transaction mode, pass an engine with a direct URL: a LISTEN through a
         transaction pooler hears nothing, and may stay on a pooled server
-        connection (docs/durable.md#behind-pgbouncer).
+        connection. The first wait on an engine finds such a pooler (one more
+        read, and a second connection only when a pooler answered), says so once
+        in a warning, and its waits then read the row every `poll_interval`
+        without LISTEN (docs/durable.md#behind-pgbouncer).
 
         Args:
             engine: a sync engine on a ``postgresql+psycopg://`` URL.

@@ -3,8 +3,9 @@
 (The release step, run by the worker and by ``cancel``, is the driver's
 `Driver.dependents_release`.) `graph_of` reads what a job waits for and what waits
 for it (``jobs show``, the dashboard). `after_retry` keeps the counts right when
-failed jobs are retried, and with ``with_dependents`` lets the jobs their failure
-cancelled wait again. Never commits. See docs/workflows.md.
+failed jobs are retried (a retried dependent waits again for its unfinished upstream
+jobs), and with ``with_dependents`` lets the jobs their failure cancelled wait again.
+Never commits. See docs/workflows.md.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from sqlalchemy import Connection
 from sa_jobqueue import statements
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name
-from sa_jobqueue.statements import workflows
+from sa_jobqueue.statements import operator, workflows
 
-__all__ = ["Graph", "GraphNode", "after_retry", "graph_of"]
+__all__ = ["Graph", "GraphNode", "Retried", "after_retry", "graph_of"]
 
 
 @dataclass(frozen=True)
@@ -49,31 +50,46 @@ def graph_of(conn: Connection, model: type[JobMixin], job_id: int) -> Graph:
     )
 
 
+@dataclass
+class Retried:
+    """What `after_retry` did besides the counts: retried jobs that wait, jobs revived."""
+
+    waiting: list[int] = field(default_factory=list)
+    revived: list[int] = field(default_factory=list)
+
+
 def after_retry(
     conn: Connection, model: type[JobMixin], retried: Sequence[int], *, with_dependents: bool
-) -> list[int]:
-    """After `retried` jobs went back to ``pending``: fix their dependents' counts.
+) -> Retried:
+    """After `retried` jobs went back to ``pending``: fix their dependents' counts and theirs.
 
     Jobs still waiting for them wait for their new end (`workflows.recount_waiting`).
-    With `with_dependents`, the jobs their failure cancelled (and the jobs those
-    cancelled, down the graph) wait again, or are due at once when nothing they wait
-    for is unfinished (`workflows.revive_dependents`). Returns the revived ids.
+    A retried job enqueued ``after=[...]`` waits again for its upstream jobs that
+    have not ended (counted under their row locks: `rewait_retried`), so it never
+    runs before an upstream job that was retried with it or is still running
+    (``waiting``). With `with_dependents`, the jobs their failure cancelled (and the
+    jobs those cancelled, down the graph) wait again, or are due at once when
+    nothing they wait for is unfinished (`workflows.revive_dependents`).
     """
     if not retried:
-        return []
-    conn.execute(workflows.recount_waiting(model), {"retried_ids": list(retried)})
+        return Retried()
+    params = {"retried_ids": list(retried)}
+    conn.execute(workflows.recount_waiting(model), params)
+    # After the recount (which adds to jobs already waiting): these counts are absolute.
+    conn.execute(operator.lock_upstream_of(model), params).all()
+    rows = conn.execute(operator.rewait_retried(model), params).all()
+    result = Retried(waiting=sorted(r.id for r in rows if r.status == Status.WAITING.value))
     if not with_dependents:
-        return []
+        return result
     revive = workflows.revive_dependents(model)
-    revived: list[int] = []
     queues: set[str] = set()
     level = list(retried)
     while level:
         rows = conn.execute(revive, {"revived_ids": level}).all()
         level = [row.id for row in rows]
-        revived += level
+        result.revived += level
         queues.update(row.queue for row in rows if row.status == Status.PENDING.value)
     if queues:
         notify = statements.notify(channel_name(model.__tablename__))
         conn.execute(notify, {"queues": sorted(queues)})
-    return revived
+    return result

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from itertools import islice, pairwise
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
-from sa_jobqueue.core.validation import check_delay, check_name, dump_payload
+from sa_jobqueue.core.validation import (
+    check_delay,
+    check_name,
+    cron_step_problem,
+    dump_payload,
+)
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE
@@ -145,10 +152,14 @@ def make_schedule(
     max_payload_bytes: int = 1 << 20,
     check_kind: bool = True,
     label: str = "periodic",
+    new: bool = True,
 ) -> Schedule:
     """Validate a schedule's definition; every problem is a `ConfigurationError` naming it.
 
     `label` starts each message (``periodic 'name': ...``; ``schedule`` for runtime ones).
+    A `new` one (at the call; not one read back from the table, which an earlier version
+    stored) is also refused a jitter longer than the time between its ticks and a cron
+    step that reaches past its field (`core.validation.cron_step_problem`).
     """
     shown = name if name is not None else kind
     try:
@@ -178,6 +189,8 @@ def make_schedule(
             raise ConfigurationError(f"{where}: {exc}") from None
         if seconds < 1:
             raise ConfigurationError(f"{where}: every= must be at least 1 second, not {seconds:g}s")
+        if new:
+            _check_jitter(where, spread, seconds, f"every={seconds:g}s")
         return Schedule(name, kind, None, "UTC", seconds, body, queue, spread)
     if not isinstance(cron, str):
         raise ConfigurationError(f"{where}: cron= must be a str, not {type(cron).__name__}")
@@ -200,7 +213,25 @@ def make_schedule(
         raise ConfigurationError(f"{where}: bad cron expression {cron!r}: {exc}") from None
     except StopIteration:
         raise ConfigurationError(f"{where}: cron expression {cron!r} never matches") from None
+    if new:
+        problem = cron_step_problem(expression)
+        if problem is not None:
+            raise ConfigurationError(f"{where}: bad cron expression {cron!r}: {problem}")
+        if spread:
+            ticks = list(islice(CronSim(expression, datetime.now(zone)), 8))
+            gap = min(((b - a).total_seconds() for a, b in pairwise(ticks)), default=math.inf)
+            _check_jitter(where, spread, gap, f"cron {cron!r}")
     return Schedule(name, kind, expression, zone_name, None, body, queue, spread)
+
+
+def _check_jitter(where: str, jitter: float, gap: float, ticks: str) -> None:
+    """Refuse a jitter longer than the time between two ticks: jobs would pile up."""
+    if jitter > gap:
+        raise ConfigurationError(
+            f"{where}: jitter={jitter:g}s is longer than the {gap:g}s between two ticks of "
+            f"{ticks}: a tick's job would be due after the next tick's, and jobs would pile "
+            "up; give a jitter at most that long"
+        )
 
 
 def from_definition(name: str, kind: str, definition: object) -> Schedule:
@@ -221,6 +252,7 @@ def from_definition(name: str, kind: str, definition: object) -> Schedule:
         name=name,
         check_kind=False,
         label="schedule",
+        new=False,
         cron=definition.get("cron"),
         timezone=definition.get("timezone"),
         every=definition.get("every"),
@@ -248,7 +280,7 @@ def from_spec(name: str, kind: str, spec: str) -> Schedule:
     if head != "cron" or not expression:
         raise ConfigurationError(f"schedule {name!r}: cannot read its stored spec {spec!r}")
     return make_schedule(
-        Registry(), kind, name=name, cron=expression, timezone=zone, check_kind=False
+        Registry(), kind, name=name, cron=expression, timezone=zone, check_kind=False, new=False
     )
 
 

@@ -32,6 +32,7 @@ from sqlalchemy.sql.dml import ReturningDelete
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.state_tables import schedules_table_for
+from sa_jobqueue.statements import workflows
 from sa_jobqueue.statements.common import (
     FINISHED_VALUES,
     epoch_seconds,
@@ -304,12 +305,15 @@ def job_page(
 def delete_finished(model: type[JobMixin]) -> ReturningDelete[Any]:
     """Delete the finished (``done``, ``failed``, ``cancelled``) jobs among ``:ids``.
 
-    Pending and running jobs are never deleted. Returns the ids deleted.
+    Pending and running jobs are never deleted, nor (as retention keeps them) finished
+    jobs that an unfinished job still waits for: their results are its ``ctx.upstream``.
+    Returns the ids deleted.
     """
     return (
         delete(model)
         .where(model.id == func.any(bindparam("ids", type_=ARRAY(BigInteger))))
         .where(model.status.in_(FINISHED_VALUES))
+        .where(~workflows.still_awaited(model, model.id))
         .returning(model.id)
     )
 

@@ -14,6 +14,7 @@ from sqlalchemy import (
     Text,
     Update,
     bindparam,
+    case,
     cast,
     delete,
     func,
@@ -27,20 +28,23 @@ from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
 from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
-from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
 from sa_jobqueue.statements import workflows
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
 __all__ = [
+    "awaiting",
     "cancel",
     "get_job",
     "list_jobs",
     "live_counts",
+    "lock_upstream_of",
     "prune",
     "prune_count",
     "queues_in_use",
     "requeue",
     "requeue_failed",
+    "rewait_retried",
     "stats",
     "statuses_of",
     "unused_queues",
@@ -197,6 +201,74 @@ def requeue(model: type[JobMixin]) -> Update:
         .where(model.status.in_([Status.FAILED.value, Status.CANCELLED.value]))
         .values(_requeued(model))
         .returning(model.id, model.queue)
+    )
+
+
+def lock_upstream_of(model: type[JobMixin]) -> Select[int]:
+    """Lock (``FOR SHARE``, in id order) the jobs that ``:retried_ids`` wait for.
+
+    Taken before `rewait_retried` counts them: an upstream job's fenced end (an
+    UPDATE of its row) then either committed before the lock (the count sees it
+    ended) or waits for the retry to commit (and its release, a later statement,
+    sees the retried job waiting). Without it, an end between the count and the
+    commit would release nothing, and the retried job would wait for good. A share
+    lock: two retries do not wait for each other; only an end waits for them.
+    """
+    edges = workflows.edges_of(model)
+    retried = bindparam("retried_ids", type_=ARRAY(BigInteger))
+    upstream = select(edges.c.upstream_id).where(edges.c.job_id == func.any(retried))
+    return (
+        select(model.id).where(model.id.in_(upstream)).order_by(model.id).with_for_update(read=True)
+    )
+
+
+def rewait_retried(model: type[JobMixin]) -> Update:
+    """Of the just requeued jobs ``:retried_ids``, those with an unfinished upstream job wait.
+
+    A retried job that was enqueued ``after=[...]`` gets ``waiting_for`` = how many
+    of its upstream jobs have not ended (counted now, so an upstream job retried in
+    the same transaction counts), and is ``waiting`` when that is more than 0: it
+    becomes due at their end, as at its enqueue, never before (an upstream job's
+    cancel had cancelled it). Run after `requeue` and `lock_upstream_of`. Returns
+    ``(id, status)`` of each job with upstream jobs.
+    """
+    edges = workflows.edges_of(model)
+    upstream = model.__table__.alias("upstream")
+    retried = bindparam("retried_ids", type_=ARRAY(BigInteger))
+    unfinished = upstream.c.status.in_([s.value for s in UNFINISHED])
+    counts = (
+        select(edges.c.job_id, func.count().filter(unfinished).label("unfinished"))
+        .select_from(edges.join(upstream, upstream.c.id == edges.c.upstream_id))
+        .where(edges.c.job_id == func.any(retried))
+        .group_by(edges.c.job_id)
+        .cte("counts")
+    )
+    return (
+        update(model)
+        .where(model.id == counts.c.job_id, model.status == Status.PENDING.value)
+        .values(
+            waiting_for=counts.c.unfinished,
+            status=case(
+                (counts.c.unfinished > 0, Status.WAITING.value), else_=Status.PENDING.value
+            ),
+            updated_at=func.now(),
+        )
+        .returning(model.id, model.status)
+    )
+
+
+def awaiting(model: type[JobMixin]) -> Select[int, int]:
+    """``(upstream_id, job_id)``: the unfinished jobs that wait for each of ``:ids``, by id."""
+    edges = workflows.edges_of(model)
+    waiting = model.__table__.alias("awaiting")
+    return (
+        select(edges.c.upstream_id, edges.c.job_id)
+        .join(waiting, waiting.c.id == edges.c.job_id)
+        .where(
+            edges.c.upstream_id == func.any(bindparam("ids", type_=ARRAY(BigInteger))),
+            waiting.c.status.in_([s.value for s in UNFINISHED]),
+        )
+        .order_by(edges.c.upstream_id, edges.c.job_id)
     )
 
 

@@ -44,6 +44,7 @@ from sa_jobqueue.statements.ended import ended_notify
 
 __all__ = [
     "add_to_batch",
+    "batch_members_among",
     "dependents_of",
     "edges_of",
     "insert_edges",
@@ -119,6 +120,15 @@ def add_to_batch(model: type[JobMixin]) -> Update:
             updated_at=func.now(),
         )
         .returning(model.id)
+    )
+
+
+def batch_members_among(model: type[JobMixin]) -> Select[int]:
+    """Of the jobs ``:member_ids``, those that batch ``:batch_id`` has as members already."""
+    edges = edges_of(model)
+    return select(edges.c.upstream_id).where(
+        edges.c.job_id == bindparam("batch_id", type_=BigInteger),
+        edges.c.upstream_id == func.any(bindparam("member_ids", type_=ARRAY(BigInteger))),
     )
 
 

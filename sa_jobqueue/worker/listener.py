@@ -20,6 +20,7 @@ import psycopg
 from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.pool import NullPool
 
+from sa_jobqueue.core.poolers import POOLER_WARNING, transaction_pooled
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.naming import channel_name, control_channel_name
 
@@ -107,6 +108,15 @@ def parse_payload(payload: str) -> tuple[str, float | None]:
     return payload, None
 
 
+class _Pooled(Exception):  # noqa: N818 - a signal between two methods, never raised out
+    """`Listener._connect` found a transaction-mode pooler: no LISTEN, no reconnect."""
+
+
+def _backend_pid(connection: psycopg.Connection[Any]) -> int:
+    row = connection.execute("SELECT pg_backend_pid()").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 class Listener:
     """A daemon thread that LISTENs for enqueue notifications and wakes the worker.
 
@@ -131,6 +141,9 @@ class Listener:
     Attributes:
         connected: set while the connection is up and LISTENing.
         hears: set once the listener's own test notification arrived.
+        pooled: True once the listener found a transaction-mode pooler in the way
+            (`core.poolers`): it sent no LISTEN, said so once, and stopped; the worker
+            polls.
         reconnects: how many times the connection was lost.
         backend_pid: the server process of the current connection (or None).
     """
@@ -170,6 +183,7 @@ class Listener:
         self._reconnect = Backoff(base=0.075, factor=2, cap=0.75 * max_backoff, jitter=1 / 3)
         self.connected = threading.Event()
         self.reconnects = 0
+        self.pooled = False
         self.backend_pid: int | None = None
         self._stop = threading.Event()
         self._connection: psycopg.Connection[Any] | None = None
@@ -202,6 +216,8 @@ class Listener:
         try:
             connection.autocommit = True
             connection.execute(f"SET application_name = '{APPLICATION_NAME}'")
+            if not self.hears.is_set() and self._transaction_pooled(connection):
+                raise _Pooled
             connection.execute(f'LISTEN "{self.channel}"')
             if self.on_control is not None:
                 connection.execute(f'LISTEN "{self.control_channel}"')
@@ -212,6 +228,22 @@ class Listener:
             raise
         self.backend_pid = connection.info.backend_pid
         return connection
+
+    def _transaction_pooled(self, connection: psycopg.Connection[Any]) -> bool:
+        """Whether `connection` goes through a transaction-mode pooler (`core.poolers`)."""
+        first = _backend_pid(connection)
+        if first == connection.info.backend_pid:
+            return False  # the usual case: one round trip
+        fairy = self._pool.connect()
+        other = fairy.driver_connection
+        fairy.detach()  # closed below, never pooled
+        try:
+            held = _backend_pid(other)  # type: ignore[arg-type]  # opens a transaction
+            again = _backend_pid(connection)
+        finally:
+            with contextlib.suppress(Exception):
+                other.close()  # type: ignore[union-attr]
+        return transaction_pooled(connection.info.backend_pid, first, held, again)
 
     def _harden(self, connection: psycopg.Connection[Any]) -> None:
         """Make a probe on a half-open TCP socket fail within seconds instead of hanging."""
@@ -252,7 +284,18 @@ class Listener:
         try:
             while not self._stop.is_set():
                 try:
-                    self._connection = self._connect()
+                    try:
+                        self._connection = self._connect()
+                    except _Pooled:
+                        self.pooled = True
+                        log.warning(
+                            "listener: its connection %s; the worker wakes by polling. Give "
+                            "the listener a direct connection (--listen-url URL, "
+                            "listen_url=...) or poll on purpose (--no-listen, listen=False); "
+                            "see docs/pgbouncer.md",
+                            POOLER_WARNING,
+                        )
+                        return
                     if self.reconnects:
                         log.info("listener reconnected to channel %s", self.channel)
                     self.connected.set()

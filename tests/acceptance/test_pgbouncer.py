@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -176,18 +177,69 @@ def test_prune_behind_transaction_pgbouncer_leaves_no_lock_for_a_direct_prune(
 
 
 LISTEN_WARNING = "heard nothing of its own test notification"
+POOLER_LINE = "goes through a transaction-mode pooler"
+NOT_LINKED = "when not linked"
 
 
-def test_a_worker_listening_through_transaction_pgbouncer_warns_with_the_fix(
+def not_linked_after_notifies(engine: Engine, bouncer: PgBouncer) -> int:
+    """How many notifications PgBouncer got from server connections it holds for no client.
+
+    A server connection left LISTENing through a transaction pooler receives each
+    NOTIFY of the channel, which PgBouncer logs as a packet "when not linked". Sends
+    some (new jobs, then their cancel: the queue and the ended channels) and counts.
+    """
+    before = bouncer.log().count(NOT_LINKED)
+    with Session(engine) as session, session.begin():
+        ids = [job.id for job in jobs.enqueue_many(session, [("record", {"i": 0})] * 3)]
+    with Session(engine) as session, session.begin():
+        jobs.cancel(session, ids)
+    # A NOTIFY reaches a listening server connection at once; give PgBouncer a moment.
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline and bouncer.log().count(NOT_LINKED) == before:
+        time.sleep(0.1)
+    return bouncer.log().count(NOT_LINKED) - before
+
+
+def test_a_worker_through_transaction_pgbouncer_says_so_at_start_and_leaves_no_listener(
     committed, pgbouncer, spawn
 ):
-    worker = spawn(*worker_args(pgbouncer.url("transaction"), "--no-prepared-statements"))
-    wait_for(lambda: LISTEN_WARNING in worker.output(), timeout=60, what="the LISTEN warning")
+    worker = spawn(
+        *worker_args(pgbouncer.url("transaction"), "--no-prepared-statements"),
+        *("--poll-interval", "0.5"),
+    )
+    wait_for(lambda: POOLER_LINE in worker.output(), timeout=60, what="the pooler line")
+    with Session(committed) as session, session.begin():
+        jobs.enqueue_many(session, [("record", {"i": i}) for i in range(5)])
+    wait_for(lambda: statuses(committed).get("done") == 5, timeout=30, what="5 jobs (polled)")
     log = worker.output()
+    assert log.count(POOLER_LINE) == 1
     assert "--listen-url" in log
     assert "--no-listen" in log
-    assert log.count(LISTEN_WARNING) == 1
+    assert LISTEN_WARNING not in log  # found at start, before any LISTEN
     assert worker.terminate() == 0, log
+    # Nothing LISTENs through the pooler after the worker stopped: notifications of
+    # new jobs reach no server connection PgBouncer holds for no client.
+    assert not_linked_after_notifies(committed, pgbouncer) == 0
+
+
+def test_jobs_wait_through_transaction_pgbouncer_says_so_and_reads_the_row(
+    committed, pgbouncer, caplog
+):
+    pooled = through(pgbouncer, "transaction")
+    try:
+        with Session(committed) as session, session.begin():
+            job_id = jobs.enqueue(session, "record", {"i": 1}).id
+        with committed.begin() as conn:
+            conn.execute(text("UPDATE jobs SET status = 'done', finished_at = now()"))
+        with caplog.at_level("WARNING", logger="sa_jobqueue.ops.waiting"):
+            for _ in range(2):
+                assert jobs.wait(pooled, job_id, timeout=10, poll_interval=0.2).status == "done"
+        said = [r.getMessage() for r in caplog.records if POOLER_LINE in r.getMessage()]
+        assert len(said) == 1  # once per engine
+        assert "direct URL" in said[0]
+        assert not_linked_after_notifies(committed, pgbouncer) == 0
+    finally:
+        pooled.dispose()
 
 
 def test_listen_url_gives_the_listener_a_direct_connection_beside_the_pooler(
@@ -205,3 +257,32 @@ def test_listen_url_gives_the_listener_a_direct_connection_beside_the_pooler(
     log = worker.output()
     assert LISTEN_WARNING not in log
     assert worker.terminate() == 0, log
+
+
+def test_jobs_wait_async_through_transaction_pgbouncer_says_so_and_reads_the_row(
+    committed, pgbouncer, caplog
+):
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    url, connect_args = engine_arguments(pgbouncer.url("transaction"), prepared_statements=False)
+
+    async def main(job_id: int) -> list[str]:
+        pooled = create_async_engine(url, connect_args=connect_args, pool_size=2)
+        try:
+            return [
+                (await jobs.wait_async(pooled, job_id, timeout=10, poll_interval=0.2)).status
+                for _ in range(2)
+            ]
+        finally:
+            await pooled.dispose()
+
+    with Session(committed) as session, session.begin():
+        job_id = jobs.enqueue(session, "record", {"i": 1}).id
+    with committed.begin() as conn:
+        conn.execute(text("UPDATE jobs SET status = 'done', finished_at = now()"))
+    with caplog.at_level("WARNING", logger="sa_jobqueue.ops.waiting"):
+        assert asyncio.run(main(job_id)) == ["done", "done"]
+    said = [r.getMessage() for r in caplog.records if POOLER_LINE in r.getMessage()]
+    assert len(said) == 1

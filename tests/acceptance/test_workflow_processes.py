@@ -221,3 +221,65 @@ def test_a_crash_before_the_transactional_commit_releases_nothing(committed, spa
         result = session.scalar(select(Job.result).where(Job.id == a_id))
     assert [tuple(e) for e in effects] == [(a_id, 2), (b_id, 1)]
     assert result == 2
+
+
+def test_a_retried_dependent_of_a_cancelled_upstream_waits_for_it_again(committed, processes):
+    """Issue 45 item 3: retried (CLI --all, CLI ids, dashboard bulk and single), a dependent
+    that its upstream's cancel cancelled waits for that upstream's new end, never runs first."""
+    from starlette.testclient import TestClient
+
+    from sa_jobqueue.dashboard import make_app
+    from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
+
+    pairs: dict[str, tuple[int, int]] = {}
+    with Session(committed) as session, session.begin():
+        for way in ("all", "ids", "bulk", "single"):
+            queue = f"q_{way}"
+            upstream = jobs.enqueue(
+                session, "node", {"name": f"u_{way}", "sleep": 0.5}, queue=queue
+            )
+            dependent = jobs.enqueue(
+                session, "node", {"name": f"d_{way}"}, queue=queue, after=[upstream]
+            )
+            pairs[way] = (upstream.id, dependent.id)
+    with Session(committed) as session, session.begin():
+        # The upstream's cancel cancels its dependent; "single" cancels only the dependent.
+        cancelled = [pairs[way][0] for way in ("all", "ids", "bulk")] + [pairs["single"][1]]
+        jobs.cancel(session, cancelled)
+    assert {_status(committed, d) for _, d in pairs.values()} == {"cancelled"}
+
+    every_retry = processes.command("retry", "--all", "--queue", "q_all", "--table", "jobs")
+    assert every_retry.wait() == 0
+    assert "1 wait for an upstream job that has not ended" in every_retry.output()
+    assert processes.command("retry", *map(str, pairs["ids"]), "--table", "jobs").wait() == 0
+    client = TestClient(make_app(jobs, committed, allow_actions=True), base_url="http://127.0.0.1")
+    assert client.get("/").status_code == 200
+    token = client.cookies.get(CSRF_COOKIE)
+    picked = {CSRF_FIELD: token, "action": "retry", "scope": "selected", "confirm": "yes"}
+    answer = client.post("/bulk", data={**picked, "id": [str(i) for i in pairs["bulk"]]})
+    assert answer.status_code == 200, answer.text
+    single = pairs["single"][1]
+    answer = client.post(f"/jobs/{single}/retry", data={CSRF_FIELD: token})
+    assert answer.status_code == 200, answer.text
+    assert "it waits for an upstream job that has not ended" in answer.text
+
+    # Each dependent waits again for its upstream (pending), none is due before it ends.
+    assert {way: _status(committed, d) for way, (_, d) in pairs.items()} == dict.fromkeys(
+        pairs, "waiting"
+    )
+    processes.worker(
+        "tests.support.apps.workflows:jobs",
+        *("--poll-interval", "0.5", "--sweep-interval", "0.5"),
+        *(option for way in pairs for option in ("--queue", f"q_{way}")),
+        env={"SAJQ_LEASE": str(LEASE)},
+    )
+    every = [job_id for pair in pairs.values() for job_id in pair]
+    wait_for(lambda: _all_ended(committed, every), 60, "the four pairs to end")
+    with Session(committed) as session:
+        spans = {span.job_id: span for span in session.scalars(select(Span))}
+        statuses = set(session.scalars(select(Job.status).where(Job.id.in_(every))))
+    assert statuses == {"done"}
+    for upstream_id, dependent_id in pairs.values():
+        ended = spans[upstream_id].ended_at
+        assert ended is not None
+        assert spans[dependent_id].started_at >= ended

@@ -161,3 +161,43 @@ def test_next_after_is_strictly_increasing_through_both_transitions(jobs):
         for eve in (SPRING_EVE, AUTUMN_EVE):
             ticks = schedule.upcoming(eve, 40)
             assert all(a < b for a, b in itertools.pairwise(ticks)), cron
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"every": 60, "jitter": 61}, "jitter=61s is longer than the 60s between two ticks"),
+        (
+            {"every": timedelta(minutes=5), "jitter": timedelta(hours=1)},
+            "jitter=3600s is longer than the 300s between two ticks of every=300s",
+        ),
+        ({"cron": "*/5 * * * *", "jitter": 301}, "longer than the 300s between two ticks of cron"),
+        (
+            {"cron": "*/1000000 * * * *"},
+            r"step 1000000 of the minute field \(\*/1000000\) reaches past its range 0-59",
+        ),
+        ({"cron": "0 */25 * * *"}, "step 25 of the hour field"),
+        ({"cron": "0 0 1 1/13 *"}, "step 13 of the month field"),
+        ({"cron": "*/90 * * * * *"}, "step 90 of the second field"),
+    ],
+)
+def test_a_jitter_longer_than_the_period_or_a_cron_step_past_its_field_is_refused_at_the_call(
+    jobs, kwargs, message
+):
+    with pytest.raises(ConfigurationError, match=message):
+        jobs.periodic("report", **kwargs)
+    assert jobs.schedules == {}
+
+
+def test_a_jitter_up_to_the_period_and_steps_within_their_field_are_taken(jobs):
+    assert jobs.periodic("report", every=60, jitter=60).jitter == 60
+    assert jobs.periodic("report", cron="*/59 * * * *", name="b", jitter=59).cron
+    assert jobs.periodic("report", cron="0 0 */30 * *", name="c").cron
+
+
+def test_a_stored_definition_an_earlier_version_took_is_still_read_back(jobs):
+    from sa_jobqueue.periodic.definitions import from_definition, from_spec
+
+    stored = from_definition("old", "report", {"every": 60, "jitter": 600})
+    assert stored.jitter == 600
+    assert from_spec("old", "report", "cron */1000000 * * * * UTC").cron == "*/1000000 * * * *"

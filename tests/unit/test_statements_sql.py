@@ -25,6 +25,7 @@ from sa_jobqueue.statements import (
     control,
     fair_weights,
     keyed,
+    operator,
     registry,
     schedule_control,
     steps,
@@ -91,6 +92,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "list_jobs": lambda: statements.list_jobs(Job, by_status=True, by_queue=True, by_kind=True),
     "requeue": lambda: statements.requeue(Job),
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),
+    "lock_upstream_of": lambda: operator.lock_upstream_of(Job),
+    "rewait_retried": lambda: operator.rewait_retried(Job),
+    "awaiting": lambda: operator.awaiting(Job),
     "cancel": lambda: statements.cancel(Job),
     "delete_finished": lambda: statements.delete_finished(Job),
     "pending_summary": lambda: statements.pending_summary(Job),
@@ -240,6 +244,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "lock_upstream": lambda: workflows.lock_upstream(Job),
     "insert_edges": lambda: workflows.insert_edges(Job),
     "add_to_batch": lambda: workflows.add_to_batch(Job),
+    "batch_members_among": lambda: workflows.batch_members_among(Job),
     "release_dependents": lambda: workflows.release_dependents(Job),
     "release_dependents_notify": lambda: workflows.release_dependents(
         Job, channel="sa_jobqueue_jobs"

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
 from sa_jobqueue.context import JobContext
+from sa_jobqueue.core.steps import ParkSwallowed
 from sa_jobqueue.core.validation import dump_result
 from sa_jobqueue.driver import Driver, Upstream
 from sa_jobqueue.metrics import Metrics
@@ -166,18 +167,26 @@ class HandlerCalls:
             value = self._middlewares.wrap(task.handler)(ctx)
             if value is not None and inspect.isawaitable(value):
                 _returned_awaitable(task, value)
+        except Exception as error:
+            _check_parked(ctx, error)
+            raise
         finally:
             if ctx._durable is not None:  # only a handler that used ctx.step & co.
                 _flush(ctx)
+        _check_parked(ctx)
         return dump_result(value, self._max_result_bytes)
 
     async def acall(self, task: TaskDef, ctx: JobContext) -> str | None:
         """Await an async handler inside the async middleware; return its result as JSON."""
         try:
             value = await self._middlewares.wrap(task.handler)(ctx)
+        except Exception as error:
+            _check_parked(ctx, error)
+            raise
         finally:
             if ctx._durable is not None:
                 await _aflush(ctx)
+        _check_parked(ctx)
         return dump_result(value, self._max_result_bytes)
 
     def span(self, job: Claimed) -> Any:
@@ -208,6 +217,17 @@ class HandlerCalls:
             yield
         finally:
             self.metrics.busy.dec()
+
+
+def _check_parked(ctx: JobContext, error: Exception | None = None) -> None:
+    """Fail an attempt whose handler went on after its park (it swallowed the `Parked`)."""
+    state = ctx._durable
+    if state is None or state.parked is None or isinstance(error, ParkSwallowed):
+        return
+    went_on = "it returned" if error is None else f"it raised {type(error).__name__}"
+    swallowed = state.swallowed(went_on)
+    if swallowed is not None:
+        raise swallowed from error
 
 
 def _flush(ctx: JobContext) -> None:

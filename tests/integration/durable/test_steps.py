@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from datetime import timedelta
 
 import pytest
@@ -299,3 +300,83 @@ def test_a_sleep_in_a_savepoint_batch_parks_its_job_and_the_others_commit(commit
     parked = rows[ids[1]]
     assert (parked.attempts, parked.max_attempts, parked.has_steps) == (1, 21, True)
     assert [s[:2] for s in _steps(committed, ids[1])] == [("n", "step"), ("pause", "sleep")]
+
+
+def test_a_handler_that_swallows_its_park_fails_the_attempt_saying_why(committed):
+    jobs = JobQueue(Job)
+    calls: list[str] = []
+
+    @jobs.task("swallow_and_return")
+    def swallow_and_return(ctx: JobContext) -> str:
+        with contextlib.suppress(BaseException):  # the fault under test: swallows the park
+            ctx.sleep("nap", timedelta(hours=1))
+        calls.append("ran on")
+        return "done too early"
+
+    @jobs.task("swallow_then_step")
+    def swallow_then_step(ctx: JobContext) -> None:
+        with contextlib.suppress(BaseException):  # the fault under test: swallows the park
+            ctx.wait_for_signal("approved")
+        ctx.step("ship", lambda: calls.append("shipped"))
+
+    returned = _enqueue(committed, jobs, "swallow_and_return")
+    stepped = _enqueue(committed, jobs, "swallow_then_step")
+    outcomes = {o.id: o for o in drain(jobs, committed)}
+    # Lease mode: the park committed at the call, so the failed attempt's fenced write
+    # changes nothing (the worker logs it, with the reason); the job still sleeps.
+    assert {o.outcome for o in outcomes.values()} == {"lost"}
+    assert _row(committed, returned).status == "pending"
+    assert "caught the park" in (outcomes[returned].error or "")
+    assert "(it returned)" in (outcomes[returned].error or "")
+    assert "it called step 'ship' afterwards" in (outcomes[stepped].error or "")
+    assert calls == ["ran on"]  # the step after the swallowed wait never ran
+
+
+def test_a_transactional_handler_that_swallows_its_park_commits_nothing(committed):
+    jobs = JobQueue(Job)
+
+    @jobs.task("tx_swallow", transactional=True, max_attempts=1)
+    def tx_swallow(ctx: JobContext) -> None:
+        ctx.session.execute(text("CREATE TABLE IF NOT EXISTS durable_probe (n int)"))
+        with contextlib.suppress(BaseException):  # the fault under test: swallows the park
+            ctx.sleep("pause", timedelta(hours=1))
+        ctx.session.execute(text("INSERT INTO durable_probe VALUES (1)"))
+
+    job_id = _enqueue(committed, jobs, "tx_swallow")
+    try:
+        assert [o.outcome for o in drain(jobs, committed)] == ["failed"]
+        row = _row(committed, job_id)
+        assert row.status == "failed"
+        assert "caught the park" in (row.last_error or "")
+        assert _steps(committed, job_id) == []  # the park rolled back with the rest
+        with committed.connect() as conn:
+            exists = conn.execute(text("SELECT to_regclass('durable_probe')")).scalar()
+        assert exists is None
+    finally:
+        with committed.begin() as conn:
+            conn.execute(text("DROP TABLE IF EXISTS durable_probe"))
+
+
+def test_an_async_handler_that_swallows_its_park_fails_the_attempt_saying_why(committed):
+    jobs = JobQueue(Job)
+    calls: list[str] = []
+
+    @jobs.task("aswallow")
+    async def aswallow(ctx: JobContext) -> None:
+        with contextlib.suppress(BaseException):  # the fault under test: swallows the park
+            await ctx.asleep("nap", timedelta(hours=1))
+        calls.append("ran on")
+        await ctx.aprogress(0.5)  # a durable call after the park: refused, not written
+
+    @jobs.task("aswallow_and_return")
+    async def aswallow_and_return(ctx: JobContext) -> None:
+        with contextlib.suppress(BaseException):  # the fault under test: swallows the park
+            await ctx.await_for_signal("approved")
+
+    progressed = _enqueue(committed, jobs, "aswallow")
+    returned = _enqueue(committed, jobs, "aswallow_and_return")
+    outcomes = {o.id: o for o in drain(jobs, committed)}
+    assert "it called ctx.progress afterwards" in (outcomes[progressed].error or "")
+    assert "(it returned)" in (outcomes[returned].error or "")
+    assert calls == ["ran on"]
+    assert _row(committed, progressed).progress is None

@@ -6,7 +6,7 @@ import json
 import os
 
 from click.testing import CliRunner
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
@@ -61,3 +61,39 @@ def test_the_dashboards_job_page_masks_the_queues_keys(committed):
     )
     assert "hunter2" not in default.text
     assert "[redacted]" in default.text
+
+
+PROGRESS = {"done": 3, "total": 10, "api_token": "tok-s3cret"}
+
+
+def _running_with_progress(engine) -> int:
+    job_id = _job(engine)
+    with engine.begin() as conn:
+        conn.execute(
+            update(Job)
+            .where(Job.id == job_id)
+            .values(status="running", attempts=1, locked_by="w", progress=PROGRESS)
+        )
+    return job_id
+
+
+def test_progress_objects_are_redacted_like_payloads_everywhere_they_are_shown(
+    committed, database_url
+):
+    job_id = _running_with_progress(committed)
+    shown = _cli(database_url, "jobs", "show", str(job_id))
+    assert shown.exit_code == 0, shown.stderr
+    assert "tok-s3cret" not in shown.stdout
+    assert '"api_token": "[redacted]"' in shown.stdout
+    as_json = json.loads(_cli(database_url, "jobs", "show", str(job_id), "--json").stdout)
+    assert as_json["progress"] == {"done": 3, "total": 10, "api_token": "[redacted]"}
+    listed = json.loads(_cli(database_url, "jobs", "list", "--json").stdout)
+    assert listed[0]["progress"]["api_token"] == "[redacted]"  # noqa: S105
+    client = TestClient(make_app(Job, committed), base_url="http://127.0.0.1")
+    for page in (f"/jobs/{job_id}", "/jobs?status=running", "/jobs"):
+        answer = client.get(page)
+        assert answer.status_code == 200
+        assert "tok-s3cret" not in answer.text, page
+    assert "[redacted]" in client.get(f"/jobs/{job_id}").text
+    with Session(committed) as s:
+        assert s.scalar(select(Job.progress).where(Job.id == job_id)) == PROGRESS

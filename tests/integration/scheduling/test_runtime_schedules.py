@@ -225,6 +225,8 @@ def test_unschedule_deletes_a_runtime_schedule_and_refuses_unknown_or_code_names
         ({"every": 0.5}, "at least 1 second"),
         ({"every": 60, "cron": "* * * * *"}, "exactly one of cron= or every="),
         ({"every": 60, "jitter": -1}, "jitter"),
+        ({"every": 60, "jitter": 600}, "jitter=600s is longer than the 60s between two ticks"),
+        ({"cron": "*/1000000 * * * *"}, "step 1000000 of the minute field"),
         ({}, "exactly one of cron= or every="),
     ],
 )

@@ -66,3 +66,46 @@ def test_a_job_found_by_its_idempotency_key_keeps_its_own_edges(committed):
         rows = session.execute(select(edges.c.job_id, edges.c.upstream_id)).all()
         assert [tuple(r) for r in rows] == [(ids[2], ids[0])]
         assert session.scalar(select(func.count()).select_from(Job)) == 3
+
+
+def test_a_batch_refuses_a_key_that_names_a_job_outside_it_and_inserts_nothing(committed):
+    from sa_jobqueue import ValidationError
+
+    jobs = new_queue()
+    jobs.task("m")(lambda ctx: ctx.payload["i"])
+    seen: list[object] = []
+    jobs.task("cb")(lambda ctx: seen.append(sorted(ctx.upstream.values())))
+    with Session(committed) as session, session.begin():
+        outsider = jobs.enqueue(session, "m", {"i": 9}, idempotency_key="k:outside").id
+    with Session(committed) as session, session.begin():
+        batch = jobs.batch(session, callback=("cb", {}))
+        kept = batch.enqueue("m", {"i": 1}, idempotency_key="k:1")
+        # The same key again (in this call or a later one): the member itself, once.
+        twice = batch.enqueue_many(
+            [
+                {"kind": "m", "payload": {"i": 1}, "idempotency_key": "k:1"},
+                {"kind": "m", "payload": {"i": 2}, "idempotency_key": "k:2"},
+                {"kind": "m", "payload": {"i": 2}, "idempotency_key": "k:2"},
+            ]
+        )
+        assert [job.id for job in twice] == [kept.id, twice[1].id, twice[1].id]
+        message = f"names job {outsider}, which exists already and is not a member of batch"
+        with pytest.raises(ValidationError, match=message):
+            batch.enqueue("m", {"i": 9}, idempotency_key="k:outside")
+        with pytest.raises(ValidationError, match=message):
+            batch.enqueue_many(
+                [
+                    ("m", {"i": 3}),
+                    {"kind": "m", "payload": {"i": 9}, "idempotency_key": "k:outside"},
+                ],
+                ids_only=True,
+            )
+        batch.enqueue("m", {"i": 4})  # the transaction is still usable
+        batch_id = batch.id
+    with Session(committed) as session:
+        payloads = session.scalars(select(Job.payload).where(Job.kind == "m")).all()
+    assert sorted(p["i"] for p in payloads) == [1, 2, 4, 9]  # the {"i": 3} was undone
+    jobs.worker(committed, listen=False).drain()
+    assert seen == [[1, 2, 4]]  # the callback waited for its members only
+    with Session(committed) as session:
+        assert session.scalar(select(Job.status).where(Job.id == batch_id)) == "done"

@@ -153,3 +153,47 @@ def test_retention_keeps_a_finished_job_that_an_unfinished_one_waits_for(committ
         left = set(session.scalars(select(Job.id).where(Job.id.in_(ids))))
     # a and b are awaited (their results are the unfinished job's ctx.upstream).
     assert left == {ids[0], ids[1]}
+
+
+def test_deleting_a_finished_upstream_a_waiting_job_needs_keeps_it_and_names_the_dependents(
+    committed,
+):
+    from starlette.testclient import TestClient
+
+    from sa_jobqueue.dashboard import make_app
+    from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
+    from sa_jobqueue.ops import admin, bulk
+
+    jobs = new_queue()
+    jobs.task("first")(lambda ctx: "needed")
+    with Session(committed) as session, session.begin():
+        a = jobs.enqueue(session, "first")
+        held = jobs.enqueue(session, "later", queue="held")  # no worker here drains it
+        b = jobs.enqueue(session, "join", after=[a, held], queue="held")
+        a_id, held_id, b_id = a.id, held.id, b.id
+    jobs.worker(committed, listen=False, queues=["default"]).drain()
+    assert _statuses(committed, a_id, b_id) == ["done", "waiting"]
+
+    with Session(committed) as session, session.begin():
+        kept = admin.delete_finished(session, Job, [a_id])
+    assert (kept.ids, kept.awaited, kept.skipped) == ([], {a_id: [b_id]}, {})
+    assert kept.to_dict()["awaited"] == {str(a_id): [b_id]}
+    with Session(committed) as session:
+        counted = bulk.count(session, Job, "delete", ids=[a_id])
+    assert (counted.changed, counted.awaited) == (0, 1)
+    by_id = bulk.apply(committed, Job, "delete", ids=[a_id])
+    assert (by_id.changed, by_id.awaited) == (0, 1)
+    by_filter = bulk.apply(committed, Job, "delete", match=bulk.Match(status="done"))
+    assert by_filter.changed == 0
+    client = TestClient(make_app(jobs, committed, allow_actions=True), base_url="http://127.0.0.1")
+    assert client.get("/").status_code == 200
+    page = client.post(f"/jobs/{a_id}/delete", data={CSRF_FIELD: client.cookies[CSRF_COOKIE]})
+    assert "Not deleted: jobs that have not ended wait for it" in page.text
+    assert _statuses(committed, a_id) == ["done"]
+
+    # Once nothing waits for it, it goes like any finished job.
+    with Session(committed) as session, session.begin():
+        jobs.cancel(session, [held_id])  # b is cancelled with it
+    with Session(committed) as session, session.begin():
+        gone = admin.delete_finished(session, Job, [a_id])
+    assert (gone.ids, gone.awaited) == ([a_id], {})

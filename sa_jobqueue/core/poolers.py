@@ -1,0 +1,51 @@
+"""Telling whether a connection reaches PostgreSQL through a transaction-mode pooler.
+
+LISTEN needs a session of its own: through a pooler that hands out server connections
+per transaction (PgBouncer's ``pool_mode = transaction``), a LISTEN registers on
+whichever server connection ran it, hears nothing, and stays there after the client
+goes. The listener and `jobs.wait` ask `transaction_pooled` before they LISTEN, and
+poll instead when it says so. See docs/pgbouncer.md.
+
+How it tells, with no pooler-specific command:
+
+1. The process id the server reports (``pg_backend_pid()``) is the one the connection
+   was given at its start (psycopg's ``info.backend_pid``) when nothing in between
+   speaks the protocol: directly connected, or through a TCP proxy. LISTEN works.
+2. Otherwise a pooler answered the start (PgBouncer makes up its own cancel key).
+   A second connection then opens a transaction: a session pooler never lends it the
+   first connection's server process, and keeps the first on its own; a transaction
+   pooler gives it the server the first just released (or moves the first elsewhere).
+"""
+
+from __future__ import annotations
+
+__all__ = ["POOLER_WARNING", "transaction_pooled"]
+
+#: What the listener and `jobs.wait` say, once, when they find such a pooler.
+POOLER_WARNING = (
+    "goes through a transaction-mode pooler (PgBouncer with pool_mode = transaction?): "
+    "LISTEN cannot hear notifications there and would stay on a pooled server "
+    "connection, so it is not sent"
+)
+
+
+def transaction_pooled(reported: int | None, first: int, held: int, again: int) -> bool:
+    """Whether the pids seen say "a pooler that pools by transaction".
+
+    Args:
+        reported: the pid the connection was told at its start (None: not known).
+        first: ``pg_backend_pid()`` on the connection.
+        held: ``pg_backend_pid()`` on a second connection, inside a transaction it
+            keeps open while `again` is read.
+        again: ``pg_backend_pid()`` on the first connection once more.
+
+    >>> transaction_pooled(4321, 4321, 4322, 4321)      # direct
+    False
+    >>> transaction_pooled(-98765, 4321, 4322, 4321)    # a session pooler
+    False
+    >>> transaction_pooled(-98765, 4321, 4321, 4322)    # a transaction pooler
+    True
+    """
+    if reported is not None and reported == first:
+        return False
+    return held == first or again != first
