@@ -19,7 +19,12 @@ While jobs are enqueued over the window, the driver
   lease and two sweeps, then resumes it with SIGCONT. Those workers serve queue
   ``held`` at concurrency 1 with claims ahead on (the default prefetch), and run
   ``--held-jobs`` short ``lease_held`` jobs, so they hold jobs claimed ahead of their
-  one slot when they are stopped: the sweeper gives those to the other held worker.
+  one slot when they are stopped: the sweeper gives those to the other held worker;
+* ``--flow-workers`` (1) serve queue ``flow`` in savepoint batches (``--savepoint-batch
+  4``) and run ``--flow-groups`` (20) workflow groups: three transactional jobs and one
+  enqueued after them, a batch of four and its callback;
+* every 4-8 s, a caller's transaction sends ``jobs.signal`` to a running job and stays
+  open for two leases (at least twice): the row stays locked, the lease must not be lost.
 
 Each fault happens at least ``min_kills``/``min_terminations``/``min_stops`` times: the
 fault window lasts until then, however slow the machine (a count of faults never
@@ -28,7 +33,8 @@ depends on timing).
 Then it waits until every job has ended, SIGTERMs the surviving workers, and checks
 with SQL over ``jobs``, ``chaos_effects`` (written by the handlers) and
 ``chaos_transitions`` (every status/attempts change of a job row, by trigger):
-every job ended as its kind intends, nothing is lost or stuck, transactional kinds
+every job ended as its kind intends, nothing is lost or stuck (no job left waiting,
+no release before its upstream jobs ended), transactional kinds
 have exactly one effect, every extra run and every duplicate effect of a lease kind
 is explained by a fault, no attempt started after its lease expired or the job was
 claimed again (no double run of a job that had not started), there is no stale
@@ -65,6 +71,7 @@ from sqlalchemy.pool import NullPool
 from bench.support.database import Database
 from bench.support.workers import ROOT
 from sa_jobqueue import migration
+from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.testing import LocalCluster, local_cluster
 from sa_jobqueue.worker.listener import APPLICATION_NAME as LISTENER_NAME
 from tests.support import chaos_app
@@ -113,6 +120,16 @@ class Config:
     min_kills: int = 2
     min_terminations: int = 3
     min_stops: int = 1
+    # Workflows run in savepoint batches: `flow_workers` workers of queue ``flow`` with
+    # ``--savepoint-batch 4``, `flow_groups` groups each of three transactional jobs and
+    # one job enqueued after them, and a batch of four with a callback: every release
+    # must happen once, never before its upstream jobs ended.
+    flow_workers: int = 1
+    flow_groups: int = 20
+    # Signal holds: a caller's transaction sends `jobs.signal` to a running job and stays
+    # open for two leases; the job's live worker must keep its lease (no rerun unexplained).
+    signal_every: tuple[float, float] = (4.0, 8.0)
+    min_signal_holds: int = 2
 
 
 @dataclass
@@ -125,6 +142,7 @@ class Proc:
     log: Path
     probe: bool = False
     held: bool = False
+    flow: bool = False
     killed: float | None = None
     exit_code: int | None = None
     stopped: float | None = None  # SIGSTOP'd at, until SIGCONT
@@ -212,7 +230,9 @@ class Driver:
         self.kills: list[tuple[float, int]] = []  # (time, pid)
         self.terminated: list[tuple[float, int, str]] = []  # (time, worker pid, category)
         self.stops: list[tuple[int, float, float]] = []  # (pid, SIGSTOP at, SIGCONT at)
-        self.extra_jobs = 0  # the bursts enqueued for the stops
+        self.extra_jobs = 0  # the bursts enqueued for the stops, and the workflows
+        self.flows: list[tuple[int, list[int]]] = []  # (a job that waited, what for)
+        self.signal_holds: list[tuple[float, int]] = []  # (time, job id held)
         self.died: list[str] = []  # workers that exited on their own
         self.restart_window: tuple[float, float] | None = None
         self.job_ids: list[int] = []
@@ -256,13 +276,15 @@ class Driver:
 
     # -- workers ----------------------------------------------------------
 
-    def start_worker(self, *, probe: bool = False, held: bool = False) -> Proc:
+    def start_worker(self, *, probe: bool = False, held: bool = False, flow: bool = False) -> Proc:
         self.serial += 1
         name = (
             "chaos-probe"
             if probe
             else f"chaos-held{self.serial}"
             if held
+            else f"chaos-w{self.serial}f"
+            if flow
             else f"chaos-w{self.serial}"
         )
         log = self.log_dir / f"{name}.log"
@@ -278,7 +300,7 @@ class Driver:
             "--database-url",
             f"{self.url}?application_name={name}",
             "--queue",
-            "probe" if probe else "held" if held else "chaos",
+            "probe" if probe else "held" if held else "flow" if flow else "chaos",
             "--concurrency",
             "1" if probe or held else str(self.config.concurrency),
             "--poll-interval",
@@ -290,10 +312,11 @@ class Driver:
             "--log-level",
             "WARNING",
             *(("--ahead-wait", str(self.config.held_ahead_wait)) if held else ()),
+            *(("--savepoint-batch", "4") if flow else ()),
         ]
         with log.open("ab") as out:
             proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out)
-        worker = Proc(name, proc, time.time(), log, probe=probe, held=held)
+        worker = Proc(name, proc, time.time(), log, probe=probe, held=held, flow=flow)
         self.procs.append(worker)
         return worker
 
@@ -313,7 +336,7 @@ class Driver:
         victim.killed = time.time()
         self.kills.append((victim.killed, victim.proc.pid))
         victim.proc.wait()
-        self.start_worker(held=victim.held)
+        self.start_worker(held=victim.held, flow=victim.flow)
 
     def stop_one(self) -> None:
         """SIGSTOP a held worker while it holds jobs claimed ahead; `resume_due` resumes it.
@@ -366,6 +389,7 @@ class Driver:
         return (
             len(self.kills) < config.min_kills
             or len(self.terminated) < config.min_terminations
+            or len(self.signal_holds) < config.min_signal_holds
             or (len(self.stops) < config.min_stops and config.held_workers >= 2)
             or any(p.stopped is not None for p in self.procs)
         )
@@ -377,7 +401,7 @@ class Driver:
             if code is not None:
                 p.exit_code = code
                 self.died.append(f"{p.name} (pid {p.proc.pid}) exited {code} on its own")
-                self.start_worker(probe=p.probe, held=p.held)
+                self.start_worker(probe=p.probe, held=p.held, flow=p.flow)
 
     def terminate_one(self) -> None:
         by_pid = {p.proc.pid: p for p in self.alive(probe=None)}
@@ -445,6 +469,63 @@ class Driver:
 
     # -- the run ----------------------------------------------------------
 
+    def enqueue_flows(self) -> None:
+        """The workflows of the savepoint-batch workers: chains and batches, in queue ``flow``."""
+        jobs = chaos_app.jobs
+        for group in range(self.config.flow_groups):
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    committed = self.db.execution_options(isolation_level="READ COMMITTED")
+                    with Session(committed) as s, s.begin():
+                        ids = self._flow_group(s, jobs, group)
+                    break
+                except exc.OperationalError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.2)
+            self.job_ids += ids
+            self.extra_jobs += len(ids)
+
+    def _flow_group(self, s: Session, jobs: Any, group: int) -> list[int]:
+        def one(key: str, **options: Any) -> int:
+            payload = chaos_app.payload_for("tx_ok", self.rng.randint(20, 120))
+            job = jobs.enqueue(
+                s, "tx_ok", payload, queue="flow", idempotency_key=f"flow:{group}:{key}", **options
+            )
+            return int(job.id)
+
+        upstream = [one(f"up{n}") for n in range(3)]
+        dependent = one("after", after=upstream)
+        batch = jobs.batch(s, callback=("tx_ok", chaos_app.payload_for("tx_ok", 10)))
+        members = batch.enqueue_many(
+            [
+                {"kind": "tx_ok", "payload": chaos_app.payload_for("tx_ok", 20), "queue": "flow"}
+                for _ in range(4)
+            ]
+        )
+        member_ids = [int(m.id) for m in members]
+        self.flows += [(dependent, upstream), (batch.id, member_ids)]
+        return [*upstream, dependent, batch.id, *member_ids]
+
+    def hold_signal(self) -> None:
+        """Send `jobs.signal` to a running chaos job; keep the transaction open two leases."""
+        rows = self.sql(
+            "SELECT id FROM jobs WHERE queue = 'chaos' AND status = 'running' "
+            "ORDER BY random() LIMIT 1"
+        )
+        if not rows:
+            return
+        job_id = int(rows[0][0])
+        try:
+            committed = self.db.execution_options(isolation_level="READ COMMITTED")
+            with Session(committed) as s, s.begin():
+                chaos_app.jobs.signal(s, job_id, "ping", {"held": True})
+                self.signal_holds.append((time.time(), job_id))
+                time.sleep(2 * self.config.lease)
+        except (exc.OperationalError, ValidationError):
+            pass  # the job ended meanwhile, or the server went away: no hold
+
     def plan(self) -> list[list[dict[str, Any]]]:
         """The jobs, in batches enqueued every 0.5 s over the first 70 % of the window."""
         kinds = list(WEIGHTS)
@@ -476,6 +557,8 @@ class Driver:
             self.start_worker()
         for _ in range(config.held_workers):
             self.start_worker(held=True)
+        for _ in range(config.flow_workers):
+            self.start_worker(flow=True)
         batches = self.plan()
         self.t0 = time.time()
         end = self.t0 + config.seconds
@@ -485,6 +568,9 @@ class Driver:
         next_term = self.t0 + self.rng.uniform(*config.terminate_every)
         next_probe = self.t0 + 1.0
         next_stop = self.t0 + self.rng.uniform(*config.stop_every)
+        next_hold = self.t0 + self.rng.uniform(*config.signal_every)
+        holding: threading.Thread | None = None
+        flows_due = config.flow_workers > 0
         quiet_until = 0.0
         give_up = end + 120.0  # the minimum fault counts are owed at most this long
         while (now := time.time()) < end or (self.faults_owed() and now < give_up):
@@ -494,6 +580,14 @@ class Driver:
             if batches and now >= next_batch:
                 self.job_ids += self.enqueue(batches.pop(0))
                 next_batch += 0.5
+            if flows_due and now >= self.t0 + 1.0:
+                self.enqueue_flows()
+                flows_due = False
+            if now >= next_hold and (holding is None or not holding.is_alive()):
+                if not over or len(self.signal_holds) < config.min_signal_holds:
+                    holding = threading.Thread(target=self.hold_signal, daemon=True)
+                    holding.start()
+                next_hold = time.time() + self.rng.uniform(*config.signal_every)
             if config.restart and self.restart_window is None and now >= restart_at:
                 down = time.time()
                 self.cluster.stop("fast")
@@ -531,8 +625,12 @@ class Driver:
                 next_stop = time.time() + self.rng.uniform(*config.stop_every)
             time.sleep(0.05)
         self.resume_due(all_now=True)
+        if holding is not None:
+            holding.join()
         for batch in batches:  # only when the window was too short to enqueue them all
             self.job_ids += self.enqueue(batch)
+        if flows_due:
+            self.enqueue_flows()
 
     def wait_until_finished(self) -> float:
         """Wait for every job to end (no fault any more); return how long it took."""
@@ -579,7 +677,7 @@ class Driver:
         jobs = self.sql(
             "SELECT id, kind, queue, status, attempts, locked_until, locked_by FROM jobs"
         )
-        chaos_jobs = [j for j in jobs if j.queue in ("chaos", "held")]
+        chaos_jobs = [j for j in jobs if j.queue in ("chaos", "held", "flow")]
         effects = self.sql(
             "SELECT job_id, attempt, kind, worker, phase, extract(epoch FROM at)::float8 AS at "
             "FROM chaos_effects ORDER BY id"
@@ -590,7 +688,8 @@ class Driver:
             "FROM chaos_transitions ORDER BY id"
         )
         wrong_end = self.sql(
-            "SELECT id, kind, status FROM jobs WHERE queue IN ('chaos', 'held') AND status <> "
+            "SELECT id, kind, status FROM jobs WHERE queue IN ('chaos', 'held', 'flow') "
+            "AND status <> "
             "CASE WHEN kind LIKE '%poison' THEN 'failed' ELSE 'done' END"
         )
         stuck = self.sql("SELECT id FROM jobs WHERE status = 'running' OR locked_until IS NOT NULL")
@@ -776,7 +875,16 @@ class Driver:
             reruns["unexplained"] + duplicates["unexplained"] + unstarted["unexplained"],
         )
         report.check("deadlocks (pg_stat_database)", self.deadlocks)
-        bound = config.concurrency + 3
+        report.add("signal holds (2 leases each)", len(self.signal_holds))
+        report.figures["signal holds (2 leases each)"] = len(self.signal_holds)
+        report.check("jobs released before their upstream ended", len(self._early_releases()))
+        report.check(
+            "jobs a savepoint batch left waiting",
+            len(self.sql("SELECT id FROM jobs WHERE status = 'waiting'")),
+        )
+        # The claim loop, heartbeats, the listener, a transaction per handler; and while a
+        # signal hold locks one of its jobs' rows, that job's waiting heartbeat.
+        bound = config.concurrency + 3 + (1 if self.signal_holds else 0)
         worst = max(
             (n for name, n in self.max_connections.items() if name.startswith("chaos-w")),
             default=0,
@@ -796,6 +904,21 @@ class Driver:
         for message in self.died:
             report.failures.append(message)
         return report
+
+    def _early_releases(self) -> list[int]:
+        """Jobs that waited (a dependent, a callback) whose first start came before an
+        upstream job's end: a release that came too early."""
+        early = []
+        for job_id, upstream in self.flows:
+            rows = self.sql(
+                "SELECT (SELECT min(e.at) FROM chaos_effects e WHERE e.job_id = :id "
+                "AND e.phase = 'start') < (SELECT max(finished_at) FROM jobs "
+                "WHERE id = ANY(:upstream))",
+                {"id": job_id, "upstream": upstream},
+            )
+            if rows and rows[0][0]:
+                early.append(job_id)
+        return early
 
     def _mix(self, jobs: list[Any]) -> str:
         lease = sum(1 for j in jobs if j.kind in chaos_app.LEASE_KINDS)
@@ -965,6 +1088,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--keep-logs", dest="log_dir", default=None)
     parser.add_argument("--held-workers", type=int, default=2)
     parser.add_argument("--held-jobs", type=int, default=1500)
+    parser.add_argument("--flow-workers", type=int, default=1)
+    parser.add_argument("--flow-groups", type=int, default=20)
 
 
 def main(args: argparse.Namespace, db: Database) -> int:
@@ -980,6 +1105,8 @@ def main(args: argparse.Namespace, db: Database) -> int:
         log_dir=args.log_dir,
         held_workers=args.held_workers,
         held_jobs=args.held_jobs,
+        flow_workers=args.flow_workers,
+        flow_groups=args.flow_groups,
     )
     print()
     print(report.table())
