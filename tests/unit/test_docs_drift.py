@@ -54,9 +54,10 @@ def test_every_revision_id_the_docs_name_is_shipped():
 # What `alembic-revision` writes and `migrate` prints when it brings a table to the head.
 _AT_HEAD = re.compile(
     r"_to_(sajq_\d{4})\.py"
-    r"|upgrade_to\('(sajq_\d{4})', table="
-    r"|(?:created|adopted) table \w+ at (sajq_\d{4})"
-    r"|from sajq_\d{4} to (sajq_\d{4})"
+    r"|upgrade_to\(['\"](sajq_\d{4})['\"], table="
+    r"|(?:created|adopted) table \w+\s+at\s+(sajq_\d{4})"
+    r"|from (?:base|sajq_\d{4})\s+to\s+(sajq_\d{4})"
+    r"|brings\s+table \w+ to (sajq_\d{4})\s+already"
     r"|already at\s+the latest revision \((sajq_\d{4})\)"
 )
 
