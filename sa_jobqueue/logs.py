@@ -12,7 +12,14 @@ import sys
 import time
 from typing import Any, Protocol
 
-__all__ = ["JOB_FIELDS", "JsonFormatter", "configure_logging", "job_fields", "log_job"]
+__all__ = [
+    "JOB_FIELDS",
+    "QUIET_LOGGERS",
+    "JsonFormatter",
+    "configure_logging",
+    "job_fields",
+    "log_job",
+]
 
 #: The fields a job line carries, in the order `JsonFormatter` writes them.
 JOB_FIELDS = ("event", "job_id", "kind", "queue", "attempt", "worker_id", "duration_ms", "error")
@@ -25,6 +32,12 @@ _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
 }
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+#: Libraries that log INFO lines when imported or set up (Alembic's seven "setup plugin"
+#: lines, when the application imports Flask-Migrate): `configure_logging` keeps them
+#: below WARNING quiet unless the level is DEBUG, or the application set their level.
+QUIET_LOGGERS = ("alembic",)
+_quieted: set[str] = set()
 
 
 class _Job(Protocol):
@@ -136,7 +149,8 @@ def configure_logging(level: str | int = "INFO", log_format: str = "text") -> lo
     """Send the root logger's records to stderr as ``text`` or ``json`` lines.
 
     What ``sa-jobqueue worker --log-level ... --log-format ...`` does; returns the
-    handler it installed (replacing the root logger's handlers).
+    handler it installed (replacing the root logger's handlers). Below DEBUG, the
+    libraries of `QUIET_LOGGERS` say only warnings and errors (no line of theirs at start).
 
     Raises:
         ValueError: `log_format` is neither ``"text"`` nor ``"json"``.
@@ -152,4 +166,17 @@ def configure_logging(level: str | int = "INFO", log_format: str = "text") -> lo
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper() if isinstance(level, str) else level)
+    _quiet_libraries(debug=root.level <= logging.DEBUG)
     return handler
+
+
+def _quiet_libraries(*, debug: bool) -> None:
+    """Set `QUIET_LOGGERS` to WARNING (or back, for DEBUG) where the application did not."""
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        if debug and name in _quieted:
+            logger.setLevel(logging.NOTSET)
+            _quieted.discard(name)
+        elif not debug and logger.level == logging.NOTSET:
+            logger.setLevel(logging.WARNING)
+            _quieted.add(name)

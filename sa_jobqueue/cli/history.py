@@ -17,7 +17,8 @@ __all__ = ["alembic_revision"]
     "config_path",
     default=None,
     help="The Alembic configuration (as alembic -c). Default: $ALEMBIC_CONFIG, else "
-    "./alembic.ini, with ./pyproject.toml's [tool.alembic].",
+    "./alembic.ini, with ./pyproject.toml's [tool.alembic], else Flask-Migrate's "
+    "./migrations/alembic.ini.",
 )
 @click.option("--table", default="jobs", show_default=True, help="Name of the jobs table.")
 @click.option("--schema", default=None, help="Schema of the jobs table (default: the default).")
@@ -41,15 +42,17 @@ def alembic_revision(
     """Write a revision into your Alembic history that upgrades the jobs table.
 
     Its upgrade() calls sa_jobqueue.migration.upgrade_to(REVISION, table=TABLE), so
-    `alembic upgrade head` stays your only command; run this again after upgrading
-    sa-jobqueue and it writes the next step, or says there is none.
+    `alembic upgrade head` (`flask db upgrade` with Flask-Migrate) stays your only
+    command; run this again after upgrading sa-jobqueue and it writes the next step, or
+    says there is none.
     """
     # Imported here: Alembic is for this command only.
     from sa_jobqueue.migration import app_history, versions
 
     try:
+        config = app_history.find_config(config_path)
         written = app_history.write_revision(
-            app_history.find_config(config_path),
+            config,
             table=table,
             schema=schema,
             revision=revision or versions.LATEST,
@@ -66,5 +69,5 @@ def alembic_revision(
         return
     click.echo(
         f"wrote {written.path}: table {table} from {written.before} to {written.after} "
-        "(run: alembic upgrade head)"
+        f"(run: {app_history.upgrade_command(config)})"
     )

@@ -10,11 +10,15 @@ from __future__ import annotations
 import importlib.util
 import sys
 from functools import cache
+from typing import TYPE_CHECKING
 
 from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
 
 __all__ = [
     "check_async_session",
@@ -57,10 +61,19 @@ def is_async_engine(engine: object) -> bool:
     return isinstance(engine, AsyncEngine)
 
 
-def check_async_session(session: object, call: str) -> None:
-    """Reject anything but an `AsyncSession` (or `async_scoped_session`) given to `call`."""
+def check_async_session(session: object, call: str) -> AsyncSession:
+    """Reject anything but an `AsyncSession` (or `async_scoped_session`) given to `call`.
+
+    Returns the `AsyncSession` (the one an `async_scoped_session` stands for, which
+    has no ``run_sync`` of its own).
+    """
     if is_async_session(session):
-        return
+        from sqlalchemy.ext.asyncio import async_scoped_session
+
+        if isinstance(session, async_scoped_session):
+            current: AsyncSession = session()
+            return current
+        return session  # type: ignore[return-value]
     sync = call[1:] if call.startswith("a") else call
     kind = type(session).__name__
     if isinstance(session, (Session, scoped_session)):

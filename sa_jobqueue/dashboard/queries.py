@@ -29,6 +29,7 @@ from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
+from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
 __all__ = [
@@ -54,8 +55,10 @@ __all__ = [
 HISTORY_MINUTES = 60
 _FINISHED = tuple(s.value for s in FINISHED)
 _QUERY_CANCELED = "57014"  # statement_timeout
-#: ``has_steps`` is shown as the job's steps, not as one of its "other columns".
-_KNOWN_COLUMNS = {f.name for f in fields(JobInfo)} | {"has_steps"}
+#: The job page's "other columns" are the app's own: not one `JobMixin` declares
+#: (``has_steps`` is shown as the job's steps; ``debounce_key`` and the other
+#: bookkeeping columns are the library's).
+_KNOWN_COLUMNS = {f.name for f in fields(JobInfo)} | OWNED_COLUMNS
 
 
 def pretty_json(value: Any) -> str:
@@ -274,8 +277,8 @@ class ScheduleInfo:
 class JobDetail:
     """One job, with the database clock, the table's other columns and its schedule.
 
-    ``extra`` holds the columns `JobMixin` does not declare (``result``, the app's
-    own); ``schedule`` is the periodic schedule that enqueued the job, if one did.
+    ``extra`` holds the columns `JobMixin` does not declare: the app's own.
+    ``schedule`` is the periodic schedule that enqueued the job, if one did.
     """
 
     job: JobInfo

@@ -1,6 +1,7 @@
 """Formatting for the dashboard's templates: times, durations, numbers, notices.
 
-Each returns plain text; the templates autoescape it like every other value.
+Each returns plain text; the templates autoescape it like every other value (`name_breaks`
+returns markup: the escaped name with line-break opportunities).
 
 >>> span(0.25), span(75), span(7300), span(None)
 ('0.25s', '1m 15s', '2h 01m', '-')
@@ -13,8 +14,11 @@ Each returns plain text; the templates autoescape it like every other value.
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime, timezone
 from typing import Any
+
+from markupsafe import Markup, escape
 
 from sa_jobqueue.dashboard.queries import pretty_json
 
@@ -23,6 +27,7 @@ __all__ = [
     "NOTICES",
     "first_line",
     "is_fraction",
+    "name_breaks",
     "number",
     "progress_text",
     "relative",
@@ -112,6 +117,23 @@ def first_line(text: str | None, width: int = 100) -> str:
     return line if len(line) <= width else line[: width - 1] + "\u2026"
 
 
+_AFTER_SEPARATOR = re.compile(r"(?<=[_\-.:/])")
+
+
+def name_breaks(name: str | None) -> Markup:
+    """`name` escaped, with a line-break opportunity (``<wbr>``) after each ``_ - . : /``.
+
+    A long kind or queue name wraps between its words, never inside one (CSS alone
+    breaks ``export_posts`` anywhere, or nowhere); copying it copies no extra character.
+
+    >>> str(name_breaks("export_posts<b>"))
+    'export_<wbr>posts&lt;b&gt;'
+    """
+    if not name:
+        return Markup("")
+    return Markup("<wbr>").join(escape(part) for part in _AFTER_SEPARATOR.split(name))
+
+
 def short_json(value: Any, width: int = 80) -> str:
     """`value` as one line of JSON, cut to `width` characters (a step's result, a payload)."""
     try:
@@ -152,6 +174,7 @@ FILTERS = {
     "relative": relative,
     "number": number,
     "first_line": first_line,
+    "name_breaks": name_breaks,
     "pretty_json": pretty_json,
     "short_json": short_json,
     "progress_text": progress_text,

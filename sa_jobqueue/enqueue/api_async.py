@@ -56,7 +56,7 @@ class AsyncEnqueueAPI(EnqueueAPI[JobT]):
             ConfigurationError: `session` is not an `AsyncSession` (a sync `Session`
                 is told to use ``jobs.enqueue(...)``).
         """
-        check_async_session(session, "aenqueue")
+        session = check_async_session(session, "aenqueue")
         spec, keyed_enqueue = self._prepare(kind, payload, options, call="jobs.aenqueue")
         if spec.after:
             waiting: list[JobT] = await session.run_sync(self._insert_many, [spec])
@@ -96,7 +96,7 @@ class AsyncEnqueueAPI(EnqueueAPI[JobT]):
 
         Same items, rules, idempotency and ``ids_only`` as `enqueue_many`; never commits.
         """
-        check_async_session(session, "aenqueue_many")
+        session = check_async_session(session, "aenqueue_many")
         check_ids_only(ids_only)
         specs = self._prepare_many(items)
         if ids_only:
@@ -107,7 +107,7 @@ class AsyncEnqueueAPI(EnqueueAPI[JobT]):
 
     async def abatch(self, session: AsyncSession, *, callback: Any) -> Batch[JobT]:
         """`batch` for an `AsyncSession`; add jobs with ``await batch.aenqueue_many(...)``."""
-        check_async_session(session, "abatch")
+        session = check_async_session(session, "abatch")
         spec = self._callback_spec(callback)
         with tracing.producing([spec.queue], 1) as produced:
             job: JobT = await session.run_sync(
@@ -120,7 +120,7 @@ class AsyncEnqueueAPI(EnqueueAPI[JobT]):
         self, session: AsyncSession, job_id: int, name: str, payload: Any = None
     ) -> int:
         """`signal` for an `AsyncSession`, in the caller's async transaction."""
-        check_async_session(session, "asignal")
+        session = check_async_session(session, "asignal")
         checked = self._signaller.check(job_id, name, payload)
         signal_id: int = await session.run_sync(
             lambda sync: self._signaller.send(sync.connection(), *checked)

@@ -17,11 +17,24 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, exc
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import ReturningInsert
 
 __all__ = ["Direct"]
+
+
+def _processed(type_: Any, dialect: Dialect) -> bool:
+    """Whether rows of `type_` go through a result processor on `dialect`.
+
+    Asked without a type code, which only a result has: the numeric types of
+    SQLAlchemy's psycopg dialect need one (and raise without it), so they count as
+    processed, and their statement goes through ``Connection.execute``.
+    """
+    try:
+        return type_._cached_result_processor(dialect, None) is not None
+    except (TypeError, exc.InvalidRequestError):
+        return True
 
 
 class Direct:
@@ -83,7 +96,7 @@ class Direct:
             dialect.paramstyle != "pyformat"
             or compiled.positional
             or compiled._bind_processors
-            or any(c.type._cached_result_processor(dialect, None) for c in returned)
+            or any(_processed(c.type, dialect) for c in returned)
         ):
             return None
         sql: str = compiled.string

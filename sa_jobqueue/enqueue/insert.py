@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy import JSON, inspect
+from sqlalchemy import types as sqltypes
 from sqlalchemy.orm import Mapper, Session, scoped_session
 from sqlalchemy.sql.dml import ReturningInsert
 
@@ -63,6 +64,7 @@ class Inserter(ManyInserter[JobT]):
         # Whether one job's row can be attached without the ORM's loading: decided
         # on first use, once the application's mappers can be configured.
         self._plain: bool | None = None
+        self._arrays: bool | None = None  # see `_has_arrays`
         # The batched statements returning what `_attach` needs: over arrays, per
         # extra columns; over one JSON parameter, traced or not.
         self._manys: dict[tuple[str, ...], One] = {}
@@ -158,7 +160,7 @@ class Inserter(ManyInserter[JobT]):
         if workflow or loaded or not (self._plain_model() and _plain_session(session)):
             return super()._rows(session, specs, columns, workflow, trace_context)
         session._autoflush()  # as the ORM would before its statement
-        if not columns:
+        if not columns and not self._has_arrays():
             return self._json_rows(session, mapper, specs, trace_context)
         extra, params = array_params(specs, columns, workflow, trace_context)
         many = self._many(extra)
@@ -269,6 +271,16 @@ class Inserter(ManyInserter[JobT]):
             mapper = self._mapped = inspect(self.model)
         mapper._check_configure()
         return mapper
+
+    def _has_arrays(self) -> bool:
+        """Whether the model has an ARRAY column, which `_json_rows`' ``array_agg`` cannot gather.
+
+        (It refuses NULL arrays, and arrays of unequal lengths.)
+        """
+        if self._arrays is None:
+            table = self.model.__table__
+            self._arrays = any(isinstance(c.type, sqltypes.ARRAY) for c in table.c)
+        return self._arrays
 
     def _plain_model(self) -> bool:
         """Whether a job of this model may be attached as built (see `insert_one`)."""

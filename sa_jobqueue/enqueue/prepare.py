@@ -7,6 +7,8 @@ the INSERT. See docs/enqueue.md.
 
 from __future__ import annotations
 
+import logging
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -17,6 +19,8 @@ from sa_jobqueue.core.limits import check_concurrency_key
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.model import AFTER_FAILURE, DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, JobMixin
 from sa_jobqueue.tasks import Registry
+
+log = logging.getLogger("sa_jobqueue.enqueue")
 
 __all__ = [
     "EnqueueOptions",
@@ -176,6 +180,8 @@ def prepare(
         )
     kind = validation.check_name("kind", kind)
     task = registry.get(kind)
+    if task is None and (queue is None or max_attempts is None):
+        _say_unregistered(registry, kind, queue, max_attempts)
     # The task's queue and max_attempts were checked when it was registered.
     if queue is None:
         queue = task.queue if task else DEFAULT_QUEUE
@@ -201,6 +207,36 @@ def prepare(
         columns=check_columns(columns) if check_columns is not None else (),
         after=upstream,
         after_failure=rule,
+    )
+
+
+#: Per registry, the kinds already named by `_say_unregistered` (once per kind).
+_NAMED: weakref.WeakKeyDictionary[Registry, set[str]] = weakref.WeakKeyDictionary()
+
+
+def _say_unregistered(registry: Registry, kind: str, queue: object, max_attempts: object) -> None:
+    """Warn, once per kind, that a job of an unregistered kind takes the defaults.
+
+    The task's ``queue`` and ``max_attempts`` are known only where its module was
+    imported: a web process that never imports it would write the job with the
+    defaults, which a worker serving the task's queue never claims. Only reached when
+    the kind has no task here; a registered kind costs nothing more.
+    """
+    named = _NAMED.setdefault(registry, set())
+    if kind in named:
+        return
+    named.add(kind)
+    took = []
+    if queue is None:
+        took.append(f"queue {DEFAULT_QUEUE!r}")
+    if max_attempts is None:
+        took.append(f"max_attempts {DEFAULT_MAX_ATTEMPTS}")
+    log.warning(
+        "enqueue of kind %r, which has no task registered in this process: the job takes "
+        "%s, not its task's; import the module that defines its task here (or pass "
+        "queue= and max_attempts=) so that the task's options apply (docs/enqueue.md)",
+        kind,
+        " and ".join(took),
     )
 
 

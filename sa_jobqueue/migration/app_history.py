@@ -24,7 +24,14 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration.versions import BASE, LATEST, VERSIONS
 from sa_jobqueue.schema.naming import check_identifier, check_table_name
 
-__all__ = ["Written", "find_config", "recorded_revision", "write_revision"]
+__all__ = [
+    "FLASK_MIGRATE_DIRECTORY",
+    "Written",
+    "find_config",
+    "recorded_revision",
+    "upgrade_command",
+    "write_revision",
+]
 
 _BRANCH = "sa_jobqueue"
 
@@ -33,7 +40,10 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Config:
     """The application's Alembic configuration, found the way the ``alembic`` command does.
 
     `path` (``-c``), else ``$ALEMBIC_CONFIG``, else ``alembic.ini`` in the current
-    directory; ``pyproject.toml``'s ``[tool.alembic]`` beside it is read too, or alone.
+    directory, else Flask-Migrate's ``migrations/alembic.ini``; ``pyproject.toml``'s
+    ``[tool.alembic]`` beside it is read too, or alone. A Flask-Migrate folder's
+    configuration names no ``script_location``: its folder is the script directory,
+    as ``flask db`` sets it.
 
     Raises:
         ConfigurationError: no configuration there.
@@ -42,6 +52,8 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Config:
     ini = Path(named) if named else Path("alembic.ini")
     if named and not ini.is_file():
         raise ConfigurationError(f"no Alembic configuration at {str(ini)!r}")
+    if not named and not ini.is_file() and _flask_migrate(Path(FLASK_MIGRATE_DIRECTORY)):
+        ini = Path(FLASK_MIGRATE_DIRECTORY) / "alembic.ini"
     pyproject = ini.parent / "pyproject.toml"
     toml = pyproject if pyproject.is_file() else None
     if not ini.is_file() and toml is None:
@@ -49,7 +61,41 @@ def find_config(path: str | os.PathLike[str] | None = None) -> Config:
             "no alembic.ini (nor pyproject.toml with [tool.alembic]) in "
             f"{str(Path.cwd())!r}: run this where you run alembic, or pass -c PATH"
         )
-    return Config(ini if ini.is_file() else None, toml_file=toml)
+    config = Config(ini if ini.is_file() else None, toml_file=toml)
+    if ini.is_file() and _flask_migrate(ini.parent) and not _has_script_location(config):
+        # As Flask-Migrate's commands do: its alembic.ini names no script_location,
+        # the folder holding it is the script directory.
+        config.set_main_option("script_location", str(ini.parent))
+    return config
+
+
+#: Where Flask-Migrate keeps its Alembic environment unless told otherwise.
+FLASK_MIGRATE_DIRECTORY = "migrations"
+
+
+def _flask_migrate(folder: Path) -> bool:
+    """Whether `folder` is a Flask-Migrate environment (``flask db init`` made it)."""
+    env = folder / "env.py"
+    return (
+        (folder / "alembic.ini").is_file()
+        and env.is_file()
+        and "current_app" in env.read_text(errors="replace")
+    )
+
+
+def _has_script_location(config: Config) -> bool:
+    try:
+        return bool(config.get_main_option("script_location"))
+    except CommandError:
+        return False
+
+
+def upgrade_command(config: Config) -> str:
+    """The command that applies the history of `config`: Flask-Migrate's, or Alembic's."""
+    location = config.get_main_option("script_location")
+    if location and _flask_migrate(Path(location)):
+        return "flask db upgrade"
+    return "alembic upgrade head"
 
 
 def _calls(source: str, table: str, schema: str | None) -> list[str]:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
 
-from sqlalchemy import CheckConstraint, Connection, Engine, Table, exc
+from sqlalchemy import CheckConstraint, Column, Connection, Engine, Table, exc
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import AddConstraint
 
 from sa_jobqueue.core.engines import check_worker_engine
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema import ddl
+from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
@@ -59,9 +61,13 @@ def table_exists(conn: Connection, table: Table) -> bool:
 def table_differences(conn: Connection, table: Table) -> list[str]:
     """How the existing `table` differs from the model's table of that name (empty: none).
 
-    Missing columns, columns of another type, NOT NULL columns the model does not
-    know and has no default for (every insert would fail), and a missing unique
-    key on ``idempotency_key``. Other extra columns are the application's own.
+    The library's columns must exist with the type the model compiles to (its
+    statements rely on them). The application's own columns are compared by name and
+    nullability only, as a type is spelled many ways (``character varying(36)`` is
+    ``VARCHAR(36)``, ``double precision`` is ``FLOAT``): missing, or NOT NULL without a
+    default where the model inserts NULL. Other NOT NULL columns the model does not
+    know and has no default for (every insert would fail), and a missing unique key on
+    ``idempotency_key``, differ too. Other extra columns are the application's own.
     """
     found = {
         name: (kind, not_null, has_default)
@@ -73,8 +79,16 @@ def table_differences(conn: Connection, table: Table) -> list[str]:
         expected = column.type.compile(dialect=dialect).lower()
         if column.name not in found:
             differences.append(f"column {column.name} ({expected}) is missing")
-        elif found[column.name][0] != expected:
-            differences.append(f"column {column.name} is {found[column.name][0]}, not {expected}")
+            continue
+        kind, not_null, has_default = found[column.name]
+        if column.name not in OWNED_COLUMNS:
+            if not_null and not has_default and _may_insert_null(column):
+                differences.append(
+                    f"column {column.name} is NOT NULL without a default, and nullable in "
+                    f"the model (declare it nullable=False, or give it a default)"
+                )
+        elif kind != expected:
+            differences.append(f"column {column.name} is {kind}, not {expected}")
     for name, (kind, not_null, has_default) in found.items():
         if name not in table.columns and not_null and not has_default:
             differences.append(f"column {name} ({kind}) is NOT NULL without a default")
@@ -82,6 +96,16 @@ def table_differences(conn: Connection, table: Table) -> list[str]:
     if "idempotency_key" in found and not unique:
         differences.append("no unique index on idempotency_key")
     return differences
+
+
+def _may_insert_null(column: Column[Any]) -> bool:
+    """Whether an insert that does not name `column` may send NULL for it."""
+    return bool(
+        column.nullable
+        and column.default is None
+        and column.server_default is None
+        and not column.primary_key
+    )
 
 
 def check_table(conn: Connection, model: type[JobMixin]) -> None:
@@ -96,7 +120,9 @@ def check_table(conn: Connection, model: type[JobMixin]) -> None:
     differences = table_differences(conn, table)
     if differences:
         raise ConfigurationError(
-            f"table {table.name!r} does not match {model.__name__}: {'; '.join(differences)}"
+            f"table {table.name!r} does not match {model.__name__}: {'; '.join(differences)} "
+            f"(make them match with a migration: sa-jobqueue migrate --table {table.name} "
+            "for the library's columns, a revision of your own for yours)"
         )
     for beside in (workers_table_for(table), errors_table_for(table)):
         if not table_exists(conn, beside):

@@ -76,7 +76,7 @@ class OperatorAPI(Generic[JobT]):
         The other operator calls take a session first, so they bridge the same way:
         ``await session.run_sync(jobs.retry, [job_id])``.
         """
-        check_async_session(session, "astats")
+        session = check_async_session(session, "astats")
         limits = {task.kind: task.limits for task in self.registry.limited()}
         return await session.run_sync(admin.stats, self.model, limits)
 

@@ -13,17 +13,19 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.testing.matching import (
     UNSET,
+    async_session_of,
     job_filter,
     resolve_model,
+    session_of,
 )
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncSession, async_scoped_session
 
 __all__ = [
     "aassert_enqueued",
@@ -75,7 +77,7 @@ def _listing(jobs: Sequence[Any], title: str) -> str:
 
 
 def enqueued(
-    session: Session | Connection | Engine,
+    session: Session | scoped_session[Any] | Connection | Engine,
     kind: str | None = None,
     *,
     payload: Any = UNSET,
@@ -91,8 +93,10 @@ def enqueued(
     """The jobs `session` sees that match every filter given, in id order.
 
     Args:
-        session: the test's session (its uncommitted rows count), a connection, or
-            an engine (what is committed, e.g. the ``jobqueue_committed`` tier's).
+        session: the test's session (its uncommitted rows count; a
+            ``scoped_session`` such as Flask-SQLAlchemy's ``db.session`` too), a
+            connection, or an engine (what is committed, e.g. the
+            ``jobqueue_committed`` tier's).
         kind: the task's name; None for any.
         payload: a subset the job's payload must contain (see `payload_contains`).
         queue: the queue; None for any.
@@ -111,14 +115,15 @@ def enqueued(
     Returns:
         The mapped job objects (rows, for a connection or an engine).
     """
+    plain = session_of(session)
     wanted = job_filter(
         kind, payload, queue, run_at, within, priority, idempotency_key, status, after
-    ).with_upstream(session, model)
-    return [job for job in _all_jobs(session, model) if wanted.matches(job)]
+    ).with_upstream(plain, model)
+    return [job for job in _all_jobs(plain, model) if wanted.matches(job)]
 
 
 def assert_enqueued(
-    session: Session | Connection | Engine,
+    session: Session | scoped_session[Any] | Connection | Engine,
     kind: str | None = None,
     *,
     payload: Any = UNSET,
@@ -148,10 +153,11 @@ def assert_enqueued(
     __tracebackhide__ = True  # pytest shows the caller's line, not this function
     if count is not None and (not isinstance(count, int) or isinstance(count, bool) or count < 0):
         raise ValueError(f"count must be an int >= 0, not {count!r}")
+    plain = session_of(session)
     wanted = job_filter(
         kind, payload, queue, run_at, within, priority, idempotency_key, status, after
-    ).with_upstream(session, model)
-    jobs = _all_jobs(session, model)
+    ).with_upstream(plain, model)
+    jobs = _all_jobs(plain, model)
     found = [job for job in jobs if wanted.matches(job)]
     in_scope = [job for job in jobs if wanted.statuses is None or job.status in wanted.statuses]
     if count is None and not found:
@@ -176,7 +182,7 @@ def assert_enqueued(
 
 
 def refute_enqueued(
-    session: Session | Connection | Engine,
+    session: Session | scoped_session[Any] | Connection | Engine,
     kind: str | None = None,
     *,
     payload: Any = UNSET,
@@ -217,20 +223,24 @@ def refute_enqueued(
         )
 
 
-async def aenqueued(session: AsyncSession, kind: str | None = None, **filters: Any) -> list[Any]:
-    """`enqueued` from an `AsyncSession` (through ``run_sync``)."""
-    found: list[Any] = await session.run_sync(enqueued, kind, **filters)
+async def aenqueued(
+    session: AsyncSession | async_scoped_session[Any], kind: str | None = None, **filters: Any
+) -> list[Any]:
+    """`enqueued` from an `AsyncSession` or `async_scoped_session` (through ``run_sync``)."""
+    found: list[Any] = await async_session_of(session).run_sync(enqueued, kind, **filters)
     return found
 
 
 async def aassert_enqueued(
-    session: AsyncSession, kind: str | None = None, **filters: Any
+    session: AsyncSession | async_scoped_session[Any], kind: str | None = None, **filters: Any
 ) -> list[Any]:
-    """`assert_enqueued` from an `AsyncSession` (through ``run_sync``); await it."""
-    found: list[Any] = await session.run_sync(assert_enqueued, kind, **filters)
+    """`assert_enqueued` from an `AsyncSession` or its scoped kind (``run_sync``); await it."""
+    found: list[Any] = await async_session_of(session).run_sync(assert_enqueued, kind, **filters)
     return found
 
 
-async def arefute_enqueued(session: AsyncSession, kind: str | None = None, **filters: Any) -> None:
-    """`refute_enqueued` from an `AsyncSession` (through ``run_sync``); await it."""
-    await session.run_sync(refute_enqueued, kind, **filters)
+async def arefute_enqueued(
+    session: AsyncSession | async_scoped_session[Any], kind: str | None = None, **filters: Any
+) -> None:
+    """`refute_enqueued` from an `AsyncSession` or its scoped kind (``run_sync``); await it."""
+    await async_session_of(session).run_sync(refute_enqueued, kind, **filters)

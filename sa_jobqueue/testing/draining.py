@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
 from sa_jobqueue.driver import Driver, Held, driver_for
 from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.statements import steps
+from sa_jobqueue.testing.matching import session_of
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
 from sa_jobqueue.worker.completer import Completer
 from sa_jobqueue.worker.run.executor import Executor
@@ -71,7 +72,7 @@ class JobOutcome:
 
 def drain(
     jobs: JobQueue[Any],
-    bind: Engine | Connection | Session,
+    bind: Engine | Connection | Session | scoped_session[Any],
     *,
     queues: Sequence[str] | None = None,
     limit: int = DRAIN_LIMIT,
@@ -89,7 +90,8 @@ def drain(
 
     * an `Engine` (the ``committed`` tier): claims, handlers and records commit
       on their own connections, as under a worker;
-    * a `Session` or `Connection` (the rolled-back ``session`` tier): every step
+    * a `Session` (a ``scoped_session`` too, e.g. Flask-SQLAlchemy's ``db.session``)
+      or `Connection` (the rolled-back ``session`` tier): every step
       runs on that connection, in SAVEPOINTs, so handlers see the test's
       uncommitted rows and everything rolls back with the test. Transactional
       handlers get a session on that connection; lease-mode handlers that open
@@ -120,6 +122,7 @@ def drain(
         raise ConfigurationError(f"limit must be an int >= 1, not {limit!r}")
     if queues is not None and (isinstance(queues, str) or not queues):
         raise ConfigurationError(f"queues must be a non-empty list of names, not {queues!r}")
+    bind = session_of(bind)
     if isinstance(bind, Session):
         bind.flush()  # the session's pending ORM adds are jobs too
         bind = bind.connection()

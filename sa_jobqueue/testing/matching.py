@@ -13,13 +13,43 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements import workflows
 
-__all__ = ["UNSET", "JobFilter", "job_filter", "job_models", "payload_contains", "resolve_model"]
+__all__ = [
+    "UNSET",
+    "JobFilter",
+    "async_session_of",
+    "job_filter",
+    "job_models",
+    "payload_contains",
+    "resolve_model",
+    "session_of",
+]
+
+
+def session_of(
+    session: Session | scoped_session[Any] | Connection | Engine,
+) -> Session | Connection | Engine:
+    """The `Session` a `scoped_session` (Flask-SQLAlchemy's ``db.session``) stands for.
+
+    Anything else comes back as it is: the helpers take what ``enqueue`` takes.
+    """
+    if isinstance(session, scoped_session):
+        plain: Session = session()
+        return plain
+    return session
+
+
+def async_session_of(session: Any) -> Any:
+    """The `AsyncSession` an `async_scoped_session` stands for; anything else as it is."""
+    from sqlalchemy.ext.asyncio import async_scoped_session
+
+    return session() if isinstance(session, async_scoped_session) else session
+
 
 #: A payload not asked for (None is a payload one may ask for).
 UNSET: Any = object()

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.core.steps import MemorySteps, Parked
@@ -18,9 +18,10 @@ from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS, JobMixin
 from sa_jobqueue.tasks import TaskDef
+from sa_jobqueue.testing.matching import async_session_of, session_of
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_scoped_session
 
 __all__ = ["PERFORM_WORKER_ID", "aperform", "perform"]
 
@@ -33,7 +34,7 @@ def perform(
     kind: str | JobMixin,
     payload: Any = None,
     *,
-    session: Session | Connection | None = None,
+    session: Session | scoped_session[Any] | Connection | None = None,
     attempt: int = 1,
     job_id: int = 0,
     queue: str | None = None,
@@ -60,7 +61,8 @@ def perform(
         kind: the task's name, or a job row (its kind, payload, id, queue, key and
             next attempt number are used; pass no payload then).
         payload: the job's JSON payload (default ``{}``).
-        session: required by transactional handlers: the test's session or connection.
+        session: required by transactional handlers: the test's session (a
+            ``scoped_session`` too, e.g. Flask-SQLAlchemy's ``db.session``) or connection.
         attempt: ``ctx.attempt`` (1 for a first run).
         job_id: ``ctx.id``; the derived ``ctx.idempotency_key`` is ``"<table>:<job_id>"``.
         queue: ``ctx.queue`` (default: the task's queue).
@@ -115,9 +117,10 @@ def perform(
             f"task {task.kind!r} is transactional: pass session= (the test's session or "
             "connection), whose connection its ctx.session uses"
         )
-    connection = session.connection() if isinstance(session, Session) else session
-    if isinstance(session, Session):
-        session.flush()  # the handler's session sees what the test's session added
+    plain = session_of(session)
+    connection = plain.connection() if isinstance(plain, Session) else plain
+    if isinstance(plain, Session):
+        plain.flush()  # the handler's session sees what the test's session added
     with (
         Session(bind=connection, join_transaction_mode="create_savepoint") as handler_session,
         handler_session.begin(),
@@ -131,7 +134,7 @@ async def aperform(
     kind: str | JobMixin,
     payload: Any = None,
     *,
-    session: AsyncSession | None = None,
+    session: AsyncSession | async_scoped_session[Any] | None = None,
     attempt: int = 1,
     job_id: int = 0,
     queue: str | None = None,
@@ -172,6 +175,7 @@ async def aperform(
     if not task.transactional:
         with _unparked(task):
             return await task.handler(context(None))
+    session = async_session_of(session)
     if not isinstance(session, AsyncSession):
         raise ConfigurationError(
             f"task {task.kind!r} is transactional: pass session= (the test's AsyncSession), "

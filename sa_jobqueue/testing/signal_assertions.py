@@ -8,26 +8,36 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, scoped_session
 
 from sa_jobqueue.ops.durable_state import durable_state
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import get_job
-from sa_jobqueue.testing.matching import resolve_model
+from sa_jobqueue.testing.matching import async_session_of, resolve_model, session_of
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
+    from sqlalchemy.ext.asyncio import (
+        AsyncConnection,
+        AsyncEngine,
+        AsyncSession,
+        async_scoped_session,
+    )
 
 __all__ = ["aassert_waiting_for_signal", "assert_waiting_for_signal"]
 
 
 def assert_waiting_for_signal(
-    session: Session | Connection | Engine, job: JobMixin | int, name: str, *, model: Any = None
+    session: Session | scoped_session[Any] | Connection | Engine,
+    job: JobMixin | int,
+    name: str,
+    *,
+    model: Any = None,
 ) -> None:
     """Assert that `job` is parked in ``ctx.wait_for_signal(name)``: pending, its wait open.
 
     Args:
-        session: where to read (the test's session, a connection or an engine).
+        session: where to read (the test's session or a ``scoped_session``, a
+            connection or an engine).
         job: the job row, or its id (then `model` names the jobs model when the
             application has several).
         name: the signal's name.
@@ -38,6 +48,7 @@ def assert_waiting_for_signal(
     """
     job_model = type(job) if isinstance(job, JobMixin) else resolve_model(model)
     job_id = job.id if isinstance(job, JobMixin) else job
+    session = session_of(session)
     if isinstance(session, Session):
         session.flush()
         conn = session.connection()
@@ -58,7 +69,7 @@ def assert_waiting_for_signal(
 
 
 async def aassert_waiting_for_signal(
-    session: AsyncSession | AsyncConnection | AsyncEngine,
+    session: AsyncSession | async_scoped_session[Any] | AsyncConnection | AsyncEngine,
     job: JobMixin | int,
     name: str,
     *,
@@ -66,11 +77,12 @@ async def aassert_waiting_for_signal(
 ) -> None:
     """`assert_waiting_for_signal` from asyncio (through ``run_sync``); await it.
 
-    `session` is an `AsyncSession` (flushed first, read in its transaction), an
-    `AsyncConnection` or an `AsyncEngine` (a connection of its own).
+    `session` is an `AsyncSession` or an `async_scoped_session` (flushed first, read in
+    its transaction), an `AsyncConnection` or an `AsyncEngine` (a connection of its own).
     """
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession
 
+    session = async_session_of(session)
     if isinstance(session, (AsyncSession, AsyncConnection)):
         await session.run_sync(assert_waiting_for_signal, job, name, model=model)
     elif isinstance(session, AsyncEngine):

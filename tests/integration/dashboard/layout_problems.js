@@ -3,7 +3,7 @@
   // the page scrolls sideways, an element sticks out of the window (outside a box that
   // scrolls on its own), or two items of the header are drawn over each other. In a
   // wide window (`wide`), a box that scrolls on its own must not need to: no table is
-  // cut off on a laptop's screen.
+  // cut off on a laptop's screen; and no name wraps.
   const problems = [];
   const width = window.innerWidth;
   const doc = document.documentElement;
@@ -38,6 +38,26 @@
     }
   }
   if (wide) {
+    // A name (kind, queue, step, signal, column) wraps between its words only, after
+    // `_ - . : /` (issue 41: `export_posts` broke into `export_po` / `sts`).
+    for (const el of document.querySelectorAll("td.name, span.name, .fields th")) {
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      let previous = null, top = null;
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        for (let i = 0; i < node.length; i++) {
+          const range = document.createRange();
+          range.setStart(node, i);
+          range.setEnd(node, i + 1);
+          const rect = range.getClientRects()[0];
+          if (!rect || !node.data[i].trim()) continue;
+          if (top !== null && rect.top > top + 1 && !"_-.:/".includes(previous)) {
+            problems.push(`${name(el)} wraps mid-word: ${el.textContent.trim()}`);
+          }
+          previous = node.data[i];
+          top = rect.top;
+        }
+      }
+    }
     for (const el of document.querySelectorAll("body *")) {
       const x = getComputedStyle(el).overflowX;
       if ((x === "auto" || x === "scroll") && el.scrollWidth > el.clientWidth + 1) {

@@ -428,6 +428,9 @@ def test_job_page_shows_a_result_column_and_the_apps_own_columns(engine):
         assert extra is not None
         assert "order_id" in extra.group(1)
         assert "42" in extra.group(1)
+        # Only the app's own: not the library's bookkeeping columns (issue 41, item 8).
+        listed = re.findall(r"<th>(\w+)</th>", extra.group(1))
+        assert listed == ["order_id"]
     finally:
         ResultBase.metadata.drop_all(engine)
 
