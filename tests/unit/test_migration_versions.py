@@ -44,8 +44,9 @@ def _source(root: Path, rev_id: str) -> str:
 def _down_revision(root: Path, rev_id: str) -> str:
     """The value a revision's ``down_revision`` is set to, as written (its annotation is
     the installed Alembic's template's)."""
-    (value,) = re.findall(r"^down_revision\b[^=]*= (.*)$", _source(root, rev_id), re.MULTILINE)
-    return value
+    found = re.search(r"^down_revision\b[^=]*= (.*)$", _source(root, rev_id), re.MULTILINE)
+    assert found is not None
+    return found[1]
 
 
 def test_each_run_writes_the_next_step_from_where_the_history_left_the_table(tmp_path):
