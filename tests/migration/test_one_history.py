@@ -171,7 +171,8 @@ def test_app_history_upgrades_head_checks_clean_and_takes_the_next_step(app):
     wrote = app.sa_jobqueue("alembic-revision", "--revision", "sajq_0002", "--rev-id", "app_0002")
     assert "table jobs from base to sajq_0002" in wrote
     first = app.revision_file("app_0002")
-    assert "down_revision: Union[str, Sequence[str], None] = 'app_0001'" in first
+    # (whatever annotation the installed Alembic's template gives down_revision)
+    assert re.search(r"^down_revision\b[^=]*= 'app_0001'$", first, re.MULTILINE)
     assert "upgrade_to('sajq_0002', table='jobs')" in first
     assert "downgrade_to('base', table='jobs')" in first
     assert "Running upgrade app_0001 -> app_0002" in app.alembic("upgrade", "head")
