@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
+.PHONY: help install system-packages package pythons floors test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -52,7 +52,10 @@ package: $(STAMP)  ## build the sdist and wheel into dist/ and check them (twine
 pythons: $(STAMP)  ## the fast tier (unit tests, doctests) on Python 3.13 too, in .venv-3.13
 	bash .ci/other-pythons
 
-check: lint typecheck docs package pythons pytest  ## everything CI runs
+floors:  ## the fast tier and the enqueue and migration tests on the lowest SQLAlchemy, Alembic and psycopg pyproject.toml allows, in .venv-floor
+	bash .ci/floor-versions
+
+check: lint typecheck docs package pythons floors pytest  ## everything CI runs
 
 test: check  ## ruff, mypy, the strict docs build and pytest: the README's test command
 
@@ -106,4 +109,4 @@ chaos: $(STAMP)  ## the full chaos run (kills, cut connections, a server restart
 	$(BIN)/python -m bench chaos
 
 clean:  ## remove the virtualenv and caches
-	rm -rf $(VENV) .venv-3.* .pytest_cache .mypy_cache .ruff_cache build dist site
+	rm -rf $(VENV) .venv-3.* .venv-floor .pytest_cache .mypy_cache .ruff_cache build dist site

@@ -19,6 +19,7 @@ from sqlalchemy.orm import Mapper, Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import instance_dict, instance_state
 from sqlalchemy.sql.dml import ReturningInsert
 
+from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.enqueue.direct import Direct
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.schema.model import Status
@@ -96,6 +97,8 @@ class One:
     direct: Direct
     #: The model's attributes a row leaves unloaded (its relationships): expired.
     unloaded: frozenset[str]
+    #: The first item of the model's identity keys (``Mapper.identity_key_from_primary_key``).
+    identity_class: type[Any]
     #: Whether ``payload`` comes back as its JSON text (`attach` decodes it): the
     #: server's text, decoded by one call, costs less than the driver's JSON loader.
     payload_text: bool = False
@@ -133,7 +136,7 @@ def attach(
         values["payload"] = decode(values["payload"])
     # identity_key_from_primary_key's key, for the one-column primary key
     # (`Inserter._plain_model`) and no identity token.
-    key = (mapper._identity_class, (values["id"],), None)
+    key = (one.identity_class, (values["id"],), None)
     existing = session.identity_map.get(key)
     if existing is not None:
         return existing  # as an ORM load would: the session's object wins
@@ -144,17 +147,8 @@ def attach(
         make_transient_to_detached(job)  # history clear, identity key set: as loaded
         session.add(job)  # which tells those listeners
         return job
-    # What make_transient_to_detached and then an ORM load do, without
-    # Session.add's cascades and events (a load fires none of them). Its
-    # _commit_all has nothing to clear: the dict was filled around the
-    # attribute events, so the new instance has no history.
-    state = instance_state(job)
-    state.key = key
-    state.identity_token = None
-    if one.unloaded:  # a relationship of the application's: loads on first use
-        state._expire_attributes(state.dict, one.unloaded)
-    state.session_id = session.hash_key
-    session.identity_map._add_unpresent(state, key)
+    # As an ORM load leaves it: persistent, with no history, no cascade and no event.
+    sqlalchemy_private.add_as_loaded(session, job, instance_state(job), key, one.unloaded)
     return job
 
 
@@ -170,12 +164,18 @@ def attach_all(
     `shared` holds the values of attributes every row takes (not in `one.returned`).
     """
     events = session.dispatch
-    if events.before_attach or events.after_attach or events.detached_to_persistent:
+    if (
+        events.before_attach
+        or events.after_attach
+        or events.detached_to_persistent
+        or not sqlalchemy_private.ADDS_WITHOUT_EVENTS
+    ):
         return [attach(session, mapper, spec, one, row, shared) for spec, row in matched]
     identity_map = session.identity_map
-    identity_class = mapper._identity_class
+    identity_class = one.identity_class
     new_instance = mapper.class_manager.new_instance
-    returned, unloaded, session_id = one.returned, one.unloaded, session.hash_key
+    add_as_loaded = sqlalchemy_private.add_as_loaded
+    returned, unloaded = one.returned, one.unloaded
     id_at = returned.index("id")
     # What every new row holds alike; the spec's own values follow.
     common = {**_NULLS, **shared, "status": _PENDING, "attempts": 0}
@@ -199,13 +199,6 @@ def attach_all(
         values["unique_key"] = spec.unique_key
         values["concurrency_key"] = spec.concurrency_key
         values.update(zip(returned, row, strict=True))
-        # As `attach` does, row by row.
-        state = instance_state(job)
-        state.key = key
-        state.identity_token = None
-        if unloaded:
-            state._expire_attributes(values, unloaded)
-        state.session_id = session_id
-        identity_map._add_unpresent(state, key)
+        add_as_loaded(session, job, instance_state(job), key, unloaded)  # as `attach` does
         jobs.append(job)
     return jobs

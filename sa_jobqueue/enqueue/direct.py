@@ -3,23 +3,25 @@
 `Direct` holds one built statement and, per dialect, its SQL compiled once. `Direct.first`
 runs it on the caller's `Connection` and returns its first row (`Direct.all`: every row,
 for the batched INSERT of `enqueue_many`). When nothing could tell
-the difference, that is SQLAlchemy's own ``Connection._cursor_execute`` (the path it takes
-for its special-case statements: echo, the dialect's ``do_execute`` hooks and its exception
-wrapping included) on a cursor of the connection's DBAPI connection, which skips the
-execution context and result machinery of ``Connection.execute``: a third of one
-enqueue's instructions (bench/cost.py). Otherwise (engine or connection events, a
-``schema_translate_map``, bind or result processors, a positional paramstyle) it is
-``Connection.execute``.
+the difference, that is SQLAlchemy's own path for its special-case statements (echo, the
+dialect's ``do_execute`` hooks and its exception wrapping included) on a cursor of the
+connection's DBAPI connection, which skips the execution context and result machinery of
+``Connection.execute``: a third of one enqueue's instructions (bench/cost.py). Otherwise
+(engine or connection events, a ``schema_translate_map``, bind or result processors, a
+positional paramstyle, a SQLAlchemy without that path) it is ``Connection.execute``.
+`sa_jobqueue.core.sqlalchemy_private.cursor_rows` holds the private part.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, exc
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import ReturningInsert
+
+from sa_jobqueue.core import sqlalchemy_private
 
 __all__ = ["Direct"]
 
@@ -32,7 +34,7 @@ def _processed(type_: Any, dialect: Dialect) -> bool:
     processed, and their statement goes through ``Connection.execute``.
     """
     try:
-        return type_._cached_result_processor(dialect, None) is not None
+        return type_.dialect_impl(dialect).result_processor(dialect, None) is not None
     except (TypeError, exc.InvalidRequestError):
         return True
 
@@ -47,56 +49,37 @@ class Direct:
 
     def first(self, connection: Connection, params: dict[str, Any]) -> Any:
         """The statement's first row on `connection` (None: it returned none)."""
-        sql = self._direct_sql(connection)
-        if sql is None:
-            return connection.execute(self.statement, params).first()
-        return self._on_cursor(connection, sql, params, lambda cursor: cursor.fetchone())
-
-    def all(self, connection: Connection, params: dict[str, Any]) -> Sequence[Any]:
-        """Every row the statement returns on `connection`, in the order it returns them."""
-        sql = self._direct_sql(connection)
-        if sql is None:
-            return connection.execute(self.statement, params).all()
-        rows: Sequence[Any] = self._on_cursor(
-            connection, sql, params, lambda cursor: cursor.fetchall()
-        )
-        return rows
-
-    @staticmethod
-    def _on_cursor(
-        connection: Connection, sql: str, params: dict[str, Any], fetch: Callable[[Any], Any]
-    ) -> Any:
-        """Run `sql` on a cursor of the driver's connection, as SQLAlchemy does; `fetch` it."""
-        cursor = connection.connection.cursor()
-        try:
-            connection._cursor_execute(cursor, sql, params)
-            return fetch(cursor)
-        finally:
-            cursor.close()
-
-    def _direct_sql(self, connection: Connection) -> str | None:
-        """The SQL to send on the driver's cursor; None: through ``Connection.execute``."""
         sql = self._sql.get(connection.dialect, "")
         if sql == "":
             sql = self._sql[connection.dialect] = self._compile(connection.dialect)
-        if (
-            sql is None
-            or connection._has_events
-            or connection.engine._has_events
-            or "schema_translate_map" in connection._execution_options
-        ):
-            return None
-        return sql
+        if sql is not None:
+            row = sqlalchemy_private.cursor_rows(connection, sql, params, False)
+            if row is not NotImplemented:
+                return row
+        return connection.execute(self.statement, params).first()
+
+    def all(self, connection: Connection, params: dict[str, Any]) -> Sequence[Any]:
+        """Every row the statement returns on `connection`, in the order it returns them."""
+        sql = self._sql.get(connection.dialect, "")
+        if sql == "":
+            sql = self._sql[connection.dialect] = self._compile(connection.dialect)
+        if sql is not None:
+            rows = sqlalchemy_private.cursor_rows(connection, sql, params, True)
+            if rows is not NotImplemented:
+                return rows  # type: ignore[no-any-return]
+        return connection.execute(self.statement, params).all()
 
     def _compile(self, dialect: Dialect) -> str | None:
         """The SQL for `dialect`, when its parameters and rows need no processing."""
         compiled: Any = self.statement.compile(dialect=dialect)
-        returned: Any = self.statement._returning
         if (
             dialect.paramstyle != "pyformat"
             or compiled.positional
-            or compiled._bind_processors
-            or any(_processed(c.type, dialect) for c in returned)
+            or any(
+                bind.type.dialect_impl(dialect).bind_processor(dialect)
+                for bind in compiled.binds.values()
+            )
+            or any(_processed(c.type, dialect) for c in self.statement.exported_columns)
         ):
             return None
         sql: str = compiled.string

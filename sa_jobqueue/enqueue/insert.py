@@ -2,14 +2,15 @@
 
 `Inserter` runs the INSERTs of enqueue for one model in the caller's session, never
 commits, and returns the jobs as mapped instances; keys already taken return the job
-that holds them. Many jobs go through the batched statement of `ManyInserter`
-(`sa_jobqueue.enqueue.insert_many`). See docs/enqueue.md#what-enqueue-does.
+that holds them. Many jobs go through the batched statement of the `ManyInserter` it holds
+(`sa_jobqueue.enqueue.insert_many`), whose rows it builds as it builds one job's where
+nothing could tell (`Inserter.attached_rows`). See docs/enqueue.md#what-enqueue-does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import JSON, inspect
 from sqlalchemy import types as sqltypes
@@ -17,6 +18,7 @@ from sqlalchemy.orm import Mapper, Session, scoped_session
 from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue import statements
+from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.enqueue.attach import (
     NULL_COLUMNS,
     SET_COLUMNS,
@@ -42,23 +44,29 @@ def _plain_session(session: Session) -> bool:
     """Whether `session` may take a built row: nothing listening would tell it from a load.
 
     Inside a flush (a mapper event enqueueing "when an order is inserted"),
-    ``Session.add()`` is not supported, while a load is: the ORM loads it there.
+    ``Session.add()`` is not supported, while a load is: the ORM loads it there. A
+    built row's payload comes back as text, decoded as the dialect would: where that
+    cannot be known, the ORM loads the row (and the driver decodes it).
     """
     return not (
-        session._flushing
+        sqlalchemy_private.flushing(session)
         or session.dispatch.do_orm_execute
         or session.dispatch.loaded_as_persistent
+        or not sqlalchemy_private.KNOWS_JSON_DESERIALIZER
     )
 
 
-class Inserter(ManyInserter[JobT]):
+class Inserter(Generic[JobT]):
     """Runs the INSERTs of enqueue for one model: `insert` (batched) and `insert_one`.
 
     Statements are built once.
     """
 
     def __init__(self, model: type[JobT]) -> None:
-        super().__init__(model)
+        self.model = model
+        #: The batched INSERT, keyed rows in key order, taken keys matched: its rows
+        #: are inserted and built by `attached_rows`.
+        self.batched: ManyInserter[JobT] = ManyInserter(model, rows=self.attached_rows)
         # One single-job statement per shape: (timing, keys given, extra columns).
         self._ones: dict[tuple[str, tuple[str, ...], tuple[str, ...]], One] = {}
         # Whether one job's row can be attached without the ORM's loading: decided
@@ -71,6 +79,20 @@ class Inserter(ManyInserter[JobT]):
         self._jsons: dict[bool, tuple[One, tuple[str, ...]]] = {}
         # The model's mapper: a mapped class keeps its mapper.
         self._mapped: Mapper[Any] | None = None
+
+    def insert(
+        self,
+        session: Session,
+        specs: Sequence[JobSpec],
+        *,
+        trace_context: Mapping[str, str] | None = None,
+        fresh: set[int] | None = None,
+        ids_only: bool = False,
+    ) -> list[Any]:
+        """Insert `specs` in one batched statement: `ManyInserter.insert`, which says how."""
+        return self.batched.insert(
+            session, specs, trace_context=trace_context, fresh=fresh, ids_only=ids_only
+        )
 
     def insert_one(
         self,
@@ -124,22 +146,22 @@ class Inserter(ManyInserter[JobT]):
         def insert_once(session: Session, specs: Sequence[JobSpec]) -> list[Any]:
             # As the ORM would before running a statement: the caller's pending
             # objects (the order a job's foreign key points to) go first.
-            session._autoflush()
+            sqlalchemy_private.autoflush(session)
             bind = {"mapper": mapper, "clause": one.statement}
             connection = session.connection(bind_arguments=bind)
             row = one.direct.first(connection, params)
             if row is None:  # a key was taken: find the job that holds it
-                return self._match(session, specs, [])
-            decode = connection.dialect._json_deserializer or decode_json
+                return self.batched.match(session, specs, [])
+            decode = sqlalchemy_private.json_deserializer(connection.dialect) or decode_json
             return [attach(session, mapper, spec, one, row, decode=decode)]
 
-        if spec.unique_key is None:  # nothing to retry: see `_insert_in_order`
+        if spec.unique_key is None:  # nothing to retry: see `ManyInserter.insert_in_order`
             job = insert_once(real, [spec])[0]
             return job
-        found: JobT = self._insert_in_order(real, [spec], insert_once)[0]
+        found: JobT = self.batched.insert_in_order(real, [spec], insert_once)[0]
         return found
 
-    def _rows(
+    def attached_rows(
         self,
         session: Session,
         specs: Sequence[JobSpec],
@@ -147,7 +169,7 @@ class Inserter(ManyInserter[JobT]):
         workflow: bool,
         trace_context: Mapping[str, str] | None,
     ) -> list[Any]:
-        """`ManyInserter._rows`, built as `insert_one` builds its row where nothing could tell.
+        """The `RowsFunction` of `batched`: built as `insert_one` builds its row where it can.
 
         The INSERT returns only what the database filled (and the keys, to pair each
         row with its spec: rows come back in the batch's order, less the specs whose
@@ -158,8 +180,8 @@ class Inserter(ManyInserter[JobT]):
         mapper = self._mapper()
         loaded = mapper.class_manager.dispatch.load
         if workflow or loaded or not (self._plain_model() and _plain_session(session)):
-            return super()._rows(session, specs, columns, workflow, trace_context)
-        session._autoflush()  # as the ORM would before its statement
+            return self.batched.loaded_rows(session, specs, columns, workflow, trace_context)
+        sqlalchemy_private.autoflush(session)  # as the ORM would before its statement
         if not columns and not self._has_arrays():
             return self._json_rows(session, mapper, specs, trace_context)
         extra, params = array_params(specs, columns, workflow, trace_context)
@@ -194,7 +216,7 @@ class Inserter(ManyInserter[JobT]):
         if arrays[0] is None:  # no job inserted: every key was taken
             return []
         rows = [list(row) for row in zip(*arrays, strict=True)]
-        decode = connection.dialect._json_deserializer or decode_json
+        decode = sqlalchemy_private.json_deserializer(connection.dialect) or decode_json
         payload_at, run_at = many.returned.index("payload"), many.returned.index("run_at")
         for row in rows:
             row[payload_at] = decode(row[payload_at])
@@ -269,7 +291,7 @@ class Inserter(ManyInserter[JobT]):
         mapper = self._mapped
         if mapper is None:
             mapper = self._mapped = inspect(self.model)
-        mapper._check_configure()
+        sqlalchemy_private.check_configure(mapper)
         return mapper
 
     def _has_arrays(self) -> bool:
@@ -295,7 +317,7 @@ class Inserter(ManyInserter[JobT]):
                 own_keys
                 and mapper.inherits is None
                 and mapper.polymorphic_on is None
-                and not mapper._inheriting_mappers
+                and list(mapper.self_and_descendants) == [mapper]
                 and tuple(mapper.primary_key) == (table.c.id,)
             )
         return self._plain
@@ -352,6 +374,8 @@ class Inserter(ManyInserter[JobT]):
         *,
         payload_text: bool = False,
     ) -> One:
+        mapper = self._mapper()
         filled = {*NULL_COLUMNS, *SET_COLUMNS, *returned, *also}
-        unloaded = frozenset(self._mapper().class_manager) - filled
-        return One(statement, returned, Direct(statement), unloaded, payload_text)
+        unloaded = frozenset(mapper.class_manager) - filled
+        identity_class = mapper.identity_key_from_primary_key((None,))[0]
+        return One(statement, returned, Direct(statement), unloaded, identity_class, payload_text)

@@ -1,9 +1,11 @@
 """The batched INSERT of enqueue: many jobs as one statement, one round trip.
 
 `ManyInserter` runs it for one model in the caller's session, never commits, inserts keyed
-jobs in key order, and returns the job that holds a key already taken; `Inserter` adds the
-one-row statement on top of it, and sends a batch without the application's own columns
-as one JSON parameter (`json_rows`). See docs/enqueue.md#what-enqueue-does.
+jobs in key order, and returns the job that holds a key already taken. How a batch's rows
+are inserted and built is a function it is given (`RowsFunction`; by default
+`ManyInserter.loaded_rows`, loaded by the ORM): `sa_jobqueue.enqueue.insert.Inserter`, which
+holds one, gives it its own, which builds the rows without the ORM's loading where nothing
+could tell. See docs/enqueue.md#what-enqueue-does.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin
 
-__all__ = ["Inserted", "ManyInserter"]
+__all__ = ["Inserted", "ManyInserter", "RowsFunction"]
 
 JobT = TypeVar("JobT", bound=JobMixin)
 
@@ -35,15 +37,31 @@ class Inserted(NamedTuple):
     unique_key: str | None
 
 
+#: ``rows(session, specs, columns, workflow, trace_context)``: insert `specs` as one batch
+#: in `session`'s transaction and return the rows it inserted (those whose key was taken
+#: are missing), in id order, each with ``id``, ``idempotency_key`` and ``unique_key``.
+#: `columns` are the application's own columns some spec sets (`own_columns`).
+RowsFunction = Callable[
+    [Session, Sequence[JobSpec], dict[str, list[Any]], bool, Mapping[str, str] | None], list[Any]
+]
+
+
 class ManyInserter(Generic[JobT]):
-    """Runs the batched INSERT for one model; statements are built once."""
+    """Runs the batched INSERT for one model; statements are built once.
+
+    Args:
+        model: the jobs model.
+        rows: how a batch's rows are inserted and built (`RowsFunction`); by default
+            `loaded_rows`, which the ORM loads.
+    """
 
     #: How often a unique key is retried when its active job finished between the
     #: INSERT that conflicted with it and the SELECT that looked for it.
     UNIQUE_RETRIES = 3
 
-    def __init__(self, model: type[JobT]) -> None:
+    def __init__(self, model: type[JobT], rows: RowsFunction | None = None) -> None:
         self.model = model
+        self._rows: RowsFunction = rows or self.loaded_rows
         # One statement per set of extra columns given (and workflow or not), built on first use.
         self._loads: dict[tuple[tuple[str, ...], bool], ExecutableReturnsRows] = {}
         self._by_keys = statements.by_keys(model)
@@ -102,14 +120,14 @@ class ManyInserter(Generic[JobT]):
             return self._insert_once(session, batch, trace_context, fresh, ids_only)
 
         if order != sorted(order):
-            rows = self._insert_in_order(session, [specs[i] for i in order], insert_once)
+            rows = self.insert_in_order(session, [specs[i] for i in order], insert_once)
             result: list[Any] = [None] * len(specs)
             for position, index in enumerate(order):
                 result[index] = rows[position]
             return result
-        return self._insert_in_order(session, specs, insert_once)
+        return self.insert_in_order(session, specs, insert_once)
 
-    def _insert_in_order(
+    def insert_in_order(
         self,
         session: Session,
         specs: Sequence[JobSpec],
@@ -154,9 +172,9 @@ class ManyInserter(Generic[JobT]):
             fresh.update(job.id for job in inserted)
         if len(inserted) == len(specs):
             return inserted
-        return self._match(session, specs, inserted, ids_only)
+        return self.match(session, specs, inserted, ids_only)
 
-    def _rows(
+    def loaded_rows(
         self,
         session: Session,
         specs: Sequence[JobSpec],
@@ -164,9 +182,10 @@ class ManyInserter(Generic[JobT]):
         workflow: bool,
         trace_context: Mapping[str, str] | None,
     ) -> list[Any]:
-        """Run the batched INSERT; the rows it inserted, loaded, in id order.
+        """Run the batched INSERT; the rows it inserted, loaded by the ORM, in id order.
 
-        `columns` are the application's own columns some spec sets (`own_columns`).
+        The `RowsFunction` of a `ManyInserter` given none. `columns` are the
+        application's own columns some spec sets (`own_columns`).
         """
         extra, params = array_params(specs, columns, workflow, trace_context)
         load = self._load(extra, workflow)
@@ -180,7 +199,7 @@ class ManyInserter(Generic[JobT]):
         workflow: bool,
         trace_context: Mapping[str, str] | None,
     ) -> list[Inserted]:
-        """`_rows` for ``ids_only``: the id and keys of each row inserted, in id order.
+        """`loaded_rows` for ``ids_only``: the id and keys of each row inserted, in id order.
 
         Without the application's own columns or workflow columns, the batch travels
         as one JSON parameter and comes back as one row of arrays; otherwise as
@@ -226,7 +245,7 @@ class ManyInserter(Generic[JobT]):
         rows = session.execute(statement, params, bind_arguments=bind)
         return sorted((Inserted(*row) for row in rows), key=lambda row: row.id)
 
-    def _match(
+    def match(
         self,
         session: Session,
         specs: Sequence[JobSpec],

@@ -13,6 +13,7 @@ from sqlalchemy import Column, Index, MetaData, PrimaryKeyConstraint, Table, Tex
 from sqlalchemy.orm import DeclarativeBase
 
 from alembic import context, op
+from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import (
@@ -96,7 +97,11 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     _qualified(name, schema)
     table = jobs_table(name, schema=schema)
     # Columns marked `since(revision)` are that revision's to add (add_revision_columns).
-    columns = [column._copy() for column in table.columns if REVISION_INFO not in column.info]
+    columns = [
+        sqlalchemy_private.copy_column(column)
+        for column in table.columns
+        if REVISION_INFO not in column.info
+    ]
     # The first revision's CHECK: later revisions widen it (add_workflows).
     first = table_args(name, statuses=FIRST_STATUSES)
     constraints = [arg for arg in first if not isinstance(arg, Index)]
@@ -139,7 +144,9 @@ def drop_revision_columns(revision: str, name: str = "jobs", *, schema: str | No
 def _revision_columns(revision: str, name: str, schema: str | None) -> list[Any]:
     table = jobs_table(name, schema=schema)
     return [
-        column._copy() for column in table.columns if column.info.get(REVISION_INFO) == revision
+        sqlalchemy_private.copy_column(column)
+        for column in table.columns
+        if column.info.get(REVISION_INFO) == revision
     ]
 
 
@@ -163,7 +170,11 @@ def _create_state_tables(table: Table) -> None:
     paused.create(op.get_bind(), checkfirst=True)
     if not inspect(op.get_bind()).has_table(schedules.name, schema=schedules.schema):
         # As the revision that made it (sajq_0002) made it: sajq_0006 adds the rest.
-        columns = [c._copy() for c in schedules.columns if c.name not in SCHEDULES_0006]
+        columns = [
+            sqlalchemy_private.copy_column(c)
+            for c in schedules.columns
+            if c.name not in SCHEDULES_0006
+        ]
         key = PrimaryKeyConstraint("name", name=str(schedules.primary_key.name))
         op.create_table(schedules.name, *columns, key, schema=schedules.schema)
     starts_table(table.metadata, table.name).create(op.get_bind(), checkfirst=True)
@@ -265,7 +276,7 @@ def add_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
         check_identifier(schema)
     op.add_column(name, Column("concurrency_key", Text), schema=schema, if_not_exists=True)
     starts: Any = starts_table(jobs_table(name, schema=schema).metadata, name)
-    columns = (column._copy() for column in starts.columns)
+    columns = (sqlalchemy_private.copy_column(column) for column in starts.columns)
     op.create_table(starts.name, *columns, schema=schema, if_not_exists=True)
     for index in starts.indexes:
         columns_of = [c.name for c in index.columns]
@@ -350,7 +361,10 @@ def add_runtime_control(name: str = "jobs", *, schema: str | None = None) -> Non
     schedules = add_state_tables(table)[1]
     for column in SCHEDULES_0006:
         op.add_column(
-            schedules.name, schedules.c[column]._copy(), schema=schema, if_not_exists=True
+            schedules.name,
+            sqlalchemy_private.copy_column(schedules.c[column]),
+            schema=schema,
+            if_not_exists=True,
         )
     for column in _revision_columns("sajq_0006", name, schema):
         op.add_column(name, column, schema=schema, if_not_exists=True)

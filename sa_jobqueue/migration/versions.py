@@ -20,6 +20,7 @@ from functools import partial
 from sqlalchemy import Connection, MetaData, Table, inspect
 
 from alembic import op
+from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import ops, preflight, registry_ops, schedule_ops, steps_ops
 from sa_jobqueue.schema.naming import (
@@ -184,7 +185,11 @@ def _expected(table: str, schema: str | None, level: int) -> Table:
     """The model's jobs table without the columns of revisions after `level`."""
     later = {column for version in VERSIONS[level + 1 :] for column in version.columns}
     full = ops.jobs_table(table, schema=schema)
-    columns = [column._copy() for column in full.columns if column.name not in later]
+    columns = [
+        sqlalchemy_private.copy_column(column)
+        for column in full.columns
+        if column.name not in later
+    ]
     return Table(table, MetaData(schema=schema), *columns)
 
 

@@ -171,7 +171,8 @@ def test_app_history_upgrades_head_checks_clean_and_takes_the_next_step(app):
     wrote = app.sa_jobqueue("alembic-revision", "--revision", "sajq_0002", "--rev-id", "app_0002")
     assert "table jobs from base to sajq_0002" in wrote
     first = app.revision_file("app_0002")
-    assert "down_revision: Union[str, Sequence[str], None] = 'app_0001'" in first
+    # (whatever annotation the installed Alembic's template gives down_revision)
+    assert re.search(r"^down_revision\b[^=]*= 'app_0001'$", first, re.MULTILINE)
     assert "upgrade_to('sajq_0002', table='jobs')" in first
     assert "downgrade_to('base', table='jobs')" in first
     assert "Running upgrade app_0001 -> app_0002" in app.alembic("upgrade", "head")
@@ -184,7 +185,7 @@ def test_app_history_upgrades_head_checks_clean_and_takes_the_next_step(app):
     wrote = app.sa_jobqueue("alembic-revision", "--rev-id", "app_0003")
     assert f"table jobs from sajq_0002 to {versions.LATEST}" in wrote
     second = app.revision_file("app_0003")
-    assert "down_revision: Union[str, Sequence[str], None] = 'app_0002'" in second
+    assert re.search(r"^down_revision\b[^=]*= 'app_0002'$", second, re.MULTILINE)
     assert f"upgrade_to('{versions.LATEST}', table='jobs')" in second
     assert "downgrade_to('sajq_0002', table='jobs')" in second
     assert "Running upgrade app_0002 -> app_0003" in app.alembic("upgrade", "head")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import textwrap
 from pathlib import Path
@@ -40,6 +41,14 @@ def _source(root: Path, rev_id: str) -> str:
     return path.read_text()
 
 
+def _down_revision(root: Path, rev_id: str) -> str:
+    """The value a revision's ``down_revision`` is set to, as written (its annotation is
+    the installed Alembic's template's)."""
+    found = re.search(r"^down_revision\b[^=]*= (.*)$", _source(root, rev_id), re.MULTILINE)
+    assert found is not None
+    return found[1]
+
+
 def test_each_run_writes_the_next_step_from_where_the_history_left_the_table(tmp_path):
     config = _project(tmp_path)
     first = app_history.write_revision(config, revision="sajq_0002", revision_id="a1")
@@ -52,7 +61,7 @@ def test_each_run_writes_the_next_step_from_where_the_history_left_the_table(tmp
 
     second = app_history.write_revision(config, revision_id="a2")
     assert (second.before, second.after) == ("sajq_0002", versions.LATEST)
-    assert "down_revision: Union[str, Sequence[str], None] = 'a1'" in _source(tmp_path, "a2")
+    assert _down_revision(tmp_path, "a2") == "'a1'"
     assert "downgrade_to('sajq_0002', table='jobs')" in _source(tmp_path, "a2")
 
     third = app_history.write_revision(config)
@@ -129,7 +138,7 @@ def test_a_history_with_two_heads_needs_head(tmp_path):
     with pytest.raises(ConfigurationError, match=r"2 heads \(x1, y1\): pass --head"):
         app_history.write_revision(config)
     written = app_history.write_revision(config, head="y1", revision_id="a1")
-    assert "down_revision: Union[str, Sequence[str], None] = 'y1'" in _source(tmp_path, "a1")
+    assert _down_revision(tmp_path, "a1") == "'y1'"
     assert written.before == "base"
 
 

@@ -284,7 +284,12 @@ _CAST = re.compile(rf"(%\([a-z_0-9]+\)s)::(?:{_TYPES})(?:\(\d+\))?(?:\[\])?")
 
 
 def render(statement: Any) -> str:
-    sql = str(statement.compile(dialect=psycopg.dialect()))
+    dialect = psycopg.dialect()
+    # As connected to a server with standard_conforming_strings on (PostgreSQL's default,
+    # what a live engine finds): SQLAlchemy before 2.1 assumes it off until connected,
+    # and doubles the backslash of LIKE's ESCAPE '\'.
+    dialect._backslash_escapes = False
+    sql = str(statement.compile(dialect=dialect))
     sql = _CAST.sub(r"\1", sql)
     return "\n".join(line.rstrip() for line in sql.strip().splitlines()) + "\n"
 
