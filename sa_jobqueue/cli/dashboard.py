@@ -12,7 +12,8 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.cli.app import Count, fail, main, operating, operator_options
+from sa_jobqueue.cli.app import fail, main, operating, operator_options
+from sa_jobqueue.cli.params import Count
 from sa_jobqueue.core.extras import install_hint
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing

@@ -12,7 +12,8 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.cli.app import Count, Duration, Moment, fail, main, operating, operator_options
+from sa_jobqueue.cli.app import fail, main, operating, operator_options
+from sa_jobqueue.cli.params import Count, Duration, Moment
 
 __all__ = ["enqueue"]
 

@@ -14,16 +14,8 @@ from dataclasses import asdict
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import (
-    Count,
-    JobId,
-    csv,
-    fail,
-    json_flag,
-    main,
-    operating,
-    operator_options,
-)
+from sa_jobqueue.cli.app import csv, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.params import Count, JobId
 from sa_jobqueue.cli.render import first_line, grid, indent, print_json, when
 from sa_jobqueue.cli.show_durable import show_durable
 from sa_jobqueue.ops import counts

@@ -11,16 +11,8 @@ from datetime import timedelta
 
 import click
 
-from sa_jobqueue.cli.app import (
-    Count,
-    Duration,
-    csv,
-    fail,
-    json_flag,
-    main,
-    operating,
-    operator_options,
-)
+from sa_jobqueue.cli.app import csv, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.params import Count, Duration
 from sa_jobqueue.cli.progress import on_terminal, progress_bar
 from sa_jobqueue.cli.render import plural, print_json, span
 from sa_jobqueue.ops import retention

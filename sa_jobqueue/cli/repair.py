@@ -14,7 +14,8 @@ from typing import Any, NoReturn, TypeVar
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import Count, JobId, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.params import Count, JobId
 from sa_jobqueue.cli.progress import on_terminal, progress_bar
 from sa_jobqueue.cli.render import plural, print_json
 from sa_jobqueue.errors import ConfigurationError

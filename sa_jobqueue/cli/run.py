@@ -13,7 +13,6 @@ from sqlalchemy import Engine
 
 from sa_jobqueue.cli.app import (
     NO_DATABASE,
-    Count,
     app_engine,
     database_url_option,
     fail,
@@ -23,6 +22,7 @@ from sa_jobqueue.cli.app import (
     prepared_statements,
     require_url,
 )
+from sa_jobqueue.cli.params import Count
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics

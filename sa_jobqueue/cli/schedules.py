@@ -14,7 +14,8 @@ from typing import Any
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import Duration, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.params import Duration
 from sa_jobqueue.cli.render import grid, print_json, when
 from sa_jobqueue.errors import ValidationError
 

@@ -11,7 +11,8 @@ import time
 import click
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.cli.app import Count, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.app import json_flag, main, operating, operator_options
+from sa_jobqueue.cli.params import Count
 from sa_jobqueue.cli.render import print_json, render_stats
 
 __all__ = ["stats"]

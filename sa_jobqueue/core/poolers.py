@@ -19,13 +19,28 @@ How it tells, with no pooler-specific command:
 
 from __future__ import annotations
 
-__all__ = ["POOLER_WARNING", "transaction_pooled"]
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "LISTENER_FIX",
+    "POOLER_WARNING",
+    "connection_transaction_pooled",
+    "transaction_pooled",
+]
 
 #: What the listener and `jobs.wait` say, once, when they find such a pooler.
 POOLER_WARNING = (
     "goes through a transaction-mode pooler (PgBouncer with pool_mode = transaction?): "
     "LISTEN cannot hear notifications there and would stay on a pooled server "
     "connection, so it is not sent"
+)
+
+#: What the worker's listener adds to `POOLER_WARNING`: what it does, and the two fixes.
+LISTENER_FIX = (
+    "the worker wakes by polling. Give the listener a direct connection (--listen-url URL, "
+    "listen_url=...) or poll on purpose (--no-listen, listen=False); see docs/pgbouncer.md"
 )
 
 
@@ -49,3 +64,27 @@ def transaction_pooled(reported: int | None, first: int, held: int, again: int) 
     if reported is not None and reported == first:
         return False
     return held == first or again != first
+
+
+def connection_transaction_pooled(connection: Any, open_other: Callable[[], Any]) -> bool:
+    """`transaction_pooled` asked of a psycopg `connection` (in autocommit).
+
+    The usual case costs one round trip; only behind a pooler does it open a second
+    connection (`open_other`, closed here), which reads its pid inside a transaction.
+    """
+    first = _backend_pid(connection)
+    if first == connection.info.backend_pid:
+        return False
+    other = open_other()
+    try:
+        held = _backend_pid(other)  # opens a transaction (not autocommit)
+        again = _backend_pid(connection)
+    finally:
+        with contextlib.suppress(Exception):
+            other.close()
+    return transaction_pooled(connection.info.backend_pid, first, held, again)
+
+
+def _backend_pid(connection: Any) -> int:
+    row = connection.execute("SELECT pg_backend_pid()").fetchone()
+    return int(row[0]) if row is not None else 0

@@ -1,7 +1,7 @@
 """The SQL that runs beside the driver, built with SQLAlchemy Core: operator and shared parts.
 
 The worker runtime's statements (claims, completion, failures, leases, flow control)
-live with the driver that runs them, in `sa_jobqueue.driver.postgres`. What stays here
+live with the driver that runs them, in `sa_jobqueue/driver/postgres/`. What stays here
 is read or written by the operators and the dashboard (``operator``, ``dashboard``,
 ``bulk``, ``control``, ``catalog``...), by the enqueue side and the other runtime parts
 that have not moved behind the driver yet (``inserts``, ``keyed``, ``workflows``,

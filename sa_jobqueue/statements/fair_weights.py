@@ -1,6 +1,6 @@
 """Fair claims' weights, set by the operators: a key of weight 3 gets three turns per round.
 
-The driver's fair claim (`sa_jobqueue.driver.postgres.fairness`) reads the weights table;
+The driver's fair claim (`driver/postgres/fairness.py`) reads the weights table;
 these statements write and list it (``jobs.set_weight``). See docs/flow-control.md.
 """
 

@@ -1,7 +1,7 @@
 """Flow control's operator reads: each limited kind's running jobs, busiest key, recent starts.
 
 The starts log (`starts_of`) is written by the driver's rate-limited claims
-(`sa_jobqueue.driver.postgres.limits`); this reads it for ``sa-jobqueue stats``. See
+(`driver/postgres/limits.py`); this reads it for ``sa-jobqueue stats``. See
 docs/flow-control.md.
 """
 

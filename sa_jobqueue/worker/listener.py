@@ -20,7 +20,8 @@ import psycopg
 from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.pool import NullPool
 
-from sa_jobqueue.core.poolers import POOLER_WARNING, transaction_pooled
+from sa_jobqueue.core.poolers import LISTENER_FIX as FIX
+from sa_jobqueue.core.poolers import POOLER_WARNING, connection_transaction_pooled
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.naming import channel_name, control_channel_name
 
@@ -112,11 +113,6 @@ class _Pooled(Exception):  # noqa: N818 - a signal between two methods, never ra
     """`Listener._connect` found a transaction-mode pooler: no LISTEN, no reconnect."""
 
 
-def _backend_pid(connection: psycopg.Connection[Any]) -> int:
-    row = connection.execute("SELECT pg_backend_pid()").fetchone()
-    return int(row[0]) if row is not None else 0
-
-
 class Listener:
     """A daemon thread that LISTENs for enqueue notifications and wakes the worker.
 
@@ -142,8 +138,7 @@ class Listener:
         connected: set while the connection is up and LISTENing.
         hears: set once the listener's own test notification arrived.
         pooled: True once the listener found a transaction-mode pooler in the way
-            (`core.poolers`): it sent no LISTEN, said so once, and stopped; the worker
-            polls.
+            (`core.poolers`): it sent no LISTEN, said so once, stopped; the worker polls.
         reconnects: how many times the connection was lost.
         backend_pid: the server process of the current connection (or None).
     """
@@ -231,19 +226,14 @@ class Listener:
 
     def _transaction_pooled(self, connection: psycopg.Connection[Any]) -> bool:
         """Whether `connection` goes through a transaction-mode pooler (`core.poolers`)."""
-        first = _backend_pid(connection)
-        if first == connection.info.backend_pid:
-            return False  # the usual case: one round trip
-        fairy = self._pool.connect()
-        other = fairy.driver_connection
-        fairy.detach()  # closed below, never pooled
-        try:
-            held = _backend_pid(other)  # type: ignore[arg-type]  # opens a transaction
-            again = _backend_pid(connection)
-        finally:
-            with contextlib.suppress(Exception):
-                other.close()  # type: ignore[union-attr]
-        return transaction_pooled(connection.info.backend_pid, first, held, again)
+
+        def other() -> Any:
+            fairy = self._pool.connect()
+            driver_connection = fairy.driver_connection
+            fairy.detach()  # closed by the probe, never pooled
+            return driver_connection
+
+        return connection_transaction_pooled(connection, other)
 
     def _harden(self, connection: psycopg.Connection[Any]) -> None:
         """Make a probe on a half-open TCP socket fail within seconds instead of hanging."""
@@ -288,13 +278,7 @@ class Listener:
                         self._connection = self._connect()
                     except _Pooled:
                         self.pooled = True
-                        log.warning(
-                            "listener: its connection %s; the worker wakes by polling. Give "
-                            "the listener a direct connection (--listen-url URL, "
-                            "listen_url=...) or poll on purpose (--no-listen, listen=False); "
-                            "see docs/pgbouncer.md",
-                            POOLER_WARNING,
-                        )
+                        log.warning("listener: its connection %s; %s", POOLER_WARNING, FIX)
                         return
                     if self.reconnects:
                         log.info("listener reconnected to channel %s", self.channel)
@@ -408,5 +392,9 @@ def start_notifier(
         return polling
     listener = Listener(engine, table, queues, on_wake, url=url, on_control=on_control)
     listener.start()
-    listener.connected.wait(LISTEN_READY_TIMEOUT)
+    deadline = time.monotonic() + LISTEN_READY_TIMEOUT
+    # Not the whole wait when the listener found a pooler and stopped: the worker polls.
+    while not listener.pooled and time.monotonic() < deadline:
+        if listener.connected.wait(0.05):
+            break
     return listener
