@@ -456,7 +456,7 @@ class Driver:
             ]
             per_worker = Counter(name for name, _ in held)
             for name, count in per_worker.items():
-                if count > self.max_connections[name] and count > self.config.concurrency + 3:
+                if count > self.max_connections[name] and count > self.bound():
                     what = [f"{b.state}: {b.query[:40]!r}" for n, b in held if n == name]
                     self.over_bound.append(f"{name} held {count}: {what}")
                 self.max_connections[name] = max(self.max_connections[name], count)
@@ -882,9 +882,7 @@ class Driver:
             "jobs a savepoint batch left waiting",
             len(self.sql("SELECT id FROM jobs WHERE status = 'waiting'")),
         )
-        # The claim loop, heartbeats, the listener, a transaction per handler; and while a
-        # signal hold locks one of its jobs' rows, that job's waiting heartbeat.
-        bound = config.concurrency + 3 + (1 if self.signal_holds else 0)
+        bound = self.bound()
         worst = max(
             (n for name, n in self.max_connections.items() if name.startswith("chaos-w")),
             default=0,
@@ -904,6 +902,13 @@ class Driver:
         for message in self.died:
             report.failures.append(message)
         return report
+
+    def bound(self) -> int:
+        """The most connections one worker may hold: the claim loop, heartbeats, the
+        listener, a transaction per handler; and while signal holds run, the waiting
+        heartbeat of the job whose row a hold keeps locked."""
+        holds = self.config.min_signal_holds > 0 or bool(self.signal_holds)
+        return self.config.concurrency + 3 + (1 if holds else 0)
 
     def _early_releases(self) -> list[int]:
         """Jobs that waited (a dependent, a callback) whose first start came before an
