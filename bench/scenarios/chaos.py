@@ -233,6 +233,7 @@ class Driver:
         self.extra_jobs = 0  # the bursts enqueued for the stops, and the workflows
         self.flows: list[tuple[int, list[int]]] = []  # (a job that waited, what for)
         self.signal_holds: list[tuple[float, int]] = []  # (time, job id held)
+        self.hold_jobs = 0  # long jobs enqueued after the window for an owed hold
         self.died: list[str] = []  # workers that exited on their own
         self.restart_window: tuple[float, float] | None = None
         self.job_ids: list[int] = []
@@ -508,23 +509,48 @@ class Driver:
         self.flows += [(dependent, upstream), (batch.id, member_ids)]
         return [*upstream, dependent, batch.id, *member_ids]
 
-    def hold_signal(self) -> None:
-        """Send `jobs.signal` to a running chaos job; keep the transaction open two leases."""
-        rows = self.sql(
-            "SELECT id FROM jobs WHERE queue = 'chaos' AND status = 'running' "
-            "ORDER BY random() LIMIT 1"
-        )
-        if not rows:
-            return
-        job_id = int(rows[0][0])
-        try:
-            committed = self.db.execution_options(isolation_level="READ COMMITTED")
-            with Session(committed) as s, s.begin():
-                chaos_app.jobs.signal(s, job_id, "ping", {"held": True})
-                self.signal_holds.append((time.time(), job_id))
-                time.sleep(2 * self.config.lease)
-        except (exc.OperationalError, ValidationError):
-            pass  # the job ended meanwhile, or the server went away: no hold
+    def hold_signal(self, *, owed: bool = False) -> None:
+        """Send `jobs.signal` to a running chaos job; keep the transaction open two leases.
+
+        A short job may end between the pick and the signal: another is picked, a few
+        times. When a hold is `owed` (after the window) and none runs, a job long enough to
+        be held is enqueued (counted in `extra_jobs`) and the next pick finds it.
+        """
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            rows = self.sql(
+                "SELECT id FROM jobs WHERE queue = 'chaos' AND status = 'running' "
+                "ORDER BY random() LIMIT 1"
+            )
+            if not rows:
+                if not owed:
+                    return
+                ms = int(3 * self.config.lease * 1000)
+                key = f"hold:{len(self.signal_holds)}"
+                item = {
+                    "kind": "lease_ok",
+                    "payload": {"ms": ms, "fail": 0},
+                    "idempotency_key": key,
+                }
+                ids = self.enqueue([item])
+                if ids[0] not in self.job_ids:
+                    self.job_ids += ids
+                    self.extra_jobs += 1
+                    self.hold_jobs += 1
+                time.sleep(0.2)
+                continue
+            job_id = int(rows[0][0])
+            try:
+                committed = self.db.execution_options(isolation_level="READ COMMITTED")
+                with Session(committed) as s, s.begin():
+                    chaos_app.jobs.signal(s, job_id, "ping", {"held": True})
+                    self.signal_holds.append((time.time(), job_id))
+                    time.sleep(2 * self.config.lease)
+                return
+            except ValidationError:
+                continue  # it ended meanwhile: pick another
+            except exc.OperationalError:
+                return  # the server went away: no hold this time
 
     def plan(self) -> list[list[dict[str, Any]]]:
         """The jobs, in batches enqueued every 0.5 s over the first 70 % of the window."""
@@ -584,8 +610,11 @@ class Driver:
                 self.enqueue_flows()
                 flows_due = False
             if now >= next_hold and (holding is None or not holding.is_alive()):
-                if not over or len(self.signal_holds) < config.min_signal_holds:
-                    holding = threading.Thread(target=self.hold_signal, daemon=True)
+                owed = over and len(self.signal_holds) < config.min_signal_holds
+                if not over or owed:
+                    holding = threading.Thread(
+                        target=self.hold_signal, kwargs={"owed": owed}, daemon=True
+                    )
                     holding.start()
                 next_hold = time.time() + self.rng.uniform(*config.signal_every)
             if config.restart and self.restart_window is None and now >= restart_at:
@@ -877,6 +906,7 @@ class Driver:
         report.check("deadlocks (pg_stat_database)", self.deadlocks)
         report.add("signal holds (2 leases each)", len(self.signal_holds))
         report.figures["signal holds (2 leases each)"] = len(self.signal_holds)
+        report.figures["jobs enqueued for an owed hold"] = self.hold_jobs
         report.check("jobs released before their upstream ended", len(self._early_releases()))
         report.check(
             "jobs a savepoint batch left waiting",
@@ -969,9 +999,12 @@ class Driver:
         report.figures["kill_to_restart"] = kill_delays
         if self.restart_window is not None:
             down, up = self.restart_window
-            # Held workers are left out: the other one may have claimed every held job.
+            # Held workers are left out: the other one may have claimed every held job; so
+            # are flow workers, whose workflows may all have ended before the restart.
             before = {
-                p.proc.pid for p in self.procs if not p.probe and not p.held and p.started < down
+                p.proc.pid
+                for p in self.procs
+                if not p.probe and not p.held and not p.flow and p.started < down
             } - {pid for at, pid in self.kills if at < up}
             after = [t for t in transitions if t.at > up]
             claim_at = [
