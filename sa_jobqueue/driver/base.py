@@ -17,12 +17,16 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
+from sa_jobqueue.driver.protocol.control import ControlOps
+from sa_jobqueue.driver.protocol.enqueue import EnqueueOps
+from sa_jobqueue.driver.protocol.schedules import ScheduleOps
+from sa_jobqueue.driver.protocol.steps import StepOps
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
 
 __all__ = ["Driver"]
 
 
-class Driver(Protocol):
+class Driver(ControlOps, EnqueueOps, ScheduleOps, StepOps, Protocol):
     """What the worker runtime needs from a database; every change after a claim is fenced.
 
     "Fenced" means the statement changes a job only while it is ``running`` the very

@@ -147,6 +147,14 @@ class PostgresDriver:
         self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}
+        # The other families, one object each, built here and forwarded to below.
+        # enqueue family (driver/postgres/enqueue.py):
+
+        # steps family (driver/postgres/steps.py):
+
+        # schedules family (driver/postgres/schedules.py):
+
+        # control family (driver/postgres/control.py):
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due pending jobs of `queue` to `owner` (`claims.claim`)."""
@@ -398,3 +406,11 @@ class PostgresDriver:
     def commit_asynchronously(self, conn: Connection) -> None:
         """``SET LOCAL synchronous_commit = off`` (`statements.asynchronous_commit`)."""
         conn.execute(self._asynchronous_commit)
+
+    # -- enqueue (EnqueueOps, forwarded to driver/postgres/enqueue.py) -------------
+
+    # -- steps (StepOps, forwarded to driver/postgres/steps.py) ------------------
+
+    # -- schedules (ScheduleOps, forwarded to driver/postgres/schedules.py) --------
+
+    # -- control (ControlOps, forwarded to driver/postgres/control.py) ------------

@@ -1,0 +1,15 @@
+"""`StepOps`: the driver's operations for steps, progress, sleeps, signals, waits.
+
+See sa_jobqueue/driver/base.py for what every operation shares (fencing, the caller's
+transaction, never committing).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+__all__ = ["StepOps"]
+
+
+class StepOps(Protocol):
+    """The driver's operations of this family; each says the guarantee it keeps."""
