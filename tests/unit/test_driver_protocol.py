@@ -16,9 +16,12 @@ SUITE = Path(__file__).resolve().parents[1] / "driver"
 
 
 def _protocol_members() -> list[str]:
+    """Every method of `Driver`, its family protocols' (sa_jobqueue/driver/protocol/) included."""
     return sorted(
         name
-        for name, value in vars(Driver).items()
+        for family in Driver.__mro__
+        if family.__module__.startswith("sa_jobqueue.driver")
+        for name, value in vars(family).items()
         if not name.startswith("_") and inspect.isfunction(value)
     )
 
