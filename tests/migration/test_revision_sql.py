@@ -12,7 +12,6 @@ file: ``SAJQ_UPDATE_SQL=1 pytest tests/migration/test_revision_sql.py`` and revi
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
