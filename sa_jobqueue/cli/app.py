@@ -191,6 +191,7 @@ SUBCOMMANDS: Mapping[str, str] = {
     "resume": "sa_jobqueue.cli.control",
     "retry": "sa_jobqueue.cli.repair",
     "schedules": "sa_jobqueue.cli.schedules",
+    "sql": "sa_jobqueue.cli.sql",
     "stats": "sa_jobqueue.cli.stats",
     "worker": "sa_jobqueue.cli.run",
     "workers": "sa_jobqueue.cli.workers",

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sa_jobqueue.migration.function_ops import add_enqueue_function, drop_enqueue_function
     from sa_jobqueue.migration.ops import (
         add_flow_control,
         add_runtime_control,
@@ -61,6 +62,7 @@ __all__ = [
     "ROOT_REVISION",
     "Migrated",
     "add_durable_steps",
+    "add_enqueue_function",
     "add_flow_control",
     "add_revision_columns",
     "add_runtime_control",
@@ -77,6 +79,7 @@ __all__ = [
     "downgrade",
     "downgrade_to",
     "drop_durable_steps",
+    "drop_enqueue_function",
     "drop_flow_control",
     "drop_jobs_table",
     "drop_notify_trigger",
@@ -108,6 +111,7 @@ _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 _DURABLE = frozenset({"add_durable_steps", "drop_durable_steps"})
 _REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
 _SCHEDULES = frozenset({"add_schedules_due_index", "drop_schedules_due_index"})
+_FUNCTIONS = frozenset({"add_enqueue_function", "drop_enqueue_function"})
 
 
 def __getattr__(name: str) -> Any:
@@ -124,6 +128,8 @@ def __getattr__(name: str) -> Any:
             if name in _REGISTRY
             else "schedule_ops"
             if name in _SCHEDULES
+            else "function_ops"
+            if name in _FUNCTIONS
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

@@ -22,7 +22,14 @@ from sqlalchemy import Connection, MetaData, Table, inspect
 from alembic import op
 from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.migration import ops, preflight, registry_ops, schedule_ops, steps_ops
+from sa_jobqueue.migration import (
+    function_ops,
+    ops,
+    preflight,
+    registry_ops,
+    schedule_ops,
+    steps_ops,
+)
 from sa_jobqueue.schema.naming import (
     check_identifier,
     check_table_name,
@@ -141,6 +148,12 @@ VERSIONS: tuple[Version, ...] = (
         schedule_ops.add_schedules_due_index,
         schedule_ops.drop_schedules_due_index,
         applied=schedule_ops.has_schedules_due_index,
+    ),
+    Version(
+        "sajq_0010",
+        function_ops.add_enqueue_function,
+        function_ops.drop_enqueue_function,
+        applied=function_ops.has_enqueue_function,
     ),
 )
 

@@ -1,4 +1,4 @@
-"""The DDL beside a jobs table: its notify trigger and its autovacuum settings.
+"""The DDL beside a jobs table: its notify trigger, autovacuum settings and enqueue function.
 
 One definition for the Alembic revisions (`sa_jobqueue.migration`) and for ``create_all``
 (`JobMixin` attaches them to ``after_create`` / ``after_drop``); no Alembic import.
@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from sqlalchemy import DDL, Table, event
 
+from sa_jobqueue.schema.enqueue_function import (
+    create_enqueue_function_sql,
+    drop_enqueue_function_sql,
+)
 from sa_jobqueue.schema.naming import channel_name, check_identifier, notify_function_name
 
 __all__ = [
@@ -87,19 +91,25 @@ def drop_notify_trigger_sql(name: str, schema: str | None = None) -> str:
 
 
 def attach_to(table: Table) -> None:
-    """Run the autovacuum settings and notify trigger after `table` is created.
+    """Run the autovacuum settings, notify trigger and enqueue function once `table` is made.
 
     On PostgreSQL only; other dialects (SQLite in a unit test) get the bare table.
-    ``after_drop`` removes the trigger function. Attaching twice is harmless.
+    ``after_drop`` removes the trigger function and the enqueue function. Attaching
+    twice is harmless.
     """
     if table.info.get("sa_jobqueue_ddl"):
         return
     table.info["sa_jobqueue_ddl"] = True
     statements = [autovacuum_sql(table.name, table.schema)]
     statements += notify_trigger_sql(table.name, table.schema)
+    statements.append(create_enqueue_function_sql(table.name, table.schema))
     for sql in statements:
         # DDL() formats %(table)s-style keys; the SQL holds no "%" of its own.
         create = DDL(sql)  # type: ignore[no-untyped-call]
         event.listen(table, "after_create", create.execute_if(dialect="postgresql"))
-    drop = DDL(drop_notify_trigger_sql(table.name, table.schema))  # type: ignore[no-untyped-call]
-    event.listen(table, "after_drop", drop.execute_if(dialect="postgresql"))
+    for sql in (
+        drop_notify_trigger_sql(table.name, table.schema),
+        drop_enqueue_function_sql(table.name, table.schema),
+    ):
+        drop = DDL(sql)  # type: ignore[no-untyped-call]
+        event.listen(table, "after_drop", drop.execute_if(dialect="postgresql"))

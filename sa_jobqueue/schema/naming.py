@@ -115,6 +115,7 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"pk_{table}_errors",
         f"fk_{table}_errors_job",
         schedules_due_index(table),
+        f"{table}_enqueue",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]

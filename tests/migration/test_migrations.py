@@ -281,7 +281,7 @@ def test_upgrade_then_downgrade_leaves_no_table(scratch):
     assert _tables(engine) == set()
     migration.upgrade(url)
     assert _tables(engine) == {*_with_state("jobs"), "sa_jobqueue_version_jobs"}
-    assert _functions(engine) == {"sa_jobqueue_notify_jobs"}
+    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue"}
     with engine.connect() as connection:
         versions = connection.scalars(text("SELECT version_num FROM sa_jobqueue_version_jobs"))
         assert list(versions) == [_head()]
@@ -315,7 +315,7 @@ def test_tables_migrated_side_by_side_keep_separate_versions(scratch):
         JobQueue(Job).enqueue(session, "kept", {"n": 1})
     migration.downgrade(url, table="other_jobs")
     assert _tables(engine) == {*_with_state("jobs"), "sa_jobqueue_version_jobs"}
-    assert _functions(engine) == {"sa_jobqueue_notify_jobs"}
+    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue"}
     with engine.connect() as connection:
         assert connection.scalar(select(Job.payload)) == {"n": 1}
 

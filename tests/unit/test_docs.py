@@ -35,6 +35,7 @@ CLICK_COMMAND_MODULES = {
     "sa_jobqueue.cli.run",
     "sa_jobqueue.cli.control",
     "sa_jobqueue.cli.schedules",
+    "sa_jobqueue.cli.sql",
     "sa_jobqueue.cli.dashboard",
     "sa_jobqueue.cli.history",
 }
