@@ -148,7 +148,7 @@ class PostgresSteps:
         """`parks.park_sleep`: the fenced park and the sleep's row, one statement."""
         values = {**_fence(params.fence), "name": params.name, "delay": params.seconds}
         row = conn.execute(self._sleep, values).first()
-        return None if row is None else row.until  # type: ignore[no-any-return]
+        return None if row is None else row.until
 
     def job_park_wait(self, conn: Connection, params: WaitPark) -> bool:
         """`parks.park_wait`: the wait's row (made once) and the fenced park, one statement."""
