@@ -19,7 +19,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.steps import StepLeaseLost
-from sa_jobqueue.driver import Driver, driver_for
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.driver.protocol.steps import (
     ProgressSet,
     SleepPark,
@@ -28,7 +28,6 @@ from sa_jobqueue.driver.protocol.steps import (
     WaitPark,
     WaitResolve,
 )
-from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.worker.run.progress_writer import ProgressWriter
 
 __all__ = ["WorkerSteps"]
@@ -63,15 +62,13 @@ class WorkerSteps:
         self._writer = ProgressWriter(connect, driver) if background else None
 
     @classmethod
-    def on_engine(
-        cls, model: type[JobMixin], owner: str, engine: Engine, max_bytes: int
-    ) -> WorkerSteps:
+    def on_engine(cls, driver: Driver, owner: str, engine: Engine, max_bytes: int) -> WorkerSteps:
         """Writes on `engine`, one committed transaction each."""
-        return cls(driver_for(engine, model), owner, engine.begin, max_bytes, background=True)
+        return cls(driver, owner, engine.begin, max_bytes, background=True)
 
     @classmethod
     def on_connection(
-        cls, model: type[JobMixin], owner: str, connection: Connection, max_bytes: int
+        cls, driver: Driver, owner: str, connection: Connection, max_bytes: int
     ) -> WorkerSteps:
         """Writes on `connection`, one SAVEPOINT each (a test's rolled-back drain)."""
 
@@ -80,7 +77,7 @@ class WorkerSteps:
             with connection.begin_nested():
                 yield connection
 
-        return cls(driver_for(connection, model), owner, savepoint, max_bytes)
+        return cls(driver, owner, savepoint, max_bytes)
 
     def _fence(self, ctx: Any) -> StepFence:
         return StepFence(ctx.id, ctx.attempt, self.owner)
