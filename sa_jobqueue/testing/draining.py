@@ -21,7 +21,6 @@ from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sa_jobqueue.driver import Driver, Held, driver_for
 from sa_jobqueue.errors import ConfigurationError, JobQueueError
 from sa_jobqueue.jobqueue import JobQueue
-from sa_jobqueue.statements import steps
 from sa_jobqueue.testing.matching import session_of
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, InFlight, Outcome, Result, storable_text
 from sa_jobqueue.worker.completer import Completer
@@ -179,7 +178,6 @@ class _Drain:
     ) -> None:
         self.bind = bind
         self.skip_sleeps = skip_sleeps
-        self._wake = steps.wake_sleeping(jobs.model)
         # The queues a worker of `jobs` claims from by default: its tasks' queues.
         self.queues = sorted(set(queues)) if queues is not None else jobs.registry.queues()
         self.owner = f"sa_jobqueue.testing.drain:{os.getpid()}:{secrets.token_hex(3)}"
@@ -282,7 +280,7 @@ class _Drain:
             name = "parked"
             if self.skip_sleeps and (o.error or "").startswith(PARKED_BY_SLEEP):
                 with self.step() as connection:
-                    connection.execute(self._wake, {"job_id": job.id})
+                    self.driver.job_wake_sleeping(connection, job.id)
         else:
             status = self.observed.statuses.get(key)
             name = "lost" if status is None else "failed" if status == "failed" else "retried"

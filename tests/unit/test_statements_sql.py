@@ -19,7 +19,8 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.driver.postgres import batches, claims, due, fairness, limits, runtime
+from sa_jobqueue.driver.postgres import batches, claims, due, fairness, limits, parks, runtime
+from sa_jobqueue.driver.postgres import steps as step_writes
 from sa_jobqueue.statements import (
     attempt_errors,
     control,
@@ -137,20 +138,20 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
     ),
     # durable steps, sleeps, signals and progress (sajq_0007)
-    "recorded_steps": lambda: steps.recorded_steps(Job),
-    "record_step": lambda: steps.record_step(Job),
-    "record_step_unlocked": lambda: steps.record_step(Job, lock=False),
-    "park_sleep": lambda: steps.park_sleep(Job),
-    "lock_attempt": lambda: steps.lock_attempt(Job),
-    "take_signal": lambda: steps.take_signal(Job),
-    "resolve_wait": lambda: steps.resolve_wait(Job),
-    "time_out_wait": lambda: steps.time_out_wait(Job),
-    "park_wait": lambda: steps.park_wait(Job),
-    "set_progress": lambda: steps.set_progress(Job),
-    "set_progress_locked": lambda: steps.set_progress(Job, skip_locked=False),
-    "job_for_signal": lambda: steps.job_for_signal(Job),
-    "send_signal": lambda: steps.send_signal(Job),
-    "wake_waiting": lambda: steps.wake_waiting(Job, "sa_jobqueue_jobs"),
+    "recorded_steps": lambda: step_writes.recorded_steps(Job),
+    "record_step": lambda: step_writes.record_step(Job),
+    "record_step_unlocked": lambda: step_writes.record_step(Job, lock=False),
+    "park_sleep": lambda: parks.park_sleep(Job),
+    "lock_attempt": lambda: parks.lock_attempt(Job),
+    "take_signal": lambda: parks.take_signal(Job),
+    "resolve_wait": lambda: parks.resolve_wait(Job),
+    "time_out_wait": lambda: parks.time_out_wait(Job),
+    "park_wait": lambda: parks.park_wait(Job),
+    "set_progress": lambda: step_writes.set_progress(Job),
+    "set_progress_locked": lambda: step_writes.set_progress(Job, skip_locked=False),
+    "job_for_signal": lambda: parks.job_for_signal(Job),
+    "send_signal": lambda: parks.send_signal(Job),
+    "wake_waiting": lambda: parks.wake_waiting(Job, "sa_jobqueue_jobs"),
     "steps_of": lambda: steps.steps_of(Job),
     "signals_of": lambda: steps.signals_of(Job),
     # the worker registry and the attempt history (sajq_0008)

@@ -10,7 +10,7 @@ round carries to the next is the caller's. See docs/reference/runtime.md.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Executable, Row, Select, Update
@@ -21,6 +21,18 @@ from sa_jobqueue.driver.postgres import batches, claims, due, runtime
 from sa_jobqueue.driver.postgres import limits as flow
 from sa_jobqueue.driver.postgres.params import fence_literals, fence_params
 from sa_jobqueue.driver.postgres.releaser import Releaser
+from sa_jobqueue.driver.postgres.steps import PostgresSteps
+from sa_jobqueue.driver.protocol.steps import (
+    ProgressSet,
+    SignalSend,
+    SignalSent,
+    SignalTaken,
+    SleepPark,
+    StepFence,
+    StepRecord,
+    WaitPark,
+    WaitResolve,
+)
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name, ended_channel_name
@@ -151,6 +163,7 @@ class PostgresDriver:
         # enqueue family (driver/postgres/enqueue.py):
 
         # steps family (driver/postgres/steps.py):
+        self._steps = PostgresSteps(model)
 
         # schedules family (driver/postgres/schedules.py):
 
@@ -410,6 +423,50 @@ class PostgresDriver:
     # -- enqueue (EnqueueOps, forwarded to driver/postgres/enqueue.py) -------------
 
     # -- steps (StepOps, forwarded to driver/postgres/steps.py) ------------------
+
+    def attempt_lock(self, conn: Connection, fence: StepFence) -> bool:
+        """`PostgresSteps.attempt_lock`."""
+        return self._steps.attempt_lock(conn, fence)
+
+    def job_park_sleep(self, conn: Connection, params: SleepPark) -> datetime | None:
+        """`PostgresSteps.job_park_sleep`."""
+        return self._steps.job_park_sleep(conn, params)
+
+    def job_park_wait(self, conn: Connection, params: WaitPark) -> bool:
+        """`PostgresSteps.job_park_wait`."""
+        return self._steps.job_park_wait(conn, params)
+
+    def job_wake_sleeping(self, conn: Connection, job_id: int) -> bool:
+        """`PostgresSteps.job_wake_sleeping`."""
+        return self._steps.job_wake_sleeping(conn, job_id)
+
+    def progress_set(self, conn: Connection, params: ProgressSet) -> bool:
+        """`PostgresSteps.progress_set`."""
+        return self._steps.progress_set(conn, params)
+
+    def signal_send(self, conn: Connection, params: SignalSend) -> SignalSent:
+        """`PostgresSteps.signal_send`."""
+        return self._steps.signal_send(conn, params)
+
+    def signal_take(self, conn: Connection, job_id: int, name: str) -> SignalTaken | None:
+        """`PostgresSteps.signal_take`."""
+        return self._steps.signal_take(conn, job_id, name)
+
+    def steps_recorded(self, conn: Connection, job_id: int) -> dict[str, tuple[str, Any]]:
+        """`PostgresSteps.steps_recorded`."""
+        return self._steps.steps_recorded(conn, job_id)
+
+    def step_record(self, conn: Connection, params: StepRecord) -> bool:
+        """`PostgresSteps.step_record`."""
+        return self._steps.step_record(conn, params)
+
+    def wait_resolve(self, conn: Connection, params: WaitResolve) -> None:
+        """`PostgresSteps.wait_resolve`."""
+        self._steps.wait_resolve(conn, params)
+
+    def wait_time_out(self, conn: Connection, fence: StepFence, name: str) -> bool:
+        """`PostgresSteps.wait_time_out`."""
+        return self._steps.wait_time_out(conn, fence, name)
 
     # -- schedules (ScheduleOps, forwarded to driver/postgres/schedules.py) --------
 

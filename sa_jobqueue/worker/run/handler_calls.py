@@ -92,10 +92,10 @@ class HandlerCalls:
         self._steps: WorkerSteps | None = None
         if model is not None and upstream_connection is not None:
             self._steps = WorkerSteps.on_connection(
-                model, owner, upstream_connection, max_result_bytes
+                driver, owner, upstream_connection, max_result_bytes
             )
         elif model is not None and engine is not None:
-            self._steps = WorkerSteps.on_engine(model, owner, engine, max_result_bytes)
+            self._steps = WorkerSteps.on_engine(driver, owner, engine, max_result_bytes)
 
     def context(
         self,

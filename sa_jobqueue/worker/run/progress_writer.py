@@ -15,9 +15,11 @@ import logging
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import Any
 
-from sqlalchemy import Connection, Executable, exc
+from sqlalchemy import Connection, exc
+
+from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver.protocol.steps import ProgressSet
 
 __all__ = ["ProgressWriter"]
 
@@ -33,23 +35,24 @@ class ProgressWriter:
 
     Args:
         connect: opens one short transaction and yields its connection.
-        statement: the fenced progress write (skips a locked row: the value is then
-            written with the attempt's end).
+        driver: the database's driver; its fenced `progress_set` writes each value
+            (handed over skipping a locked row: the value is then written with the
+            attempt's end).
     """
 
     def __init__(
-        self, connect: Callable[[], AbstractContextManager[Connection]], statement: Executable
+        self, connect: Callable[[], AbstractContextManager[Connection]], driver: Driver
     ) -> None:
         self._connect = connect
-        self._statement = statement
-        self._pending: dict[tuple[int, int], dict[str, Any]] = {}
+        self._driver = driver
+        self._pending: dict[tuple[int, int], ProgressSet] = {}
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def put(self, params: dict[str, Any]) -> None:
-        """Hand over the fenced write's `params` (``job_id``, ``attempt``, ...); never blocks."""
+    def put(self, params: ProgressSet) -> None:
+        """Hand over the fenced write `params` (the latest of its attempt wins); never blocks."""
         with self._wake:
-            self._pending[(params["job_id"], params["attempt"])] = params
+            self._pending[(params.fence.job_id, params.fence.attempt)] = params
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="sa-jobqueue-progress", daemon=True
@@ -69,7 +72,7 @@ class ProgressWriter:
             try:
                 with self._connect() as conn:
                     for params in batch:
-                        conn.execute(self._statement, params)
+                        self._driver.progress_set(conn, params)
             except exc.SQLAlchemyError as error:
                 # A report, not the job's state: the attempt's last value still commits
                 # with its end.

@@ -19,8 +19,15 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.steps import StepLeaseLost
-from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.statements import steps as statements
+from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver.protocol.steps import (
+    ProgressSet,
+    SleepPark,
+    StepFence,
+    StepRecord,
+    WaitPark,
+    WaitResolve,
+)
 from sa_jobqueue.worker.run.progress_writer import ProgressWriter
 
 __all__ = ["WorkerSteps"]
@@ -30,7 +37,7 @@ class WorkerSteps:
     """Durable steps of one worker's attempts, fenced by ``(id, attempts, owner)``.
 
     Args:
-        model: the jobs model.
+        driver: the database's driver (its `StepOps` run every write).
         owner: the worker's id (the fence).
         connect: opens one short transaction and yields its connection (an engine's
             ``begin()``; a test's drain: a SAVEPOINT on its connection).
@@ -41,7 +48,7 @@ class WorkerSteps:
 
     def __init__(
         self,
-        model: type[JobMixin],
+        driver: Driver,
         owner: str,
         connect: Callable[[], AbstractContextManager[Connection]],
         max_bytes: int,
@@ -50,30 +57,18 @@ class WorkerSteps:
     ) -> None:
         self.owner = owner
         self.max_bytes = max_bytes
+        self._driver = driver
         self._connect = connect
-        self._load = statements.recorded_steps(model)
-        self._record = statements.record_step(model)
-        self._record_unlocked = statements.record_step(model, lock=False)
-        self._sleep = statements.park_sleep(model)
-        self._lock = statements.lock_attempt(model)
-        self._take = statements.take_signal(model)
-        self._resolve = statements.resolve_wait(model)
-        self._time_out = statements.time_out_wait(model)
-        self._park = statements.park_wait(model)
-        self._progress = statements.set_progress(model)
-        self._progress_locked = statements.set_progress(model, skip_locked=False)
-        self._writer = ProgressWriter(connect, self._progress) if background else None
+        self._writer = ProgressWriter(connect, driver) if background else None
 
     @classmethod
-    def on_engine(
-        cls, model: type[JobMixin], owner: str, engine: Engine, max_bytes: int
-    ) -> WorkerSteps:
+    def on_engine(cls, driver: Driver, owner: str, engine: Engine, max_bytes: int) -> WorkerSteps:
         """Writes on `engine`, one committed transaction each."""
-        return cls(model, owner, engine.begin, max_bytes, background=True)
+        return cls(driver, owner, engine.begin, max_bytes, background=True)
 
     @classmethod
     def on_connection(
-        cls, model: type[JobMixin], owner: str, connection: Connection, max_bytes: int
+        cls, driver: Driver, owner: str, connection: Connection, max_bytes: int
     ) -> WorkerSteps:
         """Writes on `connection`, one SAVEPOINT each (a test's rolled-back drain)."""
 
@@ -82,10 +77,10 @@ class WorkerSteps:
             with connection.begin_nested():
                 yield connection
 
-        return cls(model, owner, savepoint, max_bytes)
+        return cls(driver, owner, savepoint, max_bytes)
 
-    def _fence(self, ctx: Any) -> dict[str, Any]:
-        return {"job_id": ctx.id, "attempt": ctx.attempt, "owner": self.owner}
+    def _fence(self, ctx: Any) -> StepFence:
+        return StepFence(ctx.id, ctx.attempt, self.owner)
 
     def _run(self, ctx: Any, operation: Callable[[Connection], Any]) -> Any:
         """`operation` in the handler's transaction (transactional mode), else in its own."""
@@ -110,8 +105,7 @@ class WorkerSteps:
         return dict(await self._arun(ctx, lambda conn: self._loaded(conn, ctx)))
 
     def _loaded(self, conn: Connection, ctx: Any) -> dict[str, tuple[str, Any]]:
-        rows = conn.execute(self._load, {"job_id": ctx.id})
-        return {row.name: (row.kind, row.result) for row in rows}
+        return self._driver.steps_recorded(conn, ctx.id)
 
     def record(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
         self._run(ctx, lambda conn: self._recorded(conn, ctx, name, result))
@@ -120,9 +114,8 @@ class WorkerSteps:
         await self._arun(ctx, lambda conn: self._recorded(conn, ctx, name, result))
 
     def _recorded(self, conn: Connection, ctx: Any, name: str, result: str | None) -> None:
-        statement = self._record_unlocked if ctx._session is not None else self._record
-        params = {**self._fence(ctx), "name": name, "step_result": result}
-        if conn.execute(statement, params).first() is None:
+        params = StepRecord(self._fence(ctx), name, result, lock_job=ctx._session is None)
+        if not self._driver.step_record(conn, params):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
 
     def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
@@ -134,8 +127,7 @@ class WorkerSteps:
         return True
 
     def _slept(self, conn: Connection, ctx: Any, name: str, seconds: float) -> None:
-        params = {**self._fence(ctx), "name": name, "delay": seconds}
-        if conn.execute(self._sleep, params).first() is None:
+        if self._driver.job_park_sleep(conn, SleepPark(self._fence(ctx), name, seconds)) is None:
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: sleep {name!r} not parked")
 
     def wait(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
@@ -154,42 +146,43 @@ class WorkerSteps:
         after it, and one committed after it finds the job parked and wakes it.
         """
         fence = self._fence(ctx)
-        if conn.execute(self._lock, fence).first() is None:
+        if not self._driver.attempt_lock(conn, fence):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: wait {name!r} not taken")
-        which = {"job": ctx.id, "signal": name}
-        taken = conn.execute(self._take, which).first()
+        taken = self._driver.signal_take(conn, ctx.id, name)
         if taken is not None:
-            params = {"job_id": ctx.id, "name": name, "attempt": ctx.attempt}
-            conn.execute(self._resolve, {**params, "result": _text(taken.payload)})
+            self._driver.wait_resolve(conn, WaitResolve(fence, name, _text(taken.payload)))
             return "signal", taken.payload
-        if conn.execute(self._time_out, {**which, "attempt": ctx.attempt}).first() is not None:
+        if self._driver.wait_time_out(conn, fence, name):
             return "timeout", None
-        conn.execute(self._park, {**fence, "name": name, "timeout": timeout})
+        self._driver.job_park_wait(conn, WaitPark(fence, name, timeout))
         return "parked", None
 
     def progress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
         if final and isinstance(ctx._session, Session):
             # The last value, in the handler's transaction: it commits with the done.
-            conn = ctx._session.connection()
-            return conn.execute(self._progress_locked, self._progressed(ctx, value)) is not None
+            self._driver.progress_set(ctx._session.connection(), self._progressed(ctx, value, True))
+            return True
         if self._writer is not None and ctx._session is not None and not final:
             # The handler's transaction holds a connection: it must not wait for another.
             self._writer.put(self._progressed(ctx, value))
             return True
         with self._connect() as conn:
-            row = conn.execute(self._progress, self._progressed(ctx, value)).first()
-        return row is not None or final
+            written = self._driver.progress_set(conn, self._progressed(ctx, value))
+        return written or final
 
     async def aprogress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
         session = ctx._session
         if final and session is not None and not isinstance(session, Session):
-            params = self._progressed(ctx, value)
-            await session.execute(self._progress_locked, params)
+            params = self._progressed(ctx, value, True)
+            await session.run_sync(
+                lambda sync: self._driver.progress_set(sync.connection(), params)
+            )
             return True
         return await asyncio.to_thread(self.progress, ctx, value, final=final)
 
-    def _progressed(self, ctx: Any, value: str) -> dict[str, Any]:
-        return {**self._fence(ctx), "value": value}
+    def _progressed(self, ctx: Any, value: str, final: bool = False) -> ProgressSet:
+        """The fenced write of `value`; the `final` one waits for a row another holds."""
+        return ProgressSet(self._fence(ctx), value, skip_locked=not final)
 
 
 def _text(payload: Any) -> str | None:

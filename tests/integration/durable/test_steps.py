@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from datetime import timedelta
 
 import pytest
@@ -380,3 +381,42 @@ def test_an_async_handler_that_swallows_its_park_fails_the_attempt_saying_why(co
     assert "(it returned)" in (outcomes[returned].error or "")
     assert calls == ["ran on"]
     assert _row(committed, progressed).progress is None
+
+
+def test_a_transactional_handlers_progress_is_written_beside_it_and_its_last_value_at_the_end(
+    committed,
+):
+    jobs = JobQueue(Job)
+    seen: list[object] = []
+
+    @jobs.task("tx_progress", transactional=True)
+    def tx_progress(ctx: JobContext) -> None:
+        ctx.progress(0.25)  # handed to the progress writer: its own connection
+        _wait_for(lambda: _row(committed, ctx.id).progress == 0.25)
+        seen.append(_row(committed, ctx.id).progress)
+        ctx.progress(1.0)  # the last value: written again in the handler's transaction, at its end
+
+    job_id = _enqueue(committed, jobs, "tx_progress")
+    assert jobs.worker(committed).drain() == 1
+    assert seen == [0.25]
+    assert (_row(committed, job_id).status, _row(committed, job_id).progress) == ("done", 1.0)
+
+
+def test_an_async_transactional_handlers_last_progress_commits_with_its_done(committed):
+    jobs = JobQueue(Job)
+
+    @jobs.task("atx_progress", transactional=True)
+    async def atx_progress(ctx: JobContext) -> None:
+        await ctx.aprogress({"done": 1})
+        await ctx.aprogress({"done": 2})
+
+    job_id = _enqueue(committed, jobs, "atx_progress")
+    assert jobs.worker(committed).drain() == 1
+    assert _row(committed, job_id).progress == {"done": 2}
+
+
+def _wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.01)

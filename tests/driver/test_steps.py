@@ -1,0 +1,167 @@
+"""Steps, progress and sleeps: `step_record`, `steps_recorded`, `progress_set`, `job_park_sleep`.
+
+Every write of an attempt is fenced by its `StepFence`; a park makes the job ``pending``
+again with its attempt given back. Read back through the protocol and plain reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+
+from sa_jobqueue.driver import Claimed, Driver
+from sa_jobqueue.driver.protocol.steps import ProgressSet, SleepPark, StepFence, StepRecord
+from sa_jobqueue.schema.steps import steps_table
+from tests.driver.conftest import OTHER, OWNER, add, claim, reclaimed, row
+from tests.support.models import Job
+
+STEPS = steps_table(Job.metadata, Job.__tablename__)
+
+
+def fence(job: Claimed, owner: str = OWNER) -> StepFence:
+    return StepFence(job.id, job.attempts, owner)
+
+
+def step_rows(engine: Engine, job_id: int) -> dict[str, Any]:
+    """The job's step rows as committed now, by name."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(STEPS).where(STEPS.c.job_id == job_id)).all()
+    return {r.name: r for r in rows}
+
+
+def test_step_record_writes_the_step_and_marks_the_job_as_having_steps(db: Engine, driver: Driver):
+    add(db)
+    [job] = claim(db, driver)
+    with db.begin() as conn:
+        assert driver.step_record(conn, StepRecord(fence(job), "charge", '{"ok": true}'))
+    recorded = step_rows(db, job.id)["charge"]
+    assert (recorded.kind, recorded.result, recorded.attempt) == ("step", {"ok": True}, 1)
+    assert row(db, job.id).has_steps is True
+
+
+def test_step_record_of_a_stale_attempt_writes_nothing(db: Engine, driver: Driver):
+    add(db)
+    [stale] = claim(db, driver)
+    again = reclaimed(db, driver, stale)
+    with db.begin() as conn:
+        for lock_job in (True, False):
+            params = StepRecord(fence(stale), "charge", None, lock_job=lock_job)
+            assert driver.step_record(conn, params) is False
+        assert driver.step_record(conn, StepRecord(fence(again, OWNER), "charge", None)) is False
+    assert step_rows(db, stale.id) == {}
+
+
+def test_step_record_without_locking_the_job_leaves_its_row_free(db: Engine, driver: Driver):
+    add(db)
+    [job] = claim(db, driver)
+    with db.connect() as handler, handler.begin():  # a transactional handler's own transaction
+        params = StepRecord(fence(job), "charge", "1", lock_job=False)
+        assert driver.step_record(handler, params)
+        done: list[bool] = []
+        thread = threading.Thread(target=lambda: done.append(_touch(db, job.id)))
+        thread.start()
+        thread.join(30)
+        assert not thread.is_alive()  # another transaction changed the row meanwhile
+    assert done == [True]
+    assert step_rows(db, job.id)["charge"].result == 1
+
+
+def test_steps_recorded_returns_every_step_of_the_job_by_name(db: Engine, driver: Driver):
+    add(db, 2)
+    first, other = claim(db, driver, 2)
+    with db.begin() as conn:
+        driver.step_record(conn, StepRecord(fence(first), "a", '"x"'))
+        driver.step_record(conn, StepRecord(fence(first), "b", None))
+        driver.step_record(conn, StepRecord(fence(other), "a", '"y"'))
+    again = reclaimed(db, driver, first)  # a later attempt reads what the earlier recorded
+    with db.connect() as conn:
+        assert driver.steps_recorded(conn, again.id) == {"a": ("step", "x"), "b": ("step", None)}
+        assert driver.steps_recorded(conn, -1) == {}
+
+
+def test_progress_set_stores_the_value(db: Engine, driver: Driver):
+    add(db)
+    [job] = claim(db, driver)
+    with db.begin() as conn:
+        assert driver.progress_set(conn, ProgressSet(fence(job), '{"done": 3}'))
+    assert row(db, job.id).progress == {"done": 3}
+    with db.begin() as conn:
+        assert driver.progress_set(conn, ProgressSet(fence(job), "4", skip_locked=False))
+    assert row(db, job.id).progress == 4
+
+
+def test_progress_of_a_lost_lease_is_not_written(db: Engine, driver: Driver):
+    add(db)
+    [stale] = claim(db, driver)
+    reclaimed(db, driver, stale)
+    with db.begin() as conn:
+        for skip_locked in (True, False):
+            params = ProgressSet(fence(stale), "1", skip_locked=skip_locked)
+            assert driver.progress_set(conn, params) is False
+        assert driver.progress_set(conn, ProgressSet(fence(stale, OTHER), "1")) is False
+    assert row(db, stale.id).progress is None
+
+
+def test_progress_set_skips_a_row_another_transaction_holds(db: Engine, driver: Driver):
+    add(db)
+    [job] = claim(db, driver)
+    with db.connect() as one, one.begin():
+        one.execute(update(Job).where(Job.id == job.id).values(priority=1))  # holds the row
+        result: list[bool] = []
+        thread = threading.Thread(target=lambda: result.append(_progress(db, driver, job)))
+        thread.start()
+        thread.join(30)
+        assert not thread.is_alive()  # it did not wait for `one`
+    assert result == [False]
+    assert row(db, job.id).progress is None
+
+
+def test_sleep_parks_the_job_until_due(db: Engine, driver: Driver):
+    add(db)
+    [job] = claim(db, driver)
+    with db.begin() as conn:
+        until = driver.job_park_sleep(conn, SleepPark(fence(job), "nap", 3600.0))
+    assert until is not None
+    parked = row(db, job.id)
+    assert (parked.status, parked.run_at, parked.locked_until) == ("pending", until, None)
+    assert parked.run_at > parked.updated_at  # due later, by the database's clock
+    assert parked.max_attempts == job.max_attempts + 1  # the attempt is given back
+    sleep = step_rows(db, job.id)["nap"]
+    assert (sleep.kind, sleep.until, sleep.attempt) == ("sleep", until, job.attempts)
+    assert claim(db, driver) == []  # not due before its end
+
+
+def test_sleep_of_a_stale_attempt_parks_nothing(db: Engine, driver: Driver):
+    add(db)
+    [stale] = claim(db, driver)
+    again = reclaimed(db, driver, stale)
+    with db.begin() as conn:
+        assert driver.job_park_sleep(conn, SleepPark(fence(stale), "nap", 3600.0)) is None
+    assert row(db, again.id).status == "running"
+    assert step_rows(db, stale.id) == {}
+
+
+def test_wake_sleeping_makes_a_parked_job_due_now(db: Engine, driver: Driver):
+    add(db)
+    [job] = claim(db, driver)
+    with db.begin() as conn:
+        driver.job_park_sleep(conn, SleepPark(fence(job), "nap", 3600.0))
+    with db.begin() as conn:
+        assert driver.job_wake_sleeping(conn, job.id)
+    [again] = claim(db, driver)
+    assert (again.id, again.attempts) == (job.id, job.attempts + 1)
+    with db.begin() as conn:  # running, not pending: left alone
+        assert driver.job_wake_sleeping(conn, job.id) is False
+
+
+def _touch(engine: Engine, job_id: int) -> bool:
+    with engine.begin() as conn:
+        conn.execute(update(Job).where(Job.id == job_id).values(priority=2))
+    return True
+
+
+def _progress(engine: Engine, driver: Driver, job: Claimed) -> bool:
+    with engine.begin() as conn:
+        return driver.progress_set(conn, ProgressSet(fence(job), "1"))
