@@ -114,13 +114,13 @@ class ControlOps(Protocol):
         """Delete up to `limit` jobs ended `status` whose ``finished_at`` is before `before`.
 
         Returns how many. `status` must be a finished one (``done``, ``failed`` or
-        ``cancelled``): never a ``pending`` nor ``running`` row, re-checked under the
-        row's lock (a job retried meanwhile is kept). Never waits on a locked row (skips
-        it), and keeps a finished job that an unfinished job still waits for (its
-        result is that job's ``ctx.upstream``).
+        ``cancelled``; another is a `ValueError`): never a ``pending`` nor ``running``
+        row, re-checked under the row's lock (a job retried meanwhile is kept). Never
+        waits on a locked row (skips it), and keeps a finished job that an unfinished
+        job still waits for (its result is that job's ``ctx.upstream``).
         """
         ...
 
     def clock_now(self, conn: Connection) -> datetime:
-        """The database clock: its ``now()``, the time its transaction started."""
+        """The database clock's time, timezone-aware: what every age and due time is read on."""
         ...
