@@ -97,12 +97,12 @@ def enqueue_due(
     `connection`, one per batch of up to `BATCH` due ticks.
 
     Only due rows are read (`Driver.schedules_due`), so the cost is that of the
-    ticks due, whatever the number of schedules.
-    `driver` is `connection`'s (default: `driver_for` it). With `register` (the default), the
+    ticks due, whatever the number of schedules. With `register` (the default), the
     rows of `schedules` are read by name first: those not stored yet are inserted
     (from their next tick after now), and a changed definition is stored (never
     moving the stored tick later). A worker registers at its first round and every
-    `REGISTER_EVERY` seconds (`PeriodicEnqueuer`).
+    `REGISTER_EVERY` seconds (`PeriodicEnqueuer`). `driver` runs the schedules'
+    operations (default: `driver_for` `connection`).
     """
     enqueued: list[Tick] = []
     driver = driver or driver_for(connection, model)
