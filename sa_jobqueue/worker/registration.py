@@ -1,10 +1,9 @@
 """A worker's row in the worker registry: inserted at start, heartbeat, deleted at a clean stop.
 
 `Registration` runs the driver's registry operations (`Driver.worker_register` and co.)
-for one worker: `register` when it starts,
-`maybe_beat` on each maintenance tick (one upsert every third of ``gone_after``),
-`expire` in the sweeper's transaction (other workers' rows that ran out), `deregister`
-when it stops. See docs/workers-registry.md.
+for one worker: `register` when it starts, `maybe_beat` on each maintenance tick (one
+upsert every third of ``gone_after``), `expire` in the sweeper's transaction (other
+workers' rows that ran out), `deregister` when it stops. See docs/workers-registry.md.
 """
 
 from __future__ import annotations
