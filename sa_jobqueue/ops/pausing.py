@@ -1,8 +1,9 @@
 """Pause and resume queues, across every worker of a jobs table.
 
 A paused queue has a row in ``sa_jobqueue_paused_<table>``, which every claim checks;
-resuming deletes it and wakes idle workers. Both run in the caller's transaction and never
-commit. See docs/operations.md#pausing-and-resuming-a-queue.
+resuming deletes it and wakes idle workers (`Driver.queue_pause`, `queue_resume`,
+`queue_notify`). Both run in the caller's transaction and never commit. See
+docs/operations.md#pausing-and-resuming-a-queue.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.validation import check_name
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.schema.naming import channel_name
-from sa_jobqueue.statements import control
 
 __all__ = ["pause", "paused_queues", "resume", "unknown_queues"]
 
@@ -31,7 +31,7 @@ def pause(session: Session, model: type[JobMixin], queues: str | Iterable[str]) 
     names = _names(queues)
     if not names:
         return []
-    return sorted(session.scalars(control.pause(model), {"queues": names}))
+    return driver_for(session, model).queue_pause(session.connection(), names)
 
 
 def resume(session: Session, model: type[JobMixin], queues: str | Iterable[str]) -> list[str]:
@@ -42,10 +42,9 @@ def resume(session: Session, model: type[JobMixin], queues: str | Iterable[str])
     names = _names(queues)
     if not names:
         return []
-    resumed = sorted(session.scalars(control.resume(model), {"queues": names}))
-    if resumed:
-        channel = channel_name(str(model.__tablename__))
-        session.execute(statements.notify(channel), {"queues": resumed})
+    driver, conn = driver_for(session, model), session.connection()
+    resumed = driver.queue_resume(conn, names)
+    driver.queue_notify(conn, resumed)
     return resumed
 
 
@@ -73,5 +72,4 @@ def unknown_queues(
 
 def paused_queues(session: Session, model: type[JobMixin]) -> dict[str, datetime]:
     """Every paused queue and when it was paused."""
-    rows = session.execute(control.paused_queues(model)).all()
-    return {row.queue: row.paused_at for row in rows}
+    return driver_for(session, model).queues_paused(session.connection())

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine
 from sa_jobqueue import statements
 from sa_jobqueue.core.durations import check_duration, parse_duration
 from sa_jobqueue.core.validation import MAX_COUNT
+from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 
@@ -119,8 +120,13 @@ def prune_on(
     batch_size: int = DEFAULT_BATCH_SIZE,
     budget: float | None = None,
     progress: Callable[[int], None] | None = None,
+    driver: Driver | None = None,
 ) -> PruneResult:
-    """`prune` on a connection with no transaction open (the worker's maintenance one)."""
+    """`prune` on a connection with no transaction open (the worker's maintenance one).
+
+    `driver` is `conn`'s (default: `driver_for` it): its `Driver.jobs_prune` deletes,
+    under its `Driver.lock_try` of ``prune``.
+    """
     ages = _retention(older_than, statuses)
     if not (
         isinstance(batch_size, int)
@@ -132,10 +138,9 @@ def prune_on(
         )
     result = PruneResult(deleted=dict.fromkeys(ages, 0))
     deadline = None if budget is None else time.monotonic() + budget
-    lock = statements.try_advisory_xact_lock(model, _PRUNE_LOCK)
+    driver = driver or driver_for(conn, model)
     now = None
     for status, age in ages.items():
-        delete = statements.prune(model, statuses=[status])
         while True:
             if deadline is not None and time.monotonic() >= deadline:
                 result.complete = False
@@ -145,15 +150,13 @@ def prune_on(
             # the transaction's own, so it ends with it: a transaction pooler
             # (PgBouncer) cannot keep it on a server connection after we leave.
             with conn.begin():
-                if not conn.execute(lock).scalar():
+                if not driver.lock_try(conn, _PRUNE_LOCK):
                     # Another pruner is between its own batches' locks: it goes on.
                     result.locked_out = result.batches == 0
                     return result
                 if now is None:
-                    now = conn.execute(statements.db_now()).scalar_one()
-                deleted = len(
-                    conn.execute(delete, {"before": now - age, "limit": batch_size}).all()
-                )
+                    now = driver.clock_now(conn)
+                deleted = driver.jobs_prune(conn, status, now - age, batch_size)
             result.batches += 1
             result.deleted[status] += deleted
             if progress is not None:
@@ -224,7 +227,7 @@ def prune_count(
     with contextlib.ExitStack() as stack:
         conn = engine if isinstance(engine, Connection) else stack.enter_context(engine.connect())
         with conn.begin():
-            now = conn.execute(statements.db_now()).scalar_one()
+            now = driver_for(conn, model).clock_now(conn)
             return {
                 status: conn.execute(
                     statements.prune_count(model, statuses=[status]), {"before": now - age}
@@ -243,6 +246,7 @@ class Pruner:
             pruning off.
         interval: seconds between runs (default `DEFAULT_PRUNE_INTERVAL`). When
             a run stops on its budget with rows left, the next one comes at once.
+        driver: runs the pruning (default: `driver_for` the first connection).
     """
 
     def __init__(
@@ -250,8 +254,10 @@ class Pruner:
         model: type[JobMixin],
         retention: Mapping[str, timedelta] | None = None,
         interval: float = DEFAULT_PRUNE_INTERVAL,
+        driver: Driver | None = None,
     ) -> None:
         self.model = model
+        self.driver = driver
         if retention is None:
             retention = DEFAULT_RETENTION
         self.retention = _retention(retention, None) if retention else {}
@@ -264,7 +270,11 @@ class Pruner:
         """Prune on `conn` if the interval has passed; return what was done, or None."""
         if not self.retention or time.monotonic() < self._next:
             return None
-        result = prune_on(conn, self.model, older_than=self.retention, budget=budget)
+        if self.driver is None:
+            self.driver = driver_for(conn, self.model)
+        result = prune_on(
+            conn, self.model, older_than=self.retention, budget=budget, driver=self.driver
+        )
         self._next = time.monotonic() + (0.0 if not result.complete else self.interval)
         if result.total:
             log.info(

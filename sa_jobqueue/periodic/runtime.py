@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue.driver import Driver, driver_for
+from sa_jobqueue.driver.protocol.schedules import ScheduleDefine, ScheduleNew, ScheduleRow
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.errors import ConfigurationError, ValidationError
 from sa_jobqueue.periodic.definitions import (
@@ -29,7 +29,6 @@ from sa_jobqueue.periodic.definitions import (
     make_schedule,
 )
 from sa_jobqueue.schema.model import JobMixin, JobT
-from sa_jobqueue.statements import control, schedule_control
 from sa_jobqueue.tasks import Registry
 
 __all__ = ["StoredSchedule", "create", "pause", "remove", "resume", "run_now", "stored"]
@@ -78,10 +77,6 @@ def _check_name(name: object) -> str:
     return name
 
 
-def _locked(session: Session, model: type[JobMixin], name: str) -> Row[Any] | None:
-    return session.execute(schedule_control.lock_schedule(model), {"schedule_name": name}).first()
-
-
 def _missing(name: str) -> ValidationError:
     return ValidationError(
         "name", name, "no schedule of that name (`sa-jobqueue schedules list` shows them)"
@@ -89,29 +84,23 @@ def _missing(name: str) -> ValidationError:
 
 
 def _row_or_declared(
-    session: Session, model: type[JobMixin], declared: Mapping[str, Schedule], name: str
-) -> Row[Any]:
+    session: Session, driver: Driver, declared: Mapping[str, Schedule], name: str
+) -> ScheduleRow:
     """The locked row of `name`; a schedule declared in code gets its row first if need be."""
-    row = _locked(session, model, name)
+    conn = session.connection()
+    row = driver.schedule_lock(conn, name)
     if row is None and name in declared:
         schedule = declared[name]
-        moment = session.execute(statements.db_now()).scalar_one()
-        session.execute(
-            control.insert_schedules(model),
-            {
-                "names": [name],
-                "kinds": [schedule.kind],
-                "specs": [schedule.spec],
-                "next_run_ats": [schedule.next_after(moment)],
-            },
-        )
-        row = _locked(session, model, name)
+        moment = driver.clock_now(conn)
+        new = ScheduleNew(name, schedule.kind, schedule.spec, schedule.next_after(moment))
+        driver.schedules_insert(conn, [new])
+        row = driver.schedule_lock(conn, name)
     if row is None:
         raise _missing(name)
     return row
 
 
-def _schedule_of(row: Row[Any], declared: Mapping[str, Schedule]) -> Schedule:
+def _schedule_of(row: ScheduleRow, declared: Mapping[str, Schedule]) -> Schedule:
     if row.definition is not None:
         return from_definition(row.name, row.kind, row.definition)
     if row.name in declared:
@@ -149,18 +138,15 @@ def create(
     if schedule.queue is None and task is not None:
         # Stored resolved: a worker without this task still enqueues into its queue.
         schedule = Schedule(**{**schedule.__dict__, "queue": task.queue})
-    row = _locked(session, model, name)
+    driver, conn = driver_for(session, model), session.connection()
+    row = driver.schedule_lock(conn, name)
     if row is not None and row.definition is None:
         raise _declared_elsewhere(name)
-    moment = row.now if row is not None else session.execute(statements.db_now()).scalar_one()
-    params = {
-        "schedule_name": name,
-        "schedule_kind": schedule.kind,
-        "schedule_spec": schedule.spec,
-        "schedule_definition": schedule.to_definition(),
-        "following": schedule.next_after(moment),
-    }
-    if session.execute(schedule_control.upsert_schedule(model), params).first() is None:
+    moment = row.now if row is not None else driver.clock_now(conn)
+    define = ScheduleDefine(
+        name, schedule.kind, schedule.spec, schedule.to_definition(), schedule.next_after(moment)
+    )
+    if not driver.schedule_upsert(conn, define):
         raise _declared_elsewhere(name)  # a worker registered it meanwhile
     return schedule
 
@@ -183,7 +169,7 @@ def remove(
             f"schedule {name!r} is declared in code (jobs.periodic): a worker would add it "
             "back; remove the jobs.periodic call, or pause it (jobs.pause_schedule)"
         )
-    if session.execute(schedule_control.delete_schedule(model), {"schedule_name": name}).first():
+    if driver_for(session, model).schedule_delete(session.connection(), name):
         return
     raise _missing(name)
 
@@ -193,9 +179,9 @@ def pause(
 ) -> bool:
     """Pause schedule `name`; True if it was running. See `JobQueue.pause_schedule`."""
     name = _check_name(name)
-    _row_or_declared(session, model, declared, name)
-    paused = session.execute(schedule_control.pause_schedule(model), {"schedule_name": name})
-    return paused.first() is not None
+    driver = driver_for(session, model)
+    _row_or_declared(session, driver, declared, name)
+    return driver.schedule_pause(session.connection(), name)
 
 
 def resume(
@@ -203,14 +189,14 @@ def resume(
 ) -> bool:
     """Resume schedule `name`; True if it was paused. See `JobQueue.resume_schedule`."""
     name = _check_name(name)
-    row = _row_or_declared(session, model, declared, name)
+    driver = driver_for(session, model)
+    row = _row_or_declared(session, driver, declared, name)
     if row.paused_at is None:
         return False
     following = row.next_run_at
     if following <= row.now:  # ticks passed while it was paused: skipped, not caught up
         following = _schedule_of(row, declared).next_after(row.now)
-    params = {"schedule_name": name, "following": following}
-    return session.execute(schedule_control.resume_schedule(model), params).first() is not None
+    return driver.schedule_resume(session.connection(), name, following)
 
 
 def run_now(
@@ -223,7 +209,8 @@ def run_now(
 ) -> JobT:
     """Enqueue one job of schedule `name` now; see `JobQueue.run_schedule_now`."""
     name = _check_name(name)
-    row = _row_or_declared(session, model, declared, name)
+    driver = driver_for(session, model)
+    row = _row_or_declared(session, driver, declared, name)
     if row.definition is None and name not in declared:
         raise ConfigurationError(
             f"schedule {name!r} is declared in code that this JobQueue does not declare: "
@@ -234,14 +221,13 @@ def run_now(
     # The run's own key: a second run-now in the same transaction returns this job.
     key = f"periodic:{name}:now:{row.now.isoformat()}"
     job: JobT = inserter.insert(session, [job_spec(schedule, registry, idempotency_key=key)])[0]
-    session.execute(
-        schedule_control.record_schedule_run(model), {"schedule_name": name, "job_id": job.id}
-    )
+    driver.schedule_run_record(session.connection(), name, job.id)
     return job
 
 
 def stored(session: Session, model: type[JobMixin]) -> list[StoredSchedule]:
     """Every schedule the schedules table holds, by name."""
+    rows = driver_for(session, model).schedules_list(session.connection())
     return [
         StoredSchedule(
             name=row.name,
@@ -254,5 +240,5 @@ def stored(session: Session, model: type[JobMixin]) -> list[StoredSchedule]:
             paused_at=row.paused_at,
             definition=row.definition,
         )
-        for row in session.execute(schedule_control.list_schedules(model))
+        for row in rows
     ]

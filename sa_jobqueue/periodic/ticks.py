@@ -21,7 +21,6 @@ Policies (docs/periodic.md):
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
@@ -30,15 +29,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, Row
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue.driver import Driver, driver_for
+from sa_jobqueue.driver.protocol.schedules import (
+    ScheduleNew,
+    ScheduleRow,
+    ScheduleSpec,
+    ScheduleTick,
+)
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.periodic.definitions import Schedule, from_definition, job_spec
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.statements import control
 from sa_jobqueue.tasks import Registry
 
 __all__ = [
@@ -81,6 +85,7 @@ def enqueue_due(
     schedules: Mapping[str, Schedule],
     *,
     register: bool = True,
+    driver: Driver | None = None,
 ) -> list[Tick]:
     """Enqueue the due tick of each schedule that this caller wins; commit; return them.
 
@@ -91,26 +96,27 @@ def enqueue_due(
     crash in between leaves neither. Uses (and commits) its own transactions on
     `connection`, one per batch of up to `BATCH` due ticks.
 
-    Only due rows are read (`control.due_schedules`), so the cost is that of the
+    Only due rows are read (`Driver.schedules_due`), so the cost is that of the
     ticks due, whatever the number of schedules. With `register` (the default), the
     rows of `schedules` are read by name first: those not stored yet are inserted
     (from their next tick after now), and a changed definition is stored (never
     moving the stored tick later). A worker registers at its first round and every
-    `REGISTER_EVERY` seconds (`PeriodicEnqueuer`).
+    `REGISTER_EVERY` seconds (`PeriodicEnqueuer`). `driver` runs the schedules'
+    operations (default: `driver_for` `connection`).
     """
     enqueued: list[Tick] = []
+    driver = driver or driver_for(connection, model)
     inserter = Inserter(model)
-    names = _names(tuple(schedules))
+    names = tuple(schedules)
     for batch in range(BATCHES):
         taken: list[Tick] = []
         with Session(bind=connection) as session, session.begin():
+            conn = session.connection()
             if register and batch == 0 and schedules:
-                _register(session, model, schedules)
-            rows = session.execute(
-                control.due_schedules(model), {"names": names, "limit": BATCH}
-            ).all()
+                _register(conn, driver, schedules)
+            rows = driver.schedules_due(conn, names, BATCH)
             for row in rows:
-                tick = _take(session, model, registry, schedules, inserter, row)
+                tick = _take(session, driver, registry, schedules, inserter, row)
                 if tick is not None:
                     taken.append(tick)
         _log_ticks(taken)  # committed: a later batch's failure does not undo them
@@ -132,78 +138,55 @@ def _log_ticks(ticks: list[Tick]) -> None:
         )
 
 
-@functools.lru_cache(maxsize=16)
-def _names(names: tuple[str, ...]) -> str:
-    """The due read's ``:names``: made once per set of schedules, not at every round."""
-    return control.text_array(names)
-
-
-def _register(session: Session, model: type[JobMixin], schedules: Mapping[str, Schedule]) -> None:
+def _register(conn: Connection, driver: Driver, schedules: Mapping[str, Schedule]) -> None:
     """Insert the code-declared schedules' missing rows; store a changed definition.
 
     A row that holds another spec (an earlier deploy's), or a runtime definition (code
     wins), gets this worker's spec and the earlier of its stored tick and this
     definition's next one: a rewrite never moves a tick later (docs/periodic.md).
     """
-    rows = session.execute(control.read_schedules(model), {"names": list(schedules)}).all()
-    now = rows[0].now if rows else session.execute(statements.db_now()).scalar_one()
+    rows = driver.schedules_read(conn, list(schedules))
+    now = rows[0].now if rows else driver.clock_now(conn)
     known = {row.name: row for row in rows}
-    new = [s for name, s in schedules.items() if name not in known]
-    if new:
-        session.execute(
-            control.insert_schedules(model),
-            {
-                "names": [s.name for s in new],
-                "kinds": [s.kind for s in new],
-                "specs": [s.spec for s in new],
-                "next_run_ats": [s.next_after(now) for s in new],
-            },
-        )
+    new = [
+        ScheduleNew(s.name, s.kind, s.spec, s.next_after(now))
+        for name, s in schedules.items()
+        if name not in known
+    ]
+    driver.schedules_insert(conn, new)
     for name, row in sorted(known.items()):  # by name: workers lock rows in one order
         schedule = schedules[name]
         if row.spec == schedule.spec and row.definition is None:
             continue  # the usual case: nothing to compute
-        params = {
-            "schedule_name": name,
-            "schedule_spec": schedule.spec,
-            "schedule_kind": schedule.kind,
-            "following": schedule.next_after(now),
-        }
-        if session.execute(control.respec_schedule(model), params).first() is not None:
+        spec = ScheduleSpec(name, schedule.kind, schedule.spec, schedule.next_after(now))
+        if driver.schedule_respec(conn, spec):
             _log_respec(name, schedule, row)
 
 
 def _take(
     session: Session,
-    model: type[JobMixin],
+    driver: Driver,
     registry: Registry,
     schedules: Mapping[str, Schedule],
     inserter: Inserter[Any],
-    row: Row[Any],
+    row: ScheduleRow,
 ) -> Tick | None:
     """Take the due tick of `row` (locked by the due read): move it on, insert its job."""
     name, due, now = row.name, row.next_run_at, row.now
     schedule = schedules.get(name) or _runtime(row)
     if schedule is None:
         return None  # a stored definition this worker cannot read (logged once)
-    params = {
-        "schedule_name": name,
-        "schedule_spec": schedule.spec,
-        "schedule_kind": schedule.kind,
-        "following": schedule.next_after(now),
-    }
+    conn = session.connection()
+    following = schedule.next_after(now)
     if name in schedules and row.definition is not None:
         # Code wins over a runtime schedule of its name: clear the stored definition.
-        session.execute(control.respec_schedule(model), params)
+        driver.schedule_respec(conn, ScheduleSpec(name, schedule.kind, schedule.spec, following))
         _log_respec(name, schedule, row)
     # A due tick is taken whichever definition the row holds: during a deploy either
     # definition's workers fire it, once, and the winner stores its own.
     definition = None if name in schedules else row.definition
-    won = session.execute(
-        control.advance_schedule(model),
-        {**params, "due": due, "schedule_definition": definition},
-    ).first()
-    if won is None:
+    tick = ScheduleTick(name, schedule.kind, schedule.spec, due, following, definition)
+    if not driver.schedule_tick(conn, tick):
         return None  # the fence: taken, paused or replaced meanwhile
     spec = job_spec(
         schedule,
@@ -214,11 +197,11 @@ def _take(
         delay=schedule.delay_of(due),
     )
     job = inserter.insert(session, [spec])[0]
-    session.execute(control.record_schedule_job(model), {"schedule_name": name, "job_id": job.id})
+    driver.schedule_tick_record(conn, name, job.id)
     return Tick(name, due, job.id, _missed(schedule, due, now))
 
 
-def _log_respec(name: str, schedule: Schedule, row: Row[Any]) -> None:
+def _log_respec(name: str, schedule: Schedule, row: ScheduleRow) -> None:
     if row.definition is not None:
         log.warning(
             "schedule %s is declared in code (jobs.periodic) and replaces the runtime "
@@ -233,7 +216,7 @@ def _log_respec(name: str, schedule: Schedule, row: Row[Any]) -> None:
 _RUNTIME: dict[tuple[str, str, str], Schedule | None] = {}
 
 
-def _runtime(row: Row[Any]) -> Schedule | None:
+def _runtime(row: ScheduleRow) -> Schedule | None:
     """The runtime schedule a row holds (None for a code row this worker does not declare)."""
     if row.definition is None:
         return None  # declared in another application's code, or left behind
@@ -258,7 +241,8 @@ class PeriodicEnqueuer:
     rows of the schedules table per worker per second (runtime schedules can appear
     at any time, so a worker with none in its code reads it too). The code-declared
     schedules are registered at the first round and every `register_every` seconds.
-    Any error is logged and retried next time (registering again).
+    Any error is logged and retried next time (registering again). `driver` runs the
+    schedules' operations (default: `driver_for` the first connection it is given).
     """
 
     def __init__(
@@ -270,8 +254,10 @@ class PeriodicEnqueuer:
         interval: float = 1.0,
         register_every: float = REGISTER_EVERY,
         clock: Any = None,
+        driver: Driver | None = None,
     ) -> None:
         self.model = model
+        self.driver = driver
         self.registry = registry
         self.schedules = dict(schedules)
         self.interval = interval
@@ -288,8 +274,15 @@ class PeriodicEnqueuer:
         self._next = now + self.interval
         register = now >= self._register_at
         try:
+            if self.driver is None:
+                self.driver = driver_for(connection, self.model)
             ticks = enqueue_due(
-                connection, self.model, self.registry, self.schedules, register=register
+                connection,
+                self.model,
+                self.registry,
+                self.schedules,
+                register=register,
+                driver=self.driver,
             )
         except Exception as error:  # noqa: BLE001 - a schedule must never stop maintenance
             log.warning("periodic enqueue failed (%s); retrying", error)
@@ -322,10 +315,9 @@ def next_runs(
     same definition, else ``"computed"`` (from the database clock).
     """
     listed = list(schedules)
-    rows = connection.execute(
-        control.read_schedules(model), {"names": [s.name for s in listed]}
-    ).all()
-    now = rows[0].now if rows else connection.execute(statements.db_now()).scalar_one()
+    driver = driver_for(connection, model)
+    rows = driver.schedules_read(connection, [s.name for s in listed])
+    now = rows[0].now if rows else driver.clock_now(connection)
     known = {row.name: row for row in rows}
     result: dict[str, tuple[datetime, str]] = {}
     for schedule in listed:

@@ -3,10 +3,10 @@
 The worker runtime's statements (claims, completion, failures, leases, flow control)
 live with the driver that runs them, in `sa_jobqueue/driver/postgres/`. What stays here
 is read or written by the operators and the dashboard (``operator``, ``dashboard``,
-``bulk``, ``control``, ``catalog``...), by the enqueue side and the other runtime parts
+``bulk``, ``registry``, ``catalog``...), by the enqueue side and the other runtime parts
 that have not moved behind the driver yet (``inserts``, ``keyed``, ``workflows``,
-``steps``, ``registry``, ``schedule_control``), and the helpers both sides share
-(``common``, ``ended``, ``attempt_errors``): the driver may import this package, but
+``steps``), and the helpers both sides share (``common``, ``ended``, ``attempt_errors``,
+``control``): the driver may import this package, but
 nothing outside `sa_jobqueue.driver` may import the driver's implementation. Builders
 by purpose, re-exported here (``statements.cancel(model, ...)``). See
 docs/architecture.md and docs/concepts.md.

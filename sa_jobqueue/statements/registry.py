@@ -1,9 +1,10 @@
-"""The worker registry's statements: register and heartbeat, deregister, expire, list.
+"""The worker registry's reads for the operators, the dashboard and the metrics.
 
-A worker's row is live while ``expires_at`` lies ahead; every heartbeat moves it to
-``now() + :gone_after``. The same upsert registers and heartbeats, so a worker whose
-row was expired (it was paused or cut off for longer than that) comes back at its
-next heartbeat. See docs/workers-registry.md.
+A worker's row is live while ``expires_at`` lies ahead. The workers' own writes
+(register and heartbeat, deregister, expire) are the driver's
+(`sa_jobqueue.driver.postgres.control`); these reads stay here beside the other
+operator reads: they serve ``sa-jobqueue workers``, the dashboard and the gauges,
+never a worker's round. See docs/workers-registry.md.
 """
 
 from __future__ import annotations
@@ -11,33 +12,20 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    Delete,
     Float,
-    Integer,
     Select,
     Table,
-    Text,
     any_,
-    bindparam,
-    delete,
     exists,
     func,
     select,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, insert
-from sqlalchemy.dialects.postgresql.dml import Insert
-from sqlalchemy.sql.dml import ReturningDelete
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.registry_tables import workers_table_for
-from sa_jobqueue.statements.common import seconds
 
 __all__ = [
-    "deregister_worker",
-    "expire_workers",
     "live_worker_count",
-    "live_worker_elsewhere",
-    "register_worker",
     "registered_workers",
     "running_by_owner",
     "unhandled_kinds",
@@ -48,73 +36,6 @@ def _workers(model: type[JobMixin]) -> Table:
     table = model.__table__
     assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
     return workers_table_for(table)
-
-
-def register_worker(model: type[JobMixin]) -> Insert:
-    """Insert or heartbeat the row of ``:worker_id``; live until ``now() + :gone_after`` s.
-
-    Parameters: ``worker_id``, ``host``, ``pid``, ``version``, ``queues``, ``kinds``
-    (lists of names), ``concurrency``, ``gone_after`` (seconds). An existing row keeps
-    its ``started_at`` and takes the rest.
-    """
-    workers = _workers(model)
-    expires = func.now() + seconds(bindparam("gone_after", type_=Float))
-    row = insert(workers).values(
-        id=bindparam("worker_id", type_=Text),
-        host=bindparam("host", type_=Text),
-        pid=bindparam("pid", type_=Integer),
-        version=bindparam("version", type_=Text),
-        queues=bindparam("queues", type_=ARRAY(Text)),
-        kinds=bindparam("kinds", type_=ARRAY(Text)),
-        concurrency=bindparam("concurrency", type_=Integer),
-        expires_at=expires,
-    )
-    fresh = row.excluded
-    return row.on_conflict_do_update(
-        index_elements=[workers.c.id],
-        set_={
-            "host": fresh.host,
-            "pid": fresh.pid,
-            "version": fresh.version,
-            "queues": fresh.queues,
-            "kinds": fresh.kinds,
-            "concurrency": fresh.concurrency,
-            "heartbeat_at": func.now(),
-            "expires_at": fresh.expires_at,
-        },
-    )
-
-
-def live_worker_elsewhere(model: type[JobMixin]) -> Select[Any]:
-    """The live row of ``:worker_id`` if another process holds it: ``host, pid, age``.
-
-    Another process is another ``(host, pid)`` than ``:host``, ``:pid``; ``age`` is
-    the seconds since its heartbeat. Read once when a worker starts (`Registration`).
-    """
-    workers = _workers(model)
-    since = func.extract("epoch", func.now() - workers.c.heartbeat_at)
-    return select(workers.c.host, workers.c.pid, since.cast(Float).label("age")).where(
-        workers.c.id == bindparam("worker_id", type_=Text),
-        workers.c.expires_at >= func.now(),
-        (workers.c.host != bindparam("host", type_=Text))
-        | (workers.c.pid != bindparam("pid", type_=Integer)),
-    )
-
-
-def deregister_worker(model: type[JobMixin]) -> Delete:
-    """Delete the row of ``:worker_id`` (a clean stop)."""
-    workers = _workers(model)
-    return delete(workers).where(workers.c.id == bindparam("worker_id", type_=Text))
-
-
-def expire_workers(model: type[JobMixin]) -> ReturningDelete[Any]:
-    """Delete the rows whose ``expires_at`` passed; returns each one's ``id``.
-
-    Only the rows: the jobs such a worker holds keep their leases (the sweeper
-    recovers them once the lease ends; docs/workers-registry.md says why).
-    """
-    workers = _workers(model)
-    return delete(workers).where(workers.c.expires_at < func.now()).returning(workers.c.id)
 
 
 def registered_workers(model: type[JobMixin]) -> Select[Any]:

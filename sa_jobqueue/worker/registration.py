@@ -1,9 +1,9 @@
 """A worker's row in the worker registry: inserted at start, heartbeat, deleted at a clean stop.
 
-`Registration` runs `statements.registry` for one worker: `register` when it starts,
-`maybe_beat` on each maintenance tick (one upsert every third of ``gone_after``),
-`expire` in the sweeper's transaction (other workers' rows that ran out), `deregister`
-when it stops. See docs/workers-registry.md.
+`Registration` runs the driver's registry operations (`Driver.worker_register` and co.)
+for one worker: `register` when it starts, `maybe_beat` on each maintenance tick (one
+upsert every third of ``gone_after``), `expire` in the sweeper's transaction (other
+workers' rows that ran out), `deregister` when it stops. See docs/workers-registry.md.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, Engine, exc
 
+from sa_jobqueue.driver import Driver, driver_for
+from sa_jobqueue.driver.protocol.control import WorkerInfo
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.statements import registry
 
 __all__ = ["Registration"]
 
@@ -40,6 +41,8 @@ class Registration:
         kinds: the kinds it has handlers for.
         concurrency: its handler slots.
         gone_after: seconds after its last heartbeat at which the row counts as gone.
+        driver: runs the registry's operations (default: `driver_for` the first
+            engine or connection it is given).
     """
 
     def __init__(
@@ -51,25 +54,25 @@ class Registration:
         kinds: Sequence[str],
         concurrency: int,
         gone_after: float,
+        driver: Driver | None = None,
     ) -> None:
+        self.model = model
+        self.driver = driver
         self.worker_id = worker_id
         self.gone_after = gone_after
         #: Seconds between heartbeats: a third of `gone_after`, so two may fail.
         self.interval = gone_after / 3
-        self.params = {
-            "worker_id": worker_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "version": _version(),
-            "queues": sorted(queues),
-            "kinds": sorted(kinds),
-            "concurrency": concurrency,
-            "gone_after": gone_after,
-        }
-        self._upsert = registry.register_worker(model)
-        self._elsewhere = registry.live_worker_elsewhere(model)
-        self._delete = registry.deregister_worker(model)
-        self._expire = registry.expire_workers(model)
+        #: The row's values, refreshed at each heartbeat.
+        self.info = WorkerInfo(
+            worker_id=worker_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            version=_version(),
+            queues=tuple(sorted(queues)),
+            kinds=tuple(sorted(kinds)),
+            concurrency=concurrency,
+            gone_after=gone_after,
+        )
         self._beaten_at = -float("inf")
 
     def register(self, engine: Engine) -> None:
@@ -83,7 +86,7 @@ class Registration:
         """
         try:
             with engine.begin() as conn:
-                other = conn.execute(self._elsewhere, self.params).first()
+                other = self._driver(conn).worker_elsewhere(conn, self.info)
                 self.beat(conn)
         except exc.SQLAlchemyError as error:
             log.warning("registering worker %s failed (%s); will retry", self.worker_id, error)
@@ -100,10 +103,15 @@ class Registration:
                 other.age,
             )
 
+    def _driver(self, bind: Engine | Connection) -> Driver:
+        if self.driver is None:
+            self.driver = driver_for(bind, self.model)
+        return self.driver
+
     def beat(self, conn: Connection) -> None:
         """Run the upsert now, in `conn`'s transaction."""
         self._beaten_at = time.monotonic()
-        conn.execute(self._upsert, self.params)
+        self._driver(conn).worker_register(conn, self.info)
 
     def maybe_beat(self, conn: Connection) -> None:
         """Heartbeat the row when `interval` seconds passed since the last time.
@@ -122,7 +130,7 @@ class Registration:
 
     def expire(self, conn: Connection) -> list[str]:
         """Delete the rows that ran out (in the caller's transaction); return their ids."""
-        gone = [str(worker_id) for worker_id in conn.scalars(self._expire)]
+        gone = self._driver(conn).workers_expire(conn)
         for worker_id in gone:
             log.warning("worker %s stopped heartbeating; its registry row is gone", worker_id)
         return gone
@@ -131,6 +139,6 @@ class Registration:
         """Delete the row (a clean stop); a failure is logged (the row then expires)."""
         try:
             with engine.begin() as conn:
-                conn.execute(self._delete, {"worker_id": self.worker_id})
+                self._driver(conn).worker_deregister(conn, self.worker_id)
         except exc.SQLAlchemyError as error:
             log.warning("deregistering worker %s failed (%s)", self.worker_id, error)

@@ -13,7 +13,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue, migration, periodic
-from sa_jobqueue.statements import control
+from sa_jobqueue.driver.postgres import ticks
 from tests.support.models import Job
 from tests.support.revisions import down_revision, index_names, job_rows
 
@@ -24,7 +24,7 @@ INDEX = "ix_jobs_schedules_due"
 
 def _due_plan(engine) -> str:
     """The plan of a worker's due read, the planner told to avoid a sequential scan."""
-    sql = str(control.due_schedules(Job).compile(dialect=postgresql.psycopg.dialect()))
+    sql = str(ticks.due_schedules(Job).compile(dialect=postgresql.psycopg.dialect()))
     with engine.connect() as connection:
         connection.execute(text("SET enable_seqscan = off"))
         rows = connection.exec_driver_sql("EXPLAIN " + sql, {"names": "{}", "limit": 200}).scalars()

@@ -19,16 +19,25 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.driver.postgres import batches, claims, due, fairness, limits, parks, runtime
+from sa_jobqueue.driver.postgres import (
+    batches,
+    claims,
+    control,
+    due,
+    fairness,
+    limits,
+    parks,
+    runtime,
+    schedules,
+    ticks,
+)
 from sa_jobqueue.driver.postgres import steps as step_writes
 from sa_jobqueue.statements import (
     attempt_errors,
-    control,
     fair_weights,
     keyed,
     operator,
     registry,
-    schedule_control,
     steps,
     workflows,
 )
@@ -125,12 +134,12 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "pause": lambda: control.pause(Job),
     "resume": lambda: control.resume(Job),
     "paused_queues": lambda: control.paused_queues(Job),
-    "read_schedules": lambda: control.read_schedules(Job),
-    "due_schedules": lambda: control.due_schedules(Job),
-    "insert_schedules": lambda: control.insert_schedules(Job),
-    "advance_schedule": lambda: control.advance_schedule(Job),
-    "record_schedule_job": lambda: control.record_schedule_job(Job),
-    "respec_schedule": lambda: control.respec_schedule(Job),
+    "read_schedules": lambda: ticks.read_schedules(Job),
+    "due_schedules": lambda: ticks.due_schedules(Job),
+    "insert_schedules": lambda: ticks.insert_schedules(Job),
+    "advance_schedule": lambda: ticks.advance_schedule(Job),
+    "record_schedule_job": lambda: ticks.record_schedule_job(Job),
+    "respec_schedule": lambda: ticks.respec_schedule(Job),
     "claim_handled_kinds": lambda: claims.claim(
         Job, leases={}, default_lease=300.0, exclude_kinds=["charge"], kinds=["charge", "send"]
     ),
@@ -162,21 +171,21 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         Job, runtime.sweep_expired(Job)
     ),
     "attempt_history": lambda: attempt_errors.attempt_history(Job),
-    "register_worker": lambda: registry.register_worker(Job),
-    "deregister_worker": lambda: registry.deregister_worker(Job),
-    "expire_workers": lambda: registry.expire_workers(Job),
+    "register_worker": lambda: control.register_worker(Job),
+    "deregister_worker": lambda: control.deregister_worker(Job),
+    "expire_workers": lambda: control.expire_workers(Job),
     "registered_workers": lambda: registry.registered_workers(Job),
     "running_by_owner": lambda: registry.running_by_owner(Job),
     "live_worker_count": lambda: registry.live_worker_count(Job),
     "unhandled_kinds": lambda: registry.unhandled_kinds(Job),
     # runtime schedules, debounce and throttle (sajq_0006)
-    "lock_schedule": lambda: schedule_control.lock_schedule(Job),
-    "list_schedules": lambda: schedule_control.list_schedules(Job),
-    "upsert_schedule": lambda: schedule_control.upsert_schedule(Job),
-    "delete_schedule": lambda: schedule_control.delete_schedule(Job),
-    "pause_schedule": lambda: schedule_control.pause_schedule(Job),
-    "resume_schedule": lambda: schedule_control.resume_schedule(Job),
-    "record_schedule_run": lambda: schedule_control.record_schedule_run(Job),
+    "lock_schedule": lambda: schedules.lock_schedule(Job),
+    "list_schedules": lambda: schedules.list_schedules(Job),
+    "upsert_schedule": lambda: schedules.upsert_schedule(Job),
+    "delete_schedule": lambda: schedules.delete_schedule(Job),
+    "pause_schedule": lambda: schedules.pause_schedule(Job),
+    "resume_schedule": lambda: schedules.resume_schedule(Job),
+    "record_schedule_run": lambda: schedules.record_schedule_run(Job),
     "debounce": lambda: keyed.debounce(Job),
     "throttle_lock": lambda: keyed.throttle_lock(Job),
     "throttled": lambda: keyed.throttled(Job),

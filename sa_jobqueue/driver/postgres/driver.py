@@ -19,9 +19,19 @@ from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres import batches, claims, due, runtime
 from sa_jobqueue.driver.postgres import limits as flow
+from sa_jobqueue.driver.postgres.control import PostgresControl
 from sa_jobqueue.driver.postgres.params import fence_literals, fence_params
 from sa_jobqueue.driver.postgres.releaser import Releaser
+from sa_jobqueue.driver.postgres.schedules import PostgresSchedules
 from sa_jobqueue.driver.postgres.steps import PostgresSteps
+from sa_jobqueue.driver.protocol.control import WorkerElsewhere, WorkerInfo
+from sa_jobqueue.driver.protocol.schedules import (
+    ScheduleDefine,
+    ScheduleNew,
+    ScheduleRow,
+    ScheduleSpec,
+    ScheduleTick,
+)
 from sa_jobqueue.driver.protocol.steps import (
     ProgressSet,
     SignalSend,
@@ -166,8 +176,10 @@ class PostgresDriver:
         self._steps = PostgresSteps(model)
 
         # schedules family (driver/postgres/schedules.py):
+        self._schedules = PostgresSchedules(model)
 
         # control family (driver/postgres/control.py):
+        self._control = PostgresControl(model)
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due pending jobs of `queue` to `owner` (`claims.claim`)."""
@@ -470,4 +482,94 @@ class PostgresDriver:
 
     # -- schedules (ScheduleOps, forwarded to driver/postgres/schedules.py) --------
 
+    def schedules_due(
+        self, conn: Connection, names: Sequence[str], limit: int
+    ) -> list[ScheduleRow]:
+        """`PostgresSchedules.schedules_due`."""
+        return self._schedules.schedules_due(conn, names, limit)
+
+    def schedules_read(self, conn: Connection, names: Sequence[str]) -> list[ScheduleRow]:
+        """`PostgresSchedules.schedules_read`."""
+        return self._schedules.schedules_read(conn, names)
+
+    def schedules_insert(self, conn: Connection, schedules: Sequence[ScheduleNew]) -> None:
+        """`PostgresSchedules.schedules_insert`."""
+        self._schedules.schedules_insert(conn, schedules)
+
+    def schedule_respec(self, conn: Connection, spec: ScheduleSpec) -> bool:
+        """`PostgresSchedules.schedule_respec`."""
+        return self._schedules.schedule_respec(conn, spec)
+
+    def schedule_tick(self, conn: Connection, tick: ScheduleTick) -> bool:
+        """`PostgresSchedules.schedule_tick`."""
+        return self._schedules.schedule_tick(conn, tick)
+
+    def schedule_tick_record(self, conn: Connection, name: str, job_id: int) -> None:
+        """`PostgresSchedules.schedule_tick_record`."""
+        self._schedules.schedule_tick_record(conn, name, job_id)
+
+    def schedule_lock(self, conn: Connection, name: str) -> ScheduleRow | None:
+        """`PostgresSchedules.schedule_lock`."""
+        return self._schedules.schedule_lock(conn, name)
+
+    def schedule_upsert(self, conn: Connection, define: ScheduleDefine) -> bool:
+        """`PostgresSchedules.schedule_upsert`."""
+        return self._schedules.schedule_upsert(conn, define)
+
+    def schedule_delete(self, conn: Connection, name: str) -> bool:
+        """`PostgresSchedules.schedule_delete`."""
+        return self._schedules.schedule_delete(conn, name)
+
+    def schedule_pause(self, conn: Connection, name: str) -> bool:
+        """`PostgresSchedules.schedule_pause`."""
+        return self._schedules.schedule_pause(conn, name)
+
+    def schedule_resume(self, conn: Connection, name: str, following: datetime) -> bool:
+        """`PostgresSchedules.schedule_resume`."""
+        return self._schedules.schedule_resume(conn, name, following)
+
+    def schedule_run_record(self, conn: Connection, name: str, job_id: int) -> None:
+        """`PostgresSchedules.schedule_run_record`."""
+        self._schedules.schedule_run_record(conn, name, job_id)
+
+    def schedules_list(self, conn: Connection) -> list[ScheduleRow]:
+        """`PostgresSchedules.schedules_list`."""
+        return self._schedules.schedules_list(conn)
+
     # -- control (ControlOps, forwarded to driver/postgres/control.py) ------------
+
+    def worker_register(self, conn: Connection, worker: WorkerInfo) -> None:
+        """`PostgresControl.worker_register`."""
+        self._control.worker_register(conn, worker)
+
+    def worker_elsewhere(self, conn: Connection, worker: WorkerInfo) -> WorkerElsewhere | None:
+        """`PostgresControl.worker_elsewhere`."""
+        return self._control.worker_elsewhere(conn, worker)
+
+    def worker_deregister(self, conn: Connection, worker_id: str) -> None:
+        """`PostgresControl.worker_deregister`."""
+        self._control.worker_deregister(conn, worker_id)
+
+    def workers_expire(self, conn: Connection) -> list[str]:
+        """`PostgresControl.workers_expire`."""
+        return self._control.workers_expire(conn)
+
+    def queue_pause(self, conn: Connection, queues: Sequence[str]) -> list[str]:
+        """`PostgresControl.queue_pause`."""
+        return self._control.queue_pause(conn, queues)
+
+    def queue_resume(self, conn: Connection, queues: Sequence[str]) -> list[str]:
+        """`PostgresControl.queue_resume`."""
+        return self._control.queue_resume(conn, queues)
+
+    def queues_paused(self, conn: Connection) -> dict[str, datetime]:
+        """`PostgresControl.queues_paused`."""
+        return self._control.queues_paused(conn)
+
+    def jobs_prune(self, conn: Connection, status: str, before: datetime, limit: int) -> int:
+        """`PostgresControl.jobs_prune`."""
+        return self._control.jobs_prune(conn, status, before, limit)
+
+    def clock_now(self, conn: Connection) -> datetime:
+        """`PostgresControl.clock_now`."""
+        return self._control.clock_now(conn)
