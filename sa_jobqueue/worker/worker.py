@@ -179,6 +179,7 @@ class Worker(Generic[JobT]):
             kinds=list(leases),
             concurrency=self.concurrency,
             gone_after=float(config.gone_after),
+            driver=self.driver,
         )
         self.maintenance = Maintenance(
             self.engine,
@@ -186,11 +187,11 @@ class Worker(Generic[JobT]):
             self.worker_id,
             leases=[*leases.values(), self.default_lease],
             sweep_interval=float(config.sweep_interval),
-            pruner=Pruner(model, config.retention, config.prune_interval),
+            pruner=Pruner(model, config.retention, config.prune_interval, driver=self.driver),
             running=self.inflight.snapshot,
             on_recovered=self._wake.set,
             stopped=self._stopped,
-            periodic=PeriodicEnqueuer(model, registry, schedules or {}),
+            periodic=PeriodicEnqueuer(model, registry, schedules or {}, driver=self.driver),
             on_cancelled=lambda job: self.interrupts.cancelled(job.id, job.attempts),
             on_renewed=self.inflight.renewed,
             registration=self.registration,

@@ -7,12 +7,13 @@ that database; every test of tests/driver/ then runs against it, unchanged.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.limits import Limits, check_limits
@@ -101,3 +102,18 @@ def reclaimed(engine: Engine, driver: Driver, job: Claimed, owner: str = OTHER) 
     assert again.id == job.id
     assert again.attempts == job.attempts + 1
     return again
+
+
+#: Dialect name -> a query counting the lock waits in progress (a session blocked on a row).
+LOCK_WAITS = {"postgresql": "SELECT count(*) FROM pg_locks WHERE NOT granted"}
+
+
+def wait_for_a_lock_wait(engine: Engine, timeout: float = 30.0) -> None:
+    """Return once some session of `engine`'s database waits for a lock (fail after `timeout`)."""
+    query = text(LOCK_WAITS[engine.dialect.name])
+    deadline = time.monotonic() + timeout
+    with engine.connect() as conn:
+        while conn.execute(query).scalar_one() == 0:
+            conn.rollback()  # a new snapshot each time
+            assert time.monotonic() < deadline, "no session ever waited for a lock"
+            time.sleep(0.02)

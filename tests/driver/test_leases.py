@@ -9,7 +9,16 @@ from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.driver import Driver
-from tests.driver.conftest import OTHER, OWNER, add, claim, expire, reclaimed, row
+from tests.driver.conftest import (
+    OTHER,
+    OWNER,
+    add,
+    claim,
+    expire,
+    reclaimed,
+    row,
+    wait_for_a_lock_wait,
+)
 from tests.support.models import Job, new_queue
 
 
@@ -55,8 +64,8 @@ def test_heartbeat_waiting_extends_a_locked_lease_ahead_of_the_sweeper(db: Engin
         one.execute(update(Job).where(Job.id == job.id).values(priority=1, locked_until=past))
         thread = threading.Thread(target=lambda: result.append(_wait(db, driver, [job])))
         thread.start()
-        thread.join(1.0)
-        assert thread.is_alive()  # it waits for `one`, where job_heartbeat skips
+        wait_for_a_lock_wait(db)  # it waits for `one`, where job_heartbeat skips
+        assert thread.is_alive()
     _sweep(db, driver)  # at once after `one`'s COMMIT: the waiting heartbeat went first
     thread.join(30)
     assert result == [{job.key}]
