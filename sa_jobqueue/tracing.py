@@ -40,7 +40,7 @@ RECHECK_SECONDS = 1.0
 def _otel() -> Any:
     """The OpenTelemetry API modules, or None when it is not installed."""
     try:
-        from opentelemetry import propagate, trace
+        from opentelemetry import context, propagate, trace
     except ImportError:
         return None
 
@@ -48,6 +48,7 @@ def _otel() -> Any:
     class Api:
         trace: Any
         propagate: Any
+        context: Any
         tracer: Any
         #: A provider given to `use_tracer_provider` (None: the global one).
         provider: Any = None
@@ -61,7 +62,7 @@ def _otel() -> Any:
             default = (self.trace.ProxyTracerProvider, self.trace.NoOpTracerProvider)
             return not isinstance(self.trace.get_tracer_provider(), default)
 
-    return Api(trace, propagate, trace.get_tracer("sa_jobqueue", _version()))
+    return Api(trace, propagate, context, trace.get_tracer("sa_jobqueue", _version()))
 
 
 def use_tracer_provider(provider: Any = None) -> None:
@@ -173,7 +174,10 @@ def consuming(
     worker_id: str,
     trace_context: Mapping[str, str] | None,
 ) -> Iterator[Any]:
-    """A CONSUMER span for one attempt, child of the context its enqueue stored.
+    """A CONSUMER span for one attempt: the first a child of the context its enqueue stored.
+
+    A later attempt (a retry, a recovered lease) starts a trace of its own, linked to
+    that context (awa's rule): the enqueuing request's trace ends with the first attempt.
 
     Yields the span (None without OpenTelemetry). An exception raised inside is
     recorded (a `Retry` only as an event) and re-raised for the caller to handle.
@@ -182,9 +186,16 @@ def consuming(
     if otel is None or not otel.recording():
         yield None
         return
-    parent = None
+    parent, links = None, None
     if isinstance(trace_context, Mapping) and trace_context:
         parent = otel.propagate.extract(dict(trace_context))
+        if attempt > 1:
+            # A retry is not part of the request that enqueued the job: a trace of its
+            # own, linked to the enqueue (one request's trace does not grow with every
+            # retry of its job, hours later).
+            linked = otel.trace.get_current_span(parent).get_span_context()
+            parent = otel.context.Context()
+            links = [otel.trace.Link(linked)] if linked.is_valid else None
     attributes = {
         "messaging.system": MESSAGING_SYSTEM,
         "messaging.operation.type": "process",
@@ -198,6 +209,7 @@ def consuming(
     with otel.tracer.start_as_current_span(
         f"process {queue}",
         context=parent,
+        links=links,
         kind=otel.trace.SpanKind.CONSUMER,
         attributes=attributes,
         record_exception=False,
