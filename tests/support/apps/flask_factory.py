@@ -2,14 +2,13 @@
 
 Module level holds what every app shares (``db``, the `JobQueue`, its tasks, the
 extension); `create_app(config)` builds one app per config, so a test session can hold
-several, each with its own database. ``FLASK_APP_DATABASE_URL`` (a name no part of
-sa-jobqueue reads) is the default database, for ``flask --app
-"tests.support.apps.flask_factory:create_app()" jobs worker``.
+several, each with its own database. A process started as ``flask --app
+"tests.support.apps.flask_factory:create_app()" jobs worker`` takes its config from
+``FLASK_*`` variables (``FLASK_SQLALCHEMY_DATABASE_URI``, ``FLASK_EXPORTER``).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -63,10 +62,8 @@ async def export_async(ctx: JobContext) -> dict[str, Any]:
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """One app: `config` over the defaults (``SQLALCHEMY_DATABASE_URI``, ``EXPORTER``)."""
     app = Flask(__name__)
-    app.config.from_mapping(
-        SQLALCHEMY_DATABASE_URI=os.environ.get("FLASK_APP_DATABASE_URL", "postgresql://"),
-        EXPORTER="factory",
-    )
+    app.config.from_mapping(SQLALCHEMY_DATABASE_URI="postgresql+psycopg://", EXPORTER="factory")
+    app.config.from_prefixed_env()
     app.config.from_mapping(config or {})
     db.init_app(app)
     flask_jobs.init_app(app)
