@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from sa_jobqueue.jobqueue import JobQueue
     from sa_jobqueue.worker import Worker
 
-__all__ = ["migrate", "run_worker", "worker"]
+__all__ = ["migrate", "worker"]
 
 
 def _retention(value: str | None) -> dict[str, timedelta] | None:

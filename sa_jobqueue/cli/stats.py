@@ -20,7 +20,7 @@ from sa_jobqueue.cli.render import print_json, render_stats
 if TYPE_CHECKING:
     from sa_jobqueue.jobqueue import JobQueue
 
-__all__ = ["show_stats", "stats"]
+__all__ = ["stats"]
 
 #: Cursor home, then the text, each line cleared to its end, then the rest of the screen:
 #: the table is redrawn over itself, without the blank flash of clearing first.
