@@ -15,8 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import click
-from flask import Flask, current_app, has_app_context
+from flask import Flask, has_app_context
 from flask.cli import AppGroup, with_appcontext
+from flask.globals import app_ctx
 
 from sa_jobqueue.context import JobContext
 from sa_jobqueue.errors import ConfigurationError
@@ -185,9 +186,7 @@ class JobQueueExtension:
 
 def _active_app() -> Flask | None:
     """The app whose context is active in this thread (or task), or None."""
-    if not has_app_context():
-        return None
-    return cast("Flask", current_app._get_current_object())  # type: ignore[attr-defined]
+    return app_ctx.app if has_app_context() else None
 
 
 def _current_app() -> Flask:
