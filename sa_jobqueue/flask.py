@@ -296,8 +296,21 @@ def _stats_command(extension: JobQueueExtension) -> click.Command:
 
 
 def _or_fail(find: Callable[[], Engine | AsyncEngine]) -> Engine | AsyncEngine:
-    from sa_jobqueue.cli.app import fail
+    """The app's engine, or a one-line usage error (exit 2).
 
+    ``--no-prepared-statements`` changes only an engine the command makes (from
+    ``--database-url``): the app's is built by its config, so asking for it there
+    is an error rather than a flag silently ignored.
+    """
+    from sa_jobqueue.cli.app import fail, prepared_statements
+
+    if not prepared_statements():
+        fail(
+            "--no-prepared-statements applies to --database-url only: the app's engine is "
+            "built from its config; set SQLALCHEMY_ENGINE_OPTIONS = "
+            '{"connect_args": {"prepare_threshold": None}} there',
+            2,
+        )
     try:
         return find()
     except ConfigurationError as error:

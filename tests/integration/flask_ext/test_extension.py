@@ -136,6 +136,13 @@ def test_the_worker_command_has_the_options_of_sa_jobqueue_worker_less_the_targe
     assert "DATABASE_URL" not in out.output  # the app's config chooses the database
 
 
+def test_no_prepared_statements_without_a_url_says_where_to_set_it(apps):
+    out = apps.a.test_cli_runner().invoke(args=["jobs", "stats", "--no-prepared-statements"])
+    assert out.exit_code == 2
+    assert "applies to --database-url only" in out.output
+    assert "SQLALCHEMY_ENGINE_OPTIONS" in out.output
+
+
 def test_an_app_takes_one_extension():
     app = create_app()
     with pytest.raises(ConfigurationError, match="has a JobQueueExtension already"):
