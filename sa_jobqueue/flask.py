@@ -220,7 +220,7 @@ class _JobsGroup(AppGroup):
 
 
 def _without_envvar(params: list[click.Parameter], *dropped: str) -> list[click.Parameter]:
-    """`params` less `dropped`, with ``--database-url`` no longer read from the environment."""
+    """`params` less `dropped`; ``--database-url`` no longer read from the environment."""
     kept = []
     for param in params:
         if param.name in dropped:
@@ -231,6 +231,12 @@ def _without_envvar(params: list[click.Parameter], *dropped: str) -> list[click.
             if isinstance(param, click.Option):
                 param.show_envvar = False
                 param.help = "SQLAlchemy URL of the database (default: the app's db.engine)."
+        elif param.name == "no_prepared_statements" and isinstance(param, click.Option):
+            param = copy.copy(param)
+            param.help = (
+                "With --database-url: turn psycopg's prepared statements off (PgBouncer). "
+                "The app's engine takes connect_args in SQLALCHEMY_ENGINE_OPTIONS instead."
+            )
         kept.append(param)
     return kept
 

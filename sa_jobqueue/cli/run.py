@@ -178,7 +178,12 @@ def _first_line(error: BaseException) -> str:
 @main.command()
 @click.argument("target")
 @database_url_option
-@click.option("--queue", "queues", multiple=True, help="Queue to serve (repeatable). Default: all.")
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    help="Queue to serve (repeatable). Default: the queues of the tasks registered.",
+)
 @click.option("--concurrency", type=Count(), default=1, show_default=True)
 @click.option(
     "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True
