@@ -1,8 +1,8 @@
 """A Flask + Flask-SQLAlchemy app with a job queue in its own database.
 
 The view enqueues a job in the request's ``db.session`` (the signup and its job commit
-together), and the lease-mode handler uses ``db.session`` too: the middleware gives
-each job an application context, without which Flask-SQLAlchemy raises
+together), and the lease-mode handler uses ``db.session`` too: `JobQueueExtension` runs
+each job in the app's context, without which Flask-SQLAlchemy raises
 ``RuntimeError: Working outside of application context``. The handler's return value
 is stored in the job's ``result`` column.
 
@@ -13,7 +13,9 @@ Run it against a database you can write to (it creates ``jobs`` and ``signups``)
 or serve it and run the worker beside it::
 
     flask --app examples/flask_app.py run
-    sa-jobqueue worker examples.flask_app:jobs
+    flask --app examples/flask_app.py jobs worker --queue mail
+
+The one-file style of an app; docs/recipes/flask.md builds the same with an app factory.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from flask import Flask, jsonify
 from flask_sqlalchemy import SQLAlchemy
 from sa_jobqueue import JobContext, JobMixin, JobQueue, migration
-from sa_jobqueue.middleware import CallNext
+from sa_jobqueue.flask import JobQueueExtension
 from sqlalchemy import DateTime, Integer, Text, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -56,13 +58,7 @@ app.config["SQLALCHEMY_DATABASE_URI"] = os.environ.get("DATABASE_URL", DEFAULT_U
 db.init_app(app)
 
 jobs = JobQueue(Job)
-
-
-@jobs.middleware
-def app_context(ctx: JobContext, call_next: CallNext) -> Any:
-    """Run every handler inside the app's context: ``db.session`` works, and is removed after."""
-    with app.app_context():
-        return call_next(ctx)
+flask_jobs = JobQueueExtension(jobs, app)  # handlers in the app's context; flask jobs
 
 
 @app.post("/signups/<email>")
@@ -97,7 +93,7 @@ def main() -> list[tuple[str, str, Any]]:
         answer = client.post(f"/signups/{email}")
         assert answer.status_code == 201, answer.text
     with app.app_context():
-        ran = jobs.worker(db.engine, queues=["mail"]).drain()
+        ran = flask_jobs.worker(app, queues=["mail"]).drain()
         rows = db.session.execute(
             select(Signup.email, Job.status, Job.result)
             .join(Job, Job.payload["signup_id"].as_integer() == Signup.id)

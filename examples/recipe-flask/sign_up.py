@@ -1,5 +1,6 @@
-from app import app
+from shop import create_app
 
+app = create_app()
 with app.test_client() as client:
     response = client.post("/signups/ada@example.com")
     print(response.status_code, response.get_json())

@@ -39,6 +39,7 @@ __all__ = [
     "main",
     "make_engine",
     "operating",
+    "operating_on",
     "operator_options",
     "prepared_statements",
     "require_url",
@@ -303,8 +304,6 @@ def operating(
     The engine is made from `database_url` when given, else it is the one bound to
     the `--app` JobQueue (`JobQueue.bind`).
     """
-    from sqlalchemy import exc
-
     from sa_jobqueue.jobqueue import JobQueue
     from sa_jobqueue.ops import admin
 
@@ -321,8 +320,17 @@ def operating(
         engine = app_engine(jobs, f"--app {app}")
     else:
         fail(f"{NO_DATABASE} with --app MODULE:ATTR", 2)
-    try:
+    with operating_on(jobs, engine):
         yield jobs, engine
+
+
+@contextmanager
+def operating_on(jobs: JobQueue[Any], engine: Engine) -> Iterator[None]:
+    """Database and library errors of the block end in one line; `engine` disposed after."""
+    from sqlalchemy import exc
+
+    try:
+        yield
     except exc.DBAPIError as error:
         fail(_describe(error, jobs.table_name))
     except JobQueueError as error:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
     from sa_jobqueue.jobqueue import JobQueue
+    from sa_jobqueue.worker import Worker
 
 __all__ = ["migrate", "worker"]
 
@@ -176,7 +178,12 @@ def _first_line(error: BaseException) -> str:
 @main.command()
 @click.argument("target")
 @database_url_option
-@click.option("--queue", "queues", multiple=True, help="Queue to serve (repeatable). Default: all.")
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    help="Queue to serve (repeatable). Default: the queues of the tasks registered.",
+)
 @click.option("--concurrency", type=Count(), default=1, show_default=True)
 @click.option(
     "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True
@@ -288,59 +295,45 @@ def _first_line(error: BaseException) -> str:
     help="Address the metrics server binds to.",
 )
 def worker(
-    target: str,
-    database_url: str | None,
-    queues: tuple[str, ...],
-    concurrency: int,
-    poll_interval: float,
-    shutdown_timeout: float,
-    sweep_interval: float,
-    gone_after: float,
-    retention: dict[str, timedelta] | None,
-    prune_interval: float,
-    listen: bool,
-    listen_url: str | None,
-    savepoint_batch: int,
-    prefetch: int,
-    ahead_wait: float,
-    asynchronous_commit: bool,
-    log_level: str,
-    log_format: str,
-    metrics_port: int | None,
-    metrics_host: str,
+    target: str, database_url: str | None, log_level: str, log_format: str, **options: Any
 ) -> None:
     """Run a worker for the JobQueue at TARGET (``module:attribute``) until SIGTERM/SIGINT."""
     configure_logging(log_level.upper(), log_format)
     engine: Engine | AsyncEngine
     if database_url:
-        engine = make_engine(database_url, pool_size=concurrency + 4)
+        engine = make_engine(database_url, pool_size=options["concurrency"] + 4)
         _open_connections(engine, 2)  # the claim loop's and the maintenance thread's
         jobs = load_jobqueue(target)
     else:
         # No URL: the application's own engine, as it built it (URL, driver, pool).
         jobs = load_jobqueue(target)
         engine = _bound_engine(jobs, target)
+    run_worker(jobs, engine, target, **options)
+
+
+def run_worker(
+    jobs: JobQueue[Any],
+    engine: Engine | AsyncEngine,
+    target: str,
+    *,
+    metrics_port: int | None,
+    metrics_host: str,
+    queues: tuple[str, ...],
+    on_worker: Callable[[Worker[Any]], None] | None = None,
+    **options: Any,
+) -> None:
+    """Run a worker of `jobs` on `engine` until SIGTERM/SIGINT; dispose `engine` after.
+
+    `options` are the ``worker`` command's other options (``concurrency``...);
+    `on_worker` is handed the worker before it starts (``sa_jobqueue.flask`` notes
+    which app it serves). Configuration errors end in one line (exit 2).
+    """
     try:
         sync_engine = engine if isinstance(engine, Engine) else app_engine(jobs, target)
         metrics = _serve_metrics(sync_engine, jobs, metrics_port, metrics_host)
-        runner = jobs.worker(
-            engine,
-            queues=list(queues) or None,
-            concurrency=concurrency,
-            poll_interval=poll_interval,
-            shutdown_timeout=shutdown_timeout,
-            sweep_interval=sweep_interval,
-            gone_after=gone_after,
-            retention=retention,
-            prune_interval=prune_interval,
-            listen=listen,
-            listen_url=listen_url,
-            savepoint_batch=savepoint_batch,
-            prefetch=prefetch,
-            ahead_wait=ahead_wait,
-            asynchronous_commit=asynchronous_commit,
-            metrics=metrics,
-        )
+        runner = jobs.worker(engine, queues=list(queues) or None, metrics=metrics, **options)
+        if on_worker is not None:
+            on_worker(runner)
         runner.run()
     except JobQueueError as error:
         fail(str(error), 2)

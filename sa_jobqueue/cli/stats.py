@@ -7,13 +7,18 @@ from __future__ import annotations
 
 import sys
 import time
+from typing import TYPE_CHECKING, Any
 
 import click
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.cli.app import json_flag, main, operating, operator_options
 from sa_jobqueue.cli.params import Count
 from sa_jobqueue.cli.render import print_json, render_stats
+
+if TYPE_CHECKING:
+    from sa_jobqueue.jobqueue import JobQueue
 
 __all__ = ["stats"]
 
@@ -56,32 +61,45 @@ def stats(
     each refresh is printed after the last (with --json, one JSON object per line).
     """
     with operating(database_url, table, app) as (jobs, engine):
-        refreshes = 0
-        redraw = watch and sys.stdout.isatty() and not as_json
-        if redraw:
-            click.echo("\x1b[2J", nl=False)  # once: a clean screen to draw on
-        try:
-            while True:
-                with Session(engine) as session:
-                    snapshot = jobs.stats(session)
-                if as_json:
-                    print_json(snapshot.to_dict(), compact=watch)
-                elif redraw:
-                    footer = f"every {interval:g}s; Ctrl-C to stop"
-                    click.echo(
-                        _in_place(f"{render_stats(snapshot, jobs.table_name)}\n\n{footer}"),
-                        nl=False,
-                    )
-                else:
-                    click.echo(render_stats(snapshot, jobs.table_name))
-                refreshes += 1
-                if not watch or (count is not None and refreshes >= count):
-                    return
-                if not redraw and not as_json:
-                    click.echo()
-                time.sleep(interval)
-        except KeyboardInterrupt:
-            # Ctrl-C is how --watch ends: a clean exit (0), the last table left on screen.
-            if redraw:
+        show_stats(jobs, engine, watch=watch, interval=interval, count=count, as_json=as_json)
+
+
+def show_stats(
+    jobs: JobQueue[Any],
+    engine: Engine,
+    *,
+    watch: bool,
+    interval: float,
+    count: int | None,
+    as_json: bool,
+) -> None:
+    """Print `jobs`' counts once, or refreshed until Ctrl-C or `count` refreshes (``stats``)."""
+    refreshes = 0
+    redraw = watch and sys.stdout.isatty() and not as_json
+    if redraw:
+        click.echo("\x1b[2J", nl=False)  # once: a clean screen to draw on
+    try:
+        while True:
+            with Session(engine) as session:
+                snapshot = jobs.stats(session)
+            if as_json:
+                print_json(snapshot.to_dict(), compact=watch)
+            elif redraw:
+                footer = f"every {interval:g}s; Ctrl-C to stop"
+                click.echo(
+                    _in_place(f"{render_stats(snapshot, jobs.table_name)}\n\n{footer}"),
+                    nl=False,
+                )
+            else:
+                click.echo(render_stats(snapshot, jobs.table_name))
+            refreshes += 1
+            if not watch or (count is not None and refreshes >= count):
+                return
+            if not redraw and not as_json:
                 click.echo()
-            return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        # Ctrl-C is how --watch ends: a clean exit (0), the last table left on screen.
+        if redraw:
+            click.echo()
+        return

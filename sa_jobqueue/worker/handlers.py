@@ -25,6 +25,7 @@ from sa_jobqueue.worker.run.interrupts import Interrupts
 from sa_jobqueue.worker.run.slots import EitherWaiting, Slots
 from sa_jobqueue.worker.run.thread_pool import ThreadPool
 from sa_jobqueue.worker.running import RunningAttempts, Watchdog
+from sa_jobqueue.worker.task_options import TaskOptionsCheck
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -70,6 +71,8 @@ class Handlers:
         self.attempts = attempts
         self._stopped = stopped
         self.has_async = any(task.is_async for task in registry)
+        # Jobs a producer without the task wrote with the defaults: said once per kind.
+        self.options_check = TaskOptionsCheck(registry)
         # Handler threads and the event loop share the `concurrency` slots: a job
         # claimed ahead waits in its pool, sync or async, until one is free.
         self.slots = Slots(concurrency)
@@ -110,6 +113,7 @@ class Handlers:
 
     def dispatch(self, claimed: Sequence[Claimed]) -> None:
         """Hand claimed attempts to their pool: the event loop for async handlers."""
+        self.options_check.check(claimed)
         if not self.has_async:
             self.pool.submit(claimed)
             return
