@@ -41,7 +41,8 @@ def spans() -> Iterator[InMemorySpanExporter]:
 
 def _exported(path: Path) -> list[dict[str, Any]]:
     """The JSON documents the console exporter wrote, one per span."""
-    decoder, text_, found, at = json.JSONDecoder(), path.read_text(), [], 0
+    decoder, text_, at = json.JSONDecoder(), path.read_text(), 0
+    found: list[dict[str, Any]] = []
     while True:
         while at < len(text_) and text_[at].isspace():
             at += 1
@@ -59,7 +60,7 @@ def _processed(path: Path, job_id: int) -> list[dict[str, Any]]:
 
 def _statuses(engine: Engine) -> dict[int, str]:
     with engine.connect() as connection:
-        return dict(connection.execute(text("SELECT id, status FROM jobs")).all())  # type: ignore[arg-type]
+        return dict(connection.execute(text("SELECT id, status FROM jobs")).tuples().all())
 
 
 @pytest.mark.slow
@@ -93,7 +94,7 @@ def test_the_worker_process_continues_the_trace_of_a_python_enqueue_and_of_a_sql
     wait_for(lambda: len(_processed(path, retried)) == 2, what="both attempts' spans exported")
 
     sends = {
-        s.attributes["messaging.message.id"]: s
+        str((s.attributes or {})["messaging.message.id"]): s
         for s in spans.get_finished_spans()
         if s.name.startswith("send")
     }
