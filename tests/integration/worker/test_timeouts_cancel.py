@@ -80,7 +80,9 @@ def test_cancel_reaches_the_handler_through_the_heartbeat_without_notifications(
     with running(jobs, committed, listen=False, concurrency=1) as worker:
         # Counted in heartbeats, not seconds (a loaded machine delays them all): how many
         # heartbeat statements began after the cancel committed, when one found it.
-        driver, since_cancel, found_after = worker.driver, [], []
+        driver = worker.driver
+        since_cancel: list[int] = []  # [heartbeats begun since the cancel committed]
+        found_after: list[int] = []  # that count, each time a heartbeat found the cancel
         heartbeat, cancelled_of = driver.job_heartbeat, driver.jobs_cancelled
 
         def counted_heartbeat(conn, claimed, owner):
