@@ -56,6 +56,13 @@ def _plant_violations(driver: Any, report: Any) -> None:
         "AND e.attempt = 1 AND j.attempts >= 2 AND j.id <> :lost ORDER BY e.id LIMIT 1)",
         {"lost": lost_job},
     )
+    # An attempt run twice (its handler started again under the same attempt).
+    sql(
+        "INSERT INTO chaos_effects (job_id, attempt, kind, worker, phase) "
+        "SELECT job_id, attempt, kind, worker, phase FROM chaos_effects "
+        "WHERE job_id = :id AND phase = 'start' ORDER BY id LIMIT 1",
+        {"id": tx_job},
+    )
     # A lost job.
     sql("DELETE FROM jobs WHERE id = :id", {"id": lost_job})
     failures = "\n".join(driver.judge(0.0).failures)
@@ -117,6 +124,7 @@ def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
     assert "stuck (running or locked) after drain: 1" in planted
     assert "transactional jobs without exactly 1 effect: 1" in planted
     assert "runs of an attempt never claimed: 1" in planted
+    assert "attempts whose handler ran twice: 1" in planted
     assert (
         "double runs of jobs that had not started (a start after the lease expired): 1" in planted
     )

@@ -260,9 +260,14 @@ class TransactionalMode:
         """
         ran = {job.key for job in entered}
         settled = {o.job.key: o for o in decided if o.job.key not in ran or o.result in _NOT_OURS}
-        first = outcomes.format_error(error).split("\n", 1)[0]
+        first = outcomes.format_error(_first_cause(error)).split("\n", 1)[0]
         why = f"its savepoint batch did not commit ({first}); it runs again as a new attempt"
-        again = {j.key: Outcome(j, Result.FAIL, 0.0, why) for j in entered if j.key not in settled}
+        raised = {o.job.key: o.error for o in decided if o.result in _RAISED and o.error}
+        again = {
+            j.key: Outcome(j, Result.FAIL, 0.0, _with_own(why, raised.get(j.key)))
+            for j in entered
+            if j.key not in settled
+        }
         unreached = [job for job in jobs if job.key not in settled and job.key not in again]
         log.warning(
             "savepoint batch of %d jobs failed (%s): %d that ran in it run again as new "
@@ -324,6 +329,23 @@ class TransactionalMode:
         savepoint.commit()
         return Outcome(job, Result.COMMITTED, duration=outcomes.since(started))
 
+
+def _with_own(why: str, own: str | None) -> str:
+    """`why`, and the first line of what the job's handler raised in the batch, if it did."""
+    return why if own is None else f"{why}; in it, its handler raised {own.splitlines()[0]}"
+
+
+def _first_cause(error: BaseException) -> BaseException:
+    """The exception `error` arose from (a lost connection, rather than its aftermath)."""
+    seen = {id(error)}
+    while (earlier := error.__cause__ or error.__context__) is not None and id(earlier) not in seen:
+        seen.add(id(earlier))
+        error = earlier
+    return error
+
+
+#: The outcomes of a handler that raised (its error is kept in its job's new last_error).
+_RAISED = (Result.FAIL, Result.RETRY, Result.DISCARD)
 
 #: Outcomes of a job of a failed batch that stand: its row is not this attempt's to write.
 _NOT_OURS = (Result.LOST, Result.ABANDONED)

@@ -127,6 +127,8 @@ def test_a_batch_that_cannot_commit_runs_no_attempt_twice(committed):
     assert [o.result for o in outcomes] == [Result.FAIL] * 3
     assert {o.delay for o in outcomes} == {0.0}
     assert all((o.error or "").startswith("its savepoint batch did not commit") for o in outcomes)
+    # The job whose handler met the cut connection says so.
+    assert "terminating connection due to administrator command" in (outcomes[1].error or "")
     assert _effects(committed) == []
     with Session(committed) as s:
         rows = {j.id: (j.status, j.attempts, j.max_attempts) for j in s.scalars(select(Job))}
