@@ -153,8 +153,8 @@ class Driver(ControlOps, EnqueueOps, ScheduleOps, StepOps, Protocol):
     def job_refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
         """Give `jobs` their claim's attempt back (``max_attempts + 1``), fenced, before a batch.
 
-        So a savepoint batch that rolls back and runs its jobs one by one uses one
-        attempt each, not two.
+        So a savepoint batch that fails (a crash, a failed COMMIT) charges none of its
+        jobs for that failure.
         """
         ...
 

@@ -1,7 +1,7 @@
 """The short chaos run CI executes (`make chaos` runs the long one: bench/scenarios/chaos.py).
 
 Three real ``sa-jobqueue worker`` processes (and an idle probe worker) process 300
-jobs while, for 25 seconds,
+jobs, and one in savepoint batches runs 20 workflow groups, while for 25 seconds,
 workers are kill -9'd and replaced, their connections are cut with
 ``pg_terminate_backend``, and PostgreSQL is restarted once; two more
 workers with claims ahead on run 300 short jobs and one of them is stopped with
@@ -56,6 +56,13 @@ def _plant_violations(driver: Any, report: Any) -> None:
         "AND e.attempt = 1 AND j.attempts >= 2 AND j.id <> :lost ORDER BY e.id LIMIT 1)",
         {"lost": lost_job},
     )
+    # An attempt run twice (its handler started again under the same attempt).
+    sql(
+        "INSERT INTO chaos_effects (job_id, attempt, kind, worker, phase) "
+        "SELECT job_id, attempt, kind, worker, phase FROM chaos_effects "
+        "WHERE job_id = :id AND phase = 'start' ORDER BY id LIMIT 1",
+        {"id": tx_job},
+    )
     # A lost job.
     sql("DELETE FROM jobs WHERE id = :id", {"id": lost_job})
     failures = "\n".join(driver.judge(0.0).failures)
@@ -79,11 +86,6 @@ def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
         min_kills=2,
         min_terminations=3,
         min_stops=1,
-        # Left out here, kept in `make chaos`: with a flow worker (savepoint batches) the
-        # oracle finds 'runs of an attempt never claimed' in about a third of the runs,
-        # an open finding (issue 45's note) until it is understood and fixed.
-        flow_workers=0,
-        flow_groups=0,
         out=lines.append,
         inspect=_plant_violations,
     )
@@ -91,10 +93,11 @@ def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
     print(table)
     assert report.ok, "\n".join([*report.failures, table])
     figures = report.figures
-    # A burst of 300 before each stop (and a long job for each signal hold still owed
-    # after the window, if no job ran).
+    # A burst of 300 before each stop; 20 workflow groups of 9 (3 jobs, 1 after them, a
+    # batch of 4 and its callback) run by a worker in savepoint batches.
+    # (And a long job for each signal hold still owed after the window, if no job ran.)
     held = figures["jobs enqueued for an owed hold"]
-    assert figures["jobs"] == 600 + 300 * figures["stops"] + held
+    assert figures["jobs"] == 600 + 300 * figures["stops"] + 9 * 20 + held
     assert figures["signal holds (2 leases each)"] >= 2  # no live lease lost: reruns explained
     assert figures["jobs released before their upstream ended"] == 0
     assert figures["jobs a savepoint batch left waiting"] == 0
@@ -121,6 +124,7 @@ def test_short_chaos_run_loses_nothing_and_explains_every_rerun() -> None:
     assert "stuck (running or locked) after drain: 1" in planted
     assert "transactional jobs without exactly 1 effect: 1" in planted
     assert "runs of an attempt never claimed: 1" in planted
+    assert "attempts whose handler ran twice: 1" in planted
     assert (
         "double runs of jobs that had not started (a start after the lease expired): 1" in planted
     )

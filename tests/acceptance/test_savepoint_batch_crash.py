@@ -29,6 +29,10 @@ def _rows(engine, ids):
         }
 
 
+def _all_done(engine, ids):
+    return all(status == "done" for status, *_ in _rows(engine, ids).values())
+
+
 def test_poison_job_in_savepoint_batch_does_not_use_up_its_neighbours_attempts(
     committed, spawn: Spawner
 ):
@@ -88,3 +92,39 @@ def test_transactional_jobs_in_a_savepoint_batch_release_their_dependents(
     with Session(committed) as s:
         effects = s.scalars(select(Effect.job_id).where(Effect.job_id.in_(ids))).all()
     assert sorted(effects) == sorted(ids)  # each ran once, its effect committed once
+
+
+def test_a_savepoint_batch_that_cannot_commit_runs_no_attempt_twice(committed, spawn: Spawner):
+    # The chaos run's finding (issue 45): a batch whose connection was cut ran its jobs
+    # again one by one under the same attempt, so the handlers that had run in the batch
+    # ran twice as one attempt (two `start` effects of one attempt, a side effect that
+    # no claim explains). Short jobs first, so that the worker claims ahead of its one
+    # slot (as many as it runs in 20 ms at their mean duration).
+    with Session(committed) as s, s.begin():
+        head = [jobs.enqueue(s, "nap", {}).id for _ in range(60)]
+    spawn(APP, "--savepoint-batch", "3", "--concurrency", "1", "--ahead-wait", "30")
+    wait_for(lambda: _all_done(committed, head), timeout=60, what="the short jobs done")
+    # Then a nap (lease mode, never in a batch) runs alone for 2 s while the others are
+    # claimed ahead, in order; they then run as one batch, the cutter last.
+    with Session(committed) as s, s.begin():
+        head.append(jobs.enqueue(s, "nap", {"seconds": 2.0}, priority=-1).id)
+        neighbours = [jobs.enqueue(s, "tx_started", {}).id for _ in range(2)]
+        cutter = jobs.enqueue(s, "tx_cut_first", {}).id
+    ids = [*neighbours, cutter]
+    wait_for(lambda: _all_done(committed, [*head, *ids]), timeout=60, what="every job done")
+    with Session(committed) as s:
+        effects = s.execute(
+            select(Effect.id, Effect.job_id, Effect.attempt, Effect.note)
+            .where(Effect.job_id.in_(ids))
+            .order_by(Effect.id)
+        ).all()
+    starts = [(e.job_id, e.attempt) for e in effects if e.note == "start"]
+    assert len(starts) == len(set(starts)), f"an attempt ran twice: {starts}"
+    # The batch ran the neighbours, then the cutter cut its connection: each ran once in
+    # it and once more, alone, as its next attempt (a batch that did not form fails here).
+    rows = _rows(committed, ids)
+    assert starts == [(n, 1) for n in ids] + sorted((n, 2) for n in ids), starts
+    # The batch's failure was charged to none of them (the default budget is 20).
+    assert {n: rows[n][:3] for n in ids} == {n: ("done", 2, 21) for n in ids}, rows
+    # And each job's transactional effect committed once.
+    assert sorted(e.job_id for e in effects if e.note == "tx") == sorted(ids)

@@ -42,7 +42,7 @@ class TransactionalMode:
         attempts: the worker's running attempts (a batch's jobs start and finish there).
         calls: builds each handler's context and calls it.
         run: runs one job on its own (the executor's `run`): a batch of one, a job
-            that does not fit a batch, a batch that failed to commit.
+            that does not fit a batch, the jobs a failed batch did not reach.
         not_startable: None when a job may start now, else the outcome of not
             starting it (the executor's lease and rate checks).
     """
@@ -156,9 +156,11 @@ class TransactionalMode:
         and the others commit together, sharing one COMMIT. Until that COMMIT
         nothing is visible; a crash before it leaves every job of the batch
         unfinished, with none of its writes (their leases expire and they run
-        again). Should the COMMIT itself fail (a deferred constraint, a lost
-        connection), every job runs again in a transaction of its own, so one bad
-        job cannot fail the others; the fence makes that safe even when the failed
+        again). Should the batch's transaction fail (a deferred constraint at its
+        COMMIT, a lost connection), no attempt runs twice: a job whose handler ran in
+        it goes back to ``pending``, due at once, and runs again as a new attempt
+        (`_after_failed_batch`); the jobs it did not reach run alone, so one bad job
+        cannot fail the others. The fences make that safe even when the failed
         COMMIT did in fact commit.
 
         A worker that dies in a batch cannot tell which job killed it, so no job of
@@ -221,10 +223,11 @@ class TransactionalMode:
 
     def _run_batch(self, jobs: Sequence[Claimed]) -> list[Outcome]:
         outcomes: list[Outcome] = []
+        entered: list[Claimed] = []  # the jobs whose savepoints began: their handlers ran
         try:
             with self._session_factory() as session, session.begin():
                 for job in jobs:
-                    outcomes.append(self._run_savepoint(session, job))
+                    outcomes.append(self._run_savepoint(session, job, entered))
                     # The next job starts from an empty identity map, as it would alone.
                     session.expunge_all()
                 # The attempts set aside before the batch, taken back with its COMMIT: the
@@ -232,16 +235,54 @@ class TransactionalMode:
                 others = [o.job for o in outcomes if o.result is not Result.COMMITTED]
                 if others:
                     self._driver.job_charge(session.connection(), others, self._owner)
-        except Exception as exc:  # noqa: BLE001 - a failed batch COMMIT is retried job by job
-            log.warning(
-                "savepoint batch of %d jobs failed to commit (%s); running them one by one",
-                len(jobs),
-                exc,
-            )
-            return [self._run_alone(job) for job in jobs]
+        except Exception as exc:  # noqa: BLE001 - a failed batch is settled job by job
+            return self._after_failed_batch(jobs, outcomes, entered, exc)
         return outcomes
 
-    def _run_savepoint(self, session: Session, job: Claimed) -> Outcome:
+    def _after_failed_batch(
+        self,
+        jobs: Sequence[Claimed],
+        decided: Sequence[Outcome],
+        entered: Sequence[Claimed],
+        error: Exception,
+    ) -> list[Outcome]:
+        """The outcomes of `jobs` when their batch's transaction failed; never raises.
+
+        None of the batch's writes committed, and a batch's failure is charged to none
+        of its jobs. A job whose savepoint began (its handler ran, or began to) never
+        runs again as the same attempt: whatever it recorded or raised in the batch,
+        it fails, due at once, without being charged (its refund stays), and its next
+        claim, a new attempt, runs it alone; unless its row is no longer this
+        attempt's (its lease lost, its stop recorded). An outcome decided outside
+        the batch's transaction (a start refused, a cancel) stands, charged as the
+        COMMIT would have charged it. The jobs the batch never reached run alone now,
+        as the attempt they were claimed as. `decided`: the outcomes the batch reached.
+        """
+        ran = {job.key for job in entered}
+        settled = {o.job.key: o for o in decided if o.job.key not in ran or o.result in _NOT_OURS}
+        first = outcomes.format_error(_first_cause(error)).split("\n", 1)[0]
+        why = f"its savepoint batch did not commit ({first}); it runs again as a new attempt"
+        raised = {o.job.key: o.error for o in decided if o.result in _RAISED and o.error}
+        again = {
+            j.key: Outcome(j, Result.FAIL, 0.0, _with_own(why, raised.get(j.key)))
+            for j in entered
+            if j.key not in settled
+        }
+        unreached = [job for job in jobs if job.key not in settled and job.key not in again]
+        log.warning(
+            "savepoint batch of %d jobs failed (%s): %d that ran in it run again as new "
+            "attempts, %d it did not reach run alone now",
+            len(jobs),
+            first,
+            len(again),
+            len(unreached),
+        )
+        if settled:
+            self._charge([o.job for o in settled.values()])
+        alone = {job.key: self._run_alone(job) for job in unreached}
+        return [settled.get(job.key) or again.get(job.key) or alone[job.key] for job in jobs]
+
+    def _run_savepoint(self, session: Session, job: Claimed, entered: list[Claimed]) -> Outcome:
         task = self._tasks(job.kind)
         if task is None or not task.transactional or isinstance(job.payload, UndecodableJSON):
             return self._run(job)  # not batchable: runs (or fails) on its own
@@ -254,14 +295,18 @@ class TransactionalMode:
             return refused
         self._attempts.start(job.key, task.timeout, subject=job)
         try:
-            outcome = self._run_savepoint_of(session, job, task)
+            outcome = self._run_savepoint_of(session, job, task, entered)
         finally:
             stopped = self._attempts.finish(job.key)
         return outcomes.unless_abandoned(outcome, stopped)
 
-    def _run_savepoint_of(self, session: Session, job: Claimed, task: TaskDef) -> Outcome:
+    def _run_savepoint_of(
+        self, session: Session, job: Claimed, task: TaskDef, entered: list[Claimed]
+    ) -> Outcome:
+        """`job`'s attempt in a savepoint of the batch's transaction; in `entered` once begun."""
         started = time.perf_counter()
         savepoint = session.begin_nested()
+        entered.append(job)
         try:
             with self._calls.span(job):
                 upstream = self._calls.upstream(job, session.connection()) if job.waited else ()
@@ -283,6 +328,27 @@ class TransactionalMode:
             return Outcome(job, Result.LOST, duration=outcomes.since(started))
         savepoint.commit()
         return Outcome(job, Result.COMMITTED, duration=outcomes.since(started))
+
+
+def _with_own(why: str, own: str | None) -> str:
+    """`why`, and the first line of what the job's handler raised in the batch, if it did."""
+    return why if own is None else f"{why}; in it, its handler raised {own.splitlines()[0]}"
+
+
+def _first_cause(error: BaseException) -> BaseException:
+    """The exception `error` arose from (a lost connection, rather than its aftermath)."""
+    seen = {id(error)}
+    while (earlier := error.__cause__ or error.__context__) is not None and id(earlier) not in seen:
+        seen.add(id(earlier))
+        error = earlier
+    return error
+
+
+#: The outcomes of a handler that raised (its error is kept in its job's new last_error).
+_RAISED = (Result.FAIL, Result.RETRY, Result.DISCARD)
+
+#: Outcomes of a job of a failed batch that stand: its row is not this attempt's to write.
+_NOT_OURS = (Result.LOST, Result.ABANDONED)
 
 
 class _LeaseLostError(Exception):

@@ -116,14 +116,24 @@ def test_savepoint_batch_rolls_back_only_the_failing_or_lost_jobs(committed):
         assert s.get_one(Job, ids[3]).locked_by == "other:1:x"
 
 
-def test_a_batch_that_cannot_commit_runs_its_jobs_again_one_by_one(committed):
+def test_a_batch_that_cannot_commit_runs_no_attempt_twice(committed):
     jobs = _queue(committed)
     ids = _enqueue(committed, jobs, ["ok", "kill_connection", "ok"])
-    outcomes = _executor(committed, jobs).run_batch(_claim_all(committed, jobs))
-    assert [o.result for o in outcomes] == [Result.COMMITTED, Result.FAIL, Result.COMMITTED]
-    assert _effects(committed) == [ids[0], ids[2]]
-    statuses = _statuses(committed)
-    assert [statuses[i] for i in ids] == ["done", "running", "done"]
+    claimed = _claim_all(committed, jobs)
+    assert [j.id for j in claimed] == ids
+    outcomes = _executor(committed, jobs).run_batch(claimed)
+    # Each handler ran in the batch (the third failed on the dead connection): none of
+    # them runs again as this attempt; each goes back, due at once, for a new one.
+    assert [o.result for o in outcomes] == [Result.FAIL] * 3
+    assert {o.delay for o in outcomes} == {0.0}
+    assert all((o.error or "").startswith("its savepoint batch did not commit") for o in outcomes)
+    # The job whose handler met the cut connection says so.
+    assert "terminating connection due to administrator command" in (outcomes[1].error or "")
+    assert _effects(committed) == []
+    with Session(committed) as s:
+        rows = {j.id: (j.status, j.attempts, j.max_attempts) for j in s.scalars(select(Job))}
+    # The batch's failure is charged to none of them: each keeps its refund.
+    assert [rows[j.id] for j in claimed] == [("running", 1, j.max_attempts + 1) for j in claimed]
 
 
 def test_worker_with_savepoint_batches_drains_and_records_every_outcome(committed):
