@@ -11,9 +11,11 @@ from sqlalchemy import Engine
 from sa_jobqueue.core.aio import is_async_engine
 from sa_jobqueue.core.redaction import DEFAULT_REDACTED_KEYS, check_redacted_keys, redact
 from sa_jobqueue.core.validation import DEFAULT_MAX_PAYLOAD_BYTES
+from sa_jobqueue.enqueue import model_events
 from sa_jobqueue.enqueue.api_async import AsyncEnqueueAPI
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.keyed import KeyedInserter
+from sa_jobqueue.enqueue.model_events import ModelEnqueue
 from sa_jobqueue.enqueue.signaller import Signaller
 from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
 from sa_jobqueue.errors import ConfigurationError
@@ -247,6 +249,35 @@ class JobQueue(AsyncEnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], Wait
         """
         self.middlewares.add(fn)
         return fn
+
+    def enqueue_on(
+        self,
+        model: type[Any],
+        on: str,
+        kind: str,
+        *,
+        payload: Callable[[Any], Any],
+        columns: Iterable[str] = (),
+        **options: Any,
+    ) -> ModelEnqueue:
+        """Enqueue `kind` on every `on` event of a row of `model`, in the flush that writes it.
+
+        ``jobs.enqueue_on(Order, "insert", "send_receipt", payload=lambda order:
+        {"order_id": order.id})``: each inserted ``Order`` enqueues one job, in the
+        same transaction as the row (rolled back with it, never twice). ``"update"``
+        follows a change of `columns` (attribute names; empty: any column), and
+        ``"delete"`` a deleted row. `options` are `enqueue`'s, each a value or a
+        callable of the row (``idempotency_key=lambda order: f"receipt:{order.id}"``).
+        ORM bulk and Core statements run no model events and enqueue nothing. See
+        docs/enqueue.md#enqueue-on-model-events.
+
+        Raises:
+            ValidationError: `model` is not mapped, `on` is not ``"insert"``,
+                ``"update"`` or ``"delete"``, `kind` is not a valid name, `payload`
+                is not callable, or `columns` names no column of `model`.
+            TypeError: an option `enqueue` does not take.
+        """
+        return model_events.declare(self, model, on, kind, payload, list(columns), options)
 
     def periodic(
         self,
