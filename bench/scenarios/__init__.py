@@ -38,4 +38,5 @@ SCENARIOS: dict[str, list[str] | None] = {
     "durable_gauges": None,
     "chaos": None,
     "schedules": None,
+    "sql_enqueue": None,
 }
