@@ -203,3 +203,27 @@ def test_wait_time_out_before_the_timeout_leaves_the_wait_open(db: Engine, drive
     with db.begin() as conn:
         assert driver.wait_time_out(conn, fence(again), "approved") is False
     assert wait_row(db, job.id).kind == "wait"
+
+
+def test_a_senders_open_transaction_never_holds_up_the_jobs_heartbeat_or_done(
+    db: Engine, driver: Driver
+):
+    add(db)
+    [job] = claim(db, driver)
+    done: list[Any] = []
+    with db.connect() as sender, sender.begin():
+        sent = driver.signal_send(sender, SignalSend(job.id, "approved", None))
+        assert sent.signal_id is not None  # and the sender's transaction stays open
+        with db.begin() as conn:
+            assert driver.job_heartbeat(conn, [job], OWNER) == {job.key}  # not skipped
+
+        def finish() -> None:
+            with db.begin() as conn:
+                done.append(driver.job_complete(conn, [job], OWNER))
+
+        thread = threading.Thread(target=finish)
+        thread.start()
+        thread.join(30)
+        assert not thread.is_alive()  # the done did not wait for the sender
+    assert done == [{job.key}]
+    assert row(db, job.id).status == "done"

@@ -117,12 +117,21 @@ def park_sleep(model: type[JobMixin]) -> Insert:
 
 
 def lock_attempt(model: type[JobMixin]) -> Update:
-    """Lock ``:job_id``'s row for its attempt ``:attempt`` (fenced); return its id.
+    """Lock ``:job_id``'s row ``FOR UPDATE`` for its attempt ``:attempt`` (fenced); return its id.
 
-    A signal wait's first statement: ``jobs.signal`` locks the same row, so a signal
-    and a park never miss each other (docs/durable.md). Marks ``has_steps``.
+    A signal wait's first statement. ``FOR UPDATE`` is the one row lock that conflicts
+    with the ``FOR KEY SHARE`` a signal's sender holds (`job_for_signal`), so a signal
+    and a park never miss each other (docs/durable.md); the worker's own updates of the
+    row (heartbeats, the done) take weaker locks, which a sender never holds up. Marks
+    ``has_steps``.
     """
-    return update(model).where(*fence_one(model)).values(has_steps=true()).returning(model.id)
+    locked = select(model.id).where(*fence_one(model)).with_for_update().cte("locked")
+    return (
+        update(model)
+        .where(model.id == locked.c.id)
+        .values(has_steps=true())
+        .returning(model.id)
+    )
 
 
 def take_signal(model: type[JobMixin]) -> Update:
@@ -225,12 +234,19 @@ def park_wait(model: type[JobMixin]) -> Update:
 
 
 def job_for_signal(model: type[JobMixin]) -> Select[Any]:
-    """Lock ``:job_id``'s row (``FOR NO KEY UPDATE``) and return its status.
+    """Lock ``:job_id``'s row ``FOR KEY SHARE`` and return its status.
 
     Taken before the signal is inserted, it orders the signal against the job's own
-    wait (`lock_attempt`): whichever commits second sees the other.
+    wait (`lock_attempt`, ``FOR UPDATE``): whichever commits second sees the other.
+    The weakest row lock, the one the signal's foreign key takes anyway: the sender's
+    transaction, however long, never holds up the worker's heartbeat or done of the
+    job (``FOR NO KEY UPDATE``).
     """
-    return select(model.status).where(model.id == job_id_param()).with_for_update(key_share=True)
+    return (
+        select(model.status)
+        .where(model.id == job_id_param())
+        .with_for_update(read=True, key_share=True)
+    )
 
 
 def send_signal(model: type[JobMixin]) -> Insert:

@@ -50,7 +50,8 @@ def heartbeat(model: type[JobMixin], *, skip_locked: bool = True) -> Update:
 
     Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one
     element per job. Rows locked by another transaction are skipped, never waited
-    on: the worker's own transactional job holds its row locked from its ``done``
+    on (``FOR NO KEY UPDATE``, the lock of the UPDATE itself: a signal's sender, which
+    holds ``FOR KEY SHARE``, neither stops nor delays it): the worker's own transactional job holds its row locked from its ``done``
     mark until its COMMIT (a whole savepoint batch), and a heartbeat waiting there
     would let the worker's other leases run out. A skipped row cannot be swept
     meanwhile (the sweeper skips locked rows too). A job missing from the result
@@ -67,7 +68,7 @@ def heartbeat(model: type[JobMixin], *, skip_locked: bool = True) -> Update:
     mine = (
         select(model.id, batch.c.lease)
         .join(batch, and_(*fence(model, batch.c.id, batch.c.attempts)))
-        .with_for_update(of=model, skip_locked=skip_locked)
+        .with_for_update(of=model, skip_locked=skip_locked, key_share=True)
         .cte("mine")
     )
     return (

@@ -1,3 +1,3 @@
 SELECT jobs.status
 FROM jobs
-WHERE jobs.id = %(job_id)s FOR NO KEY UPDATE
+WHERE jobs.id = %(job_id)s FOR KEY SHARE
