@@ -335,6 +335,7 @@ NOT_SNAPSHOTTED = {
     "starts_of",
     "priority_levels",  # a CTE, snapshotted inside claim, claim_queues and next_run_at
     "earlier_error",  # an expression, snapshotted inside complete and its kin
+    "Claims",  # not a statement: runs claim and claim_queues, snapshotted above
 }
 
 
