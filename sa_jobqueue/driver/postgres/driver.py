@@ -33,8 +33,7 @@ class PostgresDriver:
         default_lease: the lease of kinds not in `leases`.
         limits: kind -> its `Limits`, for the limited kinds: `job_claim` leaves them
             out, `job_claim_limited` claims them (docs/flow-control.md).
-        kinds: the kinds this worker has handlers for: `job_claim` and
-            `job_claim_queues` claim no other kind (None: any kind).
+        kinds: the only kinds `job_claim` and `job_claim_queues` claim (None: any kind).
 
     Each method forwards to its family's object. PostgreSQL has every capability named.
     """
@@ -64,6 +63,7 @@ class PostgresDriver:
         self._releaser = Releaser(model)
         self._upstream = workflows.upstream_results(model)
         self._notifications = Notifications(model)
+        self.listening = self._notifications.listening
         # The other families, one object each, built here and forwarded to below.
         # enqueue family (driver/postgres/enqueue.py):
 

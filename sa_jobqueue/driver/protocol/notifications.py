@@ -10,14 +10,55 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from sqlalchemy import Connection
+from sqlalchemy.engine import Dialect
 
 from sa_jobqueue.driver.values import NextDue
 
-__all__ = ["NotificationOps"]
+__all__ = ["Listening", "NotificationOps"]
+
+
+class Listening(Protocol):
+    """How a connection hears the table's notifications: a driver's `listening`.
+
+    A listening connection is one of its own, in autocommit, with the DBAPI the
+    driver names; it hears a notification once its transaction COMMITs (never one
+    rolled back), in the order of the commits.
+
+    Attributes:
+        queues_channel: wake-ups, one payload per queue with jobs due (``queue`` or
+            ``queue run_at``, `worker.listener.parse_payload`).
+        ended_channel: the ids of ended jobs, space-separated (`jobs.wait`).
+        control_channel: ``cancel <id>`` from `jobs.cancel`, to the worker running it.
+    """
+
+    queues_channel: str
+    ended_channel: str
+    control_channel: str
+
+    def listen_sql(self, channel: str) -> str:
+        """The statement that makes a listening connection hear `channel` from now on."""
+        ...
+
+    def unlisten_sql(self, channel: str) -> str:
+        """The statement that stops a listening connection hearing `channel`."""
+        ...
+
+    def notify_sql(self) -> str:
+        """A statement sending one notification at COMMIT: parameters channel, payload (``%s``)."""
+        ...
+
+    def check_dialect(self, dialect: Dialect) -> None:
+        """Raise `ConfigurationError`, in one line, when `dialect`'s DBAPI cannot listen."""
+        ...
 
 
 class NotificationOps(Protocol):
     """The driver's operations of this family; each says the guarantee it keeps."""
+
+    @property
+    def listening(self) -> Listening | None:
+        """How its connections hear notifications; None when not `supports_listen_notify`."""
+        ...
 
     # -- notifications ---------------------------------------------------------
 
