@@ -1,6 +1,6 @@
 """`PostgresDriver`: the `Driver` protocol on PostgreSQL, one object per family of operations.
 
-Each (`claims.Claims`, `completion.Completion`, ...) builds its statements once, here.
+Each object (`claims.Claims`, `completion.Completion`, ...) is built once, with its statements.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ __all__ = ["PostgresDriver"]
 
 
 class PostgresDriver:
-    """`Driver` for PostgreSQL; its statements are built once, here, by family.
+    """`Driver` for PostgreSQL: each call runs on the caller's connection, never commits.
 
     Args:
         model: the jobs model.
