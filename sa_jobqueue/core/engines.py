@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from sa_jobqueue.errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from sqlalchemy import URL, Engine
+    from sqlalchemy import URL
 
 # SQLAlchemy is imported by the functions that use it, not here: the command line
 # imports this module for `NO_PREPARE_ENVVAR` before it knows it needs SQLAlchemy
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 __all__ = [
     "NO_PREPARE_ENVVAR",
     "check_sync_url",
-    "check_worker_engine",
     "engine_arguments",
     "listen_url_of",
     "parse_url",
@@ -115,23 +114,6 @@ def check_sync_url(url: URL) -> None:
         raise ConfigurationError(
             f"{url.drivername}:// is an asyncio driver; sa-jobqueue commands need a "
             f"synchronous one: use {_PSYCOPG}"
-        )
-
-
-def check_worker_engine(engine: Engine) -> None:
-    """Refuse an engine whose driver the worker cannot use (its listener needs psycopg 3).
-
-    Anything but a synchronous `Engine` is left to the caller to judge.
-    """
-    from sqlalchemy import Engine
-
-    if not isinstance(engine, Engine):
-        return
-    dialect = engine.dialect
-    if dialect.name != "postgresql" or dialect.driver != "psycopg":
-        raise ConfigurationError(
-            f"a worker needs PostgreSQL through psycopg 3 ({_PSYCOPG}), not "
-            f"{dialect.name}+{dialect.driver}:// (its LISTEN/NOTIFY wake-ups use psycopg 3)"
         )
 
 

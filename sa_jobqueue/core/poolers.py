@@ -3,8 +3,8 @@
 LISTEN needs a session of its own: through a pooler that hands out server connections
 per transaction (PgBouncer's ``pool_mode = transaction``), a LISTEN registers on
 whichever server connection ran it, hears nothing, and stays there after the client
-goes. The listener and `jobs.wait` ask `transaction_pooled` before they LISTEN, and
-poll instead when it says so. See docs/pgbouncer.md.
+goes. The listener and `jobs.wait` ask `pooled_by_pids` before they LISTEN, and poll
+instead when it says so. See docs/pgbouncer.md.
 
 How it tells, with no pooler-specific command:
 
@@ -20,13 +20,15 @@ How it tells, with no pooler-specific command:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 __all__ = [
     "LISTENER_FIX",
     "POOLER_WARNING",
     "connection_transaction_pooled",
+    "pooled_by_pids",
     "transaction_pooled",
 ]
 
@@ -66,23 +68,47 @@ def transaction_pooled(reported: int | None, first: int, held: int, again: int) 
     return held == first or again != first
 
 
-def connection_transaction_pooled(connection: Any, open_other: Callable[[], Any]) -> bool:
-    """`transaction_pooled` asked of a psycopg `connection` (in autocommit).
+def pooled_by_pids(
+    reported: int | None,
+    pid: Callable[[], int],
+    other: Callable[[], AbstractContextManager[Callable[[], int]]],
+) -> bool:
+    """`transaction_pooled`, asked of a connection in autocommit: the one copy of the probe.
 
-    The usual case costs one round trip; only behind a pooler does it open a second
-    connection (`open_other`, closed here), which reads its pid inside a transaction.
+    Args:
+        reported: the pid the connection was told at its start.
+        pid: reads ``pg_backend_pid()`` on the connection.
+        other: opens a second connection and yields its `pid` reader, which reads
+            inside a transaction kept open until the context ends (and closes or
+            rolls back that connection).
+
+    The usual case costs one round trip; only behind a pooler is `other` opened.
     """
-    first = _backend_pid(connection)
-    if first == connection.info.backend_pid:
+    first = pid()
+    if first == reported:
         return False
-    other = open_other()
-    try:
-        held = _backend_pid(other)  # opens a transaction (not autocommit)
-        again = _backend_pid(connection)
-    finally:
-        with contextlib.suppress(Exception):
-            other.close()
-    return transaction_pooled(connection.info.backend_pid, first, held, again)
+    with other() as other_pid:
+        held = other_pid()
+        again = pid()
+    return transaction_pooled(reported, first, held, again)
+
+
+def connection_transaction_pooled(connection: Any, open_other: Callable[[], Any]) -> bool:
+    """`pooled_by_pids` for a psycopg `connection` (in autocommit).
+
+    `open_other` opens a second psycopg connection (not in autocommit), closed here.
+    """
+
+    @contextlib.contextmanager
+    def other() -> Iterator[Callable[[], int]]:
+        opened = open_other()
+        try:
+            yield lambda: _backend_pid(opened)  # opens a transaction (not autocommit)
+        finally:
+            with contextlib.suppress(Exception):
+                opened.close()
+
+    return pooled_by_pids(connection.info.backend_pid, lambda: _backend_pid(connection), other)
 
 
 def _backend_pid(connection: Any) -> int:

@@ -8,7 +8,8 @@
 from __future__ import annotations
 
 from sa_jobqueue.driver.base import Driver
-from sa_jobqueue.driver.registry import DRIVERS, driver_for
+from sa_jobqueue.driver.protocol.notifications import Listening
+from sa_jobqueue.driver.registry import DRIVERS, check_worker_engine, driver_for
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
 
 __all__ = [
@@ -17,9 +18,11 @@ __all__ = [
     "Claimed",
     "Driver",
     "Held",
+    "Listening",
     "NextDue",
     "Result",
     "Swept",
     "Upstream",
+    "check_worker_engine",
     "driver_for",
 ]

@@ -2,7 +2,8 @@
 
 `driver_for` looks the dialect up in `DRIVERS` (``postgresql`` today; the SQLite and
 MariaDB drivers add their names here) and builds that driver for the jobs model. An
-unknown dialect is a `ConfigurationError` naming those supported. See docs/architecture.md.
+unknown dialect is a `ConfigurationError` naming those supported; `check_worker_engine`
+asks the driver whether a worker can run on an engine. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -10,15 +11,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, Engine
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.base import Driver
-from sa_jobqueue.driver.postgres import PostgresDriver
+from sa_jobqueue.driver.postgres.driver import PostgresDriver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin
 
-__all__ = ["DEFAULT_LEASE", "DRIVERS", "DriverFactory", "dialect_name", "driver_for"]
+__all__ = [
+    "DEFAULT_LEASE",
+    "DRIVERS",
+    "DriverFactory",
+    "check_worker_engine",
+    "dialect_name",
+    "driver_for",
+]
 
 #: The lease, in seconds, of kinds a driver was given no lease for.
 DEFAULT_LEASE = 300.0
@@ -105,3 +113,17 @@ def driver_for(
     if shared:
         _SHARED[name, model] = made
     return made
+
+
+def check_worker_engine(engine: Any, driver: Driver) -> None:
+    """Refuse an engine whose DBAPI `driver`'s listening cannot use (psycopg 3 for PostgreSQL).
+
+    `driver` is the one `driver_for` chose for `engine`; a driver without LISTEN
+    (`Driver.supports_listen_notify`) takes any DBAPI its dialect has. Anything but a
+    synchronous `Engine` is left to the caller to judge.
+
+    Raises:
+        ConfigurationError: in one line, naming the URL to use.
+    """
+    if isinstance(engine, Engine) and driver.listening is not None:
+        driver.listening.check_dialect(engine.dialect)

@@ -15,7 +15,6 @@ from sqlalchemy import CheckConstraint, Column, Connection, Engine, Table, exc
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import AddConstraint
 
-from sa_jobqueue.core.engines import check_worker_engine
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
@@ -155,10 +154,10 @@ def check_worker(engine: Engine, model: type[JobMixin]) -> list[str]:
     """What a worker checks once at start; returns the warnings to log once.
 
     Raises:
-        ConfigurationError: in one line, when the engine's driver is not psycopg 3,
-            the database is not UTF8, or the jobs table is missing or misshapen.
+        ConfigurationError: in one line, when the database is not UTF8, or the jobs
+            table is missing or misshapen (the engine's DBAPI was checked when the
+            worker was made: `driver.check_worker_engine`).
     """
-    check_worker_engine(engine)
     with engine.connect() as conn:
         check_encoding(conn)
         check_table(conn, model)

@@ -1,7 +1,7 @@
 """`jobs.wait` and `jobs.wait_async`: block until a job has ended, woken by NOTIFY.
 
-The waiter LISTENs on the table's ended channel (`schema.naming.ended_channel_name`) first,
-then reads the job's row, then waits for a notification naming it (`statements.ended`),
+The waiter LISTENs on the table's ended channel (the driver's `Listening`) first, then
+reads the job's row, then waits for a notification naming it (`statements.ended`),
 reading the row again when one arrives and every ``poll_interval`` seconds in case one
 is lost. Mixed into `JobQueue` as `WaitAPI`. See docs/durable.md.
 """
@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 import weakref
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -20,8 +21,9 @@ from sqlalchemy import Connection, Engine, Select
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.aio import is_async_engine, require_greenlet
-from sa_jobqueue.core.poolers import POOLER_WARNING, transaction_pooled
+from sa_jobqueue.core.poolers import POOLER_WARNING, pooled_by_pids
 from sa_jobqueue.core.validation import check_delay, check_job_id
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -30,7 +32,6 @@ from sa_jobqueue.errors import (
 )
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.schema.model import JobT
-from sa_jobqueue.schema.naming import ended_channel_name
 from sa_jobqueue.statements.ended import ANY_ENDED
 
 if TYPE_CHECKING:
@@ -69,33 +70,27 @@ def _pooled(engine: Engine, conn: Connection, raw: Any, poll_interval: float) ->
     known = _POOLED.get(engine)
     if known is not None:
         return known
-    first = conn.exec_driver_sql(_PID).scalar_one()
-    if first == raw.info.backend_pid:
-        return _found_pooled(engine, False, poll_interval)
-    with engine.connect() as other:  # its transaction holds a server connection meanwhile
-        held = other.exec_driver_sql(_PID).scalar_one()
-        again = conn.exec_driver_sql(_PID).scalar_one()
-        other.rollback()
-    verdict = transaction_pooled(raw.info.backend_pid, first, held, again)
-    return _found_pooled(engine, verdict, poll_interval)
+
+    @contextlib.contextmanager
+    def other() -> Iterator[Callable[[], int]]:
+        with engine.connect() as opened:  # its transaction holds a server connection meanwhile
+            yield lambda: opened.exec_driver_sql(_PID).scalar_one()
+            opened.rollback()
+
+    def pid() -> int:
+        return int(conn.exec_driver_sql(_PID).scalar_one())
+
+    return _found_pooled(engine, pooled_by_pids(raw.info.backend_pid, pid, other), poll_interval)
 
 
 async def _apooled(
     engine: AsyncEngine, conn: AsyncConnection, raw: Any, poll_interval: float
 ) -> bool:
-    """`_pooled` for an `AsyncEngine`."""
+    """`_pooled` for an `AsyncEngine`: the same probe, run in `conn`'s greenlet."""
     known = _POOLED.get(engine.sync_engine)
     if known is not None:
         return known
-    first = (await conn.exec_driver_sql(_PID)).scalar_one()
-    if first == raw.info.backend_pid:
-        return _found_pooled(engine.sync_engine, False, poll_interval)
-    async with engine.connect() as other:
-        held = (await other.exec_driver_sql(_PID)).scalar_one()
-        again = (await conn.exec_driver_sql(_PID)).scalar_one()
-        await other.rollback()
-    verdict = transaction_pooled(raw.info.backend_pid, first, held, again)
-    return _found_pooled(engine.sync_engine, verdict, poll_interval)
+    return await conn.run_sync(lambda sync: _pooled(engine.sync_engine, sync, raw, poll_interval))
 
 
 def names_job(payload: str, job_id: int) -> bool:
@@ -120,16 +115,21 @@ class _Waiting:
             raise ValidationError("poll_interval", poll_interval, "must be more than 0 seconds")
         self.poll_interval = interval
         self.started = time.monotonic()
-        self.channel = ended_channel_name(model.__tablename__)
+        self.model = model
+        self.channel = self.listen_sql = self.unlisten_sql = ""  # set by `hears`
         self.read: Select[Any] = statements.get_job(model)
         self.params = {"job_id": self.job_id}
         self.status = "pending"
 
-    def listen_sql(self) -> str:
-        return f'LISTEN "{self.channel}"'
-
-    def unlisten_sql(self) -> str:
-        return f'UNLISTEN "{self.channel}"'
+    def hears(self, engine: Any) -> bool:
+        """Whether `engine`'s driver LISTENs (`Driver.listening`); takes its statements if so."""
+        listening = driver_for(engine, self.model).listening
+        if listening is None:
+            return False
+        self.channel = listening.ended_channel
+        self.listen_sql = listening.listen_sql(self.channel)
+        self.unlisten_sql = listening.unlisten_sql(self.channel)
+        return True
 
     def ended(self, row: Any) -> JobInfo | None:
         """The job if `row` shows it ended; None if not yet; raise if there is no row."""
@@ -183,9 +183,9 @@ def wait(
         # Autocommit: a session inside a transaction block is delivered no notification.
         conn.execution_options(isolation_level="AUTOCOMMIT")
         raw = _psycopg(conn.connection.driver_connection, psycopg.Connection)
-        if _pooled(engine, conn, raw, waiting.poll_interval):
+        if not waiting.hears(engine) or _pooled(engine, conn, raw, waiting.poll_interval):
             return _wait_on(conn, raw, waiting)  # no LISTEN: the reads every poll_interval
-        conn.exec_driver_sql(waiting.listen_sql())
+        conn.exec_driver_sql(waiting.listen_sql)
         try:
             job = _wait_on(conn, raw, waiting)
         except (JobNotFoundError, WaitTimeoutError):
@@ -214,7 +214,7 @@ def _wait_on(conn: Connection, raw: psycopg.Connection[Any], waiting: _Waiting) 
 
 def _unlisten(conn: Connection, raw: psycopg.Connection[Any], waiting: _Waiting) -> None:
     """UNLISTEN, and drop what arrived meanwhile, before the connection goes back to the pool."""
-    conn.exec_driver_sql(waiting.unlisten_sql())
+    conn.exec_driver_sql(waiting.unlisten_sql)
     for _ in raw.notifies(timeout=0):
         pass
 
@@ -233,9 +233,9 @@ async def wait_async(
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         fairy = await conn.get_raw_connection()
         raw = _psycopg(fairy.driver_connection, psycopg.AsyncConnection)
-        if await _apooled(engine, conn, raw, waiting.poll_interval):
+        if not waiting.hears(engine) or await _apooled(engine, conn, raw, waiting.poll_interval):
             return await _await_on(conn, raw, waiting)  # no LISTEN: reads every poll_interval
-        await conn.exec_driver_sql(waiting.listen_sql())
+        await conn.exec_driver_sql(waiting.listen_sql)
         try:
             job = await _await_on(conn, raw, waiting)
         except (JobNotFoundError, WaitTimeoutError):
@@ -267,7 +267,7 @@ async def _await_on(
 async def _aunlisten(
     conn: AsyncConnection, raw: psycopg.AsyncConnection[Any], waiting: _Waiting
 ) -> None:
-    await conn.exec_driver_sql(waiting.unlisten_sql())
+    await conn.exec_driver_sql(waiting.unlisten_sql)
     async for _ in raw.notifies(timeout=0):
         pass
 

@@ -1,6 +1,6 @@
 """LISTEN/NOTIFY wake-ups on one dedicated connection; polling stays the safety net.
 
-The `Listener` thread LISTENs on the table's channel outside the engine's pool, calls
+The `Listener` thread LISTENs (the driver's `Listening`) outside the engine's pool, calls
 ``on_wake(queue, run_at)`` per notification (`parse_payload`), reconnects with backoff, and
 checks with a test notification that LISTEN hears at all. See docs/notifications.md.
 """
@@ -22,8 +22,8 @@ from sqlalchemy.pool import NullPool
 
 from sa_jobqueue.core.poolers import LISTENER_FIX as FIX
 from sa_jobqueue.core.poolers import POOLER_WARNING, connection_transaction_pooled
+from sa_jobqueue.driver import Listening
 from sa_jobqueue.retry import Backoff
-from sa_jobqueue.schema.naming import channel_name, control_channel_name
 
 __all__ = [
     "APPLICATION_NAME",
@@ -119,7 +119,7 @@ class Listener:
     Args:
         engine: whose URL, connect arguments and pool events open the listener's own
             connection (a fresh one at each reconnect, never one of its pool).
-        table: the jobs table; decides the channel.
+        listening: the driver's `Listening`: the channels, the LISTEN statement.
         queues: the queues whose notifications wake the worker.
         on_wake: called from the listener thread with ``(queue, run_at)`` per
             notification of a served queue (`parse_payload`), and with
@@ -131,7 +131,7 @@ class Listener:
         probe_timeout: seconds to wait for the test notification before warning
             that LISTEN hears nothing (None: send none).
         on_control: when given, the listener also LISTENs on the table's control
-            channel (`schema.naming.control_channel_name`) and calls it with each payload
+            channel (`Listening.control_channel`) and calls it with each payload
             there (``cancel <id>`` from `jobs.cancel`).
 
     Attributes:
@@ -146,7 +146,7 @@ class Listener:
     def __init__(
         self,
         engine: Engine,
-        table: str,
+        listening: Listening,
         queues: Collection[str],
         on_wake: WakeCallback,
         *,
@@ -166,8 +166,9 @@ class Listener:
         self.hears = threading.Event()
         self._probe_deadline: float | None = None
         self._probe_payload = f"{PROBE_PREFIX}{id(self)}-{random.getrandbits(32)}"
-        self.channel = channel_name(table)
-        self.control_channel = control_channel_name(table)
+        self.listening = listening
+        self.channel = listening.queues_channel
+        self.control_channel = listening.control_channel
         self.on_control = on_control
         self.queues = frozenset(queues)
         self.on_wake = on_wake
@@ -213,9 +214,9 @@ class Listener:
             connection.execute(f"SET application_name = '{APPLICATION_NAME}'")
             if not self.hears.is_set() and self._transaction_pooled(connection):
                 raise _Pooled
-            connection.execute(f'LISTEN "{self.channel}"')
+            connection.execute(self.listening.listen_sql(self.channel))
             if self.on_control is not None:
-                connection.execute(f'LISTEN "{self.control_channel}"')
+                connection.execute(self.listening.listen_sql(self.control_channel))
             self._harden(connection)
         except BaseException:
             with contextlib.suppress(Exception):
@@ -226,14 +227,14 @@ class Listener:
 
     def _transaction_pooled(self, connection: psycopg.Connection[Any]) -> bool:
         """Whether `connection` goes through a transaction-mode pooler (`core.poolers`)."""
+        return connection_transaction_pooled(connection, self._detached)
 
-        def other() -> Any:
-            fairy = self._pool.connect()
-            driver_connection = fairy.driver_connection
-            fairy.detach()  # closed by the probe, never pooled
-            return driver_connection
-
-        return connection_transaction_pooled(connection, other)
+    def _detached(self) -> Any:
+        """A fresh connection of the listener's pool, closed by its user, never pooled."""
+        fairy = self._pool.connect()
+        connection = fairy.driver_connection
+        fairy.detach()
+        return connection
 
     def _harden(self, connection: psycopg.Connection[Any]) -> None:
         """Make a probe on a half-open TCP socket fail within seconds instead of hanging."""
@@ -313,15 +314,14 @@ class Listener:
         assert self.probe_timeout is not None  # noqa: S101 - the caller checked
         self._probe_deadline = time.monotonic() + self.probe_timeout
         try:
-            fairy = self._pool.connect()
-            connection = fairy.driver_connection
-            fairy.detach()  # closed below, never pooled: reconnects open fresh ones
+            connection = self._detached()  # closed below
             try:
-                with connection.cursor() as cursor:  # type: ignore[union-attr]
-                    cursor.execute("SELECT pg_notify(%s, %s)", (self.channel, self._probe_payload))
-                connection.commit()  # type: ignore[union-attr]
+                with connection.cursor() as cursor:
+                    payload = (self.channel, self._probe_payload)
+                    cursor.execute(self.listening.notify_sql(), payload)
+                connection.commit()
             finally:
-                connection.close()  # type: ignore[union-attr]
+                connection.close()
         except Exception as exc:  # noqa: BLE001 - a failed test must not stop the listener
             self._probe_deadline = None
             log.warning("could not send the listener's test notification: %s", exc)
@@ -372,7 +372,7 @@ LISTEN_READY_TIMEOUT = 2.0
 
 def start_notifier(
     engine: Engine,
-    table: str,
+    listening: Listening | None,
     queues: Collection[str],
     on_wake: WakeCallback,
     *,
@@ -380,17 +380,17 @@ def start_notifier(
     url: URL | None = None,
     on_control: Callable[[str], None] | None = None,
 ) -> Notifier:
-    """Start a `Listener` when `listen`, else a `PollingNotifier`; return it.
+    """Start a `Listener` when `listen` and `listening`, else a `PollingNotifier`; return it.
 
     A cancel sent just after the first claim travels on the control channel: this
     waits (at most `LISTEN_READY_TIMEOUT`) until it is LISTENed to, or only the next
     heartbeat (a third of a lease later) would find the job cancelled.
     """
-    if not listen:
+    if not listen or listening is None:
         polling = PollingNotifier()
         polling.start()
         return polling
-    listener = Listener(engine, table, queues, on_wake, url=url, on_control=on_control)
+    listener = Listener(engine, listening, queues, on_wake, url=url, on_control=on_control)
     listener.start()
     deadline = time.monotonic() + LISTEN_READY_TIMEOUT
     # Not the whole wait when the listener found a pooler and stopped: the worker polls.

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Generic
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
-from sa_jobqueue.core.engines import check_worker_engine
-from sa_jobqueue.driver import driver_for
+from sa_jobqueue.driver import check_worker_engine, driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import preflight
 from sa_jobqueue.ops.retention import Pruner
@@ -101,7 +100,6 @@ class Worker(Generic[JobT]):
         # The claim loop, maintenance and listener run in threads: with an AsyncEngine, a
         # sync engine for them, made from the same URL (closed when a run ends).
         self.engine = sync_engine_for(engine, pool_size=config.concurrency + 4)
-        check_worker_engine(self.engine)  # the listener needs psycopg 3
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
         self.poll_interval = float(config.poll_interval)
@@ -123,6 +121,7 @@ class Worker(Generic[JobT]):
             limits=limits,
             kinds=list(leases),
         )
+        check_worker_engine(self.engine, self.driver)  # its listening's DBAPI (psycopg 3)
         prefetch = config.prefetch
         self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
@@ -356,7 +355,7 @@ class Worker(Generic[JobT]):
         self._maintenance_thread.start()
         self.notifier = start_notifier(
             self.engine,
-            str(self.model.__tablename__),
+            self.driver.listening,
             self.queues,
             self.loop.on_notify,
             listen=self.listen and listen and self.driver.supports_listen_notify,

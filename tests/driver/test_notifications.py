@@ -1,7 +1,8 @@
-"""Notifications and the clock: `queue_notify`, `ended_announce`, `queue_next_due`.
+"""Notifications and the clock: `queue_notify`, `ended_announce`, `queue_next_due`, listening.
 
-Heard on a LISTEN connection where the driver `supports_listen_notify`; a driver without
-it must still accept the calls (its workers poll).
+Heard on a connection listening with the driver's own `Listening` (its channels, its
+LISTEN statement) where the driver `supports_listen_notify`; a driver without it has no
+`listening` and must still accept the calls (its workers poll).
 """
 
 from __future__ import annotations
@@ -11,20 +12,23 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 from sqlalchemy import Engine
+from sqlalchemy.dialects.postgresql.psycopg2 import PGDialect_psycopg2
 
-from sa_jobqueue.driver import Driver
-from sa_jobqueue.schema.naming import channel_name, ended_channel_name
+from sa_jobqueue.driver import Driver, Listening
+from sa_jobqueue.errors import ConfigurationError
 from tests.driver.conftest import add, later
 
 
 class Ear:
-    """A LISTEN connection on one channel."""
+    """A listening connection (`Driver.listening`) on one channel."""
 
-    def __init__(self, engine: Engine, channel: str) -> None:
+    def __init__(self, engine: Engine, listening: Listening, channel: str) -> None:
+        listening.check_dialect(engine.dialect)
         dsn = engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        self.listening = listening
         self.channel = channel
         self.conn = psycopg.connect(dsn, autocommit=True)
-        self.conn.execute(f'LISTEN "{channel}"')
+        self.conn.execute(listening.listen_sql(channel))
 
     def heard(self) -> list[str]:
         """What arrived so far (waiting briefly for it)."""
@@ -34,10 +38,14 @@ class Ear:
 @pytest.fixture
 def ears(db: Engine, driver: Driver) -> Iterator[dict[str, Ear]]:
     if not driver.supports_listen_notify:
+        assert driver.listening is None
         pytest.skip(f"{db.dialect.name}: no LISTEN/NOTIFY; the calls are checked without it")
+    listening = driver.listening
+    assert listening is not None
     made = {
-        "queues": Ear(db, channel_name("jobs")),
-        "ended": Ear(db, ended_channel_name("jobs")),
+        "queues": Ear(db, listening, listening.queues_channel),
+        "ended": Ear(db, listening, listening.ended_channel),
+        "control": Ear(db, listening, listening.control_channel),
     }
     yield made
     for ear in made.values():
@@ -84,3 +92,37 @@ def test_queue_next_due_says_how_long_until_the_earliest_pending_job(db: Engine,
         now_due = driver.queue_next_due(conn, ["default", "other"]).seconds
     assert now_due is not None
     assert now_due <= 0  # due already
+
+
+def test_a_notification_sent_at_commit_reaches_a_listener_on_its_channel_only(
+    db: Engine, driver: Driver, ears
+):
+    listening = ears["control"].listening
+    with db.connect() as conn:
+        with conn.begin():
+            conn.exec_driver_sql(listening.notify_sql(), (listening.control_channel, "cancel 7"))
+            assert ears["control"].heard() == []  # not before the COMMIT
+        assert ears["control"].heard() == ["cancel 7"]
+    assert ears["queues"].heard() == []
+    assert ears["ended"].heard() == []
+
+
+def test_a_listener_hears_nothing_more_after_unlisten(db: Engine, driver: Driver, ears):
+    ear = ears["queues"]
+    ear.conn.execute(ear.listening.unlisten_sql(ear.channel))
+    with db.begin() as conn:
+        driver.queue_notify(conn, ["mail"])
+    assert ear.heard() == []
+
+
+def test_the_listening_channels_are_three_and_distinct(driver: Driver, ears):
+    listening = ears["queues"].listening
+    channels = {listening.queues_channel, listening.ended_channel, listening.control_channel}
+    assert len(channels) == 3
+
+
+def test_listening_refuses_in_one_line_a_dbapi_it_cannot_listen_with(driver: Driver, ears):
+    with pytest.raises(ConfigurationError) as raised:
+        ears["queues"].listening.check_dialect(PGDialect_psycopg2())
+    assert "psycopg2" in str(raised.value)
+    assert "\n" not in str(raised.value)

@@ -13,7 +13,7 @@ from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import migration
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.driver.postgres import limits, runtime
+from sa_jobqueue.driver.postgres import completion, limits
 from sa_jobqueue.testing import scratch_database
 from tests.support.models import Job, new_queue
 
@@ -99,7 +99,7 @@ def test_upgrade_keeps_live_jobs_and_they_run_under_the_limits(before):
     with engine.begin() as conn:
         # The old worker's fenced completion still lands.
         done = conn.execute(
-            runtime.complete(Job), {"ids": [2], "attempt_numbers": [1], "owner": "old-worker"}
+            completion.complete(Job), {"ids": [2], "attempt_numbers": [1], "owner": "old-worker"}
         ).all()
         assert [row.id for row in done] == [2]
         assert conn.scalar(text("SELECT count(*) FROM sa_jobqueue_starts_jobs")) == 1

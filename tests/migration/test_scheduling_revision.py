@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobQueue, migration
-from sa_jobqueue.driver.postgres import claims, runtime
+from sa_jobqueue.driver.postgres import claims, completion
 from sa_jobqueue.testing import scratch_database
 from tests.support.models import Job
 
@@ -132,7 +132,7 @@ def test_upgrade_keeps_pending_and_running_jobs_and_adds_the_scheduling_schema(s
     jobs = JobQueue(Job)
     with engine.begin() as connection:
         done = connection.execute(
-            runtime.complete(Job), {"ids": [3], "attempt_numbers": [1], "owner": "old-worker"}
+            completion.complete(Job), {"ids": [3], "attempt_numbers": [1], "owner": "old-worker"}
         ).all()
         assert [row.id for row in done] == [3]
     with Session(engine) as session, session.begin():

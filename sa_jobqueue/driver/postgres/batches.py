@@ -3,8 +3,8 @@
 A worker that dies inside a savepoint batch loses the whole batch, and cannot say
 which job killed it. So before a batch starts, every job in it gets its attempt
 back (``refund_attempts``, committed); the job that then runs alone, and the batch
-at its COMMIT, take it again (``complete_charged``, the fenced done of a batched
-job, and ``charge_attempts`` for the others). A crash thus charges only the
+at its COMMIT, take it again (`completion.complete_charged`, the fenced done of a
+batched job, and ``charge_attempts`` for the others). A crash thus charges only the
 job that was running on its own, and a batch member runs alone on its next attempt
 (docs/performance.md, "Savepoint batches").
 """
@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from sqlalchemy import Update, update
 
-from sa_jobqueue.driver.postgres.runtime import complete_one
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, unnest_rows
 
-__all__ = ["charge_attempts", "complete_charged", "refund_attempts"]
+__all__ = ["charge_attempts", "refund_attempts"]
 
 
 def refund_attempts(model: type[JobMixin]) -> Update:
@@ -47,11 +46,3 @@ def charge_attempts(model: type[JobMixin]) -> Update:
     return (
         update(model).where(*owned).values(max_attempts=model.max_attempts - 1).returning(model.id)
     )
-
-
-def complete_charged(model: type[JobMixin]) -> Update:
-    """`runtime.complete_one` that also takes back the batch's refund (``max_attempts - 1``).
-
-    A batched job's fenced ``done``: one statement instead of a done and a charge.
-    """
-    return complete_one(model).values(max_attempts=model.max_attempts - 1)

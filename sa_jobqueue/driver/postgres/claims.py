@@ -1,4 +1,7 @@
-"""The claim statements: one queue, many queues in one statement, and the next due job."""
+"""The claim statements (one queue, many queues in one, the next due job), and `Claims`.
+
+`Claims` builds a driver's claim statements once and runs them on the caller's connection.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,12 @@ from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
+    Connection,
     Exists,
     Float,
     FromClause,
     Integer,
+    Row,
     Select,
     Text,
     Update,
@@ -28,6 +33,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sa_jobqueue.core.validation import check_name
+from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
     claimed_columns,
@@ -37,6 +43,7 @@ from sa_jobqueue.statements.control import is_paused
 
 __all__ = [
     "LEVEL_WALK_MAX_QUEUES",
+    "Claims",
     "claim",
     "claim_queues",
     "next_run_at",
@@ -337,3 +344,56 @@ def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
     return select(cast(func.extract("epoch", earliest), Float).label("seconds"), clock).select_from(
         levels.join(first, true())
     )
+
+
+class Claims:
+    """A driver's claims of the kinds that are not limited; each statement is built once.
+
+    Args:
+        model: the jobs model.
+        leases: kind -> lease in seconds, written into each claim.
+        default_lease: the lease of kinds not in `leases`.
+        exclude_kinds: kinds never claimed here (the limited kinds).
+        kinds: the only kinds claimed (None: any kind), in any order.
+    """
+
+    def __init__(
+        self,
+        model: type[JobMixin],
+        leases: Mapping[str, float],
+        default_lease: float,
+        exclude_kinds: Sequence[str],
+        kinds: Sequence[str] | None,
+    ) -> None:
+        self.model = model
+        self._lease = (leases, default_lease)
+        kinds = None if kinds is None else sorted(kinds)
+        options = {"default_lease": default_lease, "exclude_kinds": exclude_kinds, "kinds": kinds}
+        self._options: dict[str, Any] = {"leases": leases, **options}
+        self._claim = claim(model, **self._options)
+        self._claim_queues: dict[tuple[str, ...], Update] = {}
+
+    def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queue` to `owner` (`claim`)."""
+        params = {"queue_name": queue, "limit": limit, "owner": owner}
+        return self._claimed(conn.execute(self._claim, params).all())
+
+    def claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending jobs of `queues` to `owner` (`claim_queues`).
+
+        The statement is built once per list of queues, with the names in it; a
+        round passes only `start`, the index of the queue whose jobs come first.
+        """
+        key = tuple(queues)
+        statement = self._claim_queues.get(key)
+        if statement is None:
+            statement = self._claim_queues[key] = claim_queues(
+                self.model, queues=key, **self._options
+            )
+        params = {"start": start % len(key), "limit": limit, "owner": owner}
+        return self._claimed(conn.execute(statement, params).all())
+
+    def _claimed(self, rows: Sequence[Row[Any]]) -> list[Claimed]:
+        return Claimed.from_rows(rows, *self._lease)

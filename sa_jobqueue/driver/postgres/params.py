@@ -25,7 +25,7 @@ def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
 
 
 def fence_literals(jobs: Sequence[Claimed], owner: str) -> dict[str, Any]:
-    """`fence_params` with each array as its text, ``'{1,2}'`` (`runtime.complete`).
+    """`fence_params` with each array as its text, ``'{1,2}'`` (`completion.complete`).
 
     One string for the driver to send per array, where a list costs it a dump of
     each element.

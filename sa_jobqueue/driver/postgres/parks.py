@@ -126,12 +126,7 @@ def lock_attempt(model: type[JobMixin]) -> Update:
     ``has_steps``.
     """
     locked = select(model.id).where(*fence_one(model)).with_for_update().cte("locked")
-    return (
-        update(model)
-        .where(model.id == locked.c.id)
-        .values(has_steps=true())
-        .returning(model.id)
-    )
+    return update(model).where(model.id == locked.c.id).values(has_steps=true()).returning(model.id)
 
 
 def take_signal(model: type[JobMixin]) -> Update:

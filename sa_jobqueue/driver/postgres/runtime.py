@@ -1,8 +1,9 @@
-"""The runtime's fenced transitions after a claim: heartbeats, done, failures, releases, sweeps."""
+"""The runtime's fenced transitions after a claim: heartbeats, failures, releases, sweeps.
+
+The fenced done is `completion`'s, beside the choice among its statements.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 from sqlalchemy import (
     Float,
@@ -13,13 +14,11 @@ from sqlalchemy import (
     and_,
     bindparam,
     case,
-    cast,
     func,
     null,
     select,
     update,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
@@ -32,10 +31,7 @@ from sa_jobqueue.statements.common import (
 
 __all__ = [
     "RELEASED_AT_SHUTDOWN",
-    "complete",
-    "complete_one",
     "discard",
-    "earlier_error",
     "fail",
     "heartbeat",
     "release",
@@ -51,9 +47,10 @@ def heartbeat(model: type[JobMixin], *, skip_locked: bool = True) -> Update:
     Parameters: ``ids``, ``attempt_numbers`` and ``leases`` (seconds), arrays of one
     element per job. Rows locked by another transaction are skipped, never waited
     on (``FOR NO KEY UPDATE``, the lock of the UPDATE itself: a signal's sender, which
-    holds ``FOR KEY SHARE``, neither stops nor delays it): the worker's own transactional job holds its row locked from its ``done``
-    mark until its COMMIT (a whole savepoint batch), and a heartbeat waiting there
-    would let the worker's other leases run out. A skipped row cannot be swept
+    holds ``FOR KEY SHARE``, neither stops nor delays it): the worker's own
+    transactional job holds its row locked from its ``done`` mark until its COMMIT (a
+    whole savepoint batch), and a heartbeat waiting there would let the worker's other
+    leases run out. A skipped row cannot be swept
     meanwhile (the sweeper skips locked rows too). A job missing from the result
     was either skipped or lost; `still_owned` tells which.
 
@@ -87,90 +84,6 @@ def still_owned(model: type[JobMixin]) -> Select[int, int]:
     """
     batch = unnest_rows(*FENCE_ARRAYS)
     return select(model.id, model.attempts).where(*fence(model, batch.c.id, batch.c.attempts))
-
-
-def earlier_error(model: type[JobMixin]) -> Any:
-    """``last_error`` as a ``done`` job keeps it: the earlier attempt's error, named.
-
-    ``last_error`` is written when an attempt ends without success, so once the job
-    is done it is the error of the attempt before the one that succeeded
-    (``attempts - 1``); it stays, as history, as ``attempt N: <error>``, and never
-    reads as the outcome of the successful attempt. NULL stays NULL.
-    """
-    return case(
-        (model.last_error.is_(None), null()),
-        else_=func.concat("attempt ", model.attempts - 1, ": ", model.last_error),
-    )
-
-
-def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
-    """Mark ``:owner``'s jobs done; return ``(id, attempts, has_dependents)`` of those still held.
-
-    ``has_dependents`` is read from the row as this UPDATE leaves it (after any
-    wait for a transaction that locked it to enqueue a dependent), so the caller
-    knows to run `workflows.release_dependents` in the same transaction.
-
-    Parameters: ``ids``, ``attempt_numbers`` (lists, or their array text
-    ``'{1,2}'``) and, `with_results`, ``results`` (each handler's return value as
-    JSON text, NULL for none), arrays: one fenced UPDATE
-    acknowledges many jobs and stores their results. Without `with_results` it stores
-    none and unnests two arrays instead of three: the cheaper statement for the usual
-    batch, in which no handler returned anything.
-    """
-    # Each fence array is cast from its parameter, which may be the array's text
-    # (``'{1,2}'``, as the worker passes it: one string to dump, not an element
-    # each) or a list.
-    fence_arrays = [
-        cast(bindparam(param, type_=Text), ARRAY(type_)) for param, _, type_ in FENCE_ARRAYS
-    ]
-    columns = [column for _, column, _ in FENCE_ARRAYS]
-    done: dict[str, Any] = {
-        "status": Status.DONE.value,
-        "locked_until": null(),
-        "finished_at": func.now(),
-        "updated_at": func.now(),
-        "last_error": earlier_error(model),
-    }
-    if with_results:
-        # Optional: a NULL array unnests as NULLs beside the others (no results stored).
-        results = bindparam("results", None, type_=ARRAY(Text), required=False)
-        batch = (
-            func.unnest(*fence_arrays, results)
-            .table_valued(*columns, "result")
-            .render_derived(name="batch")
-        )
-        done["result"] = cast(batch.c.result, JSONB)
-    else:
-        batch = func.unnest(*fence_arrays).table_valued(*columns).render_derived(name="batch")
-    return (
-        update(model)
-        .where(*fence(model, batch.c.id, batch.c.attempts))
-        .values(**done)
-        .returning(model.id, model.attempts, model.has_dependents)
-    )
-
-
-def complete_one(model: type[JobMixin]) -> Update:
-    """Mark one job done, ``:job_id``/``:attempt``, storing ``:result`` (JSON text or NULL).
-
-    The one-attempt `complete`, with scalar parameters: a transactional handler's
-    fenced ``done`` marks one job, and arrays of one would only cost their encoding.
-    Returns ``(id, attempts, has_dependents)`` when the attempt was still held.
-    """
-    result = bindparam("result", None, type_=Text, required=False)
-    return (
-        update(model)
-        .where(*fence_one(model))
-        .values(
-            status=Status.DONE.value,
-            locked_until=null(),
-            finished_at=func.now(),
-            updated_at=func.now(),
-            result=cast(result, JSONB),
-            last_error=earlier_error(model),
-        )
-        .returning(model.id, model.attempts, model.has_dependents)
-    )
 
 
 def fail(model: type[JobMixin]) -> Update:

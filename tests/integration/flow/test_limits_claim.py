@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.driver.postgres import PostgresDriver, claims, runtime
+from sa_jobqueue.driver.postgres import PostgresDriver, claims, completion, runtime
 from sa_jobqueue.driver.postgres import limits as flow
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.worker.claimer import UNLIMITED_BACKOFF, Claimer
@@ -112,7 +112,7 @@ def test_a_finished_job_frees_its_slot(committed):
     with committed.begin() as conn:
         assert _claim(conn, claim, "w") == []
         params = {"ids": first[:1], "attempt_numbers": [1], "owner": "w"}
-        conn.execute(runtime.complete(Job), params)
+        conn.execute(completion.complete(Job), params)
         assert len(_claim(conn, claim, "w")) == 1  # its own completion counts at once
 
 
@@ -148,7 +148,7 @@ def test_per_key_limit_passes_over_busy_keys_and_leaves_keyless_jobs_alone(commi
     with committed.begin() as conn:
         assert _claim(conn, claim, "w") == []
         params = {"ids": [ids[0]], "attempt_numbers": [1], "owner": "w"}
-        conn.execute(runtime.complete(Job), params)
+        conn.execute(completion.complete(Job), params)
         assert _claim(conn, claim, "w") == [ids[1]]  # key "a" again, in claim order
 
 
@@ -171,7 +171,7 @@ def test_rate_limit_counts_starts_in_a_sliding_window(committed):
         first = _claim(conn, claim, "w")
         assert len(first) == 3
         conn.execute(
-            runtime.complete(Job), {"ids": first, "attempt_numbers": [1] * 3, "owner": "w"}
+            completion.complete(Job), {"ids": first, "attempt_numbers": [1] * 3, "owner": "w"}
         )
     with committed.begin() as conn:
         assert _claim(conn, claim, "w") == []  # finished or not, the starts count
@@ -256,7 +256,7 @@ def _lock_is_free(engine: Engine, kind: str) -> bool:
         return bool(conn.scalar(statements.try_advisory_xact_lock(Job, f"limit:{kind}")))
 
 
-COMPLETE_AND_LOCK = flow.complete_and_lock(Job, runtime.complete(Job, with_results=False))
+COMPLETE_AND_LOCK = flow.complete_and_lock(Job, completion.complete(Job, with_results=False))
 
 
 def test_complete_and_lock_takes_the_kind_locks_even_when_no_job_was_held(committed):

@@ -11,7 +11,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, statements
-from sa_jobqueue.driver.postgres import runtime
+from sa_jobqueue.driver.postgres import completion
 from sa_jobqueue.migration.scripts import channel_name
 from tests.support.helpers import wait_for
 from tests.support.models import Job, new_queue
@@ -168,7 +168,7 @@ def test_cancel_pending_and_running_and_skip_finished(session):
         assert job.finished_at is not None
     # The cancelled worker's fenced report touches no row.
     report = session.execute(
-        runtime.complete(Job), {"ids": [running.id], "attempt_numbers": [1], "owner": "w"}
+        completion.complete(Job), {"ids": [running.id], "attempt_numbers": [1], "owner": "w"}
     ).all()
     assert report == []
     session.expire_all()

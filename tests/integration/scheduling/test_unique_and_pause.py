@@ -11,7 +11,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue, ValidationError
-from sa_jobqueue.driver.postgres import claims, runtime
+from sa_jobqueue.driver.postgres import claims, completion
 from sa_jobqueue.schema.naming import channel_name
 from tests.support.models import Job, Order
 
@@ -217,7 +217,7 @@ def test_pausing_an_empty_queue_shows_in_stats_and_running_jobs_are_left_alone(c
     # The running job's fenced completion still works while its queue is paused.
     with committed.begin() as connection:
         done = connection.execute(
-            runtime.complete(Job), {"ids": [claimed], "attempt_numbers": [1], "owner": "t"}
+            completion.complete(Job), {"ids": [claimed], "attempt_numbers": [1], "owner": "t"}
         ).all()
     assert [row.id for row in done] == [job_id]
 

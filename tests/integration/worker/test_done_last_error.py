@@ -6,7 +6,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobContext, JobQueue
-from sa_jobqueue.driver.postgres import claims, runtime
+from sa_jobqueue.driver.postgres import claims, completion, runtime
 from tests.support.models import Job
 
 
@@ -71,7 +71,7 @@ def test_complete_takes_its_fence_arrays_as_lists_or_as_array_text(committed):
     with committed.begin() as conn:
         claim = claims.claim(Job, leases={}, default_lease=300.0)
         conn.execute(claim, {"queue_name": "default", "limit": 4, "owner": "w:1"}).all()
-        complete = runtime.complete(Job, with_results=False)
+        complete = completion.complete(Job, with_results=False)
         as_lists = {"ids": ids[:2], "attempt_numbers": [1, 1], "owner": "w:1"}
         as_text = {"ids": f"{{{ids[2]},{ids[3]}}}", "attempt_numbers": "{1,1}", "owner": "w:1"}
         # The fence holds as text too: a wrong attempt number marks nothing done.

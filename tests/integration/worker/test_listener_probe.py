@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from sa_jobqueue import ConfigurationError, JobQueue
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.worker.listener import PROBE_PREFIX, Listener
 from tests.support.helpers import wait_for
 from tests.support.models import Job
@@ -20,8 +21,10 @@ def test_a_direct_listener_hears_its_own_test_notification_and_wakes_no_queue(en
     def recorder(calls):
         return lambda queue, run_at: calls.append((queue, run_at))
 
+    listening = driver_for(engine, Job).listening
+    assert listening is not None
     listeners = [
-        Listener(engine, "jobs", ["default", PROBE_PREFIX.strip()], recorder(woken[i]))
+        Listener(engine, listening, ["default", PROBE_PREFIX.strip()], recorder(woken[i]))
         for i in range(2)
     ]
     for listener in listeners:

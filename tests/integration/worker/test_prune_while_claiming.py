@@ -10,7 +10,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
-from sa_jobqueue.driver.postgres import claims, runtime
+from sa_jobqueue.driver.postgres import claims, completion
 from tests.support.helpers import wait_for
 from tests.support.models import Job, new_queue
 
@@ -50,7 +50,7 @@ def test_claims_and_enqueues_never_wait_for_an_open_prune_batch(committed):
             ).all()
         with worker.begin():
             params = {"ids": [r.id for r in claimed], "attempt_numbers": [1, 1], "owner": "w"}
-            assert len(worker.execute(runtime.complete(Job), params).all()) == 2
+            assert len(worker.execute(completion.complete(Job), params).all()) == 2
         assert len(claimed) == 2
         assert time.monotonic() - started < 5
         batch.rollback()

@@ -15,7 +15,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue, Retry
-from sa_jobqueue.driver.postgres import claims, runtime
+from sa_jobqueue.driver.postgres import claims, completion, runtime
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.attempt import Outcome, Result
 from tests.support.helpers import wait_for
@@ -106,7 +106,7 @@ def _claim(conn, owner):
 def _fenced(name):
     one = {"delay": 0.0, "error": "e"}
     return {
-        "complete": (runtime.complete(Job), True, {}),
+        "complete": (completion.complete(Job), True, {}),
         "heartbeat": (runtime.heartbeat(Job), True, {"leases": [60.0]}),
         "release": (runtime.release(Job), True, {}),
         "fail": (runtime.fail(Job), False, one),
@@ -517,7 +517,7 @@ def test_lesson_seed_walkthrough_expired_leases(committed):
     assert job5.last_error.startswith("lease expired")
     assert (job1.status, job1.locked_by) == ("running", "A")  # a live lease is left alone
     # Step 5: job 4's original worker wakes up and reports it done: no rows.
-    complete = runtime.complete(Job)
+    complete = completion.complete(Job)
     with committed.begin() as c:
         stale = c.execute(complete, {"ids": [4], "attempt_numbers": [1], "owner": "D"}).all()
         assert stale == []

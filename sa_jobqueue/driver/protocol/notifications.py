@@ -1,0 +1,91 @@
+"""`NotificationOps`: the driver's operations for notifications, listening, locks and transactions.
+
+See sa_jobqueue/driver/base.py for what every operation shares (fencing, the caller's
+transaction, never committing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from sqlalchemy import Connection
+from sqlalchemy.engine import Dialect
+
+from sa_jobqueue.driver.values import NextDue
+
+__all__ = ["Listening", "NotificationOps"]
+
+
+class Listening(Protocol):
+    """How a connection hears the table's notifications: a driver's `listening`.
+
+    A listening connection is one of its own, in autocommit, with the DBAPI the
+    driver names; it hears a notification once its transaction COMMITs (never one
+    rolled back), in the order of the commits.
+
+    Attributes:
+        queues_channel: wake-ups, one payload per queue with jobs due (``queue`` or
+            ``queue run_at``, `worker.listener.parse_payload`).
+        ended_channel: the ids of ended jobs, space-separated (`jobs.wait`).
+        control_channel: ``cancel <id>`` from `jobs.cancel`, to the worker running it.
+    """
+
+    queues_channel: str
+    ended_channel: str
+    control_channel: str
+
+    def listen_sql(self, channel: str) -> str:
+        """The statement that makes a listening connection hear `channel` from now on."""
+        ...
+
+    def unlisten_sql(self, channel: str) -> str:
+        """The statement that stops a listening connection hearing `channel`."""
+        ...
+
+    def notify_sql(self) -> str:
+        """A statement sending one notification at COMMIT: parameters channel, payload (``%s``)."""
+        ...
+
+    def check_dialect(self, dialect: Dialect) -> None:
+        """Raise `ConfigurationError`, in one line, when `dialect`'s DBAPI cannot listen."""
+        ...
+
+
+class NotificationOps(Protocol):
+    """The driver's operations of this family; each says the guarantee it keeps."""
+
+    @property
+    def listening(self) -> Listening | None:
+        """How its connections hear notifications; None when not `supports_listen_notify`."""
+        ...
+
+    # -- notifications ---------------------------------------------------------
+
+    def ended_announce(self, conn: Connection, ids: Sequence[int]) -> None:
+        """Announce `ids` on the ended channel at this transaction's COMMIT (`jobs.wait`)."""
+        ...
+
+    def queue_notify(self, conn: Connection, queues: Sequence[str]) -> None:
+        """Wake the workers of `queues` at this transaction's COMMIT (jobs are due there)."""
+        ...
+
+    def queue_next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
+        """How long until the earliest pending job of `queues` is due, by the database clock."""
+        ...
+
+    # -- locks and transactions ------------------------------------------------
+
+    def lock_try(self, conn: Connection, purpose: str) -> bool:
+        """Take the table's lock for `purpose` (e.g. ``sweep``) until COMMIT, if it is free.
+
+        Never waits: False when another transaction holds it.
+        """
+        ...
+
+    def commit_asynchronously(self, conn: Connection) -> None:
+        """Let this transaction's COMMIT return before it is durable (the WAL flush).
+
+        A crash may lose the transaction; it never leaves it half applied.
+        """
+        ...
