@@ -54,7 +54,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from sa_jobqueue import migration  # noqa: E402
-from sa_jobqueue.driver.postgres import runtime  # noqa: E402
+from sa_jobqueue.driver.postgres import completion  # noqa: E402
 from sa_jobqueue.schema.model import DEFAULT_MAX_ATTEMPTS  # noqa: E402
 from sa_jobqueue.testing import scratch_database, throwaway_postgres  # noqa: E402
 
@@ -419,11 +419,11 @@ class Demo:
         step("Leases, step 5: job 4's original worker wakes up and reports it done")
         owner = DEAD_WORKERS[4]
         late = {"job_id": 4, "attempt": 1, "owner": owner, "result": None}
-        note("The fenced done every worker sends (sa_jobqueue.statements.complete_one):")
+        note("The fenced done every worker sends (sa_jobqueue.driver.postgres.completion):")
         note("UPDATE jobs SET status = 'done', ... WHERE id = 4 AND attempts = 1")
         note(f"  AND locked_by = '{owner}' AND status = 'running' RETURNING id, attempts")
         with self.engine.begin() as conn:
-            reported = list(conn.execute(runtime.complete_one(Job), late))
+            reported = list(conn.execute(completion.complete_one(Job), late))
         table(["id", "attempts"], reported)
         note("Job 4, read back:")
         self.job_rows(["id", "kind", "attempts", "status", "locked_by"], [4])
