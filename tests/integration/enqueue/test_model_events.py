@@ -191,3 +191,23 @@ def test_an_option_enqueue_does_not_take_is_a_type_error(declare):
         TypeError, match="enqueue_on\\(\\) got an unexpected keyword argument 'prio'"
     ):
         declare(Order, "insert", "k", payload=dict, prio=1)
+
+
+def test_an_async_session_enqueues_in_its_flush_too(committed: Engine, declare):
+    import asyncio
+
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
+    declare(Order, "insert", "send_receipt", payload=lambda order: {"order_id": order.id})
+
+    async def add_order() -> None:
+        engine = create_async_engine(committed.url)
+        try:
+            async with AsyncSession(engine) as session, session.begin():
+                session.add(Order(id=12, customer="lu", total_cents=1))
+        finally:
+            await engine.dispose()
+
+    asyncio.run(add_order())
+    with Session(committed) as session:
+        assert _jobs(session) == [("send_receipt", {"order_id": 12}, None)]
