@@ -10,15 +10,11 @@ import json
 import logging
 import socket
 import urllib.request
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from prometheus_client import CollectorRegistry
 from sqlalchemy import Engine, select
@@ -163,17 +159,6 @@ def test_middleware_wraps_every_handler_call_and_ctx_engine_is_the_workers(
 
 
 # --- traces --------------------------------------------------------------------------
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use_tracer_provider(provider)
-    yield exporter
-    tracing.use_tracer_provider(None)
-    provider.shutdown()
 
 
 def test_the_enqueue_span_and_the_workers_span_are_one_trace(committed, spans):

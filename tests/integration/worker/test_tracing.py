@@ -9,12 +9,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from sqlalchemy import select
 from sqlalchemy.exc import DBAPIError
@@ -22,17 +18,6 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue, tracing
 from tests.support.models import Job
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use_tracer_provider(provider)
-    yield exporter
-    tracing.use_tracer_provider(None)
-    provider.shutdown()
 
 
 def test_enqueue_runs_in_a_producer_span_and_stores_its_context(session, spans):
