@@ -14,13 +14,16 @@ from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Executable, Row, Select, Update
+from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres import batches, claims, due, runtime
 from sa_jobqueue.driver.postgres import limits as flow
+from sa_jobqueue.driver.postgres.enqueue import PostgresEnqueue
 from sa_jobqueue.driver.postgres.params import fence_literals, fence_params
 from sa_jobqueue.driver.postgres.releaser import Releaser
+from sa_jobqueue.driver.protocol.enqueue import DebouncedJob, InsertShape, JobsInsert, NewJob
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name, ended_channel_name
@@ -149,6 +152,7 @@ class PostgresDriver:
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}
         # The other families, one object each, built here and forwarded to below.
         # enqueue family (driver/postgres/enqueue.py):
+        self._enqueue = PostgresEnqueue(model)
 
         # steps family (driver/postgres/steps.py):
 
@@ -408,6 +412,70 @@ class PostgresDriver:
         conn.execute(self._asynchronous_commit)
 
     # -- enqueue (EnqueueOps, forwarded to driver/postgres/enqueue.py) -------------
+
+    def job_insert(
+        self,
+        session: Session,
+        job: NewJob,
+        shape: InsertShape,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> Sequence[Any] | None:
+        """`PostgresEnqueue.job_insert`."""
+        return self._enqueue.job_insert(session, job, shape, trace_context)
+
+    def jobs_insert(
+        self, session: Session, batch: JobsInsert, returning: Sequence[str]
+    ) -> list[Sequence[Any]]:
+        """`PostgresEnqueue.jobs_insert`."""
+        return self._enqueue.jobs_insert(session, batch, returning)
+
+    def jobs_insert_gathered(
+        self, session: Session, batch: JobsInsert, returning: Sequence[str]
+    ) -> tuple[list[list[Any]], Any]:
+        """`PostgresEnqueue.jobs_insert_gathered`."""
+        return self._enqueue.jobs_insert_gathered(session, batch, returning)
+
+    def jobs_insert_loaded(self, session: Session, batch: JobsInsert) -> list[JobMixin]:
+        """`PostgresEnqueue.jobs_insert_loaded`."""
+        return self._enqueue.jobs_insert_loaded(session, batch)
+
+    def jobs_insert_ids(
+        self, session: Session, batch: JobsInsert, *, keys: bool = True
+    ) -> list[tuple[int, str | None, str | None]]:
+        """`PostgresEnqueue.jobs_insert_ids`."""
+        return self._enqueue.jobs_insert_ids(session, batch, keys=keys)
+
+    def jobs_by_keys(
+        self, session: Session, keys: Sequence[str], *, unique: bool = False, ids_only: bool = False
+    ) -> Sequence[Any]:
+        """`PostgresEnqueue.jobs_by_keys`."""
+        return self._enqueue.jobs_by_keys(session, keys, unique=unique, ids_only=ids_only)
+
+    def job_debounce(self, session: Session, debounced: DebouncedJob) -> JobMixin | None:
+        """`PostgresEnqueue.job_debounce`."""
+        return self._enqueue.job_debounce(session, debounced)
+
+    def job_throttle(self, session: Session, key: str, window: float) -> JobMixin | None:
+        """`PostgresEnqueue.job_throttle`."""
+        return self._enqueue.job_throttle(session, key, window)
+
+    def upstream_lock(self, session: Session, ids: Sequence[int]) -> dict[int, str]:
+        """`PostgresEnqueue.upstream_lock`."""
+        return self._enqueue.upstream_lock(session, ids)
+
+    def edges_insert(
+        self, session: Session, job_ids: Sequence[int], upstream_ids: Sequence[int]
+    ) -> None:
+        """`PostgresEnqueue.edges_insert`."""
+        self._enqueue.edges_insert(session, job_ids, upstream_ids)
+
+    def batch_add(self, session: Session, batch_id: int, added: int) -> bool:
+        """`PostgresEnqueue.batch_add`."""
+        return self._enqueue.batch_add(session, batch_id, added)
+
+    def batch_members(self, session: Session, batch_id: int, ids: Sequence[int]) -> set[int]:
+        """`PostgresEnqueue.batch_members`."""
+        return self._enqueue.batch_members(session, batch_id, ids)
 
     # -- steps (StepOps, forwarded to driver/postgres/steps.py) ------------------
 
