@@ -168,7 +168,9 @@ class ManyInserter(Generic[JobT]):
         if ids_only:
             inserted = self._id_rows(session, specs, columns, workflow, trace_context)
         else:
-            inserted = self._rows(session, specs, columns, workflow, trace_context)
+            # Jobs with workflow columns are loaded by the ORM, whoever builds the others.
+            rows = self.loaded_rows if workflow else self._rows
+            inserted = rows(session, specs, columns, workflow, trace_context)
         if fresh is not None:
             fresh.update(job.id for job in inserted)
         if len(inserted) == len(specs):

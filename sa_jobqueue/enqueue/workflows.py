@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.enqueue.insert_many import ManyInserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import BatchClosedError, ValidationError
 from sa_jobqueue.schema.model import FINISHED, UNFINISHED, JobMixin, Status
@@ -101,12 +102,13 @@ class Graph(Generic[JobT]):
 
     Args:
         model: the jobs model.
-        inserter: the model's `Inserter`, which runs the INSERT itself.
+        inserter: the model's `Inserter`, whose batched INSERT (`ManyInserter`) runs
+            the jobs' INSERT; the rest goes to the session's driver.
     """
 
     def __init__(self, model: type[JobT], inserter: Inserter[JobT]) -> None:
         self.model = model
-        self.inserter = inserter
+        self.batched: ManyInserter[JobT] = inserter.batched
 
     def needed(self, specs: Sequence[JobSpec]) -> bool:
         """Whether any of `specs` waits for a job (else the plain insert does)."""
@@ -148,11 +150,11 @@ class Graph(Generic[JobT]):
         batch_id: int | None,
         ids_only: bool,
     ) -> list[Any]:
-        driver = self.inserter.driver_of(session)
+        driver = self.batched.driver_of(session)
         statuses = self._lock_upstream(session, specs)
         planned = [_plan(spec, statuses, batch_id is not None) for spec in specs]
         fresh: set[int] = set()
-        rows = self.inserter.insert(
+        rows = self.batched.insert(
             session, planned, trace_context=trace_context, fresh=fresh, ids_only=ids_only
         )
         job_ids: list[int] = []
@@ -196,7 +198,7 @@ class Graph(Generic[JobT]):
         A key of a member (given twice, or in an earlier call of the batch) is fine.
         """
         found = {row.id: spec for row, spec in zip(rows, specs, strict=True) if row.id not in fresh}
-        known = self.inserter.driver_of(session).batch_members(session, batch_id, sorted(found))
+        known = self.batched.driver_of(session).batch_members(session, batch_id, sorted(found))
         outside = sorted(set(found) - known)
         if outside:
             spec = found[outside[0]]
@@ -218,7 +220,7 @@ class Graph(Generic[JobT]):
         upstream = sorted({u for spec in specs for u in spec.after})
         if not upstream:
             return {}
-        statuses = self.inserter.driver_of(session).upstream_lock(session, upstream)
+        statuses = self.batched.driver_of(session).upstream_lock(session, upstream)
         missing = [u for u in upstream if u not in statuses]
         if missing:
             shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
