@@ -19,8 +19,17 @@ from sqlalchemy.dialects.postgresql import psycopg
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import check_limits
-from sa_jobqueue.driver.postgres import batches, claims, due, fairness, limits, runtime
-from sa_jobqueue.driver.postgres import edges, inserts, keyed
+from sa_jobqueue.driver.postgres import (
+    batches,
+    claims,
+    due,
+    edges,
+    fairness,
+    inserts,
+    keyed,
+    limits,
+    runtime,
+)
 from sa_jobqueue.statements import (
     attempt_errors,
     control,
