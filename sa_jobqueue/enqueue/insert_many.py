@@ -56,10 +56,10 @@ class DriverOf:
         self._by_dialect: dict[str, Driver] = {}
 
     def __call__(self, session: Session) -> Driver:
-        """The driver of `session`'s database (asked of its bind, else of `Session.get_bind`)."""
+        """The driver of the database `session` sends the model's statements to."""
         bind = session.bind
         if bind is None:  # binds per mapper or table, or a get_bind of the application's
-            return driver_for(session, self.model)
+            bind = session.get_bind(mapper=self.model)
         name = bind.dialect.name
         driver = self._by_dialect.get(name)
         if driver is None:

@@ -277,7 +277,7 @@ class PostgresEnqueue:
 
     def job_throttle(self, session: Session, key: str, window: float) -> JobMixin | None:
         """`keyed.throttle_lock`, then `keyed.throttled`: the key's job in the window."""
-        session.execute(self._statement("throttle_lock"), {"throttle_key": key})
+        self._execute(session, self._statement("throttle_lock"), {"throttle_key": key})
         params = {"throttle_key": key, "window": window}
         found: JobMixin | None = session.scalars(self._statement("throttled"), params).first()
         return found
