@@ -15,7 +15,7 @@ from tests.driver.conftest import OWNER, claim, row
 from tests.support.models import Job
 
 RETURNING = InsertShape(returning=("id", "payload", "run_at", "created_at"))
-KEYED = dataclasses.replace(RETURNING, keys=("idempotency_key", "unique_key"))
+KEYED = RETURNING._replace(keys=("idempotency_key", "unique_key"))
 
 
 def new(n: int = 1, **fields: Any) -> JobSpec:
@@ -62,7 +62,7 @@ def test_job_insert_returns_its_row_with_what_the_database_filled(db: Engine, dr
 
 
 def test_job_insert_sets_the_delay_from_the_database_clock(db: Engine, driver: Driver):
-    shape = dataclasses.replace(RETURNING, timing="after")
+    shape = RETURNING._replace(timing="after")
     with Session(db) as session, session.begin():
         inserted = driver.job_insert(session, new(delay=60.0), shape)
     assert inserted is not None
@@ -181,7 +181,7 @@ def test_throttle_returns_the_job_of_its_key_within_the_window(db: Engine, drive
     with Session(db) as session, session.begin():
         assert driver.job_throttle(session, "t1", 60.0) is None  # the window is free
         columns = (("throttle_key", "t1"),)
-        shape = dataclasses.replace(RETURNING, extra=("throttle_key",))
+        shape = RETURNING._replace(extra=("throttle_key",))
         inserted = driver.job_insert(session, new(columns=columns), shape)
         assert inserted is not None
     with Session(db) as session, session.begin():

@@ -124,7 +124,7 @@ class PostgresEnqueue:
         # As the ORM would before running a statement: the caller's pending objects
         # (the order a job's foreign key points to) go first.
         sqlalchemy_private.autoflush(session)
-        bind = {"mapper": self._mapper(), "clause": direct.statement}
+        bind = {"mapper": self._mapped or self._mapper(), "clause": direct.statement}
         connection = session.connection(bind_arguments=bind)
         row = direct.first(connection, params)
         if row is None or payload_at is None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from sqlalchemy.orm import Session
 
@@ -59,15 +59,15 @@ class NewJob(Protocol):
     def last_error(self) -> str | None: ...  # noqa: D102
 
 
-@dataclass(frozen=True)
-class InsertShape:
+class InsertShape(NamedTuple):
     """Which columns an INSERT sets beyond a job's own fields, and which it returns.
 
     A caller makes one per shape and keeps it: the driver builds one statement per
-    shape it is given. ``timing`` and ``keys`` matter to `EnqueueOps.job_insert` only,
-    and decide what it sends of the job: its ``run_at`` (``"at"``) or its delay
-    (``"after"``), and the keys named (a key the job sets and the shape does not name is
-    not inserted).
+    shape it is given, and looks it up at each insert (a tuple: hashed in C, where a
+    frozen dataclass hashes in Python). ``timing`` and ``keys`` matter to
+    `EnqueueOps.job_insert` only, and decide what it sends of the job: its ``run_at``
+    (``"at"``) or its delay (``"after"``), and the keys named (a key the job sets and
+    the shape does not name is not inserted).
 
     Attributes:
         timing: ``"now"`` (due now), ``"at"`` (its ``run_at``) or ``"after"`` (its delay).
