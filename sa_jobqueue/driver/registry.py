@@ -44,7 +44,16 @@ class DriverFactory(Protocol):
         limits: Mapping[str, Limits] | None = None,
         kinds: Sequence[str] | None = None,
     ) -> Driver:
-        """A driver for `model` (see `PostgresDriver` for the arguments)."""
+        """A driver for `model`.
+
+        Args:
+            model: the jobs model.
+            leases: kind -> lease in seconds, written into each claim.
+            default_lease: the lease of kinds not in `leases`.
+            limits: kind -> its `Limits`, for the limited kinds: `job_claim` leaves
+                them out, `job_claim_limited` claims them (docs/flow-control.md).
+            kinds: the only kinds `job_claim` and `job_claim_queues` claim (None: any).
+        """
         ...
 
 

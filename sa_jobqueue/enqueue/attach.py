@@ -9,18 +9,16 @@ the difference from an ORM load. See docs/enqueue.md#what-enqueue-does.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import DefaultClause
 from sqlalchemy.orm import Mapper, Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import instance_dict, instance_state
-from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue.core import sqlalchemy_private
-from sa_jobqueue.enqueue.direct import Direct
+from sa_jobqueue.driver.protocol.enqueue import InsertShape
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.schema.model import Status
 
@@ -30,7 +28,6 @@ __all__ = [
     "One",
     "attach",
     "attach_all",
-    "decode_json",
     "defaults_to_now",
 ]
 
@@ -65,7 +62,6 @@ SET_COLUMNS = (
 
 
 _NULLS = dict.fromkeys(NULL_COLUMNS)
-_raw_decode = json.JSONDecoder().raw_decode
 
 
 def defaults_to_now(column: Any) -> bool:
@@ -74,34 +70,21 @@ def defaults_to_now(column: Any) -> bool:
     return isinstance(default, DefaultClause) and str(default.arg) == "now()"
 
 
-def decode_json(text: str) -> Any:
-    """JSON text to a value, as ``json.loads`` (psycopg's loader) does.
-
-    Without its checks for leading and trailing whitespace, which the server's JSON
-    output never has.
-    """
-    return _raw_decode(text)[0]
-
-
 _PENDING = Status.PENDING.value
 
 
 @dataclass(frozen=True)
 class One:
-    """The INSERT of one job with a given set of extra columns, and what it returns."""
+    """The INSERT of one job (or a batch) with a given set of extra columns, and what it returns."""
 
-    statement: ReturningInsert[Any]
-    #: The attribute each RETURNING column fills, in order.
+    #: What the driver is asked to insert and return (`Driver.job_insert`).
+    shape: InsertShape
+    #: The attribute each returned column fills, in order.
     returned: tuple[str, ...]
-    #: `statement`, sent on the driver's cursor where nothing could tell.
-    direct: Direct
     #: The model's attributes a row leaves unloaded (its relationships): expired.
     unloaded: frozenset[str]
     #: The first item of the model's identity keys (``Mapper.identity_key_from_primary_key``).
     identity_class: type[Any]
-    #: Whether ``payload`` comes back as its JSON text (`attach` decodes it): the
-    #: server's text, decoded by one call, costs less than the driver's JSON loader.
-    payload_text: bool = False
 
 
 def attach(
@@ -111,13 +94,8 @@ def attach(
     one: One,
     row: Sequence[Any],
     shared: Mapping[str, Any] | None = None,
-    decode: Callable[[str], Any] = decode_json,
 ) -> Any:
-    """The persistent object for the row just inserted, in `session`'s identity map.
-
-    Where `one` returns ``payload`` as text, `decode` makes it a value (the dialect's
-    ``json_deserializer``, as the driver would have).
-    """
+    """The persistent object for the row just inserted, in `session`'s identity map."""
     values: dict[str, Any] = {
         **_NULLS,
         **(shared or {}),
@@ -132,8 +110,6 @@ def attach(
         "concurrency_key": spec.concurrency_key,
     }
     values.update(zip(one.returned, row, strict=True))
-    if one.payload_text:
-        values["payload"] = decode(values["payload"])
     # identity_key_from_primary_key's key, for the one-column primary key
     # (`Inserter._plain_model`) and no identity token.
     key = (one.identity_class, (values["id"],), None)

@@ -1,17 +1,13 @@
-"""What a batched INSERT of enqueue sends: its parameters, built from the `JobSpec`s.
+"""What a batch of enqueue is checked and ordered by, before the driver inserts it.
 
-`json_rows` writes a batch as the one JSON parameter of `statements.enqueue_json`;
-`array_params` as the arrays (one per column) of `statements.enqueue`, with
-`own_columns` for the application's own columns; `lock_order` is the order keyed jobs
-are inserted in. `sa_jobqueue.enqueue.insert_many` runs them. See
-docs/enqueue.md#batches-enqueue_many.
+`own_columns` gathers (and checks) the application's own columns the specs set;
+`lock_order` is the order keyed jobs are inserted in. `sa_jobqueue.enqueue.insert_many`
+uses them. See docs/enqueue.md#batches-enqueue_many.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from datetime import timezone
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import JSON, FromClause
@@ -20,10 +16,7 @@ from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.columns import dumps
 
-__all__ = ["array_params", "json_rows", "lock_order", "own_columns"]
-
-#: A str as JSON text (keys are checked valid Unicode without NUL, see `validation`).
-_dumps_text = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+__all__ = ["lock_order", "own_columns"]
 
 
 def lock_order(specs: Sequence[JobSpec]) -> list[int]:
@@ -42,59 +35,6 @@ def lock_order(specs: Sequence[JobSpec]) -> list[int]:
 
 def _keys(spec: JobSpec) -> tuple[str, str]:
     return (spec.idempotency_key or "", spec.unique_key or "")
-
-
-def json_rows(specs: Sequence[JobSpec]) -> str:
-    """The ``:rows`` parameter of `statements.enqueue_json` for `specs`: a JSON array.
-
-    Each job's payload is already JSON text (`prepare`), so it is written in as it
-    is; kinds and queues are encoded once per distinct value (with priority and
-    max_attempts: the text around the payload); fields a job leaves at
-    their default (no run_at, no delay, no key) are left out (NULL in the statement).
-    ``run_at`` goes in UTC with its offset, so the server reads the same instant
-    whatever the session's time zone.
-
-    >>> from sa_jobqueue.enqueue.prepare import JobSpec
-    >>> json_rows([JobSpec("noop", "default", '{"n":1}', 0, 20, None, 0.0, None)])
-    '[{"kind":"noop","queue":"default","payload":{"n":1},"priority":0,"max_attempts":20}]'
-    """
-    # Per (kind, queue, priority, max_attempts): the text before and after the payload.
-    shapes: dict[tuple[str, str, int, int], tuple[str, str]] = {}
-    rows: list[str] = []
-    append = rows.append
-    for spec in specs:
-        shape = (spec.kind, spec.queue, spec.priority, spec.max_attempts)
-        ends = shapes.get(shape)
-        if ends is None:
-            ends = shapes[shape] = (
-                f'{{"kind":{_dumps_text(spec.kind)},"queue":{_dumps_text(spec.queue)},"payload":',
-                f',"priority":{spec.priority},"max_attempts":{spec.max_attempts}',
-            )
-        head, tail = ends
-        # The usual row sets none of the fields below: one f-string, not a check and a
-        # concatenation each (0.18 against 0.22 ms per 1,000 rows, timeit).
-        if (
-            spec.run_at is None
-            and not spec.delay
-            and spec.idempotency_key is None
-            and spec.unique_key is None
-            and spec.concurrency_key is None
-        ):
-            append(f"{head}{spec.payload}{tail}}}")
-            continue
-        row = f"{head}{spec.payload}{tail}"
-        if spec.run_at is not None:
-            row += f',"run_at":"{spec.run_at.astimezone(timezone.utc).isoformat()}"'
-        elif spec.delay:
-            row += f',"delay":{spec.delay!r}'
-        if spec.idempotency_key is not None:
-            row += f',"idempotency_key":{_dumps_text(spec.idempotency_key)}'
-        if spec.unique_key is not None:
-            row += f',"unique_key":{_dumps_text(spec.unique_key)}'
-        if spec.concurrency_key is not None:
-            row += f',"concurrency_key":{_dumps_text(spec.concurrency_key)}'
-        append(row + "}")
-    return f"[{','.join(rows)}]"
 
 
 def own_columns(table: FromClause, specs: Sequence[JobSpec]) -> dict[str, list[Any]]:
@@ -128,39 +68,3 @@ def own_columns(table: FromClause, specs: Sequence[JobSpec]) -> dict[str, list[A
                 values.append(dumps(value) if json_column else value)
         arrays[name] = values
     return arrays
-
-
-def array_params(
-    specs: Sequence[JobSpec],
-    columns: dict[str, list[Any]],
-    workflow: bool,
-    trace_context: Mapping[str, str] | None,
-) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """`statements.enqueue`'s extra columns and its parameters: one array per column."""
-    params: dict[str, Any] = {
-        "kinds": [s.kind for s in specs],
-        "queues": [s.queue for s in specs],
-        "payloads": [s.payload for s in specs],
-        "priorities": [s.priority for s in specs],
-        "max_attempts_list": [s.max_attempts for s in specs],
-        "run_ats": [s.run_at for s in specs],
-        "delays": [s.delay for s in specs],
-        "keys": [s.idempotency_key for s in specs],
-        "unique_keys": [s.unique_key for s in specs],
-        "concurrency_keys": [s.concurrency_key for s in specs],
-    }
-    if workflow:
-        params.update(
-            statuses=[s.status for s in specs],
-            waiting_fors=[s.waiting_for for s in specs],
-            after_failures=[s.after_failure if s.after else None for s in specs],
-            has_dependents_list=[s.has_dependents for s in specs],
-            last_errors=[s.last_error for s in specs],
-        )
-    extra = tuple(columns)
-    for name, values in columns.items():
-        params[f"{name}_values"] = values
-    if trace_context:
-        extra += ("trace_context",)
-        params["trace_context_values"] = [dumps(dict(trace_context))] * len(specs)
-    return extra, params

@@ -1,10 +1,11 @@
 """The one-row INSERT of enqueue: one job as one short statement, attached as if loaded.
 
-`Inserter` runs the INSERTs of enqueue for one model in the caller's session, never
-commits, and returns the jobs as mapped instances; keys already taken return the job
-that holds them. Many jobs go through the batched statement of the `ManyInserter` it holds
-(`sa_jobqueue.enqueue.insert_many`), whose rows it builds as it builds one job's where
-nothing could tell (`Inserter.attached_rows`). See docs/enqueue.md#what-enqueue-does.
+`Inserter` runs the INSERTs of enqueue for one model in the caller's session, through
+its driver (`Driver.job_insert`...), never commits, and returns the jobs as mapped
+instances; keys already taken return the job that holds them. Many jobs go through
+the batched statement of the `ManyInserter` it holds (`sa_jobqueue.enqueue.insert_many`),
+whose rows it builds as it builds one job's where nothing could tell
+(`Inserter.attached_rows`). See docs/enqueue.md#what-enqueue-does.
 """
 
 from __future__ import annotations
@@ -12,27 +13,22 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import JSON, inspect
+from sqlalchemy import inspect
 from sqlalchemy import types as sqltypes
 from sqlalchemy.orm import Mapper, Session, scoped_session
-from sqlalchemy.sql.dml import ReturningInsert
 
-from sa_jobqueue import statements
 from sa_jobqueue.core import sqlalchemy_private
+from sa_jobqueue.driver.protocol.enqueue import InsertShape, JobsInsert
 from sa_jobqueue.enqueue.attach import (
     NULL_COLUMNS,
     SET_COLUMNS,
     One,
     attach,
     attach_all,
-    decode_json,
     defaults_to_now,
 )
-from sa_jobqueue.enqueue.batch_rows import array_params, json_rows
-from sa_jobqueue.enqueue.direct import Direct
-from sa_jobqueue.enqueue.insert_many import ManyInserter
+from sa_jobqueue.enqueue.insert_many import DriverOf, ManyInserter
 from sa_jobqueue.enqueue.prepare import JobSpec
-from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin
 
 __all__ = ["Inserter"]
@@ -59,7 +55,8 @@ def _plain_session(session: Session) -> bool:
 class Inserter(Generic[JobT]):
     """Runs the INSERTs of enqueue for one model: `insert` (batched) and `insert_one`.
 
-    Statements are built once.
+    The database is the session's driver's (`sa_jobqueue.driver`); what each shape of
+    INSERT returns is decided once.
     """
 
     def __init__(self, model: type[JobT]) -> None:
@@ -67,14 +64,15 @@ class Inserter(Generic[JobT]):
         #: The batched INSERT, keyed rows in key order, taken keys matched: its rows
         #: are inserted and built by `attached_rows`.
         self.batched: ManyInserter[JobT] = ManyInserter(model, rows=self.attached_rows)
+        self.driver_of: DriverOf = self.batched.driver_of
         # One single-job statement per shape: (timing, keys given, extra columns).
         self._ones: dict[tuple[str, tuple[str, ...], tuple[str, ...]], One] = {}
         # Whether one job's row can be attached without the ORM's loading: decided
         # on first use, once the application's mappers can be configured.
         self._plain: bool | None = None
         self._arrays: bool | None = None  # see `_has_arrays`
-        # The batched statements returning what `_attach` needs: over arrays, per
-        # extra columns; over one JSON parameter, traced or not.
+        # The batched INSERTs returning what `_attach` needs: over arrays, per
+        # extra columns; gathered, traced or not.
         self._manys: dict[tuple[str, ...], One] = {}
         self._jsons: dict[bool, tuple[One, tuple[str, ...]]] = {}
         # The model's mapper: a mapped class keeps its mapper.
@@ -119,41 +117,13 @@ class Inserter(Generic[JobT]):
             job: JobT = self.insert(session, [spec], trace_context=trace_context)[0]
             return job
         one = self._one(spec, trace_context)
-        params: dict[str, Any] = {
-            "new_kind": spec.kind,
-            "new_queue": spec.queue,
-            "new_payload": spec.payload,
-            "new_priority": spec.priority,
-            "new_max_attempts": spec.max_attempts,
-        }
-        if spec.run_at is not None:
-            params["new_run_at"] = spec.run_at
-        elif spec.delay:
-            params["new_delay"] = spec.delay
-        if spec.idempotency_key is not None:
-            params["new_idempotency_key"] = spec.idempotency_key
-        if spec.unique_key is not None:
-            params["new_unique_key"] = spec.unique_key
-        if spec.concurrency_key is not None:
-            params["new_concurrency_key"] = spec.concurrency_key
-        table = self.model.__table__
-        for name, value in spec.columns:
-            json_column = isinstance(table.c[name].type, JSON) and value is not None
-            params[f"new_{name}"] = dumps(value) if json_column else value
-        if trace_context:
-            params["new_trace_context"] = dumps(dict(trace_context))
+        driver = self.driver_of(real)
 
         def insert_once(session: Session, specs: Sequence[JobSpec]) -> list[Any]:
-            # As the ORM would before running a statement: the caller's pending
-            # objects (the order a job's foreign key points to) go first.
-            sqlalchemy_private.autoflush(session)
-            bind = {"mapper": mapper, "clause": one.statement}
-            connection = session.connection(bind_arguments=bind)
-            row = one.direct.first(connection, params)
+            row = driver.job_insert(session, spec, one.shape, trace_context)
             if row is None:  # a key was taken: find the job that holds it
                 return self.batched.match(session, specs, [])
-            decode = sqlalchemy_private.json_deserializer(connection.dialect) or decode_json
-            return [attach(session, mapper, spec, one, row, decode=decode)]
+            return [attach(session, mapper, spec, one, row)]
 
         if spec.unique_key is None:  # nothing to retry: see `ManyInserter.insert_in_order`
             job = insert_once(real, [spec])[0]
@@ -175,55 +145,25 @@ class Inserter(Generic[JobT]):
         row with its spec: rows come back in the batch's order, less the specs whose
         key was taken), and each row is attached as `insert_one` attaches its own.
         Without the application's own columns, the batch travels as one JSON
-        parameter and comes back as one row of arrays (`_json_rows`).
+        parameter and comes back gathered (`Driver.jobs_insert_gathered`).
         """
         mapper = self._mapper()
         loaded = mapper.class_manager.dispatch.load
         if workflow or loaded or not (self._plain_model() and _plain_session(session)):
             return self.batched.loaded_rows(session, specs, columns, workflow, trace_context)
-        sqlalchemy_private.autoflush(session)  # as the ORM would before its statement
+        batch = JobsInsert(specs, columns, workflow, trace_context)
+        driver = self.driver_of(session)
         if not columns and not self._has_arrays():
-            return self._json_rows(session, mapper, specs, trace_context)
-        extra, params = array_params(specs, columns, workflow, trace_context)
-        many = self._many(extra)
-        bind = {"mapper": mapper, "clause": many.statement}
-        connection = session.connection(bind_arguments=bind)
-        id_at = many.returned.index("id")
-        rows = sorted(connection.execute(many.statement, params), key=lambda row: row[id_at])
-        # A trace context is in `extra`: returned with the rows, not left NULL.
+            # Gathered: ``payload`` decoded, and the columns the database fills with
+            # ``now()`` take the one ``now()`` returned.
+            many, now_filled = self._json(bool(trace_context))
+            gathered, now = driver.jobs_insert_gathered(session, batch, many.shape.returning)
+            shared = dict.fromkeys(now_filled, now)
+            return attach_all(session, mapper, many, self._pair(many, specs, gathered), shared)
+        many = self._many(tuple(columns) + (("trace_context",) if trace_context else ()))
+        rows = driver.jobs_insert(session, batch, many.shape.returning)
+        # A trace context is in the extra columns: returned with the rows, not left NULL.
         return attach_all(session, mapper, many, self._pair(many, specs, rows), {})
-
-    def _json_rows(
-        self,
-        session: Session,
-        mapper: Mapper[Any],
-        specs: Sequence[JobSpec],
-        trace_context: Mapping[str, str] | None,
-    ) -> list[Any]:
-        """Insert `specs` through `statements.enqueue_json_arrays`; attach the new rows.
-
-        ``payload`` comes back as text, decoded here as the driver would (the
-        dialect's ``json_deserializer``); the columns the database fills with
-        ``now()`` (and ``run_at`` where it is ``now()``) take the one ``now()`` returned.
-        """
-        many, now_filled = self._json(bool(trace_context))
-        params = {"rows": json_rows(specs)}
-        if trace_context:
-            params["trace_context"] = dumps(dict(trace_context))
-        bind = {"mapper": mapper, "clause": many.statement}
-        connection = session.connection(bind_arguments=bind)
-        *arrays, now = connection.execute(many.statement, params).one()
-        if arrays[0] is None:  # no job inserted: every key was taken
-            return []
-        rows = [list(row) for row in zip(*arrays, strict=True)]
-        decode = sqlalchemy_private.json_deserializer(connection.dialect) or decode_json
-        payload_at, run_at = many.returned.index("payload"), many.returned.index("run_at")
-        for row in rows:
-            row[payload_at] = decode(row[payload_at])
-            if row[run_at] is None:
-                row[run_at] = now
-        shared = dict.fromkeys(now_filled, now)
-        return attach_all(session, mapper, many, self._pair(many, specs, rows), shared)
 
     @staticmethod
     def _pair(
@@ -251,16 +191,16 @@ class Inserter(Generic[JobT]):
         return [c for c in self.model.__table__.c if c.name not in known and c in mapped]
 
     def _many(self, extra: tuple[str, ...]) -> One:
-        """`statements.enqueue` (an array per column) returning what `_attach` needs."""
+        """`Driver.jobs_insert` returning what `_attach` needs."""
         many = self._manys.get(extra)
         if many is None:
             columns = self._returned(extra)
-            statement = statements.enqueue(self.model, extra=extra).returning(*columns)
-            many = self._manys[extra] = self._shape(statement, self._keys_of(columns))
+            shape = InsertShape(extra=extra, returning=tuple(c.name for c in columns))
+            many = self._manys[extra] = self._shape(shape, self._keys_of(columns))
         return many
 
     def _json(self, traced: bool) -> tuple[One, tuple[str, ...]]:
-        """`statements.enqueue_json_arrays` returning what `_attach` needs.
+        """`Driver.jobs_insert_gathered` returning what `_attach` needs.
 
         With it, the attributes that take the ``now()`` it returns: the columns whose
         default is ``now()``.
@@ -270,10 +210,8 @@ class Inserter(Generic[JobT]):
             columns = self._returned(("trace_context",) if traced else ())
             now_filled = [c for c in columns if c.name != "run_at" and defaults_to_now(c)]
             arrays = [c for c in columns if c not in now_filled]
-            statement: Any = statements.enqueue_json_arrays(
-                self.model, traced=traced, returning=[c.name for c in arrays]
-            )
-            many = self._shape(statement, self._keys_of(arrays), also=self._keys_of(now_filled))
+            shape = InsertShape(returning=tuple(c.name for c in arrays))
+            many = self._shape(shape, self._keys_of(arrays), also=self._keys_of(now_filled))
             found = self._jsons[traced] = (many, self._keys_of(now_filled))
         return found
 
@@ -354,28 +292,16 @@ class Inserter(Generic[JobT]):
             known = set(SET_COLUMNS) | (set(NULL_COLUMNS) - set(extra))
             mapped = set(mapper.columns.values())
             columns = [c for c in self.model.__table__.c if c.name not in known and c in mapped]
-            statement = statements.enqueue_one(
-                self.model,
-                timing=timing,
-                keys=keys,
-                extra=extra,
-                returning=[c.name for c in columns],
-                as_text=("payload",),
-            )
+            insert = InsertShape(timing, keys, extra, tuple(c.name for c in columns))
             returned = tuple(mapper.get_property_by_column(c).key for c in columns)
-            one = self._ones[shape] = self._shape(statement, returned, payload_text=True)
+            one = self._ones[shape] = self._shape(insert, returned)
         return one
 
     def _shape(
-        self,
-        statement: ReturningInsert[Any],
-        returned: tuple[str, ...],
-        also: tuple[str, ...] = (),
-        *,
-        payload_text: bool = False,
+        self, shape: InsertShape, returned: tuple[str, ...], also: tuple[str, ...] = ()
     ) -> One:
         mapper = self._mapper()
         filled = {*NULL_COLUMNS, *SET_COLUMNS, *returned, *also}
         unloaded = frozenset(mapper.class_manager) - filled
         identity_class = mapper.identity_key_from_primary_key((None,))[0]
-        return One(statement, returned, Direct(statement), unloaded, identity_class, payload_text)
+        return One(shape, returned, unloaded, identity_class)

@@ -13,18 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
-from sqlalchemy import Insert, inspect, select
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
-from sa_jobqueue import statements
-from sa_jobqueue.enqueue.batch_rows import array_params, json_rows, lock_order, own_columns
+from sa_jobqueue.driver import Driver, driver_for
+from sa_jobqueue.driver.protocol.enqueue import JobsInsert
+from sa_jobqueue.enqueue.batch_rows import lock_order, own_columns
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import JobQueueError
-from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin
 
-__all__ = ["Inserted", "ManyInserter", "RowsFunction"]
+__all__ = ["DriverOf", "Inserted", "ManyInserter", "RowsFunction"]
 
 JobT = TypeVar("JobT", bound=JobMixin)
 
@@ -46,8 +44,31 @@ RowsFunction = Callable[
 ]
 
 
+class DriverOf:
+    """The driver of a session's database for one jobs model (`driver_for`), found once per dialect.
+
+    Args:
+        model: the jobs model.
+    """
+
+    def __init__(self, model: type[JobMixin]) -> None:
+        self.model = model
+        self._by_dialect: dict[str, Driver] = {}
+
+    def __call__(self, session: Session) -> Driver:
+        """The driver of the database `session` sends the model's statements to."""
+        bind = session.bind
+        if bind is None:  # binds per mapper or table, or a get_bind of the application's
+            bind = session.get_bind(mapper=self.model)
+        name = bind.dialect.name
+        driver = self._by_dialect.get(name)
+        if driver is None:
+            driver = self._by_dialect[name] = driver_for(name, self.model)
+        return driver
+
+
 class ManyInserter(Generic[JobT]):
-    """Runs the batched INSERT for one model; statements are built once.
+    """Runs the batched INSERT for one model, through its session's driver.
 
     Args:
         model: the jobs model.
@@ -62,28 +83,8 @@ class ManyInserter(Generic[JobT]):
     def __init__(self, model: type[JobT], rows: RowsFunction | None = None) -> None:
         self.model = model
         self._rows: RowsFunction = rows or self.loaded_rows
-        # One statement per set of extra columns given (and workflow or not), built on first use.
-        self._loads: dict[tuple[tuple[str, ...], bool], ExecutableReturnsRows] = {}
-        self._by_keys = statements.by_keys(model)
-        self._by_unique_keys = statements.by_unique_keys(model)
-        # The same lookups for ``ids_only``: the id and keys, not the mapped row.
-        keys_only = (model.id, model.idempotency_key, model.unique_key)
-        self._ids_by_keys = self._by_keys.with_only_columns(*keys_only)
-        self._ids_by_unique_keys = self._by_unique_keys.with_only_columns(*keys_only)
-        # The statements of ``ids_only`` inserts: per extra columns and workflow or not;
-        # over one JSON parameter, traced or not and with keys or not.
-        self._id_loads: dict[tuple[tuple[str, ...], bool], Any] = {}
-        self._id_jsons: dict[tuple[bool, bool], Any] = {}
-
-    def _load(self, extra: tuple[str, ...], workflow: bool = False) -> ExecutableReturnsRows:
-        load = self._loads.get((extra, workflow))
-        if load is None:
-            insert: Insert = statements.enqueue(
-                self.model, extra=extra, workflow=workflow
-            ).returning(self.model)
-            load = select(self.model).from_statement(insert)
-            self._loads[extra, workflow] = load
-        return load
+        #: The driver of a session's database.
+        self.driver_of = DriverOf(model)
 
     def insert(
         self,
@@ -167,7 +168,9 @@ class ManyInserter(Generic[JobT]):
         if ids_only:
             inserted = self._id_rows(session, specs, columns, workflow, trace_context)
         else:
-            inserted = self._rows(session, specs, columns, workflow, trace_context)
+            # Jobs with workflow columns are loaded by the ORM, whoever builds the others.
+            rows = self.loaded_rows if workflow else self._rows
+            inserted = rows(session, specs, columns, workflow, trace_context)
         if fresh is not None:
             fresh.update(job.id for job in inserted)
         if len(inserted) == len(specs):
@@ -187,9 +190,8 @@ class ManyInserter(Generic[JobT]):
         The `RowsFunction` of a `ManyInserter` given none. `columns` are the
         application's own columns some spec sets (`own_columns`).
         """
-        extra, params = array_params(specs, columns, workflow, trace_context)
-        load = self._load(extra, workflow)
-        return sorted(session.scalars(load, params).all(), key=lambda job: job.id)
+        batch = JobsInsert(specs, columns, workflow, trace_context)
+        return self.driver_of(session).jobs_insert_loaded(session, batch)
 
     def _id_rows(
         self,
@@ -199,51 +201,12 @@ class ManyInserter(Generic[JobT]):
         workflow: bool,
         trace_context: Mapping[str, str] | None,
     ) -> list[Inserted]:
-        """`loaded_rows` for ``ids_only``: the id and keys of each row inserted, in id order.
-
-        Without the application's own columns or workflow columns, the batch travels
-        as one JSON parameter and comes back as one row of arrays; otherwise as
-        `statements.enqueue`'s arrays, a row per job. Through `Session.execute`, so the
-        session flushes first and its execution events see the statement, as an ORM
-        load's would.
-        """
-        bind = {"mapper": inspect(self.model)}
-        if not columns and not workflow:
-            traced = bool(trace_context)
-            # A batch without keys needs no key arrays back: every one would be NULL.
-            keyed = any(s.idempotency_key is not None or s.unique_key is not None for s in specs)
-            statement = self._id_jsons.get((traced, keyed))
-            if statement is None:
-                statement = self._id_jsons[traced, keyed] = statements.enqueue_json_ids(
-                    self.model, traced=traced, keys=keyed
-                )
-            params: dict[str, Any] = {"rows": json_rows(specs)}
-            if traced:
-                params["trace_context"] = dumps(dict(trace_context or {}))
-            arrays = session.execute(statement, params, bind_arguments=bind).one()
-            ids: list[int] | None = arrays[0]
-            if ids is None:  # no job inserted: every key was taken
-                return []
-            # The arrays share one order, not the id order: sort here (they come
-            # nearly sorted, which Python's sort does in one pass).
-            if not keyed:
-                ids.sort()
-                return [Inserted(id_, None, None) for id_ in ids]
-            return [Inserted(*row) for row in sorted(zip(*arrays, strict=True))]
-        extra, params = array_params(specs, columns, workflow, trace_context)
-        statement = self._id_loads.get((extra, workflow))
-        if statement is None:
-            table = self.model.__table__
-            inserted = statements.enqueue(self.model, extra=extra, workflow=workflow).returning(
-                *(table.c[name] for name in Inserted._fields)
-            )
-            # Selected from, as a CTE: a Core statement the session runs as it is (an
-            # ORM-enabled INSERT with parameters would be taken for a bulk insert).
-            cte = inserted.cte("inserted")
-            statement = select(*(cte.c[name] for name in Inserted._fields))
-            self._id_loads[extra, workflow] = statement
-        rows = session.execute(statement, params, bind_arguments=bind)
-        return sorted((Inserted(*row) for row in rows), key=lambda row: row.id)
+        """`loaded_rows` for ``ids_only``: the id and keys of each row inserted, in id order."""
+        batch = JobsInsert(specs, columns, workflow, trace_context)
+        # A batch without keys needs no key arrays back: every one would be NULL.
+        keyed = any(s.idempotency_key is not None or s.unique_key is not None for s in specs)
+        rows = self.driver_of(session).jobs_insert_ids(session, batch, keys=keyed)
+        return [Inserted(*row) for row in rows]
 
     def match(
         self,
@@ -291,7 +254,7 @@ class ManyInserter(Generic[JobT]):
             - set(by_key)
         )
         if wanted:
-            for job in self._found(session, self._by_keys, self._ids_by_keys, ids_only, wanted):
+            for job in self._found(session, wanted, False, ids_only):
                 by_key[job.idempotency_key] = job
         wanted_unique = sorted(
             {
@@ -302,8 +265,7 @@ class ManyInserter(Generic[JobT]):
             - set(by_unique)
         )
         if wanted_unique:
-            lookups = self._by_unique_keys, self._ids_by_unique_keys
-            for job in self._found(session, *lookups, ids_only, wanted_unique, "unique_keys"):
+            for job in self._found(session, wanted_unique, True, ids_only):
                 by_unique[job.unique_key] = job
         result: list[Any] = []
         for spec, row in zip(specs, own, strict=True):
@@ -323,16 +285,11 @@ class ManyInserter(Generic[JobT]):
             result.append(row)
         return result
 
-    @staticmethod
     def _found(
-        session: Session,
-        rows: Any,
-        ids: Any,
-        ids_only: bool,
-        keys: list[str],
-        name: str = "keys",
+        self, session: Session, keys: list[str], unique: bool, ids_only: bool
     ) -> Sequence[Any]:
         """The jobs holding `keys`: mapped rows, or `Inserted` for ``ids_only``."""
-        if ids_only:
-            return [Inserted(*row) for row in session.execute(ids, {name: keys})]
-        return session.scalars(rows, {name: keys}).all()
+        found = self.driver_of(session).jobs_by_keys(
+            session, keys, unique=unique, ids_only=ids_only
+        )
+        return [Inserted(*row) for row in found] if ids_only else found

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from json import dumps
 from typing import Any, Generic
 
-from sqlalchemy import JSON, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.validation import check_delay, check_key
+from sa_jobqueue.driver.protocol.enqueue import DebouncedJob
 from sa_jobqueue.enqueue.insert import Inserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.model import JobT
-from sa_jobqueue.statements import keyed
 
 __all__ = ["KeyedEnqueue", "KeyedInserter", "check_keyed"]
 
@@ -70,14 +68,11 @@ def check_keyed(
 
 
 class KeyedInserter(Generic[JobT]):
-    """Runs debounced and throttled enqueues for one model; statements built once per shape."""
+    """Runs debounced and throttled enqueues for one model, through its session's driver."""
 
     def __init__(self, inserter: Inserter[JobT]) -> None:
         self.inserter = inserter
         self.model = inserter.model
-        self._debounces: dict[tuple[str, ...], Any] = {}
-        self._lock = keyed.throttle_lock(self.model)
-        self._latest = keyed.throttled(self.model)
 
     def insert(
         self,
@@ -88,66 +83,23 @@ class KeyedInserter(Generic[JobT]):
         trace_context: Mapping[str, str] | None = None,
     ) -> JobT:
         """Enqueue `spec` under `keyed_enqueue`; the job it made or folded into."""
-        if keyed_enqueue.option == "debounce":
-            return self._debounce(session, spec, keyed_enqueue, trace_context)
-        return self._throttle(session, spec, keyed_enqueue, trace_context)
-
-    def _throttle(
-        self,
-        session: Session,
-        spec: JobSpec,
-        throttle: KeyedEnqueue,
-        trace_context: Mapping[str, str] | None,
-    ) -> JobT:
-        session.execute(self._lock, {"throttle_key": throttle.key})
-        params = {"throttle_key": throttle.key, "window": throttle.window}
-        found: JobT | None = session.scalars(self._latest, params).first()
-        if found is not None:
-            return found
-        columns = tuple(sorted((*spec.columns, ("throttle_key", throttle.key))))
-        return self.inserter.insert_one(
-            session, replace(spec, columns=columns), trace_context=trace_context
-        )
-
-    def _debounce(
-        self,
-        session: Session,
-        spec: JobSpec,
-        debounce: KeyedEnqueue,
-        trace_context: Mapping[str, str] | None,
-    ) -> JobT:
-        table = self.model.__table__
-        extra = dict(spec.columns)
-        if trace_context:
-            extra["trace_context"] = dict(trace_context)
-        shape = tuple(sorted(extra))
-        statement = self._debounces.get(shape)
-        if statement is None:
-            upsert = keyed.debounce(self.model, extra=shape)
-            statement = select(self.model).from_statement(upsert)
-            self._debounces[shape] = statement
-        params: dict[str, Any] = {
-            "new_kind": spec.kind,
-            "new_queue": spec.queue,
-            "new_payload": spec.payload,
-            "new_priority": spec.priority,
-            "new_max_attempts": spec.max_attempts,
-            "new_window": debounce.window,
-            "new_debounce_key": debounce.key,
-            "new_concurrency_key": spec.concurrency_key,
-        }
-        for name, value in extra.items():
-            json_column = isinstance(table.c[name].type, JSON) and value is not None
-            params[f"new_{name}"] = dumps(value) if json_column else value
-        options = {"populate_existing": True}  # the folded job's new payload and run_at
-        job: JobT | None = session.scalars(
-            statement, params, execution_options=options
-        ).one_or_none()
-        if job is None:
+        driver = self.inserter.driver_of(session)
+        if keyed_enqueue.option == "throttle":
+            found: Any = driver.job_throttle(session, keyed_enqueue.key, keyed_enqueue.window)
+            if found is not None:
+                job: JobT = found
+                return job
+            columns = tuple(sorted((*spec.columns, ("throttle_key", keyed_enqueue.key))))
+            return self.inserter.insert_one(
+                session, replace(spec, columns=columns), trace_context=trace_context
+            )
+        debounced = DebouncedJob(spec, keyed_enqueue.key, keyed_enqueue.window, trace_context)
+        folded: Any = driver.job_debounce(session, debounced)
+        if folded is None:
             raise ValidationError(
                 "debounce key",
-                debounce.key,
+                keyed_enqueue.key,
                 "is held by a pending job of another kind (debounce keys are shared by "
                 "every kind of the table: put the kind in the key)",
             )
-        return job
+        return folded  # type: ignore[no-any-return]

@@ -2,7 +2,7 @@
 
 `AfterCheck` turns ``after=[job_or_id, ...]`` into sorted unique ids, refusing
 anything else before the session is touched. `Graph` inserts jobs that wait, in
-the caller's transaction: it locks the upstream jobs first (`statements.lock_upstream`,
+the caller's transaction: it locks the upstream jobs first (`Driver.upstream_lock`,
 which also marks them ``has_dependents``), so none of them can end unseen between
 this read and the caller's COMMIT; each new job is inserted ``waiting`` with the
 count of its upstream jobs that have not ended, ``pending`` when all are ``done``
@@ -17,14 +17,13 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.enqueue.insert import Inserter
+from sa_jobqueue.enqueue.insert_many import ManyInserter
 from sa_jobqueue.enqueue.prepare import JobSpec
 from sa_jobqueue.errors import BatchClosedError, ValidationError
 from sa_jobqueue.schema.model import FINISHED, UNFINISHED, JobMixin, Status
-from sa_jobqueue.statements import workflows
 
 __all__ = ["MAX_AFTER", "AfterCheck", "Graph"]
 
@@ -103,16 +102,13 @@ class Graph(Generic[JobT]):
 
     Args:
         model: the jobs model.
-        inserter: the model's `Inserter`, which runs the INSERT itself.
+        inserter: the model's `Inserter`, whose batched INSERT (`ManyInserter`) runs
+            the jobs' INSERT; the rest goes to the session's driver.
     """
 
     def __init__(self, model: type[JobT], inserter: Inserter[JobT]) -> None:
         self.model = model
-        self.inserter = inserter
-        self._lock = workflows.lock_upstream(model)
-        self._edges = workflows.insert_edges(model)
-        self._grow = workflows.add_to_batch(model)
-        self._members = workflows.batch_members_among(model)
+        self.batched: ManyInserter[JobT] = inserter.batched
 
     def needed(self, specs: Sequence[JobSpec]) -> bool:
         """Whether any of `specs` waits for a job (else the plain insert does)."""
@@ -154,10 +150,11 @@ class Graph(Generic[JobT]):
         batch_id: int | None,
         ids_only: bool,
     ) -> list[Any]:
+        driver = self.batched.driver_of(session)
         statuses = self._lock_upstream(session, specs)
         planned = [_plan(spec, statuses, batch_id is not None) for spec in specs]
         fresh: set[int] = set()
-        rows = self.inserter.insert(
+        rows = self.batched.insert(
             session, planned, trace_context=trace_context, fresh=fresh, ids_only=ids_only
         )
         job_ids: list[int] = []
@@ -176,20 +173,16 @@ class Graph(Generic[JobT]):
         if batch_id is not None and members:
             job_ids += [batch_id] * len(members)
             upstream_ids += members
-        if job_ids:
-            params = {"job_ids": job_ids, "edge_upstream_ids": upstream_ids}
-            session.execute(self._edges, params, bind_arguments=self._bind())
-        if batch_id is not None and members:
-            grown = session.execute(
-                self._grow,
-                {"batch_id": batch_id, "added": len(unfinished)},
-                bind_arguments=self._bind(),
-            ).first()
-            if grown is None:
-                raise BatchClosedError(
-                    f"batch {batch_id}: its callback has started (or ended) already; "
-                    "jobs join a batch only in the transaction that made it"
-                )
+        driver.edges_insert(session, job_ids, upstream_ids)
+        if (
+            batch_id is not None
+            and members
+            and not driver.batch_add(session, batch_id, len(unfinished))
+        ):
+            raise BatchClosedError(
+                f"batch {batch_id}: its callback has started (or ended) already; "
+                "jobs join a batch only in the transaction that made it"
+            )
         return rows
 
     def _check_members(
@@ -205,8 +198,7 @@ class Graph(Generic[JobT]):
         A key of a member (given twice, or in an earlier call of the batch) is fine.
         """
         found = {row.id: spec for row, spec in zip(rows, specs, strict=True) if row.id not in fresh}
-        params = {"batch_id": batch_id, "member_ids": sorted(found)}
-        known = set(session.execute(self._members, params, bind_arguments=self._bind()).scalars())
+        known = self.batched.driver_of(session).batch_members(session, batch_id, sorted(found))
         outside = sorted(set(found) - known)
         if outside:
             spec = found[outside[0]]
@@ -224,17 +216,11 @@ class Graph(Generic[JobT]):
                 "with after=[...])",
             )
 
-    def _bind(self) -> dict[str, Any]:
-        return {"mapper": inspect(self.model)}
-
     def _lock_upstream(self, session: Session, specs: Sequence[JobSpec]) -> dict[int, str]:
         upstream = sorted({u for spec in specs for u in spec.after})
         if not upstream:
             return {}
-        rows = session.execute(
-            self._lock, {"upstream_ids": upstream}, bind_arguments=self._bind()
-        ).all()
-        statuses = {int(row.id): str(row.status) for row in rows}
+        statuses = self.batched.driver_of(session).upstream_lock(session, upstream)
         missing = [u for u in upstream if u not in statuses]
         if missing:
             shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")

@@ -3,10 +3,9 @@
 The worker runtime's statements (claims, completion, failures, leases, flow control)
 live with the driver that runs them, in `sa_jobqueue/driver/postgres/`. What stays here
 is read or written by the operators and the dashboard (``operator``, ``dashboard``,
-``bulk``, ``registry``, ``catalog``...), by the enqueue side and the other runtime parts
-that have not moved behind the driver yet (``inserts``, ``keyed``, ``workflows``,
-``steps``), and the helpers both sides share (``common``, ``ended``, ``attempt_errors``,
-``control``): the driver may import this package, but
+``bulk``, ``control``, ``catalog``...), the graph reads (``workflows``), the durable
+steps' reads (``steps``), and the helpers both sides share (``common``, ``ended``,
+``attempt_errors``): the driver may import this package, but
 nothing outside `sa_jobqueue.driver` may import the driver's implementation. Builders
 by purpose, re-exported here (``statements.cancel(model, ...)``). See
 docs/architecture.md and docs/concepts.md.
@@ -54,15 +53,6 @@ from sa_jobqueue.statements.dashboard import (
 )
 from sa_jobqueue.statements.durable_gauges import durable_gauges
 from sa_jobqueue.statements.flow_stats import limit_usage, starts_of
-from sa_jobqueue.statements.inserts import (
-    by_keys,
-    by_unique_keys,
-    enqueue,
-    enqueue_json,
-    enqueue_json_arrays,
-    enqueue_json_ids,
-    enqueue_one,
-)
 from sa_jobqueue.statements.operator import (
     cancel,
     get_job,
@@ -88,19 +78,12 @@ __all__ = [
     "asynchronous_commit",
     "bulk_batch",
     "bulk_count",
-    "by_keys",
-    "by_unique_keys",
     "cancel",
     "capped_count",
     "cursor_params",
     "db_now",
     "delete_finished",
     "durable_gauges",
-    "enqueue",
-    "enqueue_json",
-    "enqueue_json_arrays",
-    "enqueue_json_ids",
-    "enqueue_one",
     "filter_conditions",
     "finished_per_bucket",
     "finished_per_minute",

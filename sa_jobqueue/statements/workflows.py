@@ -1,14 +1,14 @@
-"""The workflow statements: lock upstream jobs, insert edges, grow a batch, release dependents.
+"""The workflow statements: release dependents, the graph's reads, revivals after a retry.
 
 A job enqueued with ``after=[...]`` is inserted ``waiting`` with ``waiting_for`` (how
 many of its upstream jobs have not ended) and one edge per upstream job in the
-dependencies table. The fenced end of an upstream job (done, dead letter, cancel)
-runs `release_dependents` in the same transaction: it decrements the count of each
-job that waits for it and makes it ``pending`` at zero, or ``cancelled`` when the
-upstream job failed and the waiting job's ``after_failure`` is ``'cancel'``. The
-count sits on the waiting job's own row, so two upstream jobs ending at once in two
-transactions serialise on that row and neither decrement is lost. See
-docs/workflows.md.
+dependencies table (by the driver: `sa_jobqueue.driver.postgres.edges`). The fenced
+end of an upstream job (done, dead letter, cancel) runs `release_dependents` in the
+same transaction: it decrements the count of each job that waits for it and makes it
+``pending`` at zero, or ``cancelled`` when the upstream job failed and the waiting
+job's ``after_failure`` is ``'cancel'``. The count sits on the waiting job's own row,
+so two upstream jobs ending at once in two transactions serialise on that row and
+neither decrement is lost. See docs/workflows.md.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
-    Integer,
     Select,
     Text,
     Update,
@@ -29,13 +28,10 @@ from sqlalchemy import (
     func,
     literal,
     select,
-    true,
     type_coerce,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
-from sqlalchemy.dialects.postgresql import Insert as PgInsert
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
@@ -43,12 +39,8 @@ from sa_jobqueue.statements.common import unnest_rows
 from sa_jobqueue.statements.ended import ended_notify
 
 __all__ = [
-    "add_to_batch",
-    "batch_members_among",
     "dependents_of",
     "edges_of",
-    "insert_edges",
-    "lock_upstream",
     "recount_waiting",
     "release_dependents",
     "revive_dependents",
@@ -62,74 +54,6 @@ def edges_of(model: type[JobMixin]) -> Any:
     """The dependency edges `Table` of `model`'s jobs table."""
     table: Any = model.__table__
     return dependencies_table(table.metadata, model.__tablename__)
-
-
-def lock_upstream(model: type[JobMixin]) -> Update:
-    """Lock the jobs in ``:upstream_ids`` and mark them ``has_dependents``; return ``(id, status)``.
-
-    The row lock is what makes a release impossible to lose: an upstream job's
-    fenced end (an UPDATE of the same row) waits for the enqueuing transaction to
-    commit, and the release that follows it in the worker's transaction is a later
-    statement, whose snapshot then sees the new edges. An upstream job that ended
-    before the lock is returned with its final status, so the new job counts it as
-    ended. ``id = ANY(...)`` walks the primary key in id order, so two enqueues lock
-    shared upstream jobs in one order. Ids that match no row are missing from the
-    result (the caller names them in its error).
-    """
-    ids = bindparam("upstream_ids", type_=ARRAY(BigInteger))
-    return (
-        update(model)
-        .where(model.id == func.any(ids))
-        .values(has_dependents=true())
-        .returning(model.id, model.status)
-    )
-
-
-def insert_edges(model: type[JobMixin]) -> PgInsert:
-    """Insert the edges ``(:job_ids[i], :edge_upstream_ids[i])`` (job i waits for upstream i)."""
-    edges = edges_of(model)
-    batch = unnest_rows(
-        ("job_ids", "job_id", BigInteger), ("edge_upstream_ids", "upstream", BigInteger)
-    )
-    rows = select(batch.c.job_id, batch.c.upstream)
-    return pg_insert(edges).from_select(["job_id", "upstream_id"], rows)
-
-
-def add_to_batch(model: type[JobMixin]) -> Update:
-    """Make batch callback ``:batch_id`` wait for ``:added`` more jobs; return its id.
-
-    The callback is inserted ``pending`` by ``jobs.batch`` (an empty batch's callback
-    runs at once) and becomes ``waiting`` as jobs join, in the same transaction. It
-    matches only while the callback has not started, so a batch whose transaction
-    has committed and whose callback ran cannot grow.
-    """
-    waiting = func.coalesce(model.waiting_for, 0) + bindparam("added", type_=Integer)
-    return (
-        update(model)
-        .where(
-            model.id == bindparam("batch_id", type_=BigInteger),
-            model.status.in_([Status.PENDING.value, Status.WAITING.value]),
-            model.attempts == 0,
-        )
-        .values(
-            # Waiting while a member has not ended (members that joined already ended,
-            # cancelled at birth, are not counted: with none left it stays due).
-            status=case((waiting > 0, Status.WAITING.value), else_=model.status),
-            waiting_for=waiting,
-            after_failure="run",
-            updated_at=func.now(),
-        )
-        .returning(model.id)
-    )
-
-
-def batch_members_among(model: type[JobMixin]) -> Select[int]:
-    """Of the jobs ``:member_ids``, those that batch ``:batch_id`` has as members already."""
-    edges = edges_of(model)
-    return select(edges.c.upstream_id).where(
-        edges.c.job_id == bindparam("batch_id", type_=BigInteger),
-        edges.c.upstream_id == func.any(bindparam("member_ids", type_=ARRAY(BigInteger))),
-    )
 
 
 def release_dependents(

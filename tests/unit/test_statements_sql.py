@@ -25,7 +25,10 @@ from sa_jobqueue.driver.postgres import (
     completion,
     control,
     due,
+    edges,
     fairness,
+    inserts,
+    keyed,
     limits,
     parks,
     runtime,
@@ -36,7 +39,6 @@ from sa_jobqueue.driver.postgres import steps as step_writes
 from sa_jobqueue.statements import (
     attempt_errors,
     fair_weights,
-    keyed,
     operator,
     registry,
     steps,
@@ -49,8 +51,8 @@ SQL_DIR = Path(__file__).parent / "sql"
 ENDED = "sa_jobqueue_ended_jobs"
 
 BUILDERS: dict[str, Callable[[], Any]] = {
-    "enqueue": lambda: statements.enqueue(Job),
-    "by_keys": lambda: statements.by_keys(Job),
+    "enqueue": lambda: inserts.enqueue(Job),
+    "by_keys": lambda: inserts.by_keys(Job),
     "claim": lambda: claims.claim(Job, leases={"send_receipt": 60.0}, default_lease=300.0),
     "claim_queues": lambda: claims.claim_queues(
         Job, queues=["default", "mail"], leases={"send_receipt": 60.0}, default_lease=300.0
@@ -131,7 +133,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
         after=True,
     ),
     "asynchronous_commit": statements.asynchronous_commit,
-    "by_unique_keys": lambda: statements.by_unique_keys(Job),
+    "by_unique_keys": lambda: inserts.by_unique_keys(Job),
     "pause": lambda: control.pause(Job),
     "resume": lambda: control.resume(Job),
     "paused_queues": lambda: control.paused_queues(Job),
@@ -231,31 +233,31 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "limited_due": lambda: due.limited_due(Job, kinds=["sync_crm", "charge"]),
     "live_counts": lambda: statements.live_counts(Job),
     "durable_gauges": lambda: statements.durable_gauges(Job),
-    "enqueue_extra": lambda: statements.enqueue(Job, extra=("trace_context",)),
-    "enqueue_json": lambda: statements.enqueue_json(Job),
-    "enqueue_json_traced": lambda: statements.enqueue_json(Job, traced=True).returning(
+    "enqueue_extra": lambda: inserts.enqueue(Job, extra=("trace_context",)),
+    "enqueue_json": lambda: inserts.enqueue_json(Job),
+    "enqueue_json_traced": lambda: inserts.enqueue_json(Job, traced=True).returning(
         Job.id, Job.payload
     ),
-    "enqueue_json_arrays": lambda: statements.enqueue_json_arrays(
+    "enqueue_json_arrays": lambda: inserts.enqueue_json_arrays(
         Job, traced=True, returning=("id", "payload", "run_at", "idempotency_key")
     ),
-    "enqueue_json_ids": lambda: statements.enqueue_json_ids(Job),
-    "enqueue_json_ids_traced": lambda: statements.enqueue_json_ids(Job, traced=True, keys=False),
-    "enqueue_one": lambda: statements.enqueue_one(
+    "enqueue_json_ids": lambda: inserts.enqueue_json_ids(Job),
+    "enqueue_json_ids_traced": lambda: inserts.enqueue_json_ids(Job, traced=True, keys=False),
+    "enqueue_one": lambda: inserts.enqueue_one(
         Job, returning=("id", "payload", "run_at"), as_text=("payload",)
     ),
-    "enqueue_one_keyed": lambda: statements.enqueue_one(
+    "enqueue_one_keyed": lambda: inserts.enqueue_one(
         Job,
         timing="after",
         keys=("idempotency_key", "unique_key", "concurrency_key"),
         extra=("trace_context",),
     ),
-    "enqueue_one_at": lambda: statements.enqueue_one(Job, timing="at"),
-    "enqueue_workflow": lambda: statements.enqueue(Job, workflow=True),
-    "lock_upstream": lambda: workflows.lock_upstream(Job),
-    "insert_edges": lambda: workflows.insert_edges(Job),
-    "add_to_batch": lambda: workflows.add_to_batch(Job),
-    "batch_members_among": lambda: workflows.batch_members_among(Job),
+    "enqueue_one_at": lambda: inserts.enqueue_one(Job, timing="at"),
+    "enqueue_workflow": lambda: inserts.enqueue(Job, workflow=True),
+    "lock_upstream": lambda: edges.lock_upstream(Job),
+    "insert_edges": lambda: edges.insert_edges(Job),
+    "add_to_batch": lambda: edges.add_to_batch(Job),
+    "batch_members_among": lambda: edges.batch_members_among(Job),
     "release_dependents": lambda: workflows.release_dependents(Job),
     "release_dependents_notify": lambda: workflows.release_dependents(
         Job, channel="sa_jobqueue_jobs"
@@ -317,7 +319,19 @@ def test_statement_sql_matches_its_reviewed_snapshot(name):
 
 
 def test_every_statement_builder_has_a_snapshot():
-    modules = (statements, batches, claims, completion, due, fairness, limits, runtime)
+    modules = (
+        statements,
+        batches,
+        claims,
+        completion,
+        due,
+        fairness,
+        limits,
+        runtime,
+        edges,
+        inserts,
+        keyed,
+    )
     public = {
         name
         for module in modules

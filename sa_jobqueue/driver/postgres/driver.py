@@ -1,7 +1,4 @@
-"""`PostgresDriver`: the `Driver` protocol on PostgreSQL, one object per family of operations.
-
-Each object (`claims.Claims`, `completion.Completion`, ...) is built once, with its statements.
-"""
+"""`PostgresDriver`: the `Driver` protocol on PostgreSQL, one object per family, built once."""
 
 from __future__ import annotations
 
@@ -10,11 +7,13 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Connection
+from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
+from sa_jobqueue.driver.postgres.enqueue import PostgresEnqueue
 from sa_jobqueue.driver.postgres.failures import Failures
 from sa_jobqueue.driver.postgres.flow import FlowControl
 from sa_jobqueue.driver.postgres.leases import Leases
@@ -22,25 +21,7 @@ from sa_jobqueue.driver.postgres.notifications import Notifications
 from sa_jobqueue.driver.postgres.releaser import Releaser
 from sa_jobqueue.driver.postgres.schedules import PostgresSchedules
 from sa_jobqueue.driver.postgres.steps import PostgresSteps
-from sa_jobqueue.driver.protocol.control import WorkerElsewhere, WorkerInfo
-from sa_jobqueue.driver.protocol.schedules import (
-    ScheduleDefine,
-    ScheduleNew,
-    ScheduleRow,
-    ScheduleSpec,
-    ScheduleTick,
-)
-from sa_jobqueue.driver.protocol.steps import (
-    ProgressSet,
-    SignalSend,
-    SignalSent,
-    SignalTaken,
-    SleepPark,
-    StepFence,
-    StepRecord,
-    WaitPark,
-    WaitResolve,
-)
+from sa_jobqueue.driver.protocol import control, enqueue, schedules, steps
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.statements import workflows
@@ -51,15 +32,9 @@ __all__ = ["PostgresDriver"]
 class PostgresDriver:
     """`Driver` for PostgreSQL: each call runs on the caller's connection, never commits.
 
-    Args:
-        model: the jobs model.
-        leases: kind -> lease in seconds, written into each claim.
-        default_lease: the lease of kinds not in `leases`.
-        limits: kind -> its `Limits`, for the limited kinds: `job_claim` leaves them
-            out, `job_claim_limited` claims them (docs/flow-control.md).
-        kinds: the only kinds `job_claim` and `job_claim_queues` claim (None: any kind).
-
-    Each method forwards to its family's object. PostgreSQL has every capability named.
+    Built from the jobs model and what its claims need (the arguments of
+    `registry.DriverFactory`). Each method forwards to its family's object, which
+    builds its statements once. PostgreSQL has every capability named.
     """
 
     supports_listen_notify = True
@@ -88,16 +63,9 @@ class PostgresDriver:
         self._upstream = workflows.upstream_results(model)
         self._notifications = Notifications(model)
         self.listening = self._notifications.listening
-        # The other families, one object each, built here and forwarded to below.
-        # enqueue family (driver/postgres/enqueue.py):
-
-        # steps family (driver/postgres/steps.py):
+        self._enqueue = PostgresEnqueue(model)
         self._steps = PostgresSteps(model)
-
-        # schedules family (driver/postgres/schedules.py):
         self._schedules = PostgresSchedules(model)
-
-        # control family (driver/postgres/control.py):
         self._control = PostgresControl(model)
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
@@ -228,19 +196,79 @@ class PostgresDriver:
         """`Notifications.commit_asynchronously`."""
         self._notifications.commit_asynchronously(conn)
 
-    # -- enqueue (EnqueueOps, forwarded to driver/postgres/enqueue.py) -------------
+    def job_insert(
+        self,
+        session: Session,
+        job: enqueue.NewJob,
+        shape: enqueue.InsertShape,
+        trace_context: Mapping[str, str] | None = None,
+    ) -> Sequence[Any] | None:
+        """`PostgresEnqueue.job_insert`."""
+        return self._enqueue.job_insert(session, job, shape, trace_context)
 
-    # -- steps (StepOps, forwarded to driver/postgres/steps.py) ------------------
+    def jobs_insert(
+        self, session: Session, batch: enqueue.JobsInsert, returning: Sequence[str]
+    ) -> list[Sequence[Any]]:
+        """`PostgresEnqueue.jobs_insert`."""
+        return self._enqueue.jobs_insert(session, batch, returning)
 
-    def attempt_lock(self, conn: Connection, fence: StepFence) -> bool:
+    def jobs_insert_gathered(
+        self, session: Session, batch: enqueue.JobsInsert, returning: Sequence[str]
+    ) -> tuple[list[list[Any]], Any]:
+        """`PostgresEnqueue.jobs_insert_gathered`."""
+        return self._enqueue.jobs_insert_gathered(session, batch, returning)
+
+    def jobs_insert_loaded(self, session: Session, batch: enqueue.JobsInsert) -> list[JobMixin]:
+        """`PostgresEnqueue.jobs_insert_loaded`."""
+        return self._enqueue.jobs_insert_loaded(session, batch)
+
+    def jobs_insert_ids(
+        self, session: Session, batch: enqueue.JobsInsert, *, keys: bool = True
+    ) -> list[tuple[int, str | None, str | None]]:
+        """`PostgresEnqueue.jobs_insert_ids`."""
+        return self._enqueue.jobs_insert_ids(session, batch, keys=keys)
+
+    def jobs_by_keys(
+        self, session: Session, keys: Sequence[str], *, unique: bool = False, ids_only: bool = False
+    ) -> Sequence[Any]:
+        """`PostgresEnqueue.jobs_by_keys`."""
+        return self._enqueue.jobs_by_keys(session, keys, unique=unique, ids_only=ids_only)
+
+    def job_debounce(self, session: Session, debounced: enqueue.DebouncedJob) -> JobMixin | None:
+        """`PostgresEnqueue.job_debounce`."""
+        return self._enqueue.job_debounce(session, debounced)
+
+    def job_throttle(self, session: Session, key: str, window: float) -> JobMixin | None:
+        """`PostgresEnqueue.job_throttle`."""
+        return self._enqueue.job_throttle(session, key, window)
+
+    def upstream_lock(self, session: Session, ids: Sequence[int]) -> dict[int, str]:
+        """`PostgresEnqueue.upstream_lock`."""
+        return self._enqueue.upstream_lock(session, ids)
+
+    def edges_insert(
+        self, session: Session, job_ids: Sequence[int], upstream_ids: Sequence[int]
+    ) -> None:
+        """`PostgresEnqueue.edges_insert`."""
+        self._enqueue.edges_insert(session, job_ids, upstream_ids)
+
+    def batch_add(self, session: Session, batch_id: int, added: int) -> bool:
+        """`PostgresEnqueue.batch_add`."""
+        return self._enqueue.batch_add(session, batch_id, added)
+
+    def batch_members(self, session: Session, batch_id: int, ids: Sequence[int]) -> set[int]:
+        """`PostgresEnqueue.batch_members`."""
+        return self._enqueue.batch_members(session, batch_id, ids)
+
+    def attempt_lock(self, conn: Connection, fence: steps.StepFence) -> bool:
         """`PostgresSteps.attempt_lock`."""
         return self._steps.attempt_lock(conn, fence)
 
-    def job_park_sleep(self, conn: Connection, params: SleepPark) -> datetime | None:
+    def job_park_sleep(self, conn: Connection, params: steps.SleepPark) -> datetime | None:
         """`PostgresSteps.job_park_sleep`."""
         return self._steps.job_park_sleep(conn, params)
 
-    def job_park_wait(self, conn: Connection, params: WaitPark) -> bool:
+    def job_park_wait(self, conn: Connection, params: steps.WaitPark) -> bool:
         """`PostgresSteps.job_park_wait`."""
         return self._steps.job_park_wait(conn, params)
 
@@ -248,15 +276,15 @@ class PostgresDriver:
         """`PostgresSteps.job_wake_sleeping`."""
         return self._steps.job_wake_sleeping(conn, job_id)
 
-    def progress_set(self, conn: Connection, params: ProgressSet) -> bool:
+    def progress_set(self, conn: Connection, params: steps.ProgressSet) -> bool:
         """`PostgresSteps.progress_set`."""
         return self._steps.progress_set(conn, params)
 
-    def signal_send(self, conn: Connection, params: SignalSend) -> SignalSent:
+    def signal_send(self, conn: Connection, params: steps.SignalSend) -> steps.SignalSent:
         """`PostgresSteps.signal_send`."""
         return self._steps.signal_send(conn, params)
 
-    def signal_take(self, conn: Connection, job_id: int, name: str) -> SignalTaken | None:
+    def signal_take(self, conn: Connection, job_id: int, name: str) -> steps.SignalTaken | None:
         """`PostgresSteps.signal_take`."""
         return self._steps.signal_take(conn, job_id, name)
 
@@ -264,39 +292,39 @@ class PostgresDriver:
         """`PostgresSteps.steps_recorded`."""
         return self._steps.steps_recorded(conn, job_id)
 
-    def step_record(self, conn: Connection, params: StepRecord) -> bool:
+    def step_record(self, conn: Connection, params: steps.StepRecord) -> bool:
         """`PostgresSteps.step_record`."""
         return self._steps.step_record(conn, params)
 
-    def wait_resolve(self, conn: Connection, params: WaitResolve) -> None:
+    def wait_resolve(self, conn: Connection, params: steps.WaitResolve) -> None:
         """`PostgresSteps.wait_resolve`."""
         self._steps.wait_resolve(conn, params)
 
-    def wait_time_out(self, conn: Connection, fence: StepFence, name: str) -> bool:
+    def wait_time_out(self, conn: Connection, fence: steps.StepFence, name: str) -> bool:
         """`PostgresSteps.wait_time_out`."""
         return self._steps.wait_time_out(conn, fence, name)
 
-    # -- schedules (ScheduleOps, forwarded to driver/postgres/schedules.py) --------
-
     def schedules_due(
         self, conn: Connection, names: Sequence[str], limit: int
-    ) -> list[ScheduleRow]:
+    ) -> list[schedules.ScheduleRow]:
         """`PostgresSchedules.schedules_due`."""
         return self._schedules.schedules_due(conn, names, limit)
 
-    def schedules_read(self, conn: Connection, names: Sequence[str]) -> list[ScheduleRow]:
+    def schedules_read(self, conn: Connection, names: Sequence[str]) -> list[schedules.ScheduleRow]:
         """`PostgresSchedules.schedules_read`."""
         return self._schedules.schedules_read(conn, names)
 
-    def schedules_insert(self, conn: Connection, schedules: Sequence[ScheduleNew]) -> None:
+    def schedules_insert(
+        self, conn: Connection, schedules: Sequence[schedules.ScheduleNew]
+    ) -> None:
         """`PostgresSchedules.schedules_insert`."""
         self._schedules.schedules_insert(conn, schedules)
 
-    def schedule_respec(self, conn: Connection, spec: ScheduleSpec) -> bool:
+    def schedule_respec(self, conn: Connection, spec: schedules.ScheduleSpec) -> bool:
         """`PostgresSchedules.schedule_respec`."""
         return self._schedules.schedule_respec(conn, spec)
 
-    def schedule_tick(self, conn: Connection, tick: ScheduleTick) -> bool:
+    def schedule_tick(self, conn: Connection, tick: schedules.ScheduleTick) -> bool:
         """`PostgresSchedules.schedule_tick`."""
         return self._schedules.schedule_tick(conn, tick)
 
@@ -304,11 +332,11 @@ class PostgresDriver:
         """`PostgresSchedules.schedule_tick_record`."""
         self._schedules.schedule_tick_record(conn, name, job_id)
 
-    def schedule_lock(self, conn: Connection, name: str) -> ScheduleRow | None:
+    def schedule_lock(self, conn: Connection, name: str) -> schedules.ScheduleRow | None:
         """`PostgresSchedules.schedule_lock`."""
         return self._schedules.schedule_lock(conn, name)
 
-    def schedule_upsert(self, conn: Connection, define: ScheduleDefine) -> bool:
+    def schedule_upsert(self, conn: Connection, define: schedules.ScheduleDefine) -> bool:
         """`PostgresSchedules.schedule_upsert`."""
         return self._schedules.schedule_upsert(conn, define)
 
@@ -328,17 +356,17 @@ class PostgresDriver:
         """`PostgresSchedules.schedule_run_record`."""
         self._schedules.schedule_run_record(conn, name, job_id)
 
-    def schedules_list(self, conn: Connection) -> list[ScheduleRow]:
+    def schedules_list(self, conn: Connection) -> list[schedules.ScheduleRow]:
         """`PostgresSchedules.schedules_list`."""
         return self._schedules.schedules_list(conn)
 
-    # -- control (ControlOps, forwarded to driver/postgres/control.py) ------------
-
-    def worker_register(self, conn: Connection, worker: WorkerInfo) -> None:
+    def worker_register(self, conn: Connection, worker: control.WorkerInfo) -> None:
         """`PostgresControl.worker_register`."""
         self._control.worker_register(conn, worker)
 
-    def worker_elsewhere(self, conn: Connection, worker: WorkerInfo) -> WorkerElsewhere | None:
+    def worker_elsewhere(
+        self, conn: Connection, worker: control.WorkerInfo
+    ) -> control.WorkerElsewhere | None:
         """`PostgresControl.worker_elsewhere`."""
         return self._control.worker_elsewhere(conn, worker)
 

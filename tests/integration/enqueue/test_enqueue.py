@@ -459,3 +459,17 @@ def test_concurrent_batches_with_keys_in_opposite_orders_do_not_deadlock(committ
             assert connection.scalar(select(func.count()).select_from(Order)) == 6
         with committed.begin() as connection:
             connection.execute(text("TRUNCATE jobs, orders RESTART IDENTITY CASCADE"))
+
+
+def test_a_session_bound_per_mapper_enqueues_every_way(committed):
+    # No `Session.bind`: the driver is chosen by the bind of the jobs model.
+    jobs = JobQueue(Job)
+    with Session(binds={Job: committed, Order: committed}) as session, session.begin():
+        first = jobs.enqueue(session, "send_receipt", {"n": 1})
+        jobs.enqueue_many(session, [("send_receipt", {"n": 2})])
+        jobs.enqueue(session, "send_receipt", {"n": 3}, after=[first])
+        jobs.enqueue(session, "send_receipt", {"n": 4}, throttle=("t", timedelta(seconds=5)))
+        jobs.enqueue(session, "send_receipt", {"n": 5}, debounce=("d", timedelta(seconds=5)))
+        jobs.enqueue(session, "send_receipt", {"n": 6}, idempotency_key="k")
+        jobs.enqueue(session, "send_receipt", {"n": 7}, idempotency_key="k")  # finds n=6
+    assert sorted(r["payload"]["n"] for r in _rows(committed)) == [1, 2, 3, 4, 5, 6]

@@ -39,6 +39,7 @@ from sqlalchemy.orm import (
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobMixin, JobQueue
+from sa_jobqueue.driver import driver_for
 from tests.support.models import Job, Order
 
 
@@ -61,7 +62,7 @@ def _received(connection: Connection) -> Iterator[list[str]]:
     """The messages the server got that run a statement, from libpq's protocol trace.
 
     What no SQLAlchemy event sees: with no listener, one enqueue's INSERT goes to the
-    driver's cursor (`sa_jobqueue.enqueue.direct`). Filled when the block ends.
+    driver's cursor (`sa_jobqueue.driver.postgres.direct`). Filled when the block ends.
     """
     driver: Any = connection.connection.driver_connection
     sent: list[str] = []
@@ -161,7 +162,9 @@ def _direct_enqueue(session: Session, shape: str) -> None:
         seen = _attributes(job)
     assert sent == ["Execute"]
     (one,) = jobs._inserter._ones.values()
-    assert one.direct._sql[connection.dialect] is not None  # so the driver's cursor ran it
+    driver: Any = driver_for(session, Job)
+    direct, _ = driver._enqueue._ones[one.shape]
+    assert direct._sql[connection.dialect] is not None  # so the driver's cursor ran it
     state = inspect(job)
     assert state.persistent
     assert not state.modified

@@ -1,4 +1,8 @@
-"""The enqueue statements: one job, many jobs, and the lookups of keys already taken."""
+"""The enqueue statements: one job, many jobs, and the lookups of keys already taken.
+
+`sa_jobqueue.driver.postgres.enqueue.PostgresEnqueue` builds them on first use and runs
+them; `enqueue_params` builds what they are sent. See docs/enqueue.md#what-enqueue-does.
+"""
 
 from __future__ import annotations
 
