@@ -16,10 +16,11 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 from sa_jobqueue import JobContext, JobQueue, Retry
 from tests.support.models import Job
 
-_spans = open(os.environ["SAJQ_TEST_SPANS"], "a")  # noqa: SIM115 - open for the process's life
-_provider = TracerProvider()
-_provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=_spans)))
-trace.set_tracer_provider(_provider)
+if "SAJQ_TEST_SPANS" in os.environ:  # the worker process (pytest imports it too, to collect)
+    _spans = open(os.environ["SAJQ_TEST_SPANS"], "a")  # noqa: SIM115 - for the process's life
+    _provider = TracerProvider()
+    _provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter(out=_spans)))
+    trace.set_tracer_provider(_provider)
 
 jobs = JobQueue(Job)
 
