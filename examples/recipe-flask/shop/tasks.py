@@ -16,3 +16,7 @@ def send_welcome(ctx: JobContext) -> dict[str, str]:
     signup.welcomed = True
     db.session.commit()
     return {"welcomed": signup.email}  # stored in the job's `result` column
+
+
+# Each inserted signup enqueues its welcome, in the flush that writes the row.
+jobs.enqueue_on(Signup, "insert", "send_welcome", payload=lambda signup: {"signup_id": signup.id})
