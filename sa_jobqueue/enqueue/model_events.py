@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, inspect
+from sqlalchemy.exc import NoInspectionAvailable
 from sqlalchemy.orm import Mapper, Session, object_session
 from sqlalchemy.orm.exc import UnmappedClassError
 
@@ -131,7 +132,7 @@ def declare(
     """
     try:
         mapper = inspect(model) if isinstance(model, type) else None
-    except (UnmappedClassError, Exception):  # noqa: BLE001 - any "not mapped" answer
+    except (NoInspectionAvailable, UnmappedClassError):
         mapper = None
     if not isinstance(mapper, Mapper):
         raise ValidationError("model", model, "must be a mapped class (a declarative model)")

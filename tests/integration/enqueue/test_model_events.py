@@ -166,6 +166,7 @@ def test_sixteen_sessions_inserting_at_once_make_one_job_per_committed_order(
     ("args", "kwargs", "message"),
     [
         ((Job.__table__, "insert", "k"), {"payload": dict}, "must be a mapped class"),
+        ((ValidationError, "insert", "k"), {"payload": dict}, "must be a mapped class"),
         ((Order, "upsert", "k"), {"payload": dict}, "must be one of 'insert', 'update', 'delete'"),
         ((Order, "insert", "bad kind"), {"payload": dict}, "may only hold ASCII letters"),
         ((Order, "insert", "k"), {"payload": {"order_id": 1}}, "must be a callable of the row"),
