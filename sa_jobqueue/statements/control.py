@@ -1,7 +1,7 @@
 """The conditions the driver's claims and leases share on the tables beside the jobs table.
 
-`is_paused` (the paused-queues table, which `PostgresControl` writes: the claims in
-`sa_jobqueue.driver.postgres` filter on it) and `cancelled_attempts` (the heartbeat's
+`is_paused` (the paused-queues table, which `Driver.queue_pause` writes: the driver's
+claims filter on it) and `cancelled_attempts` (the heartbeat's
 read of cancelled jobs). See docs/operations.md#pausing-and-resuming-a-queue.
 """
 

@@ -1,8 +1,8 @@
 """The worker registry's reads for the operators, the dashboard and the metrics.
 
 A worker's row is live while ``expires_at`` lies ahead. The workers' own writes
-(register and heartbeat, deregister, expire) are the driver's
-(`sa_jobqueue.driver.postgres.control`); these reads stay here beside the other
+(register and heartbeat, deregister, expire) are the driver's (`Driver.worker_register`
+and the rest of `ControlOps`); these reads stay here beside the other
 operator reads: they serve ``sa-jobqueue workers``, the dashboard and the gauges,
 never a worker's round. See docs/workers-registry.md.
 """

@@ -2,7 +2,7 @@
 
 A job enqueued with ``after=[...]`` is inserted ``waiting`` with ``waiting_for`` (how
 many of its upstream jobs have not ended) and one edge per upstream job in the
-dependencies table (by the driver: `sa_jobqueue.driver.postgres.edges`). The fenced
+dependencies table (by the driver's `upstream_lock` and `edges_insert`). The fenced
 end of an upstream job (done, dead letter, cancel) runs `release_dependents` in the
 same transaction: it decrements the count of each job that waits for it and makes it
 ``pending`` at zero, or ``cancelled`` when the upstream job failed and the waiting
