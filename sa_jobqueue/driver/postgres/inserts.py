@@ -292,16 +292,7 @@ def enqueue_one(
     back as its text, for the caller to decode), or no row when a key was taken.
     """
     table = model.__table__
-    given: dict[str, Any] = {
-        "kind": bindparam("new_kind", type_=Text),
-        "queue": bindparam("new_queue", type_=Text),
-        "payload": cast(bindparam("new_payload", type_=Text), JSONB),
-        # Constants, written into the SQL: the statement is the same for every job.
-        "status": literal_column(f"'{Status.PENDING.value}'", Text),
-        "priority": bindparam("new_priority", type_=SmallInteger),
-        "attempts": literal_column("0", Integer),
-        "max_attempts": bindparam("new_max_attempts", type_=Integer),
-    }
+    given = new_job_values()
     if timing == "at":
         given["run_at"] = bindparam("new_run_at", type_=TIMESTAMP(timezone=True))
     elif timing == "after":
@@ -310,12 +301,7 @@ def enqueue_one(
         raise ValueError(f"timing must be 'now', 'at' or 'after', not {timing!r}")
     for name in keys:
         given[name] = bindparam(f"new_{name}", type_=Text)
-    for name in extra:
-        column = table.c[name]
-        if _is_json(column):
-            given[name] = cast(bindparam(f"new_{name}", type_=Text), column.type)
-        else:
-            given[name] = bindparam(f"new_{name}", type_=column.type)
+    given.update(own_values(model, extra))
     insert = pg_insert(model).values(given).on_conflict_do_nothing()
     return insert.returning(
         *(
@@ -342,3 +328,34 @@ def by_unique_keys(model: type[JobMixin]) -> Select[Any]:
         model.unique_key == func.any(bindparam("unique_keys", type_=ARRAY(Text))),
         model.status.in_([s.value for s in ACTIVE]),
     )
+
+
+def new_job_values() -> dict[str, Any]:
+    """The values of a new pending job's own columns, as one-row INSERTs bind them.
+
+    ``new_kind``, ``new_queue``, ``new_payload`` (JSON text), ``new_priority`` and
+    ``new_max_attempts``; status and attempts are constants written into the SQL, so
+    the statement is the same for every job. The caller adds ``run_at`` and the keys.
+    """
+    return {
+        "kind": bindparam("new_kind", type_=Text),
+        "queue": bindparam("new_queue", type_=Text),
+        "payload": cast(bindparam("new_payload", type_=Text), JSONB),
+        "status": literal_column(f"'{Status.PENDING.value}'", Text),
+        "priority": bindparam("new_priority", type_=SmallInteger),
+        "attempts": literal_column("0", Integer),
+        "max_attempts": bindparam("new_max_attempts", type_=Integer),
+    }
+
+
+def own_values(model: type[JobMixin], extra: Sequence[str]) -> dict[str, Any]:
+    """``new_<column>`` for each of the app's own columns `extra` (JSON text for a JSON one)."""
+    table = model.__table__
+    values: dict[str, Any] = {}
+    for name in extra:
+        column = table.c[name]
+        if _is_json(column):
+            values[name] = cast(bindparam(f"new_{name}", type_=Text), column.type)
+        else:
+            values[name] = bindparam(f"new_{name}", type_=column.type)
+    return values

@@ -13,25 +13,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     Float,
-    Integer,
     Select,
-    SmallInteger,
     Text,
     bindparam,
-    cast,
     func,
     literal,
-    literal_column,
     select,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.sql.dml import ReturningInsert
 
-from sa_jobqueue.schema.model import DEBOUNCE_WHERE, JobMixin, Status
+from sa_jobqueue.driver.postgres.inserts import new_job_values, own_values
+from sa_jobqueue.schema.model import DEBOUNCE_WHERE, JobMixin
 from sa_jobqueue.schema.naming import lock_name
 from sa_jobqueue.statements.common import seconds
 
@@ -50,24 +45,13 @@ def debounce(model: type[JobMixin], *, extra: Sequence[str] = ()) -> ReturningIn
     the pending job holding the key is of another kind (nothing changed then).
     """
     table = model.__table__
-    given: dict[str, Any] = {
-        "kind": bindparam("new_kind", type_=Text),
-        "queue": bindparam("new_queue", type_=Text),
-        "payload": cast(bindparam("new_payload", type_=Text), JSONB),
-        "status": literal_column(f"'{Status.PENDING.value}'", Text),
-        "priority": bindparam("new_priority", type_=SmallInteger),
-        "attempts": literal_column("0", Integer),
-        "max_attempts": bindparam("new_max_attempts", type_=Integer),
+    given = {
+        **new_job_values(),
         "run_at": func.now() + seconds(bindparam("new_window", type_=Float)),
         "debounce_key": bindparam("new_debounce_key", type_=Text),
         "concurrency_key": bindparam("new_concurrency_key", type_=Text),
+        **own_values(model, extra),
     }
-    for name in extra:
-        column = table.c[name]
-        if isinstance(column.type, JSON):
-            given[name] = cast(bindparam(f"new_{name}", type_=Text), column.type)
-        else:
-            given[name] = bindparam(f"new_{name}", type_=column.type)
     insert = pg_insert(model).values(given)
     new = insert.excluded
     return insert.on_conflict_do_update(
