@@ -7,11 +7,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from sqlalchemy import (
-    JSON,
-    BigInteger,
     Boolean,
     CheckConstraint,
-    DateTime,
     Identity,
     Index,
     Integer,
@@ -22,7 +19,6 @@ from sqlalchemy import (
     event,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, Mapper, declared_attr, mapped_column
 from sqlalchemy.sql import FromClause
 
@@ -33,6 +29,7 @@ from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_f
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
 from sa_jobqueue.schema.steps import signals_table, steps_table
+from sa_jobqueue.schema.types import Id, Json, Key, Timestamp, utc_now
 
 __all__ = [
     "ACTIVE",
@@ -75,8 +72,7 @@ ACTIVE = (Status.PENDING, Status.RUNNING)
 #: Not finished: what a waiting job's upstream may still be, and what retention keeps.
 UNFINISHED = (Status.PENDING, Status.RUNNING, Status.WAITING)
 
-_PayloadType = JSON().with_variant(JSONB(), "postgresql")
-_now = text("now()")
+_PayloadType = Json
 
 
 def since(revision: str) -> dict[str, str]:
@@ -128,16 +124,16 @@ class JobMixin:
         __tablename__: Any
         __table__: ClassVar[FromClause]
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    id: Mapped[int] = mapped_column(Id, Identity(), primary_key=True)
     queue: Mapped[str] = mapped_column(
-        Text, default=DEFAULT_QUEUE, server_default=DEFAULT_QUEUE, nullable=False
+        Key, default=DEFAULT_QUEUE, server_default=DEFAULT_QUEUE, nullable=False
     )
-    kind: Mapped[str] = mapped_column(Text, nullable=False)
+    kind: Mapped[str] = mapped_column(Key, nullable=False)
     payload: Mapped[Any] = mapped_column(
         _PayloadType, default=dict, server_default=text("'{}'"), nullable=False
     )
     status: Mapped[str] = mapped_column(
-        Text, default=Status.PENDING.value, server_default=Status.PENDING.value, nullable=False
+        Key, default=Status.PENDING.value, server_default=Status.PENDING.value, nullable=False
     )
     priority: Mapped[int] = mapped_column(
         SmallInteger, default=0, server_default=text("0"), nullable=False
@@ -151,25 +147,23 @@ class JobMixin:
         server_default=text(str(DEFAULT_MAX_ATTEMPTS)),
         nullable=False,
     )
-    run_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=_now, nullable=False
-    )
-    locked_until: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
-    locked_by: Mapped[str | None] = mapped_column(Text)
-    idempotency_key: Mapped[str | None] = mapped_column(Text)
+    run_at: Mapped[datetime] = mapped_column(Timestamp(), server_default=utc_now(), nullable=False)
+    locked_until: Mapped[datetime | None] = mapped_column(Timestamp())
+    locked_by: Mapped[str | None] = mapped_column(Key)
+    idempotency_key: Mapped[str | None] = mapped_column(Key)
     #: Deduplicates while a job is pending or running (see `JobQueue.enqueue`).
-    unique_key: Mapped[str | None] = mapped_column(Text)
+    unique_key: Mapped[str | None] = mapped_column(Key)
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=_now, nullable=False
+        Timestamp(), server_default=utc_now(), nullable=False
     )
     updated_at: Mapped[datetime] = mapped_column(
-        DateTime(timezone=True), server_default=_now, nullable=False
+        Timestamp(), server_default=utc_now(), nullable=False
     )
-    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(Timestamp())
     # Added by revision sajq_0003, so last (the migrated table's column order).
     #: Serialises jobs of a kind with ``max_running_per_key`` (docs/flow-control.md).
-    concurrency_key: Mapped[str | None] = mapped_column(Text)
+    concurrency_key: Mapped[str | None] = mapped_column(Key)
     # Added by revision sajq_0004 (`since` tells create_jobs_table to leave them to it).
     result: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
     trace_context: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0004"))
@@ -182,9 +176,9 @@ class JobMixin:
     has_dependents: Mapped[bool | None] = mapped_column(Boolean, info=since("sajq_0005"))
     # Added by revision sajq_0006 (docs/flow-control.md, debounce and throttle).
     #: Enqueues with ``debounce=(key, window)`` collapse into the pending job holding it.
-    debounce_key: Mapped[str | None] = mapped_column(Text, info=since("sajq_0006"))
+    debounce_key: Mapped[str | None] = mapped_column(Key, info=since("sajq_0006"))
     #: Enqueues with ``throttle=(key, window)``: at most one job per key per window.
-    throttle_key: Mapped[str | None] = mapped_column(Text, info=since("sajq_0006"))
+    throttle_key: Mapped[str | None] = mapped_column(Key, info=since("sajq_0006"))
     # Added by revision sajq_0007 (durable steps, docs/durable.md).
     #: The last ``ctx.progress(value)`` of its handler: a number 0-1 or a small object.
     progress: Mapped[Any] = mapped_column(_PayloadType, nullable=True, info=since("sajq_0007"))
@@ -243,12 +237,14 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
             "run_at",
             "id",
             postgresql_where=text("status = 'pending'"),
+            sqlite_where=text("status = 'pending'"),
         ),
         # The sweeper's path to expired leases.
         Index(
             f"ix_{table}_running",
             "locked_until",
             postgresql_where=text("status = 'running'"),
+            sqlite_where=text("status = 'running'"),
         ),
         # One active (pending or running) job per unique_key; finished ones free it.
         Index(
@@ -256,6 +252,7 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
             "unique_key",
             unique=True,
             postgresql_where=text(f"status IN ({_sql_list(ACTIVE)})"),
+            sqlite_where=text(f"status IN ({_sql_list(ACTIVE)})"),
         ),
         # Added by sajq_0006: one pending job per debounce key (the upsert's arbiter).
         Index(
@@ -263,6 +260,7 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
             "debounce_key",
             unique=True,
             postgresql_where=text(DEBOUNCE_WHERE),
+            sqlite_where=text(DEBOUNCE_WHERE),
             info=since("sajq_0006"),
         ),
         # Added by sajq_0006: a throttle key's latest job, by run_at.
@@ -271,6 +269,7 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
             "throttle_key",
             "run_at",
             postgresql_where=text(THROTTLE_WHERE),
+            sqlite_where=text(THROTTLE_WHERE),
             info=since("sajq_0006"),
         ),
         # Added by sajq_0006: fair claims walk the keys of a kind's pending jobs here
@@ -284,6 +283,7 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
             "run_at",
             "id",
             postgresql_where=text(KEYED_WHERE),
+            sqlite_where=text(KEYED_WHERE),
             info=since("sajq_0006"),
         ),
         # Retention: prune finished rows by age without scanning live ones.
@@ -291,6 +291,7 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
             f"ix_{table}_finished",
             "finished_at",
             postgresql_where=text(f"status IN ({_sql_list(FINISHED)})"),
+            sqlite_where=text(f"status IN ({_sql_list(FINISHED)})"),
         ),
     )
 

@@ -17,25 +17,23 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
-    DateTime,
     ForeignKeyConstraint,
     Identity,
     Integer,
     PrimaryKeyConstraint,
     Table,
     Text,
-    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sa_jobqueue.schema.naming import errors_table, workers_table
+from sa_jobqueue.schema.types import Key, Timestamp, utc_now
 
 __all__ = ["HISTORY_LIMIT", "errors_table_for", "workers_table_for"]
 
 #: The most attempt-history rows kept per job: the write of the newest drops the oldest.
 HISTORY_LIMIT = 25
 
-_now = text("now()")
 # text[] on PostgreSQL (``kind = ANY(kinds)``), JSON elsewhere.
 _names = JSON().with_variant(ARRAY(Text), "postgresql")
 
@@ -59,7 +57,7 @@ def workers_table_for(table: Table) -> Table:
         name,
         table.metadata,
         # The worker's id: the locked_by value of its claims.
-        Column("id", Text, nullable=False),
+        Column("id", Key, nullable=False),
         Column("host", Text, nullable=False),
         Column("pid", Integer, nullable=False),
         # The sa-jobqueue version it runs.
@@ -68,10 +66,10 @@ def workers_table_for(table: Table) -> Table:
         # The kinds it has handlers for: the only ones it claims.
         Column("kinds", _names, nullable=False),
         Column("concurrency", Integer, nullable=False),
-        Column("started_at", DateTime(timezone=True), server_default=_now, nullable=False),
-        Column("heartbeat_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        Column("started_at", Timestamp(), server_default=utc_now(), nullable=False),
+        Column("heartbeat_at", Timestamp(), server_default=utc_now(), nullable=False),
         # Past this, the worker counts as gone (and the sweeper deletes its row).
-        Column("expires_at", DateTime(timezone=True), nullable=False),
+        Column("expires_at", Timestamp(), nullable=False),
         PrimaryKeyConstraint("id", name=f"pk_{table.name}_worker"),
         schema=table.schema,
     )
@@ -99,7 +97,7 @@ def errors_table_for(table: Table) -> Table:
         Column("worker", Text),
         # What last_error became, cut the same way.
         Column("error", Text, nullable=False),
-        Column("failed_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        Column("failed_at", Timestamp(), server_default=utc_now(), nullable=False),
         PrimaryKeyConstraint("job_id", "id", name=f"pk_{table.name}_errors"),
         ForeignKeyConstraint(
             ["job_id"], [f"{target}.id"], name=f"fk_{table.name}_errors_job", ondelete="CASCADE"

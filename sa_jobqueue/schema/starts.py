@@ -6,9 +6,10 @@ times (a retry overwrites them, retention deletes the rows). See docs/flow-contr
 
 from __future__ import annotations
 
-from sqlalchemy import Column, DateTime, Index, MetaData, Table, Text, text
+from sqlalchemy import Column, Index, MetaData, Table
 
 from sa_jobqueue.schema.naming import starts_table_name
+from sa_jobqueue.schema.types import Key, Timestamp, utc_now
 
 __all__ = ["starts_table"]
 
@@ -23,8 +24,8 @@ def starts_table(metadata: MetaData, table: str) -> Table:
     return Table(
         name,
         metadata,
-        Column("kind", Text, nullable=False),
-        Column("started_at", DateTime(timezone=True), server_default=text("now()"), nullable=False),
+        Column("kind", Key, nullable=False),
+        Column("started_at", Timestamp(), server_default=utc_now(), nullable=False),
         # The window count and the prune both walk one kind's starts by time.
         Index(f"ix_{table}_starts", "kind", "started_at"),
     )

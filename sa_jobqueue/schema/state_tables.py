@@ -12,7 +12,6 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Column,
-    DateTime,
     Float,
     Index,
     Integer,
@@ -31,6 +30,7 @@ from sa_jobqueue.schema.naming import (
     turns_table,
     weights_table,
 )
+from sa_jobqueue.schema.types import Key, Timestamp, utc_now
 
 __all__ = [
     "SCHEDULES_0006",
@@ -41,7 +41,6 @@ __all__ = [
     "weights_table_for",
 ]
 
-_now = text("now()")
 _definition_type = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 
 #: The columns revision ``sajq_0006`` added to the schedules table.
@@ -53,8 +52,8 @@ def _paused(table: str, metadata: MetaData, schema: str | None) -> Table:
     return Table(
         name,
         metadata,
-        Column("queue", Text, nullable=False),
-        Column("paused_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        Column("queue", Key, nullable=False),
+        Column("paused_at", Timestamp(), server_default=utc_now(), nullable=False),
         PrimaryKeyConstraint("queue", name=f"pk_{name}"[:63]),
         schema=schema,
     )
@@ -65,26 +64,27 @@ def _schedules(table: str, metadata: MetaData, schema: str | None) -> Table:
     return Table(
         name,
         metadata,
-        Column("name", Text, nullable=False),
-        Column("kind", Text, nullable=False),
+        Column("name", Key, nullable=False),
+        Column("kind", Key, nullable=False),
         # The schedule as the workers know it (cron and zone, or interval); a worker
         # whose definition differs moves next_run_at to its own next tick.
         Column("spec", Text, nullable=False),
-        Column("next_run_at", DateTime(timezone=True), nullable=False),
-        Column("last_run_at", DateTime(timezone=True)),
+        Column("next_run_at", Timestamp(), nullable=False),
+        Column("last_run_at", Timestamp()),
         Column("last_job_id", BigInteger),
-        Column("updated_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        Column("updated_at", Timestamp(), server_default=utc_now(), nullable=False),
         # Added by revision sajq_0006. A schedule made at runtime (`JobQueue.schedule`)
         # keeps its whole definition here; NULL for one declared in code.
         Column("definition", _definition_type),
         # Set while the schedule is paused (`JobQueue.pause_schedule`): no tick fires.
-        Column("paused_at", DateTime(timezone=True)),
+        Column("paused_at", Timestamp()),
         PrimaryKeyConstraint("name", name=f"pk_{name}"[:63]),
         # Added by revision sajq_0009: a worker's round reads the due rows only.
         Index(
             schedules_due_index(table),
             "next_run_at",
             postgresql_where=text("paused_at IS NULL"),
+            sqlite_where=text("paused_at IS NULL"),
         ),
         schema=schema,
     )
@@ -131,9 +131,9 @@ def weights_table_for(table: Table) -> Table:
     return Table(
         name,
         table.metadata,
-        Column("key", Text, nullable=False),
+        Column("key", Key, nullable=False),
         Column("weight", Integer, nullable=False),
-        Column("updated_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        Column("updated_at", Timestamp(), server_default=utc_now(), nullable=False),
         PrimaryKeyConstraint("key", name=f"pk_{name}"[:63]),
         CheckConstraint("weight >= 1", name=f"ck_{name}_weight"[:63]),
         schema=table.schema,
@@ -155,8 +155,8 @@ def turns_table_for(table: Table) -> Table:
     return Table(
         name,
         table.metadata,
-        Column("kind", Text, nullable=False),
-        Column("key", Text, nullable=False),
+        Column("kind", Key, nullable=False),
+        Column("key", Key, nullable=False),
         Column("pass", Float, nullable=False),
         PrimaryKeyConstraint("kind", "key", name=f"pk_{name}"[:63]),
         schema=table.schema,

@@ -13,7 +13,6 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Column,
-    DateTime,
     ForeignKeyConstraint,
     Identity,
     Index,
@@ -21,12 +20,11 @@ from sqlalchemy import (
     MetaData,
     PrimaryKeyConstraint,
     Table,
-    Text,
-    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 
 from sa_jobqueue.schema.naming import signals_table_name, steps_table_name
+from sa_jobqueue.schema.types import Id, Key, Timestamp, utc_now
 
 __all__ = ["STEP_KINDS", "signals_table", "steps_table"]
 
@@ -35,7 +33,6 @@ __all__ = ["STEP_KINDS", "signals_table", "steps_table"]
 STEP_KINDS = ("step", "sleep", "wait", "signal", "timeout")
 
 _json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
-_now = text("now()")
 
 
 def _existing(metadata: MetaData, name: str) -> Table | None:
@@ -56,16 +53,16 @@ def steps_table(metadata: MetaData, table: str) -> Table:
         name,
         metadata,
         Column("job_id", BigInteger, nullable=False),
-        Column("name", Text, nullable=False),
+        Column("name", Key, nullable=False),
         # One of STEP_KINDS (no CHECK: a later kind must not need a table rewrite).
-        Column("kind", Text, nullable=False),
+        Column("kind", Key, nullable=False),
         # A step's return value; a received signal's payload; NULL for the rest.
         Column("result", _json),
         # The attempt that recorded it (fenced: the attempt holding the lease then).
         Column("attempt", Integer, nullable=False),
-        Column("recorded_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        Column("recorded_at", Timestamp(), server_default=utc_now(), nullable=False),
         # A sleep's end; an open wait's timeout (NULL: it waits without one).
-        Column("until", DateTime(timezone=True)),
+        Column("until", Timestamp()),
         # (job_id, name): a name is recorded once per job; the preload reads by job.
         PrimaryKeyConstraint("job_id", "name", name=f"pk_{table}_steps"),
         ForeignKeyConstraint(
@@ -83,13 +80,13 @@ def signals_table(metadata: MetaData, table: str) -> Table:
     return Table(
         name,
         metadata,
-        Column("id", BigInteger, Identity(), nullable=False),
+        Column("id", Id, Identity(), nullable=False),
         Column("job_id", BigInteger, nullable=False),
-        Column("name", Text, nullable=False),
+        Column("name", Key, nullable=False),
         Column("payload", _json),
-        Column("sent_at", DateTime(timezone=True), server_default=_now, nullable=False),
+        Column("sent_at", Timestamp(), server_default=utc_now(), nullable=False),
         # Set when a wait took it (``ctx.wait_for_signal``); kept, as history.
-        Column("consumed_at", DateTime(timezone=True)),
+        Column("consumed_at", Timestamp()),
         PrimaryKeyConstraint("id", name=f"pk_{table}_signals"),
         ForeignKeyConstraint(
             ["job_id"], [_target(metadata, table)], name=f"fk_{table}_signals", ondelete="CASCADE"

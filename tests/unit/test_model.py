@@ -23,6 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import DeclarativeBase
 from sqlalchemy.schema import CreateIndex, CreateTable
+from sqlalchemy.types import TypeDecorator
 
 from sa_jobqueue import JobMixin, Status
 from sa_jobqueue.migration.scripts import jobs_table
@@ -99,10 +100,14 @@ def test_columns_types_and_defaults_match_the_design():
         "has_steps": Boolean,  # sajq_0007 (durable steps)
     }
     assert set(table.c.keys()) == {*expected, "payload", "result", "trace_context", "progress"}
+    def declared(name: str) -> Any:  # a TypeDecorator's (Timestamp's) own type
+        type_ = table.c[name].type
+        return type_.impl if isinstance(type_, TypeDecorator) else type_
+
     for name, type_ in expected.items():
-        assert isinstance(table.c[name].type, type_), name
+        assert isinstance(declared(name), type_), name
     for name in ("run_at", "locked_until", "created_at", "updated_at", "finished_at"):
-        assert cast(DateTime, table.c[name].type).timezone, name
+        assert cast(DateTime, declared(name)).timezone, name
     nullable = {c.name for c in table.c if c.nullable}
     assert nullable == {
         "locked_until",
