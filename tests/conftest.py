@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 from tests.support.models import APP_TABLES
 from tests.support.processes import Processes
 
-pytest_plugins = ["pytester"]
+pytest_plugins = ["pytester", "tests.support.databases"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,6 +32,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--database-url",
         default=None,
         help="PostgreSQL server to test against (default: $DATABASE_URL, else a throwaway one)",
+    )
+    parser.addoption(
+        "--mariadb-url",
+        default=None,
+        help="MariaDB server to test against (default: $MARIADB_URL, else root@127.0.0.1:3306)",
     )
 
 

@@ -1,7 +1,7 @@
 """The one place that picks a driver: by the dialect name of the engine or connection.
 
-`driver_for` looks the dialect up in `DRIVERS` (``postgresql`` today; the SQLite and
-MariaDB drivers add their names here) and builds that driver for the jobs model. An
+`driver_for` looks the dialect up in `DRIVERS` (``postgresql``, ``sqlite``, ``mariadb``
+and ``mysql``) and builds that driver for the jobs model. An
 unknown dialect is a `ConfigurationError` naming those supported; `check_worker_engine`
 asks the driver whether a worker can run on an engine. See docs/architecture.md.
 """
@@ -15,7 +15,9 @@ from sqlalchemy.engine import Dialect, Engine
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.base import Driver
+from sa_jobqueue.driver.mysql.driver import MysqlDriver
 from sa_jobqueue.driver.postgres.driver import PostgresDriver
+from sa_jobqueue.driver.sqlite.driver import SqliteDriver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin
 
@@ -58,7 +60,12 @@ class DriverFactory(Protocol):
 
 
 #: Dialect name (``engine.dialect.name``) -> the driver for it.
-DRIVERS: dict[str, DriverFactory] = {"postgresql": PostgresDriver}
+DRIVERS: dict[str, DriverFactory] = {
+    "mariadb": MysqlDriver,
+    "mysql": MysqlDriver,
+    "postgresql": PostgresDriver,
+    "sqlite": SqliteDriver,
+}
 
 # Drivers made with the default options, by dialect and model: building one builds every
 # statement it runs (a quarter of a second), and an operator's call (``cancel``) needs

@@ -47,6 +47,13 @@ def test_every_registered_driver_implements_every_protocol_method():
         assert absent == [], f"{name}: {absent}"
 
 
+def test_every_registered_dialect_runs_the_conformance_suite_or_says_why_not():
+    from tests.driver.conftest import ENGINES, NOT_HERE
+
+    assert sorted(DRIVERS) == sorted([*ENGINES, *NOT_HERE])
+    assert not set(ENGINES) & set(NOT_HERE)
+
+
 def test_an_unknown_dialect_names_the_supported_ones_in_one_line():
     with pytest.raises(ConfigurationError) as raised:
         driver_for("oracle", Job)

@@ -1,0 +1,15 @@
+"""`PortableLifecycle`: completion, failures, leases and workflows in portable statements.
+
+(Being written: issue 38/39. Each operation keeps the guarantee its protocol method's
+docstring states, on SQLite and MariaDB, and passes tests/driver/ unchanged.)
+"""
+
+from __future__ import annotations
+
+from sa_jobqueue.driver.portable.base import PortableBase
+
+__all__ = ["PortableLifecycle"]
+
+
+class PortableLifecycle(PortableBase):
+    """CompletionOps, FailureOps, LeaseOps, WorkflowOps for `PortableDriver`."""

@@ -1,0 +1,15 @@
+"""`PortableSchedules`: the driver protocol's schedules operations in portable statements.
+
+(Being written: issue 38/39. Each operation keeps the guarantee its protocol method's
+docstring states, on SQLite and MariaDB, and passes tests/driver/ unchanged.)
+"""
+
+from __future__ import annotations
+
+from sa_jobqueue.driver.portable.base import PortableBase
+
+__all__ = ["PortableSchedules"]
+
+
+class PortableSchedules(PortableBase):
+    """ScheduleOps (`sa_jobqueue.driver.protocol`) for `PortableDriver`."""

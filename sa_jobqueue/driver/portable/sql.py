@@ -1,0 +1,58 @@
+"""`Dialect`: what the portable statements ask of a database that SQL does not say alike.
+
+One implementation per database (`sa_jobqueue.driver.sqlite.sql`,
+`sa_jobqueue.driver.mysql.sql`); the portable families call these and never test a
+dialect's name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeVar
+
+from sqlalchemy import ColumnElement, Connection, Select
+
+__all__ = ["Dialect"]
+
+S = TypeVar("S", bound=Select[Any])
+
+
+class Dialect(Protocol):
+    """The few things the portable statements need each database to say its own way."""
+
+    #: The engine's dialect names this serves (``engine.dialect.name``).
+    names: tuple[str, ...]
+    #: ``UPDATE``/``DELETE ... RETURNING`` exist (SQLite >= 3.35: yes; MySQL: no).
+    update_returning: bool
+
+    def now(self) -> ColumnElement[Any]:
+        """The database's clock now, as a `Timestamp` (one value within a statement)."""
+        ...
+
+    def plus_seconds(self, at: ColumnElement[Any], seconds: Any) -> ColumnElement[Any]:
+        """`at` plus `seconds` (a float column or value; may be negative or fractional)."""
+        ...
+
+    def seconds_between(self, later: ColumnElement[Any], earlier: ColumnElement[Any]) -> Any:
+        """``later - earlier`` in seconds, a float expression."""
+        ...
+
+    def skip_locked(self, query: S) -> S:
+        """`query` locking the rows it reads for update, skipping rows others locked.
+
+        On a database whose writers are serialized (SQLite), `query` unchanged: the
+        caller's transaction holds the write lock (see `write_lock`).
+        """
+        ...
+
+    def for_update(self, query: S) -> S:
+        """`query` locking the rows it reads for update, waiting for other holders."""
+        ...
+
+    def write_lock(self, conn: Connection, table: Any) -> None:
+        """Make `conn`'s transaction a writer before it reads what it will change.
+
+        SQLite: take the database's write lock now (a write statement that changes
+        nothing), so a read-then-write transaction cannot fail to upgrade; MySQL:
+        nothing (row locks serve).
+        """
+        ...
