@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
@@ -42,6 +43,20 @@ def test_claim_skips_locked_rows(db: Engine, driver: Driver):
     first, second = add(db, 2)
     with db.connect() as one, db.connect() as two, one.begin():
         assert [job.id for job in driver.job_claim(one, "default", 1, OWNER)] == [first]
+        if not driver.supports_skip_locked:
+            # Writers take turns (SQLite): `two` waits for `one`'s COMMIT, then takes
+            # what is left; never the job `one` leased.
+            got: list[int] = []
+            waiter = threading.Thread(
+                target=lambda: got.extend(job.id for job in claim(db, driver, 5, OTHER))
+            )
+            waiter.start()
+            time.sleep(0.2)
+            assert got == []
+            one.commit()
+            waiter.join(30)
+            assert got == [second]
+            return
         # `one` has not committed: `two` neither waits for its row nor takes it.
         with two.begin():
             assert [job.id for job in driver.job_claim(two, "default", 5, OTHER)] == [second]
