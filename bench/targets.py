@@ -46,11 +46,14 @@ EXPECTED: dict[str, str] = {
     "7 lease drain / raw loop at concurrency 1": "drain_limit",
     "7 lease drain / raw loop at concurrency 16": "drain_limit",
     "7 lease drain / raw loop at concurrency 32": "drain_limit",
+    "7 lease drain / raw loop at concurrency 8": "databases",
     "8 drain / PGQueuer at concurrency 16": "peers",
     "8 drain / PGQueuer at concurrency 32": "peers",
     "8 plain jobs beside limits / none (instructions)": "features",
     "8 plain jobs beside workflows / none (instructions)": "features",
     "8 plain jobs beside durable / none (instructions)": "features",
+    "38 drain / faster of huey and DBOS at concurrency 1": "databases",
+    "38 drain / faster of huey and DBOS at concurrency 8": "databases",
 }
 
 #: Who is measuring now: the runner sets it around each scenario (`measuring`).

@@ -39,4 +39,5 @@ SCENARIOS: dict[str, list[str] | None] = {
     "chaos": None,
     "schedules": None,
     "sql_enqueue": None,
+    "databases": None,
 }

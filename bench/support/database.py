@@ -5,8 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 #: The server settings a report lists beside its figures (PostgreSQL).
@@ -55,6 +57,62 @@ def scratch(
         if migrate:
             migration.upgrade(url)
         yield url
+
+
+@contextlib.contextmanager
+def scratch_sqlite(directory: Path, prefix: str = "sa_jobqueue_bench") -> Iterator[str]:
+    """A scratch SQLite file in `directory` (WAL) with the bench's tables; removed after.
+
+    The tables come from `create_all` of the benchmark's model (`bench.support.app`), as
+    an application on SQLite makes them.
+    """
+    from sqlalchemy import create_engine
+
+    from bench.support.app import Base
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{prefix}_{uuid.uuid4().hex[:12]}.db"
+    url = f"sqlite:///{path}"
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("PRAGMA journal_mode=WAL")  # kept in the file
+        Base.metadata.create_all(engine)
+    finally:
+        engine.dispose()
+    try:
+        yield url
+    finally:
+        for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def scratch_mysql(server_url: str, prefix: str = "sa_jobqueue_bench") -> Iterator[str]:
+    """A scratch database on a MariaDB/MySQL server with the bench's tables; dropped after."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.pool import NullPool
+
+    from bench.support.app import Base
+
+    server = make_url(server_url)
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server.set(database=""), poolclass=NullPool)
+    try:
+        with admin.begin() as conn:
+            conn.execute(text(f"CREATE DATABASE {name} CHARACTER SET utf8mb4"))
+        url = server.set(database=name).render_as_string(hide_password=False)
+        try:
+            engine = create_engine(url, poolclass=NullPool)
+            Base.metadata.create_all(engine)
+            engine.dispose()
+            yield url
+        finally:
+            with admin.begin() as conn:
+                conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
+    finally:
+        admin.dispose()
 
 
 def literal_sql(statement: Any) -> str:

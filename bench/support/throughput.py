@@ -4,23 +4,51 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from types import ModuleType
 
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from bench.support import raw
+from bench.support import raw, raw_mysql, raw_sqlite
 from bench.support.app import KINDS, jobs
 from bench.support.workers import Workers, module_command
 
 
-def raw_drain(url: str, count: int, batch: int) -> float:
-    """Jobs/s of `raw.drain` over `count` fresh jobs, `batch` claimed per transaction."""
-    raw.truncate(url)
-    raw.fill(url, "noop", count)
-    done, seconds = raw.drain(url, batch)
+def raw_for(url: str) -> ModuleType:
+    """The raw-SQL module of `url`'s database: `raw` (PostgreSQL), `raw_sqlite`, `raw_mysql`.
+
+    Each has the same functions (``drain``, ``fill``, ``truncate``, ``count_done``,
+    ``finish_all``, ``insert_rows``) in that database's own SQL and client.
+    """
+    scheme = url.split(":", 1)[0].split("+", 1)[0]
+    if scheme == "sqlite":
+        return raw_sqlite
+    if scheme in ("mariadb", "mysql"):
+        return raw_mysql
+    return raw
+
+
+def raw_drain(url: str, count: int, batch: int, processes: int = 1) -> float:
+    """Jobs/s of the raw loop over `count` fresh jobs, `batch` claimed per transaction.
+
+    With several `processes`, each runs the loop on a connection of its own
+    (``bench.support.raw_drive``), timed from one ``go`` to the last one's end.
+    """
+    sql = raw_for(url)
+    sql.truncate(url)
+    sql.fill(url, "noop", count)
+    if processes == 1:
+        done, seconds = sql.drain(url, batch)
+    else:
+        command = module_command("bench.support.raw_drive", url, batch)
+        with Workers([command] * processes) as workers:
+            started = workers.go()
+            reports = workers.reports(report_timeout=600)
+        done = sum(r["processed"] for r in reports)
+        seconds = max(r["end"] for r in reports) - started
     if done != count:
         raise RuntimeError(f"raw drain did {done} of {count} jobs")
-    return done / seconds
+    return float(done / seconds)
 
 
 @dataclass
@@ -43,12 +71,17 @@ def library_drain(
     fresh: bool = True,
     rss_every: float = 0.0,
     extra_args: tuple[str, ...] = (),
+    timeout: float | None = None,
 ) -> DrainReport:
-    """Drain `count` pre-enqueued no-op jobs with worker processes; time go -> last exit."""
+    """Drain `count` pre-enqueued no-op jobs with worker processes; time go -> last exit.
+
+    `timeout`: seconds the workers have to report before the drain is a `RuntimeError`.
+    """
+    sql = raw_for(url)
     if fresh:
-        raw.truncate(url)
-    before = raw.count_done(url)
-    raw.fill(url, KINDS[mode], count)
+        sql.truncate(url)
+    before = sql.count_done(url)
+    sql.fill(url, KINDS[mode], count)
     command = module_command("bench.support.drive", url, concurrency)
     command += ["--savepoint-batch", str(savepoint_batch), "--rss-every", str(rss_every)]
     command += list(extra_args)
@@ -56,13 +89,13 @@ def library_drain(
         command.append("--async-tasks")
     with Workers([command] * processes) as workers:
         started = workers.go()
-        reports = workers.reports()
+        reports = workers.reports(report_timeout=timeout)
     ended = max(r["end"] for r in reports)
-    done = raw.count_done(url) - before
+    done = sql.count_done(url) - before
     if done != count or any(r["warnings"] for r in reports):
         warnings = sum(r["warnings"] for r in reports)
         if not fresh:  # leave no unfinished job behind for the next repetition
-            raw.finish_all(url)
+            sql.finish_all(url)
         raise RuntimeError(f"{mode} drain: {done} of {count} jobs done, {warnings} worker warnings")
     first = reports[0]
     return DrainReport(
@@ -106,9 +139,9 @@ def enqueue_many(url: str, batches: int, size: int, *, ids_only: bool = False) -
 
 
 def raw_insert(url: str, batches: int, size: int, form: str = "values") -> float:
-    """Jobs/s of raw psycopg INSERTs: multi-row ``VALUES``, or ``"unnest"``/``"json"``."""
+    """Jobs/s of raw INSERTs: multi-row ``VALUES`` (any database), or ``"unnest"``/``"json"``."""
     if form == "values":
-        count, seconds = raw.insert_rows(url, batches, size)
+        count, seconds = raw_for(url).insert_rows(url, batches, size)
     else:
         count, seconds = raw.insert_arrays(url, batches, size, form=form)
-    return count / seconds
+    return float(count / seconds)

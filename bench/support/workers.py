@@ -9,6 +9,7 @@ the ``go`` it sends them all.
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 import time
@@ -75,12 +76,24 @@ class Workers:
         self.send("go")
         return started
 
-    def reports(self, timeout: float = 60.0) -> list[dict[str, Any]]:
-        """Each child's JSON report line, then its exit (within `timeout` seconds of now)."""
+    def reports(
+        self, timeout: float = 60.0, *, report_timeout: float | None = None
+    ) -> list[dict[str, Any]]:
+        """Each child's JSON report line, then its exit (within `timeout` seconds of now).
+
+        With `report_timeout`, a child whose report has not come that many seconds from
+        now is a `RuntimeError` (the context manager then kills them all); without it,
+        the reports are awaited however long the work takes.
+        """
         deadline = time.monotonic() + timeout
+        report_deadline = None if report_timeout is None else time.monotonic() + report_timeout
         found = []
         for child in self.children:
             assert child.stdout is not None
+            if report_deadline is not None:
+                left = max(0.0, report_deadline - time.monotonic())
+                if not select.select([child.stdout], [], [], left)[0]:
+                    raise RuntimeError(f"a worker sent no report within {report_timeout:.0f}s")
             line = child.stdout.readline()
             if not line:
                 raise RuntimeError("a worker exited without a report")

@@ -1,0 +1,160 @@
+"""The ``databases`` scenario's figures and its report (bench/databases-results.md)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from bench.scenarios.latency import percentile
+from bench.support.callgrind import commit
+from bench.support.database import machine
+from bench.support.results import command
+from bench.support.timing import Figure, load
+
+TITLES = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "mariadb": "MariaDB"}
+#: Issues 38/39/42: a lease drain's share of the raw loop at the worker's batch size.
+TARGET = 0.75
+
+
+@dataclass
+class Results:
+    """Everything one run measured, by database (or peer) and case."""
+
+    reps: int
+    jobs: int
+    load_start: str = field(default_factory=load)
+    minutes: float = 0.0
+    figures: dict[tuple[str, str], Figure] = field(default_factory=dict)
+    #: (database, concurrency) -> (processes, jobs claimed per transaction by each).
+    shapes: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
+    peer_jobs: dict[tuple[str, int], int] = field(default_factory=dict)
+    wakes: dict[str, list[float]] = field(default_factory=dict)
+    wake_notes: dict[str, str] = field(default_factory=dict)
+    settings: dict[str, str] = field(default_factory=dict)
+    unreachable: dict[str, str] = field(default_factory=dict)
+
+    def figure(self, who: str, case: str) -> Figure:
+        """The figure of `who`'s `case`, made on first use."""
+        return self.figures.setdefault((who, case), Figure(f"{who} {case}"))
+
+
+def cell(figure: Figure | None) -> str:
+    """A rate's cell: median (min-max), or what kept it from being measured."""
+    if figure is None:
+        return "-"
+    if figure.rates:
+        return figure.cell()
+    return figure.note or "-"
+
+
+def share(ours: Figure | None, limit: Figure | None, goal: float = TARGET) -> str:
+    """`ours` as a share of `limit`, and whether it reaches `goal`."""
+    if ours is None or limit is None or not ours.rates or not limit.rates:
+        return "-"
+    ratio = ours.median / limit.median
+    return f"**{ratio:.0%}** {'held' if ratio >= goal else 'NOT held'}"
+
+
+def wake_cell(results: Results, who: str) -> str:
+    ms = results.wakes.get(who)
+    if not ms:
+        return results.wake_notes.get(who, "-")
+    return f"{percentile(ms, 50):.1f} / {percentile(ms, 99):.1f} ({len(ms)} samples)"
+
+
+def report(results: Results, names: list[str]) -> str:
+    """The markdown report of a run over `names` (databases)."""
+    f = results.figures.get
+    cols = [n for n in names if n not in results.unreachable]
+    concurrencies = sorted({c for (n, c) in results.shapes if n in cols})
+    head = "| per second | " + " | ".join(TITLES[n] for n in cols) + " |"
+    rows = [head, "|---|" + "---|" * len(cols)]
+
+    def row(label: str, cells: list[str]) -> None:
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row("enqueue, 1 per transaction", [cell(f((n, "enqueue 1"))) for n in cols])
+    row("enqueue_many, 1,000 per transaction", [cell(f((n, "enqueue batch"))) for n in cols])
+    row(
+        "raw multi-row INSERT, 1,000 per transaction",
+        [cell(f((n, "raw insert batch"))) for n in cols],
+    )
+    for c in concurrencies:
+        row(f"**drain, concurrency {c}**: sa-jobqueue", [cell(f((n, f"drain {c}"))) for n in cols])
+        raws = []
+        for n in cols:
+            how = results.shapes.get((n, c))
+            raws.append(cell(f((n, f"raw {c}"))) + (f" [{how[0]} x {how[1]}/tx]" if how else ""))
+        row("raw claim-and-complete loop [processes x jobs per transaction]", raws)
+        row(
+            f"sa-jobqueue / raw at {c} (target >= {TARGET:.0%})",
+            [share(f((n, f"drain {c}")), f((n, f"raw {c}"))) for n in cols],
+        )
+    row("wake-up p50 / p99 ms (commit -> handler start)", [wake_cell(results, n) for n in cols])
+    lines = [
+        "# PostgreSQL, SQLite and MariaDB side by side (issues 38, 39, 42)",
+        "",
+        f"`{command()}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
+        f"{results.minutes:.1f} min; load average at start {results.load_start}, at end {load()}; "
+        f"commit `{commit()}`. {results.jobs:,} no-op jobs per drain (lease mode); jobs/s, "
+        f"median of {results.reps} interleaved repetitions (min-max).",
+        "",
+        *[f"- {k}: {v}" for k, v in machine().items() if not k.startswith("load")],
+        *[f"- {TITLES[n]}: {results.settings.get(n, '')}" for n in cols],
+        *[f"- {TITLES[n]}: not measured ({why})" for n, why in results.unreachable.items()],
+        "",
+        *rows,
+    ]
+    if "sqlite" in cols and any(who in ("huey", "dbos") for who, _ in results.figures):
+        lines += ["", *peers_table(results)]
+    lines += [
+        "",
+        "The raw loops claim and complete in one transaction per batch (the fenced done of",
+        "the batch before COMMIT), on one connection per process, with the worker's batch:",
+        "its concurrency plus `WorkerConfig.prefetch`. SQLite's drains above concurrency 1",
+        "run over several worker processes on one file, and so does its raw loop. Wake-up:",
+        "one idle worker process at its defaults (PostgreSQL: LISTEN/NOTIFY; SQLite and",
+        "MariaDB: its poll, jobs arriving at random moments between polls).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def peers_table(results: Results) -> list[str]:
+    """SQLite beside huey (``SqliteHuey``) and DBOS on SQLite, each at its defaults."""
+    f = results.figures.get
+    rows = [
+        "| SQLite, per second | sa-jobqueue | huey (SqliteHuey) | DBOS "
+        "| sa-jobqueue / faster peer |",
+        "|---|---|---|---|---|",
+    ]
+    for label, case in [
+        ("enqueue, 1 per transaction", "enqueue 1"),
+        *[(f"drain, concurrency {c}", f"drain {c}") for c in (1, 8)],
+    ]:
+        ours = f(("sqlite", case))
+        peers = [f((who, case)) for who in ("huey", "dbos")]
+        measured = [p for p in peers if p is not None and p.rates]
+        best = max(measured, key=lambda p: p.median) if measured else None
+        ratio = (
+            f"**{ours.median / best.median:.2f}x** ({best.name.split()[0]})"
+            if ours is not None and ours.rates and best is not None
+            else "-"
+        )
+        rows.append(f"| {label} | {cell(ours)} | {cell(peers[0])} | {cell(peers[1])} | {ratio} |")
+    rows.append(
+        "| wake-up p50 / p99 ms | "
+        + " | ".join(wake_cell(results, who) for who in ("sqlite", "huey", "dbos"))
+        + " | - |"
+    )
+    counts = ", ".join(
+        f"{n:,} at {c}" for (who, c), n in results.peer_jobs.items() if who == "dbos"
+    )
+    rows += [
+        "",
+        "huey: `SqliteHuey(filename=...)` and its consumer's thread workers (`workers=C`);",
+        "DBOS: `system_database_url` the SQLite file, one queue registered with",
+        f"`worker_concurrency=C`, its 1 s queue poll, so its drains hold fewer jobs ({counts});",
+        "DBOS's enqueue is `DBOSClient.enqueue`. Both drain in one process (their consumer",
+        "and queue runner), timed from start to the last job's end.",
+    ]
+    return rows
