@@ -62,8 +62,12 @@ from sa_jobqueue.worker.config import DEFAULT_PREFETCH, WorkerConfig
 
 NAMES = ("postgresql", "sqlite", "mariadb")
 CONCURRENCIES = {"postgresql": (1, 16, 32), "sqlite": (1, 8), "mariadb": (1, 16, 32)}
-#: What a no-op lease drain and an enqueue call on the driver: probed before measuring.
-DRAIN_NEEDS = ("job_claim", "job_complete", "job_heartbeat", "job_sweep", "queue_next_due")
+#: What a worker calls on the driver in a no-op lease drain: probed before measuring.
+DRAIN_NEEDS = (
+    "job_claim", "job_complete", "job_heartbeat", "jobs_still_owned", "job_sweep",
+    "queue_next_due", "lock_try", "queues_paused", "clock_now",
+    "worker_register", "worker_elsewhere", "worker_deregister", "workers_expire",
+)  # fmt: skip
 PEERS = ("huey", "dbos")
 PEER_PACKAGES = ("huey>=2.5", "dbos>=2.0")
 VENV = BENCH / "out" / "embedded-venv"

@@ -96,7 +96,7 @@ class Workers:
                     raise RuntimeError(f"a worker sent no report within {report_timeout:.0f}s")
             line = child.stdout.readline()
             if not line:
-                raise RuntimeError("a worker exited without a report")
+                raise RuntimeError("a worker exited without a report (its stderr is in the log)")
             found.append(json.loads(line))
         for child in self.children:
             child.wait(max(1.0, deadline - time.monotonic()))
