@@ -69,7 +69,12 @@ class PortableClaims(PortableBase):
         *,
         locked: bool = False,
     ) -> list[Claimed]:
-        """Lease up to `limit` due `kind` jobs of `queues`, within its limits (`LimitedClaims`)."""
+        """Lease up to `limit` due `kind` jobs of `queues`, within its limits (`LimitedClaims`).
+
+        The kind's lock (`kind_locks.lock_kinds`) comes first, unless `locked`: then
+        the caller took it, before its transaction's first plain read (on MariaDB
+        that read fixes the snapshot the counts would see).
+        """
         return self._limited_claims.claim(conn, kind, queues, limit, owner, locked)
 
     def job_start_rated(self, conn: Connection, job: Claimed) -> bool:

@@ -16,12 +16,11 @@ from sqlalchemy import Connection, Table, case, delete, func, insert, select, up
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.base import PortableBase
+from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
 from sa_jobqueue.driver.portable.leasing import lease
-from sa_jobqueue.driver.portable.running import busy_keys, running_count
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.schema.state_tables import turns_table_for
-from sa_jobqueue.statements.control import is_paused
 from sa_jobqueue.statements.fair_weights import weights_of
 
 __all__ = ["claim_fair"]
@@ -64,13 +63,7 @@ def claim_fair(
     assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
     turns, weights = turns_table_for(table), weights_of(model)
     order = (model.priority, model.run_at, model.id)
-    pending = [
-        model.status == Status.PENDING.value,
-        model.queue == queue,
-        model.kind == kind,
-        model.run_at <= driver.sql.now(),
-        ~is_paused(model, model.queue.expression),
-    ]
+    pending = due_of_kind(driver, kind, queue)
     # Each key's first `limit` due jobs in claim order (no claim leases more).
     ranked = (
         select(

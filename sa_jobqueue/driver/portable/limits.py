@@ -29,29 +29,16 @@ from sqlalchemy import (
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.fairness import claim_fair
+from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
 from sa_jobqueue.driver.portable.kind_locks import lock_kinds
 from sa_jobqueue.driver.portable.leasing import lease
-from sa_jobqueue.driver.portable.running import busy_keys, running_count
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.schema.types import Timestamp
 from sa_jobqueue.statements.control import is_paused
 from sa_jobqueue.statements.flow_stats import starts_of
 
-__all__ = ["LimitedClaims", "due_of_kind"]
-
-
-def due_of_kind(driver: PortableBase, kind: str, queue: str) -> list[ColumnElement[bool]]:
-    """The conditions of a due pending job of `kind` in `queue`, when it is not paused."""
-    model = driver.model
-    return [
-        model.status == Status.PENDING.value,
-        model.queue == queue,
-        model.kind == kind,
-        model.run_at <= driver.sql.now(),
-        # A paused queue yields nothing, limited or not (as in `job_claim`).
-        ~is_paused(model, model.queue.expression),
-    ]
+__all__ = ["LimitedClaims"]
 
 
 class LimitedClaims:
