@@ -42,11 +42,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine
+from sqlalchemy import Engine, create_engine
 
 from bench import targets
 from bench.scenarios.latency import measure_latency
-from bench.support.app import Job
+from bench.support.app import Job, jobs
 from bench.support.database import Database, scratch, scratch_mysql, scratch_sqlite
 from bench.support.databases_report import Results, report
 from bench.support.results import BENCH, write
@@ -58,7 +58,7 @@ from bench.support.throughput import (
     raw_insert,
 )
 from bench.support.timing import Figure, log
-from sa_jobqueue.worker.config import DEFAULT_PREFETCH, WorkerConfig
+from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 NAMES = ("postgresql", "sqlite", "mariadb")
 CONCURRENCIES = {"postgresql": (1, 16, 32), "sqlite": (1, 8), "mariadb": (1, 16, 32)}
@@ -205,16 +205,24 @@ def run_cases(reps: int, cases: list[tuple[Figure, Case]]) -> None:
 
 def wake(name: str, url: str, samples: int) -> list[float]:
     """Wake-up latencies (ms) of one idle worker process at its defaults on `url`."""
-    poll = WorkerConfig.__dataclass_fields__["poll_interval"].default
-    assert isinstance(poll, float)
     engine = create_engine(url, pool_size=4)
     try:
         seconds = measure_latency(
-            engine, url, listen=name == "postgresql", poll_interval=poll, samples=samples
+            engine,
+            url,
+            listen=name == "postgresql",
+            poll_interval=None,
+            samples=samples,
+            spacing=default_poll(engine),
         )
         return [s * 1000 for s in seconds]
     finally:
         engine.dispose()
+
+
+def default_poll(engine: Engine) -> float:
+    """The seconds between a default worker's polls on `engine`'s database."""
+    return float(jobs.worker(engine, listen=False).poll_interval)
 
 
 def database_cases(
@@ -309,7 +317,9 @@ def main(args: argparse.Namespace, db: Database) -> int:
             except Exception as error:  # noqa: BLE001 (noted in the report)
                 results.wake_notes[name] = f"failed: {error}"[:200]
         if python is not None:
-            poll = WorkerConfig.__dataclass_fields__["poll_interval"].default
+            engine = create_engine(urls["sqlite"])
+            poll = default_poll(engine)
+            engine.dispose()
             for who in PEERS:
                 log(f"wake-up of {who}: {args.polled_wake_samples} samples")
                 try:

@@ -120,8 +120,10 @@ def _trace_stages() -> None:
 # -- latency ---------------------------------------------------------------
 
 
-def serve(url: str, listen: bool, poll_interval: float, pipe: Pipe, trace: bool = False) -> None:
-    """The worker process: run until SIGTERM."""
+def serve(
+    url: str, listen: bool, poll_interval: float | None, pipe: Pipe, trace: bool = False
+) -> None:
+    """The worker process: run until SIGTERM (`poll_interval` None: the worker's default)."""
     global _pipe
     _pipe = pipe
     if trace:
@@ -129,12 +131,13 @@ def serve(url: str, listen: bool, poll_interval: float, pipe: Pipe, trace: bool 
     engine = create_engine(url, pool_size=4)
     # LATENCY_ASYNC_COMMIT=1: the claim's COMMIT skips the WAL flush (what it costs).
     asynchronous = bool(os.environ.get("LATENCY_ASYNC_COMMIT"))
+    polling = {} if poll_interval is None else {"poll_interval": poll_interval}
     jobs.worker(
         engine,
         queues=[QUEUE],
-        poll_interval=poll_interval,
         listen=listen,
         asynchronous_commit=asynchronous,
+        **polling,
     ).run()
 
 
@@ -159,14 +162,20 @@ def measure_latency(
     url: str,
     *,
     listen: bool,
-    poll_interval: float,
+    poll_interval: float | None,
     samples: int,
     trace: list[dict[str, int]] | None = None,
+    spacing: float | None = None,
 ) -> list[float]:
     """Seconds from COMMIT to handler start, one idle worker, `samples` times.
 
     With `trace`, each sample's stage stamps (ns from COMMIT sent) are appended to it.
+    `poll_interval` None leaves the worker its default; without LISTEN, samples then
+    arrive at random moments up to `spacing` seconds apart (default: `poll_interval`).
     """
+    gap = spacing if spacing is not None else poll_interval
+    if gap is None:
+        raise ValueError("measure_latency: give spacing where poll_interval is the default")
     ctx = multiprocessing.get_context("spawn")
     ours, theirs = ctx.Pipe()
     args = (url, listen, poll_interval, theirs, trace is not None)
@@ -175,13 +184,13 @@ def measure_latency(
     try:
         if listen:
             _wait_for_listener(engine)
-        _one(engine, ours, timeout=poll_interval * 3 + 30)  # warm up
+        _one(engine, ours, timeout=gap * 3 + 30)  # warm up
         latencies = []
         for _ in range(samples):
             # Let the worker finish its round and go idle; with polling, arrive at a
             # random moment between two polls.
-            time.sleep(random.uniform(0.02, 0.05 if listen else poll_interval))
-            latencies.append(_one(engine, ours, timeout=poll_interval * 3 + 30, trace=trace))
+            time.sleep(random.uniform(0.02, 0.05 if listen else gap))
+            latencies.append(_one(engine, ours, timeout=gap * 3 + 30, trace=trace))
         return latencies
     finally:
         process.terminate()
