@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons floors test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-databases bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
+.PHONY: help install system-packages package pythons floors test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -93,6 +93,7 @@ bench-enqueue: $(STAMP)  ## issue-30 enqueue targets: batch vs raw and PGQueuer,
 bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
 	$(BIN)/python -m bench peers
 
+.PHONY: bench-databases
 bench-databases: $(STAMP)  ## PostgreSQL, SQLite and MariaDB side by side, each beside its raw loop; huey and DBOS on SQLite: bench/databases-results.md
 	$(BIN)/python -m bench databases
 
