@@ -134,11 +134,11 @@ class PortableSteps(PortableBase):
             return SignalSent(None, status)
         values = {**job, "signal_name": params.name, "signal_payload": params.payload}
         inserted = self.sql.insert_referencing(conn, statements.signal, values)
-        [signal_id] = inserted.inserted_primary_key or (None,)
+        signal_id = int((inserted.inserted_primary_key or ())[0])
         kind = conn.execute(statements.step_kind, {**job, "step_name": params.name}).scalar()
         if kind == "wait":
             conn.execute(statements.wake_waiting, job)
-        return SignalSent(int(signal_id), str(status))
+        return SignalSent(signal_id, str(status))
 
     def signal_take(self, conn: Connection, job_id: int, name: str) -> SignalTaken | None:
         """Lock the oldest untaken signal `name` of `job_id`, mark it consumed, return it."""
