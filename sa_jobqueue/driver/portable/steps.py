@@ -134,7 +134,8 @@ class PortableSteps(PortableBase):
             return SignalSent(None, status)
         values = {**job, "signal_name": params.name, "signal_payload": params.payload}
         inserted = self.sql.insert_referencing(conn, statements.signal, values)
-        signal_id = int((inserted.inserted_primary_key or ())[0])
+        key: Any = inserted.inserted_primary_key  # MySQL has no RETURNING: the cursor's id
+        signal_id = int(key[0])
         kind = conn.execute(statements.step_kind, {**job, "step_name": params.name}).scalar()
         if kind == "wait":
             conn.execute(statements.wake_waiting, job)
