@@ -249,7 +249,8 @@ def database_cases(
         cases.append((raw, partial(raw_drain, url, args.jobs, batch, processes)))
         ours = results.figure(name, f"drain {c}")
         ours.note = drains
-        cases.append((ours, partial(drain_rate, url, args.jobs, processes, each)))
+        counted = partial(drain_rate, url, args.jobs, processes, each, results, (name, c))
+        cases.append((ours, counted))
     # A drain's fixed cost (first claim, the empty claim and last acknowledgement at its
     # end): what a short drain's rate pays beside the raw loop's, which has none of it.
     fixed = results.figure(name, f"drain {FIXED_JOBS}")
@@ -258,11 +259,32 @@ def database_cases(
     return cases
 
 
-def drain_rate(url: str, count: int, processes: int, concurrency: int) -> float:
-    """Jobs/s of a lease drain of `count` no-op jobs by `processes` workers."""
-    return library_drain(
-        url, count, mode="lease", processes=processes, concurrency=concurrency, timeout=120
-    ).rate
+def drain_rate(
+    url: str,
+    count: int,
+    processes: int,
+    concurrency: int,
+    results: Results | None = None,
+    key: tuple[str, int] | None = None,
+) -> float:
+    """Jobs/s of a lease drain of `count` no-op jobs by `processes` workers.
+
+    With `results`, the drain's statements and commits per job are kept there under `key`.
+    """
+    drained = library_drain(
+        url,
+        count,
+        mode="lease",
+        processes=processes,
+        concurrency=concurrency,
+        timeout=120,
+        extra_args=("--count-statements",),
+    )
+    if results is not None and key is not None:
+        results.statements.setdefault(key, []).append(
+            {k: v / count for k, v in drained.statements.items()}
+        )
+    return drained.rate
 
 
 def peer_cases(

@@ -1,7 +1,7 @@
 """One worker process of the benchmark: drain the queue when told to, report as JSON.
 
 Usage: ``python -m bench.support.drive URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]
-[--queue NAME ...] [--count-claims] [--async-tasks] [--prefetch N]``.
+[--queue NAME ...] [--count-claims] [--count-statements] [--async-tasks] [--prefetch N]``.
 It builds its engine and worker, warms the connection, prints ``ready``, waits
 for a line on stdin, drains until no job is due, and prints one JSON line:
 ``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "rss_start_kb": ...,
@@ -10,7 +10,8 @@ across processes; ``warnings`` counts the worker's warnings: a clean run has non
 With ``--count-claims`` the report also has ``claims``: claim statements run, rows
 they returned, rows they asked for (``:limit``), how many returned fewer rows
 than asked (``short``) or none (``empty``), and when the last rows came
-(``last_rows_at``), seen from the client by an engine event.
+(``last_rows_at``), seen from the client by an engine event. With ``--count-statements``
+it has ``statements``: the statements, commits and rollbacks of the drain.
 """
 
 from __future__ import annotations
@@ -74,6 +75,29 @@ def count_claims(engine: Engine) -> dict[str, float]:
     return counts
 
 
+def count_statements() -> dict[str, int]:
+    """Count every engine's statements, commits and rollbacks in this process.
+
+    Listened for on the `Engine` class, so an engine the worker derives from ours (SQLite's
+    ``BEGIN IMMEDIATE`` copy) is counted too.
+    """
+    counts = {"statements": 0, "commits": 0, "rollbacks": 0}
+
+    def statement(*args: object) -> None:
+        counts["statements"] += 1
+
+    def commit(conn: object) -> None:
+        counts["commits"] += 1
+
+    def rollback(conn: object) -> None:
+        counts["rollbacks"] += 1
+
+    event.listen(Engine, "after_cursor_execute", statement)
+    event.listen(Engine, "commit", commit)
+    event.listen(Engine, "rollback", rollback)
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
@@ -83,6 +107,7 @@ def main() -> None:
     parser.add_argument("--asynchronous-commit", action="store_true")
     parser.add_argument("--queue", action="append", default=[])
     parser.add_argument("--count-claims", action="store_true")
+    parser.add_argument("--count-statements", action="store_true")
     parser.add_argument("--async-tasks", action="store_true", help="the async no-op's queue")
     parser.add_argument("--prefetch", type=int, default=None, help="the worker's prefetch")
     args = parser.parse_args()
@@ -97,6 +122,7 @@ def main() -> None:
     if args.prefetch is not None:
         options["prefetch"] = args.prefetch
     claims = count_claims(engine) if args.count_claims else None
+    statements = count_statements() if args.count_statements else None
     queue = async_jobs if args.async_tasks else jobs
     worker = queue.worker(engine, concurrency=args.concurrency, listen=False, **options)
     with engine.connect() as conn:  # open the pool's first connection before the clock starts
@@ -113,6 +139,8 @@ def main() -> None:
     logging.getLogger("sa_jobqueue").addHandler(warnings)
     print("ready", flush=True)
     sys.stdin.readline()
+    if statements is not None:
+        statements.update(dict.fromkeys(statements, 0))  # the warm-up is not the drain's
     rss_start = rss_kb()
     if args.rss_every > 0:
         threading.Thread(target=sample, daemon=True).start()
@@ -133,6 +161,8 @@ def main() -> None:
     }
     if claims is not None:
         report["claims"] = claims
+    if statements is not None:
+        report["statements"] = statements
     print(json.dumps(report), flush=True)
     engine.dispose()
 

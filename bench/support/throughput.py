@@ -58,6 +58,8 @@ class DrainReport:
     rss_end_kb: int = 0
     rss_peak_kb: int = 0
     rss_samples_kb: list[int] = field(default_factory=list)
+    #: With ``--count-statements`` in `extra_args`: every worker's statements, commits...
+    statements: dict[str, int] = field(default_factory=dict)
 
 
 def library_drain(
@@ -98,12 +100,17 @@ def library_drain(
             sql.finish_all(url)
         raise RuntimeError(f"{mode} drain: {done} of {count} jobs done, {warnings} worker warnings")
     first = reports[0]
+    statements: dict[str, int] = {}
+    for r in reports:
+        for key, value in r.get("statements", {}).items():
+            statements[key] = statements.get(key, 0) + value
     return DrainReport(
         count / (ended - started),
         first["rss_start_kb"],
         first["rss_end_kb"],
         first["rss_peak_kb"],
         first["rss_samples_kb"],
+        statements,
     )
 
 
