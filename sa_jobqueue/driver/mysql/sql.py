@@ -14,7 +14,9 @@ from sqlalchemy import (
     literal_column,
     type_coerce,
 )
+from sqlalchemy.exc import IntegrityError
 
+from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
 __all__ = ["MysqlSql"]
@@ -22,6 +24,12 @@ __all__ = ["MysqlSql"]
 S = TypeVar("S", bound=Select[Any])
 
 _MICROSECOND: ColumnElement[Any] = literal_column("MICROSECOND")
+
+#: MySQL's error numbers of a duplicate: ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
+_DUPLICATE_ERRNOS = (1062, 1586)
+
+#: Each active key's generated column (NULL while the key does not count).
+_GENERATED = {key.column: key.generated for key in ACTIVE_KEYS}
 
 
 class MysqlSql:
@@ -53,3 +61,15 @@ class MysqlSql:
 
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Nothing: row locks serve."""
+
+    def duplicate(self, error: IntegrityError) -> bool:
+        """ER_DUP_ENTRY: the error number is the DBAPI error's first argument (or ``errno``)."""
+        orig: Any = error.orig
+        errno = getattr(orig, "errno", None)
+        if errno is None and getattr(orig, "args", None):
+            errno = orig.args[0]
+        return errno in _DUPLICATE_ERRNOS
+
+    def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
+        """The generated column (``unique_key_active``...) among `keys`: its unique index serves."""
+        return literal_column(_GENERATED[name]).in_(keys)

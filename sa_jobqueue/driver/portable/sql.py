@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Select
+from sqlalchemy.exc import IntegrityError
 
 __all__ = ["Dialect"]
 
@@ -54,5 +55,24 @@ class Dialect(Protocol):
         SQLite: take the database's write lock now (a write statement that changes
         nothing), so a read-then-write transaction cannot fail to upgrade; MySQL:
         nothing (row locks serve).
+        """
+        ...
+
+    def duplicate(self, error: IntegrityError) -> bool:
+        """Whether `error` is a unique index's duplicate key (not another constraint's failure).
+
+        The failed statement is undone on its own (SQLite, InnoDB): the transaction
+        stays usable, with none of that statement's rows.
+        """
+        ...
+
+    def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
+        """Rows whose key `name` is one of `keys` while it counts, through its unique index.
+
+        `name` is an active key of `sa_jobqueue.schema.active_keys.ACTIVE_KEYS`
+        (``unique_key`` while pending or running, ``debounce_key`` while pending):
+        SQLite compares the column under the partial index's predicate; MySQL
+        compares the generated column that holds the key only then (a plain column
+        comparison there would scan, and lock, the whole table).
         """
         ...

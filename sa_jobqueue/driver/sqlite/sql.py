@@ -4,8 +4,21 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Float, Select, func, type_coerce, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Float,
+    Select,
+    and_,
+    false,
+    func,
+    text,
+    type_coerce,
+    update,
+)
+from sqlalchemy.exc import IntegrityError
 
+from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
 __all__ = ["SqliteSql"]
@@ -14,6 +27,12 @@ S = TypeVar("S", bound=Select[Any])
 
 #: SQLAlchemy's storage format of a SQLite DATETIME (``%f`` gives milliseconds).
 FORMAT = "%Y-%m-%d %H:%M:%f000"
+
+#: SQLite's extended result codes of a duplicate: SQLITE_CONSTRAINT_UNIQUE, _PRIMARYKEY.
+_DUPLICATE_CODES = (2067, 1555)
+
+#: The predicate under which each active key counts (its partial unique index's).
+_CONDITIONS = {key.column: key.condition for key in ACTIVE_KEYS}
 
 
 class SqliteSql:
@@ -45,4 +64,12 @@ class SqliteSql:
 
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Take the write lock now: an UPDATE of `table` that matches no row."""
-        conn.execute(update(table).where(False).values({table.c.id: table.c.id}))
+        conn.execute(update(table).where(false()).values({table.c.id: table.c.id}))
+
+    def duplicate(self, error: IntegrityError) -> bool:
+        """SQLITE_CONSTRAINT_UNIQUE or _PRIMARYKEY (Python's ``sqlite_errorcode``)."""
+        return getattr(error.orig, "sqlite_errorcode", None) in _DUPLICATE_CODES
+
+    def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
+        """The column among `keys`, under its partial index's predicate (so the index serves)."""
+        return and_(table.c[name].in_(keys), text(_CONDITIONS[name]))
