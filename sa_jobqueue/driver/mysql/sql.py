@@ -59,6 +59,10 @@ class MysqlSql:
         """``FOR UPDATE``."""
         return query.with_for_update()
 
+    def for_share(self, query: S) -> S:
+        """``LOCK IN SHARE MODE`` (MySQL 8 and MariaDB both read it)."""
+        return query.with_for_update(read=True)
+
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Nothing: row locks serve."""
 

@@ -135,9 +135,11 @@ class PortableEnqueue(PortableBase):
     ) -> Sequence[Any]:
         """The jobs holding `keys` (see `EnqueueOps.jobs_by_keys`), read as last committed.
 
-        A locking read: under MySQL's REPEATABLE READ a plain read sees the
-        transaction's snapshot, which misses the job of a concurrent transaction whose
-        committed key just made this one's INSERT fail.
+        A share-locking read (`Dialect.for_share`): under MySQL's REPEATABLE READ a
+        plain read sees the transaction's snapshot, which misses the job of a
+        concurrent transaction whose committed key just made this one's INSERT fail;
+        the duplicate left a share lock on that row already, which an exclusive lock
+        of several such callers would deadlock on.
         """
         model = self.model
         table: Any = model.__table__
@@ -146,10 +148,10 @@ class PortableEnqueue(PortableBase):
         else:
             held = model.idempotency_key.in_(list(keys))
         if ids_only:
-            query = self.sql.for_update(select(*(table.c[n] for n in _ID_COLUMNS)).where(held))
+            query = self.sql.for_share(select(*(table.c[n] for n in _ID_COLUMNS)).where(held))
             conn = self._enqueue_connection(session)
             return [tuple(row) for row in conn.execute(query)]
-        return session.scalars(self.sql.for_update(select(model).where(held))).all()
+        return session.scalars(self.sql.for_share(select(model).where(held))).all()
 
     # -- debounce and throttle -----------------------------------------------------
 

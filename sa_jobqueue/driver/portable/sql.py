@@ -49,6 +49,15 @@ class Dialect(Protocol):
         """`query` locking the rows it reads for update, waiting for other holders."""
         ...
 
+    def for_share(self, query: S) -> S:
+        """`query` reading the last committed rows, share-locked until COMMIT.
+
+        Under MySQL's REPEATABLE READ a plain read sees the transaction's snapshot;
+        a locking read sees what committed since, and share locks of two readers do
+        not wait for each other. SQLite: `query` as it is.
+        """
+        ...
+
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Make `conn`'s transaction a writer before it reads what it will change.
 

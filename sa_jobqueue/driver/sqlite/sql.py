@@ -62,6 +62,10 @@ class SqliteSql:
         """`query` as it is: the transaction holds SQLite's one write lock."""
         return query
 
+    def for_share(self, query: S) -> S:
+        """`query` as it is: the transaction holds SQLite's one write lock, or reads alone."""
+        return query
+
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Take the write lock now: an UPDATE of `table` that matches no row."""
         conn.execute(update(table).where(false()).values({table.c.id: table.c.id}))

@@ -1,0 +1,212 @@
+"""The public enqueue API on every database: atomic with the app's transaction, keys, workflows.
+
+Each test runs on PostgreSQL, SQLite and MariaDB (the committed engine of each): the
+same calls, the same outcomes, read back on a connection of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import JobQueue
+from sa_jobqueue.statements.workflows import edges_of
+from tests.support.models import Job, Order
+
+#: Database -> the fixture of its committed engine (tests/support/databases.py).
+ENGINES = {"postgresql": "committed", "sqlite": "sqlite_committed", "mariadb": "mariadb_committed"}
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def db(request: pytest.FixtureRequest) -> Engine:
+    engine: Engine = request.getfixturevalue(ENGINES[request.param])
+    return engine
+
+
+@pytest.fixture
+def jobs() -> JobQueue[Job]:
+    queue = JobQueue(Job)
+    queue.task("send_receipt", queue="mail", max_attempts=5)(lambda ctx: None)
+    queue.task("sync_crm")(lambda ctx: None)
+    return queue
+
+
+def stored(engine: Engine) -> list[Any]:
+    """Every job as committed now, by id."""
+    with engine.connect() as conn:
+        return list(conn.execute(select(Job.__table__).order_by(Job.id)).all())
+
+
+def orders(engine: Engine) -> list[int]:
+    with engine.connect() as conn:
+        return list(conn.execute(select(Order.id).order_by(Order.id)).scalars())
+
+
+def end(engine: Engine, job_id: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(update(Job).where(Job.id == job_id).values(status="done"))
+
+
+def test_enqueue_commits_with_the_apps_rows(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session, session.begin():
+        session.add(Order(id=4, customer="dave", total_cents=2500))
+        job = jobs.enqueue(session, "send_receipt", {"order_id": 4})
+        plain = Job(kind="sync_crm", payload={"order_id": 4})
+        session.add(plain)
+        session.flush()
+        assert (job.id, job.queue, job.max_attempts, job.status) == (job.id, "mail", 5, "pending")
+        assert job.run_at == job.created_at  # due now, by the database clock
+    rows = stored(db)
+    assert [(r.kind, r.payload, r.status) for r in rows] == [
+        ("send_receipt", {"order_id": 4}, "pending"),
+        ("sync_crm", {"order_id": 4}, "pending"),
+    ]
+    assert orders(db) == [4]
+
+
+def test_a_rolled_back_enqueue_never_existed(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session:
+        session.add(Order(id=5, customer="erin", total_cents=100))
+        jobs.enqueue(session, "send_receipt", {"order_id": 5}, idempotency_key="order:5")
+        jobs.enqueue_many(session, [("sync_crm", {"i": i}) for i in range(3)])
+        session.add(Job(kind="sync_crm", payload={}))
+        session.flush()
+        session.rollback()
+    assert stored(db) == []
+    assert orders(db) == []
+    with Session(db) as session, session.begin():  # and so is its key
+        job_id = jobs.enqueue(
+            session, "send_receipt", {"order_id": 5}, idempotency_key="order:5"
+        ).id
+    assert [r.id for r in stored(db)] == [job_id]
+
+
+def test_a_taken_key_returns_its_job_and_the_transaction_goes_on(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session, session.begin():
+        first = jobs.enqueue(session, "send_receipt", {"n": 1}, idempotency_key="k")
+        first_id = first.id
+    with Session(db) as session, session.begin():
+        again = jobs.enqueue(session, "send_receipt", {"n": 2}, idempotency_key="k")
+        assert (again.id, again.payload) == (first_id, {"n": 1})
+        many = jobs.enqueue_many(
+            session,
+            [
+                ("sync_crm", {"n": 3}),
+                {"kind": "send_receipt", "payload": {"n": 4}, "idempotency_key": "k"},
+                {"kind": "sync_crm", "payload": {"n": 5}, "idempotency_key": "k2"},
+            ],
+        )
+        assert many[1].id == first_id
+        session.add(Order(id=6, customer="fay", total_cents=1))  # the transaction is usable
+    assert [r.payload for r in stored(db)] == [{"n": 1}, {"n": 3}, {"n": 5}]
+    assert orders(db) == [6]
+
+
+def test_a_conflicting_batch_rolled_back_leaves_nothing(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session, session.begin():
+        jobs.enqueue(session, "sync_crm", {"n": 0}, idempotency_key="taken")
+    with Session(db) as session:
+        batch = [
+            {"kind": "sync_crm", "payload": {"n": n}, "idempotency_key": f"k{n}"} for n in range(3)
+        ]
+        batch.insert(1, {"kind": "sync_crm", "payload": {"n": 9}, "idempotency_key": "taken"})
+        assert len(jobs.enqueue_many(session, batch)) == 4
+        session.rollback()
+    assert [r.idempotency_key for r in stored(db)] == ["taken"]
+
+
+def test_unique_key_dedupes_while_its_job_is_active(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session, session.begin():
+        first = jobs.enqueue(session, "sync_crm", {"n": 1}, unique_key="report:42")
+        assert jobs.enqueue(session, "sync_crm", {"n": 2}, unique_key="report:42").id == first.id
+        first_id = first.id
+    end(db, first_id)
+    with Session(db) as session, session.begin():
+        second_id = jobs.enqueue(session, "sync_crm", {"n": 3}, unique_key="report:42").id
+    assert second_id != first_id
+    assert [r.unique_key for r in stored(db)] == ["report:42", "report:42"]
+
+
+def test_after_inserts_a_waiting_job_and_its_edges(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session, session.begin():
+        a = jobs.enqueue(session, "sync_crm", {"step": "a"})
+        b = jobs.enqueue(session, "sync_crm", {"step": "b"}, after=[a])
+        ids = (a.id, b.id)
+    rows = {r.id: r for r in stored(db)}
+    assert (rows[ids[1]].status, rows[ids[1]].waiting_for) == ("waiting", 1)
+    assert rows[ids[0]].has_dependents is True
+    edges = edges_of(Job)
+    with db.connect() as conn:
+        assert conn.execute(select(edges.c.job_id, edges.c.upstream_id)).all() == [ids[::-1]]
+
+
+def test_a_rolled_back_workflow_leaves_no_edge(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session, session.begin():
+        a_id = jobs.enqueue(session, "sync_crm", {"step": "a"}).id
+    with Session(db) as session:
+        jobs.enqueue(session, "sync_crm", {"step": "b"}, after=[a_id])
+        session.rollback()
+    assert [r.id for r in stored(db)] == [a_id]
+    with db.connect() as conn:
+        assert conn.execute(select(edges_of(Job))).all() == []
+
+
+def test_debounce_folds_and_throttle_returns_the_windows_job(db: Engine, jobs: JobQueue[Job]):
+    window = timedelta(seconds=60)
+    with Session(db) as session, session.begin():
+        first = jobs.enqueue(session, "sync_crm", {"n": 1}, debounce=("cart:7", window))
+        first_id = first.id
+    with Session(db) as session, session.begin():
+        folded = jobs.enqueue(session, "sync_crm", {"n": 2}, debounce=("cart:7", window))
+        assert (folded.id, folded.payload) == (first_id, {"n": 2})
+        throttled = jobs.enqueue(session, "sync_crm", {"n": 3}, throttle=("sync:1", window))
+        again = jobs.enqueue(session, "sync_crm", {"n": 4}, throttle=("sync:1", window))
+        assert again.id == throttled.id
+    assert [r.payload for r in stored(db)] == [{"n": 2}, {"n": 3}]
+
+
+def test_racing_transactions_on_one_key_get_one_job(db: Engine, jobs: JobQueue[Job]):
+    got: list[int] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def enqueue(n: int) -> None:
+        try:
+            start.wait()
+            with Session(db) as session, session.begin():
+                job = jobs.enqueue(session, "sync_crm", {"n": n}, idempotency_key="race")
+                got.append(job.id)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=enqueue, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    [row] = stored(db)
+    assert got == [row.id] * 6
+
+
+def test_a_key_taken_after_the_transactions_first_read_returns_that_job(
+    db: Engine, jobs: JobQueue[Job]
+):
+    # Under REPEATABLE READ (MariaDB's default) the first read fixes a snapshot that
+    # misses the job committed after it: the lookup must still find its job.
+    with Session(db) as session, session.begin():
+        assert orders(db) == [] and session.execute(select(Order)).all() == []
+        with Session(db) as other, other.begin():
+            taken_id = jobs.enqueue(other, "sync_crm", {"n": 1}, idempotency_key="late").id
+        job = jobs.enqueue(session, "sync_crm", {"n": 2}, idempotency_key="late")
+        assert (job.id, job.payload) == (taken_id, {"n": 1})
+        many = jobs.enqueue_many(
+            session, [{"kind": "sync_crm", "payload": {"n": 3}, "idempotency_key": "late"}]
+        )
+        assert [j.id for j in many] == [taken_id]
+    assert [r.id for r in stored(db)] == [taken_id]
