@@ -16,7 +16,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from sa_jobqueue.driver.mysql.xact_locks import lock_name_of, lock_until_end
 from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
+from sa_jobqueue.schema.naming import lock_name
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
 __all__ = ["MysqlSql"]
@@ -77,3 +79,7 @@ class MysqlSql:
     def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
         """The generated column (``unique_key_active``...) among `keys`: its unique index serves."""
         return literal_column(_GENERATED[name]).in_(keys)
+
+    def key_lock(self, conn: Connection, table: Any, purpose: str, key: str) -> None:
+        """``GET_LOCK`` on the key's name, released just before the transaction ends."""
+        lock_until_end(conn, lock_name_of(f"{lock_name(table.name, purpose)}:{key}"))

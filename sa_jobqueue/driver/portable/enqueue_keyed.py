@@ -1,11 +1,13 @@
 """Debounced and throttled enqueues in portable statements (``debounce=`` / ``throttle=``).
 
-Debounce: an UPDATE folds the new payload into the pending job holding the key (of the
-same kind), due a window after now; without one, an INSERT with the key, whose unique
-index (`Dialect.active_key_in`) turns a concurrent twin into a duplicate, after which
-the UPDATE runs again. Throttle: SQLite's write lock, or on MySQL a locking read of
-the key's latest job (it waits for a concurrent enqueue's uncommitted job of the key),
-then the caller inserts. Policies and guarantees: docs/flow-control.md.
+Both take the key's lock first (`Dialect.key_lock`: SQLite's write lock, MySQL's
+``GET_LOCK`` until the transaction ends), so enqueues of one key take turns.
+Debounce: an UPDATE folds the new payload into the pending job holding the key (of
+the same kind), due a window after now; without one, an INSERT with the key, whose
+unique index (`Dialect.active_key_in`) would turn a twin into a duplicate, after which
+the UPDATE runs again. Throttle: a locking read of the key's latest job in the window
+(it waits for an enqueue's uncommitted job of the key, then sees it), then the caller
+inserts. Policies and guarantees: docs/flow-control.md.
 """
 
 from __future__ import annotations
@@ -61,6 +63,9 @@ def debounce(
         values["run_at"] = sql.plus_seconds(now, literal(debounced.window, Float))
         return [values]
 
+    # Debounces of one key take turns: without, two first ones would both find no
+    # job, and InnoDB's gap locks of their reads would deadlock their INSERTs.
+    sql.key_lock(conn, table, "debounce", debounced.key)
     for _ in range(_ROUNDS):
         if conn.execute(fold).rowcount:
             found = select(model).where(sql.active_key_in(table, "debounce_key", key))
@@ -91,11 +96,11 @@ def throttled(
 ) -> JobMixin | None:
     """The latest job of throttle `key` due within `window` s of now, enqueues taking turns.
 
-    SQLite: the write lock first, held until COMMIT. MySQL: a locking read on
-    ``ix_<table>_throttle_key``, which waits for a concurrent transaction's
-    uncommitted job of the key, then sees it once committed.
+    The key's lock first (`Dialect.key_lock`), then a locking read on
+    ``ix_<table>_throttle_key``, which on MySQL waits for a previous holder's
+    uncommitted job of the key, and sees it once committed.
     """
-    sql.write_lock(conn, model.__table__)
+    sql.key_lock(conn, model.__table__, "throttle", key)
     since = sql.plus_seconds(sql.now(), -literal(window, Float))
     query = (
         select(model)

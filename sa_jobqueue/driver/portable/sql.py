@@ -85,3 +85,12 @@ class Dialect(Protocol):
         comparison there would scan, and lock, the whole table).
         """
         ...
+
+    def key_lock(self, conn: Connection, table: Any, purpose: str, key: str) -> None:
+        """Lock `key` of `purpose` (``throttle``...) for `conn`'s transaction, until it ends.
+
+        Callers of one key take turns, as with PostgreSQL's ``pg_advisory_xact_lock``.
+        SQLite: the write lock (`write_lock`); MySQL: ``GET_LOCK``, released at the
+        transaction's end (`sa_jobqueue.driver.mysql.xact_locks`).
+        """
+        ...

@@ -77,3 +77,7 @@ class SqliteSql:
     def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
         """The column among `keys`, under its partial index's predicate (so the index serves)."""
         return and_(table.c[name].in_(keys), text(_CONDITIONS[name]))
+
+    def key_lock(self, conn: Connection, table: Any, purpose: str, key: str) -> None:
+        """The write lock: one writer at a time holds every key."""
+        self.write_lock(conn, table)

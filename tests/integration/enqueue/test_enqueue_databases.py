@@ -210,3 +210,64 @@ def test_a_key_taken_after_the_transactions_first_read_returns_that_job(
         )
         assert [j.id for j in many] == [taken_id]
     assert [r.id for r in stored(db)] == [taken_id]
+
+
+def race(n: int, enqueue: Any) -> list[int]:
+    """Run `enqueue(session, i)` in `n` threads at once, each in a transaction; the job ids."""
+    got: list[int] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        try:
+            start.wait()
+            with Session(DB[0]) as session, session.begin():
+                got.append(enqueue(session, i).id)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    return got
+
+
+DB: list[Engine] = []
+
+
+def test_racing_debounces_of_one_key_fold_into_one_job(db: Engine, jobs: JobQueue[Job]):
+    DB[:] = [db]
+    window = timedelta(seconds=60)
+    got = race(6, lambda s, i: jobs.enqueue(s, "sync_crm", {"n": i}, debounce=("d", window)))
+    [row] = stored(db)
+    assert got == [row.id] * 6
+
+
+def test_racing_throttles_of_one_key_get_one_job(db: Engine, jobs: JobQueue[Job]):
+    DB[:] = [db]
+    window = timedelta(seconds=60)
+    got = race(6, lambda s, i: jobs.enqueue(s, "sync_crm", {"n": i}, throttle=("t", window)))
+    [row] = stored(db)
+    assert got == [row.id] * 6
+
+
+def test_a_keys_lock_ends_with_its_transaction(db: Engine, jobs: JobQueue[Job]):
+    window = timedelta(seconds=60)
+    with db.connect() as first, db.connect() as second:
+        with Session(bind=first) as session:
+            jobs.enqueue(session, "sync_crm", {"n": 1}, throttle=("t", window))
+            jobs.enqueue(session, "sync_crm", {"n": 1}, debounce=("d", window))
+            session.rollback()
+        with Session(bind=first) as session:  # closed without a commit
+            jobs.enqueue(session, "sync_crm", {"n": 2}, throttle=("t", window))
+        with Session(bind=first) as session, session.begin():
+            jobs.enqueue(session, "sync_crm", {"n": 3}, throttle=("t", window))
+        # `first` is idle, still checked out: a lock it kept would hold `second` up.
+        with Session(bind=second) as session, session.begin():
+            job = jobs.enqueue(session, "sync_crm", {"n": 4}, throttle=("t", window))
+            assert job.payload == {"n": 3}
+            jobs.enqueue(session, "sync_crm", {"n": 5}, debounce=("d", window))
+    assert [r.payload for r in stored(db)] == [{"n": 3}, {"n": 5}]
