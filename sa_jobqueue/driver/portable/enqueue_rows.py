@@ -136,50 +136,47 @@ class RowInserter:
         """Insert the `count` rows `rows_of` builds; the new ones' `returning`, by id, and now.
 
         Rows whose key was taken are missing. Every row shares one ``now()``: that of
-        the first statement, given to the later ones (a large batch takes several);
-        it is returned too (None when no row was inserted).
+        the first statement that inserted one, given to the later ones (a large batch
+        takes several; a batch with a taken key, one per row); it is returned too
+        (None when no row was inserted).
         """
         wanted = list(dict.fromkeys(["id", *returning, "created_at"]))
         at = [wanted.index(name) for name in returning]
         created_at = wanted.index("created_at")
-        per_row = max(1, _MAX_PARAMETERS // (len(self.table.c) + 4))
+        per_statement = max(1, _MAX_PARAMETERS // (len(self.table.c) + 4))
         now: Any = None
         inserted: list[Sequence[Any]] = []
-        start = 0
-        while start < count:
-            size = min(per_row, count - start)
+
+        def insert_free(start: int, stop: int) -> list[Sequence[Any]] | None:
+            """Rows ``[start:stop]`` in one statement; None: a key was taken (none inserted)."""
+            nonlocal now
             when = self.sql.now() if now is None else literal(now, Timestamp())
-            rows = rows_of(when, start, start + size)
-            if now is not None:  # the later statements: the first one's now() throughout
+            rows = rows_of(when, start, stop)
+            if now is not None:  # the first statement's now() throughout
                 for row in rows:
                     row["created_at"] = row["updated_at"] = when
-            got = self._insert_free(conn, rows, wanted)
-            if got and now is None:
-                now = got[0][created_at]
-            inserted += got
-            start += size
-        inserted.sort(key=lambda row: row[0])
-        return [[row[i] for i in at] for row in inserted], now
-
-    def _insert_free(
-        self, conn: Connection, rows: list[dict[str, Any]], wanted: list[str]
-    ) -> list[Sequence[Any]]:
-        """`rows` in one statement; on a taken key, one by one, leaving out those it fails."""
-        try:
-            return self._insert(conn, rows, wanted)
-        except IntegrityError as error:
-            if not self.sql.duplicate(error):
-                raise
-            if len(rows) == 1:
-                return []
-        inserted: list[Sequence[Any]] = []
-        for row in rows:
             try:
-                inserted += self._insert(conn, [row], wanted)
+                got = self._insert(conn, rows, wanted)
             except IntegrityError as error:
                 if not self.sql.duplicate(error):
                     raise
-        return inserted
+                return None  # the statement was undone alone: the transaction goes on
+            if got and now is None:
+                now = got[0][created_at]
+            return got
+
+        for start in range(0, count, per_statement):
+            stop = min(count, start + per_statement)
+            got = insert_free(start, stop)
+            if got is None and stop - start > 1:  # one by one, leaving out the taken keys
+                got = [
+                    row
+                    for index in range(start, stop)
+                    for row in insert_free(index, index + 1) or ()
+                ]
+            inserted += got or ()
+        inserted.sort(key=lambda row: row[0])
+        return [[row[i] for i in at] for row in inserted], now
 
     def _insert(
         self, conn: Connection, rows: list[dict[str, Any]], wanted: list[str]

@@ -6,12 +6,14 @@ same calls, the same outcomes, read back on a connection of their own.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, select, update
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue
@@ -102,6 +104,10 @@ def test_a_taken_key_returns_its_job_and_the_transaction_goes_on(db: Engine, job
             ],
         )
         assert many[1].id == first_id
+        # Built from what the inserts returned: what the database holds.
+        table = Job.__table__
+        held = {r.id: r.created_at for r in session.execute(select(table.c.id, table.c.created_at))}
+        assert [job.created_at for job in many] == [held[job.id] for job in many]
         session.add(Order(id=6, customer="fay", total_cents=1))  # the transaction is usable
     assert [r.payload for r in stored(db)] == [{"n": 1}, {"n": 3}, {"n": 5}]
     assert orders(db) == [6]
@@ -271,3 +277,65 @@ def test_a_keys_lock_ends_with_its_transaction(db: Engine, jobs: JobQueue[Job]):
             assert job.payload == {"n": 3}
             jobs.enqueue(session, "sync_crm", {"n": 5}, debounce=("d", window))
     assert [r.payload for r in stored(db)] == [{"n": 3}, {"n": 5}]
+
+
+def test_enqueue_many_ids_only_and_a_batch_commit_with_the_app(db: Engine, jobs: JobQueue[Job]):
+    with Session(db) as session, session.begin():
+        inserted = jobs.enqueue_many(
+            session, [("sync_crm", {"i": i}) for i in range(3)], ids_only=True
+        )
+        assert len(session.identity_map) == 0
+        batch = jobs.batch(session, callback=("sync_crm", {"report": True}))
+        members = batch.enqueue_many([("sync_crm", {"member": i}) for i in range(2)])
+        ids = list(inserted)  # ids_only: the ids
+        callback_id, member_ids = batch.id, [job.id for job in members]
+    rows = {r.id: r for r in stored(db)}
+    assert [rows[i].payload for i in ids] == [{"i": 0}, {"i": 1}, {"i": 2}]
+    assert (rows[callback_id].status, rows[callback_id].waiting_for) == ("waiting", 2)
+    with db.connect() as conn:
+        edges = edges_of(Job)
+        waited = conn.execute(select(edges.c.upstream_id).where(edges.c.job_id == callback_id))
+        assert sorted(waited.scalars()) == sorted(member_ids)
+
+
+def test_enqueue_on_a_model_event_commits_and_rolls_back_with_the_row(
+    db: Engine, jobs: JobQueue[Job]
+):
+    declared = jobs.enqueue_on(Order, "insert", "send_receipt", payload=lambda o: {"id": o.id})
+    try:
+        with Session(db) as session, session.begin():
+            session.add(Order(id=7, customer="gil", total_cents=5))
+        with Session(db) as session:
+            session.add(Order(id=8, customer="hal", total_cents=5))
+            session.flush()
+            session.rollback()
+    finally:
+        declared.remove()
+    assert [(r.kind, r.payload) for r in stored(db)] == [("send_receipt", {"id": 7})]
+    assert orders(db) == [7]
+
+
+def test_aenqueue_on_sqlite_commits_and_rolls_back_with_the_app(
+    sqlite_committed: Engine, jobs: JobQueue[Job]
+):
+    # The one async driver for these databases installed here: aiosqlite.
+    url = sqlite_committed.url.set(drivername="sqlite+aiosqlite")
+
+    async def body() -> None:
+        engine = create_async_engine(url, connect_args={"timeout": 30})
+        try:
+            async with AsyncSession(engine) as session, session.begin():
+                session.add(Order(id=9, customer="ida", total_cents=1))
+                await jobs.aenqueue(session, "sync_crm", {"n": 1}, idempotency_key="a")
+            async with AsyncSession(engine) as session:
+                await jobs.aenqueue_many(session, [("sync_crm", {"n": 2})])
+                await session.rollback()
+            async with AsyncSession(engine) as session, session.begin():
+                again = await jobs.aenqueue(session, "sync_crm", {"n": 3}, idempotency_key="a")
+                assert again.payload == {"n": 1}
+        finally:
+            await engine.dispose()
+
+    asyncio.run(body())
+    assert [r.payload for r in stored(sqlite_committed)] == [{"n": 1}]
+    assert orders(sqlite_committed) == [9]
