@@ -339,3 +339,20 @@ def test_aenqueue_on_sqlite_commits_and_rolls_back_with_the_app(
     asyncio.run(body())
     assert [r.payload for r in stored(sqlite_committed)] == [{"n": 1}]
     assert orders(sqlite_committed) == [9]
+
+
+def test_racing_unique_keys_and_overlapping_batches_get_one_job_per_key(
+    db: Engine, jobs: JobQueue[Job]
+):
+    DB[:] = [db]
+    got = race(4, lambda s, i: jobs.enqueue(s, "sync_crm", {"n": i}, unique_key="u"))
+    assert len(set(got)) == 1
+
+    def batch(session: Session, i: int) -> Any:
+        keys = ["a", "b", "c", "d"] if i % 2 else ["d", "c", "b", "a"]
+        items = [{"kind": "sync_crm", "payload": {"k": k}, "idempotency_key": k} for k in keys]
+        return jobs.enqueue_many(session, items)[0]
+
+    race(4, batch)
+    keys = [r.idempotency_key or r.unique_key for r in stored(db)]
+    assert sorted(keys) == ["a", "b", "c", "d", "u"]
