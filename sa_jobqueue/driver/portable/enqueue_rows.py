@@ -17,7 +17,8 @@ the first being the cursor's ``lastrowid``; a SELECT of those ids then reads wha
 the database filled. With ``auto_increment_increment`` other than 1 (Galera) the ids
 are not consecutive: the SELECT finds fewer rows and the insert fails loudly. Why
 not a statement per row: 1,000 jobs on MariaDB here took 0.4-0.5 s as one multi-row
-INSERT and its SELECT, 1.7-2.8 s as an INSERT and a SELECT per job.
+INSERT and its SELECT, 1.7-2.8 s as an INSERT and a SELECT per job. Most of the former
+is SQLAlchemy compiling the statement each time (a multi-row VALUES has no cache key).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from sa_jobqueue.schema.types import Timestamp
 
 __all__ = ["RowInserter", "job_values", "json_text", "run_at_of"]
 
-#: Bound parameters per statement at most: SQLite's default limit is 32,766.
+#: Bound parameters per statement at most: SQLite's default limit is 32,766 (>= 3.32).
 _MAX_PARAMETERS = 30_000
 
 
@@ -143,7 +144,11 @@ class RowInserter:
         wanted = list(dict.fromkeys(["id", *returning, "created_at"]))
         at = [wanted.index(name) for name in returning]
         created_at = wanted.index("created_at")
-        per_statement = max(1, _MAX_PARAMETERS // (len(self.table.c) + 4))
+        if count == 0:
+            return [], None
+        # A row's values, each a parameter or a few (run_at's arithmetic).
+        width = 3 * len(rows_of(self.sql.now(), 0, 1)[0])
+        per_statement = max(1, _MAX_PARAMETERS // width)
         now: Any = None
         inserted: list[Sequence[Any]] = []
 
