@@ -356,3 +356,20 @@ def test_racing_unique_keys_and_overlapping_batches_get_one_job_per_key(
     race(4, batch)
     keys = [r.idempotency_key or r.unique_key for r in stored(db)]
     assert sorted(keys) == ["a", "b", "c", "d", "u"]
+
+
+def test_a_large_batch_with_a_taken_key_shares_one_now_and_keeps_its_order(
+    db: Engine, jobs: JobQueue[Job]
+):
+    with Session(db) as session, session.begin():
+        taken_id = jobs.enqueue(session, "sync_crm", {"i": -1}, idempotency_key="taken").id
+    items: list[Any] = [("sync_crm", {"i": i}) for i in range(2500)]
+    items[2000] = {"kind": "sync_crm", "payload": {"i": 2000}, "idempotency_key": "taken"}
+    with Session(db) as session, session.begin():
+        made = jobs.enqueue_many(session, items)
+        assert made[2000].id == taken_id
+        assert [job.payload["i"] for job in made] == [-1 if i == 2000 else i for i in range(2500)]
+    rows = [r for r in stored(db) if r.id != taken_id]
+    assert len(rows) == 2499
+    assert [r.payload["i"] for r in rows] == [i for i in range(2500) if i != 2000]
+    assert len({r.created_at for r in rows}) == 1  # one now() for the whole batch
