@@ -8,13 +8,17 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    Insert,
     Select,
+    Table,
     cast,
     func,
+    insert,
     literal_column,
     type_coerce,
 )
 
+from sa_jobqueue.driver.mysql import locks
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
 __all__ = ["MysqlSql"]
@@ -53,3 +57,11 @@ class MysqlSql:
 
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Nothing: row locks serve."""
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """``INSERT IGNORE`` (the rows given here never fail but on a duplicate key)."""
+        return insert(table).prefix_with("IGNORE")
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """``GET_LOCK(..., 0)``, released when the transaction ends (`locks.try_lock`)."""
+        return locks.try_lock(conn, name)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Select
+from sqlalchemy import ColumnElement, Connection, Insert, Select, Table
 
 __all__ = ["Dialect"]
 
@@ -54,5 +54,25 @@ class Dialect(Protocol):
         SQLite: take the database's write lock now (a write statement that changes
         nothing), so a read-then-write transaction cannot fail to upgrade; MySQL:
         nothing (row locks serve).
+        """
+        ...
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """An INSERT into `table` that skips a row whose key exists already, without failing.
+
+        A skipped row counts no change (``rowcount`` 0), and a racing insert of the same
+        key is waited for, then skipped: SQLite's ``ON CONFLICT DO NOTHING``, MySQL's
+        ``INSERT IGNORE``.
+        """
+        ...
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """Take the lock `name` (of the jobs table `table`) until `conn`'s transaction ends.
+
+        MySQL: ``GET_LOCK(..., 0)``, never waiting (False when another session holds
+        it), released when the transaction commits or rolls back (the lock is the
+        session's, not the transaction's). SQLite: the database's write lock
+        (`write_lock`), which makes the transaction the only writer until it ends: it
+        waits (the busy timeout) for the writer before it, then always holds it (True).
         """
         ...

@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Float, Select, func, type_coerce, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Float,
+    Insert,
+    Select,
+    Table,
+    func,
+    type_coerce,
+    update,
+)
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
@@ -46,3 +57,17 @@ class SqliteSql:
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Take the write lock now: an UPDATE of `table` that matches no row."""
         conn.execute(update(table).where(False).values({table.c.id: table.c.id}))
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING``."""
+        return sqlite_insert(table).on_conflict_do_nothing()
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """The write lock (`write_lock`): the transaction is the one writer until it ends.
+
+        Every lock name is the same lock here: no other transaction writes while this
+        one holds it, so what the lock guards (one maintainer at a time) holds for any
+        name. A second taker waits for it (the busy timeout), then takes it.
+        """
+        self.write_lock(conn, table)
+        return True
