@@ -45,7 +45,11 @@ class PortableTicks(PortableTables):
     def schedules_due(
         self, conn: Connection, names: Sequence[str], limit: int
     ) -> list[ScheduleRow]:
-        """Due rows, ``FOR UPDATE SKIP LOCKED`` (SQLite: under the write lock), oldest first."""
+        """Due rows, ``FOR UPDATE SKIP LOCKED`` (SQLite: under the write lock), oldest first.
+
+        A plain read first: a round with nothing due (most rounds) locks nothing, neither
+        SQLite's one write lock nor InnoDB's range of ``next_run_at``.
+        """
         table = self._schedules_table
         now = self.sql.now()
         due = (
@@ -62,7 +66,9 @@ class PortableTicks(PortableTables):
             .order_by(table.c.next_run_at)
             .limit(limit)
         )
-        # The caller ticks what it read in this transaction: a writer from the start.
+        if conn.execute(due.with_only_columns(table.c.name).limit(1)).first() is None:
+            return []  # the usual round: nothing due, and no lock taken
+        # The caller ticks what it reads in this transaction: a writer from here on.
         self.sql.write_lock(conn, self._jobs_table)
         # Its columns are `ScheduleRow`'s first six, in order.
         return [ScheduleRow(*row) for row in conn.execute(self.sql.skip_locked(due))]
