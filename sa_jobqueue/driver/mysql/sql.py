@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -13,10 +14,10 @@ from sqlalchemy import (
     Table,
     cast,
     func,
-    insert,
     literal_column,
     type_coerce,
 )
+from sqlalchemy.dialects.mysql import insert
 
 from sa_jobqueue.driver.mysql import locks
 from sa_jobqueue.schema.types import Timestamp, utc_now
@@ -58,10 +59,25 @@ class MysqlSql:
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Nothing: row locks serve."""
 
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """``INSERT ... ON DUPLICATE KEY UPDATE``: an exclusive lock on the row, made if missing.
+
+        On a duplicate key InnoDB takes an exclusive record lock (a plain INSERT takes a
+        shared one, and two sharers upgrading would deadlock); the update sets the first
+        column to itself, changing nothing.
+        """
+        statement = insert(table).values(dict(row))
+        first = next(iter(row))
+        conn.execute(statement.on_duplicate_key_update({first: statement.inserted[first]}))
+
     def insert_ignore(self, table: Table) -> Insert:
         """``INSERT IGNORE`` (the rows given here never fail but on a duplicate key)."""
         return insert(table).prefix_with("IGNORE")
 
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
-        """``GET_LOCK(..., 0)``, released when the transaction ends (`locks.try_lock`)."""
+        """``GET_LOCK(..., 0)``, released when the transaction ends (`locks.try_lock`).
+
+        Not a row lock as `lock_row`: a row made by the first taker's uncommitted
+        INSERT would make a second taker wait, and this lock never waits.
+        """
         return locks.try_lock(conn, name)

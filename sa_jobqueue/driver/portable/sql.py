@@ -7,6 +7,7 @@ dialect's name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import ColumnElement, Connection, Insert, Select, Table
@@ -57,6 +58,17 @@ class Dialect(Protocol):
         """
         ...
 
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """Hold the lock named by `row` (a row of `table`, its primary key first) to COMMIT.
+
+        A transaction-scoped lock that other holders wait for, as PostgreSQL's
+        ``pg_advisory_xact_lock``. MySQL: ``INSERT ... ON DUPLICATE KEY UPDATE`` of `row`,
+        which makes the row if it is missing and holds an exclusive lock on it (GET_LOCK
+        would outlive the transaction); SQLite: `write_lock` (one writer at a time: the
+        row need not exist).
+        """
+        ...
+
     def insert_ignore(self, table: Table) -> Insert:
         """An INSERT into `table` that skips a row whose key exists already, without failing.
 
@@ -69,10 +81,11 @@ class Dialect(Protocol):
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """Take the lock `name` (of the jobs table `table`) until `conn`'s transaction ends.
 
-        MySQL: ``GET_LOCK(..., 0)``, never waiting (False when another session holds
-        it), released when the transaction commits or rolls back (the lock is the
-        session's, not the transaction's). SQLite: the database's write lock
-        (`write_lock`), which makes the transaction the only writer until it ends: it
-        waits (the busy timeout) for the writer before it, then always holds it (True).
+        Unlike `lock_row`, never waits for another holder: MySQL's ``GET_LOCK(..., 0)``
+        (False when another session holds it), released when the transaction commits
+        or rolls back (the lock is the session's, not the transaction's). SQLite: the
+        database's write lock (`write_lock`), which makes the transaction the only
+        writer until it ends: it waits (the busy timeout) for the writer before it,
+        then always holds it (True).
         """
         ...
