@@ -19,7 +19,10 @@ from sa_jobqueue.driver.portable.registry import PortableRegistry
 from sa_jobqueue.statements.common import FINISHED_VALUES
 from sa_jobqueue.statements.workflows import still_awaited
 
-__all__ = ["PortableControl"]
+__all__ = ["DELETE_CHUNK", "PortableControl"]
+
+#: The most ids one DELETE of `jobs_prune` names (SQLite takes at most 32,766 parameters).
+DELETE_CHUNK = 1000
 
 
 class PortableControl(PortableRegistry, PortableNotifications):
@@ -73,9 +76,11 @@ class PortableControl(PortableRegistry, PortableNotifications):
         )
         self.sql.write_lock(conn, self._jobs_table)
         ids = list(conn.scalars(self.sql.skip_locked(old)))
-        if not ids:
-            return 0
-        return int(conn.execute(delete(model).where(model.id.in_(ids))).rowcount)
+        deleted = 0
+        for start in range(0, len(ids), DELETE_CHUNK):
+            chunk = ids[start : start + DELETE_CHUNK]
+            deleted += conn.execute(delete(model).where(model.id.in_(chunk))).rowcount
+        return deleted
 
     def clock_now(self, conn: Connection) -> datetime:
         """``SELECT`` of the `Dialect`'s clock: aware UTC."""
