@@ -11,6 +11,7 @@ from sqlalchemy import (
     Connection,
     CursorResult,
     Executable,
+    Insert,
     Select,
     Table,
     cast,
@@ -21,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.mysql import insert
 from sqlalchemy.exc import IntegrityError
 
-from sa_jobqueue.driver.mysql.xact_locks import lock_name_of, lock_until_end
+from sa_jobqueue.driver.mysql.xact_locks import lock_until_end, try_lock
 from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
 from sa_jobqueue.schema.naming import lock_name
 from sa_jobqueue.schema.types import Timestamp, utc_now
@@ -87,7 +88,7 @@ class MysqlSql:
 
     def key_lock(self, conn: Connection, table: Any, purpose: str, key: str) -> None:
         """``GET_LOCK`` on the key's name, released just before the transaction ends."""
-        lock_until_end(conn, lock_name_of(f"{lock_name(table.name, purpose)}:{key}"))
+        lock_until_end(conn, f"{lock_name(table.name, purpose)}:{key}")
 
     def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
         """``INSERT ... ON DUPLICATE KEY UPDATE``: an exclusive lock on the row, made if missing.
@@ -99,6 +100,18 @@ class MysqlSql:
         statement = insert(table).values(dict(row))
         first = next(iter(row))
         conn.execute(statement.on_duplicate_key_update({first: statement.inserted[first]}))
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """``INSERT IGNORE`` (the rows given here never fail but on a duplicate key)."""
+        return insert(table).prefix_with("IGNORE")
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """``GET_LOCK(..., 0)``, released when the transaction ends (`xact_locks.try_lock`).
+
+        Not a row lock as `lock_row`: a row made by the first taker's uncommitted
+        INSERT would make a second taker wait, and this lock never waits.
+        """
+        return try_lock(conn, name)
 
     def try_write_lock(self, conn: Connection, table: Any) -> bool:
         """True: row locks serve (the caller's `skip_locked` read skips a row another holds)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, CursorResult, Executable, Select, Table
+from sqlalchemy import ColumnElement, Connection, CursorResult, Executable, Insert, Select, Table
 from sqlalchemy.exc import IntegrityError
 
 __all__ = ["Dialect"]
@@ -106,6 +106,27 @@ class Dialect(Protocol):
         which makes the row if it is missing and holds an exclusive lock on it (GET_LOCK
         would outlive the transaction); SQLite: `write_lock` (one writer at a time: the
         row need not exist).
+        """
+        ...
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """An INSERT into `table` that skips a row whose key exists already, without failing.
+
+        A skipped row counts no change (``rowcount`` 0), and a racing insert of the same
+        key is waited for, then skipped: SQLite's ``ON CONFLICT DO NOTHING``, MySQL's
+        ``INSERT IGNORE``.
+        """
+        ...
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """Take the lock `name` (of the jobs table `table`) until `conn`'s transaction ends.
+
+        Unlike `lock_row`, never waits for another holder: MySQL's ``GET_LOCK(..., 0)``
+        (False when another session holds it), released when the transaction commits
+        or rolls back (the lock is the session's, not the transaction's). SQLite: the
+        database's write lock (`write_lock`), which makes the transaction the only
+        writer until it ends: it waits (the busy timeout) for the writer before it,
+        then always holds it (True).
         """
         ...
 

@@ -12,6 +12,7 @@ from sqlalchemy import (
     CursorResult,
     Executable,
     Float,
+    Insert,
     Select,
     Table,
     and_,
@@ -21,6 +22,7 @@ from sqlalchemy import (
     type_coerce,
     update,
 )
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
@@ -91,6 +93,20 @@ class SqliteSql:
     def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
         """`write_lock`: one writer at a time, so the database's lock serves every name."""
         self.write_lock(conn, table)
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING``."""
+        return sqlite_insert(table).on_conflict_do_nothing()
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """The write lock (`write_lock`): the transaction is the one writer until it ends.
+
+        Every lock name is the same lock here: no other transaction writes while this
+        one holds it, so what the lock guards (one maintainer at a time) holds for any
+        name. A second taker waits for it (the busy timeout), then takes it.
+        """
+        self.write_lock(conn, table)
+        return True
 
     def try_write_lock(self, conn: Connection, table: Any) -> bool:
         """`write_lock` with a zero busy timeout: False (and no lock) if another writer holds it.
