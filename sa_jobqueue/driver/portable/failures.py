@@ -1,0 +1,114 @@
+"""`PortableFailures`: fenced failures, retries, discards and releases in portable statements.
+
+Each is one `FencedUpdate` (one statement with ``RETURNING``; a lock and an UPDATE
+without), then the attempt's history entry (`AttemptHistory`) when an attempt ended
+without success (an unavailable start, where none ran, writes none). No NOTIFY:
+these databases have none, and ``jobs.wait`` polls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from sqlalchemy import Connection, Float, Text, bindparam, case, null
+
+from sa_jobqueue.driver.portable.base import PortableBase
+from sa_jobqueue.driver.portable.fenced import FencedUpdate, fence, fence_params
+from sa_jobqueue.driver.portable.history import AttemptHistory
+from sa_jobqueue.driver.values import Claimed, Result
+from sa_jobqueue.schema.model import Status
+
+__all__ = ["RELEASED_AT_SHUTDOWN", "PortableFailures"]
+
+#: The ``last_error`` of a job `job_release` gives back without a reason (PostgreSQL's too).
+RELEASED_AT_SHUTDOWN = "released at worker shutdown"
+
+
+class PortableFailures(PortableBase):
+    """FailureOps (`sa_jobqueue.driver.protocol`) for `PortableDriver`."""
+
+    def job_fail(
+        self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str
+    ) -> str | None:
+        """Record a FAIL, RETRY, UNAVAILABLE or DISCARD `result`, fenced (`FailureOps.job_fail`).
+
+        The fenced UPDATE, then (not for UNAVAILABLE) the history entry: two
+        statements with ``RETURNING``, three without.
+        """
+        params = {**fence_params([job], owner), "delay": delay, "error": error}
+        rows = self._failure_updates[result].run(conn, params)
+        if not rows:
+            return None
+        if result is Result.FAIL:
+            [held] = rows
+            exhausted = held.attempts >= held.max_attempts
+            status = Status.FAILED if exhausted else Status.PENDING
+        else:
+            status = Status.FAILED if result is Result.DISCARD else Status.PENDING
+        if result is not Result.UNAVAILABLE:
+            self._failure_history.record(conn, [job.key])
+        return status.value
+
+    def job_release(
+        self, conn: Connection, jobs: Sequence[Claimed], owner: str, reason: str | None = None
+    ) -> None:
+        """Give `jobs` back to ``pending``, due now, fenced (`FailureOps.job_release`)."""
+        if jobs:
+            params = fence_params(jobs, owner)
+            params["reason"] = RELEASED_AT_SHUTDOWN if reason is None else reason
+            self._failure_release.run(conn, params)
+
+    @cached_property
+    def _failure_history(self) -> AttemptHistory:
+        return AttemptHistory(self.model)
+
+    @cached_property
+    def _failure_updates(self) -> dict[Result, FencedUpdate]:
+        """The fenced UPDATE of each `Result` `job_fail` records."""
+        model = self.model
+        now = self.sql.now()
+        later = self.sql.plus_seconds(now, bindparam("delay", type_=Float))
+        error = bindparam("error", type_=Text)
+        exhausted = model.attempts >= model.max_attempts
+        ended: dict[str, Any] = {"locked_until": null(), "last_error": error, "updated_at": now}
+        fail = {
+            **ended,
+            "status": case((exhausted, Status.FAILED.value), else_=Status.PENDING.value),
+            "run_at": case((exhausted, model.run_at), else_=later),
+            "finished_at": case((exhausted, now), else_=null()),
+        }
+        # A snooze (or a start that never happened) does not use up the failure budget.
+        retry = {
+            **ended,
+            "status": Status.PENDING.value,
+            "run_at": later,
+            "max_attempts": model.max_attempts + 1,
+        }
+        discard = {**ended, "status": Status.FAILED.value, "finished_at": now}
+        values = {
+            Result.FAIL: fail,
+            Result.RETRY: retry,
+            Result.UNAVAILABLE: retry,
+            Result.DISCARD: discard,
+        }
+        columns = (model.id, model.attempts, model.max_attempts)
+        return {
+            result: FencedUpdate(model, self.sql, fence(model), change, columns)
+            for result, change in values.items()
+        }
+
+    @cached_property
+    def _failure_release(self) -> FencedUpdate:
+        model = self.model
+        now = self.sql.now()
+        values = {
+            "status": Status.PENDING.value,
+            "run_at": now,
+            "max_attempts": model.max_attempts + 1,
+            "locked_until": null(),
+            "last_error": bindparam("reason", type_=Text),
+            "updated_at": now,
+        }
+        return FencedUpdate(model, self.sql, fence(model), values, (model.id,))
