@@ -18,6 +18,7 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Executable,
+    Integer,
     Row,
     Text,
     bindparam,
@@ -101,13 +102,13 @@ class FencedUpdate:
             if limit or order_by:
                 chosen = select(model.id).where(*where).order_by(*order_by)
                 if limit:
-                    chosen = chosen.limit(bindparam("limit"))
+                    chosen = chosen.limit(bindparam("limit", type_=Integer))
                 target = [model.id.in_(chosen.scalar_subquery()), *where]
             self._update = update(model).where(*target).values(values).returning(*columns)
             return
         locked = select(*columns).where(*where).order_by(*(order_by or (model.id,)))
         if limit:
-            locked = locked.limit(bindparam("limit"))
+            locked = locked.limit(bindparam("limit", type_=Integer))
         self._lock = sql.skip_locked(locked) if skip_locked else sql.for_update(locked)
         held: BindParameter[Any] = bindparam("held_ids", expanding=True)
         self._update = update(model).where(model.id.in_(held)).values(values)
