@@ -15,7 +15,18 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Connection, String, Text, bindparam, case, cast, literal, null
+from sqlalchemy import (
+    Connection,
+    String,
+    Text,
+    Update,
+    bindparam,
+    case,
+    cast,
+    literal,
+    null,
+    update,
+)
 
 from sa_jobqueue.driver.portable.failures import PortableFailures
 from sa_jobqueue.driver.portable.fenced import FencedUpdate, fence, fence_params
@@ -47,19 +58,19 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
         announced (no NOTIFY here), but `announce` keeps its contract: False
         completes one job.
         """
+        if not jobs:
+            return Held()
         if results is not None and len(results) != len(jobs):
             raise ValueError(f"{len(jobs)} jobs but {len(results)} results")
         if not announce and len(jobs) != 1:
             raise ValueError(f"announce=False completes one job, not {len(jobs)}")
-        held = Held()
-        if jobs:
-            params = fence_params(jobs, owner)
-            given = zip(jobs, results, strict=True) if results is not None else ()
-            stored = [(job.id, result) for job, result in given if result is not None]
-            for i, (job_id, result) in enumerate(stored):
-                params[f"result_id_{i}"], params[f"result_{i}"] = job_id, result
-            done = self._completion_storing(len(stored)) if stored else self._completion_done
-            held = Held.from_rows(done.run(conn, params))
+        params = fence_params(jobs, owner)
+        given = zip(jobs, results, strict=True) if results is not None else ()
+        stored = [(job.id, result) for job, result in given if result is not None]
+        for i, (job_id, result) in enumerate(stored):
+            params[f"result_id_{i}"], params[f"result_{i}"] = job_id, result
+        done = self._completion_storing(len(stored)) if stored else self._completion_done
+        held = Held.from_rows(done.run(conn, params))
         locking = sorted(kind for kind in set(lock_kinds) if kind in self.limited)
         if locking:
             self._kinds_lock(conn, locking)
@@ -76,12 +87,12 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
     def job_refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
         """Give `jobs` their claim's attempt back (``max_attempts + 1``), fenced."""
         if jobs:
-            self._completion_refund.run(conn, fence_params(jobs, owner))
+            conn.execute(self._completion_refund, fence_params(jobs, owner))
 
     def job_charge(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
         """Take back what `job_refund` gave `jobs` (this attempt and owner, whatever its status)."""
         if jobs:
-            self._completion_charge.run(conn, fence_params(jobs, owner))
+            conn.execute(self._completion_charge, fence_params(jobs, owner))
 
     def _kinds_lock(self, conn: Connection, kinds: Sequence[str]) -> None:
         """Take the locks of the limited `kinds` (sorted) to this transaction's end.
@@ -149,15 +160,14 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
         return self._completion_update(values)
 
     @cached_property
-    def _completion_refund(self) -> FencedUpdate:
+    def _completion_refund(self) -> Update:
         model = self.model
-        values = {"max_attempts": model.max_attempts + 1}
-        return FencedUpdate(model, self.sql, fence(model), values, (model.id,))
+        return update(model).where(*fence(model)).values(max_attempts=model.max_attempts + 1)
 
     @cached_property
-    def _completion_charge(self) -> FencedUpdate:
+    def _completion_charge(self) -> Update:
         # Whatever its status now: a batched job whose timeout was recorded meanwhile
         # is charged too; one claimed again since (another attempt, owner) is not.
         model = self.model
-        values = {"max_attempts": model.max_attempts - 1}
-        return FencedUpdate(model, self.sql, fence(model, running=False), values, (model.id,))
+        owned = fence(model, running=False)
+        return update(model).where(*owned).values(max_attempts=model.max_attempts - 1)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Connection, Float, Text, bindparam, case, null
+from sqlalchemy import Connection, Float, Text, Update, bindparam, case, null, update
 
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.fenced import FencedUpdate, fence, fence_params
@@ -34,18 +34,22 @@ class PortableFailures(PortableBase):
     ) -> str | None:
         """Record a FAIL, RETRY, UNAVAILABLE or DISCARD `result`, fenced (`FailureOps.job_fail`).
 
-        The fenced UPDATE, then (not for UNAVAILABLE) the history entry: two
-        statements with ``RETURNING``, three without.
+        The fenced UPDATE, then (not for UNAVAILABLE) the history entry. FAIL reads
+        which way it went (``RETURNING``, or a lock read before the UPDATE: three
+        statements without); the others know their new status.
         """
         params = {**fence_params([job], owner), "delay": delay, "error": error}
-        rows = self._failure_updates[result].run(conn, params)
-        if not rows:
-            return None
         if result is Result.FAIL:
+            rows = self._failure_fail.run(conn, params)
+            if not rows:
+                return None
             [held] = rows
             exhausted = held.attempts >= held.max_attempts
             status = Status.FAILED if exhausted else Status.PENDING
         else:
+            # The new status is known: one plain fenced UPDATE, matched or not.
+            if not conn.execute(self._failure_updates[result], params).rowcount:
+                return None
             status = Status.FAILED if result is Result.DISCARD else Status.PENDING
         if result is not Result.UNAVAILABLE:
             self._failure_history.record(conn, [job.key])
@@ -58,15 +62,33 @@ class PortableFailures(PortableBase):
         if jobs:
             params = fence_params(jobs, owner)
             params["reason"] = RELEASED_AT_SHUTDOWN if reason is None else reason
-            self._failure_release.run(conn, params)
+            conn.execute(self._failure_release, params)
 
     @cached_property
     def _failure_history(self) -> AttemptHistory:
         return AttemptHistory(self.model)
 
     @cached_property
-    def _failure_updates(self) -> dict[Result, FencedUpdate]:
-        """The fenced UPDATE of each `Result` `job_fail` records."""
+    def _failure_fail(self) -> FencedUpdate:
+        """FAIL's fenced UPDATE, which says the attempts it found (retried or dead-lettered)."""
+        model = self.model
+        columns = (model.id, model.attempts, model.max_attempts)
+        values = self._failure_values[Result.FAIL]
+        return FencedUpdate(model, self.sql, fence(model), values, columns)
+
+    @cached_property
+    def _failure_updates(self) -> dict[Result, Update]:
+        """The plain fenced UPDATE of RETRY, UNAVAILABLE and DISCARD."""
+        model = self.model
+        return {
+            result: update(model).where(*fence(model)).values(values)
+            for result, values in self._failure_values.items()
+            if result is not Result.FAIL
+        }
+
+    @cached_property
+    def _failure_values(self) -> dict[Result, dict[str, Any]]:
+        """The new values of each `Result` `job_fail` records."""
         model = self.model
         now = self.sql.now()
         later = self.sql.plus_seconds(now, bindparam("delay", type_=Float))
@@ -87,20 +109,15 @@ class PortableFailures(PortableBase):
             "max_attempts": model.max_attempts + 1,
         }
         discard = {**ended, "status": Status.FAILED.value, "finished_at": now}
-        values = {
+        return {
             Result.FAIL: fail,
             Result.RETRY: retry,
             Result.UNAVAILABLE: retry,
             Result.DISCARD: discard,
         }
-        columns = (model.id, model.attempts, model.max_attempts)
-        return {
-            result: FencedUpdate(model, self.sql, fence(model), change, columns)
-            for result, change in values.items()
-        }
 
     @cached_property
-    def _failure_release(self) -> FencedUpdate:
+    def _failure_release(self) -> Update:
         model = self.model
         now = self.sql.now()
         values = {
@@ -111,4 +128,4 @@ class PortableFailures(PortableBase):
             "last_error": bindparam("reason", type_=Text),
             "updated_at": now,
         }
-        return FencedUpdate(model, self.sql, fence(model), values, (model.id,))
+        return update(model).where(*fence(model)).values(values)

@@ -19,7 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, Integer, Table, and_, bindparam, delete, func, insert, select
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Integer,
+    Table,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+)
 
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.registry_tables import HISTORY_LIMIT, errors_table_for
@@ -48,7 +59,7 @@ class AttemptHistory:
                 func.coalesce(model.last_error, ""),
             ).where(model.id.in_(bindparam("ids", expanding=True))),
         )
-        job_id = bindparam("job_id")
+        job_id = bindparam("job_id", type_=BigInteger)
         # The newest id that goes: the first one past the HISTORY_LIMIT newest.
         self._cutoff = (
             select(errors.c.id)
