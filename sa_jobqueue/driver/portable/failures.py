@@ -1,9 +1,10 @@
 """`PortableFailures`: fenced failures, retries, discards and releases in portable statements.
 
-Each is one `FencedUpdate` (one statement with ``RETURNING``; a lock and an UPDATE
-without), then the attempt's history entry (`AttemptHistory`) when an attempt ended
-without success (an unavailable start, where none ran, writes none). No NOTIFY:
-these databases have none, and ``jobs.wait`` polls.
+Each is one fenced UPDATE whose matched-row count says whether the attempt was held
+(a FAIL, which must also say whether it dead-lettered the job, is a `FencedUpdate`:
+``RETURNING``, or a lock read before the UPDATE), then the attempt's history entry
+(`AttemptHistory`) when an attempt ended without success (an unavailable start, where
+none ran, writes none). No NOTIFY: these databases have none, and ``jobs.wait`` polls.
 """
 
 from __future__ import annotations
