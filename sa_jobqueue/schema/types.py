@@ -71,8 +71,10 @@ class Timestamp(TypeDecorator[datetime]):
 #: A row id: ``bigint``, and SQLite's ``INTEGER`` (its rowid, so ids are assigned).
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
-#: Text a column is indexed by: ``text``, and ``VARCHAR(191)`` on MySQL and MariaDB.
-Key = Text().with_variant(String(191), *MYSQL)
+#: Text a column is indexed by: ``text``, and ``VARCHAR(191)`` on MySQL and MariaDB, compared
+#: byte for byte there as everywhere else (their default collation ignores case: keys
+#: ``A`` and ``a`` would be one).
+Key = Text().with_variant(String(191, collation="utf8mb4_bin"), *MYSQL)
 
 #: A JSON document: ``jsonb`` on PostgreSQL.
 Json = JSON().with_variant(JSONB(), "postgresql")
