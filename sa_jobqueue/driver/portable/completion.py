@@ -28,6 +28,7 @@ from sqlalchemy import (
     update,
 )
 
+from sa_jobqueue.driver.portable import kind_locks
 from sa_jobqueue.driver.portable.failures import PortableFailures
 from sa_jobqueue.driver.portable.fenced import FencedUpdate, fence, fence_params
 from sa_jobqueue.driver.portable.leases import PortableLeases
@@ -54,7 +55,8 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
         """Mark `jobs` done, fenced, storing `results` (`CompletionOps.job_complete`).
 
         One statement with ``RETURNING``, two without; then, with `lock_kinds`, the
-        locks of those that are limited kinds here, in sorted order. Nothing is
+        locks of those that are limited kinds here, in sorted order (`kind_locks`:
+        a row lock on MySQL; on SQLite the done's write lock is all of them). Nothing is
         announced (no NOTIFY here), but `announce` keeps its contract: False
         completes one job.
         """
@@ -73,7 +75,7 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
         held = Held.from_rows(done.run(conn, params))
         locking = sorted(kind for kind in set(lock_kinds) if kind in self.limited)
         if locking:
-            self._kinds_lock(conn, locking)
+            kind_locks.lock_kinds(self.sql, self.model, conn, locking)
             held.locked = frozenset(locking)
         return held
 
@@ -93,13 +95,6 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
         """Take back what `job_refund` gave `jobs` (this attempt and owner, whatever its status)."""
         if jobs:
             conn.execute(self._completion_charge, fence_params(jobs, owner))
-
-    def _kinds_lock(self, conn: Connection, kinds: Sequence[str]) -> None:
-        """Take the locks of the limited `kinds` (sorted) to this transaction's end.
-
-        The claims family supplies them (`job_claim_limited` takes the same locks).
-        """
-        raise NotImplementedError("the limited kinds' locks belong to PortableClaims")
 
     def _done_values(self) -> dict[str, Any]:
         """A fenced done's values, without a result.
