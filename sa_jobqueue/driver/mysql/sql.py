@@ -9,6 +9,8 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    CursorResult,
+    Executable,
     Select,
     Table,
     cast,
@@ -67,3 +69,22 @@ class MysqlSql:
         statement = insert(table).values(dict(row))
         first = next(iter(row))
         conn.execute(statement.on_duplicate_key_update({first: statement.inserted[first]}))
+
+    def try_write_lock(self, conn: Connection, table: Any) -> bool:
+        """True: row locks serve (the caller's `skip_locked` read skips a row another holds)."""
+        return True
+
+    def insert_referencing(
+        self, conn: Connection, insert: Executable, params: dict[str, Any]
+    ) -> CursorResult[Any]:
+        """`insert` with ``foreign_key_checks`` off for it alone, then as it was before.
+
+        InnoDB's check would hold a shared lock on the job's row until COMMIT.
+        """
+        conn.exec_driver_sql(
+            "SET @sajq_fk_checks = @@session.foreign_key_checks, @@session.foreign_key_checks = 0"
+        )
+        try:
+            return conn.execute(insert, params)
+        finally:
+            conn.exec_driver_sql("SET @@session.foreign_key_checks = @sajq_fk_checks")
