@@ -49,6 +49,7 @@ __all__ = [
     "live_counts",
     "lock_migrations",
     "migration_engine",
+    "resumes",
     "table_exists",
 ]
 
@@ -120,6 +121,19 @@ def table_exists(connection: Connection, name: str, schema: str | None) -> bool:
         qualified = ddl.qualified(name, schema)
         return bool(connection.execute(catalog.table_exists(), {"name": qualified}).scalar())
     return inspect(connection).has_table(name, schema=schema)
+
+
+def resumes(connection: Connection, name: str) -> bool:
+    """Whether a first migration of `name` failed half way on MySQL/MariaDB, to be run again.
+
+    Alembic commits the version table there (DDL commits itself) before the first
+    revision; the revision's own steps are committed one by one, but its version row
+    only once it ends. So the jobs table exists with an empty version table beside it:
+    the table is ours, half made, not one ``create_all`` made (which has no version table).
+    """
+    if connection.dialect.name not in MYSQL:
+        return False
+    return inspect(connection).has_table(version_table(name))
 
 
 def live_counts(connection: Connection, name: str) -> dict[str, int]:

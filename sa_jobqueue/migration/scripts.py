@@ -197,7 +197,7 @@ def upgrade(
 def _upgrade_on(connection: Connection, table: str, revision: str, adopt: bool) -> tuple[str, ...]:
     """`upgrade`'s work, on a connection that holds the migration lock."""
     model_table = jobs_table(table)
-    recorded = bool(_heads(connection, table))
+    recorded = bool(_heads(connection, table)) or dialects.resumes(connection, table)
     exists = dialects.table_exists(connection, table, None)
     if exists and (adopt or not recorded):
         if not adopt:
