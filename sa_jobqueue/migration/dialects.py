@@ -139,7 +139,8 @@ def resumes(connection: Connection, name: str) -> bool:
 def live_counts(connection: Connection, name: str) -> dict[str, int]:
     """``{status: count}`` of the pending and running jobs of the table `name`."""
     if connection.dialect.name == "postgresql":
-        return dict(connection.execute(catalog.live_counts(ddl.qualified(name, None))).all())  # type: ignore[arg-type]
+        rows = connection.execute(catalog.live_counts(ddl.qualified(name, None)))
+        return {str(row[0]): int(row[1]) for row in rows}
     status = column("status", String)
     query = (
         select(status, func.count())

@@ -152,9 +152,8 @@ def test_a_unique_key_holds_while_active_and_a_debounce_key_while_pending(
 
     def add(**values: Any) -> int:
         with engine.begin() as connection:
-            return int(
-                connection.execute(insert(jobs).values(kind="k", **values)).inserted_primary_key[0]
-            )
+            made = connection.execute(insert(jobs).values(kind="k", **values))
+            return int(made.inserted_primary_key[0])  # type: ignore[index]
 
     def set_status(job: int, status: str) -> None:
         with engine.begin() as connection:
