@@ -41,7 +41,13 @@ def drop_enqueue_function(name: str = "jobs", *, schema: str | None = None) -> N
 
 
 def has_enqueue_function(connection: Connection, name: str, schema: str | None) -> bool:
-    """True when the jobs table `name` has its enqueue function (``sajq_0010``)."""
+    """True when the jobs table `name` has its enqueue function (``sajq_0010``).
+
+    Always on SQLite and MySQL/MariaDB, which have no such function: there the revision
+    adds nothing, so a table at ``sajq_0009`` is at ``sajq_0010`` too.
+    """
+    if connection.dialect.name != "postgresql":
+        return True
     query = text(
         "SELECT EXISTS (SELECT FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
         " WHERE p.proname = :function"

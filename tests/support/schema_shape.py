@@ -25,7 +25,7 @@ def _text(value: Any) -> str | None:
 
 
 def _ours(table: str) -> bool:
-    return not table.startswith("sa_jobqueue_version_")
+    return not table.startswith("sa_jobqueue_version_") and table != "alembic_version"
 
 
 def table_names(url: str) -> set[str]:
