@@ -27,6 +27,7 @@ from sa_jobqueue.migration import (
     ops,
     preflight,
     registry_ops,
+    runtime_ops,
     schedule_ops,
     steps_ops,
 )
@@ -125,8 +126,8 @@ VERSIONS: tuple[Version, ...] = (
     ),
     Version(
         "sajq_0006",
-        ops.add_runtime_control,
-        ops.drop_runtime_control,
+        runtime_ops.add_runtime_control,
+        runtime_ops.drop_runtime_control,
         columns=("debounce_key", "throttle_key"),
         tables=(weights_table, turns_table),
     ),
