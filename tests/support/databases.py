@@ -21,8 +21,9 @@ from sqlalchemy import Engine, create_engine, delete, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
+from sa_jobqueue import migration
 from sa_jobqueue.testing import scratch_database
-from tests.support.models import Base
+from tests.support.models import APP_TABLES, Base
 
 #: The MariaDB server when no option or environment names one.
 DEFAULT_MARIADB_URL = "mariadb+pymysql://root@127.0.0.1:3306/"
@@ -51,11 +52,12 @@ def sqlite_engine_for(url: str) -> Engine:
 
 @pytest.fixture(scope="session")
 def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A SQLite file of this run's own, with the jobs and the application tables."""
+    """A SQLite file of this run's own: the jobs table migrated, then the application tables."""
     path: Path = tmp_path_factory.mktemp("sqlite") / "jobs.db"
     url = f"sqlite:///{path}"
+    migration.upgrade(url)  # as users make it (PostgreSQL's database_url does the same)
     engine = sqlite_engine_for(url)
-    Base.metadata.create_all(engine)
+    Base.metadata.create_all(engine, tables=APP_TABLES)
     engine.dispose()
     return url
 
@@ -111,10 +113,12 @@ def mariadb_database(server_url: str, prefix: str = "sajq_test") -> Iterator[str
 
 @pytest.fixture(scope="session")
 def mariadb_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """A MariaDB database of this run's own, with the suite's tables; dropped at the end."""
+    """A MariaDB database of this run's own: the jobs table migrated, then the application
+    tables; dropped at the end."""
     with mariadb_database(mariadb_server_url(request.config)) as url:
+        migration.upgrade(url)
         engine = create_engine(url)
-        Base.metadata.create_all(engine)
+        Base.metadata.create_all(engine, tables=APP_TABLES)
         engine.dispose()
         yield url
 
