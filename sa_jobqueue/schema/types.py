@@ -7,9 +7,8 @@ PostgreSQL gets exactly what the shipped revisions create (``timestamptz``, ``js
   (SQLite's text ``YYYY-MM-DD HH:MM:SS.ffffff``, MySQL's ``DATETIME(6)``) that reads
   back as an aware UTC `datetime`, so Python never compares naive with aware.
 - `Id`: ``bigint``; SQLite's ``INTEGER`` (only that type makes the rowid the key).
-- `Key`: ``text``; MySQL's ``VARCHAR(191)`` (binary collation), as MySQL indexes no
-  ``TEXT`` column whole and keeps an index key within 3,072 bytes (four bytes per utf8mb4
-  character).
+- `Key`: ``text``; MySQL's ``VARCHAR(191)``, as MySQL indexes no ``TEXT`` column whole
+  and keeps an index key within 3,072 bytes (four bytes per utf8mb4 character).
 - `Json`: ``jsonb``; SQLAlchemy's JSON elsewhere (text on SQLite and MariaDB).
 - `utc_now()`: the database's clock as a server default and in statements, in the
   storage format of `Timestamp` on each database.
@@ -22,7 +21,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer, Text
+from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer, String, Text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.compiler import compiles
@@ -72,10 +71,10 @@ class Timestamp(TypeDecorator[datetime]):
 #: A row id: ``bigint``, and SQLite's ``INTEGER`` (its rowid, so ids are assigned).
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
-#: Text a column is indexed by: ``text``, and ``VARCHAR(191)`` on MySQL and MariaDB, in the
-#: binary collation there, so keys, queues and kinds compare case-sensitively as on PostgreSQL
-#: (MariaDB's default collation would make ``"A"`` and ``"a"`` one unique key).
-Key = Text().with_variant(mysql.VARCHAR(191, collation="utf8mb4_bin"), *MYSQL)
+#: Text a column is indexed by: ``text``, and ``VARCHAR(191)`` on MySQL and MariaDB, compared
+#: byte for byte there as everywhere else (their default collation ignores case: keys
+#: ``A`` and ``a`` would be one).
+Key = Text().with_variant(String(191, collation="utf8mb4_bin"), *MYSQL)
 
 #: A JSON document: ``jsonb`` on PostgreSQL.
 Json = JSON().with_variant(JSONB(), "postgresql")

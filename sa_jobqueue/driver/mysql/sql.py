@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    CursorResult,
+    Executable,
     Select,
+    Table,
     cast,
     func,
     literal_column,
     type_coerce,
 )
+from sqlalchemy.dialects.mysql import insert
 
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
@@ -53,3 +58,33 @@ class MysqlSql:
 
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Nothing: row locks serve."""
+
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """``INSERT ... ON DUPLICATE KEY UPDATE``: an exclusive lock on the row, made if missing.
+
+        On a duplicate key InnoDB takes an exclusive record lock (a plain INSERT takes a
+        shared one, and two sharers upgrading would deadlock); the update sets the first
+        column to itself, changing nothing.
+        """
+        statement = insert(table).values(dict(row))
+        first = next(iter(row))
+        conn.execute(statement.on_duplicate_key_update({first: statement.inserted[first]}))
+
+    def try_write_lock(self, conn: Connection, table: Any) -> bool:
+        """True: row locks serve (the caller's `skip_locked` read skips a row another holds)."""
+        return True
+
+    def insert_referencing(
+        self, conn: Connection, insert: Executable, params: dict[str, Any]
+    ) -> CursorResult[Any]:
+        """`insert` with ``foreign_key_checks`` off for it alone, then as it was before.
+
+        InnoDB's check would hold a shared lock on the job's row until COMMIT.
+        """
+        conn.exec_driver_sql(
+            "SET @sajq_fk_checks = @@session.foreign_key_checks, @@session.foreign_key_checks = 0"
+        )
+        try:
+            return conn.execute(insert, params)
+        finally:
+            conn.exec_driver_sql("SET @@session.foreign_key_checks = @sajq_fk_checks")

@@ -7,9 +7,10 @@ dialect's name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Select
+from sqlalchemy import ColumnElement, Connection, CursorResult, Executable, Select, Table
 
 __all__ = ["Dialect"]
 
@@ -54,5 +55,38 @@ class Dialect(Protocol):
         SQLite: take the database's write lock now (a write statement that changes
         nothing), so a read-then-write transaction cannot fail to upgrade; MySQL:
         nothing (row locks serve).
+        """
+        ...
+
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """Hold the lock named by `row` (a row of `table`, its primary key first) to COMMIT.
+
+        A transaction-scoped lock that other holders wait for, as PostgreSQL's
+        ``pg_advisory_xact_lock``. MySQL: ``INSERT ... ON DUPLICATE KEY UPDATE`` of `row`,
+        which makes the row if it is missing and holds an exclusive lock on it (GET_LOCK
+        would outlive the transaction); SQLite: `write_lock` (one writer at a time: the
+        row need not exist).
+        """
+        ...
+
+    def try_write_lock(self, conn: Connection, table: Any) -> bool:
+        """`write_lock` without waiting: False when another transaction holds the lock.
+
+        SQLite: the write lock, unless another writer holds it (the busy timeout is
+        zero for that one statement); the transaction goes on either way. MySQL: True
+        (row locks: the caller's `skip_locked` read skips a row another holds).
+        """
+        ...
+
+    def insert_referencing(
+        self, conn: Connection, insert: Executable, params: dict[str, Any]
+    ) -> CursorResult[Any]:
+        """Run `insert`, of rows whose foreign key names a job, without locking that job.
+
+        The caller has read the job (it exists). MySQL: InnoDB checks a foreign key
+        with a shared lock on the job's row until COMMIT, which would hold up every
+        UPDATE of the job (its heartbeat, its done) for the rest of the caller's
+        transaction; so ``foreign_key_checks`` is off for this one statement. SQLite:
+        as it is (a check there takes no row lock).
         """
         ...

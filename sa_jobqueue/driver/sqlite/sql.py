@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Float, Select, func, type_coerce, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    CursorResult,
+    Executable,
+    Float,
+    Select,
+    Table,
+    false,
+    func,
+    type_coerce,
+    update,
+)
+from sqlalchemy.exc import OperationalError
 
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
@@ -45,4 +60,38 @@ class SqliteSql:
 
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Take the write lock now: an UPDATE of `table` that matches no row."""
-        conn.execute(update(table).where(False).values({table.c.id: table.c.id}))
+        column = next(iter(table.primary_key.columns))  # any column of `table` would do
+        conn.execute(update(table).where(false()).values({column: column}))
+
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """`write_lock`: one writer at a time, so the database's lock serves every name."""
+        self.write_lock(conn, table)
+
+    def try_write_lock(self, conn: Connection, table: Any) -> bool:
+        """`write_lock` with a zero busy timeout: False (and no lock) if another writer holds it.
+
+        SQLite leaves the transaction open after ``SQLITE_BUSY``, so the caller goes on.
+        """
+        waits = int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+        conn.exec_driver_sql("PRAGMA busy_timeout = 0")
+        try:
+            self.write_lock(conn, table)
+        except OperationalError as error:
+            if not _busy(error):
+                raise
+            return False
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {waits}")
+        return True
+
+    def insert_referencing(
+        self, conn: Connection, insert: Executable, params: dict[str, Any]
+    ) -> CursorResult[Any]:
+        """`insert` as it is: SQLite checks a foreign key without locking a row."""
+        return conn.execute(insert, params)
+
+
+def _busy(error: OperationalError) -> bool:
+    """Whether `error` is ``SQLITE_BUSY`` (any of its extended codes): another writer."""
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
