@@ -208,3 +208,19 @@ def test_every_index_fits_mariadb_s_key_limit(how: str, new_url: Callable[[str],
     assert ("jobs", "ix_jobs_keyed") in sizes
     too_long = {key: size for key, size in sizes.items() if size > KEY_LIMIT}
     assert not too_long, too_long
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"])
+def test_migrate_over_a_create_all_table_says_so_in_one_line(
+    database: str, new_url: Callable[[str], str]
+) -> None:
+    url = new_url(database)
+    created_all(url)
+    refused = migrate(url)
+    assert refused.returncode == 2, refused.stderr
+    assert "table 'jobs' exists, but sa-jobqueue migrate did not make it" in refused.stderr
+    adopt = migrate(url, "--adopt")
+    assert adopt.returncode == 2, adopt.stderr
+    (line,) = adopt.stderr.strip().splitlines()
+    assert f"--adopt takes over a table on PostgreSQL only, not on {database}" in line
+    assert table_names(url) == set(migration.jobs_table("jobs").metadata.tables)
