@@ -12,15 +12,20 @@ from sqlalchemy import (
     CursorResult,
     Executable,
     Float,
+    Insert,
     Select,
     Table,
+    and_,
     false,
     func,
+    text,
     type_coerce,
     update,
 )
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError, OperationalError
 
+from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
 __all__ = ["SqliteSql"]
@@ -29,6 +34,12 @@ S = TypeVar("S", bound=Select[Any])
 
 #: SQLAlchemy's storage format of a SQLite DATETIME (``%f`` gives milliseconds).
 FORMAT = "%Y-%m-%d %H:%M:%f000"
+
+#: SQLite's extended result codes of a duplicate: SQLITE_CONSTRAINT_UNIQUE, _PRIMARYKEY.
+_DUPLICATE_CODES = (2067, 1555)
+
+#: The predicate under which each active key counts (its partial unique index's).
+_CONDITIONS = {key.column: key.condition for key in ACTIVE_KEYS}
 
 
 class SqliteSql:
@@ -58,14 +69,44 @@ class SqliteSql:
         """`query` as it is: the transaction holds SQLite's one write lock."""
         return query
 
+    def for_share(self, query: S) -> S:
+        """`query` as it is: the transaction holds SQLite's one write lock, or reads alone."""
+        return query
+
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Take the write lock now: an UPDATE of `table` that matches no row."""
         column = next(iter(table.primary_key.columns))  # any column of `table` would do
         conn.execute(update(table).where(false()).values({column: column}))
 
+    def duplicate(self, error: IntegrityError) -> bool:
+        """SQLITE_CONSTRAINT_UNIQUE or _PRIMARYKEY (Python's ``sqlite_errorcode``)."""
+        return getattr(error.orig, "sqlite_errorcode", None) in _DUPLICATE_CODES
+
+    def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
+        """The column among `keys`, under its partial index's predicate (so the index serves)."""
+        return and_(table.c[name].in_(keys), text(_CONDITIONS[name]))
+
+    def key_lock(self, conn: Connection, table: Any, purpose: str, key: str) -> None:
+        """The write lock: one writer at a time holds every key."""
+        self.write_lock(conn, table)
+
     def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
         """`write_lock`: one writer at a time, so the database's lock serves every name."""
         self.write_lock(conn, table)
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING``."""
+        return sqlite_insert(table).on_conflict_do_nothing()
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """The write lock (`write_lock`): the transaction is the one writer until it ends.
+
+        Every lock name is the same lock here: no other transaction writes while this
+        one holds it, so what the lock guards (one maintainer at a time) holds for any
+        name. A second taker waits for it (the busy timeout), then takes it.
+        """
+        self.write_lock(conn, table)
+        return True
 
     def try_write_lock(self, conn: Connection, table: Any) -> bool:
         """`write_lock` with a zero busy timeout: False (and no lock) if another writer holds it.
