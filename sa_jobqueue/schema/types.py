@@ -51,6 +51,18 @@ class Timestamp(TypeDecorator[datetime]):
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(DateTime(timezone=True))
 
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """PostgreSQL: the impl's (none), so a statement of these goes to psycopg as it is."""
+        if dialect.name == "postgresql":
+            return self.impl.bind_processor(dialect)
+        return super().bind_processor(dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """PostgreSQL: the impl's (none): psycopg returns aware datetimes itself."""
+        if dialect.name == "postgresql":
+            return self.impl.result_processor(dialect, coltype)
+        return super().result_processor(dialect, coltype)
+
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         """An aware value as naive UTC, where the database keeps no time zone."""
         if value is None or dialect.name == "postgresql":
