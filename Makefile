@@ -97,7 +97,7 @@ bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into benc
 	$(BIN)/python -m bench peers
 
 .PHONY: bench-databases
-bench-databases: $(STAMP)  ## PostgreSQL, SQLite and MariaDB side by side, each beside its raw loop; huey and DBOS on SQLite: bench/databases-results.md
+bench-databases: $(STAMP) mariadb  ## PostgreSQL, SQLite and MariaDB side by side, each beside its raw loop; huey and DBOS on SQLite: bench/databases-results.md
 	$(BIN)/python -m bench databases
 
 bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces against one PostgreSQL (root): bench/hosts-results.md
