@@ -278,7 +278,8 @@ def drain_rate(
 ) -> float:
     """Jobs/s of a lease drain of `count` no-op jobs by `processes` workers.
 
-    With `results`, the drain's statements and commits per job are kept there under `key`.
+    With `results`, the drain's statements, commits and worker CPU per job are kept there
+    under `key`.
     """
     drained = library_drain(
         url,
@@ -290,9 +291,9 @@ def drain_rate(
         extra_args=("--count-statements",),
     )
     if results is not None and key is not None:
-        results.statements.setdefault(key, []).append(
-            {k: v / count for k, v in drained.statements.items()}
-        )
+        per_job = {k: v / count for k, v in drained.statements.items()}
+        per_job["cpu_us"] = drained.cpu_seconds / count * 1e6
+        results.statements.setdefault(key, []).append(per_job)
     return drained.rate
 
 

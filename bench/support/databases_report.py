@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.scenarios.latency import percentile
 from bench.support.callgrind import commit
@@ -89,6 +90,16 @@ def count_cell(results: Results, name: str, concurrency: int) -> str:
     return f"{100 * middle.get('statements', 0):.1f} / {100 * middle.get('commits', 0):.1f} ({raw})"
 
 
+def cpu_cell(results: Results, f: Any, name: str, concurrency: int) -> str:
+    """The workers' CPU µs per job (median rep) beside the raw loop's wall µs per job."""
+    counted = results.statements.get((name, concurrency))
+    raw = f((name, f"raw {concurrency}"))
+    if not counted or raw is None or not raw.rates:
+        return "-"
+    cpu = sorted(c.get("cpu_us", 0.0) for c in counted)[len(counted) // 2]
+    return f"{cpu:.0f} µs ({1e6 / raw.median:.0f} µs)"
+
+
 def report(results: Results, names: list[str], fixed_jobs: int) -> str:
     """The markdown report of a run over `names` (databases)."""
     f = results.figures.get
@@ -120,6 +131,10 @@ def report(results: Results, names: list[str], fixed_jobs: int) -> str:
         row(
             f"statements / commits per 100 jobs at {c}: sa-jobqueue (raw)",
             [count_cell(results, n, c) for n in cols],
+        )
+        row(
+            f"worker CPU per job at {c}, all processes (raw loop's wall time per job)",
+            [cpu_cell(results, f, n, c) for n in cols],
         )
     row(
         f"a drain's fixed cost: {fixed_jobs} jobs at concurrency 1, go -> drained",

@@ -4,9 +4,10 @@ Usage: ``python -m bench.support.drive URL CONCURRENCY [--rss-every SECONDS] [--
 [--queue NAME ...] [--count-claims] [--count-statements] [--async-tasks] [--prefetch N]``.
 It builds its engine and worker, warms the connection, prints ``ready``, waits
 for a line on stdin, drains until no job is due, and prints one JSON line:
-``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "rss_start_kb": ...,
-"rss_end_kb": ..., "rss_peak_kb": ...}`` (times from ``time.monotonic()``, comparable
-across processes; ``warnings`` counts the worker's warnings: a clean run has none).
+``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "cpu_seconds": ...,
+"rss_start_kb": ..., "rss_end_kb": ..., "rss_peak_kb": ...}`` (times from
+``time.monotonic()``, comparable across processes; ``cpu_seconds``: the process's CPU over
+the drain; ``warnings`` counts the worker's warnings: a clean run has none).
 With ``--count-claims`` the report also has ``claims``: claim statements run, rows
 they returned, rows they asked for (``:limit``), how many returned fewer rows
 than asked (``short``) or none (``empty``), and when the last rows came
@@ -144,9 +145,9 @@ def main() -> None:
     rss_start = rss_kb()
     if args.rss_every > 0:
         threading.Thread(target=sample, daemon=True).start()
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     processed = worker.drain()
-    end = time.monotonic()
+    end, cpu = time.monotonic(), time.process_time() - cpu
     stop.set()
     rss_end = rss_kb()
     report = {
@@ -154,6 +155,7 @@ def main() -> None:
         "end": end,
         "processed": processed,
         "warnings": warnings.count,
+        "cpu_seconds": cpu,
         "rss_start_kb": rss_start,
         "rss_end_kb": rss_end,
         "rss_peak_kb": max([rss_start, rss_end, *samples]),

@@ -60,6 +60,8 @@ class DrainReport:
     rss_samples_kb: list[int] = field(default_factory=list)
     #: With ``--count-statements`` in `extra_args`: every worker's statements, commits...
     statements: dict[str, int] = field(default_factory=dict)
+    #: CPU seconds of every worker process over the drain (all its threads).
+    cpu_seconds: float = 0.0
 
 
 def library_drain(
@@ -111,6 +113,7 @@ def library_drain(
         first["rss_peak_kb"],
         first["rss_samples_kb"],
         statements,
+        sum(r.get("cpu_seconds", 0.0) for r in reports),
     )
 
 
