@@ -29,7 +29,8 @@ from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
-from sa_jobqueue.statements import workflows
+from sa_jobqueue.schema.types import utc_now
+from sa_jobqueue.statements import spelled, workflows
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
 __all__ = [
@@ -92,11 +93,9 @@ def stats(model: type[JobMixin]) -> Select[Any]:
     `ops.admin.QueueStats`'s fields. ``lag_seconds`` is the age of the oldest due
     pending job (NULL when none is due).
     """
-    now = func.now()
+    now = utc_now()  # now() on PostgreSQL; each database's clock elsewhere
     status = model.status
-
-    def count(*conditions: ColumnElement[bool]) -> Any:
-        return func.count().filter(*conditions)
+    count = spelled.count_where
 
     pending = status == Status.PENDING.value
     running = status == Status.RUNNING.value
@@ -113,10 +112,12 @@ def stats(model: type[JobMixin]) -> Select[Any]:
             count(status == Status.CANCELLED.value).label("cancelled"),
             count(
                 status == Status.FAILED.value,
-                model.finished_at > now - func.make_interval(0, 0, 0, 0, 1),
+                model.finished_at > spelled.hour_before(now),
             ).label("failed_last_hour"),
             count(pending, model.attempts > 0, model.last_error.is_not(None)).label("retrying"),
-            epoch_seconds(now - func.min(model.run_at).filter(pending, due)).label("lag_seconds"),
+            spelled.seconds_between(now, spelled.min_where(model.run_at, pending, due)).label(
+                "lag_seconds"
+            ),
         )
         .group_by(model.queue)
         .order_by(model.queue)
@@ -142,7 +143,7 @@ def list_jobs(
         (by_kind, model.kind, "kinds"),
     ):
         if on:
-            query = query.where(column == func.any(bindparam(param, type_=ARRAY(Text))))
+            query = query.where(spelled.in_list.of(column, param, Text))
     return query
 
 
