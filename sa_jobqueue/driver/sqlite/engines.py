@@ -14,25 +14,16 @@ import logging
 from typing import Any
 
 from sqlalchemy import Engine, event, exc
-from sqlalchemy.engine import URL
 
+from sa_jobqueue.core.engines import sqlite_in_memory
 from sa_jobqueue.errors import ConfigurationError
 
-__all__ = ["BUSY_TIMEOUT", "check_worker_engine", "in_memory", "worker_engine"]
+__all__ = ["BUSY_TIMEOUT", "check_worker_engine", "worker_engine"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
 #: Seconds a worker's statement waits for SQLite's write lock before it fails.
 BUSY_TIMEOUT = 30.0
-
-
-def in_memory(url: URL) -> bool:
-    """Whether `url` names an in-memory SQLite database (seen by one connection only)."""
-    database = url.database or ""
-    if database in ("", ":memory:"):
-        return True
-    mode = url.query.get("mode")
-    return mode == "memory" or (database.startswith("file:") and "mode=memory" in database)
 
 
 def check_worker_engine(engine: Engine) -> None:
@@ -41,7 +32,7 @@ def check_worker_engine(engine: Engine) -> None:
     Raises:
         ConfigurationError: in one line, naming what to use instead.
     """
-    if in_memory(engine.url):
+    if sqlite_in_memory(engine.url):
         raise ConfigurationError(
             "a worker needs a SQLite database file: sqlite:// (in memory) is seen by one "
             "connection only, so no other worker or process sees its jobs; use "
