@@ -4,7 +4,7 @@ A database without LISTEN/NOTIFY (SQLite, MariaDB, MySQL) wakes an idle worker o
 its poll; a worker running in the process that enqueues (an embedded worker, a test)
 subscribes here, and `enqueued` wakes it right after the enqueuing session commits
 (never before: the claim would not see the rows). Costs nothing while no worker of the
-table subscribed. See docs/databases.md.
+table subscribed. See docs/notifications.md (SQLite, MariaDB and MySQL).
 """
 
 from __future__ import annotations

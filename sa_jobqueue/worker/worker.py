@@ -129,7 +129,7 @@ class Worker(Generic[JobT]):
             kinds=list(leases),
         )
         check_worker_engine(self.engine, self.driver)  # its listening's DBAPI (psycopg 3)
-        # SQLite: the same pool, every transaction BEGIN IMMEDIATE (docs/databases.md).
+        # SQLite: the same pool, every transaction BEGIN IMMEDIATE (docs/notifications.md).
         self.engine = worker_engine(self.engine)
         self.poll_interval = float(
             config.poll_interval

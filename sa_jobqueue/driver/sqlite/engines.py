@@ -5,7 +5,7 @@ writes must upgrade its lock, and in WAL mode that fails at once (``database is
 locked``) when another writer committed since it began: no busy timeout helps. So
 every transaction of a worker's engine begins with ``BEGIN IMMEDIATE`` (it waits for
 the write lock up front, up to `BUSY_TIMEOUT`), and the file is in WAL mode so readers
-never wait for the writer. See docs/databases.md#sqlite.
+never wait for the writer. See docs/notifications.md (SQLite, MariaDB and MySQL).
 """
 
 from __future__ import annotations
