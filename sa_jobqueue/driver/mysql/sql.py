@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -9,11 +10,13 @@ from sqlalchemy import (
     ColumnElement,
     Connection,
     Select,
+    Table,
     cast,
     func,
     literal_column,
     type_coerce,
 )
+from sqlalchemy.dialects.mysql import insert
 
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
@@ -53,3 +56,14 @@ class MysqlSql:
 
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Nothing: row locks serve."""
+
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """``INSERT ... ON DUPLICATE KEY UPDATE``: an exclusive lock on the row, made if missing.
+
+        On a duplicate key InnoDB takes an exclusive record lock (a plain INSERT takes a
+        shared one, and two sharers upgrading would deadlock); the update sets the first
+        column to itself, changing nothing.
+        """
+        statement = insert(table).values(dict(row))
+        first = next(iter(row))
+        conn.execute(statement.on_duplicate_key_update({first: statement.inserted[first]}))

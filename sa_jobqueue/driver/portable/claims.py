@@ -1,26 +1,24 @@
 """`PortableClaims`: the driver protocol's claims in portable statements.
 
-(Being written: issue 38/39. `job_claim` works; the rest of the family follows. Each
-operation keeps the guarantee its protocol method's docstring states, on SQLite and
-MariaDB, and passes tests/driver/ unchanged.)
-
-A claim is two steps where a database has no ``UPDATE ... RETURNING`` (MySQL): the due
-ids, locked ``FOR UPDATE SKIP LOCKED`` in claim order, then one UPDATE of those ids and
-a read of what the claim returns, in the caller's transaction. SQLite, whose writers
-take turns, leases them in one ``UPDATE ... WHERE id IN (...) RETURNING``.
+A claim chooses due ids in claim order and leases them (`leasing.lease`: ``FOR UPDATE
+SKIP LOCKED`` then an UPDATE by id on MySQL, one ``UPDATE ... RETURNING`` on SQLite).
+The limited kinds' claims, rated starts and due probes are `limits.LimitedClaims`, held
+here. Each operation keeps the guarantee its protocol method's docstring states.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, and_, bindparam, case, select, update
+from sqlalchemy import ColumnElement, Connection, Select, select
 
 from sa_jobqueue.driver.portable.base import PortableBase
+from sa_jobqueue.driver.portable.leasing import lease
+from sa_jobqueue.driver.portable.limits import LimitedClaims
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import Status
-from sa_jobqueue.statements.common import claimed_columns
 from sa_jobqueue.statements.control import is_paused
 
 __all__ = ["PortableClaims"]
@@ -29,11 +27,67 @@ __all__ = ["PortableClaims"]
 class PortableClaims(PortableBase):
     """ClaimOps (`sa_jobqueue.driver.protocol`) for `PortableDriver`."""
 
+    @cached_property
+    def _limited_claims(self) -> LimitedClaims:
+        return LimitedClaims(self)
+
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due jobs of `queue` to `owner` (see `ClaimOps.job_claim`)."""
         model = self.model
         due = self._due(model.queue == queue).limit(limit)
-        return self._lease(conn, due, owner)
+        return lease(self, conn, due, owner)
+
+    def job_claim_queues(
+        self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int = 0
+    ) -> list[Claimed]:
+        """Lease up to `limit` due jobs of `queues` to `owner`, from ``queues[start]``.
+
+        `job_claim` for each queue in turn, from the one at `start` (wrapping around),
+        until `limit` jobs are leased: one statement per queue asked, each an ordered
+        walk of that queue's pending index that locks no row it does not lease (one
+        statement over all the queues would sort them, and lock every row it read
+        before the sort on MySQL).
+        """
+        if not queues:
+            return []
+        first = start % len(queues)
+        claimed: list[Claimed] = []
+        for queue in [*queues[first:], *queues[:first]]:
+            want = limit - len(claimed)
+            if want <= 0:
+                break
+            claimed += self.job_claim(conn, queue, want, owner)
+        return claimed
+
+    def job_claim_limited(
+        self,
+        conn: Connection,
+        kind: str,
+        queues: Sequence[str],
+        limit: int,
+        owner: str,
+        *,
+        locked: bool = False,
+    ) -> list[Claimed]:
+        """Lease up to `limit` due `kind` jobs of `queues`, within its limits (`LimitedClaims`).
+
+        The kind's lock (`kind_locks.lock_kinds`) comes first, unless `locked`: then
+        the caller took it, before its transaction's first plain read (on MariaDB
+        that read fixes the snapshot the counts would see).
+        """
+        return self._limited_claims.claim(conn, kind, queues, limit, owner, locked)
+
+    def job_start_rated(self, conn: Connection, job: Claimed) -> bool:
+        """Whether rate-limited `job` may start now (`LimitedClaims.start_rated`)."""
+        return self._limited_claims.start_rated(conn, job)
+
+    def kinds_due(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """Of the limited `kinds`, those with a job due in `queues` (`LimitedClaims.kinds_due`)."""
+        return self._limited_claims.kinds_due(conn, kinds, queues)
+
+    def kinds_limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
+        """Whether a limited kind's job is due in `queues` (`LimitedClaims.limited_due`)."""
+        return self._limited_claims.limited_due(conn, queues)
 
     def _due(self, *where: ColumnElement[bool]) -> Select[Any]:
         """The ids of due pending jobs (of `where`) in claim order, not in a paused queue."""
@@ -41,7 +95,7 @@ class PortableClaims(PortableBase):
         query = select(model.id).where(
             model.status == Status.PENDING.value,
             model.run_at <= self.sql.now(),
-            ~is_paused(model, model.queue),
+            ~is_paused(model, model.queue.expression),
             *where,
         )
         if self.limited:
@@ -49,44 +103,3 @@ class PortableClaims(PortableBase):
         if self.kinds is not None:
             query = query.where(model.kind.in_(list(self.kinds)))
         return query.order_by(model.priority, model.run_at, model.id)
-
-    def _lease_values(self, owner: str) -> dict[str, Any]:
-        model = self.model
-        now = self.sql.now()
-        lease: Any = bindparam("default_lease", self.default_lease)
-        if self.leases:
-            lease = case(self.leases, value=model.kind, else_=lease)
-        return {
-            "status": Status.RUNNING.value,
-            "attempts": model.attempts + 1,
-            "locked_by": owner,
-            "locked_until": self.sql.plus_seconds(now, lease),
-            "updated_at": now,
-        }
-
-    def _lease(self, conn: Connection, due: Select[Any], owner: str) -> list[Claimed]:
-        """Lease the jobs of `due` (ids in claim order) to `owner`; return them in that order."""
-        model = self.model
-        order = (model.priority, model.run_at, model.id)
-        if self.sql.update_returning:
-            # SQLite: the statement takes the one write lock; nothing else writes meanwhile.
-            leased = (
-                update(model)
-                .where(model.id.in_(due.scalar_subquery()))
-                .values(self._lease_values(owner))
-                .returning(*claimed_columns(model), *order)
-            )
-            rows = sorted(conn.execute(leased).all(), key=lambda row: row[-3:])
-        else:
-            ids: Sequence[int] = conn.scalars(self.sql.skip_locked(due)).all()
-            if not ids:
-                return []
-            conn.execute(
-                update(model).where(model.id.in_(ids)).values(self._lease_values(owner)),
-            )
-            rows = list(
-                conn.execute(
-                    select(*claimed_columns(model)).where(and_(model.id.in_(ids))).order_by(*order)
-                ).all()
-            )
-        return Claimed.from_rows(rows, self.leases, self.default_lease)

@@ -7,9 +7,10 @@ dialect's name.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Select
+from sqlalchemy import ColumnElement, Connection, Select, Table
 
 __all__ = ["Dialect"]
 
@@ -54,5 +55,16 @@ class Dialect(Protocol):
         SQLite: take the database's write lock now (a write statement that changes
         nothing), so a read-then-write transaction cannot fail to upgrade; MySQL:
         nothing (row locks serve).
+        """
+        ...
+
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """Hold the lock named by `row` (a row of `table`, its primary key first) to COMMIT.
+
+        A transaction-scoped lock that other holders wait for, as PostgreSQL's
+        ``pg_advisory_xact_lock``. MySQL: ``INSERT ... ON DUPLICATE KEY UPDATE`` of `row`,
+        which makes the row if it is missing and holds an exclusive lock on it (GET_LOCK
+        would outlive the transaction); SQLite: `write_lock` (one writer at a time: the
+        row need not exist).
         """
         ...

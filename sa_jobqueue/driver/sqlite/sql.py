@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Connection, Float, Select, func, type_coerce, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Float,
+    Select,
+    Table,
+    false,
+    func,
+    type_coerce,
+    update,
+)
 
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
@@ -45,4 +56,9 @@ class SqliteSql:
 
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Take the write lock now: an UPDATE of `table` that matches no row."""
-        conn.execute(update(table).where(False).values({table.c.id: table.c.id}))
+        column = next(iter(table.primary_key.columns))  # any column of `table` would do
+        conn.execute(update(table).where(false()).values({column: column}))
+
+    def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
+        """`write_lock`: one writer at a time, so the database's lock serves every name."""
+        self.write_lock(conn, table)

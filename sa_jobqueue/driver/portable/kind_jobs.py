@@ -1,0 +1,47 @@
+"""A limited kind's jobs: those due in a queue, and the running ones its limits count."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import ColumnElement, Select, func, select
+
+from sa_jobqueue.driver.portable.base import PortableBase
+from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements.control import is_paused
+
+__all__ = ["busy_keys", "due_of_kind", "running_count"]
+
+
+def due_of_kind(driver: PortableBase, kind: str, queue: str) -> list[ColumnElement[bool]]:
+    """The conditions of a due pending job of `kind` in `queue`, when it is not paused."""
+    model = driver.model
+    return [
+        model.status == Status.PENDING.value,
+        model.queue == queue,
+        model.kind == kind,
+        model.run_at <= driver.sql.now(),
+        # A paused queue yields nothing, limited or not (as in `job_claim`).
+        ~is_paused(model, model.queue.expression),
+    ]
+
+
+def running_count(model: type[JobMixin], kind: str) -> Select[Any]:
+    """How many jobs of `kind` run now, in any queue, under any worker.
+
+    An expired lease still counts until the sweeper takes the job back.
+    """
+    query: Select[Any] = select(func.count()).where(
+        model.status == Status.RUNNING.value, model.kind == kind
+    )
+    return query
+
+
+def busy_keys(model: type[JobMixin], kind: str) -> Any:
+    """``key``, ``n``: the running jobs of `kind` per ``concurrency_key`` (not NULL)."""
+    return (
+        select(model.concurrency_key.label("key"), func.count().label("n"))
+        .where(model.status == Status.RUNNING.value, model.kind == kind)
+        .where(model.concurrency_key.is_not(None))
+        .group_by(model.concurrency_key)
+    )

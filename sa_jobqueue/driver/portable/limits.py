@@ -1,0 +1,244 @@
+"""`LimitedClaims`: the limited kinds' claims, rated starts and due probes, in portable SQL.
+
+The same policy as PostgreSQL's driver (`sa_jobqueue.driver.postgres.limits`), in a few
+plain statements under the kind's lock (`kind_locks`): count what the limits leave
+room for, choose the due jobs that fit, lease them (`leasing.lease`), log the starts.
+Claims of one limited kind, over every worker, run one after another, so each sees
+the leases of the one before. Why this design, and its failure cases:
+docs/flow-control.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+)
+
+from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver.portable.base import PortableBase
+from sa_jobqueue.driver.portable.fairness import claim_fair
+from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
+from sa_jobqueue.driver.portable.kind_locks import lock_kinds
+from sa_jobqueue.driver.portable.leasing import lease
+from sa_jobqueue.driver.values import Claimed
+from sa_jobqueue.schema.model import Status
+from sa_jobqueue.schema.types import Timestamp
+from sa_jobqueue.statements.control import is_paused
+from sa_jobqueue.statements.flow_stats import starts_of
+
+__all__ = ["LimitedClaims"]
+
+
+class LimitedClaims:
+    """The limited kinds of one `PortableDriver` (its `PortableBase.limited`)."""
+
+    def __init__(self, driver: PortableBase) -> None:
+        self.driver = driver
+        self.starts = starts_of(driver.model)
+
+    def claim(
+        self,
+        conn: Connection,
+        kind: str,
+        queues: Sequence[str],
+        limit: int,
+        owner: str,
+        locked: bool,
+    ) -> list[Claimed]:
+        """The kind's lock (unless `locked`), then what its limits leave room for, per queue.
+
+        * ``max_running``: at most ``max_running - running`` (running jobs of the kind
+          in any queue, leased by any worker; an expired lease counts until swept).
+        * ``max_running_per_key``: of each ``concurrency_key``, at most ``N - running of
+          that key``, in claim order within the key; a key at its limit is passed over
+          (no head-of-line blocking); jobs without a key are not limited by it.
+        * ``rate_limit``: at most ``count - starts in the last window``; logs one start
+          per leased job (the clock read after the lock was granted: each job's
+          ``rate_stamp``) and prunes the kind's starts that left the window.
+        * ``fair``: by turns between ``concurrency_key`` values (`fairness.claim_fair`).
+        """
+        driver = self.driver
+        limits = driver.limited[kind]
+        if not locked:
+            lock_kinds(driver.sql, driver.model, conn, [kind])
+        claimed: list[Claimed] = []
+        if limits.fair:
+            for queue in queues:
+                want = limit - len(claimed)
+                if want <= 0:
+                    break
+                claimed += claim_fair(driver, conn, kind, limits, queue, want, owner)
+            return claimed
+        room = limit
+        if limits.max_running is not None:
+            room = min(
+                room,
+                limits.max_running - conn.execute(running_count(driver.model, kind)).scalar_one(),
+            )
+        now: datetime | None = None
+        extra: list[ColumnElement[Any]] = []
+        if limits.rate_count is not None:
+            now = self._clock(conn)
+            room = min(room, limits.rate_count - self._recent(conn, kind, now, limits))
+            extra.append(literal(now, Timestamp()).label("rate_stamp"))
+        for queue in queues:
+            want = room - len(claimed)
+            if want <= 0:
+                break
+            due = self._fitting(conn, kind, limits, queue, want)
+            if due is not None:
+                claimed += lease(driver, conn, due, owner, extra)
+        if now is not None:
+            self._log_starts(conn, kind, now, len(claimed), limits)
+        return claimed
+
+    def _fitting(
+        self, conn: Connection, kind: str, limits: Limits, queue: str, want: int
+    ) -> Select[Any] | None:
+        """The ids of up to `want` due jobs of `kind` in `queue` that the per-key limit lets run."""
+        model = self.driver.model
+        order = (model.priority, model.run_at, model.id)
+        pending = due_of_kind(self.driver, kind, queue)
+        if limits.max_running_per_key is None:
+            return select(model.id).where(*pending).order_by(*order).limit(want)
+        busy = busy_keys(self.driver.model, kind).subquery("busy")
+        slot = func.row_number().over(partition_by=model.concurrency_key, order_by=order)
+        ranked = (
+            select(
+                model.id,
+                model.priority,
+                model.run_at,
+                model.concurrency_key.label("key"),
+                (slot + func.coalesce(busy.c.n, 0)).label("slot"),
+            )
+            .outerjoin(busy, busy.c.key == model.concurrency_key)
+            .where(*pending)
+            .subquery("ranked")
+        )
+        # A window function cannot sit beside FOR UPDATE (and MySQL takes no LIMIT in an
+        # IN subquery): choose the ids first, then lock them, re-checking each is pending.
+        fitting = (
+            select(ranked.c.id)
+            .where(or_(ranked.c.key.is_(None), ranked.c.slot <= limits.max_running_per_key))
+            .order_by(ranked.c.priority, ranked.c.run_at, ranked.c.id)
+            .limit(want)
+        )
+        ids = list(conn.scalars(fitting).all())
+        if not ids:
+            return None
+        return (
+            select(model.id)
+            .where(model.id.in_(ids), model.status == Status.PENDING.value)
+            .order_by(*order)
+        )
+
+    # -- rate limits: the starts log ---------------------------------------------------
+
+    def _clock(self, conn: Connection) -> datetime:
+        """The database's clock, read now (after the kind's lock was granted)."""
+        now: datetime = conn.execute(select(self.driver.sql.now())).scalar_one()
+        return now
+
+    def _recent(self, conn: Connection, kind: str, now: datetime, limits: Limits) -> int:
+        """`kind`'s starts in the window that ends at `now`."""
+        since = now - timedelta(seconds=float(limits.rate_window or 0))
+        starts = self.starts
+        count = select(func.count()).where(starts.c.kind == kind, starts.c.started_at > since)
+        recent: int = conn.execute(count).scalar_one()
+        return recent
+
+    def _log_starts(
+        self, conn: Connection, kind: str, now: datetime, n: int, limits: Limits
+    ) -> None:
+        """Log `n` starts of `kind` at `now`; prune the kind's starts that left the window."""
+        starts = self.starts
+        if n:
+            conn.execute(insert(starts), [{"kind": kind, "started_at": now}] * n)
+        since = now - timedelta(seconds=float(limits.rate_window or 0))
+        conn.execute(delete(starts).where(starts.c.kind == kind, starts.c.started_at <= since))
+
+    def start_rated(self, conn: Connection, job: Claimed) -> bool:
+        """Under `job.kind`'s lock, count its window without `job`'s stamp; move or drop that.
+
+        True, its stamp moved to now (or a start logged at now, when the claim's stamp
+        left the window); or False, its stamp dropped, when the window ending now is
+        full. A kind without a rate limit starts: True.
+        """
+        driver = self.driver
+        limits = driver.limited.get(job.kind)
+        if limits is None or limits.rate_count is None:
+            return True
+        lock_kinds(driver.sql, driver.model, conn, [job.kind])
+        now = self._clock(conn)
+        since = now - timedelta(seconds=float(limits.rate_window or 0))
+        recent = self._recent(conn, job.kind, now, limits)
+        stamp = job.rate_stamp
+        mine = stamp is not None and stamp > since
+        if recent - (1 if mine else 0) >= limits.rate_count:
+            if mine:
+                self._replace_stamp(conn, job.kind, stamp, None)
+            return False
+        moved = mine and self._replace_stamp(conn, job.kind, stamp, now)
+        if not moved:
+            conn.execute(insert(self.starts).values(kind=job.kind, started_at=now))
+        return True
+
+    def _replace_stamp(
+        self, conn: Connection, kind: str, stamp: datetime, to: datetime | None
+    ) -> bool:
+        """Move one of `kind`'s stamps equal to `stamp` to `to` (None: delete it).
+
+        Equal stamps are alike, and the log has no key to single one out (nor do SQLite
+        and MySQL share an ``UPDATE ... LIMIT 1``): all of them are deleted, and all but
+        one written back. False when there was none.
+        """
+        starts = self.starts
+        same = (starts.c.kind == kind, starts.c.started_at == stamp)
+        n: int = conn.execute(select(func.count()).where(*same)).scalar_one()
+        if n == 0:
+            return False
+        conn.execute(delete(starts).where(*same))
+        kept = [stamp] * (n - 1) + ([] if to is None else [to])
+        if kept:
+            conn.execute(insert(starts), [{"kind": kind, "started_at": at} for at in kept])
+        return True
+
+    # -- due probes: no lock --------------------------------------------------------------
+
+    def kinds_due(self, conn: Connection, kinds: Sequence[str], queues: Sequence[str]) -> set[str]:
+        """Which of `kinds` have a job due in `queues` (not paused); a hint, without a lock."""
+        if not kinds or not queues:
+            return set()
+        model = self.driver.model
+        query = select(model.kind).distinct().where(*self._due_in(queues), model.kind.in_(kinds))
+        return set(conn.scalars(query).all())
+
+    def limited_due(self, conn: Connection, queues: Sequence[str]) -> bool:
+        """Whether a job of a limited kind is due in `queues` (not paused); without a lock."""
+        limited = sorted(self.driver.limited)
+        if not limited or not queues:
+            return False
+        model = self.driver.model
+        hit = select(model.id).where(*self._due_in(queues), model.kind.in_(limited)).limit(1)
+        return conn.execute(hit).first() is not None
+
+    def _due_in(self, queues: Sequence[str]) -> list[ColumnElement[bool]]:
+        model = self.driver.model
+        return [
+            model.status == Status.PENDING.value,
+            model.queue.in_(list(queues)),
+            model.run_at <= self.driver.sql.now(),
+            ~is_paused(model, model.queue.expression),
+        ]
