@@ -95,7 +95,7 @@ def stats(model: type[JobMixin]) -> Select[Any]:
     """
     now = utc_now()  # now() on PostgreSQL; each database's clock elsewhere
     status = model.status
-    count = spelled.count_where
+    count: Any = spelled.count_where  # typed Any, as the columns of `QueueStats` read it
 
     pending = status == Status.PENDING.value
     running = status == Status.RUNNING.value

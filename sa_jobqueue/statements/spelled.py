@@ -217,7 +217,7 @@ def _any_array(element: in_list, compiler: SQLCompiler, **kw: Any) -> str:
 @compiles(in_list)
 def _in_expanding(element: in_list, compiler: SQLCompiler, **kw: Any) -> str:
     column, param = element.clauses
-    item_type = param.type.item_type
+    item_type = param.type.item_type  # type: ignore[attr-defined] # an ARRAY's, see `of`
     return compiler.process(column.in_(bindparam(param.key, expanding=True, type_=item_type)), **kw)
 
 

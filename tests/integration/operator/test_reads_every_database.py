@@ -8,12 +8,14 @@ PostgreSQL, a SQLite file and MariaDB (ids ``[postgresql]``, ``[sqlite]``, ``[ma
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue import ConfigurationError, JobQueue, statements
+from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.passed_over import passed_over
 from sa_jobqueue.ops.workers import live_worker_count
@@ -32,7 +34,7 @@ def engine_of(request):
     return request.getfixturevalue(COMMITTED[request.param])
 
 
-def _rows(now: datetime) -> list[dict]:
+def _rows(now: datetime) -> list[dict[str, Any]]:
     minute = timedelta(minutes=1)
     row = {"kind": "k", "queue": "mail", "payload": {}}
     return [
@@ -81,7 +83,7 @@ def test_jobs_list_filters_by_lists_of_statuses_queues_and_kinds(engine_of):
 
 
 def test_live_workers_and_passed_over_kinds_read_the_registry(engine_of):
-    workers = workers_table_for(Job.__table__)
+    workers = workers_table_for(Job.__table__)  # type: ignore[arg-type]
     with Session(engine_of) as session, session.begin():
         now = session.execute(statements.db_now()).scalar_one()
         session.execute(insert(Job), _rows(now))
@@ -113,3 +115,14 @@ def test_live_workers_and_passed_over_kinds_read_the_registry(engine_of):
     assert 0 <= skipped[0].waited_seconds <= 60  # since it was inserted (its updated_at)
     assert now.tzinfo is not None
     assert now.utcoffset() == timedelta(0)  # the database clock read back in UTC
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"])
+def test_the_dashboard_says_in_one_line_it_reads_postgresql_only_for_now(database, request):
+    engine = request.getfixturevalue(COMMITTED[database])
+    with pytest.raises(ConfigurationError) as raised:
+        make_app(JobQueue(Job), engine)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert engine.dialect.name in message
+    assert "sa-jobqueue stats" in message

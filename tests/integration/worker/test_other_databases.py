@@ -26,7 +26,7 @@ from tests.support.models import Job
 
 
 def registered(engine) -> int:
-    workers = workers_table_for(Job.__table__)
+    workers = workers_table_for(Job.__table__)  # type: ignore[arg-type]
     with engine.connect() as conn:
         return int(conn.execute(select(func.count()).select_from(workers)).scalar_one())
 

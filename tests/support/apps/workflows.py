@@ -45,7 +45,7 @@ def _sleep(ctx: JobContext) -> None:
 def node(ctx: JobContext) -> str:
     """A graph node: a `Span` from start to end, sleeping ``payload["sleep"]`` between."""
     with engine().begin() as conn:
-        span_id = conn.execute(
+        inserted = conn.execute(
             insert(Span).values(
                 job_id=ctx.id,
                 kind=ctx.kind,
@@ -53,7 +53,8 @@ def node(ctx: JobContext) -> str:
                 worker=os.getpid(),
                 started_at=wall_clock(),
             )
-        ).inserted_primary_key[0]
+        )
+        span_id = inserted.inserted_primary_key[0]  # type: ignore[index] # one row, its key
     _sleep(ctx)
     with engine().begin() as conn:
         conn.execute(update(Span).where(Span.id == span_id).values(ended_at=wall_clock()))
