@@ -7,6 +7,7 @@ sweeps every 0.5 s, so a dead worker's job comes back about 2.5 s after the cras
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -242,6 +243,32 @@ def test_a_failing_job_retries_with_backoff_then_dead_letters_and_a_flaky_one_re
     assert recovered.attempts == 3
     assert recovered.last_error.startswith("attempt 2: ConnectionError: SMTP timeout")
     assert effects(committed) == [(flaky, 3)]  # only the attempt that succeeded sent it
+
+
+@every_database
+def test_stats_json_counts_what_the_workers_did_and_jobs_list_shows_the_dead_letter(
+    committed, spawn, processes
+):
+    spawn()
+    done = [enqueue(committed, "record") for _ in range(5)]
+    dead = enqueue(committed, "poison")  # max_attempts=3
+    wait_for(lambda: count(committed, "done") == 5, what="five done")
+    wait_for(lambda: row(committed, dead).status == "failed", what="the dead letter")
+    stats = processes.command("stats", "--json")
+    assert stats.wait() == 0, stats.output()
+    snapshot = json.loads(stats.output())
+    (default,) = [q for q in snapshot["queues"] if q["queue"] == "default"]
+    assert (default["done"], default["failed"], default["failed_last_hour"]) == (5, 1, 1)
+    assert (default["pending"], default["running"], default["lag_seconds"]) == (0, 0, None)
+    assert snapshot["live_workers"] == 1
+    listed = processes.command("jobs", "list", "--status", "failed")
+    assert listed.wait() == 0, listed.output()
+    lines = listed.output().strip().splitlines()
+    assert len(lines) == 2  # the header and the dead letter
+    assert lines[1].split()[:4] == [str(dead), "default", "poison", "failed"]
+    shown = processes.command("jobs", "show", str(done[0]))
+    assert shown.wait() == 0, shown.output()
+    assert "done" in shown.output()
 
 
 @pytest.mark.parametrize(
