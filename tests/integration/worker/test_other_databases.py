@@ -93,9 +93,11 @@ def test_local_wakeups_run_after_the_commit_that_enqueued_and_never_after_a_roll
     assert woken == ["mail"]  # unsubscribed: nothing more
 
 
+@pytest.mark.parametrize("committed_on", ["sqlite_committed", "mariadb_committed"])
 def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_process(
-    sqlite_committed,
+    committed_on, request
 ):
+    engine = request.getfixturevalue(committed_on)
     jobs = JobQueue(Job)
     ran = threading.Event()
 
@@ -103,15 +105,15 @@ def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_pro
     def ping(ctx: JobContext) -> None:
         ran.set()
 
-    assert jobs.worker(sqlite_committed).poll_interval == POLL_WITHOUT_LISTEN < POLL_INTERVAL
-    worker = jobs.worker(sqlite_committed, poll_interval=30)
+    assert jobs.worker(engine).poll_interval == POLL_WITHOUT_LISTEN < POLL_INTERVAL
+    worker = jobs.worker(engine, poll_interval=30)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        wait_for(lambda: registered(sqlite_committed) == 1, what="the worker's start")
+        wait_for(lambda: registered(engine) == 1, what="the worker's start")
         time.sleep(1.0)  # its first rounds found nothing: the loop sleeps for 30 s now
         started = time.monotonic()
-        with Session(sqlite_committed) as session, session.begin():
+        with Session(engine) as session, session.begin():
             jobs.enqueue(session, "ping")
         assert ran.wait(5), "the commit that enqueued did not wake the worker"
         assert time.monotonic() - started < 5
