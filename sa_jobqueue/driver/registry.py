@@ -9,7 +9,7 @@ asks the driver whether a worker can run on an engine. See docs/architecture.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.engine import Dialect, Engine
 
@@ -22,6 +22,9 @@ from sa_jobqueue.driver.sqlite.driver import SqliteDriver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin
 
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
 __all__ = [
     "DEFAULT_LEASE",
     "DRIVERS",
@@ -29,6 +32,7 @@ __all__ = [
     "check_worker_engine",
     "dialect_name",
     "driver_for",
+    "worker_async_engine",
     "worker_engine",
 ]
 
@@ -169,3 +173,14 @@ def worker_engine(engine: Engine) -> Engine:
     """
     prepared = _WORKER_ENGINES.get(dialect_name(engine))
     return engine if prepared is None else prepared[1](engine)
+
+
+def worker_async_engine(engine: AsyncEngine) -> AsyncEngine:
+    """`worker_engine` for the `AsyncEngine` of a worker's async transactional handlers.
+
+    On SQLite (aiosqlite) its transactions begin with ``BEGIN IMMEDIATE`` as well.
+    """
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    prepared = _WORKER_ENGINES.get(dialect_name(engine))
+    return engine if prepared is None else AsyncEngine(prepared[1](engine.sync_engine))

@@ -26,6 +26,12 @@ DATABASES = ("postgresql", "sqlite", "mariadb")
 #: `test_database_url` are then that database's.
 every_database = pytest.mark.parametrize("database", DATABASES, indirect=True)
 
+
+def on_databases(*names: str) -> pytest.MarkDecorator:
+    """Run the test once per database of `names` (a subset of `DATABASES`)."""
+    return pytest.mark.parametrize("database", names, indirect=True)
+
+
 ROOT = Path(__file__).resolve().parents[2]
 _STARTED = re.compile(r"worker (\S+) started: ")
 

@@ -56,7 +56,8 @@ def worker_engine(engine: Engine) -> Engine:
         conn.exec_driver_sql(f"PRAGMA busy_timeout = {milliseconds}")
         conn.exec_driver_sql("BEGIN IMMEDIATE")
 
-    _use_wal(engine, milliseconds)
+    if not engine.dialect.is_async:  # aiosqlite's file: its worker's sync engine set WAL
+        _use_wal(engine, milliseconds)
     return immediate
 
 
