@@ -41,7 +41,8 @@ class AsyncEnqueueAPI(EnqueueAPI[JobT]):
         Same arguments, validation, idempotency and transaction rules as `enqueue`
         (it never commits); the insert runs through SQLAlchemy's own bridge,
         ``AsyncSession.run_sync``, so both share one implementation. Works with the
-        ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers.
+        ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers, and
+        ``sqlite+aiosqlite``.
 
         Example:
             >>> async with AsyncSession(engine) as session, session.begin():  # doctest: +SKIP

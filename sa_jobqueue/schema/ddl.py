@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from sqlalchemy import DDL, Table, event
 
+from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
 from sa_jobqueue.schema.enqueue_function import (
     create_enqueue_function_sql,
     drop_enqueue_function_sql,
 )
 from sa_jobqueue.schema.naming import channel_name, check_identifier, notify_function_name
+from sa_jobqueue.schema.types import MYSQL
 
 __all__ = [
     "AUTOVACUUM",
@@ -93,9 +95,10 @@ def drop_notify_trigger_sql(name: str, schema: str | None = None) -> str:
 def attach_to(table: Table) -> None:
     """Run the autovacuum settings, notify trigger and enqueue function once `table` is made.
 
-    On PostgreSQL only; other dialects (SQLite in a unit test) get the bare table.
-    ``after_drop`` removes the trigger function and the enqueue function. Attaching
-    twice is harmless.
+    On PostgreSQL only; SQLite gets the bare table. ``after_drop`` removes the trigger
+    function and the enqueue function. On MySQL and MariaDB, the generated columns and
+    unique indexes of `sa_jobqueue.schema.active_keys` stand for the partial unique
+    indexes (they go with the table on drop). Attaching twice is harmless.
     """
     if table.info.get("sa_jobqueue_ddl"):
         return
@@ -113,3 +116,10 @@ def attach_to(table: Table) -> None:
     ):
         drop = DDL(sql)  # type: ignore[no-untyped-call]
         event.listen(table, "after_drop", drop.execute_if(dialect="postgresql"))
+    for key in ACTIVE_KEYS:
+        for sql in (
+            key.add_column_sql(table.name, table.schema),
+            key.create_index_sql(table.name, table.schema),
+        ):
+            mysql = DDL(sql)  # type: ignore[no-untyped-call]
+            event.listen(table, "after_create", mysql.execute_if(dialect=MYSQL))  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Mapped, Mapper, declared_attr, mapped_column
 from sqlalchemy.sql import FromClause
 
 from sa_jobqueue.schema import ddl
+from sa_jobqueue.schema.active_keys import not_mysql
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
@@ -247,21 +248,26 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
             sqlite_where=text("status = 'running'"),
         ),
         # One active (pending or running) job per unique_key; finished ones free it.
-        Index(
-            f"uq_{table}_unique_key",
-            "unique_key",
-            unique=True,
-            postgresql_where=text(f"status IN ({_sql_list(ACTIVE)})"),
-            sqlite_where=text(f"status IN ({_sql_list(ACTIVE)})"),
+        # MySQL has no partial index: a generated column's instead (schema.active_keys).
+        not_mysql(
+            Index(
+                f"uq_{table}_unique_key",
+                "unique_key",
+                unique=True,
+                postgresql_where=text(f"status IN ({_sql_list(ACTIVE)})"),
+                sqlite_where=text(f"status IN ({_sql_list(ACTIVE)})"),
+            )
         ),
         # Added by sajq_0006: one pending job per debounce key (the upsert's arbiter).
-        Index(
-            f"uq_{table}_debounce_key",
-            "debounce_key",
-            unique=True,
-            postgresql_where=text(DEBOUNCE_WHERE),
-            sqlite_where=text(DEBOUNCE_WHERE),
-            info=since("sajq_0006"),
+        not_mysql(
+            Index(
+                f"uq_{table}_debounce_key",
+                "debounce_key",
+                unique=True,
+                postgresql_where=text(DEBOUNCE_WHERE),
+                sqlite_where=text(DEBOUNCE_WHERE),
+                info=since("sajq_0006"),
+            )
         ),
         # Added by sajq_0006: a throttle key's latest job, by run_at.
         Index(

@@ -21,6 +21,7 @@ from sqlalchemy import (
     Text,
     text,
 )
+from sqlalchemy.dialects import mysql
 from sqlalchemy.dialects.postgresql import JSONB
 
 from sa_jobqueue.schema.naming import (
@@ -45,6 +46,10 @@ _definition_type = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True)
 
 #: The columns revision ``sajq_0006`` added to the schedules table.
 SCHEDULES_0006 = ("definition", "paused_at")
+
+
+#: A float of double precision everywhere (MySQL's FLOAT is single: fair turns of 1/3 drift).
+Real = Float().with_variant(mysql.DOUBLE(asdecimal=False), "mysql", "mariadb")
 
 
 def _paused(table: str, metadata: MetaData, schema: str | None) -> Table:
@@ -157,7 +162,7 @@ def turns_table_for(table: Table) -> Table:
         table.metadata,
         Column("kind", Key, nullable=False),
         Column("key", Key, nullable=False),
-        Column("pass", Float, nullable=False),
+        Column("pass", Real, nullable=False),
         PrimaryKeyConstraint("kind", "key", name=f"pk_{name}"[:63]),
         schema=table.schema,
     )

@@ -51,6 +51,18 @@ class Timestamp(TypeDecorator[datetime]):
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(DateTime(timezone=True))
 
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """PostgreSQL: the impl's (none), so a statement of these goes to psycopg as it is."""
+        if dialect.name == "postgresql":
+            return self.impl.bind_processor(dialect)
+        return super().bind_processor(dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: Any) -> Any:
+        """PostgreSQL: the impl's (none): psycopg returns aware datetimes itself."""
+        if dialect.name == "postgresql":
+            return self.impl.result_processor(dialect, coltype)
+        return super().result_processor(dialect, coltype)
+
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
         """An aware value as naive UTC, where the database keeps no time zone."""
         if value is None or dialect.name == "postgresql":
@@ -71,8 +83,10 @@ class Timestamp(TypeDecorator[datetime]):
 #: A row id: ``bigint``, and SQLite's ``INTEGER`` (its rowid, so ids are assigned).
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
-#: Text a column is indexed by: ``text``, and ``VARCHAR(191)`` on MySQL and MariaDB.
-Key = Text().with_variant(String(191), *MYSQL)
+#: Text a column is indexed by: ``text``, and ``VARCHAR(191)`` on MySQL and MariaDB, compared
+#: byte for byte there as everywhere else (their default collation ignores case: keys
+#: ``A`` and ``a`` would be one).
+Key = Text().with_variant(String(191, collation="utf8mb4_bin"), *MYSQL)
 
 #: A JSON document: ``jsonb`` on PostgreSQL.
 Json = JSON().with_variant(JSONB(), "postgresql")

@@ -8,13 +8,14 @@ unchanged. A dialect no server here can run is in `NOT_HERE`, with the reason.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
-from sqlalchemy import Engine, select, text, update
+from sqlalchemy import Connection, Engine, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.limits import Limits, check_limits
@@ -32,6 +33,8 @@ ENGINES = {
 NOT_HERE = {
     "mysql": "no MySQL 8 server can be installed here; MariaDB runs the same statements",
 }
+
+T = TypeVar("T")
 
 OWNER = "worker-1"
 OTHER = "worker-2"
@@ -130,3 +133,29 @@ def wait_for_a_lock_wait(engine: Engine, timeout: float = 30.0) -> None:
             conn.rollback()  # a new snapshot each time
             assert time.monotonic() < deadline, "no session ever waited for a lock"
             time.sleep(0.02)
+
+
+def writing_beside(driver: Driver, open_: Connection, write: Callable[[], T]) -> T:
+    """`write`'s result, run while `open_`'s transaction is still open, where it can be.
+
+    With row locks (``driver.supports_skip_locked``) `write` runs now, beside the open
+    transaction, and must not wait for it (it fails after 30 s if it does). Where
+    writers take turns (SQLite) no write can run beside another: `write` waits for
+    `open_`'s COMMIT, which this then makes, and its result is what that turn gave.
+    """
+    if driver.supports_skip_locked:
+        got: list[T] = []
+        thread = threading.Thread(target=lambda: got.append(write()))
+        thread.start()
+        thread.join(30)
+        assert not thread.is_alive(), "the write waited for the open transaction"
+        return got[0]
+    waited: list[T] = []
+    thread = threading.Thread(target=lambda: waited.append(write()))
+    thread.start()
+    time.sleep(0.2)
+    assert waited == []  # the one writer is `open_`
+    open_.commit()
+    thread.join(30)
+    assert not thread.is_alive(), "the write never got its turn"
+    return waited[0]

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver import Claimed, Driver
 from tests.driver.conftest import OTHER, OWNER, add, claim, later, row
 from tests.support.models import Job, new_queue
 
@@ -44,22 +45,26 @@ def test_claim_skips_locked_rows(db: Engine, driver: Driver):
     with db.connect() as one, db.connect() as two, one.begin():
         assert [job.id for job in driver.job_claim(one, "default", 1, OWNER)] == [first]
         if not driver.supports_skip_locked:
-            # Writers take turns (SQLite): `two` waits for `one`'s COMMIT, then takes
-            # what is left; never the job `one` leased.
-            got: list[int] = []
-            waiter = threading.Thread(
-                target=lambda: got.extend(job.id for job in claim(db, driver, 5, OTHER))
-            )
-            waiter.start()
-            time.sleep(0.2)
-            assert got == []
-            one.commit()
-            waiter.join(30)
-            assert got == [second]
+            assert taken_after_commit(one, lambda: claim(db, driver, 5, OTHER)) == [second]
             return
         # `one` has not committed: `two` neither waits for its row nor takes it.
         with two.begin():
             assert [job.id for job in driver.job_claim(two, "default", 5, OTHER)] == [second]
+
+
+def taken_after_commit(one: Connection, claim_rest: Callable[[], list[Claimed]]) -> list[int]:
+    """Where writers take turns (SQLite): `claim_rest` waits for `one`'s COMMIT, then claims.
+
+    Returns the ids it claimed once `one` committed; it claims nothing before.
+    """
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.extend(job.id for job in claim_rest()))
+    waiter.start()
+    time.sleep(0.2)
+    assert got == []  # still waiting for `one`
+    one.commit()
+    waiter.join(30)
+    return got
 
 
 def test_claim_gives_each_job_to_one_of_two_concurrent_claimers(db: Engine, driver: Driver):
@@ -113,6 +118,14 @@ def test_claim_queues_skips_locked_rows(db: Engine, driver: Driver):
     first, second = add(db, 2, queue="a")
     with db.connect() as one, db.connect() as two, one.begin():
         assert [j.id for j in driver.job_claim_queues(one, ["a", "b"], 1, OWNER)] == [first]
+        if not driver.supports_skip_locked:
+
+            def rest() -> list[Claimed]:
+                with db.begin() as conn:
+                    return driver.job_claim_queues(conn, ["a", "b"], 5, OTHER)
+
+            assert taken_after_commit(one, rest) == [second]
+            return
         with two.begin():
             got = driver.job_claim_queues(two, ["a", "b"], 5, OTHER)
             assert [job.id for job in got] == [second]

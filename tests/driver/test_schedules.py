@@ -16,6 +16,7 @@ from sa_jobqueue.driver.protocol.schedules import (
     ScheduleTick,
 )
 from sa_jobqueue.schema.state_tables import schedules_table_for
+from tests.driver.conftest import writing_beside
 from tests.support.models import Job
 
 SCHEDULES: Table = schedules_table_for(Job.__table__)  # type: ignore[arg-type]
@@ -98,14 +99,11 @@ def test_schedules_due_returns_the_oldest_tick_first_up_to_limit(db: Engine, dri
 def test_schedules_due_skips_rows_locked_by_another_transaction(db: Engine, driver: Driver):
     _code(db, driver, "held", -60)
     _code(db, driver, "free", -60)
-    result: list[list[str]] = []
     with db.connect() as one, one.begin():
         assert driver.schedule_lock(one, "held") is not None  # holds the row
-        thread = threading.Thread(target=lambda: result.append(_due(db, driver, ("held", "free"))))
-        thread.start()
-        thread.join(30)
-        assert not thread.is_alive()  # it did not wait for `one`
-    assert result == [["free"]]
+        due = writing_beside(driver, one, lambda: _due(db, driver, ("held", "free")))
+    # Where writers take turns (SQLite) the round's read waits for `one`'s COMMIT: both.
+    assert due == (["free"] if driver.supports_skip_locked else ["free", "held"])
 
 
 def test_schedule_tick_enqueues_each_due_time_once_across_two_connections(

@@ -9,6 +9,9 @@ from sqlalchemy import (
     BigInteger,
     ColumnElement,
     Connection,
+    CursorResult,
+    Executable,
+    Insert,
     Select,
     Table,
     cast,
@@ -17,7 +20,11 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.dialects.mysql import insert
+from sqlalchemy.exc import IntegrityError
 
+from sa_jobqueue.driver.mysql.xact_locks import lock_until_end, try_lock
+from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
+from sa_jobqueue.schema.naming import lock_name
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
 __all__ = ["MysqlSql"]
@@ -25,6 +32,12 @@ __all__ = ["MysqlSql"]
 S = TypeVar("S", bound=Select[Any])
 
 _MICROSECOND: ColumnElement[Any] = literal_column("MICROSECOND")
+
+#: MySQL's error numbers of a duplicate: ER_DUP_ENTRY, ER_DUP_ENTRY_WITH_KEY_NAME.
+_DUPLICATE_ERRNOS = (1062, 1586)
+
+#: Each active key's generated column (NULL while the key does not count).
+_GENERATED = {key.column: key.generated for key in ACTIVE_KEYS}
 
 
 class MysqlSql:
@@ -54,8 +67,28 @@ class MysqlSql:
         """``FOR UPDATE``."""
         return query.with_for_update()
 
+    def for_share(self, query: S) -> S:
+        """``LOCK IN SHARE MODE`` (MySQL 8 and MariaDB both read it)."""
+        return query.with_for_update(read=True)
+
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Nothing: row locks serve."""
+
+    def duplicate(self, error: IntegrityError) -> bool:
+        """ER_DUP_ENTRY: the error number is the DBAPI error's first argument (or ``errno``)."""
+        orig: Any = error.orig
+        errno = getattr(orig, "errno", None)
+        if errno is None and getattr(orig, "args", None):
+            errno = orig.args[0]
+        return errno in _DUPLICATE_ERRNOS
+
+    def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
+        """The generated column (``unique_key_active``...) among `keys`: its unique index serves."""
+        return literal_column(_GENERATED[name]).in_(keys)
+
+    def key_lock(self, conn: Connection, table: Any, purpose: str, key: str) -> None:
+        """``GET_LOCK`` on the key's name, released just before the transaction ends."""
+        lock_until_end(conn, f"{lock_name(table.name, purpose)}:{key}")
 
     def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
         """``INSERT ... ON DUPLICATE KEY UPDATE``: an exclusive lock on the row, made if missing.
@@ -67,3 +100,34 @@ class MysqlSql:
         statement = insert(table).values(dict(row))
         first = next(iter(row))
         conn.execute(statement.on_duplicate_key_update({first: statement.inserted[first]}))
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """``INSERT IGNORE`` (the rows given here never fail but on a duplicate key)."""
+        return insert(table).prefix_with("IGNORE")
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """``GET_LOCK(..., 0)``, released when the transaction ends (`xact_locks.try_lock`).
+
+        Not a row lock as `lock_row`: a row made by the first taker's uncommitted
+        INSERT would make a second taker wait, and this lock never waits.
+        """
+        return try_lock(conn, name)
+
+    def try_write_lock(self, conn: Connection, table: Any) -> bool:
+        """True: row locks serve (the caller's `skip_locked` read skips a row another holds)."""
+        return True
+
+    def insert_referencing(
+        self, conn: Connection, insert: Executable, params: dict[str, Any]
+    ) -> CursorResult[Any]:
+        """`insert` with ``foreign_key_checks`` off for it alone, then as it was before.
+
+        InnoDB's check would hold a shared lock on the job's row until COMMIT.
+        """
+        conn.exec_driver_sql(
+            "SET @sajq_fk_checks = @@session.foreign_key_checks, @@session.foreign_key_checks = 0"
+        )
+        try:
+            return conn.execute(insert, params)
+        finally:
+            conn.exec_driver_sql("SET @@session.foreign_key_checks = @sajq_fk_checks")

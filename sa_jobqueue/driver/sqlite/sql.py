@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from sqlalchemy import (
     ColumnElement,
     Connection,
+    CursorResult,
+    Executable,
     Float,
+    Insert,
     Select,
     Table,
+    and_,
     false,
     func,
+    text,
     type_coerce,
     update,
 )
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError, OperationalError
 
+from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
 from sa_jobqueue.schema.types import Timestamp, utc_now
 
 __all__ = ["SqliteSql"]
@@ -25,6 +34,12 @@ S = TypeVar("S", bound=Select[Any])
 
 #: SQLAlchemy's storage format of a SQLite DATETIME (``%f`` gives milliseconds).
 FORMAT = "%Y-%m-%d %H:%M:%f000"
+
+#: SQLite's extended result codes of a duplicate: SQLITE_CONSTRAINT_UNIQUE, _PRIMARYKEY.
+_DUPLICATE_CODES = (2067, 1555)
+
+#: The predicate under which each active key counts (its partial unique index's).
+_CONDITIONS = {key.column: key.condition for key in ACTIVE_KEYS}
 
 
 class SqliteSql:
@@ -54,11 +69,70 @@ class SqliteSql:
         """`query` as it is: the transaction holds SQLite's one write lock."""
         return query
 
+    def for_share(self, query: S) -> S:
+        """`query` as it is: the transaction holds SQLite's one write lock, or reads alone."""
+        return query
+
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Take the write lock now: an UPDATE of `table` that matches no row."""
         column = next(iter(table.primary_key.columns))  # any column of `table` would do
         conn.execute(update(table).where(false()).values({column: column}))
 
+    def duplicate(self, error: IntegrityError) -> bool:
+        """SQLITE_CONSTRAINT_UNIQUE or _PRIMARYKEY (Python's ``sqlite_errorcode``)."""
+        return getattr(error.orig, "sqlite_errorcode", None) in _DUPLICATE_CODES
+
+    def active_key_in(self, table: Any, name: str, keys: Any) -> ColumnElement[bool]:
+        """The column among `keys`, under its partial index's predicate (so the index serves)."""
+        return and_(table.c[name].in_(keys), text(_CONDITIONS[name]))
+
+    def key_lock(self, conn: Connection, table: Any, purpose: str, key: str) -> None:
+        """The write lock: one writer at a time holds every key."""
+        self.write_lock(conn, table)
+
     def lock_row(self, conn: Connection, table: Table, row: Mapping[str, Any]) -> None:
         """`write_lock`: one writer at a time, so the database's lock serves every name."""
         self.write_lock(conn, table)
+
+    def insert_ignore(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT DO NOTHING``."""
+        return sqlite_insert(table).on_conflict_do_nothing()
+
+    def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
+        """The write lock (`write_lock`): the transaction is the one writer until it ends.
+
+        Every lock name is the same lock here: no other transaction writes while this
+        one holds it, so what the lock guards (one maintainer at a time) holds for any
+        name. A second taker waits for it (the busy timeout), then takes it.
+        """
+        self.write_lock(conn, table)
+        return True
+
+    def try_write_lock(self, conn: Connection, table: Any) -> bool:
+        """`write_lock` with a zero busy timeout: False (and no lock) if another writer holds it.
+
+        SQLite leaves the transaction open after ``SQLITE_BUSY``, so the caller goes on.
+        """
+        waits = int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+        conn.exec_driver_sql("PRAGMA busy_timeout = 0")
+        try:
+            self.write_lock(conn, table)
+        except OperationalError as error:
+            if not _busy(error):
+                raise
+            return False
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {waits}")
+        return True
+
+    def insert_referencing(
+        self, conn: Connection, insert: Executable, params: dict[str, Any]
+    ) -> CursorResult[Any]:
+        """`insert` as it is: SQLite checks a foreign key without locking a row."""
+        return conn.execute(insert, params)
+
+
+def _busy(error: OperationalError) -> bool:
+    """Whether `error` is ``SQLITE_BUSY`` (any of its extended codes): another writer."""
+    code = getattr(error.orig, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF == sqlite3.SQLITE_BUSY
