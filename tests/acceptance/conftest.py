@@ -3,62 +3,23 @@
 The spawn fixture starts workers through the shared `processes` fixture, with the app
 and the lease as parameters; each worker's id is read from its start line.
 
-`database` says which database a test runs on: PostgreSQL unless the test is marked
-`every_database` (then once per database, ids ``[postgresql]``, ``[sqlite]``,
-``[mariadb]``). `committed`, `processes` and `test_database_url` follow it: the
-workers get that database's URL (a SQLite file, a MariaDB database of the run's own).
+`processes` and `committed` follow the test's `database` (tests/conftest.py): marked
+`every_database`, a test runs on PostgreSQL, a SQLite file and MariaDB.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine, func, select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from tests.support.models import Effect, Job
-from tests.support.processes import Processes
 
 ROOT = Path(__file__).resolve().parents[2]
 _STARTED = re.compile(r"worker (\S+) started: ")
-
-# Per database: the fixture of its URL, and of its `committed` tier.
-_URLS = {"postgresql": "jobqueue_database_url", "sqlite": "sqlite_url", "mariadb": "mariadb_url"}
-_COMMITTED = {
-    "postgresql": "jobqueue_committed",
-    "sqlite": "sqlite_committed",
-    "mariadb": "mariadb_committed",
-}
-
-
-@pytest.fixture
-def database(request: pytest.FixtureRequest) -> str:
-    """The database of this test: PostgreSQL, or its `every_database` parameter."""
-    return str(getattr(request, "param", "postgresql"))
-
-
-@pytest.fixture
-def test_database_url(database: str, request: pytest.FixtureRequest) -> str:
-    """The URL of this test's database (the run's own database on it)."""
-    return str(request.getfixturevalue(_URLS[database]))
-
-
-@pytest.fixture
-def committed(database: str, request: pytest.FixtureRequest) -> Engine:
-    """Real commits on this test's database; every row deleted afterwards."""
-    engine: Engine = request.getfixturevalue(_COMMITTED[database])
-    return engine
-
-
-@pytest.fixture
-def processes(test_database_url: str, committed: Engine, tmp_path: Path) -> Iterator[Processes]:
-    """Real `sa-jobqueue` processes on this test's database; all stopped at the test's end."""
-    started = Processes(test_database_url, tmp_path)
-    yield started
-    started.stop_all()
 
 
 @pytest.fixture
