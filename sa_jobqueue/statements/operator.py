@@ -157,15 +157,14 @@ def _in_ids(model: type[JobMixin]) -> ColumnElement[bool]:
 
 
 def unused_queues(model: type[JobMixin]) -> Select[Any]:
-    """Of the queue names in ``:queues``, those no row of the table (any status) names.
+    """Whether no row of the table (any status) names the queue ``:name``.
 
-    One probe per name, stopping at the first row found; a name no row has reads
-    the whole table (an operator command's check, not a worker's).
+    One probe of the queue's index, stopping at the first row found, per name (on
+    every database); a name no row has reads the whole table (an operator command's
+    check, not a worker's).
     """
-    names = func.unnest(bindparam("queues", type_=ARRAY(Text))).table_valued("name")
-    named = names.render_derived(name="named")
-    used = select(model.id).where(model.queue == named.c.name).exists()
-    return select(named.c.name).where(~used).order_by(named.c.name)
+    used = select(model.id).where(model.queue == bindparam("name", type_=Text)).exists()
+    return select(~used)
 
 
 def queues_in_use(model: type[JobMixin]) -> Select[Any]:
