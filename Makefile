@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages package pythons floors test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
+.PHONY: help install system-packages mariadb package pythons floors test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -21,6 +21,9 @@ install: $(STAMP)  ## create .venv and install the project with its test and doc
 system-packages:  ## install PgBouncer and Chromium (Debian packages) when missing: the suite drives both
 	bash .ci/system-packages
 
+mariadb:  ## start MariaDB on 127.0.0.1:3306 when it is down (installing mariadb-server when missing) and wait until it answers
+	bash .ci/mariadb
+
 lint: $(STAMP)  ## ruff check, format check, and the import layers (import-linter)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
@@ -30,10 +33,10 @@ typecheck: $(STAMP)  ## mypy (strict) over the package and the tests, then over 
 	$(BIN)/mypy
 	bash .ci/typecheck-examples
 
-pytest: $(STAMP) system-packages  ## the test suite only
+pytest: $(STAMP) system-packages mariadb  ## the test suite only
 	$(BIN)/pytest
 
-quick: $(STAMP)  ## the fast tiers: ruff, then tests/unit and tests/integration (no worker processes)
+quick: $(STAMP) mariadb  ## the fast tiers: ruff, then tests/unit and tests/integration (no worker processes)
 	$(BIN)/ruff check .
 	$(BIN)/pytest -q tests/unit tests/integration tests/migration sa_jobqueue
 
@@ -52,7 +55,7 @@ package: $(STAMP)  ## build the sdist and wheel into dist/ and check them (twine
 pythons: $(STAMP)  ## the fast tier (unit tests, doctests) on Python 3.13 too, in .venv-3.13
 	bash .ci/other-pythons
 
-floors:  ## the fast tier and the enqueue and migration tests on the lowest SQLAlchemy, Alembic and psycopg pyproject.toml allows, in .venv-floor
+floors: mariadb  ## the fast tier and the enqueue and migration tests on the lowest SQLAlchemy, Alembic and psycopg pyproject.toml allows, in .venv-floor
 	bash .ci/floor-versions
 
 check: lint typecheck docs package pythons floors pytest  ## everything CI runs

@@ -15,14 +15,13 @@ if TYPE_CHECKING:
     from sa_jobqueue.migration.function_ops import add_enqueue_function, drop_enqueue_function
     from sa_jobqueue.migration.ops import (
         add_flow_control,
-        add_runtime_control,
         add_workflows,
         drop_flow_control,
-        drop_runtime_control,
         drop_workflows,
         revision_table,
     )
     from sa_jobqueue.migration.registry_ops import add_worker_registry, drop_worker_registry
+    from sa_jobqueue.migration.runtime_ops import add_runtime_control, drop_runtime_control
     from sa_jobqueue.migration.schedule_ops import (
         add_schedules_due_index,
         drop_schedules_due_index,
@@ -104,9 +103,10 @@ __all__ = [
 ]
 
 _OPS = frozenset(
-    {"add_flow_control", "drop_flow_control", "add_runtime_control", "drop_runtime_control"}
+    {"add_flow_control", "drop_flow_control"}
     | {"add_workflows", "drop_workflows", "revision_table"}
 )
+_RUNTIME = frozenset({"add_runtime_control", "drop_runtime_control"})
 _VERSIONS = frozenset({"downgrade_to", "revision_of", "upgrade_to"})
 _DURABLE = frozenset({"add_durable_steps", "drop_durable_steps"})
 _REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
@@ -130,6 +130,8 @@ def __getattr__(name: str) -> Any:
             if name in _SCHEDULES
             else "function_ops"
             if name in _FUNCTIONS
+            else "runtime_ops"
+            if name in _RUNTIME
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

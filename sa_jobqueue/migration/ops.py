@@ -9,11 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Column, Index, MetaData, PrimaryKeyConstraint, Table, Text, inspect, text
+from sqlalchemy import (
+    Column,
+    Index,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    inspect,
+    text,
+    update,
+)
 from sqlalchemy.orm import DeclarativeBase
 
 from alembic import context, op
 from sa_jobqueue.core import sqlalchemy_private
+from sa_jobqueue.migration import portable
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import (
@@ -37,11 +48,11 @@ from sa_jobqueue.schema.state_tables import (
     weights_table_for,
 )
 from sa_jobqueue.schema.steps import signals_table, steps_table
+from sa_jobqueue.schema.types import utc_now
 
 __all__ = [
     "add_flow_control",
     "add_revision_columns",
-    "add_runtime_control",
     "add_scheduling",
     "add_workflows",
     "create_jobs_table",
@@ -50,7 +61,6 @@ __all__ = [
     "drop_jobs_table",
     "drop_notify_trigger",
     "drop_revision_columns",
-    "drop_runtime_control",
     "drop_scheduling",
     "drop_workflows",
     "jobs_table",
@@ -105,12 +115,15 @@ def create_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     # The first revision's CHECK: later revisions widen it (add_workflows).
     first = table_args(name, statuses=FIRST_STATUSES)
     constraints = [arg for arg in first if not isinstance(arg, Index)]
-    op.create_table(name, *columns, *constraints, schema=schema)
+    postgresql = portable.postgresql()
+    if postgresql or not portable.has_table(name, schema):
+        op.create_table(name, *columns, *constraints, schema=schema)
     for index in sorted(table.indexes, key=lambda i: str(i.name)):
         if REVISION_INFO not in index.info:  # a later revision's index (over its columns)
             _create_index(index, name, schema)
-    set_autovacuum(name, schema=schema)
-    create_notify_trigger(name, schema=schema)
+    if postgresql:
+        set_autovacuum(name, schema=schema)
+        create_notify_trigger(name, schema=schema)
     _create_state_tables(table)
 
 
@@ -137,8 +150,12 @@ def add_revision_columns(revision: str, name: str = "jobs", *, schema: str | Non
 def drop_revision_columns(revision: str, name: str = "jobs", *, schema: str | None = None) -> None:
     """Undo `add_revision_columns` (their data is lost)."""
     _qualified(name, schema)
+    postgresql = portable.postgresql()
     for column in reversed(_revision_columns(revision, name, schema)):
-        op.drop_column(name, column.name, schema=schema)
+        if postgresql:
+            op.drop_column(name, column.name, schema=schema)
+        else:
+            portable.drop_column(name, column.name, schema)
 
 
 def _revision_columns(revision: str, name: str, schema: str | None) -> list[Any]:
@@ -153,6 +170,9 @@ def _revision_columns(revision: str, name: str, schema: str | None) -> list[Any]
 def _create_index(
     index: Index, table: str, schema: str | None, *, if_not_exists: bool = False
 ) -> None:
+    if not portable.postgresql():
+        portable.create_index(index, table, schema)
+        return
     where = index.dialect_options["postgresql"]["where"]
     op.create_index(
         str(index.name),
@@ -194,7 +214,11 @@ def add_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
     """
     qualified = _qualified(name, schema)
     table = jobs_table(name, schema=schema)
-    op.execute(text(f"ALTER TABLE {qualified} ADD COLUMN IF NOT EXISTS unique_key text"))
+    if portable.postgresql():
+        op.execute(text(f"ALTER TABLE {qualified} ADD COLUMN IF NOT EXISTS unique_key text"))
+    else:
+        unique_key = sqlalchemy_private.copy_column(table.c.unique_key)
+        portable.add_column(name, unique_key, schema)
     (index,) = [i for i in table.indexes if i.name == f"uq_{name}_unique_key"]
     _create_index(index, name, schema, if_not_exists=True)
     _create_state_tables(table)
@@ -205,13 +229,19 @@ def drop_scheduling(name: str = "jobs", *, schema: str | None = None) -> None:
     table = jobs_table(name, schema=schema)
     for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
+    if not portable.postgresql():
+        portable.drop_index(f"uq_{name}_unique_key", name, schema)
+        portable.drop_column(name, "unique_key", schema)
+        return
     op.drop_index(f"uq_{name}_unique_key", table_name=name, schema=schema, if_exists=True)
     op.execute(text(f"ALTER TABLE {_qualified(name, schema)} DROP COLUMN IF EXISTS unique_key"))
 
 
 def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     """Drop the jobs table `name`, the tables beside it and its notify trigger function."""
-    drop_notify_trigger(name, schema=schema)
+    postgresql = portable.postgresql()
+    if postgresql:
+        drop_notify_trigger(name, schema=schema)
     table = jobs_table(name, schema=schema)
     # Made by sajq_0008 (or create_all); the history's foreign key would block the drop.
     errors_table_for(table).drop(op.get_bind(), checkfirst=True)
@@ -226,7 +256,10 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     starts_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
     for state in reversed(add_state_tables(table)):
         state.drop(op.get_bind(), checkfirst=True)
-    op.drop_table(name, schema=schema)
+    if postgresql:
+        op.drop_table(name, schema=schema)
+    else:
+        portable.drop_table(name, schema)
 
 
 def _qualified(name: str, schema: str | None) -> str:
@@ -274,6 +307,12 @@ def add_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
     check_identifier(name)
     if schema is not None:
         check_identifier(schema)
+    if not portable.postgresql():
+        table = jobs_table(name, schema=schema)
+        key = sqlalchemy_private.copy_column(table.c.concurrency_key)
+        portable.add_column(name, key, schema)
+        starts_table(table.metadata, name).create(op.get_bind(), checkfirst=True)
+        return
     op.add_column(name, Column("concurrency_key", Text), schema=schema, if_not_exists=True)
     starts: Any = starts_table(jobs_table(name, schema=schema).metadata, name)
     columns = (sqlalchemy_private.copy_column(column) for column in starts.columns)
@@ -287,6 +326,9 @@ def drop_flow_control(name: str = "jobs", *, schema: str | None = None) -> None:
     """Undo `add_flow_control`: drop the starts log and the ``concurrency_key`` column."""
     check_identifier(name)
     op.drop_table(starts_table_name(name), schema=schema, if_exists=True)
+    if not portable.postgresql():
+        portable.drop_column(name, "concurrency_key", schema)
+        return
     quoted = f'"{check_identifier(schema)}"."{name}"' if schema else f'"{name}"'
     op.execute(text(f"ALTER TABLE {quoted} DROP COLUMN IF EXISTS concurrency_key"))
 
@@ -306,7 +348,7 @@ def add_workflows(name: str = "jobs", *, schema: str | None = None) -> None:
     """
     qualified = _qualified(name, schema)
     add_revision_columns("sajq_0005", name, schema=schema)
-    _replace_status_check(name, qualified, tuple(Status))
+    _replace_status_check(name, qualified, tuple(Status), schema)
     table = jobs_table(name, schema=schema)
     dependencies_table(table.metadata, name).create(op.get_bind(), checkfirst=True)
 
@@ -314,6 +356,12 @@ def add_workflows(name: str = "jobs", *, schema: str | None = None) -> None:
 def drop_workflows(name: str = "jobs", *, schema: str | None = None) -> None:
     """Undo `add_workflows`: waiting jobs end ``cancelled``; edges and columns are dropped."""
     qualified = _qualified(name, schema)
+    if not portable.postgresql():
+        _cancel_waiting(name, schema)
+        op.drop_table(dependencies_table_name(name), schema=schema, if_exists=True)
+        _replace_status_check(name, qualified, FIRST_STATUSES, schema)
+        drop_revision_columns("sajq_0005", name, schema=schema)
+        return
     op.execute(
         text(
             f"UPDATE {qualified} SET status = 'cancelled', finished_at = now(), "  # noqa: S608
@@ -322,73 +370,28 @@ def drop_workflows(name: str = "jobs", *, schema: str | None = None) -> None:
         )
     )
     op.drop_table(dependencies_table_name(name), schema=schema, if_exists=True)
-    _replace_status_check(name, qualified, FIRST_STATUSES)
+    _replace_status_check(name, qualified, FIRST_STATUSES, schema)
     drop_revision_columns("sajq_0005", name, schema=schema)
 
 
-def _replace_status_check(name: str, qualified: str, statuses: tuple[Status, ...]) -> None:
+def _cancel_waiting(name: str, schema: str | None) -> None:
+    """`drop_workflows`' UPDATE, in the dialect's SQL (its clock, its quoting)."""
+    table = jobs_table(name, schema=schema)
+    message = "cancelled: the workflows revision (sajq_0005) was downgraded"
+    values = {"status": "cancelled", "finished_at": utc_now(), "last_error": message}
+    op.execute(update(table).where(table.c.status == "waiting").values(values))
+
+
+def _replace_status_check(
+    name: str, qualified: str, statuses: tuple[Status, ...], schema: str | None
+) -> None:
     values = ", ".join(f"'{status.value}'" for status in statuses)
+    if not portable.postgresql():
+        portable.replace_check(name, f"ck_{name}_status", f"status IN ({values})", schema)
+        return
     op.execute(text(f"ALTER TABLE {qualified} DROP CONSTRAINT IF EXISTS ck_{name}_status"))
     op.execute(
         text(
             f"ALTER TABLE {qualified} ADD CONSTRAINT ck_{name}_status CHECK (status IN ({values}))"
         )
     )
-
-
-# -- revision sajq_0006: runtime schedules, debounce and throttle keys ------------------
-
-
-def add_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
-    """Revision ``sajq_0006``: runtime schedules, debounce and throttle keys, fair weights.
-
-    Creates the fair kinds' weights and turns tables (``sa_jobqueue_weight_<name>``,
-    ``sa_jobqueue_turns_<name>``). Adds to
-    the schedules table beside the jobs table `name` its ``definition``
-    (JSONB: a schedule made with `JobQueue.schedule`) and ``paused_at`` columns; adds
-    to the jobs table the ``debounce_key`` and ``throttle_key`` columns (nullable, no
-    default: no row is rewritten, live jobs keep running) and their partial indexes.
-    What exists already is kept (``IF NOT EXISTS``), so a table that `create_jobs_table`
-    or ``create_all`` made with this version is left as it is.
-
-    The two ``CREATE INDEX`` read the table once and block writes meanwhile, as any
-    ``CREATE INDEX`` does; their rows are only jobs that hold such a key, so they stay
-    small. `drop_runtime_control` undoes it.
-    """
-    _qualified(name, schema)
-    table = jobs_table(name, schema=schema)
-    _create_state_tables(table)
-    schedules = add_state_tables(table)[1]
-    for column in SCHEDULES_0006:
-        op.add_column(
-            schedules.name,
-            sqlalchemy_private.copy_column(schedules.c[column]),
-            schema=schema,
-            if_not_exists=True,
-        )
-    for column in _revision_columns("sajq_0006", name, schema):
-        op.add_column(name, column, schema=schema, if_not_exists=True)
-    for index in _revision_indexes("sajq_0006", table):
-        _create_index(index, name, schema, if_not_exists=True)
-    weights_table_for(table).create(op.get_bind(), checkfirst=True)
-    turns_table_for(table).create(op.get_bind(), checkfirst=True)
-
-
-def drop_runtime_control(name: str = "jobs", *, schema: str | None = None) -> None:
-    """Undo `add_runtime_control` (runtime schedules, keys and weights are lost)."""
-    qualified = _qualified(name, schema)
-    table = jobs_table(name, schema=schema)
-    turns_table_for(table).drop(op.get_bind(), checkfirst=True)
-    weights_table_for(table).drop(op.get_bind(), checkfirst=True)
-    for index in _revision_indexes("sajq_0006", table):
-        op.drop_index(str(index.name), table_name=name, schema=schema, if_exists=True)
-    for column in reversed(_revision_columns("sajq_0006", name, schema)):
-        op.execute(text(f'ALTER TABLE {qualified} DROP COLUMN IF EXISTS "{column.name}"'))
-    schedules = ddl.qualified(add_state_tables(table)[1].name, schema)
-    for column in reversed(SCHEDULES_0006):
-        op.execute(text(f'ALTER TABLE {schedules} DROP COLUMN IF EXISTS "{column}"'))
-
-
-def _revision_indexes(revision: str, table: Table) -> list[Index]:
-    found = [index for index in table.indexes if index.info.get(REVISION_INFO) == revision]
-    return sorted(found, key=lambda index: str(index.name))

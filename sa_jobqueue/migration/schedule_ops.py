@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import Connection, Index, inspect
 
 from alembic import op
+from sa_jobqueue.migration import portable
 from sa_jobqueue.migration.ops import jobs_table
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.naming import schedules_due_index, schedules_table
@@ -36,6 +37,9 @@ def add_schedules_due_index(name: str = "jobs", *, schema: str | None = None) ->
     """
     ddl.qualified(name, schema)
     index = _index(name, schema)
+    if not portable.postgresql():
+        portable.create_index(index, schedules_table(name), schema)
+        return
     op.create_index(
         str(index.name),
         schedules_table(name),
@@ -49,6 +53,9 @@ def add_schedules_due_index(name: str = "jobs", *, schema: str | None = None) ->
 def drop_schedules_due_index(name: str = "jobs", *, schema: str | None = None) -> None:
     """Undo `add_schedules_due_index` (rounds read the schedules table whole again)."""
     ddl.qualified(name, schema)
+    if not portable.postgresql():
+        portable.drop_index(schedules_due_index(name), schedules_table(name), schema)
+        return
     op.drop_index(
         schedules_due_index(name), table_name=schedules_table(name), schema=schema, if_exists=True
     )

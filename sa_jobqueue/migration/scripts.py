@@ -20,15 +20,11 @@ from sqlalchemy import (
     URL,
     Connection,
     Engine,
-    create_engine,
-    text,
 )
-from sqlalchemy.pool import NullPool
 
 from alembic import command
-from sa_jobqueue.core.engines import engine_arguments
 from sa_jobqueue.errors import ConfigurationError
-from sa_jobqueue.migration import preflight
+from sa_jobqueue.migration import dialects, preflight
 from sa_jobqueue.migration.ops import (
     add_revision_columns,
     add_scheduling,
@@ -48,7 +44,6 @@ from sa_jobqueue.schema.naming import (
     check_table_name,
     version_table,
 )
-from sa_jobqueue.statements import catalog
 
 __all__ = [
     "Migrated",
@@ -115,8 +110,7 @@ def _config(connection: Connection, table: str) -> Config:
 
 
 def _engine(url: str | URL, prepared_statements: bool) -> Engine:
-    parsed, connect_args = engine_arguments(url, prepared_statements=prepared_statements)
-    return create_engine(parsed, poolclass=NullPool, connect_args=connect_args)
+    return dialects.migration_engine(url, prepared_statements)
 
 
 @contextmanager
@@ -126,9 +120,10 @@ def _locked(url: str | URL, table: str, prepared_statements: bool) -> Iterator[C
     try:
         with engine.begin() as connection:
             # Concurrent `migrate` runs wait here for one another, then find the
-            # work done; the lock is the transaction's, so no pooler can keep it.
-            connection.execute(catalog.migration_lock(table))
-            preflight.check_encoding(connection)
+            # work done; on PostgreSQL the lock is the transaction's, so no pooler
+            # can keep it (see sa_jobqueue.migration.dialects for the others).
+            dialects.lock_migrations(connection, table)
+            dialects.check_database(connection)
             yield connection
     finally:
         engine.dispose()
@@ -136,7 +131,7 @@ def _locked(url: str | URL, table: str, prepared_statements: bool) -> Iterator[C
 
 def lock_migrations(connection: Connection, table: str) -> None:
     """Wait for `table`'s migration lock in `connection`'s transaction (env.py takes it)."""
-    connection.execute(catalog.migration_lock(table))
+    dialects.lock_migrations(connection, table)
 
 
 def _heads(connection: Connection, table: str) -> tuple[str, ...]:
@@ -202,14 +197,21 @@ def upgrade(
 def _upgrade_on(connection: Connection, table: str, revision: str, adopt: bool) -> tuple[str, ...]:
     """`upgrade`'s work, on a connection that holds the migration lock."""
     model_table = jobs_table(table)
-    recorded = bool(_heads(connection, table))
-    if preflight.table_exists(connection, model_table) and (adopt or not recorded):
+    recorded = bool(_heads(connection, table)) or dialects.resumes(connection, table)
+    exists = dialects.table_exists(connection, table, None)
+    if exists and (adopt or not recorded):
         if not adopt:
             raise ConfigurationError(
                 f"table {table!r} exists, but sa-jobqueue migrate did not make it "
                 f"(create_all, or by hand?): to take it over when it matches the model, "
                 f"run sa-jobqueue migrate --adopt --table {table} "
                 "(Python: migration.upgrade(url, adopt=True))"
+            )
+        if connection.dialect.name != "postgresql":
+            raise ConfigurationError(
+                f"sa-jobqueue migrate --adopt takes over a table on PostgreSQL only, not on "
+                f"{connection.dialect.name}: drop table {table!r} and run sa-jobqueue migrate, "
+                "or stamp it with Alembic if create_all made it with this version"
             )
         preflight.adopt(connection, model_table)
         if not recorded:
@@ -266,9 +268,7 @@ def _downgrade_on(
 ) -> tuple[str, ...]:
     """`downgrade`'s work, on a connection that holds the migration lock."""
     if _drops_table(connection, table, revision) and not force:
-        live: dict[str, int] = dict(
-            connection.execute(catalog.live_counts(ddl.qualified(table, None))).all()
-        )
+        live = dialects.live_counts(connection, table)
         if live:
             counts = " and ".join(f"{count} {status}" for status, count in live.items())
             noun = "job" if sum(live.values()) == 1 else "jobs"
@@ -279,7 +279,7 @@ def _downgrade_on(
     command.downgrade(_config(connection, table), revision)
     heads = _heads(connection, table)
     if not heads:
-        _drop_version_table(connection, table)
+        dialects.drop_version_table(connection, check_identifier(table))
     return heads
 
 
@@ -341,13 +341,3 @@ def _goes_down(connection: Connection, table: str, revision: str, heads: tuple[s
         return bool(list(script.iterate_revisions(heads, revision)))
     except RevisionError:  # not an ancestor of the heads: an upgrade (or Alembic's error)
         return False
-
-
-def _drop_version_table(connection: Connection, table: str) -> None:
-    # Alembic keeps its version table even when it is empty; this one is ours alone.
-    name = version_table(check_identifier(table))
-    mine = "SELECT 1 FROM pg_tables WHERE tablename = :name AND schemaname = current_schema()"
-    if not connection.scalar(text(mine), {"name": name}):
-        return
-    if connection.scalar(text(f'SELECT count(*) FROM "{name}"')) == 0:  # noqa: S608
-        connection.execute(text(f'DROP TABLE "{name}"'))

@@ -10,6 +10,7 @@ from __future__ import annotations
 from sqlalchemy import text
 
 from alembic import op
+from sa_jobqueue.migration import portable
 from sa_jobqueue.migration.ops import add_revision_columns, jobs_table
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.steps import signals_table, steps_table
@@ -46,5 +47,9 @@ def drop_durable_steps(name: str = "jobs", *, schema: str | None = None) -> None
     metadata = jobs_table(name, schema=schema).metadata
     signals_table(metadata, name).drop(op.get_bind(), checkfirst=True)
     steps_table(metadata, name).drop(op.get_bind(), checkfirst=True)
+    if not portable.postgresql():
+        for column in ("has_steps", "progress"):
+            portable.drop_column(name, column, schema)
+        return
     for column in ("has_steps", "progress"):
         op.execute(text(f'ALTER TABLE {qualified} DROP COLUMN IF EXISTS "{column}"'))

@@ -27,6 +27,7 @@ from sa_jobqueue.migration import (
     ops,
     preflight,
     registry_ops,
+    runtime_ops,
     schedule_ops,
     steps_ops,
 )
@@ -125,8 +126,8 @@ VERSIONS: tuple[Version, ...] = (
     ),
     Version(
         "sajq_0006",
-        ops.add_runtime_control,
-        ops.drop_runtime_control,
+        runtime_ops.add_runtime_control,
+        runtime_ops.drop_runtime_control,
         columns=("debounce_key", "throttle_key"),
         tables=(weights_table, turns_table),
     ),
@@ -254,7 +255,8 @@ def upgrade_to(revision: str, table: str = "jobs", *, schema: str | None = None)
     connection = _bind("upgrade_to")
     before = revision_of(connection, table, schema=schema)
     level = _position(before)
-    if level >= 0:
+    postgresql = connection.dialect.name == "postgresql"
+    if level >= 0 and postgresql:  # the checks read PostgreSQL's catalog
         differences = preflight.table_differences(connection, _expected(table, schema, level))
         if differences:
             raise ConfigurationError(
@@ -270,7 +272,7 @@ def upgrade_to(revision: str, table: str = "jobs", *, schema: str | None = None)
         # (and autogenerate, which would propose dropping a table no model declares).
         log.info("jobs table %s: dropping %s", table, version_table(table))
         op.drop_table(version_table(table))
-    if level >= 0 and target == len(VERSIONS) - 1:
+    if level >= 0 and target == len(VERSIONS) - 1 and postgresql:
         # A table someone else made (create_all, autogenerate, by hand) may lack what
         # the model declares beside its columns: its indexes, checks, trigger, settings.
         added = preflight.adopt(connection, ops.jobs_table(table, schema=schema))
