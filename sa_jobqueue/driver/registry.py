@@ -15,6 +15,7 @@ from sqlalchemy.engine import Dialect, Engine
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.base import Driver
+from sa_jobqueue.driver.mysql import engines as mysql_engines
 from sa_jobqueue.driver.mysql.driver import MysqlDriver
 from sa_jobqueue.driver.postgres.driver import PostgresDriver
 from sa_jobqueue.driver.sqlite import engines as sqlite_engines
@@ -77,6 +78,8 @@ DRIVERS: dict[str, DriverFactory] = {
 #: the databases whose workers need more than the engine as given.
 _WORKER_ENGINES: dict[str, tuple[Callable[[Engine], None], Callable[[Engine], Engine]]] = {
     "sqlite": (sqlite_engines.check_worker_engine, sqlite_engines.worker_engine),
+    "mariadb": (mysql_engines.check_worker_engine, mysql_engines.worker_engine),
+    "mysql": (mysql_engines.check_worker_engine, mysql_engines.worker_engine),
 }
 
 # Drivers made with the default options, by dialect and model: building one builds every
@@ -169,7 +172,8 @@ def worker_engine(engine: Engine) -> Engine:
 
     On SQLite, a copy sharing `engine`'s pool whose transactions begin with ``BEGIN
     IMMEDIATE`` and wait up to 30 s for the write lock, on a file in WAL mode
-    (`sqlite.engines.worker_engine`); on the other databases, `engine` itself.
+    (`sqlite.engines.worker_engine`); on MariaDB and MySQL a copy whose transactions
+    are READ COMMITTED (`mysql.engines.worker_engine`); on PostgreSQL, `engine` itself.
     """
     prepared = _WORKER_ENGINES.get(dialect_name(engine))
     return engine if prepared is None else prepared[1](engine)
@@ -178,7 +182,8 @@ def worker_engine(engine: Engine) -> Engine:
 def worker_async_engine(engine: AsyncEngine) -> AsyncEngine:
     """`worker_engine` for the `AsyncEngine` of a worker's async transactional handlers.
 
-    On SQLite (aiosqlite) its transactions begin with ``BEGIN IMMEDIATE`` as well.
+    On SQLite (aiosqlite) its transactions begin with ``BEGIN IMMEDIATE`` as well; on
+    MariaDB and MySQL they are READ COMMITTED.
     """
     from sqlalchemy.ext.asyncio import AsyncEngine
 

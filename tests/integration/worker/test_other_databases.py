@@ -120,3 +120,13 @@ def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_pro
     finally:
         worker.stop()
         thread.join(10)
+
+
+def test_a_mariadb_workers_transactions_are_read_committed_and_the_apps_keep_theirs(
+    mariadb_committed,
+):
+    level = "SELECT @@session.tx_isolation"
+    with worker_engine(mariadb_committed).connect() as conn:
+        assert conn.exec_driver_sql(level).scalar() == "READ-COMMITTED"
+    with mariadb_committed.connect() as conn:  # the application's engine keeps its level
+        assert conn.exec_driver_sql(level).scalar() == "REPEATABLE-READ"
