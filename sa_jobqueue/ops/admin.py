@@ -216,17 +216,27 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     changes nothing, so it is not retried. Such jobs are listed in ``was_running``.
     Finished jobs are reported in ``skipped``.
     """
-    _postgresql_only(session, "cancel")
     wanted = _ids(ids)
-    # The jobs it cancels ended: their ids go to `jobs.wait` at commit (statements.ended).
-    cancelling = notifying_ended(statements.cancel(model), ended_channel_name(model.__tablename__))
-    rows = session.execute(cancelling, {"ids": wanted}).all()
+    postgresql = session.get_bind().dialect.name == "postgresql"
+    rows: Sequence[Any]  # id, previous status, has_dependents
+    if postgresql:
+        # The jobs it cancels ended: their ids go to `jobs.wait` at commit (statements.ended).
+        channel = ended_channel_name(model.__tablename__)
+        cancelling = notifying_ended(statements.cancel(model), channel)
+        rows = session.execute(cancelling, {"ids": wanted}).all()
+    else:
+        # No UPDATE ... RETURNING nor NOTIFY: lock, then update by id (`cancel_targets`);
+        # `jobs.wait` polls there, and the heartbeat tells the running job's worker.
+        rows = session.execute(statements.cancel_targets(model), {"ids": wanted}).all()
+        if rows:
+            cancelled = {"ids": [row.id for row in rows]}
+            session.execute(statements.cancel_locked(model), cancelled)
     result = _finish(session, model, wanted, rows, notify=False)
     ended = [(row.id, Status.CANCELLED.value) for row in rows if row.has_dependents]
     if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")
         driver_for(session, model).dependents_release(session.connection(), ended)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
-    if result.was_running:
+    if result.was_running and postgresql:
         # Tell the workers running them, at commit: their handlers see ctx.cancelled
         # and their slots are freed (heartbeats notice too, should this be missed).
         channel = control_channel_name(model.__tablename__)

@@ -36,6 +36,8 @@ from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readab
 __all__ = [
     "awaiting",
     "cancel",
+    "cancel_locked",
+    "cancel_targets",
     "get_job",
     "list_jobs",
     "live_counts",
@@ -153,7 +155,7 @@ def get_job(model: type[JobMixin]) -> Select[Any]:
 
 
 def _in_ids(model: type[JobMixin]) -> ColumnElement[bool]:
-    return model.id == func.any(bindparam("ids", type_=ARRAY(BigInteger)))
+    return spelled.in_list.of(model.id, "ids", BigInteger)
 
 
 def unused_queues(model: type[JobMixin]) -> Select[Any]:
@@ -311,6 +313,35 @@ def cancel(model: type[JobMixin]) -> Update:
             updated_at=func.now(),
         )
         .returning(model.id, target.c.status.label("previous"), model.has_dependents)
+    )
+
+
+_CANCELLABLE = (Status.PENDING.value, Status.RUNNING.value, Status.WAITING.value)
+
+
+def cancel_targets(model: type[JobMixin]) -> Select[int, str, bool | None]:
+    """The ``pending``, ``running`` or ``waiting`` jobs among ``:ids``, locked, in id order.
+
+    `cancel` in two statements, for a database without ``UPDATE ... RETURNING``
+    or data-modifying CTEs: this locking read (waiting for a claim in flight,
+    never skipping), then `cancel_locked` of the ids it returned. Columns: ``id``,
+    ``previous`` (the status), ``has_dependents``.
+    """
+    return (
+        select(model.id, model.status.label("previous"), model.has_dependents)
+        .where(_in_ids(model), model.status.in_(_CANCELLABLE))
+        .order_by(model.id)
+        .with_for_update()
+    )
+
+
+def cancel_locked(model: type[JobMixin]) -> Update:
+    """Cancel the jobs ``:ids`` that `cancel_targets` locked (still cancellable)."""
+    now = utc_now()
+    return (
+        update(model)
+        .where(_in_ids(model), model.status.in_(_CANCELLABLE))
+        .values(status=Status.CANCELLED.value, finished_at=now, locked_until=null(), updated_at=now)
     )
 
 
