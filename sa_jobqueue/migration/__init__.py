@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sa_jobqueue.migration.autogenerate import include_object
     from sa_jobqueue.migration.function_ops import add_enqueue_function, drop_enqueue_function
     from sa_jobqueue.migration.ops import (
         add_flow_control,
@@ -88,6 +89,7 @@ __all__ = [
     "drop_scheduling",
     "drop_worker_registry",
     "drop_workflows",
+    "include_object",
     "jobs_table",
     "latest",
     "lock_migrations",
@@ -112,6 +114,7 @@ _DURABLE = frozenset({"add_durable_steps", "drop_durable_steps"})
 _REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
 _SCHEDULES = frozenset({"add_schedules_due_index", "drop_schedules_due_index"})
 _FUNCTIONS = frozenset({"add_enqueue_function", "drop_enqueue_function"})
+_AUTOGENERATE = frozenset({"include_object"})
 
 
 def __getattr__(name: str) -> Any:
@@ -132,6 +135,8 @@ def __getattr__(name: str) -> Any:
             if name in _FUNCTIONS
             else "runtime_ops"
             if name in _RUNTIME
+            else "autogenerate"
+            if name in _AUTOGENERATE
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

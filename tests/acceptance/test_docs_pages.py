@@ -112,6 +112,23 @@ def test_getting_started_ends_with_a_worker_processing_jobs(reader):
     assert "stopped after 2 jobs" in worker_run
 
 
+def test_getting_started_as_written_runs_on_a_sqlite_file(tmp_path):
+    # The page's own URL (sqlite:///shop.db): no server, the same worker at the end.
+    (tmp_path / "sa-jobqueue").symlink_to(ROOT, target_is_directory=True)
+    shell = docs_pages.Shell(cwd=tmp_path, env=_clean_env(), state=tmp_path / ".shell")
+    docs_pages.play(
+        docs_pages.parse(DOCS / "getting-started.md"),
+        shell,
+        new_database=lambda: pytest.fail("getting started as written needs no server"),
+        as_written=True,
+    )
+    assert shell.env["DATABASE_URL"] == "sqlite:///shop.db"
+    assert (tmp_path / "shop" / "shop.db").is_file()
+    worker_run = next(t for t in shell.transcript if t.startswith("$ sa-jobqueue worker"))
+    assert "receipt for order 1 sent (key order:1:receipt)" in worker_run
+    assert "stopped after 2 jobs" in worker_run
+
+
 @contextmanager
 def _copy_of(server_url: str, url: str) -> Iterator[str]:
     """A new database made from the one at `url` as it is now; dropped afterwards."""

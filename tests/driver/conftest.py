@@ -117,6 +117,11 @@ def reclaimed(engine: Engine, driver: Driver, job: Claimed, owner: str = OTHER) 
     return again
 
 
+#: Dialect name -> the execution options of a worker's own transactions there (see
+#: `sa_jobqueue.worker`: READ COMMITTED on MySQL, where REPEATABLE READ's gap locks held
+#: by a stalled worker would hold up the others).
+WORKER_OPTIONS: dict[str, dict[str, Any]] = {"mariadb": {"isolation_level": "READ COMMITTED"}}
+
 #: Dialect name -> a query counting the lock waits in progress (a session blocked on a row).
 LOCK_WAITS = {
     "mariadb": "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'",

@@ -17,6 +17,7 @@ from sa_jobqueue.schema.steps import signals_table, steps_table
 from tests.driver.conftest import (
     OTHER,
     OWNER,
+    WORKER_OPTIONS,
     add,
     claim,
     later,
@@ -234,3 +235,28 @@ def test_a_senders_open_transaction_never_holds_up_the_jobs_heartbeat_or_done(
     assert beat == {job.key}  # not skipped
     assert done == {job.key}
     assert row(db, job.id).status == "done"
+
+
+def test_a_signal_sent_while_the_job_parks_is_never_lost(db: Engine, driver: Driver):
+    # The worker's transaction (at its own isolation level: READ COMMITTED on MySQL) has
+    # found no signal and is parking the job; a sender comes meanwhile. Either the sender
+    # waits for the park and wakes the job, or the park sees the signal: never a job
+    # parked beside an untaken signal.
+    add(db)
+    [job] = claim(db, driver)
+    sent: list[Any] = []
+    worker_db = db.execution_options(**WORKER_OPTIONS.get(db.dialect.name, {}))
+    with worker_db.connect() as conn, conn.begin():
+        assert driver.attempt_lock(conn, fence(job))
+        assert driver.signal_take(conn, job.id, "approved") is None
+        sender = threading.Thread(target=lambda: sent.append(send(db, driver, job.id)))
+        sender.start()
+        sender.join(0.3)
+        assert sender.is_alive()  # the sender waits for the worker's transaction
+        assert driver.job_park_wait(conn, WaitPark(fence(job), "approved", None))
+    sender.join(30)
+    assert sent
+    assert sent[0].signal_id is not None
+    parked = row(db, job.id)
+    assert parked.status == "pending"
+    assert parked.run_at <= parked.updated_at  # woken by the sender: due now

@@ -16,7 +16,8 @@ An HTML comment right before a block (invisible on the site) adjusts what the te
   database of the reader's), export the URL of an empty database the test created (a
   new one each time); ``database="VAR"`` exports it as ``VAR``, and ``pgbouncer="VAR2"``
   also exports as ``VAR2`` the URL of the same database through a real PgBouncer in
-  transaction pooling;
+  transaction pooling; a run `play`ed ``as_written`` runs the block itself (getting
+  started's SQLite file) instead;
 - ``<!-- test: expect="text" -->``: the block's output contains ``text`` (repeatable);
   ``absent="text"``: it does not;
 - ``<!-- test: background wait="text" -->``: the block is one long-running command (a
@@ -206,11 +207,13 @@ def play(
     *,
     new_database: Callable[[], str],
     pooled: Callable[[str], str] | None = None,
+    as_written: bool = False,
 ) -> None:
     """Do what the page says, block by block, as its reader would.
 
     `new_database` makes an empty database and returns its URL; `pooled` returns a URL
     of the database at the URL it is given through a PgBouncer in transaction pooling.
+    `as_written`: the ``database`` blocks run as they are, instead of `new_database`.
     """
     for block in blocks:
         output: str | None = None
@@ -219,6 +222,8 @@ def play(
             target = shell.cwd / block.title
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(block.code)
+        elif block.role == "database" and as_written:
+            output = shell.run(block.code)
         elif block.role == "database":
             url = new_database()
             shell.env[block.options["database"][-1] or "DATABASE_URL"] = url

@@ -66,11 +66,15 @@ class PortableSteps(PortableBase):
     def attempt_lock(self, conn: Connection, fence: StepFence) -> bool:
         """Lock the job's signals, then its row, fenced (see `StepOps.attempt_lock`).
 
-        The signals first: a sender that inserted one already is waited for before
-        the job's row is taken, so it never waits for this transaction in turn.
+        The signals first, by the job's signals lock (`Dialect.key_lock`, which
+        `signal_send` takes too): a sender that is inserting one is waited for before
+        the job's row is taken, so it never waits for this transaction in turn, and a
+        sender that comes later waits for this transaction's park. A named lock, not
+        the gap locks of a locking read: a worker runs at READ COMMITTED on MySQL,
+        where there are none, and it leaves the job's row free for its heartbeat.
         """
         statements = self._steps
-        self.sql.write_lock(conn, statements.jobs)
+        self.sql.key_lock(conn, statements.jobs, "signals", str(fence.job_id))
         conn.execute(statements.signals_locked, {"fence_job": fence.job_id}).all()
         return conn.execute(statements.mark, _fence(fence)).rowcount == 1
 
@@ -122,12 +126,14 @@ class PortableSteps(PortableBase):
     def signal_send(self, conn: Connection, params: SignalSend) -> SignalSent:
         """Insert the signal unless the job is missing or ended; wake the job if parked on it.
 
-        The status is read without a lock (the job's row stays free for its worker);
-        the wait's step row is read locked, as committed: a wait that held the job's
-        signals when the INSERT came has committed by then.
+        The job's signals lock first (`Dialect.key_lock`, as `attempt_lock`): a worker
+        parking the job on a wait has committed its park by then, and one that comes
+        later waits for this COMMIT and sees the signal. The status is read without a
+        lock (the job's row stays free for its worker); the wait's step row is read
+        locked, as committed.
         """
         statements = self._steps
-        self.sql.write_lock(conn, statements.jobs)
+        self.sql.key_lock(conn, statements.jobs, "signals", str(params.job_id))
         job = {"fence_job": params.job_id}
         status = conn.execute(statements.status, job).scalar()
         if status is None or status in _FINISHED:

@@ -1,0 +1,44 @@
+"""`include_object`: keep Alembic's autogenerate off what the jobs tables make on MySQL.
+
+On MariaDB and MySQL the unique-while-active keys are virtual generated columns under
+unique indexes (`sa_jobqueue.schema.active_keys`), made by the revisions and by
+``create_all`` but not mapped: autogenerate, comparing the database with your models,
+would propose to drop the columns and to put the indexes back on the plain key
+columns, which would break the keys. Pass this hook to ``context.configure`` in your
+``env.py`` (Flask-Migrate's included) and autogenerate leaves them alone; on
+PostgreSQL and SQLite it changes nothing. See docs/databases.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
+
+__all__ = ["include_object"]
+
+_GENERATED = frozenset(key.generated for key in ACTIVE_KEYS)
+
+
+def include_object(
+    object: Any,
+    name: str | None,
+    type_: str,
+    reflected: bool,
+    compare_to: Any,
+) -> bool:
+    """Alembic's ``include_object`` hook: False for the generated key columns and their indexes.
+
+    An index counts as theirs when it, or the index it is compared with, covers a
+    generated key column (``unique_key_active``, ``debounce_key_pending``).
+    """
+    if type_ == "column":
+        return name not in _GENERATED
+    if type_ == "index":
+        return not any(_covers_generated(index) for index in (object, compare_to))
+    return True
+
+
+def _covers_generated(index: Any) -> bool:
+    columns = getattr(index, "columns", None) or ()
+    return any(getattr(column, "name", None) in _GENERATED for column in columns)
