@@ -10,6 +10,9 @@ a developer) never see each other's rows.
 
 What is this project's own: the application tables of tests/support/models.py, and the
 short fixture names the suite has always used, each the plugin's fixture of that tier.
+`committed` and `processes` follow the test's `database`: PostgreSQL, unless the test is
+marked `every_database` (tests/support/processes.py; ids ``[postgresql]``,
+``[sqlite]``, ``[mariadb]``), which runs it on a SQLite file and MariaDB as well.
 """
 
 from __future__ import annotations
@@ -68,15 +71,37 @@ def session(jobqueue_session: Session) -> Session:
     return jobqueue_session
 
 
-@pytest.fixture
-def committed(jobqueue_committed: Engine) -> Engine:
-    """Real commits, visible across connections; every table is truncated afterwards."""
-    return jobqueue_committed
+# Per database: the fixture of its URL, and of its `committed` tier.
+_URLS = {"postgresql": "jobqueue_database_url", "sqlite": "sqlite_url", "mariadb": "mariadb_url"}
+_COMMITTED = {
+    "postgresql": "jobqueue_committed",
+    "sqlite": "sqlite_committed",
+    "mariadb": "mariadb_committed",
+}
 
 
 @pytest.fixture
-def processes(database_url: str, committed: Engine, tmp_path: Path) -> Iterator[Processes]:
-    """Real `sa-jobqueue` processes on this run's database; all stopped at the test's end."""
-    started = Processes(database_url, tmp_path)
+def database(request: pytest.FixtureRequest) -> str:
+    """The database of this test: PostgreSQL, or its `every_database` parameter."""
+    return str(getattr(request, "param", "postgresql"))
+
+
+@pytest.fixture
+def test_database_url(database: str, request: pytest.FixtureRequest) -> str:
+    """The URL of this test's database (the run's own database on it)."""
+    return str(request.getfixturevalue(_URLS[database]))
+
+
+@pytest.fixture
+def committed(database: str, request: pytest.FixtureRequest) -> Engine:
+    """Real commits, visible across connections, on this test's database; emptied afterwards."""
+    engine: Engine = request.getfixturevalue(_COMMITTED[database])
+    return engine
+
+
+@pytest.fixture
+def processes(test_database_url: str, committed: Engine, tmp_path: Path) -> Iterator[Processes]:
+    """Real `sa-jobqueue` processes on this test's database; all stopped at the test's end."""
+    started = Processes(test_database_url, tmp_path)
     yield started
     started.stop_all()

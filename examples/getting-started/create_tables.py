@@ -1,7 +1,7 @@
 from models import Base, engine
 
-# Only your own tables: the jobs table is the migration's (it also installs the trigger
-# that wakes idle workers and records the revision for later upgrades).
+# Only your own tables: the jobs table is the migration's (it records the revision for
+# later upgrades and, on PostgreSQL, installs the trigger that wakes idle workers).
 tables = Base.metadata.tables  # by name: typed as Table, which create_all takes
 Base.metadata.create_all(engine, tables=[tables["orders"], tables["invoices"]])
 print("created orders and invoices")

@@ -52,7 +52,8 @@ _url_option = click.option(
     envvar="DATABASE_URL",
     show_envvar=True,
     default=None,
-    help="SQLAlchemy URL of the PostgreSQL database, e.g. postgresql+psycopg://user@host/db. "
+    help="SQLAlchemy URL of the database, e.g. postgresql+psycopg://user@host/db, "
+    "sqlite:///app.db or mariadb+pymysql://user@host/db. "
     "Prefer DATABASE_URL when it holds a password: arguments show in `ps`. Without either, "
     "the engine bound to the application's JobQueue (JobQueue(Job, engine=...)) is used.",
 )
@@ -251,7 +252,7 @@ class _OneLineErrors(click.Group):
 @click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="sa-jobqueue")
 def main() -> None:
-    """sa-jobqueue: run workers, migrate, and operate a PostgreSQL job queue."""
+    """sa-jobqueue: run workers, migrate, and operate a job queue in your SQL database."""
 
 
 # -- operator commands -------------------------------------------------------------

@@ -59,6 +59,9 @@ def enqueue(
         Session(engine) as session,
         session.begin(),
     ):
+        # Made by this call when it was created since (PostgreSQL's now() is the
+        # transaction's start: equal there; the other databases' clocks move on).
+        before = session.execute(statements.db_now()).scalar_one()
         job = queue_api.enqueue(
             session,
             kind,
@@ -70,7 +73,7 @@ def enqueue(
             max_attempts=max_attempts,
             idempotency_key=idempotency_key,
         )
-        created = job.created_at == session.execute(statements.db_now()).scalar()
+        created = idempotency_key is None or job.created_at >= before
         job_id = job.id
     click.echo(job_id)
     if not created:

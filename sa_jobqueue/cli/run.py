@@ -186,7 +186,11 @@ def _first_line(error: BaseException) -> str:
 )
 @click.option("--concurrency", type=Count(), default=1, show_default=True)
 @click.option(
-    "--poll-interval", type=click.FloatRange(min=0, min_open=True), default=2.0, show_default=True
+    "--poll-interval",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Seconds between polls of an idle worker [default: 2 with LISTEN/NOTIFY "
+    "(PostgreSQL), 0.5 on SQLite and MariaDB/MySQL].",
 )
 @click.option(
     "--shutdown-timeout",

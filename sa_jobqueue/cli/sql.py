@@ -1,13 +1,15 @@
 """``sa-jobqueue sql``: the SQL function that enqueues into a table, its signature and examples.
 
 Prints what a ``psql`` user, a trigger or a service in another language calls
-(`sa_jobqueue.schema.enqueue_function`); no database is needed.
+(`sa_jobqueue.schema.enqueue_function`); no database is needed, and a SQLite or
+MariaDB URL given is refused in one line (the function is PL/pgSQL).
 See docs/recipes/sql-and-triggers.md.
 """
 
 from __future__ import annotations
 
 import click
+from sqlalchemy.engine import make_url
 
 from sa_jobqueue.cli.app import fail, main
 from sa_jobqueue.errors import JobQueueError
@@ -47,13 +49,27 @@ def examples(table: str, schema: str | None = None) -> list[str]:
 @main.command()
 @click.option("--table", default="jobs", show_default=True, help="Name of the jobs table.")
 @click.option("--schema", default=None, help="The table's schema (default: the search path).")
-def sql(table: str, schema: str | None) -> None:
+@click.option(
+    "--database-url",
+    envvar="DATABASE_URL",
+    default=None,
+    help="The database the function is for: PostgreSQL (SQLite and MariaDB have none).",
+)
+def sql(table: str, schema: str | None, database_url: str | None) -> None:
     """Print the SQL function that enqueues into TABLE: its signature and examples.
 
     The function (``<table>_enqueue``) is made by ``sa-jobqueue migrate`` (revision
     sajq_0010) and by ``create_all``; it applies the checks of a Python enqueue and
     returns the job's id. See docs/recipes/sql-and-triggers.md.
     """
+    if database_url:
+        backend = make_url(database_url).get_backend_name()
+        if backend != "postgresql":
+            fail(
+                f"the SQL enqueue function is PL/pgSQL, PostgreSQL only, not {backend}: "
+                "enqueue from Python there, or on the app's row events with jobs.enqueue_on",
+                2,
+            )
     try:
         check_table_name(table)
         if schema is not None:

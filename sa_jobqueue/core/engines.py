@@ -24,12 +24,21 @@ __all__ = [
     "engine_arguments",
     "listen_url_of",
     "parse_url",
+    "sqlite_in_memory",
+    "sync_example",
 ]
 
 #: Set to ``1`` to turn prepared statements off for every ``sa-jobqueue`` command.
 NO_PREPARE_ENVVAR = "SA_JOBQUEUE_NO_PREPARED_STATEMENTS"
 
 _PSYCOPG = "postgresql+psycopg://user@host/db"
+#: A synchronous URL to suggest, by backend.
+_SYNC_EXAMPLES = {
+    "postgresql": _PSYCOPG,
+    "sqlite": "sqlite:///path/to/app.db",
+    "mysql": "mysql+pymysql://user@host/db",
+    "mariadb": "mariadb+pymysql://user@host/db",
+}
 _NONE = {"none", "null", "off", ""}
 
 
@@ -113,8 +122,35 @@ def check_sync_url(url: URL) -> None:
     if getattr(dialect, "is_async", False):
         raise ConfigurationError(
             f"{url.drivername}:// is an asyncio driver; sa-jobqueue commands need a "
-            f"synchronous one: use {_PSYCOPG}"
+            f"synchronous one: use {sync_example(url)}"
         )
+    if sqlite_in_memory(url):
+        raise ConfigurationError(
+            "sqlite:// is an in-memory database that only one connection sees; "
+            "sa-jobqueue commands need a file: use sqlite:///path/to/app.db"
+        )
+
+
+def sync_example(url: URL) -> str:
+    """A synchronous URL of `url`'s database to suggest in a message."""
+    return _SYNC_EXAMPLES.get(url.get_backend_name(), _PSYCOPG)
+
+
+def sqlite_in_memory(url: URL) -> bool:
+    """Whether `url` is a SQLite database in memory (seen by one connection only).
+
+    >>> from sqlalchemy import make_url
+    >>> [sqlite_in_memory(make_url(u)) for u in ("sqlite://", "sqlite:///app.db")]
+    [True, False]
+    """
+    if url.get_backend_name() != "sqlite":
+        return False
+    database = url.database or ""
+    if database in ("", ":memory:"):
+        return True
+    return url.query.get("mode") == "memory" or (
+        database.startswith("file:") and "mode=memory" in database
+    )
 
 
 def listen_url_of(url: object) -> URL | None:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from sa_jobqueue.driver.base import Driver
 from sa_jobqueue.driver.protocol.notifications import Listening
-from sa_jobqueue.driver.registry import DRIVERS, check_worker_engine, driver_for
+from sa_jobqueue.driver.registry import (
+    DRIVERS,
+    check_worker_engine,
+    driver_for,
+    worker_async_engine,
+    worker_engine,
+)
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
 
 __all__ = [
@@ -25,4 +31,6 @@ __all__ = [
     "Upstream",
     "check_worker_engine",
     "driver_for",
+    "worker_async_engine",
+    "worker_engine",
 ]

@@ -8,18 +8,23 @@ asks the driver whether a worker can run on an engine. See docs/architecture.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy.engine import Dialect, Engine
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.base import Driver
+from sa_jobqueue.driver.mysql import engines as mysql_engines
 from sa_jobqueue.driver.mysql.driver import MysqlDriver
 from sa_jobqueue.driver.postgres.driver import PostgresDriver
+from sa_jobqueue.driver.sqlite import engines as sqlite_engines
 from sa_jobqueue.driver.sqlite.driver import SqliteDriver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "DEFAULT_LEASE",
@@ -28,6 +33,8 @@ __all__ = [
     "check_worker_engine",
     "dialect_name",
     "driver_for",
+    "worker_async_engine",
+    "worker_engine",
 ]
 
 #: The lease, in seconds, of kinds a driver was given no lease for.
@@ -65,6 +72,14 @@ DRIVERS: dict[str, DriverFactory] = {
     "mysql": MysqlDriver,
     "postgresql": PostgresDriver,
     "sqlite": SqliteDriver,
+}
+
+#: Dialect name -> (its check of a worker's engine, the engine a worker runs on), for
+#: the databases whose workers need more than the engine as given.
+_WORKER_ENGINES: dict[str, tuple[Callable[[Engine], None], Callable[[Engine], Engine]]] = {
+    "sqlite": (sqlite_engines.check_worker_engine, sqlite_engines.worker_engine),
+    "mariadb": (mysql_engines.check_worker_engine, mysql_engines.worker_engine),
+    "mysql": (mysql_engines.check_worker_engine, mysql_engines.worker_engine),
 }
 
 # Drivers made with the default options, by dialect and model: building one builds every
@@ -132,14 +147,45 @@ def driver_for(
 
 
 def check_worker_engine(engine: Any, driver: Driver) -> None:
-    """Refuse an engine whose DBAPI `driver`'s listening cannot use (psycopg 3 for PostgreSQL).
+    """Refuse an engine a worker cannot run on, in one line naming what to use instead.
 
-    `driver` is the one `driver_for` chose for `engine`; a driver without LISTEN
-    (`Driver.supports_listen_notify`) takes any DBAPI its dialect has. Anything but a
+    `driver` is the one `driver_for` chose for `engine`. With LISTEN, its DBAPI must
+    be one the driver's listening can use (psycopg 3 for PostgreSQL); a driver
+    without LISTEN (`Driver.supports_listen_notify`) takes any DBAPI its dialect has.
+    SQLite needs a database file (not ``sqlite://`` in memory). Anything but a
     synchronous `Engine` is left to the caller to judge.
 
     Raises:
         ConfigurationError: in one line, naming the URL to use.
     """
-    if isinstance(engine, Engine) and driver.listening is not None:
+    if not isinstance(engine, Engine):
+        return
+    if driver.listening is not None:
         driver.listening.check_dialect(engine.dialect)
+    prepared = _WORKER_ENGINES.get(dialect_name(engine))
+    if prepared is not None:
+        prepared[0](engine)
+
+
+def worker_engine(engine: Engine) -> Engine:
+    """The engine a worker runs its own transactions on: `engine`, or a copy set up for it.
+
+    On SQLite, a copy sharing `engine`'s pool whose transactions begin with ``BEGIN
+    IMMEDIATE`` and wait up to 30 s for the write lock, on a file in WAL mode
+    (`sqlite.engines.worker_engine`); on MariaDB and MySQL a copy whose transactions
+    are READ COMMITTED (`mysql.engines.worker_engine`); on PostgreSQL, `engine` itself.
+    """
+    prepared = _WORKER_ENGINES.get(dialect_name(engine))
+    return engine if prepared is None else prepared[1](engine)
+
+
+def worker_async_engine(engine: AsyncEngine) -> AsyncEngine:
+    """`worker_engine` for the `AsyncEngine` of a worker's async transactional handlers.
+
+    On SQLite (aiosqlite) its transactions begin with ``BEGIN IMMEDIATE`` as well; on
+    MariaDB and MySQL they are READ COMMITTED.
+    """
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    prepared = _WORKER_ENGINES.get(dialect_name(engine))
+    return engine if prepared is None else AsyncEngine(prepared[1](engine.sync_engine))

@@ -17,7 +17,7 @@ from sqlalchemy import inspect
 from sqlalchemy import types as sqltypes
 from sqlalchemy.orm import Mapper, Session, scoped_session
 
-from sa_jobqueue.core import sqlalchemy_private
+from sa_jobqueue.core import local_wakeups, sqlalchemy_private
 from sa_jobqueue.driver.protocol.enqueue import InsertShape, JobsInsert
 from sa_jobqueue.enqueue.attach import (
     NULL_COLUMNS,
@@ -61,6 +61,7 @@ class Inserter(Generic[JobT]):
 
     def __init__(self, model: type[JobT]) -> None:
         self.model = model
+        self.table = str(model.__tablename__)
         #: The batched INSERT, keyed rows in key order, taken keys matched: its rows
         #: are inserted and built by `attached_rows`.
         self.batched: ManyInserter[JobT] = ManyInserter(model, rows=self.attached_rows)
@@ -111,6 +112,7 @@ class Inserter(Generic[JobT]):
         middle of a flush), the row is loaded through the ORM as `insert` does.
         """
         real = session() if isinstance(session, scoped_session) else session
+        local_wakeups.enqueued(real, self.table, (spec.queue,))
         mapper = self._mapper()
         loaded = mapper.class_manager.dispatch.load  # a @reconstructor is one too
         if loaded or spec.workflow or not (self._plain_model() and _plain_session(real)):

@@ -15,6 +15,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.core import local_wakeups
 from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.driver.protocol.enqueue import JobsInsert
 from sa_jobqueue.enqueue.batch_rows import lock_order, own_columns
@@ -82,6 +83,7 @@ class ManyInserter(Generic[JobT]):
 
     def __init__(self, model: type[JobT], rows: RowsFunction | None = None) -> None:
         self.model = model
+        self.table = str(model.__tablename__)
         self._rows: RowsFunction = rows or self.loaded_rows
         #: The driver of a session's database.
         self.driver_of = DriverOf(model)
@@ -111,6 +113,7 @@ class ManyInserter(Generic[JobT]):
         if not specs:
             return []
         own_columns(self.model.__table__, specs)  # a bad mix of columns fails before any SQL
+        local_wakeups.enqueued(session, self.table, {spec.queue for spec in specs})
         # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
         # a key keep their place): ON CONFLICT waits on a concurrent transaction's
         # uncommitted key, and two batches taking the same keys in different orders

@@ -16,6 +16,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.schema import AddConstraint
 
 from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.migration import preflight_portable
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.model import JobMixin
@@ -159,6 +160,9 @@ def check_worker(engine: Engine, model: type[JobMixin]) -> list[str]:
             worker was made: `driver.check_worker_engine`).
     """
     with engine.connect() as conn:
+        if conn.dialect.name != "postgresql":  # no pg_catalog: the inspector's check
+            preflight_portable.check_tables(conn, model)
+            return []
         check_encoding(conn)
         check_table(conn, model)
         return worker_warnings(conn, model)

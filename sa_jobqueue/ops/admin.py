@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import MetaData
+from sqlalchemy import Engine, MetaData
 from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.orm.util import identity_key
 
@@ -179,6 +179,7 @@ def retry(
     `with_dependents`, the jobs its failure cancelled wait again too, down the
     graph (``revived``; docs/workflows.md).
     """
+    _postgresql_only(session, "retry")
     wanted = _ids(ids)
     rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=True)
@@ -192,6 +193,7 @@ def retry_failed(
     session: Session, model: type[JobMixin], *, queue: str | None = None, kind: str | None = None
 ) -> Changed:
     """Like `retry`, for every ``failed`` job (of `queue` and/or `kind` when given)."""
+    _postgresql_only(session, "retry")
     query = statements.requeue_failed(model, by_queue=queue is not None, by_kind=kind is not None)
     rows = session.execute(query, {"queue_name": queue, "kind_name": kind}).all()
     result = _finish(session, model, [], rows, notify=True)
@@ -215,15 +217,26 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     Finished jobs are reported in ``skipped``.
     """
     wanted = _ids(ids)
-    # The jobs it cancels ended: their ids go to `jobs.wait` at commit (statements.ended).
-    cancelling = notifying_ended(statements.cancel(model), ended_channel_name(model.__tablename__))
-    rows = session.execute(cancelling, {"ids": wanted}).all()
+    postgresql = session.get_bind().dialect.name == "postgresql"
+    rows: Sequence[Any]  # id, previous status, has_dependents
+    if postgresql:
+        # The jobs it cancels ended: their ids go to `jobs.wait` at commit (statements.ended).
+        channel = ended_channel_name(model.__tablename__)
+        cancelling = notifying_ended(statements.cancel(model), channel)
+        rows = session.execute(cancelling, {"ids": wanted}).all()
+    else:
+        # No UPDATE ... RETURNING nor NOTIFY: lock, then update by id (`cancel_targets`);
+        # `jobs.wait` polls there, and the heartbeat tells the running job's worker.
+        rows = session.execute(statements.cancel_targets(model), {"ids": wanted}).all()
+        if rows:
+            cancelled = {"ids": [row.id for row in rows]}
+            session.execute(statements.cancel_locked(model), cancelled)
     result = _finish(session, model, wanted, rows, notify=False)
     ended = [(row.id, Status.CANCELLED.value) for row in rows if row.has_dependents]
     if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")
         driver_for(session, model).dependents_release(session.connection(), ended)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
-    if result.was_running:
+    if result.was_running and postgresql:
         # Tell the workers running them, at commit: their handlers see ctx.cancelled
         # and their slots are freed (heartbeats notice too, should this be missed).
         channel = control_channel_name(model.__tablename__)
@@ -241,6 +254,7 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
     comes back in ``awaited`` with the ids of the jobs waiting for it. For
     deleting by age in batches, use `prune`.
     """
+    _postgresql_only(session, "delete")
     wanted = _ids(ids)
     rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
     result = _finish(session, model, wanted, rows, notify=False)
@@ -251,6 +265,17 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
         for job_id in result.awaited:
             del result.skipped[job_id]
     return result
+
+
+def _postgresql_only(bind: Session | Engine, call: str) -> None:
+    """Refuse `call` in one line off PostgreSQL: its statements are PostgreSQL's for now."""
+    name = (bind.get_bind() if isinstance(bind, Session) else bind).dialect.name
+    if name != "postgresql":
+        raise ConfigurationError(
+            f"{call} runs on PostgreSQL only for now, not {name} (its UPDATE ... RETURNING "
+            "and NOTIFY are not ported yet): a job on SQLite or MariaDB ends by its handler, "
+            "its retries or its lease; read jobs with jobs list / jobs show"
+        )
 
 
 def _ids(ids: Iterable[int]) -> list[int]:

@@ -188,6 +188,7 @@ def count(
     ``missing``) or `match`. One count over the matching rows (``statuses_of`` for
     ids): exact, in `session`'s transaction.
     """
+    admin._postgresql_only(session, action)
     statuses = eligible(action, match)
     wanted = _selection(ids, match)
     result = BulkResult(action, dry_run=True)
@@ -249,6 +250,7 @@ def apply(
     began: jobs enqueued later are not touched, and each job is walked once. A
     failure stops the walk; the batches committed before it stay committed.
     """
+    admin._postgresql_only(engine, action)
     statuses = eligible(action, match)
     wanted = _selection(ids, match)
     _check_batch_size(batch_size)

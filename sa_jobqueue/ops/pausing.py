@@ -62,8 +62,12 @@ def unknown_queues(
     """
     names = _names(queues)
     taken = set(registered) | set(paused_queues(session, model))
-    rows = session.scalars(statements.unused_queues(model), {"queues": names})
-    unknown = [name for name in rows if name not in taken]
+    probe = statements.unused_queues(model)
+    unknown = [
+        name
+        for name in sorted(set(names))
+        if name not in taken and session.scalar(probe, {"name": name})
+    ]
     if not unknown:
         return [], []
     known = set(session.scalars(statements.queues_in_use(model))) | taken

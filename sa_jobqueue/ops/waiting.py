@@ -8,6 +8,7 @@ is lost. Mixed into `JobQueue` as `WaitAPI`. See docs/durable.md.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -37,10 +38,12 @@ from sa_jobqueue.statements.ended import ANY_ENDED
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-__all__ = ["DEFAULT_POLL_INTERVAL", "WaitAPI", "names_job"]
+__all__ = ["DEFAULT_POLL_INTERVAL", "POLL_WITHOUT_LISTEN", "WaitAPI", "names_job"]
 
 #: Seconds between the waiter's safety reads of the row when no notification names it.
 DEFAULT_POLL_INTERVAL = 5.0
+#: Seconds between its reads of the row on a database without LISTEN (SQLite, MariaDB).
+POLL_WITHOUT_LISTEN = 0.5
 
 _ENDED = frozenset(statements.FINISHED_VALUES)
 _PID = "SELECT pg_backend_pid()"
@@ -110,10 +113,12 @@ class _Waiting:
     ) -> None:
         self.job_id = check_job_id(job_id)
         self.timeout = None if timeout is None else check_delay("timeout", timeout)
-        interval = check_delay("poll_interval", poll_interval)
-        if interval <= 0:
-            raise ValidationError("poll_interval", poll_interval, "must be more than 0 seconds")
-        self.poll_interval = interval
+        # None: DEFAULT_POLL_INTERVAL with LISTEN, POLL_WITHOUT_LISTEN without (`hears`).
+        self.poll_interval: float | None = None
+        if poll_interval is not None:
+            self.poll_interval = check_delay("poll_interval", poll_interval)
+            if self.poll_interval <= 0:
+                raise ValidationError("poll_interval", poll_interval, "must be more than 0 seconds")
         self.started = time.monotonic()
         self.model = model
         self.channel = self.listen_sql = self.unlisten_sql = ""  # set by `hears`
@@ -125,7 +130,9 @@ class _Waiting:
         """Whether `engine`'s driver LISTENs (`Driver.listening`); takes its statements if so."""
         listening = driver_for(engine, self.model).listening
         if listening is None:
+            self.poll_interval = self.poll_interval or POLL_WITHOUT_LISTEN
             return False
+        self.poll_interval = self.poll_interval or DEFAULT_POLL_INTERVAL
         self.channel = listening.ended_channel
         self.listen_sql = listening.listen_sql(self.channel)
         self.unlisten_sql = listening.unlisten_sql(self.channel)
@@ -139,14 +146,20 @@ class _Waiting:
         self.status = job.status
         return job if job.status in _ENDED else None
 
+    @property
+    def interval(self) -> float:
+        """Seconds between reads of the row (`poll_interval`, its default once `hears` ran)."""
+        return self.poll_interval or DEFAULT_POLL_INTERVAL
+
     def pause(self) -> float:
         """Seconds to wait for a notification before the next read; raise past the timeout."""
+        interval = self.interval
         if self.timeout is None:
-            return self.poll_interval
+            return interval
         left = self.timeout - (time.monotonic() - self.started)
         if left <= 0:
             raise WaitTimeoutError(self.job_id, self.timeout, self.status)
-        return min(left, self.poll_interval)
+        return min(left, interval)
 
     def heard(self, channel: str, payload: str) -> bool:
         return channel == self.channel and names_job(payload, self.job_id)
@@ -182,8 +195,10 @@ def wait(
     with engine.connect() as conn:
         # Autocommit: a session inside a transaction block is delivered no notification.
         conn.execution_options(isolation_level="AUTOCOMMIT")
+        if not waiting.hears(engine):  # no LISTEN on this database: a read per poll
+            return _poll_on(conn, waiting)
         raw = _psycopg(conn.connection.driver_connection, psycopg.Connection)
-        if not waiting.hears(engine) or _pooled(engine, conn, raw, waiting.poll_interval):
+        if _pooled(engine, conn, raw, waiting.interval):
             return _wait_on(conn, raw, waiting)  # no LISTEN: the reads every poll_interval
         conn.exec_driver_sql(waiting.listen_sql)
         try:
@@ -196,6 +211,24 @@ def wait(
             raise
         _unlisten(conn, raw, waiting)
         return job
+
+
+def _poll_on(conn: Connection, waiting: _Waiting) -> JobInfo:
+    """Read the row every poll interval until the job ended (no LISTEN to be woken by)."""
+    while True:
+        job = waiting.ended(conn.execute(waiting.read, waiting.params).first())
+        if job is not None:
+            return job
+        time.sleep(waiting.pause())
+
+
+async def _apoll_on(conn: AsyncConnection, waiting: _Waiting) -> JobInfo:
+    """`_poll_on` on the event loop."""
+    while True:
+        job = waiting.ended((await conn.execute(waiting.read, waiting.params)).first())
+        if job is not None:
+            return job
+        await asyncio.sleep(waiting.pause())
 
 
 def _wait_on(conn: Connection, raw: psycopg.Connection[Any], waiting: _Waiting) -> JobInfo:
@@ -231,9 +264,11 @@ async def wait_async(
     require_greenlet("jobs.wait_async()")
     async with engine.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
+        if not waiting.hears(engine):  # no LISTEN on this database: a read per poll
+            return await _apoll_on(conn, waiting)
         fairy = await conn.get_raw_connection()
         raw = _psycopg(fairy.driver_connection, psycopg.AsyncConnection)
-        if not waiting.hears(engine) or await _apooled(engine, conn, raw, waiting.poll_interval):
+        if await _apooled(engine, conn, raw, waiting.interval):
             return await _await_on(conn, raw, waiting)  # no LISTEN: reads every poll_interval
         await conn.exec_driver_sql(waiting.listen_sql)
         try:
@@ -283,7 +318,7 @@ class WaitAPI(Generic[JobT]):
         job_id: int,
         *,
         timeout: timedelta | float | None = None,
-        poll_interval: timedelta | float = DEFAULT_POLL_INTERVAL,
+        poll_interval: timedelta | float | None = None,
     ) -> JobInfo:
         """Block until job `job_id` has ended (``done``, ``failed`` or ``cancelled``); return it.
 
@@ -318,17 +353,21 @@ class WaitAPI(Generic[JobT]):
         without LISTEN (docs/durable.md#behind-pgbouncer).
 
         Args:
-            engine: a sync engine on a ``postgresql+psycopg://`` URL.
+            engine: a sync engine on a ``postgresql+psycopg://`` URL, or on SQLite or
+                MariaDB/MySQL (which read the row every `poll_interval`).
             job_id: the job's id, committed already (an uncommitted job is unknown).
             timeout: the most it waits (a timedelta or seconds; 0 reads the row once);
                 None waits for as long as it takes.
-            poll_interval: seconds between safety reads of the row (more than 0).
+            poll_interval: seconds between safety reads of the row (more than 0; None:
+                `DEFAULT_POLL_INTERVAL`, or `POLL_WITHOUT_LISTEN` on a database
+                without LISTEN/NOTIFY, SQLite and MariaDB/MySQL, where the reads are
+                all there is).
 
         Raises:
             WaitTimeoutError: the job had not ended within `timeout` (it is unchanged).
             JobNotFoundError: no job has that id (or its row was deleted meanwhile).
             ValidationError: `job_id`, `timeout` or `poll_interval` is invalid.
-            ConfigurationError: `engine` is not a sync psycopg engine.
+            ConfigurationError: `engine` is not a sync engine (on PostgreSQL, psycopg's).
         """
         return wait(engine, self.model, job_id, timeout, poll_interval)
 
@@ -338,7 +377,7 @@ class WaitAPI(Generic[JobT]):
         job_id: int,
         *,
         timeout: timedelta | float | None = None,
-        poll_interval: timedelta | float = DEFAULT_POLL_INTERVAL,
+        poll_interval: timedelta | float | None = None,
     ) -> JobInfo:
         """`wait` for asyncio: ``job = await jobs.wait_async(async_engine, job_id, timeout=30)``.
 

@@ -55,6 +55,8 @@ from sa_jobqueue.statements.durable_gauges import durable_gauges
 from sa_jobqueue.statements.flow_stats import limit_usage, starts_of
 from sa_jobqueue.statements.operator import (
     cancel,
+    cancel_locked,
+    cancel_targets,
     get_job,
     list_jobs,
     live_counts,
@@ -79,6 +81,8 @@ __all__ = [
     "bulk_batch",
     "bulk_count",
     "cancel",
+    "cancel_locked",
+    "cancel_targets",
     "capped_count",
     "cursor_params",
     "db_now",

@@ -24,6 +24,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sa_jobqueue.schema.lenient_json import lenient
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 from sa_jobqueue.schema.naming import lock_name
+from sa_jobqueue.schema.types import utc_now
 
 __all__ = [
     "CLAIMED_COLUMNS",
@@ -153,8 +154,8 @@ def asynchronous_commit() -> Select[Any]:
 
 
 def db_now() -> Select[Any]:
-    """The database clock (``now()``, the transaction's start time)."""
-    return select(func.now())
+    """The database clock (``now()``, the transaction's start time on PostgreSQL)."""
+    return select(utc_now())
 
 
 def epoch_seconds(value: Any) -> ColumnElement[Any]:

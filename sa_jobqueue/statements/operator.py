@@ -29,12 +29,15 @@ from sqlalchemy.sql.dml import ReturningDelete
 from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
-from sa_jobqueue.statements import workflows
+from sa_jobqueue.schema.types import utc_now
+from sa_jobqueue.statements import spelled, workflows
 from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
 
 __all__ = [
     "awaiting",
     "cancel",
+    "cancel_locked",
+    "cancel_targets",
     "get_job",
     "list_jobs",
     "live_counts",
@@ -92,11 +95,9 @@ def stats(model: type[JobMixin]) -> Select[Any]:
     `ops.admin.QueueStats`'s fields. ``lag_seconds`` is the age of the oldest due
     pending job (NULL when none is due).
     """
-    now = func.now()
+    now = utc_now()  # now() on PostgreSQL; each database's clock elsewhere
     status = model.status
-
-    def count(*conditions: ColumnElement[bool]) -> Any:
-        return func.count().filter(*conditions)
+    count: Any = spelled.count_where  # typed Any, as the columns of `QueueStats` read it
 
     pending = status == Status.PENDING.value
     running = status == Status.RUNNING.value
@@ -113,10 +114,12 @@ def stats(model: type[JobMixin]) -> Select[Any]:
             count(status == Status.CANCELLED.value).label("cancelled"),
             count(
                 status == Status.FAILED.value,
-                model.finished_at > now - func.make_interval(0, 0, 0, 0, 1),
+                model.finished_at > spelled.hour_before(now),
             ).label("failed_last_hour"),
             count(pending, model.attempts > 0, model.last_error.is_not(None)).label("retrying"),
-            epoch_seconds(now - func.min(model.run_at).filter(pending, due)).label("lag_seconds"),
+            spelled.seconds_between(now, spelled.min_where(model.run_at, pending, due)).label(
+                "lag_seconds"
+            ),
         )
         .group_by(model.queue)
         .order_by(model.queue)
@@ -142,7 +145,7 @@ def list_jobs(
         (by_kind, model.kind, "kinds"),
     ):
         if on:
-            query = query.where(column == func.any(bindparam(param, type_=ARRAY(Text))))
+            query = query.where(spelled.in_list.of(column, param, Text))
     return query
 
 
@@ -152,19 +155,18 @@ def get_job(model: type[JobMixin]) -> Select[Any]:
 
 
 def _in_ids(model: type[JobMixin]) -> ColumnElement[bool]:
-    return model.id == func.any(bindparam("ids", type_=ARRAY(BigInteger)))
+    return spelled.in_list.of(model.id, "ids", BigInteger)
 
 
 def unused_queues(model: type[JobMixin]) -> Select[Any]:
-    """Of the queue names in ``:queues``, those no row of the table (any status) names.
+    """Whether no row of the table (any status) names the queue ``:name``.
 
-    One probe per name, stopping at the first row found; a name no row has reads
-    the whole table (an operator command's check, not a worker's).
+    One probe of the queue's index, stopping at the first row found, per name (on
+    every database); a name no row has reads the whole table (an operator command's
+    check, not a worker's).
     """
-    names = func.unnest(bindparam("queues", type_=ARRAY(Text))).table_valued("name")
-    named = names.render_derived(name="named")
-    used = select(model.id).where(model.queue == named.c.name).exists()
-    return select(named.c.name).where(~used).order_by(named.c.name)
+    used = select(model.id).where(model.queue == bindparam("name", type_=Text)).exists()
+    return select(~used)
 
 
 def queues_in_use(model: type[JobMixin]) -> Select[Any]:
@@ -311,6 +313,35 @@ def cancel(model: type[JobMixin]) -> Update:
             updated_at=func.now(),
         )
         .returning(model.id, target.c.status.label("previous"), model.has_dependents)
+    )
+
+
+_CANCELLABLE = (Status.PENDING.value, Status.RUNNING.value, Status.WAITING.value)
+
+
+def cancel_targets(model: type[JobMixin]) -> Select[int, str, bool | None]:
+    """The ``pending``, ``running`` or ``waiting`` jobs among ``:ids``, locked, in id order.
+
+    `cancel` in two statements, for a database without ``UPDATE ... RETURNING``
+    or data-modifying CTEs: this locking read (waiting for a claim in flight,
+    never skipping), then `cancel_locked` of the ids it returned. Columns: ``id``,
+    ``previous`` (the status), ``has_dependents``.
+    """
+    return (
+        select(model.id, model.status.label("previous"), model.has_dependents)
+        .where(_in_ids(model), model.status.in_(_CANCELLABLE))
+        .order_by(model.id)
+        .with_for_update()
+    )
+
+
+def cancel_locked(model: type[JobMixin]) -> Update:
+    """Cancel the jobs ``:ids`` that `cancel_targets` locked (still cancellable)."""
+    now = utc_now()
+    return (
+        update(model)
+        .where(_in_ids(model), model.status.in_(_CANCELLABLE))
+        .values(status=Status.CANCELLED.value, finished_at=now, locked_until=null(), updated_at=now)
     )
 
 

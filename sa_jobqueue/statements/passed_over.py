@@ -16,7 +16,8 @@ from typing import Any
 from sqlalchemy import Float, Select, and_, bindparam, exists, func, or_, select
 
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.statements.common import seconds
+from sa_jobqueue.schema.types import utc_now
+from sa_jobqueue.statements import spelled
 
 __all__ = ["passed_over"]
 
@@ -39,17 +40,17 @@ def passed_over(model: type[JobMixin]) -> Select[Any]:
             model.queue,
             model.kind,
             model.priority,
-            func.greatest(model.run_at, model.updated_at).label("since"),
+            spelled.later_of(model.run_at, model.updated_at).label("since"),
             func.count().over(partition_by=per_kind).label("due"),
             func.row_number()
             .over(partition_by=per_kind, order_by=(model.priority, model.run_at, model.id))
             .label("place"),
         )
-        .where(model.status == Status.PENDING.value, model.run_at <= func.now())
+        .where(model.status == Status.PENDING.value, model.run_at <= utc_now())
         .subquery("ranked")
     )
     due = select(ranked).where(ranked.c.place == 1).cte("first_due")
-    window_start = func.now() - seconds(bindparam("window", type_=Float))
+    window_start = spelled.seconds_before(utc_now(), bindparam("window", type_=Float))
     claimed = or_(
         model.status == Status.RUNNING.value,
         and_(
@@ -72,17 +73,17 @@ def passed_over(model: type[JobMixin]) -> Select[Any]:
             model.status == Status.RUNNING.value,
             and_(
                 model.status.in_([Status.DONE.value, Status.FAILED.value]),
-                model.finished_at > func.greatest(due.c.since, window_start),
+                model.finished_at > spelled.later_of(due.c.since, window_start),
             ),
         ),
     )
-    waited = func.extract("epoch", func.now() - due.c.since)
+    waited = spelled.seconds_between(utc_now(), due.c.since)
     return (
         select(
             due.c.queue.label("queue"),
             due.c.kind.label("kind"),
             due.c.due.label("due"),
-            waited.cast(Float).label("waited_seconds"),
+            waited.label("waited_seconds"),
         )
         .where(behind_ran, ~own_ran)
         .order_by(due.c.queue, due.c.kind)

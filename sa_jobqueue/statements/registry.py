@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
-    Float,
     Select,
     Table,
-    any_,
     exists,
     func,
     select,
@@ -23,6 +21,8 @@ from sqlalchemy import (
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.registry_tables import workers_table_for
+from sa_jobqueue.schema.types import utc_now
+from sa_jobqueue.statements import spelled
 
 __all__ = [
     "live_worker_count",
@@ -50,12 +50,12 @@ def registered_workers(model: type[JobMixin]) -> Select[Any]:
         .where(model.status == Status.RUNNING.value, model.locked_by == workers.c.id)
         .scalar_subquery()
     )
-    since = func.extract("epoch", func.now() - workers.c.heartbeat_at)
+    since = spelled.seconds_between(utc_now(), workers.c.heartbeat_at)
     return select(
         workers,
         running.label("running"),
-        (workers.c.expires_at >= func.now()).label("live"),
-        since.cast(Float).label("seconds_since_heartbeat"),
+        (workers.c.expires_at >= utc_now()).label("live"),
+        since.label("seconds_since_heartbeat"),
     ).order_by(workers.c.id)
 
 
@@ -74,7 +74,7 @@ def running_by_owner(model: type[JobMixin]) -> Select[str | None, int]:
 def live_worker_count(model: type[JobMixin]) -> Select[Any]:
     """How many registered workers are live (``expires_at >= now()``)."""
     workers = _workers(model)
-    return select(func.count()).where(workers.c.expires_at >= func.now())
+    return select(func.count()).where(workers.c.expires_at >= utc_now())
 
 
 def unhandled_kinds(model: type[JobMixin]) -> Select[Any]:
@@ -92,23 +92,25 @@ def unhandled_kinds(model: type[JobMixin]) -> Select[Any]:
             model.queue,
             model.kind,
             func.count().label("due"),
-            func.min(func.greatest(model.run_at, model.updated_at)).label("since"),
+            func.min(spelled.later_of(model.run_at, model.updated_at)).label("since"),
         )
-        .where(model.status == Status.PENDING.value, model.run_at <= func.now())
+        .where(model.status == Status.PENDING.value, model.run_at <= utc_now())
         .group_by(model.queue, model.kind)
         .subquery("due")
     )
-    live = workers.c.expires_at >= func.now()
+    live = workers.c.expires_at >= utc_now()
     handled = exists().where(
-        live, due.c.queue == any_(workers.c.queues), due.c.kind == any_(workers.c.kinds)
+        live,
+        spelled.among(due.c.queue, workers.c.queues),
+        spelled.among(due.c.kind, workers.c.kinds),
     )
-    waited = func.extract("epoch", func.now() - due.c.since)
+    waited = spelled.seconds_between(utc_now(), due.c.since)
     return (
         select(
             due.c.queue.label("queue"),
             due.c.kind.label("kind"),
             due.c.due.label("due"),
-            waited.cast(Float).label("waited_seconds"),
+            waited.label("waited_seconds"),
         )
         .where(exists().where(live), ~handled)
         .order_by(due.c.queue, due.c.kind)

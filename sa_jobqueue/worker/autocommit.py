@@ -23,6 +23,8 @@ __all__ = ["autocommitted"]
 def autocommitted(conn: Connection) -> Iterator[Connection]:
     """`conn` with its psycopg connection in autocommit, for one statement; then back.
 
+    On a connection of another DBAPI, the statement runs in a plain transaction.
+
     The caller still wraps the statement in ``conn.begin()`` (SQLAlchemy's own
     bookkeeping): with autocommit on, psycopg sends no ``BEGIN``, and its ``commit()``
     sends no ``COMMIT`` on a connection that is idle. When the statement failed and
@@ -31,7 +33,10 @@ def autocommitted(conn: Connection) -> Iterator[Connection]:
     """
     raw = conn.connection.driver_connection
     if not isinstance(raw, psycopg.Connection):
-        raise TypeError(f"the claim loop needs a psycopg 3 connection, not {type(raw).__name__}")
+        # Another DBAPI (SQLite's, PyMySQL): a plain transaction, BEGIN and COMMIT.
+        with conn.begin():
+            yield conn
+        return
     raw.autocommit = True
     try:
         with conn.begin():

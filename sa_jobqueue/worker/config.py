@@ -47,7 +47,7 @@ class WorkerOptions(TypedDict, total=False):
 
     queues: Sequence[str] | None
     concurrency: int
-    poll_interval: float
+    poll_interval: float | None
     shutdown_timeout: float
     listen: bool
     listen_url: str | URL | None
@@ -71,7 +71,8 @@ class WorkerConfig:
     Attributes:
         queues: the queues to claim from (None: every registered task's queue).
         concurrency: handler threads; also the most jobs running at once.
-        poll_interval: seconds between polls when no notification arrives.
+        poll_interval: seconds between polls when no notification arrives (None: 2
+            with LISTEN/NOTIFY, 0.5 on a database without it: `worker.POLL_INTERVAL`).
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
         listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler).
@@ -114,7 +115,7 @@ class WorkerConfig:
 
     queues: tuple[str, ...] | None = None
     concurrency: int = 1
-    poll_interval: float = 2.0
+    poll_interval: float | None = None
     shutdown_timeout: float = 30.0
     listen: bool = True
     listen_url: URL | None = field(default=None, repr=False)
@@ -161,7 +162,7 @@ class WorkerConfig:
         if not isinstance(prefetch, int) or isinstance(prefetch, bool) or prefetch < 0:
             raise ConfigurationError(f"prefetch must be an int >= 0, not {prefetch!r}")
         for name in (
-            "poll_interval",
+            *(("poll_interval",) if config.poll_interval is not None else ()),
             "shutdown_timeout",
             "sweep_interval",
             "prune_interval",

@@ -14,13 +14,14 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
-from sa_jobqueue.driver import check_worker_engine, driver_for
+from sa_jobqueue.core import local_wakeups
+from sa_jobqueue.driver import check_worker_engine, driver_for, worker_engine
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import preflight
 from sa_jobqueue.ops.retention import Pruner
@@ -48,9 +49,15 @@ from sa_jobqueue.worker.wakeup import WakeEvent, WakeupPolicy
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
 
-__all__ = ["Worker", "make_worker_id"]
+__all__ = ["POLL_INTERVAL", "POLL_WITHOUT_LISTEN", "Worker", "make_worker_id"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+#: Seconds between an idle worker's polls when LISTEN/NOTIFY wakes it (a safety net).
+POLL_INTERVAL = 2.0
+#: Seconds between polls on a database without LISTEN/NOTIFY (SQLite, MariaDB, MySQL):
+#: how long a job enqueued by another process may wait for an idle worker.
+POLL_WITHOUT_LISTEN = 0.5
 
 
 def make_worker_id() -> str:
@@ -64,11 +71,12 @@ class Worker(Generic[JobT]):
     Args:
         model: the jobs model.
         registry: the tasks to run.
-        engine: a PostgreSQL engine. The worker holds up to ``concurrency + 4``
-            connections: the claim loop, heartbeats/sweeper, the listener, the
-            progress writer, and one per handler thread in transactional mode (a
-            savepoint batch's thread may briefly take one more for a check before a
-            start, docs/workers.md#connection-budget). Size the pool so.
+        engine: an engine on PostgreSQL, a SQLite file or MariaDB/MySQL. The worker
+            holds up to ``concurrency + 4`` connections: the claim loop,
+            heartbeats/sweeper, the listener, the progress writer, and one per
+            handler thread in transactional mode (a savepoint batch's thread may
+            briefly take one more for a check before a start,
+            docs/workers.md#connection-budget). Size the pool so.
             An `AsyncEngine` works too: the worker's threads then use a sync
             engine made from its URL (psycopg 3), and under `run_async` async
             transactional handlers use the `AsyncEngine` itself (docs/asyncio.md).
@@ -102,7 +110,6 @@ class Worker(Generic[JobT]):
         self.engine = sync_engine_for(engine, pool_size=config.concurrency + 4)
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
-        self.poll_interval = float(config.poll_interval)
         self.shutdown_timeout = float(config.shutdown_timeout)
         self.listen = config.listen
         self.worker_id = config.worker_id or make_worker_id()
@@ -122,6 +129,12 @@ class Worker(Generic[JobT]):
             kinds=list(leases),
         )
         check_worker_engine(self.engine, self.driver)  # its listening's DBAPI (psycopg 3)
+        # SQLite: the same pool, every transaction BEGIN IMMEDIATE (docs/notifications.md).
+        self.engine = worker_engine(self.engine)
+        self.poll_interval = float(
+            config.poll_interval
+            or (POLL_INTERVAL if self.driver.supports_listen_notify else POLL_WITHOUT_LISTEN)
+        )
         prefetch = config.prefetch
         self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
@@ -197,6 +210,7 @@ class Worker(Generic[JobT]):
         )
         self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()
+        self._unsubscribe: Callable[[], None] | None = None  # from in-process wake-ups
         self._maintenance_thread: threading.Thread | None = None
         self.loop = ClaimLoop(
             engine=self.engine,
@@ -362,11 +376,24 @@ class Worker(Generic[JobT]):
             url=self.config.listen_url,
             on_control=self.interrupts.control,
         )
+        if not self.driver.supports_listen_notify:
+            # No NOTIFY: a commit of this process that enqueued wakes the loop at once.
+            self._unsubscribe = local_wakeups.subscribe(
+                str(self.model.__tablename__), self._enqueued_here
+            )
+
+    def _enqueued_here(self, queue: str) -> None:
+        """A commit of this process enqueued into `queue` (in-process wake-ups)."""
+        if queue in self.queues:
+            self.loop.on_notify(queue, None)
 
     def _shutdown(self, wait: float | None) -> None:
         """Let running handlers finish within `wait` seconds, then release the rest."""
         self.handlers.release_unstarted()
         self.notifier.stop()
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
         deadline = None if wait is None else time.monotonic() + wait
         while self.inflight:
             remaining = None if deadline is None else deadline - time.monotonic()

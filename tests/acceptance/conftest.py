@@ -2,6 +2,9 @@
 
 The spawn fixture starts workers through the shared `processes` fixture, with the app
 and the lease as parameters; each worker's id is read from its start line.
+
+`processes` and `committed` follow the test's `database` (tests/conftest.py): marked
+`every_database`, a test runs on PostgreSQL, a SQLite file and MariaDB.
 """
 
 from __future__ import annotations

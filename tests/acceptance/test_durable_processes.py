@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from tests.support.apps.durable import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job
+from tests.support.processes import every_database
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +60,7 @@ def steps(engine, job_id) -> list[tuple[str, str, int]]:
         return [tuple(r) for r in conn.execute(query, {"id": job_id})]
 
 
+@every_database
 def test_kill_9_after_step_two_finishes_on_the_next_attempt_running_each_step_once(
     committed, spawn
 ):
@@ -79,6 +81,7 @@ def test_kill_9_after_step_two_finishes_on_the_next_attempt_running_each_step_on
     ]
 
 
+@every_database
 def test_a_frozen_worker_cannot_record_a_step_after_its_lease_was_taken(committed, spawn):
     job_id = enqueue(committed, "stale_step", {"pause": 3})
     frozen = spawn()

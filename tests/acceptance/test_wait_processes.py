@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,8 +20,10 @@ from sqlalchemy import Engine, event
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.orm import Session
 
+from sa_jobqueue import WaitTimeoutError
+from sa_jobqueue.ops.waiting import POLL_WITHOUT_LISTEN
 from tests.support.apps.waiting import jobs
-from tests.support.processes import Processes
+from tests.support.processes import Processes, on_databases
 
 pytestmark = pytest.mark.slow
 
@@ -112,3 +115,32 @@ def test_wait_async_returns_the_result_of_another_worker_process(
 
     job = asyncio.run(main())
     assert (job.status, job.result) == ("done", {"total_cents": 500, "worker_attempt": 1})
+
+
+@on_databases("sqlite", "mariadb")
+def test_wait_without_listen_reads_the_row_every_half_second_until_another_process_ends_it(
+    processes: Processes, committed: Engine, tmp_path: Path
+) -> None:
+    processes.worker("tests.support.apps.waiting:jobs")
+    gate = tmp_path / "gate"
+    job_id = enqueue(committed, "invoice_total", {"lines": [700, 300], "gate": str(gate)})
+    reads: list[str] = []
+
+    def read(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "FROM jobs" in statement:
+            reads.append(statement)
+
+    with pytest.raises(WaitTimeoutError):
+        jobs.wait(committed, job_id, timeout=0)  # read once: not ended yet
+    event.listen(committed, "after_cursor_execute", read)
+    try:
+        threading.Timer(1.0, gate.touch).start()
+        started = time.monotonic()
+        job = jobs.wait(committed, job_id, timeout=DEADLINE)
+    finally:
+        event.remove(committed, "after_cursor_execute", read)
+    assert (job.status, job.result) == ("done", {"total_cents": 1000, "worker_attempt": 1})
+    took = time.monotonic() - started
+    assert 1.0 <= took < DEADLINE
+    # A read per POLL_WITHOUT_LISTEN (0.5 s), none faster.
+    assert 2 <= len(reads) <= took / POLL_WITHOUT_LISTEN + 2

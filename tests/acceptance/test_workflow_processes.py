@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from tests.support.apps.workflows import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job, Span
+from tests.support.processes import every_database
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
@@ -52,6 +53,7 @@ def _all_ended(engine, ids):
     return len(statuses) == len(ids) and all(s in ("done", "failed", "cancelled") for s in statuses)
 
 
+@every_database
 def test_a_diamond_joins_only_after_both_branches_across_three_workers(committed, spawn):
     workers = [spawn() for _ in range(3)]
     with Session(committed) as session, session.begin():
@@ -166,6 +168,7 @@ def test_a_30_job_chain_under_repeated_kill_9_completes_in_order(committed, spaw
     assert set(places) == set(range(30))
 
 
+@every_database
 def test_a_stale_workers_late_done_releases_nothing(committed, spawn):
     stale = spawn()
     with Session(committed) as session, session.begin():

@@ -1,8 +1,9 @@
 """Real `sa-jobqueue` processes for the acceptance tests: one way to start, read and stop them.
 
-The `processes` fixture (tests/conftest.py) hands a `Processes` to a test; every process
-it started is stopped when the test ends. Output goes to a file, never a pipe (a full
-pipe would block the worker).
+The `processes` fixture (tests/conftest.py; in tests/acceptance/ on the test's
+database, `every_database`) hands a `Processes` to a test; every process it started
+is stopped when the test ends. The URL may be PostgreSQL, a SQLite file or MariaDB.
+Output goes to a file, never a pipe (a full pipe would block the worker).
 """
 
 from __future__ import annotations
@@ -15,7 +16,21 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import pytest
+
 from tests.support.helpers import wait_for
+
+#: The databases an `every_database` test runs on (tests/acceptance/conftest.py).
+DATABASES = ("postgresql", "sqlite", "mariadb")
+#: Run the test once per database of `DATABASES`: its `committed`, `processes` and
+#: `test_database_url` are then that database's.
+every_database = pytest.mark.parametrize("database", DATABASES, indirect=True)
+
+
+def on_databases(*names: str) -> pytest.MarkDecorator:
+    """Run the test once per database of `names` (a subset of `DATABASES`)."""
+    return pytest.mark.parametrize("database", names, indirect=True)
+
 
 ROOT = Path(__file__).resolve().parents[2]
 _STARTED = re.compile(r"worker (\S+) started: ")

@@ -100,6 +100,7 @@ def test_columns_types_and_defaults_match_the_design():
         "has_steps": Boolean,  # sajq_0007 (durable steps)
     }
     assert set(table.c.keys()) == {*expected, "payload", "result", "trace_context", "progress"}
+
     def declared(name: str) -> Any:  # a TypeDecorator's (Timestamp's) own type
         type_ = table.c[name].type
         return type_.impl if isinstance(type_, TypeDecorator) else type_

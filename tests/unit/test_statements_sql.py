@@ -109,6 +109,8 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "rewait_retried": lambda: operator.rewait_retried(Job),
     "awaiting": lambda: operator.awaiting(Job),
     "cancel": lambda: statements.cancel(Job),
+    "cancel_targets": lambda: statements.cancel_targets(Job),
+    "cancel_locked": lambda: statements.cancel_locked(Job),
     "delete_finished": lambda: statements.delete_finished(Job),
     "pending_summary": lambda: statements.pending_summary(Job),
     "running_summary": lambda: statements.running_summary(Job),

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import URL, Engine, create_engine
 
+from sa_jobqueue.driver import worker_async_engine
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.outcomes import format_error
@@ -38,27 +39,47 @@ log = logging.getLogger("sa_jobqueue.worker")
 _PSYCOPG_NAMES = ("psycopg", "psycopg_async", "asyncpg")
 
 
+#: The other side's driver of a database's DBAPI: asyncio -> sync, sync -> asyncio.
+_SYNC_DRIVERS = {"aiosqlite": "pysqlite", "aiomysql": "pymysql", "asyncmy": "pymysql"}
+_ASYNC_DRIVERS = {"sqlite": "aiosqlite", "mysql": "aiomysql", "mariadb": "aiomysql"}
+
+
 def async_url(url: URL) -> URL:
     """`url` for an async engine: psycopg 3 serves both sides under one driver name.
+
+    SQLite goes through aiosqlite, MariaDB and MySQL through aiomysql.
 
     >>> async_url(URL.create("postgresql+psycopg2", host="db")).drivername
     'postgresql+psycopg'
     >>> async_url(URL.create("postgresql+asyncpg", host="db")).drivername
     'postgresql+asyncpg'
+    >>> async_url(URL.create("sqlite", database="app.db")).drivername
+    'sqlite+aiosqlite'
     """
-    if url.get_driver_name() in _PSYCOPG_NAMES:
+    backend = url.get_backend_name()
+    if url.get_driver_name() in (*_PSYCOPG_NAMES, *_SYNC_DRIVERS):
         return url
-    return url.set(drivername=f"{url.get_backend_name()}+psycopg")
+    if backend in _ASYNC_DRIVERS:
+        return url.set(drivername=f"{backend}+{_ASYNC_DRIVERS[backend]}")
+    return url.set(drivername=f"{backend}+psycopg")
 
 
 def sync_url(url: URL) -> URL:
     """`url` for the worker's sync engine: asyncpg has no sync side, psycopg 3 does.
 
+    aiosqlite's sync side is the standard library's sqlite3; aiomysql's and asyncmy's
+    is PyMySQL.
+
     >>> sync_url(URL.create("postgresql+asyncpg", host="db")).drivername
     'postgresql+psycopg'
+    >>> sync_url(URL.create("sqlite+aiosqlite", database="app.db")).drivername
+    'sqlite+pysqlite'
     """
-    if url.get_driver_name() in _PSYCOPG_NAMES:
+    driver = url.get_driver_name()
+    if driver in _PSYCOPG_NAMES:
         return url.set(drivername=f"{url.get_backend_name()}+psycopg")
+    if driver in _SYNC_DRIVERS:
+        return url.set(drivername=f"{url.get_backend_name()}+{_SYNC_DRIVERS[driver]}")
     return url
 
 
@@ -80,7 +101,8 @@ class AsyncSessions:
 
     def __init__(self, url: URL | Engine, engine: AsyncEngine | None = None) -> None:
         self._url = url.url if isinstance(url, Engine) else url
-        self._engine = engine
+        # SQLite: the same pool, every transaction BEGIN IMMEDIATE (`worker_engine`).
+        self._engine = None if engine is None else worker_async_engine(engine)
         self._own: AsyncEngine | None = None
         self._factory: Callable[[], AsyncSession] | None = None
 
@@ -99,7 +121,7 @@ class AsyncSessions:
         if self._own is None:
             from sqlalchemy.ext.asyncio import create_async_engine
 
-            self._own = create_async_engine(async_url(self._url))
+            self._own = worker_async_engine(create_async_engine(async_url(self._url)))
         return self._own
 
     async def aclose(self) -> None:

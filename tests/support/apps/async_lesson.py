@@ -31,7 +31,12 @@ _in_flight = 0
 @cache
 def async_engine() -> AsyncEngine:
     # Made on first use, on the worker's event loop (one loop per process).
-    url = make_url(os.environ["DATABASE_URL"]).set(drivername="postgresql+asyncpg")
+    url = make_url(os.environ["DATABASE_URL"])
+    if url.get_backend_name() == "sqlite":  # waits for the one writer, as the worker does
+        return create_async_engine(
+            url.set(drivername="sqlite+aiosqlite"), connect_args={"timeout": 30}
+        )
+    url = url.set(drivername="postgresql+asyncpg")
     return create_async_engine(url, pool_size=4, max_overflow=8)
 
 

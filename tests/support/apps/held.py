@@ -16,11 +16,12 @@ import time
 from datetime import timedelta
 from functools import cache
 
-from sqlalchemy import Engine, create_engine, select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobContext, JobQueue
 from sa_jobqueue.retry import Backoff
+from tests.support.app_engines import app_engine
 from tests.support.models import Effect, Job
 
 LEASE = timedelta(seconds=float(os.environ.get("SAJQ_LEASE", "3")))
@@ -31,7 +32,7 @@ jobs = JobQueue(Job)
 
 @cache
 def engine() -> Engine:
-    return create_engine(os.environ["DATABASE_URL"], pool_size=2, max_overflow=8)
+    return app_engine(os.environ["DATABASE_URL"])
 
 
 @jobs.task("noop", lease=LEASE, backoff=FAST)

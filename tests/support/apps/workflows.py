@@ -17,11 +17,12 @@ from collections import Counter
 from datetime import timedelta
 from functools import cache
 
-from sqlalchemy import Engine, create_engine, event, func, insert, update
+from sqlalchemy import Engine, event, insert, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue
 from sa_jobqueue.retry import Backoff
+from tests.support.app_engines import app_engine, wall_clock
 from tests.support.models import Effect, Job, Span
 
 LEASE = timedelta(seconds=float(os.environ.get("SAJQ_LEASE", "3")))
@@ -32,7 +33,7 @@ jobs = JobQueue(Job)
 
 @cache
 def engine() -> Engine:
-    return create_engine(os.environ["DATABASE_URL"], pool_size=2, max_overflow=8)
+    return app_engine(os.environ["DATABASE_URL"])
 
 
 def _sleep(ctx: JobContext) -> None:
@@ -44,20 +45,19 @@ def _sleep(ctx: JobContext) -> None:
 def node(ctx: JobContext) -> str:
     """A graph node: a `Span` from start to end, sleeping ``payload["sleep"]`` between."""
     with engine().begin() as conn:
-        span_id = conn.execute(
-            insert(Span)
-            .values(
+        inserted = conn.execute(
+            insert(Span).values(
                 job_id=ctx.id,
                 kind=ctx.kind,
                 key=ctx.payload.get("name"),
                 worker=os.getpid(),
-                started_at=func.clock_timestamp(),
+                started_at=wall_clock(),
             )
-            .returning(Span.id)
-        ).scalar_one()
+        )
+        span_id = inserted.inserted_primary_key[0]  # type: ignore[index] # one row, its key
     _sleep(ctx)
     with engine().begin() as conn:
-        conn.execute(update(Span).where(Span.id == span_id).values(ended_at=func.clock_timestamp()))
+        conn.execute(update(Span).where(Span.id == span_id).values(ended_at=wall_clock()))
     return str(ctx.payload.get("name"))
 
 

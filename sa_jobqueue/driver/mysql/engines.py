@@ -1,0 +1,32 @@
+"""A worker's engine on MariaDB and MySQL: READ COMMITTED, so its locking reads lock no gaps.
+
+Under InnoDB's default REPEATABLE READ a locking read (the sweeper's and the claim's
+``SELECT ... FOR UPDATE SKIP LOCKED``) also locks the gaps of the index range it
+scanned; a worker stopped in such a transaction (SIGSTOP, a long GC pause) then
+blocks the other workers' writes into that range (a ``done`` moving a row out of
+``running``) until it resumes or ``innodb_lock_wait_timeout`` (50 s) passes. READ
+COMMITTED takes record locks only. Every statement of the driver holds under it:
+its reads that decide a write are locking reads. See docs/notifications.md.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine
+
+__all__ = ["ISOLATION_LEVEL", "check_worker_engine", "worker_engine"]
+
+#: The isolation level of a worker's own transactions on MariaDB and MySQL.
+ISOLATION_LEVEL = "READ COMMITTED"
+
+
+def check_worker_engine(engine: Engine) -> None:
+    """Nothing to refuse: any MariaDB or MySQL engine serves a worker."""
+
+
+def worker_engine(engine: Engine) -> Engine:
+    """`engine` for a worker: the same pool, its transactions READ COMMITTED.
+
+    The level is set on each connection the worker checks out and reset when it
+    goes back to the pool, so the application's own transactions keep theirs.
+    """
+    return engine.execution_options(isolation_level=ISOLATION_LEVEL)

@@ -1,0 +1,37 @@
+"""A worker's start-up check on a database without PostgreSQL's catalog (SQLite, MariaDB, MySQL).
+
+`check_tables` asks SQLAlchemy's inspector what `preflight.check_table` asks
+``pg_catalog``: the jobs table and the tables beside it exist, with the library's
+columns. Column types are not compared (each database spells them its own way).
+See docs/operations.md.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import Connection, Table, inspect
+
+from sa_jobqueue.errors import ConfigurationError
+from sa_jobqueue.schema.columns import OWNED_COLUMNS
+from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
+
+__all__ = ["check_tables"]
+
+
+def check_tables(conn: Connection, model: type[JobMixin]) -> None:
+    """Raise `ConfigurationError` in one line when `model`'s tables are missing or lack columns."""
+    table = model.__table__
+    if not isinstance(table, Table):
+        raise ConfigurationError(f"{model.__name__} is not mapped to a table")
+    inspector = inspect(conn)
+    fix = f"(run: sa-jobqueue migrate --table {table.name}, or metadata.create_all)"
+    for needed in (table, workers_table_for(table), errors_table_for(table)):
+        if not inspector.has_table(needed.name, schema=needed.schema):
+            raise ConfigurationError(f"table {needed.name!r} does not exist {fix}")
+    found = {column["name"] for column in inspector.get_columns(table.name, schema=table.schema)}
+    missing = sorted(name for name in OWNED_COLUMNS if name in table.columns and name not in found)
+    if missing:
+        raise ConfigurationError(
+            f"table {table.name!r} does not match {model.__name__}: "
+            f"column(s) {', '.join(missing)} missing {fix}"
+        )

@@ -1,0 +1,132 @@
+"""A worker's plumbing off PostgreSQL: SQLite's immediate writes, polling and in-process wake-ups.
+
+SQLite lets one writer in at a time; a worker's transactions take the write lock when
+they begin (``BEGIN IMMEDIATE``), so none can fail to upgrade half way. Without
+LISTEN/NOTIFY a worker polls (0.5 s by default), and a commit of its own process that
+enqueued wakes it at once (`sa_jobqueue.core.local_wakeups`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+
+import pytest
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.orm import Session
+
+from sa_jobqueue import ConfigurationError, JobContext, JobQueue
+from sa_jobqueue.core import local_wakeups
+from sa_jobqueue.driver import worker_engine
+from sa_jobqueue.schema.registry_tables import workers_table_for
+from sa_jobqueue.worker.worker import POLL_INTERVAL, POLL_WITHOUT_LISTEN
+from tests.support.helpers import wait_for
+from tests.support.models import Job
+
+
+def registered(engine) -> int:
+    workers = workers_table_for(Job.__table__)  # type: ignore[arg-type]
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.count()).select_from(workers)).scalar_one())
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:"])
+def test_a_worker_refuses_an_in_memory_sqlite_database_in_one_line(url):
+    jobs = JobQueue(Job)
+    engine = create_engine(url)
+    with pytest.raises(ConfigurationError) as raised:
+        jobs.worker(engine)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert "sqlite:///path/to/app.db" in message
+
+
+def test_a_sqlite_workers_transactions_hold_the_write_lock_from_their_begin(sqlite_committed):
+    immediate = worker_engine(sqlite_committed)
+    path = sqlite_committed.url.database
+    assert sqlite_committed.connect().exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+    with immediate.connect() as conn:
+        conn.execute(text("SELECT count(*) FROM jobs"))  # a read: the lock is taken anyway
+        other = sqlite3.connect(path, timeout=0)
+        try:
+            assert other.execute("SELECT count(*) FROM jobs").fetchone() == (0,)  # WAL: reads go on
+            with pytest.raises(sqlite3.OperationalError, match="locked"):
+                other.execute("INSERT INTO effects (job_id, attempt, note) VALUES (1, 1, '')")
+        finally:
+            other.close()
+        conn.rollback()
+    # The engine given stays as it was: its transactions begin as the application made them.
+    with sqlite_committed.connect() as conn:
+        conn.execute(text("SELECT count(*) FROM jobs"))
+        other = sqlite3.connect(path, timeout=0)
+        try:
+            other.execute("INSERT INTO effects (job_id, attempt, note) VALUES (1, 1, '')")
+            other.commit()
+        finally:
+            other.close()
+
+
+def test_local_wakeups_run_after_the_commit_that_enqueued_and_never_after_a_rollback(
+    sqlite_committed,
+):
+    woken: list[str] = []
+    unsubscribe = local_wakeups.subscribe("jobs", woken.append)
+    try:
+        with Session(sqlite_committed) as session:
+            session.begin()
+            local_wakeups.enqueued(session, "jobs", ["mail"])
+            assert woken == []  # not before the commit: a claim would not see the rows
+            session.commit()
+            assert woken == ["mail"]
+            session.begin()
+            local_wakeups.enqueued(session, "jobs", ["mail"])
+            session.rollback()
+            session.begin()
+            local_wakeups.enqueued(session, "other_table", ["mail"])
+            session.commit()
+        assert woken == ["mail"]
+    finally:
+        unsubscribe()
+    with Session(sqlite_committed) as session, session.begin():
+        local_wakeups.enqueued(session, "jobs", ["mail"])
+    assert woken == ["mail"]  # unsubscribed: nothing more
+
+
+@pytest.mark.parametrize("committed_on", ["sqlite_committed", "mariadb_committed"])
+def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_process(
+    committed_on, request
+):
+    engine = request.getfixturevalue(committed_on)
+    jobs = JobQueue(Job)
+    ran = threading.Event()
+
+    @jobs.task("ping")
+    def ping(ctx: JobContext) -> None:
+        ran.set()
+
+    assert jobs.worker(engine).poll_interval == POLL_WITHOUT_LISTEN < POLL_INTERVAL
+    worker = jobs.worker(engine, poll_interval=30)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(lambda: registered(engine) == 1, what="the worker's start")
+        time.sleep(1.0)  # its first rounds found nothing: the loop sleeps for 30 s now
+        started = time.monotonic()
+        with Session(engine) as session, session.begin():
+            jobs.enqueue(session, "ping")
+        assert ran.wait(5), "the commit that enqueued did not wake the worker"
+        assert time.monotonic() - started < 5
+    finally:
+        worker.stop()
+        thread.join(10)
+
+
+def test_a_mariadb_workers_transactions_are_read_committed_and_the_apps_keep_theirs(
+    mariadb_committed,
+):
+    level = "SELECT @@session.tx_isolation"
+    with worker_engine(mariadb_committed).connect() as conn:
+        assert conn.exec_driver_sql(level).scalar() == "READ-COMMITTED"
+    with mariadb_committed.connect() as conn:  # the application's engine keeps its level
+        assert conn.exec_driver_sql(level).scalar() == "REPEATABLE-READ"
