@@ -55,7 +55,7 @@ def share(ours: Figure | None, limit: Figure | None, goal: float = TARGET) -> st
     if ours is None or limit is None or not ours.rates or not limit.rates:
         return "-"
     ratio = ours.median / limit.median
-    return f"**{ratio:.0%}** {'held' if ratio >= goal else 'NOT held'}"
+    return f"**{ratio:.1%}** {'held' if ratio >= goal else 'NOT held'}"
 
 
 def wake_cell(results: Results, who: str) -> str:
