@@ -51,6 +51,12 @@ class Timestamp(TypeDecorator[datetime]):
             return dialect.type_descriptor(mysql.DATETIME(fsp=6))
         return dialect.type_descriptor(DateTime(timezone=True))
 
+    def coerce_compared_value(self, op: Any, value: Any) -> Any:
+        """This type for a datetime; otherwise as ``DateTime`` does (a timedelta: an interval)."""
+        if value is None or isinstance(value, datetime):
+            return self
+        return self.impl.coerce_compared_value(op, value)
+
     def bind_processor(self, dialect: Dialect) -> Any:
         """PostgreSQL: the impl's (none), so a statement of these goes to psycopg as it is."""
         if dialect.name == "postgresql":
