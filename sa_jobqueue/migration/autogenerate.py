@@ -30,13 +30,33 @@ def include_object(
     """Alembic's ``include_object`` hook: False for the generated key columns and their indexes.
 
     An index counts as theirs when it, or the index it is compared with, covers a
-    generated key column (``unique_key_active``, ``debounce_key_pending``).
+    generated key column (``unique_key_active``, ``debounce_key_pending``). The id
+    columns of the library's tables are left out too where the database reflects no
+    identity (SQLite's rowid, MySQL's AUTO_INCREMENT).
     """
     if type_ == "column":
-        return name not in _GENERATED
+        return name not in _GENERATED and not _identity_beyond_the_database(object, compare_to)
     if type_ == "index":
         return not any(_covers_generated(index) for index in (object, compare_to))
     return True
+
+
+def _identity_beyond_the_database(column: Any, reflected: Any) -> bool:
+    """A library table's ``Identity()`` id where the database reflects none (SQLite, MySQL).
+
+    Their ids are the rowid and AUTO_INCREMENT; an older Alembic proposes to add the
+    identity to them (``modify_default``), which those databases cannot hold.
+    """
+    table = getattr(column, "table", None)
+    ours = table is not None and (
+        table.info.get("sa_jobqueue_ddl") or str(table.name).startswith("sa_jobqueue_")
+    )
+    return bool(
+        ours
+        and getattr(column, "identity", None) is not None
+        and reflected is not None
+        and getattr(reflected, "identity", None) is None
+    )
 
 
 def _covers_generated(index: Any) -> bool:

@@ -21,7 +21,24 @@ DDL = ("CREATE", "ALTER", "DROP")
 
 
 def _text(value: Any) -> str | None:
-    return None if value is None else " ".join(str(value).split())
+    """A reflected default, spaced alike; ``(expr)`` as ``expr``: SQLite keeps either,
+    and which one depends on how the table was last made (a batch copy on an older
+    SQLAlchemy drops the parentheses ``create_all`` wrote)."""
+    if value is None:
+        return None
+    text = " ".join(str(value).split())
+    while text.startswith("(") and text.endswith(")") and _balanced(text[1:-1]):
+        text = text[1:-1]
+    return text
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth < 0:
+            return False
+    return depth == 0
 
 
 def _ours(table: str) -> bool:
