@@ -93,9 +93,14 @@ class _Dashboard(Actions):
     # -- database --------------------------------------------------------------
 
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout."""
+        """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout.
+
+        The timeout is PostgreSQL's ``statement_timeout``; SQLite and MariaDB/MySQL
+        have no per-transaction equivalent, so there a page's reads run untimed.
+        """
         with Session(self.reader) as session, session.begin():
-            session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
+            if self.engine.dialect.name == "postgresql":
+                session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
             return fn(session, self.model, *args, **kwargs)
 
     # -- responses -------------------------------------------------------------

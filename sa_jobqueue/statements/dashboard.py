@@ -40,7 +40,9 @@ from sa_jobqueue.statements.common import (
     readable_columns,
 )
 from sa_jobqueue.statements.spelled import (
+    contains_json,
     count_where,
+    has_key,
     min_where,
     names_where,
     seconds_before,
@@ -258,9 +260,10 @@ def filter_conditions(
         pattern = bindparam("error_pattern", type_=Text)
         conditions.append(model.last_error.ilike(pattern, escape="\\"))
     if by_payload_key:
-        conditions.append(model.payload.op("?")(bindparam("payload_key", type_=Text)))
+        conditions.append(has_key(model.payload, bindparam("payload_key", type_=Text)))
     if by_payload_value:
-        conditions.append(model.payload.op("@>")(bindparam("payload_value", type_=JSONB)))
+        value = bindparam("payload_value", type_=JSONB)
+        conditions.append(contains_json(model.payload, value))
     return conditions
 
 

@@ -34,7 +34,9 @@ from sa_jobqueue.schema.types import Timestamp
 __all__ = [
     "among",
     "bucket_start",
+    "contains_json",
     "count_where",
+    "has_key",
     "hour_before",
     "in_list",
     "later_of",
@@ -367,3 +369,66 @@ def _floor_diff(element: bucket_start, compiler: SQLCompiler, **kw: Any) -> str:
     size = compiler.process(cast(width, Integer), **kw)
     epoch = f"TIMESTAMPDIFF(SECOND, '1970-01-01 00:00:00', {compiler.process(at, **kw)})"
     return f"TIMESTAMPADD(SECOND, FLOOR({epoch} / {size}) * {size}, '1970-01-01 00:00:00')"
+
+
+class has_key(FunctionElement[bool]):  # noqa: N801 (a SQL function's name)
+    """The JSON object `document` has the top-level key `key`: jsonb's ``?`` on PostgreSQL."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "has_key"
+
+
+@compiles(has_key, "postgresql")
+def _question(element: has_key, compiler: SQLCompiler, **kw: Any) -> str:
+    document, key = element.clauses
+    return f"({compiler.process(document.op('?')(key), **kw)})"  # as an AND's operand
+
+
+@compiles(has_key, "sqlite")
+def _each_key(element: has_key, compiler: SQLCompiler, **kw: Any) -> str:
+    document, key = (compiler.process(part, **kw) for part in element.clauses)
+    return f"EXISTS (SELECT 1 FROM json_each({document}) AS k WHERE k.key = {key})"  # noqa: S608
+
+
+@compiles(has_key, "mysql")
+@compiles(has_key, "mariadb")
+def _json_keys(element: has_key, compiler: SQLCompiler, **kw: Any) -> str:
+    document, key = (compiler.process(part, **kw) for part in element.clauses)
+    return f"JSON_CONTAINS(JSON_KEYS({document}), JSON_QUOTE({key}))"
+
+
+class contains_json(FunctionElement[bool]):  # noqa: N801 (a SQL function's name)
+    """The JSON object `document` contains the object `value`: jsonb's ``@>`` on PostgreSQL.
+
+    MySQL's ``JSON_CONTAINS`` is the same test. SQLite has none: there every top-level
+    key of `value` must be in `document` with an equal value of the same JSON type
+    (nested objects and arrays compared as their JSON text).
+    """
+
+    type = Boolean()
+    inherit_cache = True
+    name = "contains_json"
+
+
+@compiles(contains_json, "postgresql")
+def _contains(element: contains_json, compiler: SQLCompiler, **kw: Any) -> str:
+    document, value = element.clauses
+    return f"({compiler.process(document.op('@>')(value), **kw)})"  # as an AND's operand
+
+
+@compiles(contains_json, "sqlite")
+def _each_equal(element: contains_json, compiler: SQLCompiler, **kw: Any) -> str:
+    document, value = (compiler.process(part, **kw) for part in element.clauses)
+    same = "d.key = w.key AND d.type = w.type AND d.value IS w.value"
+    return (
+        f"NOT EXISTS (SELECT 1 FROM json_each({value}) AS w WHERE NOT EXISTS "  # noqa: S608
+        f"(SELECT 1 FROM json_each({document}) AS d WHERE {same}))"
+    )
+
+
+@compiles(contains_json, "mysql")
+@compiles(contains_json, "mariadb")
+def _json_contains_doc(element: contains_json, compiler: SQLCompiler, **kw: Any) -> str:
+    document, value = (compiler.process(part, **kw) for part in element.clauses)
+    return f"JSON_CONTAINS({document}, {value})"
