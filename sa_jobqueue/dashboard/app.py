@@ -289,13 +289,6 @@ def make_app(
         if type(engine).__name__ == "AsyncEngine":
             hint = ": the pages read from threads; give it create_engine(async_engine.url) too"
         raise ConfigurationError(f"make_app needs a sync sqlalchemy Engine, not {engine!r}{hint}")
-    if engine.dialect.name != "postgresql":
-        # Its pages' queries (jsonb filters, date_bin buckets, planner estimates,
-        # statement_timeout) are PostgreSQL's; the command line reads every database.
-        raise ConfigurationError(
-            f"the dashboard reads PostgreSQL only for now, not {engine.dialect.name}: use "
-            "sa-jobqueue stats, jobs list, jobs show and workers (--json) there"
-        )
     timings = {"statement_timeout": statement_timeout, "refresh_seconds": refresh_seconds}
     for name, value in timings.items():
         if not (isinstance(value, (int, float)) and value > 0):

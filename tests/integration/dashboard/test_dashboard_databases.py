@@ -1,0 +1,128 @@
+"""The dashboard's read-only pages on every database: PostgreSQL, SQLite and MariaDB.
+
+Each page renders (status 200) with jobs in every status, and shows the jobs it should:
+the overview, the job lists by status and by filter, a job's page, the workers page and
+the charts over each range.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from sqlalchemy.orm import Session
+from starlette.testclient import TestClient
+
+from sa_jobqueue.dashboard import make_app, queries
+from sa_jobqueue.dashboard.history import RANGES
+from tests.support.models import Job, new_queue
+from tests.support.processes import every_database
+
+
+def _add(engine: Any, **columns: Any) -> int:
+    columns.setdefault("kind", "k")
+    with Session(engine) as session, session.begin():
+        job = Job(**columns)
+        session.add(job)
+        session.flush()
+        return int(job.id)
+
+
+def _ids_on(page: str, ids: dict[str, int]) -> set[str]:
+    """The names of `ids` whose job page the page links to."""
+    return {name for name, job_id in ids.items() if f'/jobs/{job_id}"' in page}
+
+
+@every_database
+def test_every_read_page_renders_and_lists_the_expected_jobs(committed):
+    now = datetime.now(timezone.utc)
+    ago = now - timedelta(seconds=90)
+    ids = {
+        "pending": _add(committed, queue="mail", kind="send", payload={"order_id": 4}),
+        "other": _add(committed, queue="mail", kind="send", payload={"order_id": 5}),
+        "running": _add(
+            committed,
+            queue="pdf",
+            kind="render",
+            status="running",
+            locked_by="worker-1",
+            locked_until=now + timedelta(minutes=5),
+            attempts=1,
+        ),
+        "done": _add(
+            committed,
+            queue="pdf",
+            kind="render",
+            status="done",
+            finished_at=ago,
+            locked_by="worker-1",
+            attempts=1,
+        ),
+        "failed": _add(
+            committed,
+            queue="mail",
+            kind="send",
+            status="failed",
+            finished_at=ago,
+            last_error="SMTP Boom",
+            locked_by="worker-2",
+            attempts=3,
+        ),
+        "cancelled": _add(
+            committed, queue="mail", kind="send", status="cancelled", finished_at=ago
+        ),
+    }
+    c = TestClient(make_app(new_queue(), committed), base_url="http://127.0.0.1")
+
+    def page(url: str) -> str:
+        response = c.get(url)
+        assert response.status_code == 200, (url, response.text[:2000])
+        return response.text
+
+    overview = page("/")
+    assert "mail" in overview
+    assert "pdf" in overview
+    for chart_range in ("hour", "day", "week"):
+        page(f"/?range={chart_range}")
+    page("/?queue=mail")
+    assert _ids_on(page("/jobs"), ids) == set(ids)
+    for status in ("pending", "running", "done", "failed", "cancelled"):
+        expected = {"pending", "other"} if status == "pending" else {status}
+        assert _ids_on(page(f"/jobs?status={status}"), ids) == expected, status
+    assert _ids_on(page("/jobs?queue=pdf"), ids) == {"running", "done"}
+    assert _ids_on(page("/jobs?kind=render&status=done"), ids) == {"done"}
+    assert _ids_on(page("/jobs?error=boom"), ids) == {"failed"}  # case-insensitive
+    assert _ids_on(page("/jobs?payload=order_id%3D4"), ids) == {"pending"}
+    assert _ids_on(page("/jobs?payload=order_id"), ids) == {"pending", "other"}
+    assert _ids_on(page('/jobs?payload={"order_id":5}'), ids) == {"other"}
+    for name, job_id in ids.items():
+        job_page = page(f"/jobs/{job_id}")
+        status = "pending" if name == "other" else name
+        assert f"<h1>Job {job_id} " in job_page, name
+        assert f'id="job-status">{status}<' in job_page, name
+    assert _ids_on(page("/workers"), ids) == {"running"}
+    # The numbers behind the overview and its charts, in each range.
+    for chart_range in RANGES.values():
+        with Session(committed) as session:
+            board = queries.overview(session, Job, chart_range=chart_range)
+        bars = [
+            (m.done, m.failed, m.cancelled)
+            for m in board.minutes
+            if m.done + m.failed + m.cancelled
+        ]
+        assert bars == [(1, 1, 1)], chart_range  # finished 90 s ago: one bar, in any range
+        assert all(m.start.tzinfo is not None for m in board.minutes)
+    mail = {q.queue: q for q in board.queues}["mail"]
+    assert (mail.pending, mail.due) == (2, 2)
+    assert mail.lag_seconds is not None
+    assert mail.lag_seconds >= 0
+    assert board.totals.counts["pending"] == 2
+    # The workers' activity the page reads beside its registry: per locked_by.
+    with Session(committed) as session:
+        _, activity = queries.workers(session, Job)
+    by_name = {worker.worker: worker for worker in activity}
+    assert set(by_name) == {"worker-1", "worker-2"}
+    assert (by_name["worker-1"].running, by_name["worker-1"].finished) == (1, 1)
+    assert by_name["worker-1"].kinds == ["render"]
+    assert by_name["worker-1"].queues == ["pdf"]
+    assert (by_name["worker-2"].kinds, by_name["worker-2"].queues) == ([], ["mail"])
