@@ -348,10 +348,15 @@ def make_app(
         first = str(getattr(error, "orig", error)).strip().splitlines() or [repr(error)]
         return board.error(request, 503, f"The database did not answer this page: {first[0]}")
 
+    async def refused(request: Request, error: Exception) -> Response:
+        # An action ops refuses on this database (its one-line message), not a 500.
+        log.info("dashboard: refused on %s: %s", request.url.path, error)
+        return board.error(request, 400, str(error))
+
     app = Starlette(
         routes=routes,
         middleware=[Middleware(GuardMiddleware, credentials=credentials, allowed_hosts=hosts)],
-        exception_handlers={exc.DBAPIError: database_error},
+        exception_handlers={exc.DBAPIError: database_error, ConfigurationError: refused},
     )
     app.state.dashboard = board
     return app

@@ -15,6 +15,7 @@ from starlette.testclient import TestClient
 
 from sa_jobqueue.dashboard import make_app, queries
 from sa_jobqueue.dashboard.history import RANGES
+from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
 from tests.support.models import Job, new_queue
 from tests.support.processes import every_database
 
@@ -126,3 +127,20 @@ def test_every_read_page_renders_and_lists_the_expected_jobs(committed):
     assert by_name["worker-1"].kinds == ["render"]
     assert by_name["worker-1"].queues == ["pdf"]
     assert (by_name["worker-2"].kinds, by_name["worker-2"].queues) == ([], ["mail"])
+
+
+@every_database
+def test_job_actions_act_or_show_the_one_line_refusal_never_a_server_error(committed):
+    """Retry, cancel and delete: done, or refused by ops in one line (a 400 page), never a 500."""
+    failed = _add(committed, status="failed", last_error="boom", attempts=1)
+    pending = _add(committed)
+    cancelled = _add(committed, status="cancelled", finished_at=datetime.now(timezone.utc))
+    app = make_app(new_queue(), committed, allow_actions=True)
+    c = TestClient(app, base_url="http://127.0.0.1")  # raises on a 500
+    assert c.get("/").status_code == 200
+    token = c.cookies.get(CSRF_COOKIE)
+    for action, job_id in (("retry", failed), ("cancel", pending), ("delete", cancelled)):
+        response = c.post(f"/jobs/{job_id}/{action}", data={CSRF_FIELD: token})
+        assert response.status_code in (200, 400), (action, response.status_code)
+        if response.status_code == 400:
+            assert "only for now" in response.text, action
