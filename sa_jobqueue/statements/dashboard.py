@@ -99,7 +99,7 @@ def set_statement_timeout() -> Select[Any]:
     return select(func.set_config("statement_timeout", bindparam("timeout", type_=Text), True))
 
 
-def pending_summary(model: type[JobMixin]) -> Select[Any]:
+def pending_summary(model: type[JobMixin]) -> Select[Unpack[tuple[Any, ...]]]:
     """Per queue: pending jobs, how many are due, and the age of the oldest due one.
 
     Reads only ``ix_<table>_pending``'s rows. Columns: ``queue``, ``pending``,

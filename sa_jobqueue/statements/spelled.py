@@ -349,7 +349,7 @@ class bucket_start(FunctionElement[datetime]):  # noqa: N801 (a SQL function's n
 @compiles(bucket_start, "postgresql")
 def _date_bin(element: bucket_start, compiler: SQLCompiler, **kw: Any) -> str:
     width, at, epoch = element.clauses
-    interval = literal_column("INTERVAL '1 second'") * width
+    interval: Any = literal_column("INTERVAL '1 second'") * width
     return compiler.process(func.date_bin(interval, at, epoch), **kw)
 
 
