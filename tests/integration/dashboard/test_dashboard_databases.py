@@ -7,6 +7,7 @@ the charts over each range.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -14,6 +15,7 @@ from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
 from sa_jobqueue.dashboard import make_app, queries
+from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.history import RANGES
 from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
 from tests.support.models import Job, new_queue
@@ -145,3 +147,46 @@ def test_job_actions_act_or_show_the_one_line_refusal_never_a_server_error(commi
         assert response.status_code in (200, 400), (action, response.status_code)
         if response.status_code == 400:
             assert "only for now" in response.text, action
+
+
+@every_database
+def test_keyset_paging_walks_each_status_list_once_in_its_order(committed):
+    ago = datetime.now(timezone.utc) - timedelta(seconds=30)
+    later = datetime.now(timezone.utc) + timedelta(minutes=5)
+    made: dict[str | None, list[int]] = {
+        "pending": [_add(committed, priority=p) for p in (2, 1, 1)],
+        "running": [
+            _add(
+                committed,
+                status="running",
+                locked_by="w",
+                locked_until=later + timedelta(seconds=s),
+            )
+            for s in (3, 1, 2)
+        ],
+        "done": [
+            _add(committed, status="done", finished_at=ago - timedelta(seconds=s)) for s in (1, 3)
+        ],
+    }
+    made[None] = [job_id for ids in made.values() for job_id in ids]
+    for status, ids in made.items():
+        seen: list[int] = []
+        job_filter = JobFilter(status=status)
+        with Session(committed) as session:
+            while True:
+                found = queries.jobs_page(session, Job, job_filter, limit=1)
+                seen += [job.id for job in found.jobs]
+                if found.next_cursor is None:
+                    break
+                job_filter = replace(job_filter, after=found.next_cursor)
+        assert sorted(seen) == sorted(ids), status
+        assert len(seen) == len(ids), status
+    pending, running, done = made["pending"], made["running"], made["done"]
+    assert seen == sorted(made[None], reverse=True)  # the whole list: newest first
+    with Session(committed) as session:
+        first = queries.jobs_page(session, Job, JobFilter(status="pending"), limit=3)
+        assert [job.id for job in first.jobs] == [pending[1], pending[2], pending[0]]
+        first = queries.jobs_page(session, Job, JobFilter(status="running"), limit=3)
+        assert [job.id for job in first.jobs] == [running[1], running[2], running[0]]
+        first = queries.jobs_page(session, Job, JobFilter(status="done"), limit=3)
+        assert [job.id for job in first.jobs] == [done[0], done[1]]
