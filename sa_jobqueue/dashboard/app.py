@@ -93,9 +93,14 @@ class _Dashboard(Actions):
     # -- database --------------------------------------------------------------
 
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout."""
+        """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout.
+
+        The timeout is PostgreSQL's ``statement_timeout``; SQLite and MariaDB/MySQL
+        have no per-transaction equivalent, so there a page's reads run untimed.
+        """
         with Session(self.reader) as session, session.begin():
-            session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
+            if self.engine.dialect.name == "postgresql":
+                session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
             return fn(session, self.model, *args, **kwargs)
 
     # -- responses -------------------------------------------------------------
@@ -284,13 +289,6 @@ def make_app(
         if type(engine).__name__ == "AsyncEngine":
             hint = ": the pages read from threads; give it create_engine(async_engine.url) too"
         raise ConfigurationError(f"make_app needs a sync sqlalchemy Engine, not {engine!r}{hint}")
-    if engine.dialect.name != "postgresql":
-        # Its pages' queries (jsonb filters, date_bin buckets, planner estimates,
-        # statement_timeout) are PostgreSQL's; the command line reads every database.
-        raise ConfigurationError(
-            f"the dashboard reads PostgreSQL only for now, not {engine.dialect.name}: use "
-            "sa-jobqueue stats, jobs list, jobs show and workers (--json) there"
-        )
     timings = {"statement_timeout": statement_timeout, "refresh_seconds": refresh_seconds}
     for name, value in timings.items():
         if not (isinstance(value, (int, float)) and value > 0):
@@ -350,10 +348,15 @@ def make_app(
         first = str(getattr(error, "orig", error)).strip().splitlines() or [repr(error)]
         return board.error(request, 503, f"The database did not answer this page: {first[0]}")
 
+    async def refused(request: Request, error: Exception) -> Response:
+        # An action ops refuses on this database (its one-line message), not a 500.
+        log.info("dashboard: refused on %s: %s", request.url.path, error)
+        return board.error(request, 400, str(error))
+
     app = Starlette(
         routes=routes,
         middleware=[Middleware(GuardMiddleware, credentials=credentials, allowed_hosts=hosts)],
-        exception_handlers={exc.DBAPIError: database_error},
+        exception_handlers={exc.DBAPIError: database_error, ConfigurationError: refused},
     )
     app.state.dashboard = board
     return app

@@ -31,6 +31,7 @@ from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
+from sa_jobqueue.statements.spelled import names_of
 
 __all__ = [
     "HISTORY_MINUTES",
@@ -363,8 +364,8 @@ def workers(session: Session, model: type[JobMixin]) -> tuple[datetime, list[Wor
             running=row.running,
             expired_leases=row.expired_leases,
             finished=row.finished,
-            kinds=sorted(k for k in row.kinds or [] if k is not None),
-            queues=sorted(q for q in row.queues or [] if q is not None),
+            kinds=names_of(row.kinds),
+            queues=names_of(row.queues),
             lease_ends=row.lease_ends,
             last_finished_at=row.last_finished_at,
         )

@@ -52,13 +52,16 @@ def status_totals(
     A table the planner estimates at fewer than `exact_below` rows (or has never
     analyzed) is counted with one ``GROUP BY status``. A bigger one costs two
     index-only counts (``pending``, ``running``: their partial indexes) and a
-    catalog read, whatever its size.
+    catalog read, whatever its size. Off PostgreSQL (no planner statistics to read)
+    the count is always the exact ``GROUP BY status``.
     """
     counts = dict.fromkeys((s.value for s in Status), 0)
     table = model.__table__
     where = {"table": table.name, "schema": table.schema}  # type: ignore[attr-defined]
-    rows = session.execute(statements.status_estimates(), where)
-    estimates: dict[str, int] = {status: jobs for status, jobs in rows}
+    estimates: dict[str, int] = {}
+    if session.get_bind().dialect.name == "postgresql":
+        rows = session.execute(statements.status_estimates(), where)
+        estimates = {status: jobs for status, jobs in rows}
     if sum(estimates.values()) < exact_below:
         for status, jobs in session.execute(statements.status_counts(model)):
             counts[status] = jobs

@@ -29,7 +29,9 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.sql.elements import TextClause
 
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, seconds
+from sa_jobqueue.schema.types import utc_now
+from sa_jobqueue.statements.common import FINISHED_VALUES
+from sa_jobqueue.statements.spelled import bucket_start, seconds_before, unix_seconds
 
 __all__ = [
     "bulk_batch",
@@ -154,11 +156,9 @@ def finished_per_bucket(model: type[JobMixin], *, by_queue: bool = False) -> Sel
     finished in the window. Columns: ``bucket``, ``status``, ``jobs``,
     ``avg_seconds``, ``max_seconds``.
     """
-    width = seconds(bindparam("bucket", type_=Float))
-    origin = func.to_timestamp(0)
-    bucket = func.date_bin(width, model.finished_at, origin)
-    took = epoch_seconds(model.finished_at) - epoch_seconds(model.run_at)
-    start = func.now() - seconds(bindparam("window", type_=Float))
+    bucket = bucket_start(bindparam("bucket", type_=Float), model.finished_at)
+    took = unix_seconds(model.finished_at) - unix_seconds(model.run_at)
+    start = seconds_before(utc_now(), bindparam("window", type_=Float))
     query = select(
         bucket.label("bucket"),
         model.status.label("status"),

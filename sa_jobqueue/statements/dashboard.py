@@ -32,12 +32,21 @@ from sqlalchemy.sql.dml import ReturningDelete
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.state_tables import schedules_table_for
+from sa_jobqueue.schema.types import utc_now
 from sa_jobqueue.statements import workflows
 from sa_jobqueue.statements.common import (
     FINISHED_VALUES,
     epoch_seconds,
     readable_columns,
-    seconds,
+)
+from sa_jobqueue.statements.spelled import (
+    contains_json,
+    count_where,
+    has_key,
+    min_where,
+    names_where,
+    seconds_before,
+    seconds_between,
 )
 
 if TYPE_CHECKING:
@@ -82,7 +91,7 @@ def like_pattern(text: str) -> str:
 
 
 def _window_start() -> ColumnElement[Any]:
-    return func.now() - seconds(bindparam("window", type_=Float))
+    return seconds_before(utc_now(), bindparam("window", type_=Float))
 
 
 def set_statement_timeout() -> Select[Any]:
@@ -90,20 +99,20 @@ def set_statement_timeout() -> Select[Any]:
     return select(func.set_config("statement_timeout", bindparam("timeout", type_=Text), True))
 
 
-def pending_summary(model: type[JobMixin]) -> Select[Any]:
+def pending_summary(model: type[JobMixin]) -> Select[Unpack[tuple[Any, ...]]]:
     """Per queue: pending jobs, how many are due, and the age of the oldest due one.
 
     Reads only ``ix_<table>_pending``'s rows. Columns: ``queue``, ``pending``,
     ``due``, ``lag_seconds`` (NULL when nothing is due).
     """
-    now = func.now()
+    now = utc_now()
     due = model.run_at <= now
     return (
         select(
             model.queue.label("queue"),
             func.count().label("pending"),
-            func.count().filter(due).label("due"),
-            epoch_seconds(now - func.min(model.run_at).filter(due)).label("lag_seconds"),
+            count_where(due).label("due"),
+            seconds_between(now, min_where(model.run_at, due)).label("lag_seconds"),
         )
         .where(model.status == Status.PENDING.value)
         .group_by(model.queue)
@@ -119,7 +128,7 @@ def running_summary(model: type[JobMixin]) -> Select[str, int, int]:
         select(
             model.queue.label("queue"),
             func.count().label("running"),
-            func.count().filter(model.locked_until < func.now()).label("expired_leases"),
+            count_where(model.locked_until < utc_now()).label("expired_leases"),
         )
         .where(model.status == Status.RUNNING.value)
         .group_by(model.queue)
@@ -175,12 +184,12 @@ def workers_summary(model: type[JobMixin]) -> Select[Unpack[tuple[Any, ...]]]:
     return (
         select(
             model.locked_by.label("worker"),
-            func.count().filter(running).label("running"),
-            func.count().filter(running, model.locked_until < func.now()).label("expired_leases"),
-            func.count().filter(status != Status.RUNNING.value).label("finished"),
-            func.array_agg(model.kind.distinct()).filter(running).label("kinds"),
-            func.array_agg(model.queue.distinct()).label("queues"),
-            func.min(model.locked_until).filter(running).label("lease_ends"),
+            count_where(running).label("running"),
+            count_where(running, model.locked_until < utc_now()).label("expired_leases"),
+            count_where(status != Status.RUNNING.value).label("finished"),
+            names_where(model.kind, running).label("kinds"),
+            names_where(model.queue).label("queues"),
+            min_where(model.locked_until, running).label("lease_ends"),
             func.max(model.finished_at).label("last_finished_at"),
         )
         .where(model.locked_by.is_not(None), or_(running, recent))
@@ -251,9 +260,10 @@ def filter_conditions(
         pattern = bindparam("error_pattern", type_=Text)
         conditions.append(model.last_error.ilike(pattern, escape="\\"))
     if by_payload_key:
-        conditions.append(model.payload.op("?")(bindparam("payload_key", type_=Text)))
+        conditions.append(has_key(model.payload, bindparam("payload_key", type_=Text)))
     if by_payload_value:
-        conditions.append(model.payload.op("@>")(bindparam("payload_value", type_=JSONB)))
+        value = bindparam("payload_value", type_=JSONB)
+        conditions.append(contains_json(model.payload, value))
     return conditions
 
 

@@ -65,13 +65,6 @@ def adopt(url: str) -> str:
     return refused(["migrate", "--adopt", "--database-url", url])
 
 
-def dashboard(url: str) -> str:
-    from sa_jobqueue.dashboard import make_app
-
-    engine = create_engine(url, poolclass=NullPool)
-    return raised(lambda: make_app(new_queue(), engine))
-
-
 def sql_function(url: str) -> str:
     return refused(["sql", "--database-url", url])
 
@@ -92,7 +85,6 @@ def repairs(url: str) -> str:
 #: The first cell of a row with a "no" -> the call that must say so.
 CHECKS: dict[str, Callable[[str], str]] = {
     "`sa-jobqueue migrate --adopt`": adopt,
-    "web dashboard": dashboard,
     "`<table>_enqueue(...)` SQL function": sql_function,
     "operator repairs: `retry`, `delete`, bulk actions": repairs,
 }
