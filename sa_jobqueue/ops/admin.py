@@ -172,7 +172,9 @@ def retry(
     Each gets one more attempt than it has made (``max_attempts`` is raised if
     needed); ``attempts`` and ``last_error`` stay as history, ``finished_at`` is
     cleared. Jobs in another status are reported in ``skipped``. Idle workers are
-    notified when the caller commits; this never commits.
+    notified when the caller commits (on PostgreSQL; workers elsewhere poll); this never
+    commits. On SQLite and MariaDB/MySQL: a locking read of the targets, then an UPDATE
+    by id (`statements.repairs`), with the same result.
 
     Jobs that still wait for a retried job wait for its new end. A retried job
     enqueued ``after=[...]`` waits again (``waiting``, listed in ``waiting``) while

@@ -169,7 +169,7 @@ def _check_filters(dialect: str, match: Match | None) -> None:
         return
     if match.payload_key is not None or match.payload_value is not None:
         raise ConfigurationError(
-            f"the payload filters of bulk actions run on PostgreSQL only, not {dialect}: "
+            f"the payload filters of bulk actions run on PostgreSQL only for now, not {dialect}: "
             "filter by status, queue, kind or error, or give job ids"
         )
 

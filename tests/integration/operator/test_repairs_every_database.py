@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import statements
+from sa_jobqueue import ConfigurationError, statements
 from sa_jobqueue.cli import main
 from sa_jobqueue.ops import admin, bulk
 from sa_jobqueue.statements import workflows
@@ -142,3 +142,17 @@ def test_the_command_line_retries_on_a_sqlite_file(sqlite_committed, sqlite_url)
     assert every.exit_code == 0, every.output
     assert json.loads(every.output)["ids"] == [second]
     assert [_row(sqlite_committed, i).status for i in (first, second)] == ["pending", "pending"]
+
+
+@pytest.mark.parametrize("database", ["sqlite", "mariadb"])
+def test_what_runs_on_postgresql_only_says_so_in_one_line(database, request):
+    engine = request.getfixturevalue(COMMITTED[database])
+    failed = _insert(engine, status="failed", attempts=1)
+    with Session(engine) as session, pytest.raises(ConfigurationError) as revive:
+        admin.retry(session, Job, [failed], with_dependents=True)
+    with pytest.raises(ConfigurationError) as payload:
+        bulk.apply(engine, Job, "retry", match=bulk.Match(payload_key="to"))
+    for raised in (revive, payload):
+        assert "\n" not in str(raised.value)
+        assert f"PostgreSQL only for now, not {engine.dialect.name}" in str(raised.value)
+    assert _row(engine, failed).status == "failed"  # the refused retry rolled back
