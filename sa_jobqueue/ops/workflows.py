@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from sa_jobqueue import statements
-from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import operator, repairs, workflows
@@ -106,14 +105,9 @@ def _after_retry_portable(
     No ``UPDATE ... FROM`` a CTE with RETURNING there: the recount is one UPDATE with
     a correlated count; the upstream jobs are locked (as `lock_upstream_of`), their
     unfinished ones counted per retried job, and each retried job with upstream jobs
-    updated by id. Reviving dependents walks the graph with PostgreSQL's statements:
-    refused elsewhere, in one line.
+    updated by id; reviving dependents locks each level's targets, then updates each by
+    id. No NOTIFY: workers there poll.
     """
-    if with_dependents:
-        raise ConfigurationError(
-            f"retry with_dependents runs on PostgreSQL only for now, not {conn.dialect.name}: "
-            "retry the cancelled dependents by id (jobs list --status cancelled)"
-        )
     params = {"ids": list(retried)}
     conn.execute(repairs.recount_listed(model), params)
     conn.execute(repairs.upstream_locked(model), params).all()
@@ -123,4 +117,15 @@ def _after_retry_portable(
         changed = conn.execute(rewait, {"job_id": job_id, "unfinished": unfinished}).rowcount
         if changed and unfinished > 0:
             result.waiting.append(job_id)
+    if not with_dependents:
+        return result
+    targets, revive = repairs.revive_targets(model), repairs.revive_one(model)
+    level = list(retried)
+    while level:  # down the graph, a level at a time (each sees the one before waiting)
+        rows = conn.execute(targets, {"ids": level}).all()
+        for row in rows:
+            status = Status.WAITING.value if row.unfinished else Status.PENDING.value
+            conn.execute(revive, {"job_id": row.id, "status": status, "unfinished": row.unfinished})
+        level = [row.id for row in rows]
+        result.revived += level
     return result

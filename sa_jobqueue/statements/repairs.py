@@ -21,7 +21,9 @@ from sqlalchemy import (
     bindparam,
     case,
     delete,
+    exists,
     func,
+    literal,
     select,
     update,
 )
@@ -39,6 +41,8 @@ __all__ = [
     "requeue_failed_targets",
     "requeue_locked",
     "requeue_targets",
+    "revive_one",
+    "revive_targets",
     "rewait_one",
     "unfinished_upstream",
     "upstream_locked",
@@ -182,6 +186,56 @@ def rewait_one(model: type[JobMixin]) -> Update:
         .values(
             waiting_for=unfinished,
             status=case((unfinished > 0, Status.WAITING.value), else_=Status.PENDING.value),
+            updated_at=utc_now(),
+        )
+    )
+
+
+def revive_targets(model: type[JobMixin]) -> Select[Any]:
+    """The jobs a release cancelled when one of ``:ids`` failed, that may wait again, locked.
+
+    As `workflows.revive_dependents`'s targets: ``cancelled`` with a ``last_error`` of
+    ``cancelled: upstream job ...``, and no other upstream job failed or cancelled.
+    Columns ``(id, queue, unfinished)``: how many of its upstream jobs have not ended.
+    """
+    edges = workflows.edges_of(model)
+    upstream = model.__table__.alias("upstream")
+    of_it = edges.join(upstream, upstream.c.id == edges.c.upstream_id)
+    unfinished = (
+        select(func.count())
+        .select_from(of_it)
+        .where(edges.c.job_id == model.id, upstream.c.status.in_([s.value for s in UNFINISHED]))
+        .scalar_subquery()
+    )
+    failed_elsewhere = exists(
+        select(literal(1))
+        .select_from(of_it)
+        .where(edges.c.job_id == model.id, upstream.c.status.in_(_RETRYABLE))
+    )
+    hit = select(edges.c.job_id).where(_listed(edges.c.upstream_id))
+    return (
+        select(model.id, model.queue, unfinished.label("unfinished"))
+        .where(
+            model.id.in_(hit),
+            model.status == Status.CANCELLED.value,
+            model.last_error.like("cancelled: upstream job %"),
+            ~failed_elsewhere,
+        )
+        .order_by(model.id)
+        .with_for_update()
+    )
+
+
+def revive_one(model: type[JobMixin]) -> Update:
+    """The cancelled job ``:job_id`` becomes ``:status`` waiting for ``:unfinished`` jobs."""
+    return (
+        update(model)
+        .where(model.id == bindparam("job_id", type_=BigInteger))
+        .where(model.status == Status.CANCELLED.value)
+        .values(
+            status=bindparam("status", type_=Text),
+            waiting_for=bindparam("unfinished", type_=BigInteger),
+            finished_at=None,
             updated_at=utc_now(),
         )
     )

@@ -113,7 +113,8 @@ def test_delete_removes_finished_jobs_but_keeps_one_that_a_job_waits_for(engine_
 def test_a_bulk_retry_by_filter_and_a_bulk_delete_by_ids(engine_of):
     failed = [_insert(engine_of, status="failed", attempts=1) for _ in range(3)]
     other = _insert(engine_of, status="failed", kind="other", attempts=1)
-    counted = bulk.count(Session(engine_of), Job, "retry", match=bulk.Match(kind="k"))
+    with Session(engine_of) as session:
+        counted = bulk.count(session, Job, "retry", match=bulk.Match(kind="k"))
     assert counted.changed == 3
     result = bulk.apply(engine_of, Job, "retry", match=bulk.Match(kind="k"), batch_size=2)
     assert (result.changed, result.batches) == (3, 2)
@@ -144,15 +145,34 @@ def test_the_command_line_retries_on_a_sqlite_file(sqlite_committed, sqlite_url)
     assert [_row(sqlite_committed, i).status for i in (first, second)] == ["pending", "pending"]
 
 
+def test_retry_with_dependents_lets_the_jobs_its_failure_cancelled_wait_again(engine_of):
+    failed = _insert(engine_of, status="failed", attempts=1)
+    why = f"cancelled: upstream job {failed} failed"
+    child = _insert(engine_of, status="cancelled", last_error=why)
+    grandchild = _insert(
+        engine_of, status="cancelled", last_error=f"cancelled: upstream job {child}"
+    )
+    edges = [{"job_id": child, "upstream_id": failed}, {"job_id": grandchild, "upstream_id": child}]
+    with engine_of.begin() as conn:
+        conn.execute(insert(workflows.edges_of(Job)), edges)
+    with Session(engine_of) as session, session.begin():
+        result = admin.retry(session, Job, [failed], with_dependents=True)
+    assert (result.ids, result.revived, result.waiting) == ([failed], [child, grandchild], [])
+    rows = [_row(engine_of, i) for i in (failed, child, grandchild)]
+    assert [(r.status, r.waiting_for) for r in rows] == [
+        ("pending", None),
+        ("waiting", 1),
+        ("waiting", 1),
+    ]
+    assert rows[1].finished_at is None
+
+
 @pytest.mark.parametrize("database", ["sqlite", "mariadb"])
-def test_what_runs_on_postgresql_only_says_so_in_one_line(database, request):
+def test_the_payload_filters_of_bulk_actions_say_in_one_line_they_need_postgresql(
+    database, request
+):
     engine = request.getfixturevalue(COMMITTED[database])
-    failed = _insert(engine, status="failed", attempts=1)
-    with Session(engine) as session, pytest.raises(ConfigurationError) as revive:
-        admin.retry(session, Job, [failed], with_dependents=True)
-    with pytest.raises(ConfigurationError) as payload:
+    with pytest.raises(ConfigurationError) as raised:
         bulk.apply(engine, Job, "retry", match=bulk.Match(payload_key="to"))
-    for raised in (revive, payload):
-        assert "\n" not in str(raised.value)
-        assert f"PostgreSQL only for now, not {engine.dialect.name}" in str(raised.value)
-    assert _row(engine, failed).status == "failed"  # the refused retry rolled back
+    assert "\n" not in str(raised.value)
+    assert f"PostgreSQL only for now, not {engine.dialect.name}" in str(raised.value)
