@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Engine, MetaData
+from sqlalchemy import MetaData
 from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.orm.util import identity_key
 
@@ -46,6 +46,7 @@ from sa_jobqueue.schema.naming import (
     control_channel_name,
     ended_channel_name,
 )
+from sa_jobqueue.statements import repairs
 from sa_jobqueue.statements.common import FINISHED_VALUES
 from sa_jobqueue.statements.ended import notifying_ended
 from sa_jobqueue.statements.operator import awaiting
@@ -171,7 +172,9 @@ def retry(
     Each gets one more attempt than it has made (``max_attempts`` is raised if
     needed); ``attempts`` and ``last_error`` stay as history, ``finished_at`` is
     cleared. Jobs in another status are reported in ``skipped``. Idle workers are
-    notified when the caller commits; this never commits.
+    notified when the caller commits (on PostgreSQL; workers elsewhere poll); this never
+    commits. On SQLite and MariaDB/MySQL: a locking read of the targets, then an UPDATE
+    by id (`statements.repairs`), with the same result.
 
     Jobs that still wait for a retried job wait for its new end. A retried job
     enqueued ``after=[...]`` waits again (``waiting``, listed in ``waiting``) while
@@ -179,10 +182,13 @@ def retry(
     `with_dependents`, the jobs its failure cancelled wait again too, down the
     graph (``revived``; docs/workflows.md).
     """
-    _postgresql_only(session, "retry")
     wanted = _ids(ids)
-    rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
-    result = _finish(session, model, wanted, rows, notify=True)
+    if _listens(session):
+        rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
+    else:  # lock, then update by id; workers there poll (no NOTIFY)
+        rows = _lock_then_change(session, repairs.requeue_targets(model), {"ids": wanted})
+        _change_locked(session, repairs.requeue_locked(model), rows)
+    result = _finish(session, model, wanted, rows, notify=_listens(session))
     after = after_retry(session.connection(), model, result.ids, with_dependents=with_dependents)
     result.waiting.extend(after.waiting)
     result.revived.extend(after.revived)
@@ -193,10 +199,15 @@ def retry_failed(
     session: Session, model: type[JobMixin], *, queue: str | None = None, kind: str | None = None
 ) -> Changed:
     """Like `retry`, for every ``failed`` job (of `queue` and/or `kind` when given)."""
-    _postgresql_only(session, "retry")
-    query = statements.requeue_failed(model, by_queue=queue is not None, by_kind=kind is not None)
-    rows = session.execute(query, {"queue_name": queue, "kind_name": kind}).all()
-    result = _finish(session, model, [], rows, notify=True)
+    flags = {"by_queue": queue is not None, "by_kind": kind is not None}
+    params = {"queue_name": queue, "kind_name": kind}
+    rows: Sequence[Any]
+    if _listens(session):
+        rows = session.execute(statements.requeue_failed(model, **flags), params).all()
+    else:  # as in `retry`
+        rows = _lock_then_change(session, repairs.requeue_failed_targets(model, **flags), params)
+        _change_locked(session, repairs.requeue_locked(model), rows)
+    result = _finish(session, model, [], rows, notify=_listens(session))
     after = after_retry(session.connection(), model, result.ids, with_dependents=False)
     result.waiting.extend(after.waiting)
     return result
@@ -254,28 +265,38 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
     comes back in ``awaited`` with the ids of the jobs waiting for it. For
     deleting by age in batches, use `prune`.
     """
-    _postgresql_only(session, "delete")
     wanted = _ids(ids)
-    rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
+    rows: Sequence[Any]
+    if _listens(session):
+        rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
+    else:  # lock, then delete by id (no DELETE ... RETURNING on MySQL)
+        rows = _lock_then_change(session, repairs.delete_targets(model), {"ids": wanted})
+        _change_locked(session, repairs.delete_locked(model), rows)
     result = _finish(session, model, wanted, rows, notify=False)
     finished = [job_id for job_id, status in result.skipped.items() if status in FINISHED_VALUES]
     if finished:
-        for upstream_id, job_id in session.execute(awaiting(model), {"ids": finished}):
+        edges = awaiting(model) if _listens(session) else repairs.awaiting_listed(model)
+        for upstream_id, job_id in session.execute(edges, {"ids": finished}):
             result.awaited.setdefault(upstream_id, []).append(job_id)
         for job_id in result.awaited:
             del result.skipped[job_id]
     return result
 
 
-def _postgresql_only(bind: Session | Engine, call: str) -> None:
-    """Refuse `call` in one line off PostgreSQL: its statements are PostgreSQL's for now."""
-    name = (bind.get_bind() if isinstance(bind, Session) else bind).dialect.name
-    if name != "postgresql":
-        raise ConfigurationError(
-            f"{call} runs on PostgreSQL only for now, not {name} (its UPDATE ... RETURNING "
-            "and NOTIFY are not ported yet): a job on SQLite or MariaDB ends by its handler, "
-            "its retries or its lease; read jobs with jobs list / jobs show"
-        )
+def _listens(session: Session) -> bool:
+    """Whether the database has PostgreSQL's one-statement repairs and LISTEN/NOTIFY."""
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def _lock_then_change(session: Session, targets: Any, params: Mapping[str, Any]) -> Sequence[Any]:
+    """The rows of the locking read `targets`: the jobs a repair will change (SQLite, MariaDB)."""
+    return session.execute(targets, dict(params)).all()
+
+
+def _change_locked(session: Session, change: Any, rows: Sequence[Any]) -> None:
+    """Run `change` on the ids of `rows` that a locking read returned (none: nothing to do)."""
+    if rows:
+        session.execute(change, {"ids": [row.id for row in rows]})
 
 
 def _ids(ids: Iterable[int]) -> list[int]:

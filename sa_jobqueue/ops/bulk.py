@@ -23,7 +23,7 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.retention import DEFAULT_BATCH_SIZE
 from sa_jobqueue.schema.model import JobMixin, Status
-from sa_jobqueue.statements import workflows
+from sa_jobqueue.statements import repairs, workflows
 from sa_jobqueue.statements.operator import awaiting
 
 __all__ = ["ACTIONS", "BulkResult", "Match", "apply", "count", "eligible"]
@@ -163,6 +163,17 @@ def _conditions(action: str, model: type[JobMixin], match: Match) -> list[Any]:
     return conditions
 
 
+def _check_filters(dialect: str, match: Match | None) -> None:
+    """Refuse the payload filters (``?``, ``@>`` on JSONB) off PostgreSQL, in one line."""
+    if dialect == "postgresql" or match is None:
+        return
+    if match.payload_key is not None or match.payload_value is not None:
+        raise ConfigurationError(
+            f"the payload filters of bulk actions run on PostgreSQL only for now, not {dialect}: "
+            "filter by status, queue, kind or error, or give job ids"
+        )
+
+
 def _check_batch_size(batch_size: int) -> None:
     if not (
         isinstance(batch_size, int)
@@ -188,16 +199,18 @@ def count(
     ``missing``) or `match`. One count over the matching rows (``statuses_of`` for
     ids): exact, in `session`'s transaction.
     """
-    admin._postgresql_only(session, action)
     statuses = eligible(action, match)
+    _check_filters(session.get_bind().dialect.name, match)
     wanted = _selection(ids, match)
     result = BulkResult(action, dry_run=True)
+    postgresql = session.get_bind().dialect.name == "postgresql"
     if wanted is not None:
         rows = session.execute(statements.statuses_of(model), {"ids": wanted})
         found = {job_id: status for job_id, status in rows}
         kept: set[int] = set()
         if action == "delete":
-            kept = {row.upstream_id for row in session.execute(awaiting(model), {"ids": wanted})}
+            edges = awaiting(model) if postgresql else repairs.awaiting_listed(model)
+            kept = {row.upstream_id for row in session.execute(edges, {"ids": wanted})}
             result.awaited = len(kept & found.keys())
         for job_id, status in found.items():
             if job_id in kept:
@@ -250,8 +263,8 @@ def apply(
     began: jobs enqueued later are not touched, and each job is walked once. A
     failure stops the walk; the batches committed before it stay committed.
     """
-    admin._postgresql_only(engine, action)
     statuses = eligible(action, match)
+    _check_filters(engine.dialect.name, match)
     wanted = _selection(ids, match)
     _check_batch_size(batch_size)
     change = _CHANGE[action]

@@ -18,7 +18,7 @@ from sqlalchemy import Connection
 from sa_jobqueue import statements
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name
-from sa_jobqueue.statements import operator, workflows
+from sa_jobqueue.statements import operator, repairs, workflows
 
 __all__ = ["Graph", "GraphNode", "Retried", "after_retry", "graph_of"]
 
@@ -73,6 +73,8 @@ def after_retry(
     """
     if not retried:
         return Retried()
+    if conn.dialect.name != "postgresql":
+        return _after_retry_portable(conn, model, retried, with_dependents=with_dependents)
     params = {"retried_ids": list(retried)}
     conn.execute(workflows.recount_waiting(model), params)
     # After the recount (which adds to jobs already waiting): these counts are absolute.
@@ -92,4 +94,38 @@ def after_retry(
     if queues:
         notify = statements.notify(channel_name(model.__tablename__))
         conn.execute(notify, {"queues": sorted(queues)})
+    return result
+
+
+def _after_retry_portable(
+    conn: Connection, model: type[JobMixin], retried: Sequence[int], *, with_dependents: bool
+) -> Retried:
+    """`after_retry` on SQLite and MariaDB/MySQL: the same counts, statement by statement.
+
+    No ``UPDATE ... FROM`` a CTE with RETURNING there: the recount is one UPDATE with
+    a correlated count; the upstream jobs are locked (as `lock_upstream_of`), their
+    unfinished ones counted per retried job, and each retried job with upstream jobs
+    updated by id; reviving dependents locks each level's targets, then updates each by
+    id. No NOTIFY: workers there poll.
+    """
+    params = {"ids": list(retried)}
+    conn.execute(repairs.recount_listed(model), params)
+    conn.execute(repairs.upstream_locked(model), params).all()
+    rewait = repairs.rewait_one(model)
+    result = Retried()
+    for job_id, unfinished in conn.execute(repairs.unfinished_upstream(model), params).all():
+        changed = conn.execute(rewait, {"job_id": job_id, "unfinished": unfinished}).rowcount
+        if changed and unfinished > 0:
+            result.waiting.append(job_id)
+    if not with_dependents:
+        return result
+    targets, revive = repairs.revive_targets(model), repairs.revive_one(model)
+    level = list(retried)
+    while level:  # down the graph, a level at a time (each sees the one before waiting)
+        rows = conn.execute(targets, {"ids": level}).all()
+        for row in rows:
+            status = Status.WAITING.value if row.unfinished else Status.PENDING.value
+            conn.execute(revive, {"job_id": row.id, "status": status, "unfinished": row.unfinished})
+        level = [row.id for row in rows]
+        result.revived += level
     return result

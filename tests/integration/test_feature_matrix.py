@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine
-from sqlalchemy.orm import Session
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue.errors import ConfigurationError
-from tests.support.models import Job, new_queue
+from tests.support.models import new_queue
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "databases.md"
 COLUMNS = ("postgresql", "sqlite", "mariadb")
@@ -69,24 +68,10 @@ def sql_function(url: str) -> str:
     return refused(["sql", "--database-url", url])
 
 
-def repairs(url: str) -> str:
-    from sa_jobqueue.ops import admin
-
-    engine = create_engine(url, poolclass=NullPool)
-    with Session(engine) as session:
-        messages = [
-            raised(lambda: new_queue().retry(session, [1])),
-            raised(lambda: admin.delete_finished(session, Job, [1])),
-        ]
-    assert messages[0].split()[0] == "retry"
-    return messages[1]
-
-
 #: The first cell of a row with a "no" -> the call that must say so.
 CHECKS: dict[str, Callable[[str], str]] = {
     "`sa-jobqueue migrate --adopt`": adopt,
     "`<table>_enqueue(...)` SQL function": sql_function,
-    "operator repairs: `retry`, `delete`, bulk actions": repairs,
 }
 
 NOS = sorted(

@@ -128,18 +128,6 @@ def test_the_dashboard_says_in_one_line_it_reads_postgresql_only_for_now(databas
     assert "sa-jobqueue stats" in message
 
 
-@pytest.mark.parametrize("database", ["sqlite", "mariadb"])
-@pytest.mark.parametrize("call", ["retry", "delete"])
-def test_the_repairs_not_ported_yet_say_so_in_one_line(database, call, request):
-    engine = request.getfixturevalue(COMMITTED[database])
-    act = {"retry": admin.retry, "delete": admin.delete_finished}[call]
-    with Session(engine) as session, pytest.raises(ConfigurationError) as raised:
-        act(session, Job, [1])
-    message = str(raised.value)
-    assert "\n" not in message
-    assert f"{call} runs on PostgreSQL only for now, not {engine.dialect.name}" in message
-
-
 def test_cancel_ends_pending_and_running_jobs_and_reports_the_others(engine_of):
     with Session(engine_of) as session, session.begin():
         now = session.execute(statements.db_now()).scalar_one()
