@@ -15,11 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine
-from sqlalchemy.pool import NullPool
 
 from sa_jobqueue.errors import ConfigurationError
-from tests.support.models import new_queue
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "databases.md"
 COLUMNS = ("postgresql", "sqlite", "mariadb")

@@ -14,8 +14,7 @@ import pytest
 from sqlalchemy import func, insert, select
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import ConfigurationError, JobQueue, statements
-from sa_jobqueue.dashboard import make_app
+from sa_jobqueue import statements
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.passed_over import passed_over
 from sa_jobqueue.ops.workers import live_worker_count
@@ -115,17 +114,6 @@ def test_live_workers_and_passed_over_kinds_read_the_registry(engine_of):
     assert 0 <= skipped[0].waited_seconds <= 60  # since it was inserted (its updated_at)
     assert now.tzinfo is not None
     assert now.utcoffset() == timedelta(0)  # the database clock read back in UTC
-
-
-@pytest.mark.parametrize("database", ["sqlite", "mariadb"])
-def test_the_dashboard_says_in_one_line_it_reads_postgresql_only_for_now(database, request):
-    engine = request.getfixturevalue(COMMITTED[database])
-    with pytest.raises(ConfigurationError) as raised:
-        make_app(JobQueue(Job), engine)
-    message = str(raised.value)
-    assert "\n" not in message
-    assert engine.dialect.name in message
-    assert "sa-jobqueue stats" in message
 
 
 def test_cancel_ends_pending_and_running_jobs_and_reports_the_others(engine_of):
