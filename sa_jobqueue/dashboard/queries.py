@@ -31,7 +31,7 @@ from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
-from sa_jobqueue.statements.spelled import names_of
+from sa_jobqueue.statements.spelled_dashboard import names_of
 
 __all__ = [
     "HISTORY_MINUTES",

@@ -31,7 +31,8 @@ from sqlalchemy.sql.elements import TextClause
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.types import utc_now
 from sa_jobqueue.statements.common import FINISHED_VALUES
-from sa_jobqueue.statements.spelled import bucket_start, seconds_before, unix_seconds
+from sa_jobqueue.statements.spelled import seconds_before
+from sa_jobqueue.statements.spelled_dashboard import bucket_start, unix_seconds
 
 __all__ = [
     "bulk_batch",

@@ -40,14 +40,12 @@ from sa_jobqueue.statements.common import (
     readable_columns,
 )
 from sa_jobqueue.statements.spelled import (
-    contains_json,
     count_where,
-    has_key,
     min_where,
-    names_where,
     seconds_before,
     seconds_between,
 )
+from sa_jobqueue.statements.spelled_dashboard import contains_json, has_key, names_where
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
