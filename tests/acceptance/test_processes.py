@@ -23,7 +23,7 @@ from sa_jobqueue.schema.types import utc_now
 from tests.support.apps.lesson import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job
-from tests.support.processes import every_database
+from tests.support.processes import every_database, on_databases
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
@@ -125,7 +125,10 @@ def test_slow_job_with_heartbeats_is_never_reclaimed(committed, spawn):
     assert effects(committed) == [(job_id, 1)]
 
 
-@every_database
+# Not on SQLite: a worker frozen inside a write transaction (its claim, a heartbeat)
+# holds the file's one write lock, and no other process writes until it runs again or
+# dies (docs/databases.md); the freeze lands there often enough to fail this test.
+@on_databases("postgresql", "mariadb")
 def test_frozen_worker_is_reclaimed_and_its_late_report_changes_nothing(committed, spawn):
     frozen = spawn()
     job_id = enqueue(committed, "record", {"sleep": 3, "only_attempt": 1})
