@@ -7,12 +7,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, Table, select, update
+from sqlalchemy import Engine, Table, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.driver.protocol.control import WorkerElsewhere, WorkerInfo
 from sa_jobqueue.schema.registry_tables import workers_table_for
+from sa_jobqueue.statements.cascades import cascading_columns
 from tests.driver.conftest import add, claim, row, writing_beside
 from tests.support.models import Job, new_queue
 
@@ -218,6 +219,49 @@ def test_jobs_prune_deletes_old_rows_of_the_status_given_only(db: Engine, driver
         "failed",
         "pending",
     ]
+
+
+def _referencing(db: Engine, job_ids: list[int]) -> dict[str, int]:
+    """Per table that cascades from the jobs table, its rows naming any of `job_ids`."""
+    counts = {}
+    with db.connect() as conn:
+        for column in cascading_columns(Job.__table__):  # type: ignore[arg-type]
+            query = select(func.count()).select_from(column.table).where(column.in_(job_ids))
+            counts[column.table.name + "." + column.name] = conn.execute(query).scalar_one()
+    return counts
+
+
+def test_jobs_prune_leaves_no_step_signal_edge_or_history_row_of_the_jobs_it_deletes(
+    db: Engine, driver: Driver
+):
+    # SQLite cascades a DELETE only under PRAGMA foreign_keys, off by default (and here):
+    # an orphaned step would be read as recorded by a later job given the same id.
+    jobs = new_queue()
+    with Session(db) as session, session.begin():
+        upstream = jobs.enqueue(session, "plain", {})
+        dependent = jobs.enqueue(session, "plain", {}, after=[upstream])
+        session.flush()
+        ids = [int(upstream.id), int(dependent.id)]
+    with Session(db) as session, session.begin():
+        jobs.signal(session, ids[0], "ping", {"n": 1})
+    steps = next(c.table for c in cascading_columns(Job.__table__) if "steps" in c.table.name)  # type: ignore[arg-type]
+    with db.begin() as conn:
+        conn.execute(insert(steps).values(job_id=ids[0], name="one", kind="step", attempt=1))
+        errors = next(
+            c.table
+            for c in cascading_columns(Job.__table__)
+            if "errors" in c.table.name  # type: ignore[arg-type]
+        )
+        conn.execute(
+            insert(errors).values(job_id=ids[1], id=1, attempt=1, worker="w", error="boom")
+        )
+    assert all(_referencing(db, ids).values())  # every table holds a row to cascade
+    past = datetime.now(timezone.utc) - timedelta(days=2)
+    with db.begin() as conn:
+        conn.execute(update(Job).where(Job.id.in_(ids)).values(status="done", finished_at=past))
+    with db.begin() as conn:
+        assert driver.jobs_prune(conn, "done", _now(db, driver), 100) == 2
+    assert _referencing(db, ids) == dict.fromkeys(_referencing(db, ids), 0)
 
 
 def test_jobs_prune_refuses_an_unfinished_status(db: Engine, driver: Driver):

@@ -16,6 +16,7 @@ from sqlalchemy import Connection, delete, select
 
 from sa_jobqueue.driver.portable.notifications import PortableNotifications
 from sa_jobqueue.driver.portable.registry import PortableRegistry
+from sa_jobqueue.statements.cascades import delete_cascaded
 from sa_jobqueue.statements.common import FINISHED_VALUES
 from sa_jobqueue.statements.workflows import still_awaited
 
@@ -60,7 +61,9 @@ class PortableControl(PortableRegistry, PortableNotifications):
 
         A job an unfinished job still waits for is kept (its result is that job's
         ``ctx.upstream``). SQLite has no row locks: the transaction takes the write
-        lock first, so nothing changes the rows between the read and the DELETE.
+        lock first, so nothing changes the rows between the read and the DELETE. Where
+        the database does not cascade the DELETE (SQLite without ``PRAGMA
+        foreign_keys``), the rows referencing the jobs go first (`delete_cascaded`).
         """
         if status not in FINISHED_VALUES:
             raise ValueError(f"prune only deletes finished statuses, not {[status]!r}")
@@ -77,8 +80,11 @@ class PortableControl(PortableRegistry, PortableNotifications):
         self.sql.write_lock(conn, self._jobs_table)
         ids = list(conn.scalars(self.sql.skip_locked(old)))
         deleted = 0
+        cascades = self.sql.cascades_deletes(conn)
         for start in range(0, len(ids), DELETE_CHUNK):
             chunk = ids[start : start + DELETE_CHUNK]
+            if not cascades:
+                delete_cascaded(conn, self._jobs_table, chunk)
             deleted += conn.execute(delete(model).where(model.id.in_(chunk))).rowcount
         return deleted
 
