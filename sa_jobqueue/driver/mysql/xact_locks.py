@@ -7,7 +7,9 @@ taken is noted on the DBAPI connection (`Connection.info`) and released by a lis
 on that `Connection`'s commit and rollback (every way a SQLAlchemy transaction ends, a
 Session's included), just before the COMMIT: what the transaction wrote stays
 row-locked until then, so a next holder's locking read still waits for it. A
-connection that dies takes its session's locks with it.
+connection that dies takes its session's locks with it. Through an async engine
+(aiomysql) the same listener runs on the sync `Connection` inside the greenlet of
+``await session.commit()``, and the adapted cursor's statements are awaited there.
 
 Locks are the server's, not a database's: a name is the SHA-1 of the database's name
 and the caller's text, so two databases on one server (two apps, two test runs) never
