@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue
+from sa_jobqueue.driver import worker_engine
 from sa_jobqueue.statements.workflows import edges_of
 from tests.support.models import Job, Order
 
@@ -313,6 +314,26 @@ def test_enqueue_on_a_model_event_commits_and_rolls_back_with_the_row(
         declared.remove()
     assert [(r.kind, r.payload) for r in stored(db)] == [("send_receipt", {"id": 7})]
     assert orders(db) == [7]
+
+
+def test_a_keys_lock_taken_on_a_workers_engine_ends_with_its_transaction(
+    db: Engine, jobs: JobQueue[Job]
+):
+    # A transactional handler enqueues through the worker's engine: on MariaDB a READ
+    # COMMITTED copy of the app's, whose connections SQLAlchemy < 2.0.40 would not let
+    # the GET_LOCK release listen on (`make floors` runs this test on 2.0.23).
+    window = timedelta(seconds=60)
+    with Session(worker_engine(db)) as session, session.begin():
+        jobs.enqueue(session, "sync_crm", {"n": 1}, throttle=("t", window))
+    with Session(worker_engine(db)) as session:
+        jobs.enqueue(session, "sync_crm", {"n": 2}, debounce=("d", window))
+        session.rollback()
+    with Session(db) as session, session.begin():
+        assert jobs.enqueue(session, "sync_crm", {"n": 3}, throttle=("t", window)).payload == {
+            "n": 1
+        }
+        jobs.enqueue(session, "sync_crm", {"n": 4}, debounce=("d", window))
+    assert [r.payload for r in stored(db)] == [{"n": 1}, {"n": 4}]
 
 
 #: Database -> the async driver that takes its URL (each `jobs.aenqueue` needs one).
