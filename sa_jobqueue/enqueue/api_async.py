@@ -42,7 +42,7 @@ class AsyncEnqueueAPI(EnqueueAPI[JobT]):
         (it never commits); the insert runs through SQLAlchemy's own bridge,
         ``AsyncSession.run_sync``, so both share one implementation. Works with the
         ``postgresql+psycopg`` and ``postgresql+asyncpg`` async drivers, and
-        ``sqlite+aiosqlite``.
+        ``sqlite+aiosqlite``, ``mariadb+aiomysql`` and ``mysql+aiomysql``.
 
         Example:
             >>> async with AsyncSession(engine) as session, session.begin():  # doctest: +SKIP

@@ -20,11 +20,10 @@ from tests.acceptance.test_processes import LEASE, count, effects, row
 from tests.support.apps.async_lesson import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect
-from tests.support.processes import on_databases
+from tests.support.processes import every_database
 
-pytestmark = pytest.mark.slow
-#: asyncio on SQLite through aiosqlite; MariaDB's asyncio driver (aiomysql) is not installed.
-ASYNC_DATABASES = on_databases("postgresql", "sqlite")
+#: asyncio through psycopg and asyncpg on PostgreSQL, aiosqlite on SQLite, aiomysql on MariaDB.
+pytestmark = [pytest.mark.slow, every_database]
 
 
 @pytest.fixture
@@ -51,7 +50,6 @@ def notes(engine):
         return list(s.scalars(select(Effect.note).order_by(Effect.id)))
 
 
-@ASYNC_DATABASES
 def test_cli_worker_runs_many_async_jobs_at_concurrency_4_each_once(committed, spawn):
     worker = spawn(concurrency=4)
     with Session(committed) as s, s.begin():
@@ -72,7 +70,6 @@ def test_cli_worker_runs_many_async_jobs_at_concurrency_4_each_once(committed, s
     assert "Traceback" not in worker.output()
 
 
-@ASYNC_DATABASES
 def test_failing_async_handler_retries_with_backoff_then_dead_letters(committed, spawn):
     spawn()
     flaky = enqueue(committed, "aflaky", {"succeed_on": 3})
@@ -86,7 +83,6 @@ def test_failing_async_handler_retries_with_backoff_then_dead_letters(committed,
     assert (dead.last_error or "").startswith("ValueError: async handler cannot parse {'order': 9}")
 
 
-@ASYNC_DATABASES
 def test_kill_9_with_async_jobs_running_they_run_again_after_their_leases(committed, spawn):
     first = spawn(concurrency=4)
     ids = [enqueue(committed, "arecord", {"sleep": 60, "only_attempt": 1}) for _ in range(3)]
@@ -106,7 +102,6 @@ def test_kill_9_with_async_jobs_running_they_run_again_after_their_leases(commit
     assert sorted(effects(committed)) == sorted((i, 2) for i in ids)
 
 
-@ASYNC_DATABASES
 def test_async_transactional_jobs_under_repeated_kill_9_have_each_effect_exactly_once(
     committed, spawn
 ):
@@ -127,7 +122,6 @@ def test_async_transactional_jobs_under_repeated_kill_9_have_each_effect_exactly
     assert max(final.values()) >= 2  # the kills did interrupt work
 
 
-@ASYNC_DATABASES
 def test_async_transactional_job_that_kills_its_worker_every_time_ends_failed(committed, spawn):
     job_id = enqueue(committed, "acrash_tx", max_attempts=2)
     for attempt in (1, 2):
@@ -139,7 +133,6 @@ def test_async_transactional_job_that_kills_its_worker_every_time_ends_failed(co
     assert effects(committed) == []  # every attempt's writes were rolled back
 
 
-@ASYNC_DATABASES
 def test_sigterm_lets_a_running_async_job_finish_and_exits_0(committed, spawn):
     worker = spawn()
     running = enqueue(committed, "arecord", {"sleep": 1.5, "mark_start": True})

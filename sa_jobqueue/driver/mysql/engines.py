@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
+from sa_jobqueue.driver.mysql.xact_locks import release_at_end
+
 __all__ = ["ISOLATION_LEVEL", "check_worker_engine", "worker_engine"]
 
 #: The isolation level of a worker's own transactions on MariaDB and MySQL.
@@ -27,6 +29,10 @@ def worker_engine(engine: Engine) -> Engine:
     """`engine` for a worker: the same pool, its transactions READ COMMITTED.
 
     The level is set on each connection the worker checks out and reset when it
-    goes back to the pool, so the application's own transactions keep theirs.
+    goes back to the pool, so the application's own transactions keep theirs. The
+    copy releases its ``GET_LOCK`` locks at each COMMIT and ROLLBACK
+    (`xact_locks.release_at_end`).
     """
-    return engine.execution_options(isolation_level=ISOLATION_LEVEL)
+    worker = engine.execution_options(isolation_level=ISOLATION_LEVEL)
+    release_at_end(worker)
+    return worker

@@ -7,7 +7,9 @@ taken is noted on the DBAPI connection (`Connection.info`) and released by a lis
 on that `Connection`'s commit and rollback (every way a SQLAlchemy transaction ends, a
 Session's included), just before the COMMIT: what the transaction wrote stays
 row-locked until then, so a next holder's locking read still waits for it. A
-connection that dies takes its session's locks with it.
+connection that dies takes its session's locks with it. Through an async engine
+(aiomysql) the same listener runs on the sync `Connection` inside the greenlet of
+``await session.commit()``, and the adapted cursor's statements are awaited there.
 
 Locks are the server's, not a database's: a name is the SHA-1 of the database's name
 and the caller's text, so two databases on one server (two apps, two test runs) never
@@ -19,11 +21,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from sqlalchemy import Connection, event, func, select
+from sqlalchemy import Connection, Engine, event, func, select
 
 from sa_jobqueue.errors import JobQueueError
 
-__all__ = ["WAIT", "lock_until_end", "try_lock"]
+__all__ = ["WAIT", "lock_until_end", "release_at_end", "try_lock"]
 
 #: Where a DBAPI connection's `Connection.info` keeps the names this transaction holds.
 _HELD = "sa_jobqueue_xact_locks"
@@ -47,6 +49,18 @@ def try_lock(conn: Connection, text: str) -> bool:
     return _take(conn, text, 0)
 
 
+def release_at_end(engine: Engine) -> None:
+    """Listen on `engine` itself: its connections release their locks as they commit.
+
+    For an engine copy (``execution_options``, as a worker's READ COMMITTED one), made
+    before any connection of it: SQLAlchemy before 2.0.40 refuses a listener on a
+    connection of such a copy ("No such event 'commit'"), and accepts one on the copy.
+    """
+    if not event.contains(engine, "commit", _release):
+        event.listen(engine, "commit", _release)
+        event.listen(engine, "rollback", _release)
+
+
 def _name(conn: Connection, text: str) -> str:
     database = conn.engine.url.database or ""
     digest = hashlib.sha1(f"{database}:{text}".encode(), usedforsecurity=False).hexdigest()
@@ -58,7 +72,9 @@ def _take(conn: Connection, text: str, wait: int) -> bool:
     held: set[str] = conn.info.setdefault(_HELD, set())
     if name in held:  # GET_LOCK would count a second hold, which one release leaves held
         return True
-    if not event.contains(conn, "commit", _release):
+    if not event.contains(conn.engine, "commit", _release) and not event.contains(
+        conn, "commit", _release
+    ):
         event.listen(conn, "commit", _release)
         event.listen(conn, "rollback", _release)
     if conn.execute(select(func.get_lock(name, wait))).scalar() != 1:

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue
+from sa_jobqueue.driver import worker_engine
 from sa_jobqueue.statements.workflows import edges_of
 from tests.support.models import Job, Order
 
@@ -315,30 +316,64 @@ def test_enqueue_on_a_model_event_commits_and_rolls_back_with_the_row(
     assert orders(db) == [7]
 
 
-def test_aenqueue_on_sqlite_commits_and_rolls_back_with_the_app(
-    sqlite_committed: Engine, jobs: JobQueue[Job]
+def test_a_keys_lock_taken_on_a_workers_engine_ends_with_its_transaction(
+    db: Engine, jobs: JobQueue[Job]
 ):
-    # The one async driver for these databases installed here: aiosqlite.
-    url = sqlite_committed.url.set(drivername="sqlite+aiosqlite")
+    # A transactional handler enqueues through the worker's engine: on MariaDB a READ
+    # COMMITTED copy of the app's, whose connections SQLAlchemy < 2.0.40 would not let
+    # the GET_LOCK release listen on (`make floors` runs this test on 2.0.23).
+    window = timedelta(seconds=60)
+    with Session(worker_engine(db)) as session, session.begin():
+        jobs.enqueue(session, "sync_crm", {"n": 1}, throttle=("t", window))
+    with Session(worker_engine(db)) as session:
+        jobs.enqueue(session, "sync_crm", {"n": 2}, debounce=("d", window))
+        session.rollback()
+    with Session(db) as session, session.begin():
+        assert jobs.enqueue(session, "sync_crm", {"n": 3}, throttle=("t", window)).payload == {
+            "n": 1
+        }
+        jobs.enqueue(session, "sync_crm", {"n": 4}, debounce=("d", window))
+    assert [r.payload for r in stored(db)] == [{"n": 1}, {"n": 4}]
+
+
+#: Database -> the async driver that takes its URL (each `jobs.aenqueue` needs one).
+ASYNC_DRIVERS = {"postgresql": "psycopg", "sqlite": "aiosqlite", "mariadb": "aiomysql"}
+
+
+def test_aenqueue_commits_and_rolls_back_with_the_app_and_ends_its_key_locks(
+    db: Engine, jobs: JobQueue[Job]
+):
+    url = db.url.set(drivername=f"{db.url.get_backend_name()}+{ASYNC_DRIVERS[db.dialect.name]}")
+    window = timedelta(seconds=60)
 
     async def body() -> None:
-        engine = create_async_engine(url, connect_args={"timeout": 30})
+        # SQLite: wait for the one writer, as the sync engine does.
+        options: Any = {"connect_args": {"timeout": 30}} if db.dialect.name == "sqlite" else {}
+        engine = create_async_engine(url, **options)
         try:
             async with AsyncSession(engine) as session, session.begin():
                 session.add(Order(id=9, customer="ida", total_cents=1))
                 await jobs.aenqueue(session, "sync_crm", {"n": 1}, idempotency_key="a")
+                await jobs.aenqueue(session, "sync_crm", {"n": 2}, throttle=("t", window))
             async with AsyncSession(engine) as session:
-                await jobs.aenqueue_many(session, [("sync_crm", {"n": 2})])
+                await jobs.aenqueue_many(session, [("sync_crm", {"n": 3})])
+                await jobs.aenqueue(session, "sync_crm", {"n": 4}, throttle=("r", window))
                 await session.rollback()
             async with AsyncSession(engine) as session, session.begin():
-                again = await jobs.aenqueue(session, "sync_crm", {"n": 3}, idempotency_key="a")
+                again = await jobs.aenqueue(session, "sync_crm", {"n": 5}, idempotency_key="a")
                 assert again.payload == {"n": 1}
+            # The async connections stay pooled, idle: a key lock one of them kept
+            # (MariaDB's GET_LOCK is the session's) would hold this sync one up.
+            with Session(db) as sync, sync.begin():
+                same = jobs.enqueue(sync, "sync_crm", {"n": 6}, throttle=("t", window))
+                assert same.payload == {"n": 2}
+                jobs.enqueue(sync, "sync_crm", {"n": 7}, throttle=("r", window))
         finally:
             await engine.dispose()
 
     asyncio.run(body())
-    assert [r.payload for r in stored(sqlite_committed)] == [{"n": 1}]
-    assert orders(sqlite_committed) == [9]
+    assert [r.payload for r in stored(db)] == [{"n": 1}, {"n": 2}, {"n": 7}]
+    assert orders(db) == [9]
 
 
 def test_racing_unique_keys_and_overlapping_batches_get_one_job_per_key(

@@ -1,4 +1,5 @@
-"""Async handlers and `run_async`, in-process, against a real PostgreSQL.
+"""Async handlers and `run_async`, in-process, against a real PostgreSQL (and, for the
+tests marked `every_database`, SQLite through aiosqlite and MariaDB through aiomysql).
 
 ``async def`` handlers are awaited on the worker's event loop (its own thread's
 under `drain`/`run`, the caller's under `run_async`), in lease mode with the same
@@ -25,12 +26,43 @@ from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.listener import Listener
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job
+from tests.support.processes import every_database
 
 FAST = Backoff(base=0.2, factor=2, cap=5, jitter=0)
 
 
-def async_url(database_url: str, driver: str = "asyncpg") -> str:
-    return make_url(database_url).set(drivername=f"postgresql+{driver}").render_as_string(False)
+#: Database (URL backend) -> the async driver of these tests; PostgreSQL's also takes psycopg.
+ASYNC_DRIVERS = {"postgresql": "asyncpg", "sqlite": "aiosqlite", "mariadb": "aiomysql"}
+
+
+def async_url(database_url: str, driver: str | None = None) -> str:
+    url = make_url(database_url)
+    backend = url.get_backend_name()
+    return url.set(drivername=f"{backend}+{driver or ASYNC_DRIVERS[backend]}").render_as_string(
+        False
+    )
+
+
+#: The isolation level of a worker's own transactions (MariaDB: no gap locks).
+WORKER_ISOLATION = {
+    "postgresql": "READ COMMITTED",
+    "sqlite": "SERIALIZABLE",
+    "mariadb": "READ COMMITTED",
+}
+
+
+async def isolation(ctx: JobContext) -> str:
+    """The isolation level of the transaction of `ctx.async_session`."""
+    level: str = await (await ctx.async_session.connection()).get_isolation_level()
+    return level
+
+
+def app_async_engine(database_url: str, driver: str | None = None) -> AsyncEngine:
+    """An application's `AsyncEngine` on `database_url` (SQLite: waiting for the one writer)."""
+    url = async_url(database_url, driver)
+    if url.startswith("sqlite"):
+        return create_async_engine(url, connect_args={"timeout": 30})
+    return create_async_engine(url)
 
 
 def effects(engine: Engine, job_id: int | None = None) -> list[tuple[int, int, str]]:
@@ -210,6 +242,7 @@ def test_a_sync_handler_that_returns_a_coroutine_fails_the_job_instead_of_finish
 # -- transactional mode ---------------------------------------------------------
 
 
+@every_database
 def test_async_transactional_writes_and_done_commit_together(committed):
     jobs = JobQueue(Job)
 
@@ -227,6 +260,7 @@ def test_async_transactional_writes_and_done_commit_together(committed):
     assert {row(committed, i).status for i in ids} == {"done"}
 
 
+@every_database
 def test_async_transactional_failure_rolls_back_its_writes_and_records_the_failure(committed):
     jobs = JobQueue(Job)
 
@@ -264,18 +298,25 @@ def test_async_transactional_work_of_a_lost_lease_is_rolled_back(committed):
     assert (job.status, job.locked_by) == ("running", "other:1:x")
 
 
-def test_async_transactional_with_psycopg_async_engine(committed, database_url):
-    """`jobs.worker(AsyncEngine)` with psycopg's async driver, under `drain`."""
+@every_database
+def test_async_transactional_with_an_async_engine(committed, test_database_url, database):
+    """`jobs.worker(AsyncEngine)` under `drain`: psycopg's async driver, aiosqlite, aiomysql.
+
+    The worker makes its sync engine from the URL (`sync_url`) and its handlers'
+    async one on its own loop (`async_url`).
+    """
     jobs = JobQueue(Job)
 
-    @jobs.task("atx_psycopg", transactional=True)
-    async def atx_psycopg(ctx: JobContext) -> None:
-        ctx.async_session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="psycopg"))
+    @jobs.task("atx_engine", transactional=True)
+    async def atx_engine(ctx: JobContext) -> None:
+        assert await isolation(ctx) == WORKER_ISOLATION[database]
+        ctx.async_session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="async engine"))
 
-    engine = create_async_engine(async_url(database_url, "psycopg"))
-    job_id = enqueue(committed, jobs, "atx_psycopg")
+    driver = "psycopg" if database == "postgresql" else None
+    engine = app_async_engine(test_database_url, driver)
+    job_id = enqueue(committed, jobs, "atx_engine")
     assert jobs.worker(engine).drain() == 1
-    assert effects(committed) == [(job_id, 1, "psycopg")]
+    assert effects(committed) == [(job_id, 1, "async engine")]
 
 
 # -- timeouts and cancellation ------------------------------------------------------
@@ -359,9 +400,13 @@ def test_jobs_cancel_cancels_a_running_async_handler_in_run_async(committed, dat
 # -- run_async ------------------------------------------------------------------
 
 
-def test_run_async_in_an_app_loop_with_mixed_tasks_stops_gracefully(committed, database_url):
+@every_database
+def test_run_async_in_an_app_loop_with_mixed_tasks_stops_gracefully(
+    committed, test_database_url, database
+):
     jobs = JobQueue(Job)
     app_loop: dict[str, Any] = {}
+    levels: set[str] = set()
 
     @jobs.task("plain")
     def plain(ctx: JobContext) -> None:
@@ -370,6 +415,7 @@ def test_run_async_in_an_app_loop_with_mixed_tasks_stops_gracefully(committed, d
     @jobs.task("fancy_tx", transactional=True)
     async def fancy_tx(ctx: JobContext) -> None:
         assert asyncio.get_running_loop() is app_loop["loop"]  # the caller's loop
+        levels.add(await isolation(ctx))  # the app's engine, READ COMMITTED on MariaDB
         ctx.async_session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="async"))
 
     @jobs.task("slow")
@@ -379,8 +425,12 @@ def test_run_async_in_an_app_loop_with_mixed_tasks_stops_gracefully(committed, d
 
     async def app() -> tuple[list[int], int]:
         app_loop["loop"] = asyncio.get_running_loop()
-        engine = create_async_engine(async_url(database_url))
-        worker = jobs.worker(engine, concurrency=4, poll_interval=30)
+        engine = app_async_engine(test_database_url)
+        # PostgreSQL's NOTIFY wakes the worker. Elsewhere polls do: an in-process
+        # wake-up misses an enqueue flushed before the worker subscribed (its start,
+        # in its thread) and committed after its first claim.
+        poll = 30 if database == "postgresql" else 0.5
+        worker = jobs.worker(engine, concurrency=4, poll_interval=poll)
         serving = asyncio.create_task(worker.run_async())
         ticks = 0
         try:
@@ -406,6 +456,7 @@ def test_run_async_in_an_app_loop_with_mixed_tasks_stops_gracefully(committed, d
         return ids, ticks
 
     ids, ticks = asyncio.run(app())
+    assert levels == {WORKER_ISOLATION[database]}
     assert sorted(j for j, _, _ in effects(committed)) == sorted(ids)
     assert {row(committed, i).status for i in ids} == {"done"}
     assert ticks > 0

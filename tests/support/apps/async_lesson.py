@@ -6,7 +6,8 @@ an `Effect` row, as in `tests.support.apps.lesson`: lease-mode ones through an
 `AsyncSession` of their own (committed at once: at-least-once), transactional
 ones through ``ctx.session`` (committed with the ``done`` mark).
 
-Configuration comes from the environment: ``DATABASE_URL``, ``SAJQ_LEASE``.
+Configuration comes from the environment: ``DATABASE_URL``, ``SAJQ_LEASE``. The handlers'
+own engine is asyncpg on PostgreSQL, aiosqlite on SQLite, aiomysql on MariaDB.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from functools import cache
 
 from sqlalchemy import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobContext
 from tests.support.apps.lesson import FAST, LEASE, jobs
@@ -36,6 +38,12 @@ def async_engine() -> AsyncEngine:
         return create_async_engine(
             url.set(drivername="sqlite+aiosqlite"), connect_args={"timeout": 30}
         )
+    if url.get_backend_name() in ("mariadb", "mysql"):
+        # Unpooled: nothing here disposes of this engine, and an aiomysql connection
+        # still pooled when the worker's loop closes prints a traceback at exit
+        # ("Event loop is closed", docs/asyncio.md).
+        url = url.set(drivername=f"{url.get_backend_name()}+aiomysql")
+        return create_async_engine(url, poolclass=NullPool)
     url = url.set(drivername="postgresql+asyncpg")
     return create_async_engine(url, pool_size=4, max_overflow=8)
 
