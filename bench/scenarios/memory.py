@@ -156,8 +156,8 @@ def render(
         "",
         f"`{command()}`, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{minutes:.1f} min; load average at start {load_start}, at end {load()}; "
-        f"python {sys.version.split()[0]}. Each step of the floor in one fresh interpreter "
-        "(what it adds to the row above); the drains: one worker process, lease mode, "
+        f"python {sys.version.split()[0]}. The floor: RSS after each step, in "
+        "order, in one fresh interpreter; the drains: one worker process, lease mode, "
         f"{args.jobs:,} no-op jobs at concurrency {args.concurrency}, RSS sampled every "
         f"{args.every} s, median of {args.reps} (min-max).",
         "",

@@ -14,8 +14,8 @@ Ids: SQLite and MariaDB (>= 10.5) return the rows (``INSERT ... RETURNING``). A 
 (`batch_params`) then runs as one statement kept per shape of row (when each job is
 due, whether it is cancelled), given the rows as parameters: SQLAlchemy sends them as
 one multi-row VALUES ("insertmanyvalues") and compiles the statement once, where a
-multi-row ``.values()`` has no cache key and is compiled at each call (1,000 jobs: 5-6x
-faster on SQLite, 2-3x on MariaDB, bench/databases-results.md). MySQL 8 has no
+multi-row ``.values()`` has no cache key and is compiled at each call (1,000 jobs: 4-6x
+faster on SQLite, 2-5x on MariaDB, bench/databases-results.md). MySQL 8 has no
 RETURNING: one multi-row INSERT of n rows (a "simple insert", its row count known in
 advance) takes n consecutive AUTO_INCREMENT values under every
 ``innodb_autoinc_lock_mode``, the first being the cursor's ``lastrowid``; a SELECT of
