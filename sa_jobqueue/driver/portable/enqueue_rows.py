@@ -314,7 +314,9 @@ class RowInserter:
         """One multi-row INSERT of `rows`; the columns `wanted` of each (``id`` first)."""
         table = self.table
         columns = [table.c[name] for name in wanted]
-        statement = insert(table).values(rows)
+        # One row as a single-row VALUES, which SQLAlchemy caches compiled (its values
+        # are bound parameters); a multi-row VALUES has no cache key.
+        statement = insert(table).values(rows[0] if len(rows) == 1 else rows)
         if self.sql.update_returning:  # SQLite: INSERT ... RETURNING too
             return list(conn.execute(statement.returning(*columns)).all())
         first = conn.execute(statement).lastrowid
