@@ -40,4 +40,5 @@ SCENARIOS: dict[str, list[str] | None] = {
     "schedules": None,
     "sql_enqueue": None,
     "databases": None,
+    "memory": None,
 }

@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
-import psycopg
 from sqlalchemy import Connection, Engine, Select
 
 from sa_jobqueue import statements
@@ -36,6 +35,7 @@ from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.statements.ended import ANY_ENDED
 
 if TYPE_CHECKING:
+    import psycopg
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = ["DEFAULT_POLL_INTERVAL", "POLL_WITHOUT_LISTEN", "WaitAPI", "names_job"]
@@ -197,6 +197,8 @@ def wait(
         conn.execution_options(isolation_level="AUTOCOMMIT")
         if not waiting.hears(engine):  # no LISTEN on this database: a read per poll
             return _poll_on(conn, waiting)
+        import psycopg  # here only: an application on SQLite or MariaDB never loads it
+
         raw = _psycopg(conn.connection.driver_connection, psycopg.Connection)
         if _pooled(engine, conn, raw, waiting.interval):
             return _wait_on(conn, raw, waiting)  # no LISTEN: the reads every poll_interval
@@ -267,6 +269,8 @@ async def wait_async(
         if not waiting.hears(engine):  # no LISTEN on this database: a read per poll
             return await _apoll_on(conn, waiting)
         fairy = await conn.get_raw_connection()
+        import psycopg
+
         raw = _psycopg(fairy.driver_connection, psycopg.AsyncConnection)
         if await _apooled(engine, conn, raw, waiting.interval):
             return await _await_on(conn, raw, waiting)  # no LISTEN: reads every poll_interval

@@ -9,11 +9,10 @@ docs/workers.md#how-a-round-works.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
-from psycopg.pq import TransactionStatus
 from sqlalchemy import Connection
 
 __all__ = ["autocommitted"]
@@ -32,7 +31,8 @@ def autocommitted(conn: Connection) -> Iterator[Connection]:
     connection (`ClaimLoop.reset_connection`) before the next round.
     """
     raw = conn.connection.driver_connection
-    if not isinstance(raw, psycopg.Connection):
+    psycopg = sys.modules.get("psycopg")  # not imported (SQLite, MariaDB): not its connection
+    if psycopg is None or not isinstance(raw, psycopg.Connection):
         # Another DBAPI (SQLite's, PyMySQL): a plain transaction, BEGIN and COMMIT.
         with conn.begin():
             yield conn
@@ -42,5 +42,5 @@ def autocommitted(conn: Connection) -> Iterator[Connection]:
         with conn.begin():
             yield conn
     finally:
-        if raw.info.transaction_status is TransactionStatus.IDLE:
+        if raw.info.transaction_status is psycopg.pq.TransactionStatus.IDLE:
             raw.autocommit = False

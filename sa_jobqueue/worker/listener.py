@@ -14,9 +14,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import psycopg
 from sqlalchemy import URL, Engine, create_engine
 from sqlalchemy.pool import NullPool
 
@@ -24,6 +23,9 @@ from sa_jobqueue.core.poolers import LISTENER_FIX as FIX
 from sa_jobqueue.core.poolers import POOLER_WARNING, connection_transaction_pooled
 from sa_jobqueue.driver import Listening
 from sa_jobqueue.retry import Backoff
+
+if TYPE_CHECKING:
+    import psycopg
 
 __all__ = [
     "APPLICATION_NAME",
@@ -200,6 +202,8 @@ class Listener:
             self._own_engine.dispose()
 
     def _connect(self) -> psycopg.Connection[Any]:
+        import psycopg  # the listener's only: a worker on SQLite or MariaDB never loads it
+
         fairy = self._pool.connect()
         connection = fairy.driver_connection
         if not isinstance(connection, psycopg.Connection):

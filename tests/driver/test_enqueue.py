@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from sqlalchemy import Engine, select, update
@@ -131,6 +132,36 @@ def test_jobs_insert_gathered_decodes_payloads_and_returns_the_statements_now(
     assert rows[0][2] == now
     assert (rows[1][2] - now).total_seconds() == 30.0
     assert row(db, rows[0][0]).created_at == now
+
+
+def test_jobs_insert_of_mixed_timings_keeps_their_order_values_and_one_now(
+    db: Engine, driver: Driver
+):
+    at = datetime(2031, 2, 3, 4, 5, 6, 789000, tzinfo=timezone.utc)
+    traced = {"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    timings: list[dict[str, Any]] = [{}, {"run_at": at}, {"delay": 30.0}, {}, {"run_at": at}]
+    jobs = batch(*(new(n, **t) for n, t in enumerate(timings)), trace_context=traced)
+    returning = ["id", "payload", "run_at", "trace_context"]
+    with Session(db) as session, session.begin():
+        rows, now = driver.jobs_insert_gathered(session, jobs, returning)
+    assert [payload for _, payload, _, _ in rows] == [{"n": n} for n in range(5)]
+    later = now + timedelta(seconds=30)
+    assert [run_at for _, _, run_at, _ in rows] == [now, at, later, now, at]
+    assert all(trace == traced for _, _, _, trace in rows)
+    assert {row(db, job_id).created_at for job_id, *_ in rows} == {now}
+
+
+def test_jobs_insert_of_a_cancelled_workflow_job_ends_it_at_the_statements_now(
+    db: Engine, driver: Driver
+):
+    cancelled = new(2, workflow=True, status="cancelled", last_error="upstream failed")
+    jobs = batch(new(1, workflow=True), cancelled, workflow=True)
+    with Session(db) as session, session.begin():
+        rows = driver.jobs_insert(session, jobs, ["id"])
+    first, second = (row(db, job_id) for (job_id,) in rows)
+    assert (first.status, first.finished_at) == ("pending", None)
+    assert (second.status, second.last_error) == ("cancelled", "upstream failed")
+    assert second.finished_at == second.created_at == first.created_at
 
 
 def test_jobs_insert_loaded_returns_mapped_jobs_in_the_session(db: Engine, driver: Driver):

@@ -16,6 +16,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
+
+from tests.support.processes import every_database
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "sa_jobqueue"
@@ -168,3 +171,25 @@ def test_each_command_is_found_in_the_module_its_name_maps_to():
     for name, command in commands.items():
         assert command.callback is not None
         assert command.callback.__module__ == SUBCOMMANDS[name], name
+
+
+@every_database
+def test_a_started_worker_loads_no_optional_dependency_nor_another_databases_client(
+    test_database_url: str, committed: Engine
+):
+    """A worker built and drained in code (no CLI) on each database loads what it uses only.
+
+    No Alembic, dashboard, metrics or tracing library, no click; and off PostgreSQL no
+    psycopg (its LISTEN, autocommit claims and ``jobs.wait`` import it when they run).
+    """
+    loaded = _loaded_after(
+        "from sqlalchemy import create_engine\n"
+        "from tests.support.apps.lesson import jobs\n"
+        f"engine = create_engine({test_database_url!r})\n"
+        "jobs.worker(engine, concurrency=4).drain()\n"
+        "engine.dispose()"
+    )
+    assert "sa_jobqueue.worker.worker" in loaded
+    assert not loaded & (OPTIONAL | {"click", "sa_jobqueue.dashboard", "sa_jobqueue.cli"})
+    if not test_database_url.startswith("postgresql"):
+        assert "psycopg" not in loaded

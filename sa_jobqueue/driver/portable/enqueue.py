@@ -19,7 +19,12 @@ from sqlalchemy.orm import Mapper, Session
 from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.driver.portable import enqueue_edges, enqueue_keyed
 from sa_jobqueue.driver.portable.base import PortableBase
-from sa_jobqueue.driver.portable.enqueue_rows import RowInserter, job_values, own_json
+from sa_jobqueue.driver.portable.enqueue_rows import (
+    RowInserter,
+    batch_params,
+    job_values,
+    own_json,
+)
 from sa_jobqueue.driver.protocol.enqueue import DebouncedJob, InsertShape, JobsInsert, NewJob
 from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import JobMixin
@@ -74,7 +79,8 @@ class PortableEnqueue(PortableBase):
             return rows
 
         conn = self._enqueue_connection(session)
-        return self._inserter().insert(conn, len(jobs), rows_of, returning)
+        params = batch_params(table, batch) if conn.dialect.insert_returning else None
+        return self._inserter().insert(conn, len(jobs), rows_of, returning, params)
 
     # -- inserts -------------------------------------------------------------------
 
