@@ -21,7 +21,7 @@ migrate = Migrate(include_name=only_our_tables)
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__)
     app.config.from_mapping(
-        SQLALCHEMY_DATABASE_URI=os.environ["DATABASE_URL"],
+        SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL", "sqlite:///app.db"),
         MAIL_SENDER="shop@example.com",
     )
     app.config.from_mapping(config or {})

@@ -1,5 +1,6 @@
 from flask_sqlalchemy import SQLAlchemy
 from sa_jobqueue import JobMixin
+from sqlalchemy import String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -16,6 +17,21 @@ class Signup(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     email: Mapped[str]
     welcomed: Mapped[bool] = mapped_column(default=False)
+
+
+class Task(Base):
+    __tablename__ = "tasks"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)  # str(job.id)
+    name: Mapped[str] = mapped_column(String(128))
+    complete: Mapped[bool] = mapped_column(default=False)
+
+    def progress(self) -> float:
+        """The job's last `ctx.progress`, from 0 to 1 (1 once complete)."""
+        job = db.session.get(Job, int(self.id))
+        if self.complete or job is None:
+            return 1.0 if self.complete else 0.0
+        return float(job.progress) if isinstance(job.progress, int | float) else 0.0
 
 
 class Job(JobMixin, Base):
