@@ -4,7 +4,9 @@ The reader is the one getting started leaves on SQLite (its page played as writt
 virtualenv with sa-jobqueue installed from the checkout, no server). They go on to the
 Flask recipe the way the page says: no ``DATABASE_URL`` (the app's config then falls
 back to ``sqlite:///app.db``, as microblog's does), or, for production, one naming a
-PostgreSQL database. Every block is played as written (tests/support/docs_pages.py):
+PostgreSQL or a MariaDB database (MariaDB after the page's ``pip install
+'sa-jobqueue[mysql]'``, run from the reader's home, beside the checkout). Every block is
+played as written (tests/support/docs_pages.py):
 ``flask db init``, ``sa-jobqueue alembic-revision``, ``flask db migrate/upgrade/check``,
 requests through Flask's test client (a signup, an export with its ``Task`` row), ``flask
 jobs worker`` as a real process stopped with Ctrl+C, the page's own pytest run and
@@ -18,7 +20,6 @@ test_docs_pages.py also plays this page, with every other recipe, on PostgreSQL.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ from sqlalchemy.pool import NullPool
 from sa_jobqueue.testing import scratch_database
 from tests.acceptance.test_docs_pages import _clean_env
 from tests.support import docs_pages
+from tests.support.databases import mariadb_database, mariadb_server_url
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "recipes" / "flask.md"
@@ -51,15 +53,18 @@ def reader(tmp_path_factory: pytest.TempPathFactory) -> docs_pages.Shell:
     return shell
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "mariadb"])
 def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    """The ``DATABASE_URL`` the reader exports: none (the app's SQLite file), or PostgreSQL."""
+    """The ``DATABASE_URL`` the reader exports: none (the app's SQLite file), or a server's."""
     if request.param == "sqlite":
         yield None
-        return
-    server_url = request.getfixturevalue("server_url")
-    with ExitStack() as stack:
-        yield stack.enter_context(scratch_database(server_url, prefix="sa_jobqueue_flask_page"))
+    elif request.param == "postgresql":
+        server_url = request.getfixturevalue("server_url")
+        with scratch_database(server_url, prefix="sa_jobqueue_flask_page") as url:
+            yield url
+    else:
+        with mariadb_database(mariadb_server_url(request.config), "sajq_flask_page") as url:
+            yield url
 
 
 def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
@@ -74,12 +79,15 @@ def _rows(url: str, sql: str) -> list[tuple[object, ...]]:
 def test_the_flask_page_as_written(reader, database, tmp_path):
     home = tmp_path / "home"
     home.mkdir()
+    (home / "sa-jobqueue").symlink_to(ROOT, target_is_directory=True)
     shell = docs_pages.Shell(cwd=home, env=dict(reader.env), state=tmp_path / ".flask")
     # What the page says to a reader whose terminal exported getting started's URL.
     shell.run("unset DATABASE_URL")
     assert "DATABASE_URL" not in shell.env
-    if database is not None:
-        shell.run(f"export DATABASE_URL='{database}'")  # the page's production section
+    if database is not None:  # the page's production section, from the reader's home
+        if database.startswith("mariadb"):
+            shell.run("pip install --quiet './sa-jobqueue[mysql]'")
+        shell.run(f"export DATABASE_URL='{database}'")
     blocks = docs_pages.parse(PAGE)
     downgrade = next(i for i, b in enumerate(blocks) if "flask db downgrade" in b.code)
     no_server = lambda: pytest.fail("the Flask page needs no database made for it")  # noqa: E731

@@ -15,7 +15,7 @@ class Signup(Base):
     __tablename__ = "signups"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    email: Mapped[str]
+    email: Mapped[str] = mapped_column(String(320))  # a length: MySQL's VARCHAR needs one
     welcomed: Mapped[bool] = mapped_column(default=False)
 
 
