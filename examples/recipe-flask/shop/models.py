@@ -27,11 +27,11 @@ class Task(Base):
     complete: Mapped[bool] = mapped_column(default=False)
 
     def progress(self) -> float:
-        """The job's last `ctx.progress`, from 0 to 1 (1 once complete)."""
+        """The job's last `ctx.progress`, from 0 to 1 (its job pruned: 1 if complete)."""
         job = db.session.get(Job, int(self.id))
-        if self.complete or job is None:
-            return 1.0 if self.complete else 0.0
-        return float(job.progress) if isinstance(job.progress, int | float) else 0.0
+        if job is not None and isinstance(job.progress, int | float):
+            return float(job.progress)
+        return 1.0 if self.complete else 0.0
 
 
 class Job(JobMixin, Base):
