@@ -288,12 +288,36 @@ def _describe(error: DBAPIError, table: str) -> str:
     from sqlalchemy import exc
 
     sqlstate = getattr(error.orig, "sqlstate", None)
-    if sqlstate == "42P01":
+    if sqlstate == "42P01" or str(error.orig).startswith(f"no such table: {table}"):  # SQLite's
         return f"table {table!r} does not exist (run: sa-jobqueue migrate --table {table})"
     first = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else repr(error)
     if isinstance(error, exc.OperationalError):
         return f"cannot reach the database: {first}"
     return f"database error: {first}"
+
+
+def _refuse_a_missing_sqlite_file(database_url: str) -> None:
+    """A SQLite file that is not there: one line naming the path, and no empty file made.
+
+    SQLite would create it on connect, and the command then find no jobs table in it.
+    A relative ``sqlite:///app.db`` is read from the current directory (Flask-SQLAlchemy
+    reads the same URL from the app's instance folder: ``instance/app.db``).
+    """
+    from sqlalchemy import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(database_url)
+    except ArgumentError:
+        return  # make_engine says what is wrong with it
+    name = url.database or ""
+    if url.get_backend_name() != "sqlite" or name in ("", ":memory:") or "uri" in url.query:
+        return
+    if not os.path.exists(name):
+        fail(
+            f"no SQLite database at {os.path.abspath(name)} (a relative sqlite:/// path is "
+            "read from the current directory; a Flask app's is in its instance folder)"
+        )
 
 
 @contextmanager
@@ -316,6 +340,7 @@ def operating(
         except JobQueueError as error:
             fail(str(error), 2)
     if database_url:
+        _refuse_a_missing_sqlite_file(database_url)
         engine = make_engine(database_url, pool_size=2)
     elif app:
         engine = app_engine(jobs, f"--app {app}")
