@@ -364,6 +364,8 @@ NOT_SNAPSHOTTED = {
     "earlier_error",  # an expression, snapshotted inside complete and its kin
     "Claims",  # not a statement: runs claim and claim_queues, snapshotted above
     "Completion",  # not a statement: chooses among the done statements snapshotted above
+    "fence_params",  # not a statement: the parameters of the fenced statements above
+    "fence_literals",  # not a statement: those of `complete`, as array text
 }
 
 
