@@ -47,8 +47,7 @@ from sa_jobqueue.schema.naming import (
     ended_channel_name,
 )
 from sa_jobqueue.statements import repairs
-from sa_jobqueue.statements.common import FINISHED_VALUES
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.common import FINISHED_VALUES, notifying_ended
 from sa_jobqueue.statements.operator import awaiting
 
 __all__ = [
@@ -233,7 +232,8 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     driver = _writing(session, model)
     rows: Sequence[Any]  # id, previous status, has_dependents
     if driver.supports_writing_ctes:
-        # The jobs it cancels ended: their ids go to `jobs.wait` at commit (statements.ended).
+        # The jobs it cancels ended: their ids go to `jobs.wait` at commit
+        # (`statements.common.notifying_ended`).
         channel = ended_channel_name(model.__tablename__)
         cancelling = notifying_ended(statements.cancel(model), channel)
         rows = session.execute(cancelling, {"ids": wanted}).all()

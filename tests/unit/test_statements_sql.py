@@ -44,7 +44,7 @@ from sa_jobqueue.statements import (
     steps,
     workflows,
 )
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.common import notifying_ended
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"

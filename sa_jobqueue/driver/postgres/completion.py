@@ -20,8 +20,7 @@ from sa_jobqueue.driver.postgres.runtime import fence_params
 from sa_jobqueue.driver.values import Claimed, Held
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import ended_channel_name
-from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, fence_one
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, fence_one, notifying_ended
 
 __all__ = [
     "Completion",
@@ -149,7 +148,7 @@ class Completion:
         self._limited = frozenset(limited)
         # Every statement that ends jobs also NOTIFYs their ids on the ended channel, in
         # the same statement: one pg_notify per statement, none when nothing ended
-        # (`statements.ended`; what `jobs.wait` listens for).
+        # (`statements.common.ended_notify`; what `jobs.wait` listens for).
         ended = ended_channel_name(model.__tablename__)
         results = complete(model)
         plain = complete(model, with_results=False)
