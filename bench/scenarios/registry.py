@@ -36,7 +36,7 @@ from bench.support.database import Database, scratch
 from sa_jobqueue import JobQueue, statements
 from sa_jobqueue.driver.postgres import PostgresDriver, runtime
 from sa_jobqueue.schema.naming import ended_channel_name
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.common import notifying_ended
 from sa_jobqueue.worker.attempt import Claimed, Result
 from sa_jobqueue.worker.registration import Registration
 

@@ -41,6 +41,7 @@ from sa_jobqueue.dashboard.security import (
     check_host,
     new_csrf_token,
 )
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.ops import admin
@@ -72,6 +73,8 @@ class _Dashboard(Actions):
         self.model = model
         self.redact_keys = redact_keys
         self.engine = engine
+        #: What the database can do (`Driver.supports_statement_timeout`...).
+        self.driver = driver_for(engine, model)
         #: The schedule actions' JobQueue (code schedules' payloads for "run now").
         self.jobqueue = jobqueue
         # Pages read through the same pool, in transactions PostgreSQL refuses to write in.
@@ -95,11 +98,12 @@ class _Dashboard(Actions):
     def read(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run `fn(session, model, ...)` in a read-only transaction with the page's timeout.
 
-        The timeout is PostgreSQL's ``statement_timeout``; SQLite and MariaDB/MySQL
-        have no per-transaction equivalent, so there a page's reads run untimed.
+        The timeout is PostgreSQL's ``statement_timeout``, where the driver
+        `supports_statement_timeout`; SQLite and MariaDB/MySQL have no per-transaction
+        equivalent, so there a page's reads run untimed.
         """
         with Session(self.reader) as session, session.begin():
-            if self.engine.dialect.name == "postgresql":
+            if self.driver.supports_statement_timeout:
                 session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
             return fn(session, self.model, *args, **kwargs)
 

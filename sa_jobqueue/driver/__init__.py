@@ -14,6 +14,7 @@ from sa_jobqueue.driver.registry import (
     check_worker_engine,
     driver_for,
     worker_async_engine,
+    worker_driver,
     worker_engine,
 )
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
@@ -32,5 +33,6 @@ __all__ = [
     "check_worker_engine",
     "driver_for",
     "worker_async_engine",
+    "worker_driver",
     "worker_engine",
 ]

@@ -60,6 +60,17 @@ class Driver(
             locks (else table rows stand in for them).
         supports_asynchronous_commit: `commit_asynchronously` skips the WAL flush wait
             (else it does nothing).
+        supports_writing_ctes: an ``UPDATE ... RETURNING`` may run inside ``WITH``, its
+            rows read by the outer statement, and ids travel as one array parameter:
+            an operator's repair (`ops.admin.cancel`, ``retry``, ``delete_finished``,
+            `ops.workflows.after_retry`) is then one statement that also announces
+            the jobs it ended (else it locks its rows, then changes them by id).
+        supports_statement_timeout: a transaction can bound how long each of its
+            statements runs (``statement_timeout``): the dashboard's pages do (else
+            they run untimed).
+        supports_row_estimates: the planner's row count of the jobs table can be read
+            from the catalog (`statements.status_estimates`): a big table's finished
+            statuses are then estimated, not counted (else every count is exact).
     """
 
     supports_listen_notify: bool
@@ -68,3 +79,6 @@ class Driver(
     supports_partial_indexes: bool
     supports_advisory_locks: bool
     supports_asynchronous_commit: bool
+    supports_writing_ctes: bool
+    supports_statement_timeout: bool
+    supports_row_estimates: bool

@@ -3,7 +3,8 @@
 `driver_for` looks the dialect up in `DRIVERS` (``postgresql``, ``sqlite``, ``mariadb``
 and ``mysql``) and builds that driver for the jobs model. An
 unknown dialect is a `ConfigurationError` naming those supported; `check_worker_engine`
-asks the driver whether a worker can run on an engine. See docs/architecture.md.
+asks the driver whether a worker can run on an engine, and `worker_driver` builds a
+worker's driver and the engine it runs on. See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "dialect_name",
     "driver_for",
     "worker_async_engine",
+    "worker_driver",
     "worker_engine",
 ]
 
@@ -165,6 +167,30 @@ def check_worker_engine(engine: Any, driver: Driver) -> None:
     prepared = _WORKER_ENGINES.get(dialect_name(engine))
     if prepared is not None:
         prepared[0](engine)
+
+
+def worker_driver(
+    engine: Engine,
+    model: type[JobMixin],
+    *,
+    leases: Mapping[str, float],
+    default_lease: float,
+    limits: Mapping[str, Limits],
+    kinds: Sequence[str],
+) -> tuple[Driver, Engine]:
+    """A worker's driver (`driver_for`), and the engine it runs on (`worker_engine`).
+
+    The engine is checked first (`check_worker_engine`: its listening's DBAPI, a
+    SQLite file). The arguments are `driver_for`'s.
+
+    Raises:
+        ConfigurationError: no driver for the dialect, or an engine a worker cannot use.
+    """
+    driver = driver_for(
+        engine, model, leases=leases, default_lease=default_lease, limits=limits, kinds=kinds
+    )
+    check_worker_engine(engine, driver)
+    return driver, worker_engine(engine)
 
 
 def worker_engine(engine: Engine) -> Engine:

@@ -20,7 +20,7 @@ from sqlalchemy.orm.util import identity_key
 from sa_jobqueue import statements
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.core.validation import BIGINT_RANGE, MAX_COUNT, check_job_id
-from sa_jobqueue.driver import driver_for
+from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
@@ -47,8 +47,7 @@ from sa_jobqueue.schema.naming import (
     ended_channel_name,
 )
 from sa_jobqueue.statements import repairs
-from sa_jobqueue.statements.common import FINISHED_VALUES
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.common import FINISHED_VALUES, notifying_ended
 from sa_jobqueue.statements.operator import awaiting
 
 __all__ = [
@@ -183,12 +182,13 @@ def retry(
     graph (``revived``; docs/workflows.md).
     """
     wanted = _ids(ids)
-    if _listens(session):
+    driver = _writing(session, model)
+    if driver.supports_writing_ctes:
         rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
     else:  # lock, then update by id; workers there poll (no NOTIFY)
         rows = _lock_then_change(session, repairs.requeue_targets(model), {"ids": wanted})
         _change_locked(session, repairs.requeue_locked(model), rows)
-    result = _finish(session, model, wanted, rows, notify=_listens(session))
+    result = _finish(session, model, wanted, rows, notify=driver.supports_listen_notify)
     after = after_retry(session.connection(), model, result.ids, with_dependents=with_dependents)
     result.waiting.extend(after.waiting)
     result.revived.extend(after.revived)
@@ -202,12 +202,13 @@ def retry_failed(
     flags = {"by_queue": queue is not None, "by_kind": kind is not None}
     params = {"queue_name": queue, "kind_name": kind}
     rows: Sequence[Any]
-    if _listens(session):
+    driver = _writing(session, model)
+    if driver.supports_writing_ctes:
         rows = session.execute(statements.requeue_failed(model, **flags), params).all()
     else:  # as in `retry`
         rows = _lock_then_change(session, repairs.requeue_failed_targets(model, **flags), params)
         _change_locked(session, repairs.requeue_locked(model), rows)
-    result = _finish(session, model, [], rows, notify=_listens(session))
+    result = _finish(session, model, [], rows, notify=driver.supports_listen_notify)
     after = after_retry(session.connection(), model, result.ids, with_dependents=False)
     result.waiting.extend(after.waiting)
     return result
@@ -228,10 +229,11 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     Finished jobs are reported in ``skipped``.
     """
     wanted = _ids(ids)
-    postgresql = session.get_bind().dialect.name == "postgresql"
+    driver = _writing(session, model)
     rows: Sequence[Any]  # id, previous status, has_dependents
-    if postgresql:
-        # The jobs it cancels ended: their ids go to `jobs.wait` at commit (statements.ended).
+    if driver.supports_writing_ctes:
+        # The jobs it cancels ended: their ids go to `jobs.wait` at commit
+        # (`statements.common.notifying_ended`).
         channel = ended_channel_name(model.__tablename__)
         cancelling = notifying_ended(statements.cancel(model), channel)
         rows = session.execute(cancelling, {"ids": wanted}).all()
@@ -245,9 +247,9 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     result = _finish(session, model, wanted, rows, notify=False)
     ended = [(row.id, Status.CANCELLED.value) for row in rows if row.has_dependents]
     if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")
-        driver_for(session, model).dependents_release(session.connection(), ended)
+        driver.dependents_release(session.connection(), ended)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
-    if result.was_running and postgresql:
+    if result.was_running and driver.supports_listen_notify:
         # Tell the workers running them, at commit: their handlers see ctx.cancelled
         # and their slots are freed (heartbeats notice too, should this be missed).
         channel = control_channel_name(model.__tablename__)
@@ -267,7 +269,8 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
     """
     wanted = _ids(ids)
     rows: Sequence[Any]
-    if _listens(session):
+    driver = _writing(session, model)
+    if driver.supports_writing_ctes:
         rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
     else:  # lock, then delete by id (no DELETE ... RETURNING on MySQL)
         rows = _lock_then_change(session, repairs.delete_targets(model), {"ids": wanted})
@@ -275,7 +278,7 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
     result = _finish(session, model, wanted, rows, notify=False)
     finished = [job_id for job_id, status in result.skipped.items() if status in FINISHED_VALUES]
     if finished:
-        edges = awaiting(model) if _listens(session) else repairs.awaiting_listed(model)
+        edges = awaiting(model) if driver.supports_writing_ctes else repairs.awaiting_listed(model)
         for upstream_id, job_id in session.execute(edges, {"ids": finished}):
             result.awaited.setdefault(upstream_id, []).append(job_id)
         for job_id in result.awaited:
@@ -283,9 +286,15 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
     return result
 
 
-def _listens(session: Session) -> bool:
-    """Whether the database has PostgreSQL's one-statement repairs and LISTEN/NOTIFY."""
-    return session.get_bind().dialect.name == "postgresql"
+def _writing(session: Session, model: type[JobMixin]) -> Driver:
+    """`session`'s driver, its transaction made the writer before it reads (`Driver.lock_write`).
+
+    On SQLite a repair's locking read and its change then run under the write lock,
+    taken once the worker holding it commits: never ``database is locked``.
+    """
+    driver = driver_for(session, model)
+    driver.lock_write(session.connection())
+    return driver
 
 
 def _lock_then_change(session: Session, targets: Any, params: Mapping[str, Any]) -> Sequence[Any]:

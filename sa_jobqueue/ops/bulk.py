@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.validation import MAX_COUNT
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.retention import DEFAULT_BATCH_SIZE
@@ -203,13 +204,13 @@ def count(
     _check_filters(session.get_bind().dialect.name, match)
     wanted = _selection(ids, match)
     result = BulkResult(action, dry_run=True)
-    postgresql = session.get_bind().dialect.name == "postgresql"
+    one_statement = driver_for(session, model).supports_writing_ctes  # array parameters
     if wanted is not None:
         rows = session.execute(statements.statuses_of(model), {"ids": wanted})
         found = {job_id: status for job_id, status in rows}
         kept: set[int] = set()
         if action == "delete":
-            edges = awaiting(model) if postgresql else repairs.awaiting_listed(model)
+            edges = awaiting(model) if one_statement else repairs.awaiting_listed(model)
             kept = {row.upstream_id for row in session.execute(edges, {"ids": wanted})}
             result.awaited = len(kept & found.keys())
         for job_id, status in found.items():

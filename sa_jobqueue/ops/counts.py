@@ -13,6 +13,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import statements
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.schema.model import JobMixin, Status
 
 __all__ = ["EXACT_BELOW", "StatusTotals", "capped_total", "status_totals"]
@@ -59,7 +60,7 @@ def status_totals(
     table = model.__table__
     where = {"table": table.name, "schema": table.schema}  # type: ignore[attr-defined]
     estimates: dict[str, int] = {}
-    if session.get_bind().dialect.name == "postgresql":
+    if driver_for(session, model).supports_row_estimates:
         rows = session.execute(statements.status_estimates(), where)
         estimates = {status: jobs for status, jobs in rows}
     if sum(estimates.values()) < exact_below:

@@ -1,7 +1,7 @@
 """`jobs.wait` and `jobs.wait_async`: block until a job has ended, woken by NOTIFY.
 
 The waiter LISTENs on the table's ended channel (the driver's `Listening`) first, then
-reads the job's row, then waits for a notification naming it (`statements.ended`),
+reads the job's row, then waits for a notification naming it (`statements.common.ended_notify`),
 reading the row again when one arrives and every ``poll_interval`` seconds in case one
 is lost. Mixed into `JobQueue` as `WaitAPI`. See docs/durable.md.
 """
@@ -32,7 +32,7 @@ from sa_jobqueue.errors import (
 )
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.schema.model import JobT
-from sa_jobqueue.statements.ended import ANY_ENDED
+from sa_jobqueue.statements.common import ANY_ENDED
 
 if TYPE_CHECKING:
     import psycopg

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from sqlalchemy import Connection
 
 from sa_jobqueue import statements
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name
 from sa_jobqueue.statements import operator, repairs, workflows
@@ -73,7 +74,7 @@ def after_retry(
     """
     if not retried:
         return Retried()
-    if conn.dialect.name != "postgresql":
+    if not driver_for(conn, model).supports_writing_ctes:
         return _after_retry_portable(conn, model, retried, with_dependents=with_dependents)
     params = {"retried_ids": list(retried)}
     conn.execute(workflows.recount_waiting(model), params)

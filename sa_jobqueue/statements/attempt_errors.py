@@ -15,7 +15,7 @@ from sqlalchemy import BigInteger, Select, Table, Update, bindparam, delete, fun
 
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.registry_tables import HISTORY_LIMIT, errors_table_for
-from sa_jobqueue.statements.ended import ended_notify
+from sa_jobqueue.statements.common import ended_notify
 
 __all__ = ["attempt_history", "with_history"]
 
@@ -42,8 +42,9 @@ def with_history(
     one at most `HISTORY_LIMIT` stay (only for jobs at ``HISTORY_LIMIT`` attempts or
     more: each attempt writes at most one entry, so a job below has fewer). Returns the
     columns `fenced` returned, by name. With `ended_channel`, the statement also sends
-    the `statements.ended` NOTIFY of the rows it ended (those in `statuses`, when given),
-    as ``ended_notified``, exactly as `statements.ended.notifying_ended` does.
+    the `statements.common.ended_notify` NOTIFY of the rows it ended (those in
+    `statuses`, when given), as ``ended_notified``, exactly as
+    `statements.common.notifying_ended` does.
     """
     errors = _errors(model)
     ended = fenced.returning(

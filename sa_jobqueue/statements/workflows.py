@@ -35,8 +35,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
-from sa_jobqueue.statements.common import unnest_rows
-from sa_jobqueue.statements.ended import ended_notify
+from sa_jobqueue.statements.common import ended_notify, unnest_rows
 
 __all__ = [
     "dependents_of",
@@ -77,7 +76,7 @@ def release_dependents(
     per queue of the jobs it made ``pending`` (delivered at COMMIT), so a release
     costs one round trip; each row then carries ``notified``, how many were sent.
     With `ended_channel` too, one more ``pg_notify`` names the
-    jobs it cancelled, for `jobs.wait` (``ended_notified``; `statements.ended`).
+    jobs it cancelled, for `jobs.wait` (``ended_notified``; `statements.common.ended_notify`).
     """
     edges = edges_of(model)
     ended = unnest_rows(("ended_ids", "id", BigInteger), ("ended_statuses", "status", Text))

@@ -8,6 +8,9 @@
 from __future__ import annotations
 
 import math
+import os
+import secrets
+import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,9 +29,18 @@ __all__ = [
     "DEFAULT_AHEAD_WAIT",
     "DEFAULT_GONE_AFTER",
     "DEFAULT_PREFETCH",
+    "POLL_INTERVAL",
+    "POLL_WITHOUT_LISTEN",
     "WorkerConfig",
     "WorkerOptions",
+    "make_worker_id",
 ]
+
+#: Seconds between an idle worker's polls when LISTEN/NOTIFY wakes it (a safety net).
+POLL_INTERVAL = 2.0
+#: Seconds between polls on a database without LISTEN/NOTIFY (SQLite, MariaDB, MySQL):
+#: how long a job enqueued by another process may wait for an idle worker.
+POLL_WITHOUT_LISTEN = 0.5
 
 #: The default of `WorkerConfig.prefetch`: claims of up to this many jobs ahead.
 DEFAULT_PREFETCH = 128
@@ -72,7 +84,7 @@ class WorkerConfig:
         queues: the queues to claim from (None: every registered task's queue).
         concurrency: handler threads; also the most jobs running at once.
         poll_interval: seconds between polls when no notification arrives (None: 2
-            with LISTEN/NOTIFY, 0.5 on a database without it: `worker.POLL_INTERVAL`).
+            with LISTEN/NOTIFY, 0.5 on a database without it: `poll_seconds`).
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
         listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler).
@@ -85,7 +97,7 @@ class WorkerConfig:
         prune_interval: seconds between prune runs.
         session_factory: makes transactional handlers' sessions (default:
             ``sessionmaker(engine)``).
-        worker_id: the ``locked_by`` value (default: `worker.make_worker_id`).
+        worker_id: the ``locked_by`` value (default: `make_worker_id`).
         savepoint_batch: in transactional mode, a handler thread runs up to this
             many claimed jobs in one transaction, with a SAVEPOINT per job.
         asynchronous_commit: the claim loop's own transactions (claims and the
@@ -182,6 +194,19 @@ class WorkerConfig:
                 f"metrics must be a sa_jobqueue.metrics.Metrics, not {config.metrics!r}"
             )
         return config
+
+    def poll_seconds(self, listens: bool) -> float:
+        """`poll_interval`, or its default for a worker that `listens` (or not).
+
+        `POLL_INTERVAL` with LISTEN/NOTIFY (`Driver.supports_listen_notify`), else
+        `POLL_WITHOUT_LISTEN`.
+        """
+        return float(self.poll_interval or (POLL_INTERVAL if listens else POLL_WITHOUT_LISTEN))
+
+
+def make_worker_id() -> str:
+    """``host:pid:random``: unique per process start, readable in ``locked_by``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 def _queues(queues: object) -> tuple[str, ...] | None:

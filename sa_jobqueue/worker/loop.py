@@ -332,6 +332,30 @@ class ClaimLoop:
                 time.sleep(RERECORD(attempt + 1))
         self.processed += self.completer.recorded(reports)
 
+    def record_until_idle(self, wait: float | None) -> None:
+        """Record what finishes until nothing is in flight, or for `wait` seconds (shutdown).
+
+        None waits as long as that takes (a drain that ended: nothing runs any more).
+        """
+        deadline = None if wait is None else time.monotonic() + wait
+        while self.inflight:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                break
+            self.wake.wait(0.05 if remaining is None else min(0.05, remaining))
+            self.wake.clear()
+            self.flush_reports()
+
+    def release_in_flight(self) -> None:
+        """Give the attempts still in flight back to ``pending``, fenced (shutdown timeout)."""
+        leftover = self.inflight.snapshot()
+        if leftover:
+            log.warning(
+                "shutdown timeout: releasing %d running jobs back to pending", len(leftover)
+            )
+            self.completer.release_all(leftover)
+            self.flush_reports()
+
     def close(self) -> None:
         """Close the loop's connection (at shutdown)."""
         conn, self._conn = self._conn, None

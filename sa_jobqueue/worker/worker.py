@@ -9,11 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
-import socket
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Generic
 
@@ -21,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import sessionmaker
 
 from sa_jobqueue.core import local_wakeups
-from sa_jobqueue.driver import check_worker_engine, driver_for, worker_engine
+from sa_jobqueue.driver import worker_driver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import preflight
 from sa_jobqueue.ops.retention import Pruner
@@ -31,7 +27,12 @@ from sa_jobqueue.tasks import Registry
 from sa_jobqueue.worker.attempt import InFlight, Outcome
 from sa_jobqueue.worker.claimer import Claimer
 from sa_jobqueue.worker.completer import Completer
-from sa_jobqueue.worker.config import WorkerConfig
+from sa_jobqueue.worker.config import (
+    POLL_INTERVAL,
+    POLL_WITHOUT_LISTEN,
+    WorkerConfig,
+    make_worker_id,
+)
 from sa_jobqueue.worker.handlers import Handlers
 from sa_jobqueue.worker.limited_claimer import LimitedClaims
 from sa_jobqueue.worker.listener import Notifier, PollingNotifier, start_notifier
@@ -52,17 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["POLL_INTERVAL", "POLL_WITHOUT_LISTEN", "Worker", "make_worker_id"]
 
 log = logging.getLogger("sa_jobqueue.worker")
-
-#: Seconds between an idle worker's polls when LISTEN/NOTIFY wakes it (a safety net).
-POLL_INTERVAL = 2.0
-#: Seconds between polls on a database without LISTEN/NOTIFY (SQLite, MariaDB, MySQL):
-#: how long a job enqueued by another process may wait for an idle worker.
-POLL_WITHOUT_LISTEN = 0.5
-
-
-def make_worker_id() -> str:
-    """``host:pid:random``: unique per process start, readable in ``locked_by``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 class Worker(Generic[JobT]):
@@ -120,7 +110,8 @@ class Worker(Generic[JobT]):
         limits = {t.kind: t.limits for t in registry.limited()}
         # Only the kinds registered here are claimed: a job of another kind (a deploy
         # in flight) stays pending, its attempts untouched, for a worker that has it.
-        self.driver = driver_for(
+        # SQLite: the same pool, every transaction BEGIN IMMEDIATE (docs/notifications.md).
+        self.driver, self.engine = worker_driver(
             self.engine,
             model,
             leases=leases,
@@ -128,13 +119,7 @@ class Worker(Generic[JobT]):
             limits=limits,
             kinds=list(leases),
         )
-        check_worker_engine(self.engine, self.driver)  # its listening's DBAPI (psycopg 3)
-        # SQLite: the same pool, every transaction BEGIN IMMEDIATE (docs/notifications.md).
-        self.engine = worker_engine(self.engine)
-        self.poll_interval = float(
-            config.poll_interval
-            or (POLL_INTERVAL if self.driver.supports_listen_notify else POLL_WITHOUT_LISTEN)
-        )
+        self.poll_interval = config.poll_seconds(self.driver.supports_listen_notify)
         prefetch = config.prefetch
         self.limited = LimitedClaims(self.driver, limits, holds=config.concurrency + prefetch)
         self.claimer = Claimer(self.driver, self.limited, self.queues, self.worker_id)
@@ -394,25 +379,12 @@ class Worker(Generic[JobT]):
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None
-        deadline = None if wait is None else time.monotonic() + wait
-        while self.inflight:
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                break
-            self._wake.wait(0.05 if remaining is None else min(0.05, remaining))
-            self._wake.clear()
-            self.loop.flush_reports()
+        self.loop.record_until_idle(wait)
         # Async handlers still running past the deadline are cancelled (a transactional
         # one's transaction rolls back) and report themselves released.
         self.async_pool.cancel_running()
         self.loop.flush_reports()
-        leftover = self.inflight.snapshot()
-        if leftover:
-            log.warning(
-                "shutdown timeout: releasing %d running jobs back to pending", len(leftover)
-            )
-            self.completer.release_all(leftover)
-            self.loop.flush_reports()
+        self.loop.release_in_flight()
         self.handlers.stop()
         self._stopped.set()
         self.handlers.join(5)

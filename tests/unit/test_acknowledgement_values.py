@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from sa_jobqueue.driver.postgres.params import fence_literals, fence_params
+from sa_jobqueue.driver.postgres.completion import fence_literals
+from sa_jobqueue.driver.postgres.runtime import fence_params
 from sa_jobqueue.driver.values import Claimed, Held
 from sa_jobqueue.worker.attempt import InFlight
 

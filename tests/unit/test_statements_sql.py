@@ -44,7 +44,7 @@ from sa_jobqueue.statements import (
     steps,
     workflows,
 )
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.common import notifying_ended
 from tests.support.models import Job
 
 SQL_DIR = Path(__file__).parent / "sql"
@@ -364,6 +364,8 @@ NOT_SNAPSHOTTED = {
     "earlier_error",  # an expression, snapshotted inside complete and its kin
     "Claims",  # not a statement: runs claim and claim_queues, snapshotted above
     "Completion",  # not a statement: chooses among the done statements snapshotted above
+    "fence_params",  # not a statement: the parameters of the fenced statements above
+    "fence_literals",  # not a statement: those of `complete`, as array text
 }
 
 

@@ -31,3 +31,6 @@ class PortableDriver(
     listening: Listening | None = None
     supports_listen_notify = False
     supports_asynchronous_commit = False
+    supports_writing_ctes = False
+    supports_statement_timeout = False
+    supports_row_estimates = False

@@ -52,5 +52,9 @@ class PortableNotifications(PortableTables):
         name = lock_name(self._jobs_table.name, purpose)
         return self.sql.try_lock(conn, self._jobs_table, name)
 
+    def lock_write(self, conn: Connection) -> None:
+        """`Dialect.write_lock` (SQLite: the write lock now; MySQL: nothing, row locks serve)."""
+        self.sql.write_lock(conn, self._jobs_table)
+
     def commit_asynchronously(self, conn: Connection) -> None:
         """Nothing: every COMMIT waits until it is durable here."""

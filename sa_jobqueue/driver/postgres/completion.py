@@ -16,14 +16,20 @@ from sqlalchemy import Connection, Text, Update, bindparam, case, cast, func, nu
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from sa_jobqueue.driver.postgres import batches, limits
-from sa_jobqueue.driver.postgres.params import fence_literals, fence_params
+from sa_jobqueue.driver.postgres.runtime import fence_params
 from sa_jobqueue.driver.values import Claimed, Held
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import ended_channel_name
-from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, fence_one
-from sa_jobqueue.statements.ended import notifying_ended
+from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, fence_one, notifying_ended
 
-__all__ = ["Completion", "complete", "complete_charged", "complete_one", "earlier_error"]
+__all__ = [
+    "Completion",
+    "complete",
+    "complete_charged",
+    "complete_one",
+    "earlier_error",
+    "fence_literals",
+]
 
 
 def earlier_error(model: type[JobMixin]) -> Any:
@@ -87,6 +93,17 @@ def complete(model: type[JobMixin], *, with_results: bool = True) -> Update:
     )
 
 
+def fence_literals(jobs: Sequence[Claimed], owner: str) -> dict[str, Any]:
+    """`runtime.fence_params` with each array as its text, ``'{1,2}'`` (for `complete`).
+
+    One string for the driver to send per array, where a list costs it a dump of
+    each element.
+    """
+    ids = ",".join(map(str, [job.id for job in jobs]))
+    attempts = ",".join(map(str, [job.attempts for job in jobs]))
+    return {"ids": f"{{{ids}}}", "attempt_numbers": f"{{{attempts}}}", "owner": owner}
+
+
 def complete_one(model: type[JobMixin]) -> Update:
     """Mark one job done, ``:job_id``/``:attempt``, storing ``:result`` (JSON text or NULL).
 
@@ -131,7 +148,7 @@ class Completion:
         self._limited = frozenset(limited)
         # Every statement that ends jobs also NOTIFYs their ids on the ended channel, in
         # the same statement: one pg_notify per statement, none when nothing ended
-        # (`statements.ended`; what `jobs.wait` listens for).
+        # (`statements.common.ended_notify`; what `jobs.wait` listens for).
         ended = ended_channel_name(model.__tablename__)
         results = complete(model)
         plain = complete(model, with_results=False)

@@ -24,18 +24,12 @@ from sa_jobqueue.driver.postgres.steps import PostgresSteps
 from sa_jobqueue.driver.protocol import control, enqueue, schedules, steps
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Held, NextDue, Result, Swept, Upstream
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.statements import workflows
 
 __all__ = ["PostgresDriver"]
 
 
 class PostgresDriver:
-    """`Driver` for PostgreSQL: each call runs on the caller's connection, never commits.
-
-    Built from the jobs model and what its claims need (the arguments of
-    `registry.DriverFactory`). Each method forwards to its family's object, which
-    builds its statements once. PostgreSQL has every capability named.
-    """
+    """`Driver` for PostgreSQL: each method forwards to its family's object, built once."""
 
     supports_listen_notify = True
     supports_skip_locked = True
@@ -43,6 +37,9 @@ class PostgresDriver:
     supports_partial_indexes = True
     supports_advisory_locks = True
     supports_asynchronous_commit = True
+    supports_writing_ctes = True
+    supports_statement_timeout = True
+    supports_row_estimates = True
 
     def __init__(
         self,
@@ -60,7 +57,6 @@ class PostgresDriver:
         self._failures = Failures(model)
         self._leases = Leases(model)
         self._releaser = Releaser(model)
-        self._upstream = workflows.upstream_results(model)
         self._notifications = Notifications(model)
         self.listening = self._notifications.listening
         self._enqueue = PostgresEnqueue(model)
@@ -173,8 +169,8 @@ class PostgresDriver:
         return self._releaser.release(conn, ended)
 
     def upstream_results(self, conn: Connection, job_id: int) -> list[Upstream]:
-        """`workflows.upstream_results` of `job_id`: each job it waited for, status, result."""
-        return [Upstream(*row) for row in conn.execute(self._upstream, {"job_id": job_id})]
+        """`Releaser.upstream_results`."""
+        return self._releaser.upstream_results(conn, job_id)
 
     def ended_announce(self, conn: Connection, ids: Sequence[int]) -> None:
         """`Notifications.ended_announce`."""
@@ -191,6 +187,9 @@ class PostgresDriver:
     def lock_try(self, conn: Connection, purpose: str) -> bool:
         """`Notifications.lock_try`."""
         return self._notifications.lock_try(conn, purpose)
+
+    def lock_write(self, conn: Connection) -> None:
+        """Nothing: rows are locked one by one, and a transaction that read can write."""
 
     def commit_asynchronously(self, conn: Connection) -> None:
         """`Notifications.commit_asynchronously`."""

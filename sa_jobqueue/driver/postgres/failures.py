@@ -14,7 +14,6 @@ from sqlalchemy import Connection, Executable
 
 from sa_jobqueue import statements
 from sa_jobqueue.driver.postgres import runtime
-from sa_jobqueue.driver.postgres.params import fence_params
 from sa_jobqueue.driver.values import Claimed, Result
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import ended_channel_name
@@ -62,7 +61,7 @@ class Failures:
     ) -> None:
         """Give `jobs` back to ``pending``, due now, without using up an attempt."""
         if jobs:
-            params = fence_params(jobs, owner)
+            params = runtime.fence_params(jobs, owner)
             if reason is not None:
                 params["reason"] = reason
             conn.execute(self._release, params)

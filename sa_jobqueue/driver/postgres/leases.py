@@ -12,7 +12,6 @@ from sqlalchemy import Connection
 
 from sa_jobqueue import statements
 from sa_jobqueue.driver.postgres import runtime
-from sa_jobqueue.driver.postgres.params import fence_params
 from sa_jobqueue.driver.values import AttemptKey, Claimed, Swept
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import ended_channel_name
@@ -47,18 +46,18 @@ class Leases:
         self, conn: Connection, jobs: Sequence[Claimed], owner: str, *, wait: bool = False
     ) -> set[AttemptKey]:
         """Extend the leases of `jobs` in one fenced UPDATE; skips locked rows unless `wait`."""
-        params = {**fence_params(jobs, owner), "leases": [job.lease for job in jobs]}
+        params = {**runtime.fence_params(jobs, owner), "leases": [job.lease for job in jobs]}
         statement = self._heartbeat_waiting if wait else self._heartbeat
         return {(row.id, row.attempts) for row in conn.execute(statement, params)}
 
     def still_owned(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> set[AttemptKey]:
         """Of `jobs`, those still running under `owner`, by a plain (lock-free) read."""
-        rows = conn.execute(self._still_owned, fence_params(jobs, owner))
+        rows = conn.execute(self._still_owned, runtime.fence_params(jobs, owner))
         return {(row.id, row.attempts) for row in rows}
 
     def cancelled(self, conn: Connection, jobs: Sequence[Claimed]) -> set[AttemptKey]:
         """Of `jobs`, the attempts whose row is ``cancelled`` (`control.cancelled_attempts`)."""
-        params = {k: v for k, v in fence_params(jobs, "").items() if k != "owner"}
+        params = {k: v for k, v in runtime.fence_params(jobs, "").items() if k != "owner"}
         return {(row.id, row.attempts) for row in conn.execute(self._cancelled, params)}
 
     def sweep(self, conn: Connection, limit: int) -> list[Swept]:

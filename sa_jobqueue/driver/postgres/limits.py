@@ -34,9 +34,8 @@ from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres.fairness import claim_fair
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import lock_name
-from sa_jobqueue.statements.common import CLAIMED_COLUMNS, claimed_columns, seconds
+from sa_jobqueue.statements.common import CLAIMED_COLUMNS, claimed_columns, ended_notify, seconds
 from sa_jobqueue.statements.control import is_paused
-from sa_jobqueue.statements.ended import ended_notify
 from sa_jobqueue.statements.flow_stats import starts_of
 
 __all__ = [
@@ -80,7 +79,7 @@ def complete_and_lock(
     holders, as after `lock_limited`.
 
     With `ended` (the table's ended channel), the row also has ``ended_notified``:
-    one ``pg_notify`` of the done jobs' ids (`statements.ended.ended_notify`).
+    one ``pg_notify`` of the done jobs' ids (`statements.common.ended_notify`).
     """
     done = complete.cte("done")
     kinds = (

@@ -21,7 +21,7 @@ from sa_jobqueue.driver.values import NextDue
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import channel_name, control_channel_name, ended_channel_name
-from sa_jobqueue.statements.ended import MAX_NAMED_IDS
+from sa_jobqueue.statements.common import MAX_NAMED_IDS
 
 __all__ = ["Notifications", "PostgresListening"]
 

@@ -1,7 +1,8 @@
 """`Releaser`: the release step of workflows, down the graph, with the NOTIFY of what it made due.
 
 `PostgresDriver.dependents_release` runs it, for the worker's fenced ends and for the
-operator's ``cancel``. Never commits. See docs/workflows.md.
+operator's ``cancel``; `Releaser.upstream_results` reads what a released job waited for
+(its ``ctx.upstream``). Never commits. See docs/workflows.md.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection
 
+from sa_jobqueue.driver.values import Upstream
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import channel_name, ended_channel_name
 from sa_jobqueue.statements import workflows
@@ -31,6 +33,11 @@ class Releaser:
         self._release = workflows.release_dependents(
             model, channel=channel_name(table), ended_channel=ended_channel_name(table)
         )
+        self._upstream = workflows.upstream_results(model)
+
+    def upstream_results(self, conn: Connection, job_id: int) -> list[Upstream]:
+        """`workflows.upstream_results` of `job_id`: each job it waited for, status, result."""
+        return [Upstream(*row) for row in conn.execute(self._upstream, {"job_id": job_id})]
 
     def release(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> list[int]:
         """Count the ends of `ended` (``(id, final status)``) against the jobs waiting for them.

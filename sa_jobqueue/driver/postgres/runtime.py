@@ -1,9 +1,14 @@
 """The runtime's fenced transitions after a claim: heartbeats, failures, releases, sweeps.
 
-The fenced done is `completion`'s, beside the choice among its statements.
+The fenced done is `completion`'s, beside the choice among its statements. Every change
+after a claim names its attempts by ``ids`` and ``attempt_numbers`` (and ``owner``):
+`fence_params` gives them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import (
     Float,
@@ -20,6 +25,7 @@ from sqlalchemy import (
     update,
 )
 
+from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
     FENCE_ARRAYS,
@@ -33,12 +39,23 @@ __all__ = [
     "RELEASED_AT_SHUTDOWN",
     "discard",
     "fail",
+    "fence_params",
     "heartbeat",
     "release",
     "retry_later",
     "still_owned",
     "sweep_expired",
 ]
+
+
+def fence_params(jobs: Iterable[Claimed], owner: str) -> dict[str, Any]:
+    """The parameters of a batched fenced statement (``ids``, ``attempt_numbers``, ``owner``)."""
+    jobs = list(jobs)
+    return {
+        "ids": [job.id for job in jobs],
+        "attempt_numbers": [job.attempts for job in jobs],
+        "owner": owner,
+    }
 
 
 def heartbeat(model: type[JobMixin], *, skip_locked: bool = True) -> Update:

@@ -83,6 +83,17 @@ class NotificationOps(Protocol):
         """
         ...
 
+    def lock_write(self, conn: Connection) -> None:
+        """Make this transaction a writer before it reads what it will change.
+
+        Where writers take turns (SQLite), take the database's write lock now, waiting
+        for the writer that holds it as long as a worker waits (30 s): an operator's
+        read-then-write session (``cancel``, ``retry``...) beside a busy worker then
+        never fails with ``database is locked``. Where rows are locked one by one
+        (PostgreSQL, MariaDB), nothing: a transaction that read can always write.
+        """
+        ...
+
     def commit_asynchronously(self, conn: Connection) -> None:
         """Let this transaction's COMMIT return before it is durable (the WAL flush).
 

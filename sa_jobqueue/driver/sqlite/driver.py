@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from sqlalchemy import Connection
+
 from sa_jobqueue.driver.portable.driver import PortableDriver
+from sa_jobqueue.driver.sqlite.engines import BUSY_TIMEOUT
 from sa_jobqueue.driver.sqlite.sql import SqliteSql
 
 __all__ = ["SqliteDriver"]
@@ -20,3 +23,16 @@ class SqliteDriver(PortableDriver):
     supports_returning = True
     supports_partial_indexes = True
     supports_advisory_locks = False
+
+    def lock_write(self, conn: Connection) -> None:
+        """The write lock now (`SqliteSql.write_lock`), waiting for it up to `BUSY_TIMEOUT`.
+
+        As long as a worker's transaction waits (`engines.worker_engine`), whatever
+        busy timeout `conn` has (Python's default is 5 s); `conn`'s own is restored.
+        """
+        waits = int(conn.exec_driver_sql("PRAGMA busy_timeout").scalar_one())
+        conn.exec_driver_sql(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT * 1000)}")
+        try:
+            self.sql.write_lock(conn, self._jobs_table)
+        finally:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {waits}")

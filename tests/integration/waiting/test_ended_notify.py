@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import Discard, JobContext
 from sa_jobqueue.driver.postgres import PostgresDriver
 from sa_jobqueue.schema.naming import ended_channel_name
-from sa_jobqueue.statements import ended as ended_statements
+from sa_jobqueue.statements import common as ended_statements
 from sa_jobqueue.worker.attempt import Result
 from tests.support.models import Job, new_queue
 

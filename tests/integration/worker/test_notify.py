@@ -283,7 +283,7 @@ def test_a_worker_whose_clock_is_slow_still_starts_a_notified_job_on_time(
     """Notified run_at values are placed by the database's clock, not the worker's."""
     recorder = Recorder()
     jobs = queue_with(recorder, "skewed")
-    monkeypatch.setattr("sa_jobqueue.worker.worker.time", _SlowWallClock)
+    monkeypatch.setattr("sa_jobqueue.worker.loop.time", _SlowWallClock)  # its wall clock
     with running(jobs.worker(committed, poll_interval=SLOW_POLL)):
         with tx(committed) as session:
             job = jobs.enqueue(session, "ping", {}, delay=2)
