@@ -71,6 +71,12 @@ class Driver(
         supports_row_estimates: the planner's row count of the jobs table can be read
             from the catalog (`statements.status_estimates`): a big table's finished
             statuses are then estimated, not counted (else every count is exact).
+        supports_cascading_deletes: deleting a job deletes the rows that reference it
+            ``ON DELETE CASCADE`` (its steps, signals, edges, history). SQLite does so
+            only under ``PRAGMA foreign_keys = ON``, off by default: there a deleter
+            (`jobs_prune`, `ops.admin.delete_finished`) deletes them first
+            (`statements.cascades.delete_cascaded`), else a later job given a deleted
+            job's id (SQLite reuses the largest) would inherit its recorded steps.
     """
 
     supports_listen_notify: bool
@@ -82,3 +88,4 @@ class Driver(
     supports_writing_ctes: bool
     supports_statement_timeout: bool
     supports_row_estimates: bool
+    supports_cascading_deletes: bool

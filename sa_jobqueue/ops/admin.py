@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
-from sqlalchemy import MetaData
+from sqlalchemy import MetaData, Table
 from sqlalchemy.orm import DeclarativeBase, Session
 from sqlalchemy.orm.util import identity_key
 
@@ -47,6 +47,7 @@ from sa_jobqueue.schema.naming import (
     ended_channel_name,
 )
 from sa_jobqueue.statements import repairs
+from sa_jobqueue.statements.cascades import delete_cascaded
 from sa_jobqueue.statements.common import FINISHED_VALUES, notifying_ended
 from sa_jobqueue.statements.operator import awaiting
 
@@ -274,6 +275,10 @@ def delete_finished(session: Session, model: type[JobMixin], ids: Iterable[int])
         rows = session.execute(statements.delete_finished(model), {"ids": wanted}).all()
     else:  # lock, then delete by id (no DELETE ... RETURNING on MySQL)
         rows = _lock_then_change(session, repairs.delete_targets(model), {"ids": wanted})
+        if not driver.supports_cascading_deletes:  # SQLite: no PRAGMA foreign_keys assumed
+            table = model.__table__
+            assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
+            delete_cascaded(session.connection(), table, [row.id for row in rows])
         _change_locked(session, repairs.delete_locked(model), rows)
     result = _finish(session, model, wanted, rows, notify=False)
     finished = [job_id for job_id, status in result.skipped.items() if status in FINISHED_VALUES]

@@ -37,9 +37,8 @@ def cascading_columns(jobs: Table) -> list[Column[int]]:
 def delete_cascaded(conn: Connection, jobs: Table, ids: Sequence[int]) -> int:
     """Delete the rows that reference jobs `ids` through a cascading foreign key.
 
-    Call it before the jobs' own DELETE, on a database that does not cascade
-    (`sa_jobqueue.driver.portable.sql.Dialect.cascades_deletes`). Returns the rows
-    deleted.
+    Call it before the jobs' own DELETE where the driver does not promise the cascade
+    (`Driver.supports_cascading_deletes`). Returns the rows deleted.
     """
     if not ids:
         return 0

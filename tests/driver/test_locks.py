@@ -58,6 +58,7 @@ def test_capabilities_are_named_booleans(driver: Driver):
         "supports_writing_ctes": driver.supports_writing_ctes,
         "supports_statement_timeout": driver.supports_statement_timeout,
         "supports_row_estimates": driver.supports_row_estimates,
+        "supports_cascading_deletes": driver.supports_cascading_deletes,
     }
     assert all(isinstance(value, bool) for value in capabilities.values()), capabilities
 

@@ -105,10 +105,6 @@ class MysqlSql:
         """``INSERT IGNORE`` (the rows given here never fail but on a duplicate key)."""
         return insert(table).prefix_with("IGNORE")
 
-    def cascades_deletes(self, conn: Connection) -> bool:
-        """Yes: InnoDB keeps ``ON DELETE CASCADE``."""
-        return True
-
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """``GET_LOCK(..., 0)``, released when the transaction ends (`xact_locks.try_lock`).
 

@@ -20,6 +20,8 @@ class PortableBase:
 
     #: The database's `Dialect`: set by the SQLite and MySQL drivers.
     sql: Dialect
+    #: `Driver.supports_cascading_deletes`, which `jobs_prune` asks.
+    supports_cascading_deletes: bool = True
 
     def __init__(
         self,

@@ -80,7 +80,7 @@ class PortableControl(PortableRegistry, PortableNotifications):
         self.sql.write_lock(conn, self._jobs_table)
         ids = list(conn.scalars(self.sql.skip_locked(old)))
         deleted = 0
-        cascades = self.sql.cascades_deletes(conn)
+        cascades = self.supports_cascading_deletes
         for start in range(0, len(ids), DELETE_CHUNK):
             chunk = ids[start : start + DELETE_CHUNK]
             if not cascades:

@@ -59,15 +59,6 @@ class Dialect(Protocol):
         """
         ...
 
-    def cascades_deletes(self, conn: Connection) -> bool:
-        """Whether `conn`'s database deletes the rows of an ``ON DELETE CASCADE`` key.
-
-        MySQL (InnoDB): yes. SQLite: only where the connection turned
-        ``PRAGMA foreign_keys`` on; otherwise the caller deletes them
-        (`sa_jobqueue.statements.cascades.delete_cascaded`).
-        """
-        ...
-
     def write_lock(self, conn: Connection, table: Any) -> None:
         """Make `conn`'s transaction a writer before it reads what it will change.
 

@@ -40,6 +40,7 @@ class PostgresDriver:
     supports_writing_ctes = True
     supports_statement_timeout = True
     supports_row_estimates = True
+    supports_cascading_deletes = True
 
     def __init__(
         self,

@@ -23,6 +23,7 @@ class SqliteDriver(PortableDriver):
     supports_returning = True
     supports_partial_indexes = True
     supports_advisory_locks = False
+    supports_cascading_deletes = False  # unless PRAGMA foreign_keys: not assumed
 
     def lock_write(self, conn: Connection) -> None:
         """The write lock now (`SqliteSql.write_lock`), waiting for it up to `BUSY_TIMEOUT`.

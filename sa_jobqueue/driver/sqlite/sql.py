@@ -98,10 +98,6 @@ class SqliteSql:
         """``INSERT ... ON CONFLICT DO NOTHING``."""
         return sqlite_insert(table).on_conflict_do_nothing()
 
-    def cascades_deletes(self, conn: Connection) -> bool:
-        """``PRAGMA foreign_keys`` of `conn` (off unless the application turned it on)."""
-        return bool(conn.exec_driver_sql("PRAGMA foreign_keys").scalar())
-
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """The write lock (`write_lock`): the transaction is the one writer until it ends.
 
