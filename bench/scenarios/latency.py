@@ -83,7 +83,7 @@ def ping(ctx: JobContext) -> None:
 
 def _trace_stages() -> None:
     """Wrap the wake-up path's steps to stamp `_stages` (bench only, in the worker process)."""
-    from sa_jobqueue.worker import claimer, loop, worker
+    from sa_jobqueue.worker import claimer, handlers, loop
 
     def stamp(cls: Any, name: str, stage: str, after: bool = False) -> None:
         original = getattr(cls, name)
@@ -109,7 +109,7 @@ def _trace_stages() -> None:
     loop.ClaimLoop.on_notify = on_notify  # type: ignore[method-assign]
     stamp(loop.ClaimLoop, "round", "round")
     stamp(claimer.Claimer, "claim", "claimed", after=True)
-    stamp(worker.Worker, "_dispatch", "dispatched")
+    stamp(handlers.Handlers, "dispatch", "dispatched")
     if os.environ.get("LATENCY_TRACE_FINE"):
         from sa_jobqueue.driver.postgres import driver as postgres_driver
 
