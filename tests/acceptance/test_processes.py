@@ -23,7 +23,7 @@ from sa_jobqueue.schema.types import utc_now
 from tests.support.apps.lesson import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job
-from tests.support.processes import every_database, on_databases
+from tests.support.processes import every_database, freeze
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
@@ -125,15 +125,19 @@ def test_slow_job_with_heartbeats_is_never_reclaimed(committed, spawn):
     assert effects(committed) == [(job_id, 1)]
 
 
-# Not on SQLite: a worker frozen inside a write transaction (its claim, a heartbeat)
-# holds the file's one write lock, and no other process writes until it runs again or
-# dies (docs/databases.md); the freeze lands there often enough to fail this test.
-@on_databases("postgresql", "mariadb")
-def test_frozen_worker_is_reclaimed_and_its_late_report_changes_nothing(committed, spawn):
+# On SQLite the worker is frozen outside its write transactions (`freeze`): frozen inside
+# one, it would hold the file's one write lock, and no other process writes until it
+# runs again or dies (docs/databases.md). Everything after the freeze is the same.
+@every_database
+def test_frozen_worker_is_reclaimed_and_its_late_report_changes_nothing(committed, spawn, tmp_path):
     frozen = spawn()
-    job_id = enqueue(committed, "record", {"sleep": 3, "only_attempt": 1})
-    wait_for(lambda: row(committed, job_id).status == "running", what="the claim")
-    frozen.signal(signal.SIGSTOP)
+    started = tmp_path / "started"
+    job_id = enqueue(committed, "record", {"sleep": 3, "only_attempt": 1, "started": str(started)})
+    # Its handler runs (frozen between the claim and the handler's start, the worker
+    # would find the lease lost before starting it: no late report to test).
+    wait_for(started.exists, what="the handler's start")
+    assert row(committed, job_id).status == "running"
+    freeze(frozen, committed)
     rescuer = spawn()
     wait_for(lambda: row(committed, job_id).status == "done", timeout=30, what="the rescue")
     rescued = row(committed, job_id)

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 from tests.support.apps.workflows import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job, Span
-from tests.support.processes import every_database, on_databases
+from tests.support.processes import every_database, freeze
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
@@ -168,10 +168,10 @@ def test_a_30_job_chain_under_repeated_kill_9_completes_in_order(committed, spaw
     assert set(places) == set(range(30))
 
 
-# Not on SQLite: a worker frozen inside a write transaction (its claim, a heartbeat)
-# holds the file's one write lock, and no other process writes until it runs again or
-# dies (docs/databases.md); the freeze lands there often enough to fail this test.
-@on_databases("postgresql", "mariadb")
+# On SQLite the worker is frozen outside its write transactions (`freeze`): frozen inside
+# one, it would hold the file's one write lock, and no other process writes until it
+# runs again or dies (docs/databases.md). Everything after the freeze is the same.
+@every_database
 def test_a_stale_workers_late_done_releases_nothing(committed, spawn):
     stale = spawn()
     with Session(committed) as session, session.begin():
@@ -190,7 +190,7 @@ def test_a_stale_workers_late_done_releases_nothing(committed, spawn):
             )
 
     wait_for(lambda: attempt_started(1), 30, "attempt 1 to start")
-    stale.signal(signal.SIGSTOP)
+    freeze(stale, committed)
     spawn()
     wait_for(lambda: attempt_started(2), 30, "attempt 2 to start on the fresh worker")
     stale.signal(signal.SIGCONT)

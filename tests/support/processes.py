@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
+from sqlalchemy import Engine
 
 from tests.support.helpers import wait_for
 
@@ -87,6 +88,34 @@ class Proc:
                 self.popen.wait(10)
         self._log.close()
         return self.popen.returncode
+
+
+def freeze(proc: Proc, engine: Engine) -> None:
+    """SIGSTOP `proc` at a moment it holds no write lock of `engine`'s database; wait until stopped.
+
+    On SQLite a process frozen inside a write transaction keeps the file's one write
+    lock, and no other process writes until it runs again or dies (docs/databases.md):
+    a limit of SQLite, not a guarantee to test. So there the test takes the write
+    lock first (``BEGIN IMMEDIATE`` on a connection of its own, which waits for any
+    write transaction of `proc` to end), stops `proc` while holding it, and releases
+    it once `proc` is stopped. Elsewhere `proc` is stopped wherever it is.
+    """
+    if engine.dialect.name != "sqlite":
+        proc.signal(signal.SIGSTOP)
+        wait_for(lambda: _stopped(proc.pid), 10, f"process {proc.pid} to stop")
+        return
+    with engine.connect() as conn:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")  # waits (busy timeout) for its writer
+        proc.signal(signal.SIGSTOP)
+        wait_for(lambda: _stopped(proc.pid), 10, f"process {proc.pid} to stop")
+        conn.rollback()
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of process `pid` is stopped (state ``T`` in /proc)."""
+    tasks = Path(f"/proc/{pid}/task")
+    states = [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks.iterdir()]
+    return all(state in ("T", "t") for state in states)
 
 
 class Processes:

@@ -14,6 +14,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection, func, select
 
+from sa_jobqueue.driver.portable.probes import probe
 from sa_jobqueue.driver.portable.tables import PortableTables
 from sa_jobqueue.driver.values import NextDue
 from sa_jobqueue.schema.model import Status
@@ -32,12 +33,15 @@ class PortableNotifications(PortableTables):
         """Nothing: no channel to wake other processes' workers on (they poll)."""
 
     def queue_next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
-        """The earliest ``run_at`` of the pending jobs of `queues`, and the clock, read once."""
+        """The earliest ``run_at`` of the pending jobs of `queues`, and the clock, read once.
+
+        A `probe`: a read that decides nothing under a lock (SQLite: no write lock).
+        """
         model = self.model
         earliest = select(func.min(model.run_at), self.sql.now()).where(
             model.status == Status.PENDING.value, model.queue.in_(list(queues))
         )
-        first, now = conn.execute(earliest).one()
+        first, now = conn.execute(probe(earliest)).one()
         now_at: datetime = now
         seconds = None if first is None else (first - now_at).total_seconds()
         return NextDue(seconds, now_at.timestamp())

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, RowMapping, bindparam, case, null, or_, select, update
 
+from sa_jobqueue.driver.portable.probes import probe
 from sa_jobqueue.driver.portable.tables import PortableTables
 from sa_jobqueue.driver.protocol.schedules import (
     ScheduleNew,
@@ -47,8 +48,8 @@ class PortableTicks(PortableTables):
     ) -> list[ScheduleRow]:
         """Due rows, ``FOR UPDATE SKIP LOCKED`` (SQLite: under the write lock), oldest first.
 
-        A plain read first: a round with nothing due (most rounds) locks nothing, neither
-        SQLite's one write lock nor InnoDB's range of ``next_run_at``.
+        A plain read first (a `probe`): a round with nothing due (most rounds) locks
+        nothing, neither SQLite's one write lock nor InnoDB's range of ``next_run_at``.
         """
         table = self._schedules_table
         now = self.sql.now()
@@ -66,7 +67,7 @@ class PortableTicks(PortableTables):
             .order_by(table.c.next_run_at)
             .limit(limit)
         )
-        if conn.execute(due.with_only_columns(table.c.name).limit(1)).first() is None:
+        if conn.execute(probe(due.with_only_columns(table.c.name).limit(1))).first() is None:
             return []  # the usual round: nothing due, and no lock taken
         # The caller ticks what it reads in this transaction: a writer from here on.
         self.sql.write_lock(conn, self._jobs_table)

@@ -5,8 +5,10 @@ from __future__ import annotations
 from sqlalchemy import Connection
 
 from sa_jobqueue.driver.portable.driver import PortableDriver
+from sa_jobqueue.driver.portable.probes import probe
 from sa_jobqueue.driver.sqlite.engines import BUSY_TIMEOUT
 from sa_jobqueue.driver.sqlite.sql import SqliteSql
+from sa_jobqueue.driver.values import Claimed
 
 __all__ = ["SqliteDriver"]
 
@@ -37,3 +39,17 @@ class SqliteDriver(PortableDriver):
             self.sql.write_lock(conn, self._jobs_table)
         finally:
             conn.exec_driver_sql(f"PRAGMA busy_timeout = {waits}")
+
+    def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
+        """`PortableClaims.job_claim`, after a probe: with nothing due, no write lock at all.
+
+        A worker's claim round that comes first in its transaction then only reads
+        (`portable.probes`); when a job is due, the claim's ``UPDATE ... WHERE`` takes
+        the write lock and reads again what is due, so a job the probe saw and another
+        worker took in between is not claimed twice.
+        """
+        if limit > 0:
+            due = self._due(self.model.queue == queue).limit(1)
+            if conn.execute(probe(due)).first() is None:
+                return []
+        return super().job_claim(conn, queue, limit, owner)

@@ -6,6 +6,13 @@ locked``) when another writer committed since it began: no busy timeout helps. S
 every transaction of a worker's engine begins with ``BEGIN IMMEDIATE`` (it waits for
 the write lock up front, up to `BUSY_TIMEOUT`), and the file is in WAL mode so readers
 never wait for the writer. See docs/notifications.md (SQLite, MariaDB and MySQL).
+
+The one exception: a transaction whose first statements are probes
+(`portable.probes.probe`: reads that only decide whether there is work) begins as a
+plain read, without the write lock, so an idle worker's rounds hold no other writer
+off; its first statement that is not a probe ends that read and begins ``BEGIN
+IMMEDIATE`` (the work re-checks under the lock what the probe read). The ``BEGIN``
+is sent just before the transaction's first statement, on its cursor.
 """
 
 from __future__ import annotations
@@ -13,14 +20,20 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import Engine, event, exc
+from sqlalchemy import Connection, Engine, event, exc
 
 from sa_jobqueue.core.engines import sqlite_in_memory
+from sa_jobqueue.driver.portable.probes import PROBE
 from sa_jobqueue.errors import ConfigurationError
 
 __all__ = ["BUSY_TIMEOUT", "check_worker_engine", "worker_engine"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+#: The key, in a connection's ``info``, of where its transaction stands: `_PENDING`
+#: (begun, nothing sent yet), `_READING` (a plain read of probes), `_WRITING`.
+_STATE = "sa_jobqueue_sqlite_transaction"
+_PENDING, _READING, _WRITING = "pending", "reading", "writing"
 
 #: Seconds a worker's statement waits for SQLite's write lock before it fails.
 BUSY_TIMEOUT = 30.0
@@ -45,16 +58,38 @@ def worker_engine(engine: Engine) -> Engine:
 
     The copy (`Engine.execution_options`) shares `engine`'s pool, URL and connect
     events; only its own transactions begin immediately, after setting the busy
-    timeout to `BUSY_TIMEOUT` on their connection. The database file is switched to
-    WAL (a setting of the file: once is enough).
+    timeout to `BUSY_TIMEOUT` on their connection, unless they begin with probes
+    (the module's docstring). The database file is switched to WAL (a setting of
+    the file: once is enough).
     """
     immediate = engine.execution_options()
     milliseconds = int(BUSY_TIMEOUT * 1000)
 
     @event.listens_for(immediate, "begin")
-    def _begin_immediate(conn: Any) -> None:
-        conn.exec_driver_sql(f"PRAGMA busy_timeout = {milliseconds}")
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    def _begin(conn: Connection) -> None:
+        conn.info[_STATE] = _PENDING  # the BEGIN goes with the first statement
+
+    @event.listens_for(immediate, "before_cursor_execute")
+    def _begin_before(
+        conn: Connection, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
+        state = conn.info.get(_STATE)
+        if state is None or state == _WRITING:
+            return
+        probing = context is not None and bool(context.execution_options.get(PROBE))
+        if state == _PENDING:
+            cursor.execute(f"PRAGMA busy_timeout = {milliseconds}")
+            cursor.execute("BEGIN" if probing else "BEGIN IMMEDIATE")
+            conn.info[_STATE] = _READING if probing else _WRITING
+        elif not probing:  # _READING: only probes so far, nothing to keep
+            cursor.execute("COMMIT")
+            cursor.execute("BEGIN IMMEDIATE")
+            conn.info[_STATE] = _WRITING
+
+    @event.listens_for(immediate, "commit")
+    @event.listens_for(immediate, "rollback")
+    def _ended(conn: Connection) -> None:
+        conn.info.pop(_STATE, None)
 
     if not engine.dialect.is_async:  # aiosqlite's file: its worker's sync engine set WAL
         _use_wal(engine, milliseconds)

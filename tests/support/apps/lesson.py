@@ -16,6 +16,7 @@ import signal
 import time
 from datetime import timedelta
 from functools import cache
+from pathlib import Path
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -45,8 +46,11 @@ def _effect(ctx: JobContext, note: str = "") -> None:
 def record(ctx: JobContext) -> None:
     """Sleep ``payload["sleep"]`` seconds (default 0), then write one Effect.
 
-    With ``payload["only_attempt"]`` the sleep happens on that attempt only.
+    With ``payload["only_attempt"]`` the sleep happens on that attempt only. With
+    ``payload["started"]`` (a path) it first creates that file: the handler runs.
     """
+    if "started" in ctx.payload:
+        Path(ctx.payload["started"]).touch()
     if ctx.payload.get("only_attempt", ctx.attempt) == ctx.attempt:
         time.sleep(float(ctx.payload.get("sleep", 0)))
     _effect(ctx, str(ctx.payload.get("note", "")))
