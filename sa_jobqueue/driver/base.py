@@ -15,12 +15,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sa_jobqueue.driver.protocol.claims import ClaimOps
-from sa_jobqueue.driver.protocol.completion import CompletionOps
 from sa_jobqueue.driver.protocol.control import ControlOps
 from sa_jobqueue.driver.protocol.enqueue import EnqueueOps
-from sa_jobqueue.driver.protocol.failures import FailureOps
-from sa_jobqueue.driver.protocol.leases import LeaseOps
+from sa_jobqueue.driver.protocol.jobs import ClaimOps, CompletionOps, FailureOps, LeaseOps
 from sa_jobqueue.driver.protocol.notifications import NotificationOps
 from sa_jobqueue.driver.protocol.schedules import ScheduleOps
 from sa_jobqueue.driver.protocol.steps import StepOps
