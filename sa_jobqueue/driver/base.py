@@ -18,6 +18,7 @@ from typing import Protocol
 from sa_jobqueue.driver.protocol.claims import ClaimOps
 from sa_jobqueue.driver.protocol.completion import CompletionOps
 from sa_jobqueue.driver.protocol.control import ControlOps
+from sa_jobqueue.driver.protocol.deadlines import DeadlineOps
 from sa_jobqueue.driver.protocol.enqueue import EnqueueOps
 from sa_jobqueue.driver.protocol.failures import FailureOps
 from sa_jobqueue.driver.protocol.leases import LeaseOps
@@ -33,6 +34,7 @@ class Driver(
     ClaimOps,
     CompletionOps,
     ControlOps,
+    DeadlineOps,
     EnqueueOps,
     FailureOps,
     LeaseOps,

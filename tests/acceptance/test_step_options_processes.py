@@ -89,3 +89,17 @@ def test_a_step_whose_retries_run_out_fails_the_attempt_with_its_last_error(comm
         ("call#1.1", "try", 1, "try 1 of 2: RuntimeError: boom 1"),
         ("call#1.2", "try", 1, "try 2 of 2: RuntimeError: boom 2"),
     ]
+
+
+@every_database
+@pytest.mark.parametrize("kind", ["late_napper", "late_retry"])
+def test_a_deadline_passing_while_the_job_is_parked_fails_it_for_good(committed, spawn, kind):
+    spawn()
+    job_id = enqueue(committed, kind)
+    wait_for(lambda: calls(committed, job_id) == 1, what="the first attempt")
+    wait_for(lambda: row(committed, job_id).status == "failed", timeout=60, what="the deadline")
+    failed = row(committed, job_id)
+    assert failed.attempts == 1
+    assert failed.last_error == "deadline passed: not finished within 3s of its creation"
+    assert failed.finished_at is not None
+    assert calls(committed, job_id) == 1  # never woke, never retried

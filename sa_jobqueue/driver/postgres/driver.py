@@ -13,6 +13,7 @@ from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
+from sa_jobqueue.driver.postgres.deadlines import Deadlines
 from sa_jobqueue.driver.postgres.enqueue import PostgresEnqueue
 from sa_jobqueue.driver.postgres.failures import Failures
 from sa_jobqueue.driver.postgres.flow import FlowControl
@@ -32,9 +33,8 @@ __all__ = ["PostgresDriver"]
 class PostgresDriver:
     """`Driver` for PostgreSQL: each call runs on the caller's connection, never commits.
 
-    Built from the jobs model and what its claims need (the arguments of
-    `registry.DriverFactory`). Each method forwards to its family's object, which
-    builds its statements once. PostgreSQL has every capability named.
+    Each method forwards to its family's object, built once from `registry.DriverFactory`'s
+    arguments (`jobs_fail_past_deadline` is that object's). It has every capability.
     """
 
     supports_listen_notify = True
@@ -67,6 +67,7 @@ class PostgresDriver:
         self._steps = PostgresSteps(model)
         self._schedules = PostgresSchedules(model)
         self._control = PostgresControl(model)
+        self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""

@@ -84,3 +84,18 @@ async def atimes_out_twice(ctx: JobContext) -> str:
 def retries_run_out(ctx: JobContext) -> None:
     """A step that always raises: two tries, then the attempt (the only one) fails."""
     ctx.step(Step("call", retries=1, backoff=lambda n: 0.1), _fails, ctx)
+
+
+@jobs.task("late_napper", lease=LEASE, backoff=FAST, deadline=timedelta(seconds=3))
+def late_napper(ctx: JobContext) -> None:
+    """Sleep durably far past its 3 s deadline; the sweeper must end it meanwhile."""
+    _try(ctx, "before")
+    ctx.sleep("nap", 600)
+    _try(ctx, "woke")
+
+
+@jobs.task("late_retry", lease=LEASE, backoff=lambda n: 600.0, deadline=3)
+def late_retry(ctx: JobContext) -> None:
+    """Fail once; its retry (in 600 s) would be due after its 3 s deadline."""
+    _try(ctx, "call")
+    raise RuntimeError("first try fails")

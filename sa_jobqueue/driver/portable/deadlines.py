@@ -1,0 +1,63 @@
+"""`PortableDeadlines`: the jobs of a kind past its task's deadline, ended ``failed``.
+
+A `FencedUpdate`: locks the jobs past the deadline (skipping locked rows where the
+database can; SQLite's writers take turns), then ends them. See
+`sa_jobqueue.driver.protocol.deadlines` and docs/durable.md ("Deadlines").
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from sqlalchemy import Connection, Float, Text, bindparam, null
+
+from sa_jobqueue.driver.portable.base import PortableBase
+from sa_jobqueue.driver.portable.fenced import FencedUpdate
+from sa_jobqueue.driver.protocol.deadlines import DeadlinePass
+from sa_jobqueue.schema.model import UNFINISHED, Status
+
+__all__ = ["PortableDeadlines"]
+
+
+class PortableDeadlines(PortableBase):
+    """DeadlineOps (`sa_jobqueue.driver.protocol`) for `PortableDriver`."""
+
+    def jobs_fail_past_deadline(self, conn: Connection, params: DeadlinePass) -> list[int]:
+        """End up to ``params.limit`` unfinished jobs past the deadline ``failed``; their ids."""
+        values = {
+            "deadline_kind": params.kind,
+            "deadline_seconds": params.seconds,
+            "limit": params.limit,
+            "deadline_error": params.error,
+        }
+        return [row.id for row in self._deadline_fail.run(conn, values)]
+
+    @cached_property
+    def _deadline_fail(self) -> FencedUpdate:
+        model = self.model
+        now = self.sql.now()
+        created = self.sql.plus_seconds(
+            model.__table__.c.created_at, bindparam("deadline_seconds", type_=Float)
+        )
+        past = [
+            model.kind == bindparam("deadline_kind", type_=Text),
+            model.status.in_([status.value for status in UNFINISHED]),
+            created <= now,
+        ]
+        values = {
+            "status": Status.FAILED.value,
+            "finished_at": now,
+            "updated_at": now,
+            "locked_until": null(),
+            "last_error": bindparam("deadline_error", type_=Text),
+        }
+        return FencedUpdate(
+            model,
+            self.sql,
+            past,
+            values,
+            (model.id,),
+            skip_locked=True,
+            order_by=(model.created_at,),
+            limit=True,
+        )
