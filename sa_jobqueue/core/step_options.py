@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from sa_jobqueue.core.validation import check_name
@@ -42,7 +43,7 @@ _MAX_ERROR = 2000
 _CANCEL_POLL = 0.1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Step:
     """A durable step's name and options, given to ``ctx.step`` in place of the name.
 
@@ -80,25 +81,33 @@ class Step:
     """
 
     name: str
-    timeout: float | None = None
-    retries: int = 0
-    backoff: BackoffPolicy | None = None
+    timeout: float | None
+    retries: int
+    backoff: BackoffPolicy | None
 
-    def __post_init__(self) -> None:
-        check_name("step name", self.name)
-        if self.timeout is not None:
-            object.__setattr__(self, "timeout", _check_timeout(self.timeout))
-        retries = self.retries
+    def __init__(
+        self,
+        name: str,
+        timeout: timedelta | float | None = None,
+        retries: int = 0,
+        backoff: BackoffPolicy | None = None,
+    ) -> None:
+        check_name("step name", name)
+        seconds = None if timeout is None else _check_timeout(timeout)
         if isinstance(retries, bool) or not isinstance(retries, int):
             raise ValidationError(
                 "retries", retries, f"must be an int, not {type(retries).__name__}"
             )
         if retries < 0:
             raise ValidationError("retries", retries, "must be 0 or more")
-        if self.backoff is not None and not callable(self.backoff):
+        if backoff is not None and not callable(backoff):
             raise ValidationError(
-                "backoff", self.backoff, "must be a callable of the try number returning seconds"
+                "backoff", backoff, "must be a callable of the try number returning seconds"
             )
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "timeout", seconds)
+        object.__setattr__(self, "retries", retries)
+        object.__setattr__(self, "backoff", backoff)
 
     def delay(self, failed_try: int) -> float:
         """Seconds to wait after failed try `failed_try`, checked.

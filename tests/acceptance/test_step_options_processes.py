@@ -53,7 +53,7 @@ def steps(engine, job_id) -> list[tuple[str, str, int, object]]:
     query = select(table.c.name, table.c.kind, table.c.attempt, table.c.result)
     query = query.where(table.c.job_id == job_id).order_by(table.c.name)
     with engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(query)]  # type: ignore[misc]
+        return [tuple(r) for r in conn.execute(query)]
 
 
 @every_database
@@ -73,7 +73,7 @@ def test_a_step_timing_out_twice_succeeds_on_its_third_try_in_one_attempt(commit
     ]
     assert recorded[0][3] == "third"
     assert recorded[1][3] == "try 1 of 3: TimeoutError: timed out after 0.5s"
-    assert recorded[2][3].startswith("try 2 of 3: TimeoutError")
+    assert str(recorded[2][3]).startswith("try 2 of 3: TimeoutError")
 
 
 @every_database
