@@ -221,6 +221,16 @@ class Maintenance:
             log.warning("sweeping expired leases failed (%s); will retry", error)
 
     def sweep(self, conn: Connection) -> int:
+        """Recover expired leases and end jobs past their deadline; return how many changed.
+
+        Leases only if no other worker is sweeping; deadlines in any case.
+        """
+        recovered = self._sweep_leases(conn) + self._end_past_deadlines(conn)
+        if recovered:
+            self.on_recovered()
+        return recovered
+
+    def _sweep_leases(self, conn: Connection) -> int:
         """Recover expired leases, if no other worker is sweeping; return how many."""
         recovered = 0
         with conn.begin():
@@ -249,17 +259,24 @@ class Maintenance:
                     self.driver.dependents_release(conn, dead)
                 if len(rows) < SWEEP_BATCH:
                     break
-            for kind, seconds in self.deadlines:
-                recovered += self._end_past_deadline(conn, kind, seconds)
-        if recovered:
-            self.on_recovered()
         return recovered
+
+    def _end_past_deadlines(self, conn: Connection) -> int:
+        """End the jobs of this worker's kinds past their deadline, in one transaction.
+
+        Not under the sweep's lock: the worker that holds it may not have these tasks.
+        Workers that share a task may run it at once; locked rows are skipped.
+        """
+        if not self.deadlines:
+            return 0
+        with conn.begin():
+            return sum(self._end_past_deadline(conn, *deadline) for deadline in self.deadlines)
 
     def _end_past_deadline(self, conn: Connection, kind: str, seconds: float) -> int:
         """End the unfinished jobs of `kind` created over `seconds` ago; return how many.
 
-        In the sweep's transaction: their dependents are released and their end is
-        announced (``jobs.wait``) with it.
+        Their dependents are released and their end is announced (``jobs.wait``) in
+        the same transaction.
         """
         error = f"deadline passed: not finished within {seconds:g}s of its creation"
         ended = 0
