@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from functools import cached_property
 
-from sqlalchemy import Connection, Float, Text, bindparam, null
+from sqlalchemy import Connection, Float, Text, bindparam, literal_column, null, or_
 
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.fenced import FencedUpdate
-from sa_jobqueue.driver.protocol.deadlines import DeadlinePass
-from sa_jobqueue.schema.model import UNFINISHED, Status
+from sa_jobqueue.driver.protocol.deadlines import DEADLINE_STATUSES, DeadlinePass
+from sa_jobqueue.schema.model import Status
 
 __all__ = ["PortableDeadlines"]
 
@@ -23,7 +23,7 @@ class PortableDeadlines(PortableBase):
     """DeadlineOps (`sa_jobqueue.driver.protocol`) for `PortableDriver`."""
 
     def jobs_fail_past_deadline(self, conn: Connection, params: DeadlinePass) -> list[int]:
-        """End up to ``params.limit`` unfinished jobs past the deadline ``failed``; their ids."""
+        """End up to ``params.limit`` pending or running jobs past the deadline; their ids."""
         values = {
             "deadline_kind": params.kind,
             "deadline_seconds": params.seconds,
@@ -41,7 +41,9 @@ class PortableDeadlines(PortableBase):
         )
         past = [
             model.kind == bindparam("deadline_kind", type_=Text),
-            model.status.in_([status.value for status in UNFINISHED]),
+            # Statuses written into the SQL: SQLite then proves its partial indexes'
+            # predicates (ix_pending, ix_running) and reads only such jobs.
+            or_(*(model.status == literal_column(f"'{s.value}'", Text) for s in DEADLINE_STATUSES)),
             created <= now,
         ]
         values = {

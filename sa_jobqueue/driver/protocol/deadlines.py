@@ -13,7 +13,13 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
-__all__ = ["DeadlineOps", "DeadlinePass"]
+from sa_jobqueue.schema.model import Status
+
+__all__ = ["DEADLINE_STATUSES", "DeadlineOps", "DeadlinePass"]
+
+#: The statuses a deadline ends. Not ``waiting`` (for other jobs, ``after=``): no index
+#: finds those without reading the whole table; such a job is ended once released.
+DEADLINE_STATUSES = (Status.PENDING, Status.RUNNING)
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,11 +43,12 @@ class DeadlineOps(Protocol):
     """The driver's operations of this family; each says the guarantee it keeps."""
 
     def jobs_fail_past_deadline(self, conn: Connection, params: DeadlinePass) -> list[int]:
-        """End ``failed`` up to ``params.limit`` unfinished jobs of the kind past the deadline.
+        """End ``failed`` up to ``params.limit`` jobs of the kind past the deadline.
 
-        Unfinished: ``pending`` (due, retrying later, sleeping or waiting for a signal),
-        ``running`` (its worker's later writes then match no row: the fence wants it
-        ``running``) or ``waiting`` for other jobs. Each gets ``finished_at`` and
+        Those `DEADLINE_STATUSES`: ``pending`` (due, retrying later, sleeping or waiting
+        for a signal) or ``running`` (its worker's later writes then match no row: the
+        fence wants it ``running``); the query reads only such jobs (on PostgreSQL and
+        SQLite through their partial indexes). Each gets ``finished_at`` and
         ``last_error``; rows another transaction holds locked are skipped (the next
         sweep ends them). Returns their ids; release their dependents (and announce
         their end) in the same transaction.
