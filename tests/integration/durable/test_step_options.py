@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -91,3 +92,21 @@ def test_jobs_show_lists_a_steps_failed_tries(committed, database_url):
     assert "call step (attempt 1, " in result.stdout
     assert "call#1.1 try (attempt 1, " in result.stdout
     assert '"try 1 of 2: ConnectionError: down 1"' in result.stdout
+
+
+def test_the_dashboards_job_page_shows_a_steps_failed_tries(committed):
+    starlette_testclient = pytest.importorskip("starlette.testclient")
+    from sa_jobqueue.dashboard import make_app
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("lease")
+    def lease(ctx: JobContext) -> None:
+        ctx.step(Step("call", retries=1, backoff=lambda n: 0), _flaky(1))
+
+    job_id = _enqueue(committed, jobs, "lease")
+    assert [o.outcome for o in drain(jobs, committed)] == ["done"]
+    client = starlette_testclient.TestClient(make_app(jobs, committed), base_url="http://127.0.0.1")
+    page = client.get(f"/jobs/{job_id}").text
+    assert '<td class="name">call#1.1</td>' in page
+    assert "try 1 of 2: ConnectionError: down 1" in page
