@@ -27,6 +27,7 @@ from sa_jobqueue.errors import (
 
 if TYPE_CHECKING:
     from sa_jobqueue.context import JobContext
+    from sa_jobqueue.core.step_options import Step
     from sa_jobqueue.enqueue.batch import Batch
     from sa_jobqueue.handler_exceptions import Discard, Retry
     from sa_jobqueue.jobqueue import JobQueue
@@ -45,6 +46,7 @@ __all__ = [
     "PayloadError",
     "Retry",
     "Status",
+    "Step",
     "ValidationError",
     "WaitTimeoutError",
 ]
@@ -60,6 +62,7 @@ _LAZY = {
     "JobQueue": "sa_jobqueue.jobqueue",
     "JobMixin": "sa_jobqueue.schema.model",
     "Status": "sa_jobqueue.schema.model",
+    "Step": "sa_jobqueue.core.step_options",
 }
 
 

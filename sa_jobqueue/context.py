@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.core.step_options import Step, StepTries
 from sa_jobqueue.core.steps import (
     AttemptSteps,
     MemorySteps,
@@ -207,7 +208,7 @@ class JobContext:
             state.recorded = await store.aload(self) if self._has_steps else {}
         return state.recorded.get(name)
 
-    def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def step(self, name: str | Step, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` once per job, across attempts; return its result.
 
         The first attempt that gets past it records the result (a JSON value, checked
@@ -220,13 +221,15 @@ class JobContext:
         is written in the handler's transaction and commits with it (or with a park).
 
         Args:
-            name: the step's name, unique among this job's steps, sleeps and waits.
+            name: the step's name, unique among this job's steps, sleeps and waits;
+                or a `Step` holding it with a timeout, retries and a backoff for `fn`.
             fn: what to run; its result must be JSON (None included).
             *args: passed to `fn`.
             **kwargs: passed to `fn`.
 
         Raises:
             ValidationError: a bad `name`, or one this run used already.
+            TimeoutError: a `Step` timeout ran out on the last try.
             PayloadError: the result is not storable as JSON (``fn`` ran; nothing
                 was recorded).
 
@@ -235,11 +238,15 @@ class JobContext:
             charge = ctx.step("charge", payments.charge, order_id, key=ctx.idempotency_key)
         """
         store, state = self._attempt_steps()
-        name = state.claim_name(name, "step")
+        options = name if isinstance(name, Step) else None
+        name = state.claim_name(name if options is None else options.name, "step")
         found = self._recorded(name)
         if found is not None:
             return found[1]
-        value = fn(*args, **kwargs)
+        if options is None:
+            value = fn(*args, **kwargs)
+        else:
+            value = StepTries(options, self).run(fn, args, kwargs, store)
         if inspect.isawaitable(value):
             if inspect.iscoroutine(value):
                 value.close()
@@ -247,7 +254,9 @@ class JobContext:
         store.record(self, name, dump_step_result(name, value, store.max_bytes))
         return value
 
-    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    async def astep(
+        self, name: str | Step, fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+    ) -> Any:
         """`step` for an ``async def`` handler: ``await ctx.astep(name, fn, ...)``.
 
         `fn` may be a coroutine function (awaited) or a plain one (called); the
@@ -255,13 +264,17 @@ class JobContext:
         `AsyncSession` (transactional mode).
         """
         store, state = self._attempt_steps()
-        name = state.claim_name(name, "step")
+        options = name if isinstance(name, Step) else None
+        name = state.claim_name(name if options is None else options.name, "step")
         found = await self._arecorded(name)
         if found is not None:
             return found[1]
-        value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
-            value = await value
+        if options is None:
+            value = fn(*args, **kwargs)
+            if inspect.isawaitable(value):
+                value = await value
+        else:
+            value = await StepTries(options, self).arun(fn, args, kwargs, store)
         await store.arecord(self, name, dump_step_result(name, value, store.max_bytes))
         return value
 

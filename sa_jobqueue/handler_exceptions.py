@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sa_jobqueue.core.step_options import never_retried
 from sa_jobqueue.core.validation import check_delay
 
 __all__ = ["Discard", "Retry"]
@@ -59,3 +60,7 @@ def _check_reason(raised: str, reason: object) -> None:
             f"{raised}(reason=...) must be a str, not {type(reason).__name__}: "
             f"pass str(...) or json.dumps(...) of it"
         )
+
+
+# A `Step`'s retries end at once on either, as the attempt does (docs/durable.md).
+never_retried(Retry, Discard)

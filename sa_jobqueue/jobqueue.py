@@ -173,6 +173,7 @@ class JobQueue(AsyncEnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], Wait
         max_running_per_key: int | None = None,
         rate_limit: tuple[int, timedelta | float] | None = None,
         fair: bool = False,
+        deadline: timedelta | float | None = None,
     ) -> Callable[[Handler], Handler]:
         """Register the decorated function as the handler of `kind`.
 
@@ -203,6 +204,11 @@ class JobQueue(AsyncEnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], Wait
             fair: claims of `kind` take turns between ``concurrency_key`` values
                 (round robin over the keys with due jobs, weighted by `set_weight`),
                 so one key's backlog does not delay the others (docs/flow-control.md).
+            deadline: how long after its ``created_at`` a job of `kind` may take to
+                finish, across its attempts, retries, sleeps and signal waits (a
+                timedelta or seconds). Past it, the sweeper of a worker that has the
+                task ends the job ``failed`` for good, parked or running, with
+                ``last_error`` naming the deadline (docs/durable.md#deadlines).
 
         Raises:
             ConfigurationError: `kind` is already registered, or an option is invalid.
@@ -222,6 +228,7 @@ class JobQueue(AsyncEnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], Wait
                 max_running_per_key=max_running_per_key,
                 rate_limit=rate_limit,
                 fair=fair,
+                deadline=deadline,
             )
             return handler
 

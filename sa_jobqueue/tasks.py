@@ -37,6 +37,8 @@ class TaskDef:
         is_async: the handler is an ``async def`` (awaited on the worker's event loop).
         timeout: seconds an attempt may run before it fails as timed out (None: no limit).
         limits: flow control over every worker (``max_running``...; see `Limits`).
+        deadline: seconds after a job's ``created_at`` past which the sweeper ends it
+            ``failed`` (None: no deadline).
     """
 
     kind: str
@@ -49,6 +51,7 @@ class TaskDef:
     is_async: bool = False
     timeout: float | None = None
     limits: Limits = field(default_factory=Limits)
+    deadline: float | None = None
 
 
 class Registry:
@@ -77,6 +80,7 @@ class Registry:
         max_running_per_key: object = None,
         rate_limit: object = None,
         fair: object = False,
+        deadline: timedelta | float | None = None,
     ) -> TaskDef:
         """Validate the options and add the task; return its definition."""
         try:
@@ -86,6 +90,7 @@ class Registry:
                 check_max_attempts(max_attempts)
             lease_seconds = check_delay("lease", lease)
             timeout_seconds = None if timeout is None else check_delay("timeout", timeout)
+            deadline_seconds = None if deadline is None else check_delay("deadline", deadline)
             limits = check_limits(
                 max_running=max_running,
                 max_running_per_key=max_running_per_key,
@@ -98,6 +103,8 @@ class Registry:
             raise ConfigurationError(f"task {kind!r}: lease must be at least 1 second")
         if timeout_seconds is not None and timeout_seconds <= 0:
             raise ConfigurationError(f"task {kind!r}: timeout must be positive, not {timeout!r}")
+        if deadline_seconds is not None and deadline_seconds <= 0:
+            raise ConfigurationError(f"task {kind!r}: deadline must be positive, not {deadline!r}")
         if not callable(handler):
             raise ConfigurationError(f"task {kind!r}: handler {handler!r} is not callable")
         is_async = is_coroutine_handler(handler)
@@ -121,6 +128,7 @@ class Registry:
             is_async=is_async,
             timeout=timeout_seconds,
             limits=limits,
+            deadline=deadline_seconds,
         )
         self._tasks[kind] = task
         return task
@@ -148,6 +156,10 @@ class Registry:
 
     def __len__(self) -> int:
         return len(self._tasks)
+
+    def deadlines(self) -> list[tuple[str, float]]:
+        """``(kind, seconds)`` of the tasks with a deadline, sorted by kind."""
+        return sorted((t.kind, t.deadline) for t in self._tasks.values() if t.deadline is not None)
 
     def limited(self) -> list[TaskDef]:
         """The tasks with any flow-control limit, sorted by kind."""

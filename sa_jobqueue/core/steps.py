@@ -189,11 +189,15 @@ class StepStore(Protocol):
         """`load`, awaitable."""
         ...
 
-    def record(self, ctx: Any, name: str, result: str | None) -> None:
-        """Record step `name` with `result` (JSON text), fenced; `StepLeaseLost` if lost."""
+    def record(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:
+        """Record step `name` with `result` (JSON text), fenced; `StepLeaseLost` if lost.
+
+        `kind`: ``step``, or ``try`` (a failed try of a `Step` with options: `result`
+        says what it raised; never read back as a step's result).
+        """
         ...
 
-    async def arecord(self, ctx: Any, name: str, result: str | None) -> None:
+    async def arecord(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:
         """`record`, awaitable."""
         ...
 
@@ -251,10 +255,10 @@ class MemorySteps:
     async def aload(self, ctx: Any) -> dict[str, tuple[str, Any]]:  # noqa: D102
         return {}
 
-    def record(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
+    def record(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:  # noqa: D102
         return None
 
-    async def arecord(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
+    async def arecord(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:  # noqa: D102
         return None
 
     def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from sa_jobqueue.driver.protocol.control import ControlOps
+from sa_jobqueue.driver.protocol.deadlines import DeadlineOps
 from sa_jobqueue.driver.protocol.enqueue import EnqueueOps
 from sa_jobqueue.driver.protocol.jobs import ClaimOps, CompletionOps, FailureOps, LeaseOps
 from sa_jobqueue.driver.protocol.notifications import NotificationOps
@@ -30,6 +31,7 @@ class Driver(
     ClaimOps,
     CompletionOps,
     ControlOps,
+    DeadlineOps,
     EnqueueOps,
     FailureOps,
     LeaseOps,

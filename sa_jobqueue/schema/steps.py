@@ -29,8 +29,9 @@ from sa_jobqueue.schema.types import Id, Key, Timestamp, utc_now
 __all__ = ["STEP_KINDS", "signals_table", "steps_table"]
 
 #: What a step row records: a step's result, a sleep, a signal wait still open
-#: (``wait``: the job is parked for it), a signal received, a wait that timed out.
-STEP_KINDS = ("step", "sleep", "wait", "signal", "timeout")
+#: (``wait``: the job is parked for it), a signal received, a wait that timed out, a
+#: failed try of a step with `Step` options (named ``<step>#<attempt>.<try>``).
+STEP_KINDS = ("step", "sleep", "wait", "signal", "timeout", "try")
 
 _json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 

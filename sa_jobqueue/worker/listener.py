@@ -57,13 +57,9 @@ WakeCallback = Callable[[str | None, float | None], None]
 
 
 class Notifier(Protocol):
-    """What wakes an idle worker between polls.
+    """What wakes an idle worker between polls."""
 
-    Attributes:
-        connected: set while notifications can arrive.
-    """
-
-    connected: threading.Event
+    connected: threading.Event  # set while notifications can arrive
 
     def start(self) -> None:
         """Begin delivering wake-ups."""

@@ -2,7 +2,8 @@
 
 On a connection of its own, `Maintenance` extends leases, heartbeats the worker's
 registry row, sweeps expired leases (and expired registry rows) under an advisory lock,
-prunes by retention and enqueues periodic ticks. See docs/workers.md.
+ends the jobs past their task's deadline, prunes by retention and enqueues periodic
+ticks. See docs/workers.md and docs/durable.md ("Deadlines").
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver.protocol.deadlines import DeadlinePass
 from sa_jobqueue.logs import log_job
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer
@@ -52,6 +54,8 @@ class Maintenance:
             starts without a check while its lease is fresh).
         registration: the worker's registry row, heartbeat from here; the sweeper
             deletes the rows that expired (None: no registry).
+        deadlines: ``(kind, seconds)`` of the worker's tasks with a ``deadline``: each
+            sweep ends their jobs past it (`Registry.deadlines`).
     """
 
     def __init__(
@@ -70,8 +74,10 @@ class Maintenance:
         on_cancelled: Callable[[Claimed], None] | None = None,
         on_renewed: Callable[[set[AttemptKey], float], None] | None = None,
         registration: Registration | None = None,
+        deadlines: Sequence[tuple[str, float]] = (),
     ) -> None:
         self.registration = registration
+        self.deadlines = tuple(deadlines)
         self.on_renewed = on_renewed
         self.engine = engine
         self.owner = owner
@@ -215,6 +221,16 @@ class Maintenance:
             log.warning("sweeping expired leases failed (%s); will retry", error)
 
     def sweep(self, conn: Connection) -> int:
+        """Recover expired leases and end jobs past their deadline; return how many changed.
+
+        Leases only if no other worker is sweeping; deadlines in any case.
+        """
+        recovered = self._sweep_leases(conn) + self._end_past_deadlines(conn)
+        if recovered:
+            self.on_recovered()
+        return recovered
+
+    def _sweep_leases(self, conn: Connection) -> int:
         """Recover expired leases, if no other worker is sweeping; return how many."""
         recovered = 0
         with conn.begin():
@@ -243,6 +259,42 @@ class Maintenance:
                     self.driver.dependents_release(conn, dead)
                 if len(rows) < SWEEP_BATCH:
                     break
-        if recovered:
-            self.on_recovered()
         return recovered
+
+    def _end_past_deadlines(self, conn: Connection) -> int:
+        """End the jobs of this worker's kinds past their deadline, in one transaction.
+
+        Not under the sweep's lock: the worker that holds it may not have these tasks.
+        Workers that share a task may run it at once; locked rows are skipped.
+        """
+        if not self.deadlines:
+            return 0
+        with conn.begin():
+            return sum(self._end_past_deadline(conn, *deadline) for deadline in self.deadlines)
+
+    def _end_past_deadline(self, conn: Connection, kind: str, seconds: float) -> int:
+        """End the unfinished jobs of `kind` created over `seconds` ago; return how many.
+
+        Their dependents are released and their end is announced (``jobs.wait``) in
+        the same transaction.
+        """
+        error = f"deadline passed: not finished within {seconds:g}s of its creation"
+        ended = 0
+        while True:
+            ids = self.driver.jobs_fail_past_deadline(
+                conn, DeadlinePass(kind, seconds, SWEEP_BATCH, error)
+            )
+            for job_id in ids:
+                log.warning(
+                    "job %d %s failed for good: %s",
+                    job_id,
+                    kind,
+                    error,
+                    extra={"event": "deadline", "job_id": job_id, "kind": kind},
+                )
+            if ids:
+                self.driver.dependents_release(conn, [(job_id, "failed") for job_id in ids])
+                self.driver.ended_announce(conn, ids)
+            ended += len(ids)
+            if len(ids) < SWEEP_BATCH:
+                return ended

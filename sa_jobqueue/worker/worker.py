@@ -192,6 +192,7 @@ class Worker(Generic[JobT]):
             on_cancelled=lambda job: self.interrupts.cancelled(job.id, job.attempts),
             on_renewed=self.inflight.renewed,
             registration=self.registration,
+            deadlines=registry.deadlines(),
         )
         self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()

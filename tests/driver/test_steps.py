@@ -64,6 +64,24 @@ def test_step_record_without_locking_the_job_leaves_its_row_free(db: Engine, dri
     assert step_rows(db, job.id)["charge"].result == 1
 
 
+def test_step_record_of_a_try_writes_a_try_row_fenced_without_marking_the_job(
+    db: Engine, driver: Driver
+):
+    add(db)
+    [job] = claim(db, driver)
+    with db.begin() as conn:
+        params = StepRecord(fence(job), "charge#1.1", '"boom"', lock_job=False, kind="try")
+        assert driver.step_record(conn, params)
+    recorded = step_rows(db, job.id)["charge#1.1"]
+    assert (recorded.kind, recorded.result, recorded.attempt) == ("try", "boom", 1)
+    assert not row(db, job.id).has_steps
+    again = reclaimed(db, driver, job)
+    with db.begin() as conn:
+        stale = StepRecord(fence(job), "charge#1.2", None, lock_job=False, kind="try")
+        assert driver.step_record(conn, stale) is False
+        assert driver.steps_recorded(conn, again.id) == {"charge#1.1": ("try", "boom")}
+
+
 def test_steps_recorded_returns_every_step_of_the_job_by_name(db: Engine, driver: Driver):
     add(db, 2)
     first, other = claim(db, driver, 2)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from sa_jobqueue.driver.portable.claims import PortableClaims
 from sa_jobqueue.driver.portable.completion import PortableLifecycle
 from sa_jobqueue.driver.portable.control import PortableControl
+from sa_jobqueue.driver.portable.deadlines import PortableDeadlines
 from sa_jobqueue.driver.portable.enqueue import PortableEnqueue
 from sa_jobqueue.driver.portable.schedules import PortableSchedules
 from sa_jobqueue.driver.portable.steps import PortableSteps
@@ -20,6 +21,7 @@ class PortableDriver(
     PortableSteps,
     PortableSchedules,
     PortableControl,
+    PortableDeadlines,
 ):
     """`Driver` for a database without PostgreSQL's SQL; a subclass gives its `Dialect`.
 

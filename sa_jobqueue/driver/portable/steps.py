@@ -173,15 +173,16 @@ class PortableSteps(PortableBase):
         statements = self._steps
         fence = _fence(params.fence)
         values = {**_step(params.fence, params.name), "step_result": params.result}
+        record = statements.record_try if params.kind == "try" else statements.record
         if params.lock_job:
             if conn.execute(statements.mark, fence).rowcount != 1:
                 return False
-            conn.execute(statements.record, values)
+            conn.execute(record, values)
             return True
         self.sql.write_lock(conn, statements.jobs)
         if conn.execute(statements.fence_read, fence).first() is None:
             return False
-        self.sql.insert_referencing(conn, statements.record, values)
+        self.sql.insert_referencing(conn, record, values)
         return True
 
     def wait_resolve(self, conn: Connection, params: WaitResolve) -> None:

@@ -13,6 +13,7 @@ from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
+from sa_jobqueue.driver.postgres.deadlines import Deadlines
 from sa_jobqueue.driver.postgres.enqueue import PostgresEnqueue
 from sa_jobqueue.driver.postgres.failures import Failures
 from sa_jobqueue.driver.postgres.flow import FlowControl
@@ -31,15 +32,10 @@ __all__ = ["PostgresDriver"]
 class PostgresDriver:
     """`Driver` for PostgreSQL: each method forwards to its family's object, built once."""
 
-    supports_listen_notify = True
-    supports_skip_locked = True
-    supports_returning = True
-    supports_partial_indexes = True
-    supports_advisory_locks = True
-    supports_asynchronous_commit = True
-    supports_writing_ctes = True
-    supports_statement_timeout = True
-    supports_row_estimates = True
+    # Every capability (`Driver` says what each means).
+    supports_listen_notify = supports_skip_locked = supports_returning = True
+    supports_partial_indexes = supports_advisory_locks = supports_asynchronous_commit = True
+    supports_writing_ctes = supports_statement_timeout = supports_row_estimates = True
     supports_cascading_deletes = True
 
     def __init__(
@@ -64,6 +60,7 @@ class PostgresDriver:
         self._steps = PostgresSteps(model)
         self._schedules = PostgresSchedules(model)
         self._control = PostgresControl(model)
+        self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""

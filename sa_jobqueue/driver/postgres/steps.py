@@ -55,18 +55,19 @@ def recorded_steps(model: type[JobMixin]) -> Select[Any]:
     )
 
 
-def record_step(model: type[JobMixin], *, lock: bool = True) -> Insert:
+def record_step(model: type[JobMixin], *, lock: bool = True, kind: str = "step") -> Insert:
     """Record step ``:name`` of ``:job_id``/``:attempt`` with ``:step_result`` (JSON), fenced.
 
     Returns the step's name, or no row when the attempt's lease was lost. With `lock`
     (lease mode), the fence is an UPDATE that also sets ``has_steps``; without it (a
     transactional handler's own transaction), a plain read, so the job's row stays
     unlocked for the rest of the handler (``ctx.progress`` writes it meanwhile).
+    `kind`: the row's kind (``try``: a failed try of a step with options).
     """
     steps = step_rows(model)
     # :step_result, not :result: an execution's parameter named after a column of the
     # jobs table would join the fence's UPDATE as a SET.
-    values = [job_id_param(), bindparam("name", type_=Text), literal("step")]
+    values = [job_id_param(), bindparam("name", type_=Text), literal(kind)]
     values.append(json_param("step_result"))
     if lock:
         fenced = (
@@ -127,6 +128,7 @@ class PostgresSteps:
         self._recorded = recorded_steps(model)
         self._record = record_step(model)
         self._record_unlocked = record_step(model, lock=False)
+        self._record_try = record_step(model, lock=False, kind="try")
         self._progress = set_progress(model)
         self._progress_waiting = set_progress(model, skip_locked=False)
         self._sleep = parks.park_sleep(model)
@@ -187,7 +189,10 @@ class PostgresSteps:
 
     def step_record(self, conn: Connection, params: StepRecord) -> bool:
         """`record_step`: its fence locks the row (``lock_job``) or reads it."""
-        statement = self._record if params.lock_job else self._record_unlocked
+        if params.kind == "try":  # never locks: a try's row is history
+            statement = self._record_try
+        else:
+            statement = self._record if params.lock_job else self._record_unlocked
         values = {**_fence(params.fence), "name": params.name, "step_result": params.result}
         return conn.execute(statement, values).first() is not None
 

@@ -51,12 +51,16 @@ class StepRecord:
         lock_job: fence by locking the job's row (lease mode: it also marks the job
             ``has_steps``); False fences by a plain read, leaving the row unlocked for
             the rest of a transactional handler's own transaction.
+        kind: the row's kind: ``step`` (a step's result), or ``try`` (a failed try of
+            a step with options, its error as `result`; its name holds a ``#``, which
+            no step name does).
     """
 
     fence: StepFence
     name: str
     result: str | None
     lock_job: bool = True
+    kind: str = "step"
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +222,9 @@ class StepOps(Protocol):
     def step_record(self, conn: Connection, params: StepRecord) -> bool:
         """Record step ``params.name`` with its result, fenced; False: lease lost, nothing written.
 
-        One round trip, whether it locks the job's row (``lock_job``) or reads it.
+        One round trip, whether it locks the job's row (``lock_job``) or reads it. The
+        row has ``params.kind`` (``step`` or ``try``); a try is recorded with
+        ``lock_job`` False.
         """
         ...
 

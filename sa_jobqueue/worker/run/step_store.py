@@ -107,14 +107,18 @@ class WorkerSteps:
     def _loaded(self, conn: Connection, ctx: Any) -> dict[str, tuple[str, Any]]:
         return self._driver.steps_recorded(conn, ctx.id)
 
-    def record(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
-        self._run(ctx, lambda conn: self._recorded(conn, ctx, name, result))
+    def record(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:  # noqa: D102
+        self._run(ctx, lambda conn: self._recorded(conn, ctx, name, result, kind))
 
-    async def arecord(self, ctx: Any, name: str, result: str | None) -> None:  # noqa: D102
-        await self._arun(ctx, lambda conn: self._recorded(conn, ctx, name, result))
+    async def arecord(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:  # noqa: D102
+        await self._arun(ctx, lambda conn: self._recorded(conn, ctx, name, result, kind))
 
-    def _recorded(self, conn: Connection, ctx: Any, name: str, result: str | None) -> None:
-        params = StepRecord(self._fence(ctx), name, result, lock_job=ctx._session is None)
+    def _recorded(
+        self, conn: Connection, ctx: Any, name: str, result: str | None, kind: str
+    ) -> None:
+        # A step's record locks the job's row in lease mode; a try's only reads it.
+        lock = ctx._session is None and kind == "step"
+        params = StepRecord(self._fence(ctx), name, result, lock_job=lock, kind=kind)
         if not self._driver.step_record(conn, params):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
 

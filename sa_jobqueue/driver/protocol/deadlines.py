@@ -1,0 +1,56 @@
+"""`DeadlineOps`: ending the jobs of a kind whose task's deadline has passed.
+
+A task's ``deadline`` counts from each job's ``created_at`` (the database clock), across
+its attempts, retries, sleeps and signal waits. The sweeper ends the jobs past it for
+good, whatever they are doing; a worker still running one is fenced out of every later
+write. See docs/durable.md ("Deadlines").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlalchemy import Connection
+
+from sa_jobqueue.schema.model import Status
+
+__all__ = ["DEADLINE_STATUSES", "DeadlineOps", "DeadlinePass"]
+
+#: The statuses a deadline ends. Not ``waiting`` (for other jobs, ``after=``): no index
+#: finds those without reading the whole table; such a job is ended once released.
+DEADLINE_STATUSES = (Status.PENDING, Status.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class DeadlinePass:
+    """The jobs to end (`DeadlineOps.jobs_fail_past_deadline`).
+
+    Attributes:
+        kind: the task's kind.
+        seconds: its deadline, in seconds after a job's ``created_at``.
+        limit: at most this many jobs per call.
+        error: what their ``last_error`` becomes.
+    """
+
+    kind: str
+    seconds: float
+    limit: int
+    error: str
+
+
+class DeadlineOps(Protocol):
+    """The driver's operations of this family; each says the guarantee it keeps."""
+
+    def jobs_fail_past_deadline(self, conn: Connection, params: DeadlinePass) -> list[int]:
+        """End ``failed`` up to ``params.limit`` jobs of the kind past the deadline.
+
+        Those `DEADLINE_STATUSES`: ``pending`` (due, retrying later, sleeping or waiting
+        for a signal) or ``running`` (its worker's later writes then match no row: the
+        fence wants it ``running``); the query reads only such jobs (on PostgreSQL and
+        SQLite through their partial indexes). Each gets ``finished_at`` and
+        ``last_error``; rows another transaction holds locked are skipped (the next
+        sweep ends them). Returns their ids; release their dependents (and announce
+        their end) in the same transaction.
+        """
+        ...
