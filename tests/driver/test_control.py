@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from sqlalchemy import Engine, Table, func, insert, select, update
@@ -17,7 +17,8 @@ from sa_jobqueue.statements.cascades import cascading_columns
 from tests.driver.conftest import add, claim, row, writing_beside
 from tests.support.models import Job, new_queue
 
-WORKERS: Table = workers_table_for(Job.__table__)  # type: ignore[arg-type]
+JOBS = cast(Table, Job.__table__)
+WORKERS: Table = workers_table_for(JOBS)
 
 WORKER = WorkerInfo(
     worker_id="w-1",
@@ -225,7 +226,7 @@ def _referencing(db: Engine, job_ids: list[int]) -> dict[str, int]:
     """Per table that cascades from the jobs table, its rows naming any of `job_ids`."""
     counts = {}
     with db.connect() as conn:
-        for column in cascading_columns(Job.__table__):  # type: ignore[arg-type]
+        for column in cascading_columns(JOBS):
             query = select(func.count()).select_from(column.table).where(column.in_(job_ids))
             counts[column.table.name + "." + column.name] = conn.execute(query).scalar_one()
     return counts
@@ -244,14 +245,10 @@ def test_jobs_prune_leaves_no_step_signal_edge_or_history_row_of_the_jobs_it_del
         ids = [int(upstream.id), int(dependent.id)]
     with Session(db) as session, session.begin():
         jobs.signal(session, ids[0], "ping", {"n": 1})
-    steps = next(c.table for c in cascading_columns(Job.__table__) if "steps" in c.table.name)  # type: ignore[arg-type]
+    steps = next(c.table for c in cascading_columns(JOBS) if "steps" in c.table.name)
+    errors = next(c.table for c in cascading_columns(JOBS) if "errors" in c.table.name)
     with db.begin() as conn:
         conn.execute(insert(steps).values(job_id=ids[0], name="one", kind="step", attempt=1))
-        errors = next(
-            c.table
-            for c in cascading_columns(Job.__table__)
-            if "errors" in c.table.name  # type: ignore[arg-type]
-        )
         conn.execute(
             insert(errors).values(job_id=ids[1], id=1, attempt=1, worker="w", error="boom")
         )

@@ -7,8 +7,10 @@ run when it is true runs, and fails when it is false.
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
-from sqlalchemy import Engine, exc, select, text, update
+from sqlalchemy import Engine, Table, exc, select, text, update
 
 from sa_jobqueue import statements
 from sa_jobqueue.driver import Driver
@@ -117,12 +119,14 @@ def test_statement_timeout_bounds_statements_where_the_driver_says_so(db: Engine
 
 
 def test_row_estimates_are_read_where_the_driver_says_so(db: Engine, driver: Driver):
-    table = Job.__table__
+    table = cast(Table, Job.__table__)
     where = {"table": table.name, "schema": table.schema}
     if not driver.supports_row_estimates:
         with pytest.raises(exc.DBAPIError), db.connect() as conn:
             conn.execute(statements.status_estimates(), where).all()
         return
     with db.connect() as conn:
-        estimates = dict(conn.execute(statements.status_estimates(), where).tuples().all())
+        estimates: dict[str, int] = dict(
+            conn.execute(statements.status_estimates(), where).tuples().all()
+        )
     assert all(isinstance(status, str) and jobs >= 0 for status, jobs in estimates.items())

@@ -8,11 +8,11 @@ MariaDB each repair is a locking read then a change by id (`statements.repairs`)
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import func, insert, select
+from sqlalchemy import Table, func, insert, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, statements
@@ -21,6 +21,8 @@ from sa_jobqueue.ops import admin, bulk
 from sa_jobqueue.statements import workflows
 from sa_jobqueue.statements.cascades import cascading_columns
 from tests.support.models import Job
+
+JOBS = cast(Table, Job.__table__)
 
 COMMITTED = {
     "postgresql": "committed",
@@ -116,7 +118,7 @@ def test_delete_leaves_no_row_that_referenced_the_job(engine_of):
     # step left behind would be read as recorded by a later job given the same id.
     done = _insert(engine_of, status="done")
     upstream = _insert(engine_of, status="done")
-    columns = {c.table.name.split("_")[2]: c for c in cascading_columns(Job.__table__)}
+    columns = {c.table.name.split("_")[2]: c for c in cascading_columns(JOBS)}
     with engine_of.begin() as conn:
         conn.execute(insert(workflows.edges_of(Job)), [{"job_id": done, "upstream_id": upstream}])
         rows = {
@@ -133,7 +135,7 @@ def test_delete_leaves_no_row_that_referenced_the_job(engine_of):
                 conn.execute(
                     select(func.count()).select_from(c.table).where(c.in_([done, upstream]))
                 ).scalar_one()
-                for c in cascading_columns(Job.__table__)
+                for c in cascading_columns(JOBS)
             )
 
     assert referencing() == 5  # the edge counts twice: it names both jobs
