@@ -55,7 +55,9 @@ class Match:
         kind: exact kind.
         error: text that ``last_error`` contains (case-insensitive).
         payload_key: a top-level key the payload has.
-        payload_value: a JSON object the payload contains (``@>``).
+        payload_value: a JSON object the payload contains (``@>`` on PostgreSQL,
+            ``JSON_CONTAINS`` on MySQL; on SQLite each top-level key equal, a nested
+            object or array equal as JSON text: never a job PostgreSQL would not match).
     """
 
     status: str | None = None
@@ -164,17 +166,6 @@ def _conditions(action: str, model: type[JobMixin], match: Match) -> list[Any]:
     return conditions
 
 
-def _check_filters(dialect: str, match: Match | None) -> None:
-    """Refuse the payload filters (``?``, ``@>`` on JSONB) off PostgreSQL, in one line."""
-    if dialect == "postgresql" or match is None:
-        return
-    if match.payload_key is not None or match.payload_value is not None:
-        raise ConfigurationError(
-            f"the payload filters of bulk actions run on PostgreSQL only for now, not {dialect}: "
-            "filter by status, queue, kind or error, or give job ids"
-        )
-
-
 def _check_batch_size(batch_size: int) -> None:
     if not (
         isinstance(batch_size, int)
@@ -201,7 +192,6 @@ def count(
     ids): exact, in `session`'s transaction.
     """
     statuses = eligible(action, match)
-    _check_filters(session.get_bind().dialect.name, match)
     wanted = _selection(ids, match)
     result = BulkResult(action, dry_run=True)
     one_statement = driver_for(session, model).supports_writing_ctes  # array parameters
@@ -265,7 +255,6 @@ def apply(
     failure stops the walk; the batches committed before it stay committed.
     """
     statuses = eligible(action, match)
-    _check_filters(engine.dialect.name, match)
     wanted = _selection(ids, match)
     _check_batch_size(batch_size)
     change = _CHANGE[action]
