@@ -21,6 +21,7 @@ from sa_jobqueue.enqueue.workflows import AfterCheck, Graph
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.middleware import Middleware, Middlewares
 from sa_jobqueue.ops.operator_api import OperatorAPI
+from sa_jobqueue.ops.rerun import RerunAPI
 from sa_jobqueue.ops.waiting import WaitAPI
 from sa_jobqueue.periodic import Schedule, make_schedule
 from sa_jobqueue.periodic.api import ScheduleAPI
@@ -42,7 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["JobQueue"]
 
 
-class JobQueue(AsyncEnqueueAPI[JobT], OperatorAPI[JobT], ScheduleAPI[JobT], WaitAPI[JobT]):
+class JobQueue(
+    AsyncEnqueueAPI[JobT], OperatorAPI[JobT], RerunAPI[JobT], ScheduleAPI[JobT], WaitAPI[JobT]
+):
     """The queue API for one jobs model: tasks, enqueue and workers.
 
     Example:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue.cli.app import csv, fail, json_flag, main, operating, operator_options
 from sa_jobqueue.cli.params import Count, JobId
 from sa_jobqueue.cli.render import first_line, grid, indent, print_json, when
+from sa_jobqueue.cli.rerun import rerun_command
 from sa_jobqueue.cli.show_durable import show_durable
 from sa_jobqueue.ops import counts
 from sa_jobqueue.schema.model import Status
@@ -29,7 +30,10 @@ MORE_CAP = 100_000
 
 @main.group()
 def jobs() -> None:
-    """Inspect jobs: list them, show one."""
+    """Inspect jobs: list them, show one, re-run one from a step."""
+
+
+jobs.add_command(rerun_command)
 
 
 @jobs.command("list")

@@ -114,6 +114,8 @@ class Actions:
     async def job_action(self, request: Request) -> Response:
         """Retry, cancel or delete one job, then show it again."""
         action = request.path_params["action"]
+        if action == "rerun":
+            return await self.rerun_action(request)
         fn = _JOB_ACTIONS.get(action)
         if fn is None:
             return self.error(request, 404, f"There is no action {action!r}.")
@@ -136,6 +138,27 @@ class Actions:
             notice = "retry_waiting"
         target = request.url_for("job", job_id=job_id)
         return RedirectResponse(f"{target}?notice={notice}", status_code=303)
+
+    async def rerun_action(self, request: Request) -> Response:
+        """A new job re-running this one from the step in field ``step`` (`JobQueue.rerun`)."""
+        form = await self._form(request)
+        if isinstance(form, Response):
+            return form
+        job_id = request.path_params["job_id"]
+        if not is_job_id(job_id):
+            return self.error(request, 404, f"There is no job {job_id}.")
+        step = form.get("step", "")
+        try:
+            new_id = await run_in_threadpool(self._rerun, job_id, step)
+        except ValidationError as error:
+            return self.error(request, 400, str(error))
+        log.info("dashboard: rerun job %s from step %r -> job %s", job_id, step, new_id)
+        target = request.url_for("job", job_id=new_id)
+        return RedirectResponse(f"{target}?notice=rerun", status_code=303)
+
+    def _rerun(self, job_id: int, step: str) -> int:
+        with Session(self.engine) as session, session.begin():
+            return int(self.jobqueue.rerun(session, job_id, from_step=step).id)
 
     async def queue_action(self, request: Request) -> Response:
         """Pause or resume a queue (`ops.pausing.pause` / `resume`, as ``sa-jobqueue pause``)."""

@@ -47,6 +47,10 @@ NOTICES = {
         "Job retried: it is pending and due now; the jobs its failure cancelled wait for it again."
     ),
     "not_retry-with-dependents": "Not retried: only failed or cancelled jobs can be retried.",
+    "rerun": (
+        "This job re-runs the other from the chosen step: the steps before it were copied; "
+        "it is pending and due now."
+    ),
     "cancel": "Job cancelled.",
     "not_cancel": "Not cancelled: only pending, running or waiting jobs can be cancelled.",
     "delete": "Job deleted.",
