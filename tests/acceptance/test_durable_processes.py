@@ -6,6 +6,7 @@ Leases are 2 s and sweeps every 0.5 s, so a dead or frozen worker's job comes ba
 
 from __future__ import annotations
 
+import json
 import signal
 
 import pytest
@@ -160,3 +161,27 @@ def test_progress_is_visible_from_another_connection_while_the_handler_runs(comm
         session.add(Effect(job_id=job_id, attempt=0, note="release"))
     wait_for(lambda: row(committed, job_id).status == "done", what="the end")
     assert row(committed, job_id).progress == 1.0  # the last value, written at the end
+
+
+@every_database
+def test_a_rerun_from_the_second_of_three_steps_runs_only_steps_two_and_three(
+    committed, spawn, processes
+):
+    spawn()
+    old_id = enqueue(committed, "paced_steps")
+    wait_for(lambda: row(committed, old_id).status == "done", what="the first run")
+    rerun = processes.command(
+        "jobs", "rerun", str(old_id), "--from-step", "two", "--json",
+        "--app", "tests.support.apps.durable:jobs",
+    )  # fmt: skip
+    assert rerun.wait() == 0, rerun.output()
+    new_id = json.loads(rerun.output())["id"]
+    wait_for(lambda: row(committed, new_id).status == "done", what="the re-run")
+    assert effects(committed, old_id) == [(1, "one"), (1, "two"), (1, "three")]
+    assert effects(committed, new_id) == [(1, "two"), (1, "three")]  # step one did not run
+    assert row(committed, new_id).result == ["one", "two", "three"]
+    assert steps(committed, new_id) == [
+        ("one", "step", 0),  # copied: attempt 0
+        ("two", "step", 1),
+        ("three", "step", 1),
+    ]

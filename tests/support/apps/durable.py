@@ -47,6 +47,17 @@ def three_steps(ctx: JobContext) -> list[str]:
     return [*done, ctx.step("three", _effect, ctx, "three")]
 
 
+def _paced(ctx: JobContext, note: str) -> str:
+    time.sleep(0.005)  # SQLite's clock keeps milliseconds: no two steps' recorded_at tie
+    return _effect(ctx, note)
+
+
+@jobs.task("paced_steps", lease=LEASE, backoff=FAST)
+def paced_steps(ctx: JobContext) -> list[str]:
+    """Steps one, two and three, each a few milliseconds long (for ``jobs rerun``)."""
+    return [ctx.step(name, _paced, ctx, name) for name in ("one", "two", "three")]
+
+
 @jobs.task("stale_step", lease=LEASE, backoff=FAST)
 def stale_step(ctx: JobContext) -> None:
     """Step a, then (first attempt only) a pause in which the test freezes the worker."""
