@@ -244,3 +244,27 @@ def test_array_columns_are_a_configuration_error(engine):
 
     with Session(engine) as session, pytest.raises(ConfigurationError, match="ARRAY columns"):
         JobQueue(TaggedJob).enqueue(session, "k", columns={"tags": ["a"]})
+
+
+def test_a_rerun_copies_every_column_of_the_applications_own(shop, jobs):
+    from sa_jobqueue.schema.steps import steps_table
+
+    values = {
+        "order_id": None,
+        "tenant": "acme",
+        "urgent": True,
+        "amount": Decimal("12.50"),
+        "level": 3,
+        "request_id": uuid.uuid4(),
+        "seen_at": datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc),
+        "extra": {"trace": [1, "two"]},
+    }
+    with Session(shop) as session, session.begin():
+        old_id = jobs.enqueue(session, "k", columns=values).id
+        steps = steps_table(ShopJob.metadata, "shop_jobs")
+        session.execute(steps.insert().values(job_id=old_id, name="a", kind="step", attempt=1))
+    with Session(shop) as session, session.begin():
+        new_id = jobs.rerun(session, old_id, from_step="a").id
+    with shop.connect() as connection:
+        row = connection.execute(select(ShopJob.__table__).where(ShopJob.id == new_id)).one()
+    assert {name: getattr(row, name) for name in values} == values
