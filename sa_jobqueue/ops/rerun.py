@@ -63,12 +63,14 @@ class RerunAPI(Generic[JobT]):
         """
         check_sync_session(session, "rerun")
         job_id = check_job_id(job_id)
-        if not isinstance(from_step, str) or not from_step:
+        if not isinstance(from_step, str):
             raise ValidationError(
                 "from_step",
                 from_step,
                 f"must be a step's name (a str), not {type(from_step).__name__}",
             )
+        if not from_step:
+            raise ValidationError("from_step", from_step, "must be a step's name, not empty")
         plain = session() if isinstance(session, scoped_session) else session
         old = plain.get(self.model, job_id)
         if old is None:
@@ -112,13 +114,16 @@ def copied_steps(job_id: int, rows: Sequence[Any], from_step: str) -> list[str]:
             shares its ``recorded_at`` (a transactional handler's steps commit with one
             timestamp on PostgreSQL; SQLite keeps milliseconds).
     """
-    found = [i for i, row in enumerate(rows) if row.name == from_step and row.kind == "step"]
-    if not found:
+    # (job_id, name) is the table's key: one row at most has that name.
+    at_step = next(
+        (i for i, row in enumerate(rows) if row.name == from_step and row.kind == "step"), None
+    )
+    if at_step is None:
         recorded = ", ".join(repr(row.name) for row in rows if row.kind == "step") or "none"
         raise ValidationError(
             "from_step", from_step, f"is not a step job {job_id} recorded (its steps: {recorded})"
         )
-    at = rows[found[0]].recorded_at
+    at = rows[at_step].recorded_at
     tied = [
         r.name
         for r in rows
@@ -131,4 +136,4 @@ def copied_steps(job_id: int, rows: Sequence[Any], from_step: str) -> list[str]:
             f"was recorded by job {job_id} at the same instant as {', '.join(map(repr, tied))}: "
             "which ran first is unknown, so is what to copy",
         )
-    return [row.name for row in rows[: found[0]] if row.kind not in NOT_COPIED]
+    return [row.name for row in rows[:at_step] if row.kind not in NOT_COPIED]

@@ -162,7 +162,7 @@ def test_rerun_refuses_bad_arguments_in_one_line_each(committed):
     cases = [
         ("7", "two", "job id='7': must be an int, not str"),
         (old_id, 2, "from_step=2: must be a step's name (a str), not int"),
-        (old_id, "", "from_step='': must be a step's name"),
+        (old_id, "", "from_step='': must be a step's name, not empty"),
         (10**12, "two", "is not a job of table 'jobs': nothing to re-run"),
         (old_id, "four", "is not a step job"),
         (old_id, "nap", "is not a step job"),  # a sleep, not a step
