@@ -159,7 +159,7 @@ def test_rerun_refuses_bad_arguments_in_one_line_each(committed):
     calls: list[str] = []
     jobs = saga_queue(calls)
     old_id = _done_saga(committed, jobs)
-    cases = [
+    cases: list[tuple[Any, Any, str]] = [
         ("7", "two", "job id='7': must be an int, not str"),
         (old_id, 2, "from_step=2: must be a step's name (a str), not int"),
         (old_id, "", "from_step='': must be a step's name, not empty"),
@@ -254,3 +254,39 @@ def test_the_job_pages_rerun_button_needs_actions_and_the_csrf_token(committed):
     assert response.headers["location"].endswith("?notice=rerun")
     assert [row[0] for row in _steps(committed, new_id)] == ["one", "nap", "go"]
     assert "re-runs the other from the chosen step" in c.get(response.headers["location"]).text
+
+
+@every_database
+def test_a_parked_job_rerun_stays_parked_and_the_new_one_waits_for_its_own_signal(committed):
+    jobs = JobQueue(Job)
+    calls: list[str] = []
+
+    @jobs.task("approval")
+    def approval(ctx: JobContext) -> Any:
+        def call(name: str) -> str:
+            calls.append(name)
+            return _slow(name)
+
+        ctx.step("a", call, "a")
+        ctx.step("b", call, "b")
+        return ctx.wait_for_signal("go")
+
+    with Session(committed) as session, session.begin():
+        old_id = jobs.enqueue(session, "approval").id
+    assert [o.outcome for o in drain(jobs, committed)] == ["parked"]
+    with Session(committed) as session, session.begin():
+        new_id = jobs.rerun(session, old_id, from_step="b").id
+    assert [o.outcome for o in drain(jobs, committed)] == ["parked"]  # the new one waits
+    assert calls == ["a", "b", "b"]
+    assert _steps(committed, new_id) == [
+        ("a", "step", "a", 0),
+        ("b", "step", "b", 1),
+        ("go", "wait", None, 1),
+    ]
+    with Session(committed) as session, session.begin():
+        jobs.signal(session, new_id, "go", {"ok": True})
+    assert [o.outcome for o in drain(jobs, committed)] == ["done"]
+    with Session(committed) as session:
+        assert session.get_one(Job, new_id).result == {"ok": True}
+        assert session.get_one(Job, old_id).status == "pending"  # still parked, untouched
+    assert _steps(committed, old_id)[-1] == ("go", "wait", None, 1)
