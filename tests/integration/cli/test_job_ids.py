@@ -18,7 +18,14 @@ HUGE = "99999999999999999999999"
 
 
 @pytest.mark.parametrize(
-    "command", [["cancel", HUGE], ["retry", HUGE], ["jobs", "show", HUGE], ["cancel", "1", HUGE]]
+    "command",
+    [
+        ["cancel", HUGE],
+        ["retry", HUGE],
+        ["jobs", "show", HUGE],
+        ["cancel", "1", HUGE],
+        ["jobs", "rerun", HUGE, "--from-step", "a"],
+    ],
 )
 def test_cli_job_id_beyond_bigint_is_a_one_line_usage_error(committed, database_url, command):
     result = CliRunner().invoke(main, command, env={"DATABASE_URL": database_url})
