@@ -18,7 +18,8 @@ from sa_jobqueue.cli.params import JobId
 from sa_jobqueue.cli.render import print_json
 from sa_jobqueue.ops.job_export import job_export
 
-__all__ = ["export_command"]
+# Nothing to import: the command registers itself in the ``jobs`` group (`cli.ops`).
+__all__: list[str] = []
 
 
 @jobs.command("export")
