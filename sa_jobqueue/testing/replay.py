@@ -82,8 +82,11 @@ def _load(jobs: JobQueue[Any], source: Any, job_id: int | None) -> dict[str, Any
     if isinstance(source, (Session, Connection)):
         if job_id is None:
             raise ConfigurationError("replay from a session needs the job_id")
-        session = Session(bind=source) if isinstance(source, Connection) else source
-        found = job_export(session, jobs.model, job_id)
+        if isinstance(source, Connection):
+            with Session(bind=source) as session:
+                found = job_export(session, jobs.model, job_id)
+        else:
+            found = job_export(source, jobs.model, job_id)
         if found is None:
             raise ConfigurationError(f"replay: no job {job_id} in {jobs.table_name!r}")
         return found

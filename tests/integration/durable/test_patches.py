@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobContext, JobQueue
+from sa_jobqueue.cli import main
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.schema.steps import steps_table
-from sa_jobqueue.testing import drain
+from sa_jobqueue.testing import drain, replay
 from tests.support.models import Job
 from tests.support.processes import every_database
 
@@ -162,3 +166,34 @@ def test_a_bad_marker_name_is_refused_at_the_call():
     jobs.task("bad")(lambda ctx: ctx.patched(""))
     with pytest.raises(ValidationError, match="patch name"):
         perform(jobs, "bad")
+
+
+@every_database
+def test_jobs_export_prints_the_job_and_its_steps_and_replay_reads_it(committed, test_database_url):
+    jobs, deploy, _ = _deployed_flow()
+    job_id = _enqueue(committed, jobs, "flow")
+    assert _outcomes(jobs, committed) == ["retried"]
+    env = {"DATABASE_URL": test_database_url}
+    result = CliRunner().invoke(main, ["jobs", "export", str(job_id)], env=env)
+    assert result.exit_code == 0, result.stderr
+    export = json.loads(result.stdout)
+    assert export["format"] == "sa-jobqueue.job-export/1"
+    assert (export["job"]["id"], export["job"]["kind"]) == (job_id, "flow")
+    assert [(s["name"], s["kind"], s["result"]) for s in export["steps"]] == [
+        ("a", "step", "a"),
+        ("b", "step", "b"),
+    ]
+    deploy["version"] = 2  # the job recorded b, past the marker: the old path, as recorded
+    assert replay(jobs, export).patches == {"check": False}
+    missing = CliRunner().invoke(main, ["jobs", "export", "999999999"], env=env)
+    assert (missing.exit_code, missing.stderr.strip()) == (1, "sa-jobqueue: no job 999999999")
+
+
+def test_the_sync_marker_in_an_async_transactional_handler_says_to_await_apatched():
+    from sqlalchemy.ext.asyncio import AsyncSession
+
+    # An async transactional handler's context: its session is an AsyncSession, which a
+    # sync record would bypass (writing outside the handler's transaction).
+    ctx = JobContext(1, "k", "default", {}, 1, "jobs:1", _session=AsyncSession())
+    with pytest.raises(TypeError, match=r"use `await ctx.apatched`"):
+        ctx.patched("check")
