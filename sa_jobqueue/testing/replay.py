@@ -148,7 +148,8 @@ def replay(
             reaches a call the job never recorded while recorded steps lie ahead, as a
             renamed step does), skip (recorded, never reached), or reach in another
             order than recorded; and what the handler raised before its end, if it did.
-        ConfigurationError: a bad `source`, or no task registered as the job's kind.
+        ConfigurationError: a bad `source`, no task registered as the job's kind, or a
+            transactional one without `session`.
     """
     export = _load(jobs, source, job_id)
     job, steps = export["job"], list(export["steps"])
@@ -166,6 +167,11 @@ def replay(
         cancelled=False,
         engine=engine,
     )
+    if task.transactional and session is None:
+        raise ConfigurationError(
+            f"task {task.kind!r} is transactional: pass session= (the test's session), "
+            "whose connection its ctx.session uses"
+        )
     state = _ReplaySteps(recorded=dict(recorded))
     error = _run(task, context, state, session)
     return _judge(job, steps, state, error)
@@ -182,7 +188,7 @@ def _run(task: Any, context: Any, state: _ReplaySteps, session: Session | None) 
             asyncio.run(result)
 
     try:
-        if task.transactional and session is not None:
+        if session is not None and task.transactional:
             connection = session.connection()
             with Session(bind=connection, join_transaction_mode="create_savepoint") as handler:
                 savepoint = handler.begin()

@@ -108,3 +108,10 @@ def test_a_bad_source_is_refused_in_one_line():
         replay(jobs, _export(), 8)
     with pytest.raises(ConfigurationError, match="no task registered as 'other'"):
         replay(jobs, _export(kind="other"))
+
+
+def test_a_transactional_handler_needs_a_session():
+    jobs = JobQueue(Job)
+    jobs.task("flow", transactional=True)(lambda ctx: None)
+    with pytest.raises(ConfigurationError, match="transactional: pass session="):
+        replay(jobs, _export())

@@ -197,3 +197,24 @@ def test_the_sync_marker_in_an_async_transactional_handler_says_to_await_apatche
     ctx = JobContext(1, "k", "default", {}, 1, "jobs:1", _session=AsyncSession())
     with pytest.raises(TypeError, match=r"use `await ctx.apatched`"):
         ctx.patched("check")
+
+
+def test_replay_gives_a_transactional_handler_a_session_and_rolls_its_writes_back(committed):
+    from tests.support.models import Effect
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("tx_flow", transactional=True, max_attempts=3)
+    def tx_flow(ctx: JobContext) -> None:
+        ctx.step("a", lambda: 1)
+        ctx.session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="between steps"))
+        ctx.session.flush()
+        ctx.step("b", lambda: 2)
+
+    job_id = _enqueue(committed, jobs, "tx_flow")
+    assert _outcomes(jobs, committed) == ["done"]
+    with Session(committed) as session:
+        seen = replay(jobs, session, job_id, session=session)
+        assert (seen.reached, seen.stopped_at, seen.error) == (["a", "b"], None, None)
+        count = select(Effect.id).where(Effect.job_id == job_id)
+        assert len(session.scalars(count).all()) == 1  # the worker's; the replay's rolled back
