@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.core import patches
 from sa_jobqueue.core.step_options import Step, StepTries
 from sa_jobqueue.core.steps import (
     AttemptSteps,
@@ -196,18 +197,6 @@ class JobContext:
             self._durable = AttemptSteps()
         return self._steps, self._durable
 
-    def _recorded(self, name: str) -> tuple[str, Any] | None:
-        store, state = self._attempt_steps()
-        if state.recorded is None:
-            state.recorded = store.load(self) if self._has_steps else {}
-        return state.recorded.get(name)
-
-    async def _arecorded(self, name: str) -> tuple[str, Any] | None:
-        store, state = self._attempt_steps()
-        if state.recorded is None:
-            state.recorded = await store.aload(self) if self._has_steps else {}
-        return state.recorded.get(name)
-
     def step(self, name: str | Step, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Run ``fn(*args, **kwargs)`` once per job, across attempts; return its result.
 
@@ -240,7 +229,7 @@ class JobContext:
         store, state = self._attempt_steps()
         options = name if isinstance(name, Step) else None
         name = state.claim_name(name if options is None else options.name, "step")
-        found = self._recorded(name)
+        found = state.find(store, self, name)
         if found is not None:
             return found[1]
         if options is None:
@@ -266,7 +255,7 @@ class JobContext:
         store, state = self._attempt_steps()
         options = name if isinstance(name, Step) else None
         name = state.claim_name(name if options is None else options.name, "step")
-        found = await self._arecorded(name)
+        found = await state.afind(store, self, name)
         if found is not None:
             return found[1]
         if options is None:
@@ -294,7 +283,7 @@ class JobContext:
         store, state = self._attempt_steps()
         name = state.claim_name(name, "sleep")
         seconds = check_delay("duration", duration)
-        if self._recorded(name) is not None:
+        if state.find(store, self, name) is not None:
             return
         if store.sleep(self, name, seconds):
             raise state.park(Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True))
@@ -304,7 +293,7 @@ class JobContext:
         store, state = self._attempt_steps()
         name = state.claim_name(name, "sleep")
         seconds = check_delay("duration", duration)
-        if await self._arecorded(name) is not None:
+        if await state.afind(store, self, name) is not None:
             return
         if await store.asleep(self, name, seconds):
             raise state.park(Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True))
@@ -326,7 +315,7 @@ class JobContext:
         store, state = self._attempt_steps()
         name = state.claim_name(name, "signal wait")
         seconds = check_timeout(timeout)
-        found = self._recorded(name)
+        found = state.find(store, self, name)
         if found is not None and found[0] != "wait":
             return found[1]
         outcome, payload = store.wait(self, name, seconds)
@@ -339,13 +328,28 @@ class JobContext:
         store, state = self._attempt_steps()
         name = state.claim_name(name, "signal wait")
         seconds = check_timeout(timeout)
-        found = await self._arecorded(name)
+        found = await state.afind(store, self, name)
         if found is not None and found[0] != "wait":
             return found[1]
         outcome, payload = await store.await_(self, name, seconds)
         if outcome == "parked":
             raise state.park(Parked(f"job {self.id} waits for signal {name!r}"))
         return payload
+
+    def patched(self, name: str) -> bool:
+        """Whether this job takes the code behind marker `name`: ``if ctx.patched("x"): ...``.
+
+        For code changed under running jobs (docs/durable.md). True for a run that
+        reaches the marker fresh; False when the job recorded steps this run has not
+        reached yet (it passed here under code without the marker). Recorded like a
+        step, so a job's answer never changes (asked twice in a run: the same answer).
+        Raises `ValidationError` for a bad `name`, or one a step, sleep or wait uses.
+        """
+        return patches.patched(self, name)
+
+    async def apatched(self, name: str) -> bool:
+        """`patched` for an ``async def`` handler: ``if await ctx.apatched(name): ...``."""
+        return await patches.apatched(self, name)
 
     def progress(self, value: float | Mapping[str, Any]) -> None:
         """Report progress: a number from 0 to 1, or a small JSON object (at most 2 KiB).

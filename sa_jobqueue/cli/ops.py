@@ -189,3 +189,7 @@ def _last_error_title(status: str, attempts: int, last_error: str | None) -> str
     if status == "done" or attempts < 1:
         return "last_error:"
     return f"last_error (attempt {attempts}):"
+
+
+# ``jobs export`` lives in its own module; importing it registers it in this group.
+from sa_jobqueue.cli import job_export as _job_export  # noqa: E402, F401

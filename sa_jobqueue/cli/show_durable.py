@@ -28,7 +28,7 @@ def show_durable(progress: Any, state: DurableState) -> None:
             line += f" until {when(step.until)}"
         elif step.kind == "wait":
             line += " waiting, " + (f"timeout {when(step.until)}" if step.until else "no timeout")
-        elif step.kind in ("step", "signal", "try") and step.result is not None:
+        elif step.kind in ("step", "signal", "try", "patch") and step.result is not None:
             line += f": {_json(step.result)}"
         click.echo(line)
     click.echo("signals:" + ("" if state.signals else " -"))

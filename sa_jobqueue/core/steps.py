@@ -117,14 +117,15 @@ class AttemptSteps:
     Attributes:
         recorded: name -> (kind, result) of what earlier attempts recorded; None until
             read (once, and only for a job that has steps).
-        used: the names this run has used so far (a name is used once per run).
+        used: the names this run has used so far, in the order it reached them, each
+            mapped to what used it (``step``, ``sleep``, ``signal wait``, ``patch``).
         progress: the progress value not written yet (JSON text), if any.
         progress_at: when progress was last written (`time.monotonic`).
         parked: what parked the job in this run (the `Parked` message), if anything.
     """
 
     recorded: dict[str, tuple[str, Any]] | None = None
-    used: set[str] = field(default_factory=set)
+    used: dict[str, str] = field(default_factory=dict)
     progress: str | None = None
     progress_at: float = -math.inf
     parked: str | None = None
@@ -163,8 +164,24 @@ class AttemptSteps:
                 "is used already in this run of the handler: each step, sleep and "
                 "signal wait of a job needs a name of its own",
             )
-        self.used.add(checked)
+        self.used[checked] = what
         return checked
+
+    def find(self, store: StepStore, ctx: Any, name: str) -> tuple[str, Any] | None:
+        """``(kind, result)`` that an earlier attempt recorded as `name`, or None.
+
+        The job's recorded steps are read once per attempt, on first use, and only for
+        a job that has recorded some (``ctx._has_steps``, read from the claim).
+        """
+        if self.recorded is None:
+            self.recorded = store.load(ctx) if ctx._has_steps else {}
+        return self.recorded.get(name)
+
+    async def afind(self, store: StepStore, ctx: Any, name: str) -> tuple[str, Any] | None:
+        """`find`, awaitable."""
+        if self.recorded is None:
+            self.recorded = await store.aload(ctx) if ctx._has_steps else {}
+        return self.recorded.get(name)
 
     def progress_due(self, now: float | None = None) -> bool:
         """Whether a progress write is allowed now (the throttle)."""
@@ -192,8 +209,9 @@ class StepStore(Protocol):
     def record(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:
         """Record step `name` with `result` (JSON text), fenced; `StepLeaseLost` if lost.
 
-        `kind`: ``step``, or ``try`` (a failed try of a `Step` with options: `result`
-        says what it raised; never read back as a step's result).
+        `kind`: ``step``, ``try`` (a failed try of a `Step` with options: `result`
+        says what it raised; never read back as a step's result), or ``patch`` (a
+        ``ctx.patched`` marker's answer, `result` ``true`` or ``false``).
         """
         ...
 

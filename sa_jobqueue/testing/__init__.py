@@ -1,7 +1,8 @@
 """Test helpers for applications that use sa-jobqueue, and throwaway PostgreSQL servers.
 
 Assertions on what the code under test enqueued, running jobs in the test's process
-(`perform`, `drain`, `run_on_commit`) and a PostgreSQL to run against (`throwaway_postgres`).
+(`perform`, `drain`, `run_on_commit`), replaying a job's recorded steps against
+today's code (`replay`) and a PostgreSQL to run against (`throwaway_postgres`).
 The library never imports this package. See docs/testing.md.
 """
 
@@ -18,6 +19,7 @@ from sa_jobqueue.testing.assertions import (
 from sa_jobqueue.testing.draining import JobOutcome, drain
 from sa_jobqueue.testing.matching import payload_contains
 from sa_jobqueue.testing.on_commit import RunOnCommit, run_on_commit
+from sa_jobqueue.testing.replay import Replayed, replay
 from sa_jobqueue.testing.running import aperform, perform
 from sa_jobqueue.testing.servers import (
     LocalCluster,
@@ -35,6 +37,7 @@ __all__ = [
     "JobOutcome",
     "LocalCluster",
     "NoPostgresError",
+    "Replayed",
     "RunOnCommit",
     "aassert_enqueued",
     "aassert_waiting_for_signal",
@@ -49,6 +52,7 @@ __all__ = [
     "payload_contains",
     "perform",
     "refute_enqueued",
+    "replay",
     "run_on_commit",
     "scratch_database",
     "throwaway_postgres",

@@ -82,6 +82,26 @@ def test_step_record_of_a_try_writes_a_try_row_fenced_without_marking_the_job(
         assert driver.steps_recorded(conn, again.id) == {"charge#1.1": ("try", "boom")}
 
 
+def test_step_record_of_a_patch_marker_is_fenced_and_marks_the_job_in_either_locking(
+    db: Engine, driver: Driver
+):
+    add(db, 2)
+    locked, unlocked = claim(db, driver, 2)
+    with db.begin() as conn:
+        assert driver.step_record(conn, StepRecord(fence(locked), "new", "true", kind="patch"))
+        params = StepRecord(fence(unlocked), "new", "false", lock_job=False, kind="patch")
+        assert driver.step_record(conn, params)
+    recorded = step_rows(db, locked.id)["new"]
+    assert (recorded.kind, recorded.result, recorded.attempt) == ("patch", True, 1)
+    assert step_rows(db, unlocked.id)["new"].result is False
+    assert row(db, locked.id).has_steps is True  # read back by the job's next attempt
+    again = reclaimed(db, driver, locked)
+    with db.begin() as conn:
+        stale = StepRecord(fence(locked), "other", "true", kind="patch")
+        assert driver.step_record(conn, stale) is False
+        assert driver.steps_recorded(conn, again.id) == {"new": ("patch", True)}
+
+
 def test_steps_recorded_returns_every_step_of_the_job_by_name(db: Engine, driver: Driver):
     add(db, 2)
     first, other = claim(db, driver, 2)

@@ -173,7 +173,9 @@ class PortableSteps(PortableBase):
         statements = self._steps
         fence = _fence(params.fence)
         values = {**_step(params.fence, params.name), "step_result": params.result}
-        record = statements.record_try if params.kind == "try" else statements.record
+        record = {"try": statements.record_try, "patch": statements.record_patch}.get(
+            params.kind, statements.record
+        )
         if params.lock_job:
             if conn.execute(statements.mark, fence).rowcount != 1:
                 return False

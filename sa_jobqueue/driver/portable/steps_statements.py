@@ -79,6 +79,10 @@ class StepStatements:
         self.record: Insert = self._step_insert(job, name, attempt, "step", _json("step_result"))
         #: A failed try of a step with options (its error as the result).
         self.record_try: Insert = self._step_insert(job, name, attempt, "try", _json("step_result"))
+        #: A ``ctx.patched`` marker's answer (``true`` or ``false``).
+        self.record_patch: Insert = self._step_insert(
+            job, name, attempt, "patch", _json("step_result")
+        )
         self.progress: Update = (
             update(model).where(*fenced).values(progress=_json("progress_value"))
         )

@@ -62,7 +62,8 @@ def record_step(model: type[JobMixin], *, lock: bool = True, kind: str = "step")
     (lease mode), the fence is an UPDATE that also sets ``has_steps``; without it (a
     transactional handler's own transaction), a plain read, so the job's row stays
     unlocked for the rest of the handler (``ctx.progress`` writes it meanwhile).
-    `kind`: the row's kind (``try``: a failed try of a step with options).
+    `kind`: the row's kind (``try``: a failed try of a step with options; ``patch``: a
+    ``ctx.patched`` marker's answer).
     """
     steps = step_rows(model)
     # :step_result, not :result: an execution's parameter named after a column of the
@@ -129,6 +130,8 @@ class PostgresSteps:
         self._record = record_step(model)
         self._record_unlocked = record_step(model, lock=False)
         self._record_try = record_step(model, lock=False, kind="try")
+        self._record_patch = record_step(model, kind="patch")
+        self._record_patch_unlocked = record_step(model, lock=False, kind="patch")
         self._progress = set_progress(model)
         self._progress_waiting = set_progress(model, skip_locked=False)
         self._sleep = parks.park_sleep(model)
@@ -191,6 +194,8 @@ class PostgresSteps:
         """`record_step`: its fence locks the row (``lock_job``) or reads it."""
         if params.kind == "try":  # never locks: a try's row is history
             statement = self._record_try
+        elif params.kind == "patch":  # a ctx.patched marker's answer
+            statement = self._record_patch if params.lock_job else self._record_patch_unlocked
         else:
             statement = self._record if params.lock_job else self._record_unlocked
         values = {**_fence(params.fence), "name": params.name, "step_result": params.result}

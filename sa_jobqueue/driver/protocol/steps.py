@@ -53,7 +53,8 @@ class StepRecord:
             the rest of a transactional handler's own transaction.
         kind: the row's kind: ``step`` (a step's result), or ``try`` (a failed try of
             a step with options, its error as `result`; its name holds a ``#``, which
-            no step name does).
+            no step name does), or ``patch`` (a ``ctx.patched`` marker's answer,
+            ``true`` or ``false``; fenced like a step).
     """
 
     fence: StepFence

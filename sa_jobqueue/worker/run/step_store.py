@@ -116,8 +116,9 @@ class WorkerSteps:
     def _recorded(
         self, conn: Connection, ctx: Any, name: str, result: str | None, kind: str
     ) -> None:
-        # A step's record locks the job's row in lease mode; a try's only reads it.
-        lock = ctx._session is None and kind == "step"
+        # A step's (or a marker's) record locks the job's row in lease mode, marking it
+        # ``has_steps``; a try's only reads it.
+        lock = ctx._session is None and kind != "try"
         params = StepRecord(self._fence(ctx), name, result, lock_job=lock, kind=kind)
         if not self._driver.step_record(conn, params):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
