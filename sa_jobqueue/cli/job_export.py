@@ -13,16 +13,14 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.cli.app import fail, operating, operator_options
-from sa_jobqueue.cli.ops import jobs
 from sa_jobqueue.cli.params import JobId
 from sa_jobqueue.cli.render import print_json
 from sa_jobqueue.ops.job_export import job_export
 
-# Nothing to import: the command registers itself in the ``jobs`` group (`cli.ops`).
-__all__: list[str] = []
+__all__ = ["export_command"]
 
 
-@jobs.command("export")
+@click.command("export")
 @click.argument("job_id", metavar="ID", type=JobId())
 @operator_options
 @click.option(

@@ -15,6 +15,7 @@ import click
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.cli.app import csv, fail, json_flag, main, operating, operator_options
+from sa_jobqueue.cli.job_export import export_command
 from sa_jobqueue.cli.params import Count, JobId
 from sa_jobqueue.cli.render import first_line, grid, indent, print_json, when
 from sa_jobqueue.cli.rerun import rerun_command
@@ -34,6 +35,7 @@ def jobs() -> None:
 
 
 jobs.add_command(rerun_command)
+jobs.add_command(export_command)
 
 
 @jobs.command("list")
@@ -189,7 +191,3 @@ def _last_error_title(status: str, attempts: int, last_error: str | None) -> str
     if status == "done" or attempts < 1:
         return "last_error:"
     return f"last_error (attempt {attempts}):"
-
-
-# ``jobs export`` lives in its own module; importing it registers it in this group.
-from sa_jobqueue.cli import job_export as _job_export  # noqa: E402, F401
