@@ -112,14 +112,15 @@ class Inserter(Generic[JobT]):
         middle of a flush), the row is loaded through the ORM as `insert` does.
         """
         real = session() if isinstance(session, scoped_session) else session
-        local_wakeups.enqueued(real, self.table, (spec.queue,))
+        driver = self.driver_of(real)
+        if not driver.supports_listen_notify:  # no NOTIFY: wake this process's workers
+            local_wakeups.enqueued(real, self.table, (spec.queue,))
         mapper = self._mapper()
         loaded = mapper.class_manager.dispatch.load  # a @reconstructor is one too
         if loaded or spec.workflow or not (self._plain_model() and _plain_session(real)):
             job: JobT = self.insert(session, [spec], trace_context=trace_context)[0]
             return job
         one = self._one(spec, trace_context)
-        driver = self.driver_of(real)
 
         def insert_once(session: Session, specs: Sequence[JobSpec]) -> list[Any]:
             row = driver.job_insert(session, spec, one.shape, trace_context)

@@ -113,7 +113,8 @@ class ManyInserter(Generic[JobT]):
         if not specs:
             return []
         own_columns(self.model.__table__, specs)  # a bad mix of columns fails before any SQL
-        local_wakeups.enqueued(session, self.table, {spec.queue for spec in specs})
+        if not self.driver_of(session).supports_listen_notify:  # wake this process's workers
+            local_wakeups.enqueued(session, self.table, {spec.queue for spec in specs})
         # Insert keyed rows in key order (in the keyed rows' own slots, so rows without
         # a key keep their place): ON CONFLICT waits on a concurrent transaction's
         # uncommitted key, and two batches taking the same keys in different orders

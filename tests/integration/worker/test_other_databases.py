@@ -93,6 +93,49 @@ def test_local_wakeups_run_after_the_commit_that_enqueued_and_never_after_a_roll
     assert woken == ["mail"]  # unsubscribed: nothing more
 
 
+def test_a_commit_wakes_a_worker_that_subscribed_after_its_transaction_enqueued(
+    sqlite_committed,
+):
+    woken: list[str] = []
+    with Session(sqlite_committed) as session:
+        session.begin()
+        local_wakeups.enqueued(session, "jobs", ["mail"])  # no worker in this process yet
+        unsubscribe = local_wakeups.subscribe("jobs", woken.append)
+        try:
+            session.commit()
+        finally:
+            unsubscribe()
+    assert woken == ["mail"]
+
+
+def test_a_worker_started_between_an_enqueue_and_its_commit_is_woken_by_the_commit(
+    mariadb_committed,
+):
+    # MariaDB only: on SQLite the worker cannot start (it registers, a write) while the
+    # app's transaction holds the write lock, so it first claims after the commit.
+    jobs = JobQueue(Job)
+    ran = threading.Event()
+
+    @jobs.task("ping")
+    def ping(ctx: JobContext) -> None:
+        ran.set()
+
+    worker = jobs.worker(mariadb_committed, poll_interval=30)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    with Session(mariadb_committed) as session:
+        session.begin()
+        jobs.enqueue(session, "ping")  # inserted, not committed: no worker yet
+        thread.start()
+        try:
+            wait_for(lambda: registered(mariadb_committed) == 1, what="the worker's start")
+            time.sleep(1.0)  # its first rounds skipped the locked row: it sleeps for 30 s now
+            session.commit()
+            assert ran.wait(5), "the commit that enqueued did not wake the worker"
+        finally:
+            worker.stop()
+            thread.join(10)
+
+
 @pytest.mark.parametrize("committed_on", ["sqlite_committed", "mariadb_committed"])
 def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_process(
     committed_on, request
