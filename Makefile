@@ -52,7 +52,7 @@ package: $(STAMP)  ## build the sdist and wheel into dist/ and check them (twine
 	$(BIN)/twine check --strict dist/*
 	$(BIN)/python .ci/check-wheel dist/*.whl
 
-pythons: $(STAMP)  ## the fast tier (unit tests, doctests) on Python 3.13 too, in .venv-3.13
+pythons: $(STAMP) mariadb  ## the fast tier (unit tests, doctests) and the async worker's tests on Python 3.13 too, in .venv-3.13
 	bash .ci/other-pythons
 
 floors: mariadb  ## the fast tier and the enqueue and migration tests on the lowest SQLAlchemy, Alembic and psycopg pyproject.toml allows, in .venv-floor

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
@@ -240,7 +241,7 @@ class AsyncPool:
     def _create(self, jobs: list[Claimed]) -> None:
         loop = asyncio.get_running_loop()
         for job in jobs:
-            task = loop.create_task(self._one(job))
+            task = _task(self._one(job), loop)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
@@ -312,6 +313,22 @@ class AsyncPool:
 
     def __repr__(self) -> str:
         return f"<AsyncPool tasks={len(self._tasks)}>"
+
+
+_EAGER = sys.version_info >= (3, 12)  # asyncio.Task(..., eager_start=True)
+
+
+def _task(coro: Coroutine[Any, Any, None], loop: asyncio.AbstractEventLoop) -> asyncio.Task[None]:
+    """A task for one job, started eagerly where Python has it (3.12 and later).
+
+    An eager task runs its coroutine inside this call until its first suspension, so a
+    handler that never awaits I/O costs no scheduling round; on 3.11 a plain task. Only
+    the pool's own tasks: the loop's task factory, which a handler's own
+    ``create_task`` uses, stays as it was.
+    """
+    if _EAGER:
+        return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+    return loop.create_task(coro)
 
 
 async def serve_in_thread(serve: Callable[[], None], stop: Callable[[], None]) -> None:
