@@ -196,6 +196,11 @@ class Executor:
         returned = None
         calls = self._calls
         try:
+            compensator = calls.compensator
+            if job.has_steps and compensator is not None:  # docs/durable.md, "Compensation"
+                compensated = compensator.attempt(job, stop, task.backoff)
+                if compensated is not None:
+                    return compensated
             if task.transactional or job.waited or tracing.recording():
                 with calls.span(job):
                     if task.transactional:
@@ -258,6 +263,12 @@ class Executor:
         returned = None
         calls = self._calls
         try:
+            compensator = calls.compensator
+            if job.has_steps and compensator is not None:  # as in `_run`, off the loop
+                stop = self.attempts.event(job.key)
+                compensated = await asyncio.to_thread(compensator.attempt, job, stop, task.backoff)
+                if compensated is not None:
+                    return compensated
             with calls.span(job):
                 if task.transactional:
                     result = await self._transactional.arun_one(task, job)

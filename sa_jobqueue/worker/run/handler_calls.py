@@ -27,6 +27,7 @@ from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed
 from sa_jobqueue.worker.run.contexts import new_context
+from sa_jobqueue.worker.run.compensations import Compensator
 from sa_jobqueue.worker.run.step_store import WorkerSteps
 from sa_jobqueue.worker.running import RunningAttempts, StopFlag
 
@@ -96,6 +97,11 @@ class HandlerCalls:
             )
         elif model is not None and engine is not None:
             self._steps = WorkerSteps.on_engine(driver, owner, engine, max_result_bytes)
+        #: Runs the compensations of a job that owes some, in place of its handler.
+        self.compensator: Compensator | None = None
+        if self._steps is not None:
+            connect = self._steps.connect
+            self.compensator = Compensator(driver, owner, connect, max_result_bytes)
 
     def context(
         self,
