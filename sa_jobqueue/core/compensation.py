@@ -25,6 +25,7 @@ __all__ = [
     "COMPENSATE_KIND",
     "MARKER",
     "MARKER_KIND",
+    "aregister",
     "callable_path",
     "compensated_row",
     "register",
@@ -100,7 +101,7 @@ def resolve(path: str) -> Callable[..., Any]:
     module_name, _, name = path.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - any import error means "not found"
+    except Exception as error:
         raise LookupError(f"compensation {path}: module does not import: {error}") from error
     fn = getattr(module, name, None)
     if not callable(fn):

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Connection, ColumnElement, null, select, update
+from sqlalchemy import ColumnElement, Connection, null, select, update
 
 from sa_jobqueue.core import compensation as names
 from sa_jobqueue.driver.portable.base import PortableBase
@@ -74,15 +74,26 @@ class Compensations:
         if not ended:
             return []
         steps, model = self.steps, self.model
+        # Only jobs that have ended: a call for one that is not is a no-op.
+        jobs = {
+            job.id: job
+            for job in conn.execute(
+                select(model.id, model.queue, model.last_error).where(
+                    model.id.in_(sorted(set(ended))), model.status.in_(_ENDED)
+                )
+            )
+        }
+        if not jobs:
+            return []
         rows = conn.execute(
             select(steps.c.job_id, steps.c.name, steps.c.kind, steps.c.result).where(
-                steps.c.job_id.in_(sorted(set(ended))), steps.c.kind.in_(_KINDS)
+                steps.c.job_id.in_(sorted(jobs)), steps.c.kind.in_(_KINDS)
             )
         ).all()
         by_job: dict[int, dict[str, tuple[str, Any]]] = {}
         for row in rows:
             by_job.setdefault(row.job_id, {})[row.name] = (row.kind, row.result)
-        owed: list[int] = []
+        owed = []
         for job_id, recorded in sorted(by_job.items()):
             marker = recorded.get(names.MARKER)
             if marker is not None:
@@ -96,15 +107,8 @@ class Compensations:
                 and recorded.get(name.removesuffix("#compensate"), ("", None))[0] == "step"
                 for name, (kind, _) in recorded.items()
             ):
-                owed.append(job_id)
+                owed.append(jobs[job_id])
         if not owed:
-            return []
-        jobs = conn.execute(
-            select(model.id, model.queue, model.last_error).where(
-                model.id.in_(owed), model.status.in_(_ENDED)
-            )
-        ).all()
-        if not jobs:
             return []
         conn.execute(
             steps.insert(),
@@ -116,13 +120,13 @@ class Compensations:
                     "result": {"state": "owed", "status": status, "reason": job.last_error},
                     "attempt": 0,
                 }
-                for job in jobs
+                for job in owed
             ],
         )
         now = self._now()
         conn.execute(
             update(model)
-            .where(model.id.in_([job.id for job in jobs]), model.status.in_(_ENDED))
+            .where(model.id.in_([job.id for job in owed]), model.status.in_(_ENDED))
             .values(
                 status=Status.PENDING.value,
                 run_at=now,
@@ -133,8 +137,8 @@ class Compensations:
                 max_attempts=model.attempts + names.ATTEMPTS,
             )
         )
-        self._notify(conn, sorted({job.queue for job in jobs}))
-        return [job.id for job in jobs]
+        self._notify(conn, sorted({job.queue for job in owed}))
+        return [job.id for job in owed]
 
     def compensation_plan(self, conn: Connection, job_id: int) -> CompensationPlan | None:
         """See `CompensationOps.compensation_plan`."""

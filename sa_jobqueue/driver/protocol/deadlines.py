@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from sqlalchemy import ColumnElement, Connection, exists, literal, select
+from sqlalchemy import ColumnElement, Connection, Text, exists, literal_column, select
 
 from sa_jobqueue.core.compensation import MARKER
 from sa_jobqueue.schema.model import JobMixin, Status
@@ -31,7 +31,9 @@ def compensating(model: type[JobMixin]) -> ColumnElement[bool]:
     the next sweep: its compensations run past the deadline (docs/durable.md).
     """
     steps = steps_table(model.__table__.metadata, model.__tablename__)  # type: ignore[attr-defined]
-    marker = select(literal(1)).where(steps.c.job_id == model.id, steps.c.name == MARKER)
+    # Literals, not parameters: the same text in every plan (MARKER has no quote).
+    name = literal_column(f"'{MARKER}'", Text)
+    marker = select(literal_column("1")).where(steps.c.job_id == model.id, steps.c.name == name)
     return exists(marker)
 
 

@@ -26,8 +26,8 @@ from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed
-from sa_jobqueue.worker.run.contexts import new_context
 from sa_jobqueue.worker.run.compensations import Compensator
+from sa_jobqueue.worker.run.contexts import new_context
 from sa_jobqueue.worker.run.step_store import WorkerSteps
 from sa_jobqueue.worker.running import RunningAttempts, StopFlag
 

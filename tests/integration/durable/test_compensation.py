@@ -89,7 +89,8 @@ def test_a_job_whose_attempts_run_out_compensates_its_steps_newest_first(committ
     assert rows["charge#compensated"] == ("compensated", {"refunded": "ch_1"})
     assert rows["reserve#compensated"] == ("compensated", None)
     assert rows["charge#compensate"][0] == "compensate"
-    assert "note#compensate" not in rows and "ship#compensate" not in rows
+    assert "note#compensate" not in rows
+    assert "ship#compensate" not in rows
     jobs.worker(committed).drain()  # nothing runs twice
     assert len(CALLS) == 2
 
@@ -228,5 +229,6 @@ def test_transactional_mode_compensates_only_what_committed(committed):
     jobs.worker(committed).drain()
     assert CALLS == [("refund", {"id": "ch_6"})]
     rows = _rows(committed, job_id)
-    assert "reserve" not in rows and "reserve#compensate" not in rows
+    assert "reserve" not in rows
+    assert "reserve#compensate" not in rows
     assert rows["#compensation"][1]["state"] == "finished"
