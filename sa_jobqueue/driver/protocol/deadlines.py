@@ -9,9 +9,9 @@ write. See docs/durable.md ("Deadlines").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import ColumnElement, Connection, Text, exists, literal_column, select
+from sqlalchemy import ColumnElement, Connection, Select, Text, exists, literal_column, select
 
 from sa_jobqueue.core.compensation import MARKER
 from sa_jobqueue.schema.model import JobMixin, Status
@@ -33,7 +33,7 @@ def compensating(model: type[JobMixin]) -> ColumnElement[bool]:
     steps = steps_table(model.__table__.metadata, model.__tablename__)  # type: ignore[attr-defined]
     # Literals, not parameters: the same text in every plan (MARKER has no quote).
     name = literal_column(f"'{MARKER}'", Text)
-    marker = select(literal_column("1")).where(steps.c.job_id == model.id, steps.c.name == name)
+    marker: Select[Any] = select(literal_column("1")).where(steps.c.job_id == model.id, steps.c.name == name)
     return exists(marker)
 
 
