@@ -33,7 +33,9 @@ def compensating(model: type[JobMixin]) -> ColumnElement[bool]:
     steps = steps_table(model.__table__.metadata, model.__tablename__)  # type: ignore[attr-defined]
     # Literals, not parameters: the same text in every plan (MARKER has no quote).
     name = literal_column(f"'{MARKER}'", Text)
-    marker: Select[Any] = select(literal_column("1")).where(steps.c.job_id == model.id, steps.c.name == name)
+    marker: Select[Any] = select(literal_column("1")).where(
+        steps.c.job_id == model.id, steps.c.name == name
+    )
     return exists(marker)
 
 
