@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import signal
+from typing import Any
 
 import pytest
 from sqlalchemy import select
@@ -52,7 +53,7 @@ def effects(engine, job_id) -> list[str]:
         return list(session.scalars(query))
 
 
-def rows(engine, job_id) -> dict[str, tuple[str, int, object]]:
+def rows(engine, job_id) -> dict[str, tuple[str, int, Any]]:
     table = steps_table(Job.metadata, "jobs")
     query = select(table.c.name, table.c.kind, table.c.attempt, table.c.result)
     with engine.connect() as conn:
@@ -60,7 +61,7 @@ def rows(engine, job_id) -> dict[str, tuple[str, int, object]]:
         return {r.name: (r.kind, r.attempt, r.result) for r in found}
 
 
-def compensation(engine, job_id) -> dict:
+def compensation(engine, job_id) -> dict[str, Any]:
     marker = rows(engine, job_id).get("#compensation")
     return {} if marker is None else dict(marker[2] or {})
 
