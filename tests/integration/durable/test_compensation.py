@@ -11,11 +11,14 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue, Step
+from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.schema.steps import steps_table
+from sa_jobqueue.testing import drain
 from tests.support.models import Job
 from tests.support.processes import every_database
 
@@ -232,3 +235,39 @@ def test_transactional_mode_compensates_only_what_committed(committed):
     assert "reserve" not in rows
     assert "reserve#compensate" not in rows
     assert rows["#compensation"][1]["state"] == "finished"
+
+
+def test_the_outcome_the_dashboard_and_the_metrics_say_how_the_compensation_ended(committed):
+    starlette_testclient = pytest.importorskip("starlette.testclient")
+    from sa_jobqueue.dashboard import make_app
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("stuck", max_attempts=1, backoff=lambda n: 0.0)
+    def stuck(ctx: JobContext) -> None:
+        ctx.step(Step("charge", compensate=broken), lambda: {"id": "ch_7"})
+        raise Discard("give up")
+
+    with Session(committed) as session, session.begin():
+        job_id = jobs.enqueue(session, "stuck", {}).id
+    registry = CollectorRegistry()
+    jobs.worker(committed, metrics=Metrics(registry)).drain()
+    counted = registry.get_sample_value(
+        "sa_jobqueue_job_attempts_total",
+        {"queue": "default", "kind": "stuck", "outcome": "compensation_failed"},
+    )
+    assert counted == 1.0
+    client = starlette_testclient.TestClient(make_app(jobs, committed), base_url="http://x")
+    page = client.get(f"/jobs/{job_id}").text
+    assert '<span class="compensation failed">failed</span>' in page
+    assert "the refund API is down" in page
+    assert '<tr class="step compensation">' in page
+
+
+def test_testing_drain_reports_the_compensating_attempt(committed):
+    jobs = JobQueue(Job)
+    _saga(jobs, "checkout", fail="discard")
+    with Session(committed) as session, session.begin():
+        jobs.enqueue(session, "checkout", {})
+    assert [o.outcome for o in drain(jobs, committed)] == ["failed", "compensated"]
+    assert [name for name, _ in CALLS] == ["release", "refund"]
