@@ -14,7 +14,16 @@ __all__ = ["show_durable"]
 
 
 #: Kinds whose rows are shown with their result.
-_WITH_RESULT = ("step", "signal", "try", "patch", "compensate", "compensated", "compensation")
+_WITH_RESULT = (
+    "step",
+    "signal",
+    "try",
+    "patch",
+    "compensate",
+    "compensated",
+    "compensating",
+    "compensation",
+)
 
 
 def compensation_line(state: dict[str, Any] | None) -> str:

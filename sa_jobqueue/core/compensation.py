@@ -5,7 +5,8 @@ A step with a compensation records, just before its function first runs, a row o
 job ends failed for good (attempts used up, `Discard`, a cancel, its deadline), whichever
 worker claims it next imports each path and calls it with the step's recorded result,
 newest step first, recording each call that returned as a row ``<step>#compensated``.
-The job's state is a row ``#compensation`` (kind ``compensation``). ``#`` is in no step
+The job's state is a row ``#compensation`` (kind ``compensating`` while owed, then
+``compensation``). ``#`` is in no step
 name, so none of these rows clashes with a step. See docs/durable.md ("Compensation").
 """
 
@@ -25,6 +26,7 @@ __all__ = [
     "COMPENSATE_KIND",
     "MARKER",
     "MARKER_KIND",
+    "OWED_KIND",
     "aregister",
     "callable_path",
     "compensated_row",
@@ -37,8 +39,10 @@ __all__ = [
 COMPENSATE_KIND = "compensate"
 #: The kind of a compensation's record once it returned (its return value).
 COMPENSATED_KIND = "compensated"
-#: The kind, and the name, of the job's compensation state row.
+#: The kind, and the name, of the job's compensation state row once it ended (finished
+#: or failed); `OWED_KIND` while its compensations are owed (what a deadline sweep skips).
 MARKER_KIND = "compensation"
+OWED_KIND = "compensating"
 MARKER = "#compensation"
 
 #: Claims a job gets for its compensations (a crash, or a compensation that raised,

@@ -35,7 +35,8 @@ __all__ = ["STEP_KINDS", "signals_table", "steps_table"]
 #: (`sa_jobqueue.core.compensation`): a `Step`'s ``compensate`` import path
 #: (``compensate``, named ``<step>#compensate``), a compensation that returned
 #: (``compensated``, ``<step>#compensated``), the job's compensation state
-#: (``compensation``, named ``#compensation``: owed, finished or failed).
+#: (named ``#compensation``: ``compensating`` while owed, then ``compensation``,
+#: its result saying finished or failed).
 STEP_KINDS = (
     "step",
     "sleep",
@@ -46,6 +47,7 @@ STEP_KINDS = (
     "patch",
     "compensate",
     "compensated",
+    "compensating",
     "compensation",
 )
 

@@ -112,3 +112,22 @@ def test_a_compensating_job_is_not_ended_again_by_its_deadline(db: Engine, drive
     with db.begin() as conn:
         assert driver.jobs_fail_past_deadline(conn, DeadlinePass("plain", 60, 10, error)) == []
     assert row(db, job_id).status == "pending"
+
+
+def test_a_compensated_job_retried_by_an_operator_meets_its_deadline_again(
+    db: Engine, driver: Driver
+):
+    [job_id] = add(db)
+    [job] = claim(db, driver)
+    compensable(db, driver, job, "charge", 1)
+    fail_for_good(db, driver, job)
+    [resumed] = claim(db, driver)
+    with db.begin() as conn:
+        assert driver.compensation_end(conn, resumed, OWNER, None) == "failed"
+    past = datetime.now(timezone.utc) - timedelta(minutes=5)
+    with db.begin() as conn:  # an operator's retry: pending again
+        values = {"status": "pending", "finished_at": None, "created_at": past}
+        conn.execute(update(Job).where(Job.id == job_id).values(values))
+    with db.begin() as conn:
+        passed = DeadlinePass("plain", 60, 10, "deadline passed")
+        assert driver.jobs_fail_past_deadline(conn, passed) == [job_id]

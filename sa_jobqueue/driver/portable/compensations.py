@@ -24,7 +24,13 @@ from sa_jobqueue.schema.steps import steps_table
 __all__ = ["Compensations", "PortableCompensations"]
 
 _ENDED = (Status.FAILED.value, Status.CANCELLED.value)
-_KINDS = (names.COMPENSATE_KIND, names.COMPENSATED_KIND, names.MARKER_KIND, "step")
+_KINDS = (
+    names.COMPENSATE_KIND,
+    names.COMPENSATED_KIND,
+    names.MARKER_KIND,
+    names.OWED_KIND,
+    "step",
+)
 
 
 class Compensations:
@@ -65,9 +71,11 @@ class Compensations:
         return None if row is None else (row.result or {})
 
     def _set_marker(self, conn: Connection, job_id: int, value: dict[str, Any]) -> None:
+        """The job's compensation state becomes `value` (no longer owed: its kind says so)."""
         steps = self.steps
         where = (steps.c.job_id == job_id, steps.c.name == names.MARKER)
-        conn.execute(update(steps).where(*where).values(result=value))
+        ended = {"result": value, "kind": names.MARKER_KIND}
+        conn.execute(update(steps).where(*where).values(ended))
 
     def compensations_owe(self, conn: Connection, ended: Sequence[int], status: str) -> list[int]:
         """See `CompensationOps.compensations_owe`."""
@@ -116,7 +124,7 @@ class Compensations:
                 {
                     "job_id": job.id,
                     "name": names.MARKER,
-                    "kind": names.MARKER_KIND,
+                    "kind": names.OWED_KIND,
                     "result": {"state": "owed", "status": status, "reason": job.last_error},
                     "attempt": 0,
                 }

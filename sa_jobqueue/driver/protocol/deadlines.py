@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import ColumnElement, Connection, Select, Text, exists, literal_column, select
 
-from sa_jobqueue.core.compensation import MARKER
+from sa_jobqueue.core.compensation import MARKER, OWED_KIND
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.steps import steps_table
 
@@ -25,16 +25,16 @@ DEADLINE_STATUSES = (Status.PENDING, Status.RUNNING)
 
 
 def compensating(model: type[JobMixin]) -> ColumnElement[bool]:
-    """Whether a job has a compensation row: its deadline has passed already (or it ended).
+    """Whether a job's compensations are owed: it failed already (its deadline, or else).
 
     A job compensating after its deadline (or any failure) must not be ended again by
     the next sweep: its compensations run past the deadline (docs/durable.md).
     """
     steps = steps_table(model.__table__.metadata, model.__tablename__)  # type: ignore[attr-defined]
-    # Literals, not parameters: the same text in every plan (MARKER has no quote).
-    name = literal_column(f"'{MARKER}'", Text)
+    # Literals, not parameters: the same text in every plan (neither has a quote).
+    name, kind = (literal_column(f"'{value}'", Text) for value in (MARKER, OWED_KIND))
     marker: Select[Any] = select(literal_column("1")).where(
-        steps.c.job_id == model.id, steps.c.name == name
+        steps.c.job_id == model.id, steps.c.name == name, steps.c.kind == kind
     )
     return exists(marker)
 
