@@ -64,7 +64,9 @@ class CompensationOps(Protocol):
     def compensation_plan(self, conn: Connection, job_id: int) -> CompensationPlan | None:
         """What compensating job `job_id` still owes; None when it is not compensating.
 
-        One read by primary key for a job that is not compensating.
+        A worker asks only for a job whose recorded steps (`StepOps.steps_recorded`)
+        hold a ``#compensation`` row of kind ``compensating``; one read by primary key
+        answers for any other.
         """
         ...
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -26,7 +27,7 @@ from sa_jobqueue.driver import Driver
 from sa_jobqueue.driver.protocol.compensation import CompensationPlan, Owed
 from sa_jobqueue.driver.protocol.steps import StepFence, StepRecord
 from sa_jobqueue.retry import BackoffPolicy, exponential
-from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
+from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.outcomes import format_error, since
 from sa_jobqueue.worker.running import StopFlag
 
@@ -54,11 +55,29 @@ class Compensator:
         self._owner = owner
         self._connect = connect
         self._max_bytes = max_bytes
+        # Attempt -> its job's recorded steps, read by `plan`, until its context takes them.
+        self._preloaded: dict[AttemptKey, dict[str, tuple[str, Any]]] = {}
+        self._lock = threading.Lock()
 
     def plan(self, job: Claimed) -> CompensationPlan | None:
-        """What `job` still owes (one read by primary key); None: it runs its handler."""
+        """What `job` still owes; None: it runs its handler (its recorded steps preloaded).
+
+        One read: the job's recorded steps, which the handler's first ``ctx.step`` (or
+        sleep, wait) would read anyway; they are kept for its context (`take`).
+        """
         with self._connect() as conn:
-            return self._driver.compensation_plan(conn, job.id)
+            recorded = self._driver.steps_recorded(conn, job.id)
+            kind = recorded.get(compensation.MARKER, ("", None))[0]
+            if kind == compensation.OWED_KIND:
+                return self._driver.compensation_plan(conn, job.id)
+        with self._lock:
+            self._preloaded[job.key] = recorded
+        return None
+
+    def take(self, key: AttemptKey) -> dict[str, tuple[str, Any]] | None:
+        """The recorded steps `plan` read for attempt `key` (once), or None."""
+        with self._lock:
+            return self._preloaded.pop(key, None)
 
     def attempt(
         self, job: Claimed, stop: StopFlag | None, backoff: BackoffPolicy | None = None

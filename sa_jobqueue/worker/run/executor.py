@@ -222,6 +222,9 @@ class Executor:
             return outcomes.failed(task, job, exc, started)
         except (Parked, StepLeaseLost) as stop:
             return outcomes.stopped_by_step(job, stop, started)
+        finally:
+            if job.has_steps and calls.compensator is not None:
+                calls.compensator.take(job.key)  # preloaded steps no context took
         return Outcome(job, result, duration=time.perf_counter() - started, returned=returned)
 
     async def arun(self, job: Claimed) -> Outcome:
@@ -282,4 +285,7 @@ class Executor:
             return outcomes.failed(task, job, exc, started)
         except (Parked, StepLeaseLost) as stop:
             return outcomes.stopped_by_step(job, stop, started)
+        finally:
+            if job.has_steps and calls.compensator is not None:
+                calls.compensator.take(job.key)  # as in `_run`
         return Outcome(job, result, duration=outcomes.since(started), returned=returned)

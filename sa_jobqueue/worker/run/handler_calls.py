@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
 from sa_jobqueue.context import JobContext
-from sa_jobqueue.core.steps import ParkSwallowed
+from sa_jobqueue.core.steps import AttemptSteps, ParkSwallowed
 from sa_jobqueue.core.validation import dump_result
 from sa_jobqueue.driver import Driver, Upstream
 from sa_jobqueue.metrics import Metrics
@@ -131,6 +131,11 @@ class HandlerCalls:
             self._steps,
             job.has_steps,
         )
+        if job.has_steps and self.compensator is not None:
+            # Its recorded steps, read when it was checked for compensations: not twice.
+            recorded = self.compensator.take(job.key)
+            if recorded is not None:
+                ctx._durable = AttemptSteps(recorded=recorded)
         if upstream:  # a job that waited for nothing keeps the shared empty mappings
             ctx.upstream = {u.id: u.result for u in upstream}
             ctx.upstream_statuses = {u.id: u.status for u in upstream}
