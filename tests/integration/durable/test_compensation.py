@@ -7,6 +7,7 @@ between two compensations) are in tests/acceptance/test_compensation_processes.p
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -16,6 +17,8 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue, Step
+from sa_jobqueue.driver import driver_for
+from sa_jobqueue.driver.protocol.steps import StepFence, StepRecord
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.schema.steps import steps_table
 from sa_jobqueue.testing import drain
@@ -271,3 +274,27 @@ def test_testing_drain_reports_the_compensating_attempt(committed):
         jobs.enqueue(session, "checkout", {})
     assert [o.outcome for o in drain(jobs, committed)] == ["failed", "compensated"]
     assert [name for name, _ in CALLS] == ["release", "refund"]
+
+
+@every_database
+def test_a_last_lease_that_expires_compensates_through_the_sweep(committed):
+    jobs = JobQueue(Job)
+    jobs.task("gone", max_attempts=1)(lambda ctx: None)
+    with Session(committed) as session, session.begin():
+        job_id = jobs.enqueue(session, "gone", {}).id
+    driver = driver_for(committed, Job, leases={}, default_lease=30.0)
+    with committed.begin() as conn:  # a worker that dies after recording a charge
+        [job] = driver.job_claim(conn, "default", 1, "dead-worker")
+    fence = StepFence(job.id, job.attempts, "dead-worker")
+    path = json.dumps({"fn": f"{__name__}:refund", "at": 1})
+    with committed.begin() as conn:
+        driver.step_record(conn, StepRecord(fence, "charge#compensate", path, kind="compensate"))
+        driver.step_record(conn, StepRecord(fence, "charge", json.dumps({"id": "ch_8"})))
+    past = datetime.now(timezone.utc) - timedelta(minutes=5)
+    with committed.begin() as conn:
+        conn.execute(update(Job).where(Job.id == job_id).values(locked_until=past))
+    jobs.worker(committed).drain()  # its sweep fails the job for good: it compensates
+    assert CALLS == [("refund", {"id": "ch_8"})]
+    with Session(committed) as session:
+        assert session.get_one(Job, job_id).status == "failed"
+    assert _rows(committed, job_id)["#compensation"][1]["state"] == "finished"
