@@ -38,6 +38,8 @@ OUTCOMES = (
     "lease_lost",
     "released",
     "parked",  # a durable sleep or signal wait (docs/durable.md)
+    "compensated",  # a job that failed for good ran its compensations (docs/durable.md)
+    "compensation_failed",  # ... and one of them failed for good
 )
 #: Histogram buckets of ``sa_jobqueue_job_duration_seconds``: 5 ms to 15 minutes.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)

@@ -32,7 +32,7 @@ __all__ = ["PATCH_KIND", "apatched", "fresh", "patched"]
 PATCH_KIND = "patch"
 
 #: Kinds of recorded rows that no run reaches by name (history only).
-_HISTORY = frozenset({"try"})
+_HISTORY = frozenset({"try", "compensate", "compensated", "compensating", "compensation"})
 
 
 def fresh(state: AttemptSteps) -> bool:

@@ -1,4 +1,4 @@
-"""`Step`: a durable step's options (timeout, retries, backoff), and the tries they make.
+"""`Step`: a durable step's options (timeout, retries, backoff, compensate), and its tries.
 
 ``ctx.step(Step("charge", timeout=10, retries=2), charge, order_id)`` runs ``charge``
 up to three times in one attempt, each call bounded by 10 seconds, and records the first
@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from sa_jobqueue.core import compensation
 from sa_jobqueue.core.validation import check_name
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.retry import BackoffPolicy, exponential
@@ -63,6 +64,12 @@ class Step:
             ``backoff(n)``; None: the library's default (`sa_jobqueue.retry.exponential`,
             2 s doubling). The wait ends early, with the last error, once
             ``ctx.cancelled`` is true.
+        compensate: a function called with the step's recorded result if the job
+            ends failed for good (attempts used up, `Discard`, a cancel, its
+            deadline): each recorded step's, once, newest first, by whichever worker
+            claims the job then (docs/durable.md, "Compensation"). It must be defined
+            at the top level of an importable module (not a lambda, a nested function
+            or a method): its import path is recorded with the job. None: none.
 
     `Retry`, `Discard` and exceptions that are not `Exception` subclasses are never
     retried: they end the attempt at once, as outside a step. Each failed try is
@@ -72,7 +79,8 @@ class Step:
 
     Raises:
         ValidationError: a bad name, a timeout that is not a positive number, retries
-            that are not an integer of at least 0, a backoff that is not callable.
+            that are not an integer of at least 0, a backoff that is not callable,
+            a compensate that is not an importable top-level function.
 
     Example::
 
@@ -84,6 +92,9 @@ class Step:
     timeout: float | None
     retries: int
     backoff: BackoffPolicy | None
+    compensate: Callable[[Any], Any] | None
+    #: The compensation's import path (``module:qualname``), recorded with the step.
+    compensate_path: str | None
 
     def __init__(
         self,
@@ -91,6 +102,7 @@ class Step:
         timeout: timedelta | float | None = None,
         retries: int = 0,
         backoff: BackoffPolicy | None = None,
+        compensate: Callable[[Any], Any] | None = None,
     ) -> None:
         check_name("step name", name)
         seconds = None if timeout is None else _check_timeout(timeout)
@@ -108,6 +120,9 @@ class Step:
         object.__setattr__(self, "timeout", seconds)
         object.__setattr__(self, "retries", retries)
         object.__setattr__(self, "backoff", backoff)
+        object.__setattr__(self, "compensate", compensate)
+        path = None if compensate is None else compensation.callable_path(compensate)
+        object.__setattr__(self, "compensate_path", path)
 
     def delay(self, failed_try: int) -> float:
         """Seconds to wait after failed try `failed_try`, checked.
@@ -227,6 +242,9 @@ class StepTries:
 
         `store`: the context's `StepStore`, which writes each failed try's row.
         """
+        path = self.step.compensate_path
+        if path is not None:
+            compensation.register(self.ctx, store, self.step.name, path)
         timeout = self.step.timeout
         number = 0
         while True:
@@ -248,6 +266,9 @@ class StepTries:
 
     async def arun(self, fn: Callable[..., Any], args: Any, kwargs: Any, store: Any) -> Any:
         """`run` for an ``async def`` handler."""
+        path = self.step.compensate_path
+        if path is not None:
+            await compensation.aregister(self.ctx, store, self.step.name, path)
         number = 0
         while True:
             number += 1

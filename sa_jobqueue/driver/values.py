@@ -51,6 +51,8 @@ class Result(enum.Enum):
     PARKED = "parked"  # a sleep or a signal wait parked it: the row is pending already
     EXPIRED = "expired"  # not started: its lease expired while it waited (the worker was
     # stopped) and its row is no longer this attempt's: nothing to record
+    COMPENSATED = "compensated"  # its compensations ran (or failed for good: `error`):
+    # end it with its final status (`CompensationOps.compensation_end`)
 
 
 # Not frozen, as `Outcome`: a frozen dataclass's __init__ sets each field through

@@ -246,7 +246,10 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
             cancelled = {"ids": [row.id for row in rows]}
             session.execute(statements.cancel_locked(model), cancelled)
     result = _finish(session, model, wanted, rows, notify=False)
-    ended = [(row.id, Status.CANCELLED.value) for row in rows if row.has_dependents]
+    # Those with compensable steps compensate now, then end cancelled (docs/durable.md).
+    ids_ = [row.id for row in rows]
+    owed = set(driver.compensations_owe(session.connection(), ids_, "cancelled"))
+    ended = [(row.id, "cancelled") for row in rows if row.has_dependents and row.id not in owed]
     if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")
         driver.dependents_release(session.connection(), ended)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))

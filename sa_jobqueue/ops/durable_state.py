@@ -12,6 +12,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from sa_jobqueue.core import compensation
 from sa_jobqueue.core.redaction import redact
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements import steps as statements
@@ -54,6 +55,9 @@ class DurableState:
     signals: list[SentSignal] = field(default_factory=list)
     #: ``"signal <name>"`` or ``"sleep <name>"`` while the job is parked; else None.
     parked_for: str | None = None
+    #: Its compensation (docs/durable.md): ``{"state": "owed" | "finished" | "failed",
+    #: "status": the status it ends with, "error": why it failed}``; None: none.
+    compensation: dict[str, Any] | None = None
 
     def redacted(self, keys: Iterable[str]) -> DurableState:
         """As shown to people: steps' results and signals' payloads with `keys` masked."""
@@ -74,6 +78,7 @@ class DurableState:
             "steps": [{k: plain(v) for k, v in asdict(s).items()} for s in self.steps],
             "signals": [{k: plain(v) for k, v in asdict(s).items()} for s in self.signals],
             "parked_for": self.parked_for,
+            "compensation": self.compensation,
         }
 
 
@@ -84,12 +89,17 @@ def durable_state(
     params = {"job_id": job_id}
     steps = [RecordedStep(*row) for row in conn.execute(statements.steps_of(model), params)]
     signals = [SentSignal(*row) for row in conn.execute(statements.signals_of(model), params)]
+    marker = next((s for s in steps if s.name == compensation.MARKER), None)
+    state = None if marker is None else dict(marker.result or {})
+    if state is not None:
+        state.pop("reason", None)  # the job's last_error, shown with it
     parked_for = None
-    if status == Status.PENDING.value and steps:
+    compensating = state is not None and state.get("state") == "owed"
+    if status == Status.PENDING.value and steps and not compensating:
         waits = [s for s in steps if s.kind == "wait"]
         last = steps[-1]
         if waits:
             parked_for = f"signal {waits[-1].name}"
         elif last.kind == "sleep":
             parked_for = f"sleep {last.name}"
-    return DurableState(steps, signals, parked_for)
+    return DurableState(steps, signals, parked_for, state)

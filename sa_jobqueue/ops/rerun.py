@@ -28,8 +28,9 @@ from sa_jobqueue.tasks import Registry
 __all__ = ["NOT_COPIED", "RerunAPI", "copied_steps"]
 
 #: Kinds of step rows a rerun leaves behind: a failed try (history of the old job's
-#: attempts) and a signal wait still open (the new job waits afresh).
-NOT_COPIED = frozenset({"try", "wait"})
+#: attempts), a signal wait still open (the new job waits afresh), and the old job's
+#: compensations and compensation state (a copied step keeps its ``compensate`` row).
+NOT_COPIED = frozenset({"try", "wait", "compensated", "compensating", "compensation"})
 
 
 class RerunAPI(Generic[JobT]):

@@ -31,8 +31,25 @@ __all__ = ["STEP_KINDS", "signals_table", "steps_table"]
 #: What a step row records: a step's result, a sleep, a signal wait still open
 #: (``wait``: the job is parked for it), a signal received, a wait that timed out, a
 #: failed try of a step with `Step` options (named ``<step>#<attempt>.<try>``), a
-#: ``ctx.patched`` marker's answer (``patch``: ``true`` or ``false``).
-STEP_KINDS = ("step", "sleep", "wait", "signal", "timeout", "try", "patch")
+#: ``ctx.patched`` marker's answer (``patch``: ``true`` or ``false``); and compensation
+#: (`sa_jobqueue.core.compensation`): a `Step`'s ``compensate`` import path
+#: (``compensate``, named ``<step>#compensate``), a compensation that returned
+#: (``compensated``, ``<step>#compensated``), the job's compensation state
+#: (named ``#compensation``: ``compensating`` while owed, then ``compensation``,
+#: its result saying finished or failed).
+STEP_KINDS = (
+    "step",
+    "sleep",
+    "wait",
+    "signal",
+    "timeout",
+    "try",
+    "patch",
+    "compensate",
+    "compensated",
+    "compensating",
+    "compensation",
+)
 
 _json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 

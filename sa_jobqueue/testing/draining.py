@@ -50,7 +50,9 @@ class JobOutcome:
             left, or a `Retry`); ``"failed"`` (dead letter: attempts used up, or a
             `Discard`); ``"lost"`` (its lease was lost; nothing was recorded);
             ``"parked"`` (``ctx.sleep`` or ``ctx.wait_for_signal`` parked it: pending,
-            due at the sleep's end, the signal or the timeout).
+            due at the sleep's end, the signal or the timeout); ``"compensated"`` (a
+            job that failed for good ran its steps' compensations and ended with its
+            final status; `error` says why, if a compensation failed for good).
         error: for a retried or failed attempt, what ``last_error`` keeps
             (``Type: message`` and the traceback, or the `Retry`'s reason).
     """
@@ -276,6 +278,8 @@ class _Drain:
             name = "done" if key in self.observed.held else "lost"
         elif o.result is Result.LOST:
             name = "lost"
+        elif o.result is Result.COMPENSATED:
+            name = "compensated"
         elif o.result is Result.PARKED:
             name = "parked"
             if self.skip_sleeps and (o.error or "").startswith(PARKED_BY_SLEEP):

@@ -31,8 +31,8 @@ from sa_jobqueue.testing.running import _prepare
 
 __all__ = ["Replayed", "replay"]
 
-#: Rows no run reaches by name (a `Step`'s failed tries): history only.
-_HISTORY = frozenset({"try"})
+#: Rows no run reaches by name (a `Step`'s failed tries, compensation): history only.
+_HISTORY = frozenset({"try", "compensate", "compensated", "compensating", "compensation"})
 
 
 @dataclass(frozen=True)

@@ -150,8 +150,10 @@ class Completer:
             if o.result is Result.DONE:
                 continue  # recorded above (the common case: no lookup per job)
             note = _BY_RESULT.get(o.result)  # RELEASE: recorded above
-            if note is not None and note(self, conn, o) == "failed":
-                ended.append((o.job.id, "failed"))
+            status = None if note is None else note(self, conn, o)
+            if status in ("failed", "cancelled"):
+                ended.append((o.job.id, status))
+        ended = self.owe_compensations(conn, ended)
         self.release_dependents(conn, ended)
         # Transactional attempts committed their done in their own transactions, without
         # a NOTIFY (which would serialise their commits): announced here, one per round.
@@ -159,6 +161,26 @@ class Completer:
         if committed:
             self.driver.ended_announce(conn, committed)
         return locked
+
+    def owe_compensations(
+        self, conn: Connection, ended: list[tuple[int, str]]
+    ) -> list[tuple[int, str]]:
+        """`ended` but the dead letters that compensate now (docs/durable.md, "Compensation").
+
+        A job that failed for good with compensable steps goes back to ``pending`` to
+        run them (`CompensationOps.compensations_owe`): it has not ended yet.
+        """
+        failed = [job_id for job_id, status in ended if status == "failed"]
+        if not failed:
+            return ended
+        owed = set(self.driver.compensations_owe(conn, failed, "failed"))
+        for job_id in sorted(owed):
+            log.warning(
+                "job %d failed for good: compensating its steps",
+                job_id,
+                extra={"event": "compensating", "job_id": job_id},
+            )
+        return [(job_id, status) for job_id, status in ended if job_id not in owed]
 
     def release_dependents(self, conn: Connection, ended: Sequence[tuple[int, str]]) -> None:
         """The release step: jobs waiting for `ended` (fenced ends of this transaction).
@@ -222,6 +244,21 @@ class Completer:
         message = "handler returned after it was %s; what it reported is ignored"
         self._log(logging.INFO, o, "abandoned", message, o.error, metric="")
         return None
+
+    def _compensated(self, conn: Connection, o: Outcome) -> str | None:
+        """Its compensations ran (or failed for good): end it with its final status, fenced."""
+        status = self.driver.compensation_end(conn, o.job, self.owner, o.error)
+        if status is None:
+            self._log(logging.WARNING, o, "lease_lost", "compensated but its lease was lost")
+            return None
+        self.driver.ended_announce(conn, [o.job.id])
+        if o.error is None:
+            message = "compensated; ended %s"
+            self._log(logging.WARNING, o, "compensated", message, status)
+        else:
+            message = "compensation failed for good; ended %s: %s"
+            self._log(logging.ERROR, o, "compensation_failed", message, status, o.error)
+        return status  # its marker is no longer owed: `owe_compensations` leaves it ended
 
     def _record_failure(self, conn: Connection, o: Outcome) -> str | None:
         """Record a failed attempt; return the job's new status (None: lease lost)."""
@@ -293,6 +330,7 @@ _BY_RESULT: dict[Result, Callable[[Completer, Connection, Outcome], str | None]]
     Result.CANCELLED: Completer._cancelled,
     Result.EXPIRED: Completer._expired,
     Result.ABANDONED: Completer._abandoned,
+    Result.COMPENSATED: Completer._compensated,
     Result.FAIL: Completer._record_failure,
     Result.RETRY: Completer._record_failure,
     Result.UNAVAILABLE: Completer._record_failure,

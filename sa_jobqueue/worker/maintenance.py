@@ -255,6 +255,9 @@ class Maintenance:
                 # Leases that ran out of attempts are dead letters: their dependents
                 # are released in this transaction (docs/workflows.md).
                 dead = [(row.id, row.status) for row in rows if row.status == "failed"]
+                if dead:  # but those that compensate now (docs/durable.md): not ended
+                    owed = set(self.driver.compensations_owe(conn, [d[0] for d in dead], "failed"))
+                    dead = [d for d in dead if d[0] not in owed]
                 if dead:
                     self.driver.dependents_release(conn, dead)
                 if len(rows) < SWEEP_BATCH:
@@ -292,9 +295,11 @@ class Maintenance:
                     error,
                     extra={"event": "deadline", "job_id": job_id, "kind": kind},
                 )
-            if ids:
-                self.driver.dependents_release(conn, [(job_id, "failed") for job_id in ids])
-                self.driver.ended_announce(conn, ids)
+            # Those with compensable steps compensate now (docs/durable.md): not ended.
+            owed = set(self.driver.compensations_owe(conn, ids, "failed")) if ids else set()
+            if ended_ids := [job_id for job_id in ids if job_id not in owed]:
+                self.driver.dependents_release(conn, [(job_id, "failed") for job_id in ended_ids])
+                self.driver.ended_announce(conn, ended_ids)
             ended += len(ids)
             if len(ids) < SWEEP_BATCH:
                 return ended

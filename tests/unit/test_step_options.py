@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import threading
 from datetime import timedelta
 
@@ -38,9 +39,50 @@ def test_bad_step_options_fail_at_step_in_one_line(options, message):
     assert "\n" not in str(raised.value)
 
 
-def test_compensate_is_not_accepted_yet():
-    with pytest.raises(TypeError, match="compensate"):
-        Step("charge", compensate=print)  # type: ignore[call-arg]
+def refund(charge: object) -> None:
+    """A compensation a worker can import: a function at the top of its module."""
+
+
+class _Payments:
+    def refund(self, charge: object) -> None: ...
+
+
+def _nested() -> object:
+    def refund_inside(charge: object) -> None: ...
+
+    return refund_inside
+
+
+@pytest.mark.parametrize(
+    ("compensate", "message"),
+    [
+        (lambda charge: None, "is a lambda or nested function"),
+        (_nested(), "is a lambda or nested function"),
+        (_Payments().refund, "must be a function defined at the top level"),
+        (functools.partial(refund), "not partial"),
+        ("tests.unit.test_step_options:refund", "not str"),
+    ],
+)
+def test_a_compensation_a_worker_could_not_import_fails_at_step(compensate, message):
+    with pytest.raises(ValidationError, match="compensate=") as raised:
+        Step("charge", compensate=compensate)
+    assert message in str(raised.value)
+    assert "\n" not in str(raised.value)
+
+
+def test_a_compensation_of_main_fails_at_step():
+    def refund(charge: object) -> None: ...
+
+    refund.__module__, refund.__qualname__ = "__main__", "refund"
+    with pytest.raises(ValidationError, match="another worker process cannot import"):
+        Step("charge", compensate=refund)
+
+
+def test_a_top_level_compensation_is_kept_with_its_import_path():
+    step = Step("charge", compensate=refund)
+    assert step.compensate is refund
+    assert step.compensate_path == "tests.unit.test_step_options:refund"
+    assert Step("charge").compensate_path is None
 
 
 def test_a_timedelta_timeout_is_stored_in_seconds():

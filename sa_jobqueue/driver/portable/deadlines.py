@@ -13,7 +13,7 @@ from sqlalchemy import Connection, Float, Text, bindparam, literal_column, null,
 
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.fenced import FencedUpdate
-from sa_jobqueue.driver.protocol.deadlines import DEADLINE_STATUSES, DeadlinePass
+from sa_jobqueue.driver.protocol.deadlines import DEADLINE_STATUSES, DeadlinePass, compensating
 from sa_jobqueue.schema.model import Status
 
 __all__ = ["PortableDeadlines"]
@@ -45,6 +45,7 @@ class PortableDeadlines(PortableBase):
             # predicates (ix_pending, ix_running) and reads only such jobs.
             or_(*(model.status == literal_column(f"'{s.value}'", Text) for s in DEADLINE_STATUSES)),
             created <= now,
+            ~compensating(model),
         ]
         values = {
             "status": Status.FAILED.value,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sa_jobqueue.driver.portable.claims import PortableClaims
+from sa_jobqueue.driver.portable.compensations import PortableCompensations
 from sa_jobqueue.driver.portable.completion import PortableLifecycle
 from sa_jobqueue.driver.portable.control import PortableControl
 from sa_jobqueue.driver.portable.deadlines import PortableDeadlines
@@ -22,6 +23,7 @@ class PortableDriver(
     PortableSchedules,
     PortableControl,
     PortableDeadlines,
+    PortableCompensations,
 ):
     """`Driver` for a database without PostgreSQL's SQL; a subclass gives its `Dialect`.
 

@@ -173,9 +173,12 @@ class PortableSteps(PortableBase):
         statements = self._steps
         fence = _fence(params.fence)
         values = {**_step(params.fence, params.name), "step_result": params.result}
-        record = {"try": statements.record_try, "patch": statements.record_patch}.get(
-            params.kind, statements.record
-        )
+        record = {
+            "try": statements.record_try,
+            "patch": statements.record_patch,
+            "compensate": statements.record_compensate,
+            "compensated": statements.record_compensated,
+        }.get(params.kind, statements.record)
         if params.lock_job:
             if conn.execute(statements.mark, fence).rowcount != 1:
                 return False

@@ -83,6 +83,13 @@ class StepStatements:
         self.record_patch: Insert = self._step_insert(
             job, name, attempt, "patch", _json("step_result")
         )
+        #: A step's compensation: its registration, and its record once it returned.
+        self.record_compensate: Insert = self._step_insert(
+            job, name, attempt, "compensate", _json("step_result")
+        )
+        self.record_compensated: Insert = self._step_insert(
+            job, name, attempt, "compensated", _json("step_result")
+        )
         self.progress: Update = (
             update(model).where(*fenced).values(progress=_json("progress_value"))
         )

@@ -19,7 +19,7 @@ from sqlalchemy import (
     update,
 )
 
-from sa_jobqueue.driver.protocol.deadlines import DEADLINE_STATUSES, DeadlinePass
+from sa_jobqueue.driver.protocol.deadlines import DEADLINE_STATUSES, DeadlinePass, compensating
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import seconds
 
@@ -29,7 +29,7 @@ __all__ = ["Deadlines", "fail_past_deadline"]
 def fail_past_deadline(model: type[JobMixin]) -> Update:
     """End ``failed`` up to ``:limit`` jobs of ``:deadline_kind`` past ``:seconds``.
 
-    Pending or running ones (`DEADLINE_STATUSES`), the oldest first; rows another
+    Pending or running ones (`DEADLINE_STATUSES`) not compensating, the oldest first; rows another
     transaction holds are skipped, never waited for.
     Returns their ids.
     """
@@ -43,6 +43,7 @@ def fail_past_deadline(model: type[JobMixin]) -> Update:
             # plan too, so the sweep reads only such jobs, never the finished ones.
             or_(*(model.status == literal_column(f"'{s.value}'", Text) for s in DEADLINE_STATUSES)),
             model.created_at <= now - seconds(bindparam("seconds", type_=Float)),
+            ~compensating(model),
         )
         .order_by(model.created_at)
         .limit(bindparam("limit", type_=Integer))

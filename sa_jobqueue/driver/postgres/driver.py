@@ -6,10 +6,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, func
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver.portable.compensations import Compensations
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
@@ -61,6 +62,8 @@ class PostgresDriver:
         self._schedules = PostgresSchedules(model)
         self._control = PostgresControl(model)
         self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
+        compensations = Compensations(model, func.now, self._notifications.queue_notify)
+        self.compensations_owe, self.compensation_plan, self.compensation_end = compensations.ops
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""

@@ -132,6 +132,13 @@ class PostgresSteps:
         self._record_try = record_step(model, lock=False, kind="try")
         self._record_patch = record_step(model, kind="patch")
         self._record_patch_unlocked = record_step(model, lock=False, kind="patch")
+        # A step's compensation (its registration; a finished compensation), each fenced
+        # like a step: lease mode locks the row (and marks it ``has_steps``).
+        self._record_kinds = {
+            (kind, lock): record_step(model, lock=lock, kind=kind)
+            for kind in ("compensate", "compensated")
+            for lock in (True, False)
+        }
         self._progress = set_progress(model)
         self._progress_waiting = set_progress(model, skip_locked=False)
         self._sleep = parks.park_sleep(model)
@@ -196,6 +203,8 @@ class PostgresSteps:
             statement = self._record_try
         elif params.kind == "patch":  # a ctx.patched marker's answer
             statement = self._record_patch if params.lock_job else self._record_patch_unlocked
+        elif params.kind != "step":
+            statement = self._record_kinds[params.kind, params.lock_job]
         else:
             statement = self._record if params.lock_job else self._record_unlocked
         values = {**_fence(params.fence), "name": params.name, "step_result": params.result}

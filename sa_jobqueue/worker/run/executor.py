@@ -196,6 +196,11 @@ class Executor:
         returned = None
         calls = self._calls
         try:
+            compensator = calls.compensator
+            if job.has_steps and compensator is not None:  # docs/durable.md, "Compensation"
+                compensated = compensator.attempt(job, stop, task.backoff)
+                if compensated is not None:
+                    return compensated
             if task.transactional or job.waited or tracing.recording():
                 with calls.span(job):
                     if task.transactional:
@@ -217,6 +222,9 @@ class Executor:
             return outcomes.failed(task, job, exc, started)
         except (Parked, StepLeaseLost) as stop:
             return outcomes.stopped_by_step(job, stop, started)
+        finally:
+            if job.has_steps and calls.compensator is not None:
+                calls.compensator.take(job.key)  # preloaded steps no context took
         return Outcome(job, result, duration=time.perf_counter() - started, returned=returned)
 
     async def arun(self, job: Claimed) -> Outcome:
@@ -258,6 +266,12 @@ class Executor:
         returned = None
         calls = self._calls
         try:
+            compensator = calls.compensator
+            if job.has_steps and compensator is not None:  # as in `_run`, off the loop
+                stop = self.attempts.event(job.key)
+                compensated = await asyncio.to_thread(compensator.attempt, job, stop, task.backoff)
+                if compensated is not None:
+                    return compensated
             with calls.span(job):
                 if task.transactional:
                     result = await self._transactional.arun_one(task, job)
@@ -271,4 +285,7 @@ class Executor:
             return outcomes.failed(task, job, exc, started)
         except (Parked, StepLeaseLost) as stop:
             return outcomes.stopped_by_step(job, stop, started)
+        finally:
+            if job.has_steps and calls.compensator is not None:
+                calls.compensator.take(job.key)  # as in `_run`
         return Outcome(job, result, duration=outcomes.since(started), returned=returned)

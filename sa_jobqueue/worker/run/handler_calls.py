@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import tracing
 from sa_jobqueue.context import JobContext
-from sa_jobqueue.core.steps import ParkSwallowed
+from sa_jobqueue.core.steps import AttemptSteps, ParkSwallowed
 from sa_jobqueue.core.validation import dump_result
 from sa_jobqueue.driver import Driver, Upstream
 from sa_jobqueue.metrics import Metrics
@@ -26,6 +26,7 @@ from sa_jobqueue.middleware import Middlewares
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.tasks import TaskDef
 from sa_jobqueue.worker.attempt import Claimed
+from sa_jobqueue.worker.run.compensations import Compensator
 from sa_jobqueue.worker.run.contexts import new_context
 from sa_jobqueue.worker.run.step_store import WorkerSteps
 from sa_jobqueue.worker.running import RunningAttempts, StopFlag
@@ -96,6 +97,11 @@ class HandlerCalls:
             )
         elif model is not None and engine is not None:
             self._steps = WorkerSteps.on_engine(driver, owner, engine, max_result_bytes)
+        #: Runs the compensations of a job that owes some, in place of its handler.
+        self.compensator: Compensator | None = None
+        if self._steps is not None:
+            connect = self._steps.connect
+            self.compensator = Compensator(driver, owner, connect, max_result_bytes)
 
     def context(
         self,
@@ -125,6 +131,11 @@ class HandlerCalls:
             self._steps,
             job.has_steps,
         )
+        if job.has_steps and self.compensator is not None:
+            # Its recorded steps, read when it was checked for compensations: not twice.
+            recorded = self.compensator.take(job.key)
+            if recorded is not None:
+                ctx._durable = AttemptSteps(recorded=recorded)
         if upstream:  # a job that waited for nothing keeps the shared empty mappings
             ctx.upstream = {u.id: u.result for u in upstream}
             ctx.upstream_statuses = {u.id: u.status for u in upstream}

@@ -59,6 +59,8 @@ class WorkerSteps:
         self.max_bytes = max_bytes
         self._driver = driver
         self._connect = connect
+        #: Opens one short transaction (what its lease-mode writes each run in).
+        self.connect = connect
         self._writer = ProgressWriter(connect, driver) if background else None
 
     @classmethod
