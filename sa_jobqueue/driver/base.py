@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sa_jobqueue.driver.protocol.children import ChildOps
 from sa_jobqueue.driver.protocol.control import ControlOps
 from sa_jobqueue.driver.protocol.deadlines import DeadlineOps
 from sa_jobqueue.driver.protocol.enqueue import EnqueueOps
@@ -28,6 +29,7 @@ __all__ = ["Driver"]
 
 
 class Driver(
+    ChildOps,
     ClaimOps,
     CompletionOps,
     ControlOps,

@@ -31,8 +31,10 @@ __all__ = ["STEP_KINDS", "signals_table", "steps_table"]
 #: What a step row records: a step's result, a sleep, a signal wait still open
 #: (``wait``: the job is parked for it), a signal received, a wait that timed out, a
 #: failed try of a step with `Step` options (named ``<step>#<attempt>.<try>``), a
-#: ``ctx.patched`` marker's answer (``patch``: ``true`` or ``false``).
-STEP_KINDS = ("step", "sleep", "wait", "signal", "timeout", "try", "patch")
+#: ``ctx.patched`` marker's answer (``patch``: ``true`` or ``false``), a ``ctx.spawn``'s
+#: child (``spawn``: its id), a ``ctx.wait_for_job`` whose job ended (``child``: its
+#: status, result and error; while it waits, a ``wait`` named ``job:<id>``).
+STEP_KINDS = ("step", "sleep", "wait", "signal", "timeout", "try", "patch", "spawn", "child")
 
 _json = JSON(none_as_null=True).with_variant(JSONB(none_as_null=True), "postgresql")
 

@@ -27,6 +27,7 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    or_,
     select,
     type_coerce,
     update,
@@ -64,7 +65,9 @@ def release_dependents(
     how many; it becomes ``pending`` at zero (due at its ``run_at``, so it keeps its
     place in claim order), or ``cancelled`` at once when one of them did not end
     ``done`` and its ``after_failure`` is ``'cancel'``, with a ``last_error`` naming
-    that job. Returns ``(id, status, queue, has_dependents)`` of each job changed:
+    that job. A ``pending`` job with ``waiting_for`` above 0 is a parent parked by
+    ``ctx.wait_for_job`` (docs/durable.md): it is made due now. Returns ``(id, status,
+    queue, has_dependents)`` of each job changed:
     the caller notifies the queues of the ``pending`` ones and releases again for
     the ``cancelled`` ones that have dependents of their own (down the graph).
 
@@ -100,8 +103,14 @@ def release_dependents(
         .cte("hits")
     )
     left = model.waiting_for - hits.c.ended
+    # A job parked by ``ctx.wait_for_job`` (``pending``, ``waiting_for`` 1) is made due
+    # now by the end of any job it has an edge to; its handler checks again (a wake
+    # too early parks it again), so any failure of that job only wakes it.
+    parked = and_(model.status == Status.PENDING.value, model.waiting_for > 0)
     cancel = and_(
-        hits.c.failed_id.is_not(None), func.coalesce(model.after_failure, "cancel") != "run"
+        ~parked,
+        hits.c.failed_id.is_not(None),
+        func.coalesce(model.after_failure, "cancel") != "run",
     )
     message = func.concat(
         "cancelled: upstream job ",
@@ -111,10 +120,12 @@ def release_dependents(
     )
     released = (
         update(model)
-        .where(model.id == hits.c.job_id, model.status == Status.WAITING.value)
+        .where(model.id == hits.c.job_id, or_(model.status == Status.WAITING.value, parked))
         .values(
-            waiting_for=left,
+            waiting_for=case((parked, 0), else_=left),
+            run_at=case((parked, func.now()), else_=model.run_at),
             status=case(
+                (parked, Status.PENDING.value),
                 (cancel, Status.CANCELLED.value),
                 (left <= 0, Status.PENDING.value),
                 else_=Status.WAITING.value,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sa_jobqueue.driver.portable.children import PortableChildren
 from sa_jobqueue.driver.portable.claims import PortableClaims
 from sa_jobqueue.driver.portable.completion import PortableLifecycle
 from sa_jobqueue.driver.portable.control import PortableControl
@@ -22,6 +23,7 @@ class PortableDriver(
     PortableSchedules,
     PortableControl,
     PortableDeadlines,
+    PortableChildren,
 ):
     """`Driver` for a database without PostgreSQL's SQL; a subclass gives its `Dialect`.
 

@@ -173,9 +173,11 @@ class PortableSteps(PortableBase):
         statements = self._steps
         fence = _fence(params.fence)
         values = {**_step(params.fence, params.name), "step_result": params.result}
-        record = {"try": statements.record_try, "patch": statements.record_patch}.get(
-            params.kind, statements.record
-        )
+        record = {
+            "try": statements.record_try,
+            "patch": statements.record_patch,
+            "spawn": statements.record_spawn,
+        }.get(params.kind, statements.record)
         if params.lock_job:
             if conn.execute(statements.mark, fence).rowcount != 1:
                 return False
@@ -191,6 +193,7 @@ class PortableSteps(PortableBase):
         """The wait's row made or replaced as received (after `attempt_lock`)."""
         statements = self._steps
         values = {**_step(params.fence, params.name), "signal_payload": params.payload}
+        values["resolved_kind"] = params.kind
         if conn.execute(statements.wait_resolved, values).rowcount == 0:
             conn.execute(statements.wait_received, values)
 

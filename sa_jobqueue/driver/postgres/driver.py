@@ -10,6 +10,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver.portable.children import ChildStatements
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
@@ -61,6 +62,9 @@ class PostgresDriver:
         self._schedules = PostgresSchedules(model)
         self._control = PostgresControl(model)
         self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
+        self._children = ChildStatements(model)  # ChildOps: the same statements as elsewhere
+        self.job_child_state = self._children.job_child_state
+        self.job_await_child = self._children.job_await_child
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""
