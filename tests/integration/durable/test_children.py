@@ -133,8 +133,9 @@ def test_a_wait_times_out_with_wait_timeout_error_and_keeps_that_answer(committe
         conn.execute(waits.values(until=STEPS.c.recorded_at))
     assert [o.outcome for o in drain(jobs, committed)] == ["done"]
     assert _job(committed, parent_id).result == "gave up"
-    assert len(got) == 1 and got[0][0] == got[0][1]
-    assert ("job:%d" % got[0][1], "timeout") in _steps(committed, parent_id)
+    assert len(got) == 1
+    assert got[0][0] == got[0][1]
+    assert (f"job:{got[0][1]}", "timeout") in _steps(committed, parent_id)
 
 
 @every_database
@@ -219,4 +220,67 @@ def test_a_spawn_name_recorded_as_another_kind_is_refused(committed):
     with committed.begin() as conn:
         conn.execute(update(Job).where(Job.id == job_id).values(run_at=Job.created_at))
     drain(jobs, committed)
-    assert errors and "is recorded for this job as a step" in errors[0]
+    assert errors
+    assert "is recorded for this job as a step" in errors[0]
+
+
+@every_database
+def test_a_transactional_parent_spawns_in_its_own_transaction_and_waits(committed):
+    jobs = JobQueue(Job)
+
+    @jobs.task("leaf", max_attempts=1)
+    def leaf(ctx: JobContext) -> str:
+        return f"leaf {ctx.payload['n']}"
+
+    @jobs.task("tx_parent", transactional=True)
+    def tx_parent(ctx: JobContext) -> list[str]:
+        first = ctx.spawn("a", "leaf", {"n": 1})
+        second = ctx.spawn("b", "leaf", {"n": 2}, priority=3)
+        got = [ctx.wait_for_job(first), ctx.wait_for_job(second)]
+        assert ctx.wait_for_job(first) == got[0]  # asked again in the run: the same answer
+        return got
+
+    parent_id = _enqueue(committed, jobs, "tx_parent")
+    outcomes = [o.outcome for o in drain(jobs, committed)]
+    assert outcomes.count("done") == 3
+    assert _job(committed, parent_id).result == ["leaf 1", "leaf 2"]
+    assert sorted(j.priority for j in _all(committed, "leaf")) == [0, 3]
+
+
+@every_database
+def test_an_async_parent_spawns_and_awaits_its_children(committed):
+    jobs = JobQueue(Job)
+
+    @jobs.task("async_leaf")
+    async def async_leaf(ctx: JobContext) -> int:
+        return int(ctx.payload["n"]) + 1
+
+    @jobs.task("async_parent")
+    async def async_parent(ctx: JobContext) -> int:
+        ids = [await ctx.aspawn(f"c{n}", "async_leaf", {"n": n}) for n in range(3)]
+        return sum([await ctx.await_for_job(child) for child in ids])
+
+    parent_id = _enqueue(committed, jobs, "async_parent")
+    drain(jobs, committed)
+    assert _job(committed, parent_id).result == 6
+    assert _count(committed, "async_leaf") == 3
+
+
+@every_database
+def test_the_recorded_answer_stays_when_the_failed_child_is_retried(committed):
+    seen: list[Any] = []
+    failing = {0}
+    jobs = _queue(seen, fail=failing)
+    parent_id = _enqueue(committed, jobs, "parent", {"n": 1})
+    drain(jobs, committed)
+    (child,) = _all(committed, "child")
+    failing.clear()  # the child's retry succeeds
+    with Session(committed) as session, session.begin():
+        admin.retry(session, Job, [child.id])
+    drain(jobs, committed)
+    assert _job(committed, child.id).status == "done"
+    with committed.begin() as conn:  # the parent's handler runs again (a replay)
+        conn.execute(update(Job).where(Job.id == parent_id).values(status="pending"))
+    seen.clear()
+    drain(jobs, committed)
+    assert seen[0][:2] == (child.id, "failed")  # as recorded, not the child's new end
