@@ -43,17 +43,25 @@ def _decoded(value: Any) -> int:
     return int(json.loads(value) if isinstance(value, str) else value)
 
 
-def spawned_children(conn: Connection, model: type[JobMixin], job_id: int) -> list[SpawnedChild]:
-    """The jobs `job_id` spawned, in the order it spawned them."""
-    spawns = [
-        (row.name, _decoded(row.result))
-        for row in conn.execute(spawned_by(model), {"job_id": job_id})
-    ]
-    if not spawns:
+def spawned_children(
+    conn: Connection,
+    model: type[JobMixin],
+    job_id: int,
+    spawns: Sequence[tuple[str, Any]] | None = None,
+) -> list[SpawnedChild]:
+    """The jobs `job_id` spawned, in the order it spawned them.
+
+    `spawns`: its ``(name, result)`` spawn rows when the caller read them already (the
+    dashboard's job page reads every step row once); else they are read here.
+    """
+    if spawns is None:
+        spawns = [tuple(row) for row in conn.execute(spawned_by(model), {"job_id": job_id})]
+    pairs = [(name, _decoded(result)) for name, result in spawns]
+    if not pairs:
         return []
-    rows = conn.execute(jobs_by_id(model), {"child_ids": [child for _, child in spawns]})
+    rows = conn.execute(jobs_by_id(model), {"child_ids": [child for _, child in pairs]})
     found = {row.id: (row.kind, row.status) for row in rows}
-    return [SpawnedChild(name, child, *found.get(child, (None, None))) for name, child in spawns]
+    return [SpawnedChild(name, child, *found.get(child, (None, None))) for name, child in pairs]
 
 
 def awaited_children(

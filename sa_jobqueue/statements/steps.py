@@ -72,7 +72,7 @@ def waits_for_jobs(model: type[JobMixin]) -> Select[Any]:
     )
 
 
-def jobs_by_id(model: type[JobMixin]) -> Select[Any]:
+def jobs_by_id(model: type[JobMixin]) -> Select[int, str, str]:
     """``(id, kind, status)`` of the jobs ``:child_ids``, by id."""
     return (
         select(model.id, model.kind, model.status)

@@ -284,3 +284,25 @@ def test_the_recorded_answer_stays_when_the_failed_child_is_retried(committed):
     seen.clear()
     drain(jobs, committed)
     assert seen[0][:2] == (child.id, "failed")  # as recorded, not the child's new end
+
+
+@every_database
+def test_the_job_page_lists_the_children_and_draws_them_in_the_graph(committed):
+    starlette_testclient = pytest.importorskip("starlette.testclient")
+    from sa_jobqueue.dashboard import make_app
+
+    seen: list[Any] = []
+    jobs = _queue(seen)
+    parent_id = _enqueue(committed, jobs, "parent", {"n": 2})
+    drain(jobs, committed)
+    children = sorted(j.id for j in _all(committed, "child"))
+    client = starlette_testclient.TestClient(make_app(jobs, committed), base_url="http://127.0.0.1")
+    page = client.get(f"/jobs/{parent_id}").text
+    listed = page.split('id="children"', 1)[1].split("</table>", 1)[0]
+    for child_id in children:
+        assert f'<a href="http://127.0.0.1/jobs/{child_id}">{child_id}</a> child' in listed
+    graph = page.split('id="graph"', 1)[1].split("</svg>", 1)[0]
+    assert graph.count(' child"><title>') == 2  # two child boxes, linked
+    assert 'id="upstream-counts"' not in page  # drawn as its children, not as upstream
+    child_page = client.get(f"/jobs/{children[0]}").text
+    assert f'href="http://127.0.0.1/jobs/{parent_id}"' in child_page  # the parent waited

@@ -44,7 +44,7 @@ def fan_out(ctx: JobContext) -> int:
             _seen.add(child)
             time.sleep(float(ctx.payload.get("pace", 0)))
         children.append(child)
-    total = sum(ctx.wait_for_job(child) for child in children)
+    total = sum(int(ctx.wait_for_job(child)) for child in children)
     with Session(ctx.engine) as session, session.begin():
         session.add(Effect(job_id=ctx.id, attempt=ctx.attempt, note="fan_out end"))
     return total
