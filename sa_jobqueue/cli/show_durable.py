@@ -17,6 +17,10 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+#: The kinds of rows whose result is shown (``spawn``: the child's id; ``child``: how it ended).
+_WITH_RESULTS = ("step", "signal", "try", "patch", "spawn", "child")
+
+
 def show_durable(progress: Any, state: DurableState) -> None:
     """Print the job's progress, what it is parked for, its steps and its signals."""
     click.echo(f"progress: {'-' if progress is None else _json(progress)}")
@@ -28,7 +32,7 @@ def show_durable(progress: Any, state: DurableState) -> None:
             line += f" until {when(step.until)}"
         elif step.kind == "wait":
             line += " waiting, " + (f"timeout {when(step.until)}" if step.until else "no timeout")
-        elif step.kind in ("step", "signal", "try", "patch") and step.result is not None:
+        elif step.kind in _WITH_RESULTS and step.result is not None:
             line += f": {_json(step.result)}"
         click.echo(line)
     click.echo("signals:" + ("" if state.signals else " -"))

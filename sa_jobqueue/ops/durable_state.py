@@ -52,7 +52,8 @@ class DurableState:
 
     steps: list[RecordedStep] = field(default_factory=list)
     signals: list[SentSignal] = field(default_factory=list)
-    #: ``"signal <name>"`` or ``"sleep <name>"`` while the job is parked; else None.
+    #: ``"signal <name>"``, ``"sleep <name>"`` or ``"job <id>"`` (``ctx.wait_for_job``)
+    #: while the job is parked; else None.
     parked_for: str | None = None
 
     def redacted(self, keys: Iterable[str]) -> DurableState:
@@ -88,7 +89,9 @@ def durable_state(
     if status == Status.PENDING.value and steps:
         waits = [s for s in steps if s.kind == "wait"]
         last = steps[-1]
-        if waits:
+        if waits and waits[-1].name.startswith("job:"):  # ctx.wait_for_job
+            parked_for = f"job {waits[-1].name.removeprefix('job:')}"
+        elif waits:
             parked_for = f"signal {waits[-1].name}"
         elif last.kind == "sleep":
             parked_for = f"sleep {last.name}"

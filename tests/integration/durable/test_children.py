@@ -306,3 +306,43 @@ def test_the_job_page_lists_the_children_and_draws_them_in_the_graph(committed):
     assert 'id="upstream-counts"' not in page  # drawn as its children, not as upstream
     child_page = client.get(f"/jobs/{children[0]}").text
     assert f'href="http://127.0.0.1/jobs/{parent_id}"' in child_page  # the parent waited
+
+
+def test_jobs_show_says_what_a_parked_parent_waits_for_and_lists_its_children(committed):
+    from click.testing import CliRunner
+
+    from sa_jobqueue.cli import main
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("later")
+    def later(ctx: JobContext) -> None:
+        return None
+
+    @jobs.task("holder")
+    def holder(ctx: JobContext) -> None:
+        ctx.wait_for_job(ctx.spawn("first", "later", {}, delay=3600))
+
+    parent_id = _enqueue(committed, jobs, "holder")
+    drain(jobs, committed)
+    (child,) = _all(committed, "later")
+    url = committed.url.render_as_string(hide_password=False)
+    shown = CliRunner().invoke(main, ["jobs", "show", str(parent_id), "--database-url", url])
+    assert shown.exit_code == 0, shown.output
+    assert f"parked for: job {child.id}" in shown.output
+    assert "first spawn (attempt 1, " in shown.output
+    assert f": {child.id}" in shown.output
+    assert f"job:{child.id} wait" in shown.output
+
+
+def test_a_context_made_without_a_database_says_spawn_needs_one():
+    from sa_jobqueue.testing import perform
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("lonely")
+    def lonely(ctx: JobContext) -> int:
+        return ctx.spawn("a", "lonely", {})
+
+    with pytest.raises(RuntimeError, match=r"ctx.spawn needs a database"):
+        perform(jobs, "lonely", {})
