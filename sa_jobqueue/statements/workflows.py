@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Select,
+    String,
     Text,
     Update,
     and_,
@@ -36,9 +37,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
+from sa_jobqueue.schema.steps import steps_table
 from sa_jobqueue.statements.common import ended_notify, unnest_rows
 
 __all__ = [
+    "awaits",
     "dependents_of",
     "edges_of",
     "recount_waiting",
@@ -65,9 +68,9 @@ def release_dependents(
     how many; it becomes ``pending`` at zero (due at its ``run_at``, so it keeps its
     place in claim order), or ``cancelled`` at once when one of them did not end
     ``done`` and its ``after_failure`` is ``'cancel'``, with a ``last_error`` naming
-    that job. A ``pending`` job with ``waiting_for`` above 0 is a parent parked by
-    ``ctx.wait_for_job`` (docs/durable.md): it is made due now. Returns ``(id, status,
-    queue, has_dependents)`` of each job changed:
+    that job. A ``pending`` job parked by ``ctx.wait_for_job`` on one of them (its open
+    wait named ``job:<id>``, `awaits`; docs/durable.md) is made due now. Returns ``(id,
+    status, queue, has_dependents)`` of each job changed:
     the caller notifies the queues of the ``pending`` ones and releases again for
     the ``cancelled`` ones that have dependents of their own (down the graph).
 
@@ -88,6 +91,7 @@ def release_dependents(
         select(
             edges.c.job_id,
             func.count().label("ended"),
+            func.bool_or(awaits(model, edges.c.job_id, ended.c.id)).label("woken"),
             func.min(ended.c.id).filter(failed).label("failed_id"),
             type_coerce(
                 func.array_agg(aggregate_order_by(ended.c.status, ended.c.id)).filter(failed),
@@ -103,10 +107,9 @@ def release_dependents(
         .cte("hits")
     )
     left = model.waiting_for - hits.c.ended
-    # A job parked by ``ctx.wait_for_job`` (``pending``, ``waiting_for`` 1) is made due
-    # now by the end of any job it has an edge to; its handler checks again (a wake
-    # too early parks it again), so any failure of that job only wakes it.
-    parked = and_(model.status == Status.PENDING.value, model.waiting_for > 0)
+    # A job parked by ``ctx.wait_for_job`` on one of the ended jobs is made due now
+    # (whatever that job's end: its handler reads it), once; its count is not touched.
+    parked = and_(model.status == Status.PENDING.value, model.run_at > func.now(), hits.c.woken)
     cancel = and_(
         ~parked,
         hits.c.failed_id.is_not(None),
@@ -122,7 +125,7 @@ def release_dependents(
         update(model)
         .where(model.id == hits.c.job_id, or_(model.status == Status.WAITING.value, parked))
         .values(
-            waiting_for=case((parked, 0), else_=left),
+            waiting_for=case((parked, model.waiting_for), else_=left),
             run_at=case((parked, func.now()), else_=model.run_at),
             status=case(
                 (parked, Status.PENDING.value),
@@ -159,6 +162,21 @@ def release_dependents(
         cancelled = ended_notify(ended_channel, changed, statuses=[Status.CANCELLED.value])
         columns.append(cancelled.scalar_subquery().label("ended_notified"))
     return select(*columns)
+
+
+def awaits(model: type[JobMixin], job_id: Any, ended_id: Any) -> Any:
+    """``EXISTS``: job `job_id` is parked by ``ctx.wait_for_job(ended_id)`` (an open wait).
+
+    One probe of the steps table's primary key ``(job_id, name)``: the wait is named
+    ``job:<id>`` (`sa_jobqueue.core.children.wait_name`).
+    """
+    table: Any = model.__table__
+    steps = steps_table(table.metadata, model.__tablename__)
+    return exists().where(
+        steps.c.job_id == job_id,
+        steps.c.name == literal("job:", String) + cast(ended_id, String),
+        steps.c.kind == "wait",
+    )
 
 
 def upstream_results(model: type[JobMixin]) -> Select[int, str, Any]:

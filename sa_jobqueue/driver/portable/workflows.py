@@ -4,8 +4,8 @@ A release reads the waiting jobs that wait for the ended ones, with their edges,
 their rows (``FOR UPDATE``: concurrent releases of one job serialise, and each reads
 the count the other left; SQLite: the write lock, taken first), counts the ends in
 Python, and writes each job's new count and status in one UPDATE: two statements per
-level of the graph. A parent parked by ``ctx.wait_for_job`` (``pending``, ``waiting_for``
-above 0) is made due now. The rule is `statements.workflows.release_dependents`'s. No
+level of the graph. A parent parked by ``ctx.wait_for_job`` on an ended job (its open wait
+row names it) is made due now. The rule is `statements.workflows.release_dependents`'s. No
 NOTIFY: these databases have none, and workers poll. See docs/workflows.md.
 """
 
@@ -33,6 +33,7 @@ from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.values import Upstream
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements import workflows
 
 __all__ = ["PortableWorkflows"]
 
@@ -42,10 +43,10 @@ def _edges(model: type[JobMixin]) -> Table:
     return dependencies_table(table.metadata, model.__tablename__)
 
 
-def _waiting_or_parked(model: type[JobMixin]) -> ColumnElement[bool]:
-    """A waiting job, or a parent parked by ``ctx.wait_for_job`` (``waiting_for`` above 0)."""
-    parked = and_(model.status == Status.PENDING.value, model.waiting_for > 0)
-    return or_(model.status == Status.WAITING.value, parked)
+def _parked_on(model: type[JobMixin], ended_id: Any, now: Any) -> ColumnElement[bool]:
+    """A job parked by ``ctx.wait_for_job(ended_id)``, not due yet (`workflows.awaits`)."""
+    awaited = workflows.awaits(model, model.id, ended_id)
+    return and_(model.status == Status.PENDING.value, model.run_at > now, awaited)
 
 
 class PortableWorkflows(PortableBase):
@@ -100,9 +101,9 @@ class PortableWorkflows(PortableBase):
             job = jobs[job_id]
             left = (job.waiting_for or 0) - sum(ends[upstream_id] for upstream_id in upstream)
             failed = sorted(u for u in upstream if status_of[u] != Status.DONE.value)
-            if job.status == Status.PENDING.value:
+            if job.status == Status.PENDING.value:  # parked on one of them: due now
                 parked.append(job_id)
-                left, status = 0, Status.PENDING
+                left, status = job.waiting_for, Status.PENDING
             elif failed and (job.after_failure or "cancel") != "run":
                 status = Status.CANCELLED
                 errors[job_id] = f"cancelled: upstream job {failed[0]} ended {status_of[failed[0]]}"
@@ -123,7 +124,10 @@ class PortableWorkflows(PortableBase):
             values["last_error"] = case(errors, value=model.id, else_=model.last_error)
         conn.execute(
             update(model)
-            .where(model.id.in_(list(counts)), _waiting_or_parked(model))
+            .where(
+                model.id.in_(list(counts)),
+                or_(model.status == Status.WAITING.value, model.id.in_(parked or [-1])),
+            )
             .values(values)
         )
         return changed
@@ -145,7 +149,10 @@ class PortableWorkflows(PortableBase):
             .join(edges, edges.c.job_id == model.id)
             .where(
                 edges.c.upstream_id.in_(bindparam("ended_ids", expanding=True)),
-                _waiting_or_parked(model),
+                or_(
+                    model.status == Status.WAITING.value,
+                    _parked_on(model, edges.c.upstream_id, self.sql.now()),
+                ),
             )
             .order_by(model.id, edges.c.upstream_id)
         )

@@ -62,9 +62,7 @@ class PostgresDriver:
         self._schedules = PostgresSchedules(model)
         self._control = PostgresControl(model)
         self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
-        self._children = ChildStatements(model)  # ChildOps: the same statements as elsewhere
-        self.job_child_state = self._children.job_child_state
-        self.job_await_child = self._children.job_await_child
+        self.job_child_state = ChildStatements(model).job_child_state  # ChildOps, as elsewhere
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""

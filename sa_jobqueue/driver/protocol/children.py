@@ -2,8 +2,8 @@
 
 A parent that waits for a job locks that job (`EnqueueOps.upstream_lock`, which marks it
 ``has_dependents``), reads how it ended (`job_child_state`), or gets an edge to it
-(`EnqueueOps.edges_insert`) and parks like a signal wait (`StepOps.job_park_wait`), marked
-by `job_await_child` so the job's end (`WorkflowOps.dependents_release`) makes it due.
+(`EnqueueOps.edges_insert`) and parks like a signal wait (`StepOps.job_park_wait`, its
+wait named ``job:<id>``), so the job's end (`WorkflowOps.dependents_release`) makes it due.
 See sa_jobqueue/driver/base.py for what every operation shares and docs/durable.md
 ("Child jobs").
 """
@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sqlalchemy import Connection
-
-from sa_jobqueue.driver.protocol.steps import StepFence
 
 __all__ = ["ChildOps", "ChildState"]
 
@@ -43,14 +41,5 @@ class ChildOps(Protocol):
 
         A plain read: run it after `EnqueueOps.upstream_lock` locked the job, so it
         reads the job as its last committed end left it. One round trip.
-        """
-        ...
-
-    def job_await_child(self, conn: Connection, fence: StepFence) -> bool:
-        """Mark `fence`'s job as parked on a job (``waiting_for`` 1), fenced; False: lease lost.
-
-        Run it before `StepOps.job_park_wait` in its transaction: once parked
-        (``pending``), the job is made due by the end of a job it has an edge to.
-        One round trip.
         """
         ...

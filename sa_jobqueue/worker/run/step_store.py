@@ -270,8 +270,7 @@ class WorkerSteps:
             return "timeout", None
         if not driver.batch_members(session, ctx.id, [job_id]):  # its edges: made once
             driver.edges_insert(session, [ctx.id], [job_id])
-        parked = driver.job_await_child(conn, fence)
-        if not parked or not driver.job_park_wait(conn, WaitPark(fence, name, timeout)):
+        if not driver.job_park_wait(conn, WaitPark(fence, name, timeout)):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: wait {name!r} not parked")
         return "parked", None
 
