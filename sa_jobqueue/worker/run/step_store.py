@@ -186,12 +186,17 @@ class WorkerSteps:
         """`operation` on the handler's session (transactional mode), else on one of its own.
 
         Its own: a `Session` on a short transaction's connection, which commits (or
-        rolls back) with that transaction.
+        rolls back) with that transaction. ``rollback_only``: it opens no SAVEPOINT of
+        its own (in a test's drain the connection is in one: the default mode would
+        open another, and roll it back, child and record, when the session closes).
         """
         session = ctx._session
         if isinstance(session, Session):
             return operation(session)
-        with self._connect() as conn, Session(bind=conn) as own:
+        with (
+            self._connect() as conn,
+            Session(bind=conn, join_transaction_mode="rollback_only") as own,
+        ):
             return operation(own)
 
     async def _ain_session(self, ctx: Any, operation: Callable[[Session], Any]) -> Any:

@@ -346,3 +346,13 @@ def test_a_context_made_without_a_database_says_spawn_needs_one():
 
     with pytest.raises(RuntimeError, match=r"ctx.spawn needs a database"):
         perform(jobs, "lonely", {})
+
+
+def test_a_drain_inside_a_tests_session_runs_parent_and_children_and_rolls_back(session):
+    seen: list[Any] = []
+    jobs = _queue(seen)
+    parent = jobs.enqueue(session, "parent", {"n": 2})
+    drain(jobs, session)
+    assert seen == [10]
+    session.refresh(parent)
+    assert (parent.status, parent.result) == ("done", 10)
