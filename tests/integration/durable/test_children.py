@@ -356,3 +356,24 @@ def test_a_drain_inside_a_tests_session_runs_parent_and_children_and_rolls_back(
     assert seen == [10]
     session.refresh(parent)
     assert (parent.status, parent.result) == ("done", 10)
+
+
+def test_replay_passes_a_parents_spawns_and_waits_and_catches_a_renamed_spawn(committed):
+    from sa_jobqueue.testing import replay
+
+    seen: list[Any] = []
+    jobs = _queue(seen)
+    parent_id = _enqueue(committed, jobs, "parent", {"n": 2})
+    drain(jobs, committed)
+    with Session(committed) as session:
+        replayed = replay(jobs, session, parent_id)
+        assert replayed.stopped_at is None
+        renamed = JobQueue(Job)
+
+        @renamed.task("parent")
+        def parent(ctx: JobContext) -> int:
+            ids = [ctx.spawn(f"kid-{i}", "child", {"i": i}) for i in range(2)]
+            return sum(ctx.wait_for_job(child_id) for child_id in ids)
+
+        with pytest.raises(AssertionError, match="child-0"):
+            replay(renamed, session, parent_id)
