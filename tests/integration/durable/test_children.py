@@ -377,3 +377,23 @@ def test_replay_passes_a_parents_spawns_and_waits_and_catches_a_renamed_spawn(co
 
         with pytest.raises(AssertionError, match="child-0"):
             replay(renamed, session, parent_id)
+
+
+def test_a_parent_parked_on_a_child_counts_as_parked_for_a_job(committed):
+    from sa_jobqueue.statements.durable_gauges import durable_gauges
+
+    jobs = JobQueue(Job)
+
+    @jobs.task("later")
+    def later(ctx: JobContext) -> None:
+        return None
+
+    @jobs.task("holder")
+    def holder(ctx: JobContext) -> None:
+        ctx.wait_for_job(ctx.spawn("first", "later", {}, delay=3600))
+
+    _enqueue(committed, jobs, "holder")
+    drain(jobs, committed)
+    with committed.connect() as conn:  # the gauges' statement (PostgreSQL's metrics)
+        rows = [tuple(r)[:4] for r in conn.execute(durable_gauges(Job))]
+    assert ("default", "holder", "job", 1) in rows
