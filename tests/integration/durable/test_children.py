@@ -397,3 +397,31 @@ def test_a_parent_parked_on_a_child_counts_as_parked_for_a_job(committed):
     with committed.connect() as conn:  # the gauges' statement (PostgreSQL's metrics)
         rows = [tuple(r)[:4] for r in conn.execute(durable_gauges(Job))]
     assert ("default", "holder", "job", 1) in rows
+
+
+@every_database
+def test_a_stale_attempt_spawns_no_child_and_parks_nothing(committed):
+    from sa_jobqueue.core.steps import StepLeaseLost
+    from sa_jobqueue.driver import driver_for
+    from sa_jobqueue.worker.run.step_store import WorkerSteps
+
+    jobs = JobQueue(Job)
+    parent_id = _enqueue(committed, jobs, "anything")
+    other_id = _enqueue(committed, jobs, "anything")
+    with committed.begin() as conn:  # attempt 1 of the parent, leased to another worker
+        conn.execute(
+            update(Job)
+            .where(Job.id == parent_id)
+            .values(status="running", attempts=1, locked_by="someone-else")
+        )
+    driver = driver_for(committed, Job, leases={}, default_lease=60.0)
+    steps = WorkerSteps.on_engine(driver, "me", committed, 2**20, jobs.enqueue)
+    stale = JobContext(parent_id, "anything", "default", {}, 1, "k", _steps=steps)
+    with pytest.raises(StepLeaseLost):
+        stale.spawn("a", "anything", {})
+    assert _count(committed, "anything") == 2  # no child
+    stale = JobContext(parent_id, "anything", "default", {}, 1, "k", _steps=steps)
+    with pytest.raises(StepLeaseLost):
+        stale.wait_for_job(other_id)
+    assert _steps(committed, parent_id) == []
+    assert _job(committed, parent_id).status == "running"
