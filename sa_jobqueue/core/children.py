@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sa_jobqueue.core.steps import AttemptSteps, Parked, StepStore, check_timeout
+from sa_jobqueue.core.validation import check_job_id
 from sa_jobqueue.errors import ChildJobError, ValidationError, WaitTimeoutError
 
 __all__ = [
@@ -93,6 +94,7 @@ def _check_job_id(ctx: Any, job_id: object) -> int:
             job_id,
             f"must be a job's id (an int, as ctx.spawn returns), not {type(job_id).__name__}",
         )
+    check_job_id(job_id)  # fits the bigint id column
     if job_id == ctx.id:
         raise ValidationError(
             "job_id", job_id, "is this job's own id: a job cannot wait for itself"

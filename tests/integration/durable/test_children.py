@@ -180,6 +180,7 @@ def test_bad_waits_and_spawns_get_clear_errors(committed):
             lambda: ctx.wait_for_job(10**12),
             lambda: ctx.wait_for_job(ctx.id),
             lambda: ctx.wait_for_job("7"),  # type: ignore[arg-type]
+            lambda: ctx.wait_for_job(2**70),
             lambda: ctx.spawn("taken", "noop", {}),
         ):
             with pytest.raises(ValidationError) as caught:
@@ -191,7 +192,8 @@ def test_bad_waits_and_spawns_get_clear_errors(committed):
     assert "no job with id 1000000000000" in errors[0]
     assert "this job's own id" in errors[1]
     assert "must be a job's id" in errors[2]
-    assert "is used already" in errors[3]
+    assert "is not a job id: ids are bigint" in errors[3]
+    assert "is used already" in errors[4]
 
 
 @every_database
