@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sa_jobqueue.errors import (
     BatchClosedError,
+    ChildJobError,
     ConfigurationError,
     JobNotFoundError,
     JobQueueError,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Batch",
     "BatchClosedError",
+    "ChildJobError",
     "ConfigurationError",
     "Discard",
     "JobContext",

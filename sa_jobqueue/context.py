@@ -7,7 +7,6 @@ What a handler raises to end its attempt on purpose (`Retry`, `Discard`) is in
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.core import patches
+from sa_jobqueue.core import children, parking, patches
+from sa_jobqueue.core import progress as progress_calls
 from sa_jobqueue.core.step_options import Step, StepTries
 from sa_jobqueue.core.steps import (
     AttemptSteps,
@@ -25,11 +25,8 @@ from sa_jobqueue.core.steps import (
     Parked,
     StepLeaseLost,
     StepStore,
-    check_progress,
-    check_timeout,
     dump_step_result,
 )
-from sa_jobqueue.core.validation import check_delay
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
@@ -280,23 +277,11 @@ class JobContext:
         Raises:
             ValidationError: a bad or reused `name`, a bad `duration`.
         """
-        store, state = self._attempt_steps()
-        name = state.claim_name(name, "sleep")
-        seconds = check_delay("duration", duration)
-        if state.find(store, self, name) is not None:
-            return
-        if store.sleep(self, name, seconds):
-            raise state.park(Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True))
+        parking.sleep(self, name, duration)
 
     async def asleep(self, name: str, duration: timedelta | float) -> None:
         """`sleep` for an ``async def`` handler: ``await ctx.asleep(name, duration)``."""
-        store, state = self._attempt_steps()
-        name = state.claim_name(name, "sleep")
-        seconds = check_delay("duration", duration)
-        if await state.afind(store, self, name) is not None:
-            return
-        if await store.asleep(self, name, seconds):
-            raise state.park(Parked(f"job {self.id} sleeps {seconds:g}s ({name!r})", sleeping=True))
+        await parking.asleep(self, name, duration)
 
     def wait_for_signal(self, name: str, timeout: timedelta | float | None = None) -> Any:
         """Return the payload of signal `name` (``jobs.signal``), parking the job until it comes.
@@ -312,29 +297,50 @@ class JobContext:
         Raises:
             ValidationError: a bad or reused `name`, a bad `timeout`.
         """
-        store, state = self._attempt_steps()
-        name = state.claim_name(name, "signal wait")
-        seconds = check_timeout(timeout)
-        found = state.find(store, self, name)
-        if found is not None and found[0] != "wait":
-            return found[1]
-        outcome, payload = store.wait(self, name, seconds)
-        if outcome == "parked":
-            raise state.park(Parked(f"job {self.id} waits for signal {name!r}"))
-        return payload
+        return parking.wait_for_signal(self, name, timeout)
 
     async def await_for_signal(self, name: str, timeout: timedelta | float | None = None) -> Any:
         """`wait_for_signal` for an ``async def`` handler: ``await ctx.await_for_signal(...)``."""
-        store, state = self._attempt_steps()
-        name = state.claim_name(name, "signal wait")
-        seconds = check_timeout(timeout)
-        found = await state.afind(store, self, name)
-        if found is not None and found[0] != "wait":
-            return found[1]
-        outcome, payload = await store.await_(self, name, seconds)
-        if outcome == "parked":
-            raise state.park(Parked(f"job {self.id} waits for signal {name!r}"))
-        return payload
+        return await parking.await_for_signal(self, name, timeout)
+
+    def spawn(self, name: str, kind: str, payload: Any = None, /, **options: Any) -> int:
+        """Enqueue a child job of `kind` once per job, across attempts; return its id.
+
+        Recorded like a step named `name` (a row of kind ``spawn``) in the transaction
+        that inserts the child (lease mode: its own, fenced; transactional mode: the
+        handler's), so a replay after a crash returns the same id, never a second
+        child. `options` are ``jobs.enqueue``'s (``queue``, ``priority``, ...). Wait
+        for it with `wait_for_job`; see docs/durable.md ("Child jobs").
+
+        Raises:
+            ValidationError: a bad or reused `name` (one a step, sleep or wait of the
+                job recorded too), or a bad `kind`, payload or option.
+        """
+        return children.spawn(self, name, kind, payload, options)
+
+    async def aspawn(self, name: str, kind: str, payload: Any = None, /, **options: Any) -> int:
+        """`spawn` for an ``async def`` handler: ``await ctx.aspawn(name, kind, payload)``."""
+        return await children.aspawn(self, name, kind, payload, options)
+
+    def wait_for_job(self, job_id: int, timeout: timedelta | float | None = None) -> Any:
+        """Return the result of job `job_id` (a child), parking this job until it ends.
+
+        A job that has not ended parks this one (``pending``, slot freed, no attempt
+        used) until its end makes it due, or `timeout` passes (counted from the first
+        park); the handler then runs again from the top. How it ended is recorded
+        (the wait is a step named ``job:<id>``), so the answer never changes.
+
+        Raises:
+            ChildJobError: it ended ``failed`` or ``cancelled`` (naming it, its status
+                and error): the handler decides what follows.
+            WaitTimeoutError: `timeout` passed first.
+            ValidationError: no job has that id, it is this job's own, a bad `timeout`.
+        """
+        return children.wait_for_job(self, job_id, timeout)
+
+    async def await_for_job(self, job_id: int, timeout: timedelta | float | None = None) -> Any:
+        """`wait_for_job` for an ``async def`` handler: ``await ctx.await_for_job(job_id)``."""
+        return await children.await_for_job(self, job_id, timeout)
 
     def patched(self, name: str) -> bool:
         """Whether this job takes the code behind marker `name`: ``if ctx.patched("x"): ...``.
@@ -366,35 +372,15 @@ class JobContext:
             ValidationError: not a number in 0-1 nor a JSON object.
             PayloadError: an object that is not JSON, or larger than 2 KiB.
         """
-        store, state = self._attempt_steps()
-        state.check_not_parked("it called ctx.progress afterwards")
-        state.progress = check_progress(value)
-        if state.progress_due() and store.progress(self, state.progress):
-            state.progress_at = time.monotonic()
-            if self._session is None:
-                # Written. A transactional handler's value is written off its thread,
-                # maybe after its done: it is written again with the done.
-                state.progress = None
+        progress_calls.progress(self, value)
 
     async def aprogress(self, value: float | Mapping[str, Any]) -> None:
         """`progress` for an ``async def`` handler: ``await ctx.aprogress(value)``."""
-        store, state = self._attempt_steps()
-        state.check_not_parked("it called ctx.progress afterwards")
-        state.progress = check_progress(value)
-        if state.progress_due() and await store.aprogress(self, state.progress):
-            state.progress_at = time.monotonic()
-            if self._session is None:  # as in `progress`
-                state.progress = None
+        await progress_calls.aprogress(self, value)
 
     def _flush_progress(self, *, asynchronous: bool = False) -> Awaitable[bool] | bool:
         """Write the last progress value not written yet (the end of an attempt).
 
         `asynchronous`: an ``async def`` handler's attempt (returns an awaitable).
         """
-        state = self._durable
-        if state is None or state.progress is None or self._steps is None:
-            return False
-        value, state.progress = state.progress, None
-        if asynchronous:
-            return self._steps.aprogress(self, value, final=True)
-        return self._steps.progress(self, value, final=True)
+        return progress_calls.flush(self, asynchronous=asynchronous)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 __all__ = [
     "BatchClosedError",
+    "ChildJobError",
     "ConfigurationError",
     "JobNotFoundError",
     "JobQueueError",
@@ -108,3 +109,26 @@ class WaitTimeoutError(JobQueueError, TimeoutError):
         self.timeout = timeout
         self.status = status
         super().__init__(f"job {job_id} had not ended after {timeout:g}s (it is {status})")
+
+
+class ChildJobError(JobQueueError):
+    """A job that ``ctx.wait_for_job`` waited for ended ``failed`` or ``cancelled``.
+
+    Raised in the waiting handler, which decides what follows: let it fail the
+    attempt, or catch it and go on. How the job ended is recorded with the waiting
+    job's steps, so every later run of its handler gets the same error.
+
+    Attributes:
+        job_id: the job waited for.
+        status: how it ended (``failed`` or ``cancelled``).
+        error: its ``last_error`` (None: it has none).
+    """
+
+    __module__ = "sa_jobqueue"
+
+    def __init__(self, job_id: int, status: str, error: str | None) -> None:
+        self.job_id = job_id
+        self.status = status
+        self.error = error
+        why = f": {error}" if error else ""
+        super().__init__(f"job {job_id} ended {status}{why}")

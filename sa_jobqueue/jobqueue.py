@@ -105,6 +105,7 @@ class JobQueue(
         self._signaller: Signaller[JobT] = Signaller(model, max_payload_bytes)
         #: The middleware around every handler call; `middleware` adds to it.
         self.middlewares: Middlewares = self.registry.middlewares
+        self.registry.enqueue = self.enqueue  # ctx.spawn's, in a worker
 
     def __repr__(self) -> str:
         name, table = self.model.__name__, self.table_name

@@ -46,7 +46,7 @@ BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300,
 
 _LIVE = (Status.PENDING.value, Status.RUNNING.value)
 #: The ``reason`` label of ``sa_jobqueue_jobs_parked`` (docs/durable.md).
-PARK_REASONS = ("sleep", "signal")
+PARK_REASONS = ("sleep", "signal", "job")
 
 
 def _client() -> Any:

@@ -64,6 +64,8 @@ class Registry:
         self._tasks: dict[str, TaskDef] = {}
         #: What wraps every handler call (`JobQueue.middleware` adds to it).
         self.middlewares = Middlewares()
+        #: What ``ctx.spawn`` inserts a child job with: the `JobQueue`'s ``enqueue``.
+        self.enqueue: Callable[..., Any] | None = None
 
     def register(
         self,

@@ -13,12 +13,15 @@ from sa_jobqueue.ops.durable_state import DurableState
 __all__ = ["show_durable"]
 
 
-#: Kinds whose rows are shown with their result.
+#: Kinds whose rows are shown with their result (``spawn``: the child's id; ``child``: how
+#: it ended).
 _WITH_RESULT = (
     "step",
     "signal",
     "try",
     "patch",
+    "spawn",
+    "child",
     "compensate",
     "compensated",
     "compensating",

@@ -242,6 +242,34 @@ class StepStore(Protocol):
         """`wait`, awaitable."""
         ...
 
+    def spawn(self, ctx: Any, name: str, kind: str, payload: Any, options: dict[str, Any]) -> int:
+        """Enqueue a child job and record spawn `name` with its id, in one transaction.
+
+        Fenced like a step: when the lease was lost, `StepLeaseLost` and no child.
+        """
+        ...
+
+    async def aspawn(
+        self, ctx: Any, name: str, kind: str, payload: Any, options: dict[str, Any]
+    ) -> int:
+        """`spawn`, awaitable."""
+        ...
+
+    def join(self, ctx: Any, name: str, job_id: int, timeout: float | None) -> tuple[str, Any]:
+        """Read how job `job_id` ended, or time the wait `name` out, or park the job (fenced).
+
+        Returns ``("child", {"status", "result", "error"})``, ``("timeout", None)`` or
+        ``("parked", None)``; raises `ValidationError` when no job has that id, and
+        `StepLeaseLost` when the lease was lost.
+        """
+        ...
+
+    async def ajoin(
+        self, ctx: Any, name: str, job_id: int, timeout: float | None
+    ) -> tuple[str, Any]:
+        """`join`, awaitable."""
+        ...
+
     def progress(self, ctx: Any, value: str, *, final: bool = False) -> bool:
         """Write progress `value` (fenced); False when it could not be written now."""
         ...
@@ -249,6 +277,12 @@ class StepStore(Protocol):
     async def aprogress(self, ctx: Any, value: str, *, final: bool = False) -> bool:
         """`progress`, awaitable."""
         ...
+
+
+_NO_DATABASE = (
+    "{call} needs a database: run the job through a worker (or testing.drain), "
+    "not in a context made without one"
+)
 
 
 class MemorySteps:
@@ -292,6 +326,24 @@ class MemorySteps:
 
     async def await_(self, ctx: Any, name: str, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
         return self.wait(ctx, name, timeout)
+
+    def spawn(  # noqa: D102
+        self, ctx: Any, name: str, kind: str, payload: Any, options: dict[str, Any]
+    ) -> int:
+        raise RuntimeError(_NO_DATABASE.format(call="ctx.spawn"))
+
+    async def aspawn(  # noqa: D102
+        self, ctx: Any, name: str, kind: str, payload: Any, options: dict[str, Any]
+    ) -> int:
+        return self.spawn(ctx, name, kind, payload, options)
+
+    def join(self, ctx: Any, name: str, job_id: int, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
+        raise RuntimeError(_NO_DATABASE.format(call="ctx.wait_for_job"))
+
+    async def ajoin(  # noqa: D102
+        self, ctx: Any, name: str, job_id: int, timeout: float | None
+    ) -> tuple[str, Any]:
+        return self.join(ctx, name, job_id, timeout)
 
     def progress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
         self.last_progress = json.loads(value)

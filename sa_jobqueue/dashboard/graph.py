@@ -1,7 +1,8 @@
 """A job's workflow as SVG geometry: what it waits for, the job, what waits for it.
 
 Pure arithmetic, no I/O, no JavaScript, like `charts`: three columns of boxes (the
-upstream jobs on the left, the job in the middle, its dependents on the right),
+upstream jobs on the left, the job in the middle, its dependents and then the children
+it spawned on the right, a child's box marked `Box.child`),
 each coloured by its status, with an arrow from each upstream box to the job and
 from the job to each dependent. A column shows at most `SHOWN` boxes and then one
 "and N more" box (a batch of 10,000 is counted, not drawn).
@@ -37,6 +38,8 @@ class Box:
     css: str
     label: str
     job_id: int | None
+    #: A job that this one spawned (``ctx.spawn``).
+    child: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,9 +62,20 @@ class Drawing:
     arrows: list[Arrow] = field(default_factory=list)
 
 
-def _column(nodes: list[GraphNode], x: float) -> list[Box]:
+def _column(
+    nodes: list[GraphNode], x: float, children: frozenset[GraphNode] = frozenset()
+) -> list[Box]:
     boxes = [
-        Box(x, i * (_BOX_H + _GAP), _BOX_W, _BOX_H, n.status, f"{n.id} {n.kind}", n.id)
+        Box(
+            x,
+            i * (_BOX_H + _GAP),
+            _BOX_W,
+            _BOX_H,
+            n.status,
+            f"{n.id} {n.kind}",
+            n.id,
+            n in children,
+        )
         for i, n in enumerate(nodes[:SHOWN])
     ]
     if len(nodes) > SHOWN:
@@ -74,7 +88,7 @@ def _column(nodes: list[GraphNode], x: float) -> list[Box]:
 def layout(job: GraphNode, graph: Graph) -> Drawing:
     """Lay out `job` between its upstream jobs and its dependents."""
     left = _column(graph.upstream, 0)
-    right = _column(graph.dependents, 2 * _COLUMN)
+    right = _column([*graph.dependents, *graph.children], 2 * _COLUMN, frozenset(graph.children))
     rows = max(len(left), len(right), 1)
     height = rows * (_BOX_H + _GAP) - _GAP
     middle = Box(

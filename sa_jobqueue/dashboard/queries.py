@@ -23,6 +23,7 @@ from sa_jobqueue.dashboard.graph import Drawing, layout
 from sa_jobqueue.dashboard.history import RANGES, ChartRange, Minute, buckets
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
+from sa_jobqueue.ops.children import spawned_children
 from sa_jobqueue.ops.counts import StatusTotals, status_totals
 from sa_jobqueue.ops.durable_state import DurableState, durable_state
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
@@ -324,6 +325,12 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
     # Two index lookups (steps by primary key, signals by ix_<table>_signals_job), read
     # whatever has_steps says: a transactional handler's steps do not set it.
     durable = durable_state(session.connection(), model, job_id, job.status)
+    spawns = [(s.name, s.result) for s in durable.steps if s.kind == "spawn"]
+    if spawns:  # drawn as its children, not as jobs it waits for (ctx.wait_for_job's edges)
+        spawned = spawned_children(session.connection(), model, job_id, spawns)
+        graph.children = [GraphNode(c.id, c.kind or "?", c.status or "deleted") for c in spawned]
+        ids = {c.id for c in spawned}
+        graph.upstream = [node for node in graph.upstream if node.id not in ids]
     schedule = None
     if job.idempotency_key and job.idempotency_key.startswith("periodic:"):
         found = session.execute(

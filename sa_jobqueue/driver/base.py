@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sa_jobqueue.driver.protocol.children import ChildOps
 from sa_jobqueue.driver.protocol.compensation import CompensationOps
 from sa_jobqueue.driver.protocol.control import ControlOps
 from sa_jobqueue.driver.protocol.deadlines import DeadlineOps
@@ -29,6 +30,7 @@ __all__ = ["Driver"]
 
 
 class Driver(
+    ChildOps,
     ClaimOps,
     CompensationOps,
     CompletionOps,

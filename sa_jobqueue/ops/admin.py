@@ -23,6 +23,7 @@ from sa_jobqueue.core.validation import BIGINT_RANGE, MAX_COUNT, check_job_id
 from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
+from sa_jobqueue.ops.children import awaited_children
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.records import Changed, JobInfo, QueueStats, Stats
@@ -218,6 +219,9 @@ def retry_failed(
 def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Changed:
     """Cancel the ``pending``, ``running`` or ``waiting`` jobs among `ids`; never commits.
 
+    A parent parked in ``ctx.wait_for_job`` has the job it waits for cancelled too
+    (listed in ``ids``), and so on down; jobs it spawned and does not wait for run on.
+
     The jobs waiting for a cancelled job count it as ended (``cancelled``): they
     end ``cancelled`` too, or run when enqueued with ``after_failure="run"``.
 
@@ -253,6 +257,13 @@ def cancel(session: Session, model: type[JobMixin], ids: Iterable[int]) -> Chang
     if ended:  # the jobs waiting for them: cancelled too, or due (after_failure="run")
         driver.dependents_release(session.connection(), ended)
     result.was_running.extend(sorted(row.id for row in rows if row.previous == "running"))
+    # The children the cancelled jobs are parked waiting for (ctx.wait_for_job): cancelled
+    # too, and theirs in turn (one level per call).
+    children = awaited_children(session.connection(), model, [row.id for row in rows])
+    if children:
+        below = cancel(session, model, children)
+        result.ids[:] = sorted({*result.ids, *below.ids})
+        result.was_running.extend(below.was_running)
     if result.was_running and driver.supports_listen_notify:
         # Tell the workers running them, at commit: their handlers see ctx.cancelled
         # and their slots are freed (heartbeats notice too, should this be missed).

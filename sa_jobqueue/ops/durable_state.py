@@ -53,7 +53,8 @@ class DurableState:
 
     steps: list[RecordedStep] = field(default_factory=list)
     signals: list[SentSignal] = field(default_factory=list)
-    #: ``"signal <name>"`` or ``"sleep <name>"`` while the job is parked; else None.
+    #: ``"signal <name>"``, ``"sleep <name>"`` or ``"job <id>"`` (``ctx.wait_for_job``)
+    #: while the job is parked; else None.
     parked_for: str | None = None
     #: Its compensation (docs/durable.md): ``{"state": "owed" | "finished" | "failed",
     #: "status": the status it ends with, "error": why it failed}``; None: none.
@@ -98,7 +99,9 @@ def durable_state(
     if status == Status.PENDING.value and steps and not compensating:
         waits = [s for s in steps if s.kind == "wait"]
         last = steps[-1]
-        if waits:
+        if waits and waits[-1].name.startswith("job:"):  # ctx.wait_for_job
+            parked_for = f"job {waits[-1].name.removeprefix('job:')}"
+        elif waits:
             parked_for = f"signal {waits[-1].name}"
         elif last.kind == "sleep":
             parked_for = f"sleep {last.name}"

@@ -35,10 +35,15 @@ class GraphNode:
 
 @dataclass
 class Graph:
-    """What one job waits for (`upstream`) and what waits for it (`dependents`), by id."""
+    """What one job waits for (`upstream`) and what waits for it (`dependents`), by id.
+
+    `children`: the jobs it spawned (``ctx.spawn``), in spawn order; `graph_of` leaves
+    it empty (the dashboard's job page reads them, `ops.children.spawned_children`).
+    """
 
     upstream: list[GraphNode] = field(default_factory=list)
     dependents: list[GraphNode] = field(default_factory=list)
+    children: list[GraphNode] = field(default_factory=list)
 
 
 def graph_of(conn: Connection, model: type[JobMixin], job_id: int) -> Graph:

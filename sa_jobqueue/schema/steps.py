@@ -31,8 +31,10 @@ __all__ = ["STEP_KINDS", "signals_table", "steps_table"]
 #: What a step row records: a step's result, a sleep, a signal wait still open
 #: (``wait``: the job is parked for it), a signal received, a wait that timed out, a
 #: failed try of a step with `Step` options (named ``<step>#<attempt>.<try>``), a
-#: ``ctx.patched`` marker's answer (``patch``: ``true`` or ``false``); and compensation
-#: (`sa_jobqueue.core.compensation`): a `Step`'s ``compensate`` import path
+#: ``ctx.patched`` marker's answer (``patch``: ``true`` or ``false``), a ``ctx.spawn``'s
+#: child (``spawn``: its id), a ``ctx.wait_for_job`` whose job ended (``child``: its
+#: status, result and error; while it waits, a ``wait`` named ``job:<id>``); and
+#: compensation (`sa_jobqueue.core.compensation`): a `Step`'s ``compensate`` import path
 #: (``compensate``, named ``<step>#compensate``), a compensation that returned
 #: (``compensated``, ``<step>#compensated``), the job's compensation state
 #: (named ``#compensation``: ``compensating`` while owed, then ``compensation``,
@@ -45,6 +47,8 @@ STEP_KINDS = (
     "timeout",
     "try",
     "patch",
+    "spawn",
+    "child",
     "compensate",
     "compensated",
     "compensating",

@@ -34,7 +34,8 @@ def durable_gauges(model: type[JobMixin]) -> ExecutableReturnsRows:
 
     Rows of ``(queue, kind, reason, jobs, progress)``:
 
-    - ``reason`` ``signal``: pending jobs not yet due with an open signal wait;
+    - ``reason`` ``job``: pending jobs not yet due parked in ``ctx.wait_for_job``;
+      ``signal``: pending jobs not yet due with an open signal wait;
       ``sleep``: pending jobs not yet due whose ``run_at`` is a recorded sleep's end
       (a `Retry`'s backoff is neither). ``progress`` is NULL.
     - ``reason`` ``progress``: running jobs whose last ``ctx.progress`` is a number;
@@ -52,10 +53,14 @@ def durable_gauges(model: type[JobMixin]) -> ExecutableReturnsRows:
         return model.status == literal_column(f"'{status.value}'", Text)
 
     open_wait = exists().where(steps.c.job_id == model.id, steps.c.kind == "wait")
+    # ctx.wait_for_job's open wait is named job:<id> (sa_jobqueue.core.children.wait_name).
+    for_job = exists().where(
+        steps.c.job_id == model.id, steps.c.kind == "wait", steps.c.name.like("job:%")
+    )
     in_sleep = exists().where(
         steps.c.job_id == model.id, steps.c.kind == "sleep", steps.c.until == model.run_at
     )
-    reason = case((open_wait, "signal"), (in_sleep, "sleep"), else_=null())
+    reason = case((for_job, "job"), (open_wait, "signal"), (in_sleep, "sleep"), else_=null())
     parked_rows = (
         select(model.queue, model.kind, reason.label("reason"))
         .where(status_is(Status.PENDING), model.run_at > func.now(), model.has_steps.is_(True))

@@ -18,6 +18,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Select,
+    String,
     Text,
     Update,
     and_,
@@ -27,6 +28,7 @@ from sqlalchemy import (
     exists,
     func,
     literal,
+    or_,
     select,
     type_coerce,
     update,
@@ -35,9 +37,11 @@ from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by
 
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
+from sa_jobqueue.schema.steps import steps_table
 from sa_jobqueue.statements.common import ended_notify, unnest_rows
 
 __all__ = [
+    "awaits",
     "dependents_of",
     "edges_of",
     "recount_waiting",
@@ -64,7 +68,9 @@ def release_dependents(
     how many; it becomes ``pending`` at zero (due at its ``run_at``, so it keeps its
     place in claim order), or ``cancelled`` at once when one of them did not end
     ``done`` and its ``after_failure`` is ``'cancel'``, with a ``last_error`` naming
-    that job. Returns ``(id, status, queue, has_dependents)`` of each job changed:
+    that job. A ``pending`` job parked by ``ctx.wait_for_job`` on one of them (its open
+    wait named ``job:<id>``, `awaits`; docs/durable.md) is made due now. Returns ``(id,
+    status, queue, has_dependents)`` of each job changed:
     the caller notifies the queues of the ``pending`` ones and releases again for
     the ``cancelled`` ones that have dependents of their own (down the graph).
 
@@ -85,6 +91,7 @@ def release_dependents(
         select(
             edges.c.job_id,
             func.count().label("ended"),
+            func.bool_or(awaits(model, edges.c.job_id, ended.c.id)).label("woken"),
             func.min(ended.c.id).filter(failed).label("failed_id"),
             type_coerce(
                 func.array_agg(aggregate_order_by(ended.c.status, ended.c.id)).filter(failed),
@@ -100,8 +107,13 @@ def release_dependents(
         .cte("hits")
     )
     left = model.waiting_for - hits.c.ended
+    # A job parked by ``ctx.wait_for_job`` on one of the ended jobs is made due now
+    # (whatever that job's end: its handler reads it), once; its count is not touched.
+    parked = and_(model.status == Status.PENDING.value, model.run_at > func.now(), hits.c.woken)
     cancel = and_(
-        hits.c.failed_id.is_not(None), func.coalesce(model.after_failure, "cancel") != "run"
+        ~parked,
+        hits.c.failed_id.is_not(None),
+        func.coalesce(model.after_failure, "cancel") != "run",
     )
     message = func.concat(
         "cancelled: upstream job ",
@@ -111,10 +123,12 @@ def release_dependents(
     )
     released = (
         update(model)
-        .where(model.id == hits.c.job_id, model.status == Status.WAITING.value)
+        .where(model.id == hits.c.job_id, or_(model.status == Status.WAITING.value, parked))
         .values(
-            waiting_for=left,
+            waiting_for=case((parked, model.waiting_for), else_=left),
+            run_at=case((parked, func.now()), else_=model.run_at),
             status=case(
+                (parked, Status.PENDING.value),
                 (cancel, Status.CANCELLED.value),
                 (left <= 0, Status.PENDING.value),
                 else_=Status.WAITING.value,
@@ -148,6 +162,21 @@ def release_dependents(
         cancelled = ended_notify(ended_channel, changed, statuses=[Status.CANCELLED.value])
         columns.append(cancelled.scalar_subquery().label("ended_notified"))
     return select(*columns)
+
+
+def awaits(model: type[JobMixin], job_id: Any, ended_id: Any) -> Any:
+    """``EXISTS``: job `job_id` is parked by ``ctx.wait_for_job(ended_id)`` (an open wait).
+
+    One probe of the steps table's primary key ``(job_id, name)``: the wait is named
+    ``job:<id>`` (`sa_jobqueue.core.children.wait_name`).
+    """
+    table: Any = model.__table__
+    steps = steps_table(table.metadata, model.__tablename__)
+    return exists().where(
+        steps.c.job_id == job_id,
+        steps.c.name == literal("job:", String) + cast(ended_id, String),
+        steps.c.kind == "wait",
+    )
 
 
 def upstream_results(model: type[JobMixin]) -> Select[int, str, Any]:

@@ -217,6 +217,7 @@ class _Drain:
             # ctx.upstream sees what the test's own connection sees (uncommitted jobs too).
             upstream_connection=bind if isinstance(bind, Connection) else None,
             model=jobs.model,
+            enqueue=jobs.enqueue,
         )
 
     @contextlib.contextmanager

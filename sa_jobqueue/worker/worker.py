@@ -153,6 +153,7 @@ class Worker(Generic[JobT]):
             ),
             rate_gate=RateGate(self.engine, self.driver),
             model=model,
+            enqueue=registry.enqueue,
         )
         self.handlers = Handlers(
             registry,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from sa_jobqueue.driver.portable.children import PortableChildren
 from sa_jobqueue.driver.portable.claims import PortableClaims
 from sa_jobqueue.driver.portable.compensations import PortableCompensations
 from sa_jobqueue.driver.portable.completion import PortableLifecycle
@@ -24,6 +25,7 @@ class PortableDriver(
     PortableControl,
     PortableDeadlines,
     PortableCompensations,
+    PortableChildren,
 ):
     """`Driver` for a database without PostgreSQL's SQL; a subclass gives its `Dialect`.
 

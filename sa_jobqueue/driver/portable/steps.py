@@ -178,6 +178,7 @@ class PortableSteps(PortableBase):
             "patch": statements.record_patch,
             "compensate": statements.record_compensate,
             "compensated": statements.record_compensated,
+            "spawn": statements.record_spawn,
         }.get(params.kind, statements.record)
         if params.lock_job:
             if conn.execute(statements.mark, fence).rowcount != 1:
@@ -194,6 +195,7 @@ class PortableSteps(PortableBase):
         """The wait's row made or replaced as received (after `attempt_lock`)."""
         statements = self._steps
         values = {**_step(params.fence, params.name), "signal_payload": params.payload}
+        values["resolved_kind"] = params.kind
         if conn.execute(statements.wait_resolved, values).rowcount == 0:
             conn.execute(statements.wait_received, values)
 

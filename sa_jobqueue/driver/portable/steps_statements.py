@@ -90,6 +90,10 @@ class StepStatements:
         self.record_compensated: Insert = self._step_insert(
             job, name, attempt, "compensated", _json("step_result")
         )
+        #: A ``ctx.spawn``'s child id.
+        self.record_spawn: Insert = self._step_insert(
+            job, name, attempt, "spawn", _json("step_result")
+        )
         self.progress: Update = (
             update(model).where(*fenced).values(progress=_json("progress_value"))
         )
@@ -135,13 +139,15 @@ class StepStatements:
         self.park_wait: Update = (
             update(model).where(*fenced).values(_parked(model, func.coalesce(until, far), now))
         )
+        # ``signal``, or ``child`` (the answer of a ``ctx.wait_for_job``).
+        resolved = bindparam("resolved_kind", type_=Text)
         self.wait_resolved: Update = (
             update(steps)
             .where(*this_step)
-            .values(kind="signal", result=_json("signal_payload"), attempt=attempt, recorded_at=now)
+            .values(kind=resolved, result=_json("signal_payload"), attempt=attempt, recorded_at=now)
         )
         self.wait_received: Insert = self._step_insert(
-            job, name, attempt, "signal", _json("signal_payload")
+            job, name, attempt, resolved, _json("signal_payload")
         )
         self.wait_timed_out: Update = (
             update(steps)
@@ -176,7 +182,7 @@ class StepStatements:
         )
 
     def _step_insert(
-        self, job: Any, name: Any, attempt: Any, kind: str, result: Any, until: Any = None
+        self, job: Any, name: Any, attempt: Any, kind: Any, result: Any, until: Any = None
     ) -> Insert:
         """An INSERT of one step row of `kind`."""
         return insert(self.steps).values(

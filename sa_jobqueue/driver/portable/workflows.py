@@ -4,7 +4,8 @@ A release reads the waiting jobs that wait for the ended ones, with their edges,
 their rows (``FOR UPDATE``: concurrent releases of one job serialise, and each reads
 the count the other left; SQLite: the write lock, taken first), counts the ends in
 Python, and writes each job's new count and status in one UPDATE: two statements per
-level of the graph. The rule is `statements.workflows.release_dependents`'s. No
+level of the graph. A parent parked by ``ctx.wait_for_job`` on an ended job (its open wait
+row names it) is made due now. The rule is `statements.workflows.release_dependents`'s. No
 NOTIFY: these databases have none, and workers poll. See docs/workflows.md.
 """
 
@@ -15,12 +16,24 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Connection, Select, Table, bindparam, case, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    and_,
+    bindparam,
+    case,
+    or_,
+    select,
+    update,
+)
 
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.values import Upstream
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.statements import workflows
 
 __all__ = ["PortableWorkflows"]
 
@@ -28,6 +41,12 @@ __all__ = ["PortableWorkflows"]
 def _edges(model: type[JobMixin]) -> Table:
     table: Any = model.__table__
     return dependencies_table(table.metadata, model.__tablename__)
+
+
+def _parked_on(model: type[JobMixin], ended_id: Any, now: Any) -> ColumnElement[bool]:
+    """A job parked by ``ctx.wait_for_job(ended_id)``, not due yet (`workflows.awaits`)."""
+    awaited = workflows.awaits(model, model.id, ended_id)
+    return and_(model.status == Status.PENDING.value, model.run_at > now, awaited)
 
 
 class PortableWorkflows(PortableBase):
@@ -77,11 +96,15 @@ class PortableWorkflows(PortableBase):
         statuses: dict[int, str] = {}
         errors: dict[int, str] = {}
         changed: list[tuple[int, Status, bool]] = []
+        parked: list[int] = []  # parents parked by ctx.wait_for_job: due now, whatever ended
         for job_id, upstream in hits.items():
             job = jobs[job_id]
             left = (job.waiting_for or 0) - sum(ends[upstream_id] for upstream_id in upstream)
             failed = sorted(u for u in upstream if status_of[u] != Status.DONE.value)
-            if failed and (job.after_failure or "cancel") != "run":
+            if job.status == Status.PENDING.value:  # parked on one of them: due now
+                parked.append(job_id)
+                left, status = job.waiting_for, Status.PENDING
+            elif failed and (job.after_failure or "cancel") != "run":
                 status = Status.CANCELLED
                 errors[job_id] = f"cancelled: upstream job {failed[0]} ended {status_of[failed[0]]}"
             else:
@@ -94,12 +117,17 @@ class PortableWorkflows(PortableBase):
             "status": case(statuses, value=model.id),
             "updated_at": now,
         }
+        if parked:
+            values["run_at"] = case((model.id.in_(parked), now), else_=model.run_at)
         if errors:
             values["finished_at"] = case((model.id.in_(list(errors)), now), else_=model.finished_at)
             values["last_error"] = case(errors, value=model.id, else_=model.last_error)
         conn.execute(
             update(model)
-            .where(model.id.in_(list(counts)), model.status == Status.WAITING.value)
+            .where(
+                model.id.in_(list(counts)),
+                or_(model.status == Status.WAITING.value, model.id.in_(parked or [-1])),
+            )
             .values(values)
         )
         return changed
@@ -116,11 +144,15 @@ class PortableWorkflows(PortableBase):
                 model.waiting_for,
                 model.after_failure,
                 model.has_dependents,
+                model.status,
             )
             .join(edges, edges.c.job_id == model.id)
             .where(
                 edges.c.upstream_id.in_(bindparam("ended_ids", expanding=True)),
-                model.status == Status.WAITING.value,
+                or_(
+                    model.status == Status.WAITING.value,
+                    _parked_on(model, edges.c.upstream_id, self.sql.now()),
+                ),
             )
             .order_by(model.id, edges.c.upstream_id)
         )

@@ -10,6 +10,7 @@ from sqlalchemy import Connection, func
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver.portable.children import ChildStatements
 from sa_jobqueue.driver.portable.compensations import Compensations
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
@@ -52,6 +53,7 @@ class PostgresDriver:
         self._flow = FlowControl(model, limited, leases=leases, default_lease=default_lease)
         self._claims = Claims(model, dict(leases), default_lease, self._flow.kinds, kinds)
         self._completion = Completion(model, limited)
+        self.job_refund, self.job_charge = self._completion.refund, self._completion.charge
         self._failures = Failures(model)
         self._leases = Leases(model)
         self._releaser = Releaser(model)
@@ -64,6 +66,7 @@ class PostgresDriver:
         self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
         compensations = Compensations(model, func.now, self._notifications.queue_notify)
         self.compensations_owe, self.compensation_plan, self.compensation_end = compensations.ops
+        self.job_child_state = ChildStatements(model).job_child_state  # ChildOps, as elsewhere
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""
@@ -118,14 +121,6 @@ class PostgresDriver:
     ) -> Held:
         """`Completion.complete_charged`."""
         return self._completion.complete_charged(conn, job, owner, result)
-
-    def job_refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
-        """`Completion.refund`."""
-        self._completion.refund(conn, jobs, owner)
-
-    def job_charge(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
-        """`Completion.charge`."""
-        self._completion.charge(conn, jobs, owner)
 
     def job_fail(
         self, conn: Connection, job: Claimed, owner: str, result: Result, delay: float, error: str

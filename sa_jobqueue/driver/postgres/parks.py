@@ -155,12 +155,15 @@ def take_signal(model: type[JobMixin]) -> Update:
 
 
 def resolve_wait(model: type[JobMixin]) -> Insert:
-    """Record wait ``:name`` of ``:job_id`` as received with ``:result`` (its payload)."""
+    """Record wait ``:name`` of ``:job_id`` as received with ``:result`` (its payload).
+
+    ``:resolved_kind``: ``signal``, or ``child`` (a ``ctx.wait_for_job``'s answer).
+    """
     steps = step_rows(model)
     statement = pg_insert(steps).values(
         job_id=job_id_param(),
         name=bindparam("name", type_=Text),
-        kind="signal",
+        kind=bindparam("resolved_kind", type_=Text),
         result=json_param("result"),
         attempt=bindparam("attempt", type_=Integer),
     )

@@ -130,13 +130,12 @@ class PostgresSteps:
         self._record = record_step(model)
         self._record_unlocked = record_step(model, lock=False)
         self._record_try = record_step(model, lock=False, kind="try")
-        self._record_patch = record_step(model, kind="patch")
-        self._record_patch_unlocked = record_step(model, lock=False, kind="patch")
-        # A step's compensation (its registration; a finished compensation), each fenced
-        # like a step: lease mode locks the row (and marks it ``has_steps``).
+        # Markers (``patch``), spawns (``spawn``: a child's id) and a step's compensation
+        # (its registration; a finished compensation), each fenced like a step, locked
+        # (lease mode: the row is locked and marked ``has_steps``) or not.
         self._record_kinds = {
             (kind, lock): record_step(model, lock=lock, kind=kind)
-            for kind in ("compensate", "compensated")
+            for kind in ("patch", "spawn", "compensate", "compensated")
             for lock in (True, False)
         }
         self._progress = set_progress(model)
@@ -201,9 +200,7 @@ class PostgresSteps:
         """`record_step`: its fence locks the row (``lock_job``) or reads it."""
         if params.kind == "try":  # never locks: a try's row is history
             statement = self._record_try
-        elif params.kind == "patch":  # a ctx.patched marker's answer
-            statement = self._record_patch if params.lock_job else self._record_patch_unlocked
-        elif params.kind != "step":
+        elif params.kind != "step":  # a marker, a spawn, a compensation
             statement = self._record_kinds[params.kind, params.lock_job]
         else:
             statement = self._record if params.lock_job else self._record_unlocked
@@ -214,6 +211,7 @@ class PostgresSteps:
         """`parks.resolve_wait`: the wait's row made or replaced as received."""
         fence = params.fence
         values = {"job_id": fence.job_id, "name": params.name, "attempt": fence.attempt}
+        values["resolved_kind"] = params.kind
         conn.execute(self._resolve, {**values, "result": params.payload})
 
     def wait_time_out(self, conn: Connection, fence: StepFence, name: str) -> bool:

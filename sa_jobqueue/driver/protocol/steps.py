@@ -54,7 +54,8 @@ class StepRecord:
         kind: the row's kind: ``step`` (a step's result), or ``try`` (a failed try of
             a step with options, its error as `result`; its name holds a ``#``, which
             no step name does), or ``patch`` (a ``ctx.patched`` marker's answer,
-            ``true`` or ``false``; fenced like a step).
+            ``true`` or ``false``; fenced like a step), or ``spawn`` (a ``ctx.spawn``'s
+            child id, recorded in the transaction that inserts the child).
     """
 
     fence: StepFence
@@ -107,12 +108,15 @@ class WaitPark:
 class WaitResolve:
     """A wait that took its signal, to record (`StepOps.wait_resolve`).
 
-    `payload`: the signal's payload as JSON text (None: it had none).
+    `payload`: the signal's payload as JSON text (None: it had none). `kind`: the
+    row's kind, ``signal``, or ``child`` (``ctx.wait_for_job``: `payload` is how the
+    job it waited for ended).
     """
 
     fence: StepFence
     name: str
     payload: str | None
+    kind: str = "signal"
 
 
 @dataclass(frozen=True, slots=True)

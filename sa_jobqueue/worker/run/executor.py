@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, Engine
 from sqlalchemy.orm import Session
@@ -67,6 +67,7 @@ class Executor:
         upstream_connection: where a lease-mode job reads ``ctx.upstream`` (default:
             a connection of `engine`); a test's drain on one connection passes it.
         model: the jobs model, for ``ctx.step`` & co. (None: handlers cannot use them).
+        enqueue: what ``ctx.spawn`` inserts a child with (`Registry.enqueue`).
     """
 
     def __init__(
@@ -87,6 +88,7 @@ class Executor:
         rate_gate: RateGate | None = None,
         upstream_connection: Connection | None = None,
         model: type[JobMixin] | None = None,
+        enqueue: Callable[..., Any] | None = None,
     ) -> None:
         self.lease_check = lease_check
         self.rate_gate = rate_gate
@@ -106,6 +108,7 @@ class Executor:
             max_result_bytes=max_result_bytes,
             upstream_connection=upstream_connection,
             model=model,
+            enqueue=enqueue,
         )
         self._transactional = TransactionalMode(
             driver,

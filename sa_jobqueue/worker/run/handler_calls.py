@@ -62,6 +62,7 @@ class HandlerCalls:
         upstream_connection: where a lease-mode job reads ``ctx.upstream`` (default:
             a connection of `engine`).
         model: the jobs model, for ``ctx.step`` & co. (None: handlers cannot use them).
+        enqueue: what ``ctx.spawn`` inserts a child with (`Registry.enqueue`).
     """
 
     def __init__(
@@ -78,6 +79,7 @@ class HandlerCalls:
         max_result_bytes: int,
         upstream_connection: Connection | None,
         model: type[JobMixin] | None = None,
+        enqueue: Callable[..., Any] | None = None,
     ) -> None:
         self.async_session_factory = async_session_factory
         self.metrics = metrics
@@ -93,10 +95,10 @@ class HandlerCalls:
         self._steps: WorkerSteps | None = None
         if model is not None and upstream_connection is not None:
             self._steps = WorkerSteps.on_connection(
-                driver, owner, upstream_connection, max_result_bytes
+                driver, owner, upstream_connection, max_result_bytes, enqueue
             )
         elif model is not None and engine is not None:
-            self._steps = WorkerSteps.on_engine(driver, owner, engine, max_result_bytes)
+            self._steps = WorkerSteps.on_engine(driver, owner, engine, max_result_bytes, enqueue)
         #: Runs the compensations of a job that owes some, in place of its handler.
         self.compensator: Compensator | None = None
         if self._steps is not None:

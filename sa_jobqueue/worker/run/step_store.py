@@ -28,9 +28,13 @@ from sa_jobqueue.driver.protocol.steps import (
     WaitPark,
     WaitResolve,
 )
+from sa_jobqueue.errors import ValidationError
+from sa_jobqueue.schema.model import FINISHED
 from sa_jobqueue.worker.run.progress_writer import ProgressWriter
 
 __all__ = ["WorkerSteps"]
+
+_FINISHED = frozenset(status.value for status in FINISHED)
 
 
 class WorkerSteps:
@@ -44,6 +48,8 @@ class WorkerSteps:
         max_bytes: the largest step result, in bytes of JSON text.
         background: write the progress of handlers in an open transaction on a thread
             of its own (a connection of its own), never on theirs.
+        enqueue: what ``ctx.spawn`` inserts a child with (the `JobQueue`'s
+            ``enqueue``); None: ``ctx.spawn`` raises.
     """
 
     def __init__(
@@ -54,8 +60,10 @@ class WorkerSteps:
         max_bytes: int,
         *,
         background: bool = False,
+        enqueue: Callable[..., Any] | None = None,
     ) -> None:
         self.owner = owner
+        self._enqueue = enqueue
         self.max_bytes = max_bytes
         self._driver = driver
         self._connect = connect
@@ -64,13 +72,25 @@ class WorkerSteps:
         self._writer = ProgressWriter(connect, driver) if background else None
 
     @classmethod
-    def on_engine(cls, driver: Driver, owner: str, engine: Engine, max_bytes: int) -> WorkerSteps:
+    def on_engine(
+        cls,
+        driver: Driver,
+        owner: str,
+        engine: Engine,
+        max_bytes: int,
+        enqueue: Callable[..., Any] | None = None,
+    ) -> WorkerSteps:
         """Writes on `engine`, one committed transaction each."""
-        return cls(driver, owner, engine.begin, max_bytes, background=True)
+        return cls(driver, owner, engine.begin, max_bytes, background=True, enqueue=enqueue)
 
     @classmethod
     def on_connection(
-        cls, driver: Driver, owner: str, connection: Connection, max_bytes: int
+        cls,
+        driver: Driver,
+        owner: str,
+        connection: Connection,
+        max_bytes: int,
+        enqueue: Callable[..., Any] | None = None,
     ) -> WorkerSteps:
         """Writes on `connection`, one SAVEPOINT each (a test's rolled-back drain)."""
 
@@ -79,7 +99,7 @@ class WorkerSteps:
             with connection.begin_nested():
                 yield connection
 
-        return cls(driver, owner, savepoint, max_bytes)
+        return cls(driver, owner, savepoint, max_bytes, enqueue=enqueue)
 
     def _fence(self, ctx: Any) -> StepFence:
         return StepFence(ctx.id, ctx.attempt, self.owner)
@@ -162,6 +182,103 @@ class WorkerSteps:
         if self._driver.wait_time_out(conn, fence, name):
             return "timeout", None
         self._driver.job_park_wait(conn, WaitPark(fence, name, timeout))
+        return "parked", None
+
+    def _in_session(self, ctx: Any, operation: Callable[[Session], Any]) -> Any:
+        """`operation` on the handler's session (transactional mode), else on one of its own.
+
+        Its own: a `Session` on a short transaction's connection, which commits (or
+        rolls back) with that transaction. ``rollback_only``: it opens no SAVEPOINT of
+        its own (in a test's drain the connection is in one: the default mode would
+        open another, and roll it back, child and record, when the session closes).
+        """
+        session = ctx._session
+        if isinstance(session, Session):
+            return operation(session)
+        with (
+            self._connect() as conn,
+            Session(bind=conn, join_transaction_mode="rollback_only") as own,
+        ):
+            return operation(own)
+
+    async def _ain_session(self, ctx: Any, operation: Callable[[Session], Any]) -> Any:
+        session = ctx._session
+        if session is not None and not isinstance(session, Session):  # an AsyncSession
+            return await session.run_sync(operation)
+        return await asyncio.to_thread(self._in_session, ctx, operation)
+
+    def spawn(  # noqa: D102 - the protocol's
+        self, ctx: Any, name: str, kind: str, payload: Any, options: dict[str, Any]
+    ) -> int:
+        return int(
+            self._in_session(ctx, lambda s: self._spawned(s, ctx, name, kind, payload, options))
+        )
+
+    async def aspawn(  # noqa: D102
+        self, ctx: Any, name: str, kind: str, payload: Any, options: dict[str, Any]
+    ) -> int:
+        spawned = await self._ain_session(
+            ctx, lambda s: self._spawned(s, ctx, name, kind, payload, options)
+        )
+        return int(spawned)
+
+    def _spawned(
+        self,
+        session: Session,
+        ctx: Any,
+        name: str,
+        kind: str,
+        payload: Any,
+        options: dict[str, Any],
+    ) -> int:
+        """Insert the child, then record the spawn, fenced: both commit, or neither."""
+        if self._enqueue is None:
+            raise RuntimeError(f"job {ctx.id}: ctx.spawn({name!r}) needs the JobQueue's enqueue")
+        child = self._enqueue(session, kind, payload, **options)
+        child_id = int(child.id)
+        self._recorded(session.connection(), ctx, name, json.dumps(child_id), "spawn")
+        return child_id
+
+    def join(self, ctx: Any, name: str, job_id: int, timeout: float | None) -> tuple[str, Any]:  # noqa: D102
+        return self._in_session(ctx, lambda s: self._joined(s, ctx, name, job_id, timeout))  # type: ignore[no-any-return]
+
+    async def ajoin(  # noqa: D102
+        self, ctx: Any, name: str, job_id: int, timeout: float | None
+    ) -> tuple[str, Any]:
+        return await self._ain_session(ctx, lambda s: self._joined(s, ctx, name, job_id, timeout))  # type: ignore[no-any-return]
+
+    def _joined(
+        self, session: Session, ctx: Any, name: str, job_id: int, timeout: float | None
+    ) -> tuple[str, Any]:
+        """Read how job `job_id` ended, or time the wait out, or park: in one transaction.
+
+        The job waited for is locked first (and marked ``has_dependents``), as an
+        ``after=`` enqueue locks its upstream jobs: its end, which locks it too, then
+        comes before this transaction (and is read here) or after its COMMIT (and its
+        release sees the edge, and wakes this job). Locked before this job's own row,
+        in the order its end's release locks them: the two never deadlock.
+        """
+        driver, conn, fence = self._driver, session.connection(), self._fence(ctx)
+        status = driver.upstream_lock(session, [job_id]).get(job_id)
+        if status is None:
+            raise ValidationError(
+                "job_id", job_id, f"no job with id {job_id} in this table (ctx.spawn returns one)"
+            )
+        if not driver.attempt_lock(conn, fence):
+            raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: wait {name!r} not taken")
+        if status in _FINISHED:
+            child = driver.job_child_state(conn, job_id)
+            assert child is not None  # noqa: S101 - locked above
+            ended = {"status": child.status, "result": child.result, "error": child.last_error}
+            resolve = WaitResolve(fence, name, _text(ended), kind="child")
+            driver.wait_resolve(conn, resolve)
+            return "child", ended
+        if driver.wait_time_out(conn, fence, name):
+            return "timeout", None
+        if not driver.batch_members(session, ctx.id, [job_id]):  # its edges: made once
+            driver.edges_insert(session, [ctx.id], [job_id])
+        if not driver.job_park_wait(conn, WaitPark(fence, name, timeout)):
+            raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: wait {name!r} not parked")
         return "parked", None
 
     def progress(self, ctx: Any, value: str, *, final: bool = False) -> bool:  # noqa: D102
