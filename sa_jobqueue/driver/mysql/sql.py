@@ -50,6 +50,10 @@ class MysqlSql:
         """`utc_now()`: ``UTC_TIMESTAMP(6)``."""
         return utc_now()
 
+    def recorded_now(self) -> ColumnElement[Any]:
+        """`now`: ``UTC_TIMESTAMP(6)`` has microseconds, and each statement reads it anew."""
+        return utc_now()
+
     def plus_seconds(self, at: ColumnElement[Any], seconds: Any) -> ColumnElement[Any]:
         """``TIMESTAMPADD(MICROSECOND, ...)``: INTERVAL would round fractions of a second."""
         micro = cast(func.round(seconds * 1_000_000), BigInteger)

@@ -30,6 +30,14 @@ class Dialect(Protocol):
         """The database's clock now, as a `Timestamp` (one value within a statement)."""
         ...
 
+    def recorded_now(self) -> ColumnElement[Any]:
+        """The instant a step row records, to the microsecond: `now` where the clock has it.
+
+        A job's steps are listed in its order (``jobs show``, ``jobs.rerun``,
+        `sa_jobqueue.testing.replay`), so two rows of one job must not share it.
+        """
+        ...
+
     def plus_seconds(self, at: ColumnElement[Any], seconds: Any) -> ColumnElement[Any]:
         """`at` plus `seconds` (a float column or value; may be negative or fractional)."""
         ...

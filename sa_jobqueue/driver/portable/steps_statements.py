@@ -60,6 +60,7 @@ class StepStatements:
         self.steps: Any = steps_table(table.metadata, model.__tablename__)
         self.signals: Any = signals_table(table.metadata, model.__tablename__)
         steps, signals, now = self.steps, self.signals, sql.now()
+        self._recorded_now = recorded_now = sql.recorded_now()
         job = bindparam("fence_job", type_=BigInteger)
         attempt = bindparam("fence_attempt", type_=Integer)
         fenced = fence(model, job, attempt)
@@ -144,7 +145,12 @@ class StepStatements:
         self.wait_resolved: Update = (
             update(steps)
             .where(*this_step)
-            .values(kind=resolved, result=_json("signal_payload"), attempt=attempt, recorded_at=now)
+            .values(
+                kind=resolved,
+                result=_json("signal_payload"),
+                attempt=attempt,
+                recorded_at=recorded_now,
+            )
         )
         self.wait_received: Insert = self._step_insert(
             job, name, attempt, resolved, _json("signal_payload")
@@ -152,7 +158,7 @@ class StepStatements:
         self.wait_timed_out: Update = (
             update(steps)
             .where(*this_step, steps.c.kind == "wait", steps.c.until <= now)
-            .values(kind="timeout", attempt=attempt, recorded_at=now)
+            .values(kind="timeout", attempt=attempt, recorded_at=recorded_now)
         )
         self.status: Select[Any] = select(model.status).where(model.id == job)
         self.signal: Insert = insert(signals).values(
@@ -191,6 +197,7 @@ class StepStatements:
             kind=kind,
             result=null() if result is None else result,
             attempt=attempt,
+            recorded_at=self._recorded_now,
             until=null() if until is None else until,
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Mapping
+from datetime import datetime, timezone
 from typing import Any, TypeVar
 
 from sqlalchemy import (
@@ -16,6 +17,7 @@ from sqlalchemy import (
     Select,
     Table,
     and_,
+    bindparam,
     false,
     func,
     text,
@@ -38,6 +40,11 @@ FORMAT = "%Y-%m-%d %H:%M:%f000"
 #: SQLite's extended result codes of a duplicate: SQLITE_CONSTRAINT_UNIQUE, _PRIMARYKEY.
 _DUPLICATE_CODES = (2067, 1555)
 
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
 #: The predicate under which each active key counts (its partial unique index's).
 _CONDITIONS = {key.column: key.condition for key in ACTIVE_KEYS}
 
@@ -51,6 +58,15 @@ class SqliteSql:
     def now(self) -> ColumnElement[Any]:
         """`utc_now()`: SQLite's ``strftime`` of ``'now'`` (the same within a statement)."""
         return utc_now()
+
+    def recorded_now(self) -> ColumnElement[Any]:
+        """This process's clock, to the microsecond, read as the statement runs.
+
+        SQLite's own clock counts milliseconds, and a job's fast steps recorded within
+        one shared it, so their order was lost. A SQLite file is on this machine: the
+        process's clock is the one SQLite reads.
+        """
+        return bindparam("recorded_now", callable_=_utc_now, type_=Timestamp())
 
     def plus_seconds(self, at: ColumnElement[Any], seconds: Any) -> ColumnElement[Any]:
         """``strftime`` of `at` with a ``'+N.NNNNNN seconds'`` modifier."""
