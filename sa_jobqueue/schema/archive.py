@@ -70,7 +70,9 @@ def archive_table_for(table: Table) -> Table:
     for column_name in LIBRARY_COLUMNS:
         source = table.c[column_name]
         columns.append(
-            Column(column_name, source.type, nullable=source.nullable and column_name != "finished_at")
+            Column(
+                column_name, source.type, nullable=source.nullable and column_name != "finished_at"
+            )
         )
     return Table(
         name,
