@@ -23,6 +23,7 @@ from sa_jobqueue.dashboard.graph import Drawing, layout
 from sa_jobqueue.dashboard.history import RANGES, ChartRange, Minute, buckets
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
+from sa_jobqueue.ops.archived import find_archived
 from sa_jobqueue.ops.counts import StatusTotals, status_totals
 from sa_jobqueue.ops.durable_state import DurableState, durable_state
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
@@ -317,8 +318,12 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
     at = session.execute(statements.db_now()).scalar_one()
     row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
     if row is None:
-        return None
-    extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
+        row = find_archived(session, model, job_id)  # moved to <table>_archive
+        if row is None:
+            return None
+        extra = {**(row.columns or {}), "archived_at": row.archived_at}
+    else:
+        extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
     job = JobInfo.from_row(row)
     graph = graph_of(session.connection(), model, job_id)
     # Two index lookups (steps by primary key, signals by ix_<table>_signals_job), read

@@ -23,6 +23,7 @@ from sa_jobqueue.core.validation import BIGINT_RANGE, MAX_COUNT, check_job_id
 from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
+from sa_jobqueue.ops.archived import find_archived, restore_archived
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.records import Changed, JobInfo, QueueStats, Stats
@@ -158,6 +159,8 @@ def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | N
     if not BIGINT_RANGE[0] <= job_id <= BIGINT_RANGE[1]:
         return None
     row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
+    if row is None:  # moved to the archive (docs/operations.md#archive-and-retention)?
+        row = find_archived(session, model, job_id)
     return None if row is None else JobInfo.from_row(row)
 
 
@@ -184,6 +187,7 @@ def retry(
     """
     wanted = _ids(ids)
     driver = _writing(session, model)
+    restore_archived(session, model, wanted)  # archived ones come back first, then retry
     if driver.supports_writing_ctes:
         rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
     else:  # lock, then update by id; workers there poll (no NOTIFY)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, TextClause, bindparam, select, text
-from sqlalchemy.dialects.postgresql import TIMESTAMP
+from sqlalchemy import BigInteger, Table, TextClause, bindparam, select, text
+from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
 from sqlalchemy.sql import Select
 
 from sa_jobqueue.schema.archive import LIBRARY_COLUMNS, archive_table_for
@@ -29,11 +29,13 @@ __all__ = [
     "archive_create_partition",
     "archive_detach",
     "archive_drop",
+    "archive_exists",
     "archive_finalize",
     "archive_move",
     "archive_oldest",
     "archive_orphans",
     "archive_partitions",
+    "archive_restore",
     "archived_job",
     "lock_timeout_local",
 ]
@@ -176,6 +178,41 @@ def lock_timeout_local() -> TextClause:
 
 
 def archived_job(model: type[JobMixin]) -> Select[Any]:
-    """The archived job ``:id`` (all its columns), or no row."""
+    """The archived job ``:job_id`` (all its columns), or no row."""
     archive = archive_table_for(_table(model))
-    return select(archive).where(archive.c.id == bindparam("id"))
+    return select(archive).where(archive.c.id == bindparam("job_id", type_=BigInteger))
+
+
+def archive_exists(model: type[JobMixin]) -> TextClause:
+    """Whether the archive table exists (a table at ``sajq_0010`` has none)."""
+    return text("SELECT to_regclass(:archive) IS NOT NULL").bindparams(
+        archive=_qualified(archive_table_for(_table(model)))
+    )
+
+
+def archive_restore(model: type[JobMixin]) -> TextClause:
+    """Move the archived ``failed``/``cancelled`` jobs among ``:ids`` back; return their ids.
+
+    One statement: each archive row is deleted and its job inserted back into the jobs
+    table whole (the app's columns from ``columns``), with its steps and attempt
+    history, so an operator's ``retry`` finds it where it left.
+    """
+    table = _table(model)
+    archive = archive_table_for(table)
+    steps = _qualified(table, steps_table_name(table.name))
+    errors = _qualified(table, errors_table(table.name))
+    ours = "ARRAY['columns', 'steps', 'errors', 'archived_at']"
+    return text(
+        f"WITH moved AS (DELETE FROM {_qualified(archive)} a WHERE a.id = ANY(:ids)"
+        " AND a.status IN ('failed', 'cancelled') RETURNING a.*),"
+        f" back AS (INSERT INTO {_qualified(table)} SELECT (jsonb_populate_record("
+        f"NULL::{_qualified(table)}, (to_jsonb(m) - {ours})"
+        " || coalesce(m.columns, '{}'::jsonb))).* FROM moved m RETURNING id),"
+        f" steps AS (INSERT INTO {steps} SELECT (jsonb_populate_record(NULL::{steps},"
+        " s || jsonb_build_object('job_id', m.id))).*"
+        " FROM moved m, jsonb_array_elements(coalesce(m.steps, '[]'::jsonb)) s),"
+        f" errors AS (INSERT INTO {errors} SELECT (jsonb_populate_record(NULL::{errors},"
+        " e || jsonb_build_object('job_id', m.id))).*"
+        " FROM moved m, jsonb_array_elements(coalesce(m.errors, '[]'::jsonb)) e)"
+        " SELECT id FROM back"
+    ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
