@@ -23,7 +23,7 @@ from sa_jobqueue.core.validation import BIGINT_RANGE, MAX_COUNT, check_job_id
 from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
-from sa_jobqueue.ops.archived import find_archived, restore_archived
+from sa_jobqueue.ops.archived import find_archived, list_archived, restore_archived
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
 from sa_jobqueue.ops.records import Changed, JobInfo, QueueStats, Stats
@@ -133,7 +133,10 @@ def list_jobs(
     kind: Sequence[str] | str | None = None,
     limit: int = 50,
 ) -> list[JobInfo]:
-    """Jobs matching every filter given (each a name or a list of names), newest first."""
+    """Jobs matching every filter given (each a name or a list of names), newest first.
+
+    Archived jobs (docs/operations.md#archive-and-retention) are listed with the others.
+    """
     filters = {"statuses": status, "queues": queue, "kinds": kind}
     params: dict[str, Any] = {
         name: [value] if isinstance(value, str) else list(value)
@@ -151,7 +154,11 @@ def list_jobs(
         by_kind="kinds" in params,
     )
     rows = session.execute(query, {**params, "limit": limit}).all()
-    return [JobInfo.from_row(row) for row in rows]
+    column = {"statuses": "status", "queues": "queue", "kinds": "kind"}
+    named = {column[name]: values for name, values in params.items()}
+    rows += list_archived(session, model, named, limit)  # finished jobs moved there
+    rows.sort(key=lambda row: row.id, reverse=True)
+    return [JobInfo.from_row(row) for row in rows[:limit]]
 
 
 def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | None:

@@ -17,10 +17,10 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.driver import driver_for
-from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.schema.model import FINISHED, JobMixin
 from sa_jobqueue.statements import archive as archive_sql
 
-__all__ = ["find_archived", "restore_archived"]
+__all__ = ["find_archived", "list_archived", "restore_archived"]
 
 
 def _has_archive(bind: Connection | Session, model: type[JobMixin]) -> bool:
@@ -39,6 +39,22 @@ def find_archived(bind: Connection | Session, model: type[JobMixin], job_id: int
     if not _has_archive(bind, model):
         return None
     return bind.execute(archive_sql.archived_job(model), {"job_id": job_id}).first()
+
+
+def list_archived(
+    session: Session, model: type[JobMixin], filters: dict[str, list[str]], limit: int
+) -> list[Any]:
+    """Up to `limit` archived jobs matching `filters` (``status``/``queue``/``kind``), newest first.
+
+    Nothing when `filters` allows no finished status (no archived job has another).
+    """
+    finished = {s.value for s in FINISHED}
+    if "status" in filters and not finished & set(filters["status"]):
+        return []
+    if not _has_archive(session, model):
+        return []
+    query = archive_sql.archived_list(model, filters)
+    return list(session.execute(query, {"limit": limit}).all())
 
 
 def restore_archived(session: Session, model: type[JobMixin], ids: Iterable[int]) -> list[int]:

@@ -37,6 +37,7 @@ __all__ = [
     "archive_partitions",
     "archive_restore",
     "archived_job",
+    "archived_list",
     "lock_timeout_local",
 ]
 
@@ -181,6 +182,18 @@ def archived_job(model: type[JobMixin]) -> Select[Any]:
     """The archived job ``:job_id`` (all its columns), or no row."""
     archive = archive_table_for(_table(model))
     return select(archive).where(archive.c.id == bindparam("job_id", type_=BigInteger))
+
+
+def archived_list(model: type[JobMixin], filters: dict[str, list[str]]) -> Select[Any]:
+    """Up to ``:limit`` archived jobs, newest (highest id) first, matching `filters`.
+
+    `filters` maps ``status``, ``queue`` and ``kind`` to the values allowed.
+    """
+    archive = archive_table_for(_table(model))
+    query = select(archive).order_by(archive.c.id.desc()).limit(bindparam("limit"))
+    for column, values in filters.items():
+        query = query.where(archive.c[column].in_(values))
+    return query
 
 
 def archive_exists(model: type[JobMixin]) -> TextClause:

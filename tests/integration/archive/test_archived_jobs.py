@@ -94,3 +94,24 @@ def test_an_archived_jobs_idempotency_key_is_free_again(archived):
     assert again != first
     with archived.connect() as connection:
         assert counts(connection) == (1, 1)
+
+
+def test_jobs_list_status_done_lists_archived_jobs_with_live_ones(archived, database_url):
+    old = _archived_job(archived)
+    jobs = new_queue()
+    with Session(archived) as session, session.begin():
+        live = jobs.enqueue(session, "report", {"n": 5}).id
+    with archived.begin() as connection:
+        connection.execute(
+            text("UPDATE jobs SET status = 'done', finished_at = now() WHERE id = :id"),
+            {"id": live},
+        )
+    listed = CliRunner().invoke(
+        main, ["jobs", "list", "--status", "done", "--json"], env={"DATABASE_URL": database_url}
+    )
+    assert listed.exit_code == 0, listed.output
+    assert [job["id"] for job in json.loads(listed.stdout)] == [live, old]
+    pending = CliRunner().invoke(
+        main, ["jobs", "list", "--status", "pending", "--json"], env={"DATABASE_URL": database_url}
+    )
+    assert json.loads(pending.stdout) == []
