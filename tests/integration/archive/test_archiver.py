@@ -232,3 +232,20 @@ def test_bad_archive_options_are_refused_at_the_worker_call(committed):
         jobs.worker(committed, archive_after=HOUR, archive_partition=timedelta(seconds=30))
     with pytest.raises(ConfigurationError, match="archive_after"):
         jobs.worker(committed, archive_after=timedelta(seconds=-1))
+
+
+def test_worker_archive_after_on_sqlite_fails_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from sa_jobqueue.cli import main
+
+    url = f"sqlite:///{tmp_path / 'app.db'}"
+    args = ["worker", "tests.support.apps.flow:jobs", "--database-url", url]
+    result = CliRunner().invoke(main, [*args, "--archive-after", "1h"])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "archive_after needs PostgreSQL's partitions" in lines[0]
+    bad = CliRunner().invoke(main, [*args, "--archive-after", "1M"])
+    assert bad.exit_code == 2
+    assert "--archive-after" in bad.stderr
