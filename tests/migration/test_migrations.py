@@ -79,6 +79,7 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_signal_{table}",
             f"sa_jobqueue_worker_{table}",  # sajq_0008
             f"sa_jobqueue_errors_{table}",
+            f"{table}_archive",  # sajq_0011
         )
     }
 
