@@ -115,3 +115,18 @@ def test_jobs_list_status_done_lists_archived_jobs_with_live_ones(archived, data
         main, ["jobs", "list", "--status", "pending", "--json"], env={"DATABASE_URL": database_url}
     )
     assert json.loads(pending.stdout) == []
+
+
+def test_a_new_job_after_an_archived_one_is_refused_as_after_a_pruned_one(archived):
+    import pytest
+
+    from sa_jobqueue import ValidationError
+
+    old = _archived_job(archived)
+    jobs = new_queue()
+    with (
+        Session(archived) as session,
+        session.begin(),
+        pytest.raises(ValidationError, match=f"no job with id {old}"),
+    ):
+        jobs.enqueue(session, "report", {}, after=[old])

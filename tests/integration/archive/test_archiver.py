@@ -249,3 +249,18 @@ def test_worker_archive_after_on_sqlite_fails_in_one_line(tmp_path):
     bad = CliRunner().invoke(main, [*args, "--archive-after", "1M"])
     assert bad.exit_code == 2
     assert "--archive-after" in bad.stderr
+
+
+def test_autogenerate_with_include_object_leaves_the_partitions_alone(archived):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from sa_jobqueue.migration import include_object
+    from tests.support.models import Base
+
+    with archived.connect() as connection:
+        archive_now(connection, Job, after=HOUR)
+        assert partitions(connection, Job)
+        context = MigrationContext.configure(connection, opts={"include_object": include_object})
+        found = compare_metadata(context, Base.metadata)
+    assert not [d for d in found if "_archive_" in repr(d)]
