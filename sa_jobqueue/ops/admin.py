@@ -153,7 +153,7 @@ def list_jobs(
         by_queue="queues" in params,
         by_kind="kinds" in params,
     )
-    rows = session.execute(query, {**params, "limit": limit}).all()
+    rows: list[Any] = list(session.execute(query, {**params, "limit": limit}).all())
     column = {"statuses": "status", "queues": "queue", "kinds": "kind"}
     named = {column[name]: values for name, values in params.items()}
     rows += list_archived(session, model, named, limit)  # finished jobs moved there
