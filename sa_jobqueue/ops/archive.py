@@ -70,6 +70,7 @@ def check_archive_options(
     after: timedelta | None,
     retention: timedelta | None,
     partition: timedelta = DEFAULT_PARTITION,
+    database: str = "this database",
 ) -> None:
     """Raise a `ConfigurationError` naming the bad archive option, or the database.
 
@@ -88,7 +89,7 @@ def check_archive_options(
         return
     if not driver.supports_partitions:
         raise ConfigurationError(
-            "archive_after needs PostgreSQL's partitions; this database has none "
+            f"archive_after needs PostgreSQL's partitions; {database} has none "
             "(retention= prunes finished jobs here: docs/operations.md#archive-and-retention)"
         )
     if not isinstance(partition, timedelta) or not (
@@ -260,6 +261,6 @@ def archive_now(
     `conn` must have no transaction open. The worker's way, run once to the end.
     """
     driver = driver_for(conn, model)
-    check_archive_options(driver, after, None, partition)
+    check_archive_options(driver, after, None, partition, conn.dialect.name)
     archiver = Archiver(model, after, None, partition, driver=driver, batch_size=batch_size)
     return archiver.run(conn)[0]

@@ -218,14 +218,16 @@ class WorkerConfig:
             retention = {}
         return Pruner(model, retention, self.prune_interval, driver=driver)
 
-    def archiver(self, model: type[JobMixin], driver: Driver) -> Archiver | None:
+    def archiver(
+        self, model: type[JobMixin], driver: Driver, database: str = "this database"
+    ) -> Archiver | None:
         """The worker's archive (None: off).
 
         Raises:
             ConfigurationError: a bad archive option, or a database without partitions.
         """
         check_archive_options(
-            driver, self.archive_after, self.archive_retention, self.archive_partition
+            driver, self.archive_after, self.archive_retention, self.archive_partition, database
         )
         if self.archive_after is None:
             return None

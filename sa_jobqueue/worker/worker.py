@@ -184,7 +184,7 @@ class Worker(Generic[JobT]):
             leases=[*leases.values(), self.default_lease],
             sweep_interval=float(config.sweep_interval),
             pruner=config.pruner(model, self.driver),
-            archiver=config.archiver(model, self.driver),
+            archiver=config.archiver(model, self.driver, self.engine.dialect.name),
             running=self.inflight.snapshot,
             on_recovered=self._wake.set,
             stopped=self._stopped,
