@@ -23,7 +23,7 @@ from sa_jobqueue.dashboard.graph import Drawing, layout
 from sa_jobqueue.dashboard.history import RANGES, ChartRange, Minute, buckets
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
-from sa_jobqueue.ops.archived import find_archived
+from sa_jobqueue.ops.archived import find_archived, list_archived
 from sa_jobqueue.ops.counts import StatusTotals, status_totals
 from sa_jobqueue.ops.durable_state import DurableState, durable_state
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
@@ -215,6 +215,34 @@ def jobs_page(
         next_cursor=job_filter.cursor_after(rows[-1]) if more else None,
         order=statements.LIST_ORDERS[job_filter.status or ""],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ArchivedPage:
+    """A page of archived jobs (docs/operations.md#archive-and-retention), newest first."""
+
+    jobs: list[JobInfo]
+    #: The ``before`` of the next page (None: the last page).
+    next_before: int | None
+
+
+def archived_page(
+    session: Session,
+    model: type[JobMixin],
+    job_filter: JobFilter,
+    *,
+    before: int | None = None,
+    limit: int = 50,
+) -> ArchivedPage:
+    """Up to `limit` archived jobs of `job_filter`'s status, queue and kind, ids below `before`."""
+    filters = {
+        name: [value]
+        for name in ("status", "queue", "kind")
+        if (value := getattr(job_filter, name)) is not None
+    }
+    rows = list_archived(session, model, filters, limit + 1, before=before)
+    jobs = [JobInfo.from_row(row) for row in rows[:limit]]
+    return ArchivedPage(jobs, jobs[-1].id if len(rows) > limit else None)
 
 
 #: "All N matching the filter" counts up to this many (more shows as "10,000+").

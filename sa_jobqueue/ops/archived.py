@@ -42,19 +42,26 @@ def find_archived(bind: Connection | Session, model: type[JobMixin], job_id: int
 
 
 def list_archived(
-    session: Session, model: type[JobMixin], filters: dict[str, list[str]], limit: int
+    session: Session,
+    model: type[JobMixin],
+    filters: dict[str, list[str]],
+    limit: int,
+    *,
+    before: int | None = None,
 ) -> list[Any]:
     """Up to `limit` archived jobs matching `filters` (``status``/``queue``/``kind``), newest first.
 
     Nothing when `filters` allows no finished status (no archived job has another).
+    `before`: only ids below it (the next page of a list).
     """
     finished = {s.value for s in FINISHED}
     if "status" in filters and not finished & set(filters["status"]):
         return []
     if not _has_archive(session, model):
         return []
-    query = archive_sql.archived_list(model, filters)
-    return list(session.execute(query, {"limit": limit}).all())
+    query = archive_sql.archived_list(model, filters, before=before is not None)
+    params: dict[str, Any] = {"limit": limit, "before": before}
+    return list(session.execute(query, params).all())
 
 
 def restore_archived(session: Session, model: type[JobMixin], ids: Iterable[int]) -> list[int]:

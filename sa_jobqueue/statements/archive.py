@@ -184,7 +184,9 @@ def archived_job(model: type[JobMixin]) -> Select[Any]:
     return select(archive).where(archive.c.id == bindparam("job_id", type_=BigInteger))
 
 
-def archived_list(model: type[JobMixin], filters: dict[str, list[str]]) -> Select[Any]:
+def archived_list(
+    model: type[JobMixin], filters: dict[str, list[str]], *, before: bool = False
+) -> Select[Any]:
     """Up to ``:limit`` archived jobs, newest (highest id) first, matching `filters`.
 
     `filters` maps ``status``, ``queue`` and ``kind`` to the values allowed.
@@ -193,6 +195,8 @@ def archived_list(model: type[JobMixin], filters: dict[str, list[str]]) -> Selec
     query = select(archive).order_by(archive.c.id.desc()).limit(bindparam("limit"))
     for column, values in filters.items():
         query = query.where(archive.c[column].in_(values))
+    if before:  # the next page: ids below ``:before``
+        query = query.where(archive.c.id < bindparam("before", type_=BigInteger))
     return query
 
 
