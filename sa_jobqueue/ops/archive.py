@@ -46,7 +46,7 @@ DEFAULT_PARTITION = timedelta(days=1)
 #: Partitions kept made ahead of now, beside the current one.
 PARTITIONS_AHEAD = 2
 #: Jobs moved per statement (each batch its own short transaction).
-DEFAULT_ARCHIVE_BATCH = 500
+DEFAULT_ARCHIVE_BATCH = 1000
 #: The most seconds between archive runs (shorter when ``archive_after`` is).
 DEFAULT_ARCHIVE_INTERVAL = 60.0
 
@@ -189,15 +189,17 @@ class Archiver:
             self.driver = driver_for(conn, self.model)
         deadline = None if budget is None else time.monotonic() + budget
         moved = 0
+        known: list[Partition] | None = None
         while True:
             with conn.begin():
                 if not self.driver.lock_try(conn, _LOCK):
                     return moved, True  # another worker archives this table now
                 conn.execute(archive_sql.lock_timeout_local())
                 now = self.driver.clock_now(conn)
-                known = partitions(conn, self.model)
-                for ahead in range(PARTITIONS_AHEAD + 1):
-                    self._ensure(conn, now + self.partition * ahead, known)
+                if known is None:  # once per run (a stale list fails a batch: next round)
+                    known = partitions(conn, self.model)
+                    for ahead in range(PARTITIONS_AHEAD + 1):
+                        self._ensure(conn, now + self.partition * ahead, known)
                 bounds: dict[str, object] = {"before": now - self.after, "low": _EPOCH}
                 bounds["high"] = now
                 oldest = conn.execute(archive_sql.archive_oldest(self.model), bounds).scalar()
