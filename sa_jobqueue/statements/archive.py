@@ -65,8 +65,11 @@ def _movable(model: type[JobMixin]) -> str:
     return (
         f"j.status IN ({_finished()}) AND j.finished_at < :before"
         f" AND j.finished_at >= :low AND j.finished_at < :high"
-        f" AND NOT EXISTS (SELECT 1 FROM {edges} e JOIN {_qualified(table)} w"
-        f" ON w.id = e.job_id WHERE e.upstream_id = j.id AND w.status IN ({unfinished}))"
+        # Edges first, by their upstream index (most finished jobs have none), then the
+        # waiting job by its primary key: never a scan of the jobs table per batch.
+        f" AND NOT EXISTS (SELECT 1 FROM {edges} e WHERE e.upstream_id = j.id"
+        f" AND EXISTS (SELECT 1 FROM {_qualified(table)} w"
+        f" WHERE w.id = e.job_id AND w.status IN ({unfinished})))"
     )
 
 
