@@ -143,6 +143,7 @@ class Archiver:
         self.batch_size = batch_size
         self.interval = max(0.2, min(DEFAULT_ARCHIVE_INTERVAL, after.total_seconds() / 2))
         self._next = 0.0
+        self._missing: bool | None = None  # the archive table, once looked for
 
     def maybe_run(self, conn: Connection, *, budget: float) -> int | None:
         """Archive on `conn` if the interval has passed; return the jobs moved, or None."""
@@ -152,7 +153,7 @@ class Archiver:
         self._next = time.monotonic() + (0.0 if not complete else self.interval)
         if moved:
             log.info("archived %d finished jobs%s", moved, "" if complete else "; more left")
-        if complete and self.retention is not None:
+        if complete and self.retention is not None and not self._missing:
             self.expire(conn)
         return moved
 
@@ -187,6 +188,8 @@ class Archiver:
         """
         if self.driver is None:
             self.driver = driver_for(conn, self.model)
+        if not self._has_table(conn):
+            return 0, True
         deadline = None if budget is None else time.monotonic() + budget
         moved = 0
         known: list[Partition] | None = None
@@ -213,6 +216,20 @@ class Archiver:
                 return moved, True
             if deadline is not None and time.monotonic() >= deadline:
                 return moved, False
+
+    def _has_table(self, conn: Connection) -> bool:
+        """Whether the archive table exists; said once, in one line, when it does not."""
+        if self._missing is None:
+            with conn.begin():
+                self._missing = not conn.execute(archive_sql.archive_exists(self.model)).scalar()
+            if self._missing:
+                log.error(
+                    "table %s_archive does not exist (revision sajq_0011): nothing is archived;"
+                    " run sa-jobqueue migrate --table %s, then restart the worker",
+                    self.model.__tablename__,
+                    self.model.__tablename__,
+                )
+        return not self._missing
 
     def expire(self, conn: Connection) -> list[str]:
         """Detach (``CONCURRENTLY``) and drop the partitions older than the retention.

@@ -264,3 +264,22 @@ def test_autogenerate_with_include_object_leaves_the_partitions_alone(archived):
         context = MigrationContext.configure(connection, opts={"include_object": include_object})
         found = compare_metadata(context, Base.metadata)
     assert not [d for d in found if "_archive_" in repr(d)]
+
+
+def test_a_missing_archive_table_is_said_once_and_archives_nothing(archived, caplog):
+    from sa_jobqueue.ops.admin import model_for_table
+
+    model = model_for_table("jobs")
+    archiver = Archiver(model, HOUR)
+    with archived.begin() as connection:
+        connection.execute(text("ALTER TABLE jobs_archive RENAME TO jobs_archive_away"))
+    try:
+        with archived.connect() as connection:
+            assert archiver.maybe_run(connection, budget=1.0) == 0
+            archiver._next = 0.0
+            assert archiver.maybe_run(connection, budget=1.0) == 0
+    finally:
+        with archived.begin() as connection:
+            connection.execute(text("ALTER TABLE jobs_archive_away RENAME TO jobs_archive"))
+    said = [r for r in caplog.records if "does not exist (revision sajq_0011)" in r.getMessage()]
+    assert len(said) == 1
