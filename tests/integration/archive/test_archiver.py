@@ -283,3 +283,15 @@ def test_a_missing_archive_table_is_said_once_and_archives_nothing(archived, cap
             connection.execute(text("ALTER TABLE jobs_archive_away RENAME TO jobs_archive"))
     said = [r for r in caplog.records if "does not exist (revision sajq_0011)" in r.getMessage()]
     assert len(said) == 1
+
+
+def test_a_maintenance_round_moves_then_drops_what_is_past_the_retention(archived):
+    with archived.begin() as connection:
+        for days in (40, 1):
+            add_job(connection, "done", f"now() - interval '{days} days'")
+    archiver = Archiver(Job, HOUR, retention=timedelta(days=30))
+    with archived.connect() as connection:
+        assert archiver.maybe_run(connection, budget=30.0) == 2
+        assert counts(connection) == (0, 1)  # the 40-day-old job left with its partition
+        now = connection.execute(text("SELECT now()")).scalar_one()
+        assert all(p.high > now - timedelta(days=30) for p in partitions(connection, Job))
