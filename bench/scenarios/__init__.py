@@ -41,4 +41,5 @@ SCENARIOS: dict[str, list[str] | None] = {
     "sql_enqueue": None,
     "databases": None,
     "memory": None,
+    "archive": None,
 }

@@ -23,7 +23,7 @@ from sa_jobqueue.cli.app import (
     prepared_statements,
     require_url,
 )
-from sa_jobqueue.cli.params import Count
+from sa_jobqueue.cli.params import Count, Duration
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
@@ -227,6 +227,29 @@ def _first_line(error: BaseException) -> str:
     default=admin.DEFAULT_PRUNE_INTERVAL,
     show_default=True,
     help="Seconds between prune runs.",
+)
+@click.option(
+    "--archive-after",
+    type=Duration(),
+    default=None,
+    metavar="DURATION",
+    help="Move finished jobs older than this (1h, 30m, 10s) to <table>_archive, "
+    "partitioned by day (PostgreSQL; off by default; docs/operations.md).",
+)
+@click.option(
+    "--archive-retention",
+    type=Duration(),
+    default=None,
+    metavar="DURATION",
+    help="Drop the archive's partitions older than this (30d); default: keep them.",
+)
+@click.option(
+    "--archive-partition",
+    type=Duration(),
+    default="1d",
+    show_default=True,
+    metavar="DURATION",
+    help="The time range of one archive partition (whole minutes, 1m to 31d).",
 )
 @click.option(
     "--listen/--no-listen",

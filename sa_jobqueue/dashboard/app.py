@@ -176,6 +176,19 @@ class _Dashboard(Actions):
             latency=charts.latency(data.minutes, stamp=chart_range.stamp),
         )
 
+    async def archive(self, request: Request) -> Response:
+        """Archived jobs (docs/operations.md#archive-and-retention): newest first, by id."""
+        try:
+            job_filter = JobFilter.parse(request.query_params)
+            before = request.query_params.get("before")
+            below = int(before) if before else None
+        except (FilterError, ValueError) as error:
+            return self.page(request, "error.html", 400, message=str(error))
+        result = await self.run(
+            queries.archived_page, job_filter, before=below, limit=self.page_size
+        )
+        return self.page(request, "archive.html", result=result, f=job_filter)
+
     async def jobs(self, request: Request) -> Response:
         """The jobs list: filters, keyset pages."""
         try:
@@ -325,6 +338,7 @@ def make_app(
         Route("/", board.overview, name="overview"),
         Route("/live", board.live, name="live"),
         Route("/jobs", board.jobs, name="jobs"),
+        Route("/archive", board.archive, name="archive"),
         Route("/jobs/{job_id:int}", board.job, name="job"),
         Route("/lookup", board.lookup, name="lookup"),
         Route("/bulk", board.bulk_action, methods=["POST"], name="bulk_action"),

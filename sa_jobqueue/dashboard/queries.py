@@ -23,6 +23,7 @@ from sa_jobqueue.dashboard.graph import Drawing, layout
 from sa_jobqueue.dashboard.history import RANGES, ChartRange, Minute, buckets
 from sa_jobqueue.ops import pausing
 from sa_jobqueue.ops.admin import JobInfo
+from sa_jobqueue.ops.archived import find_archived, list_archived
 from sa_jobqueue.ops.children import spawned_children
 from sa_jobqueue.ops.counts import StatusTotals, status_totals
 from sa_jobqueue.ops.durable_state import DurableState, durable_state
@@ -32,7 +33,6 @@ from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
-from sa_jobqueue.statements.spelled_dashboard import names_of
 
 __all__ = [
     "HISTORY_MINUTES",
@@ -43,14 +43,12 @@ __all__ = [
     "Overview",
     "QueueSummary",
     "ScheduleInfo",
-    "WorkerSummary",
     "job_detail",
     "jobs_counts",
     "jobs_page",
     "overview",
     "pretty_json",
     "schedules",
-    "workers",
 ]
 
 #: How far back the overview's "last hour" counts look.
@@ -217,6 +215,34 @@ def jobs_page(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ArchivedPage:
+    """A page of archived jobs (docs/operations.md#archive-and-retention), newest first."""
+
+    jobs: list[JobInfo]
+    #: The ``before`` of the next page (None: the last page).
+    next_before: int | None
+
+
+def archived_page(
+    session: Session,
+    model: type[JobMixin],
+    job_filter: JobFilter,
+    *,
+    before: int | None = None,
+    limit: int = 50,
+) -> ArchivedPage:
+    """Up to `limit` archived jobs of `job_filter`'s status, queue and kind, ids below `before`."""
+    filters = {
+        name: [value]
+        for name in ("status", "queue", "kind")
+        if (value := getattr(job_filter, name)) is not None
+    }
+    rows = list_archived(session, model, filters, limit + 1, before=before)
+    jobs = [JobInfo.from_row(row) for row in rows[:limit]]
+    return ArchivedPage(jobs, jobs[-1].id if len(rows) > limit else None)
+
+
 #: "All N matching the filter" counts up to this many (more shows as "10,000+").
 MATCH_CAP = 10_000
 
@@ -318,8 +344,12 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
     at = session.execute(statements.db_now()).scalar_one()
     row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
     if row is None:
-        return None
-    extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
+        row = find_archived(session, model, job_id)  # moved to <table>_archive
+        if row is None:
+            return None
+        extra = {**(row.columns or {}), "archived_at": row.archived_at}
+    else:
+        extra = {k: v for k, v in row._mapping.items() if k not in _KNOWN_COLUMNS}
     job = JobInfo.from_row(row)
     graph = graph_of(session.connection(), model, job_id)
     # Two index lookups (steps by primary key, signals by ix_<table>_signals_job), read
@@ -341,41 +371,7 @@ def job_detail(session: Session, model: type[JobMixin], job_id: int) -> JobDetai
     return JobDetail(job=job, at=at, extra=extra, schedule=schedule, graph=graph, durable=durable)
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerSummary:
-    """A worker as its ``locked_by`` shows it: what it runs now, what it finished lately."""
-
-    worker: str
-    running: int
-    expired_leases: int
-    finished: int
-    kinds: list[str]
-    queues: list[str]
-    lease_ends: datetime | None
-    last_finished_at: datetime | None
-
-
 def schedules(session: Session, model: type[JobMixin], *, limit: int = 500) -> list[ScheduleInfo]:
     """The periodic schedules workers registered, soonest next run first."""
     rows = session.execute(statements.schedules(model), {"limit": limit})
     return [ScheduleInfo.from_row(row) for row in rows]
-
-
-def workers(session: Session, model: type[JobMixin]) -> tuple[datetime, list[WorkerSummary]]:
-    """Every ``locked_by`` that holds a job now or finished one in the last hour."""
-    at = session.execute(statements.db_now()).scalar_one()
-    rows = session.execute(statements.workers_summary(model), {"window": HISTORY_MINUTES * 60.0})
-    result = [
-        WorkerSummary(
-            worker=row.worker,
-            running=row.running,
-            expired_leases=row.expired_leases,
-            finished=row.finished,
-            kinds=names_of(row.kinds),
-            queues=names_of(row.queues),
-            lease_ends=row.lease_ends,
-            last_finished_at=row.last_finished_at,
-        )
-        for row in rows
-    ]
-    return at, result

@@ -2,7 +2,7 @@
 
 `registry_view` lists the registry's workers with their running jobs
 (`ops.workers.list_workers`), beside what ``locked_by`` shows of the last hour
-(`queries.workers`: finished jobs, expired leases). A worker that stopped cleanly is
+(`workers`: finished jobs, expired leases). A worker that stopped cleanly is
 not listed; one that stopped heartbeating is ``gone``. See docs/workers-registry.md.
 """
 
@@ -13,11 +13,20 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.dashboard import queries
+from sa_jobqueue import statements
+from sa_jobqueue.dashboard.queries import HISTORY_MINUTES
 from sa_jobqueue.ops.workers import AttemptError, WorkerInfo, attempt_history, list_workers
 from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.statements.spelled_dashboard import names_of
 
-__all__ = ["RegistryRow", "RegistryView", "job_history", "registry_view"]
+__all__ = [
+    "RegistryRow",
+    "RegistryView",
+    "WorkerSummary",
+    "job_history",
+    "registry_view",
+    "workers",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +54,7 @@ class RegistryView:
 
 def registry_view(session: Session, model: type[JobMixin]) -> RegistryView:
     """The registry's workers (gone ones included) with their last hour of activity."""
-    at, activity = queries.workers(session, model)
+    at, activity = workers(session, model)
     recent = {summary.worker: summary for summary in activity}
     rows = []
     for worker in list_workers(session, model):
@@ -68,3 +77,37 @@ def registry_view(session: Session, model: type[JobMixin]) -> RegistryView:
 def job_history(session: Session, model: type[JobMixin], job_id: int) -> list[AttemptError]:
     """The job page's attempt history of `job_id`, oldest first."""
     return attempt_history(session, model, job_id)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSummary:
+    """A worker as its ``locked_by`` shows it: what it runs now, what it finished lately."""
+
+    worker: str
+    running: int
+    expired_leases: int
+    finished: int
+    kinds: list[str]
+    queues: list[str]
+    lease_ends: datetime | None
+    last_finished_at: datetime | None
+
+
+def workers(session: Session, model: type[JobMixin]) -> tuple[datetime, list[WorkerSummary]]:
+    """Every ``locked_by`` that holds a job now or finished one in the last hour."""
+    at = session.execute(statements.db_now()).scalar_one()
+    rows = session.execute(statements.workers_summary(model), {"window": HISTORY_MINUTES * 60.0})
+    result = [
+        WorkerSummary(
+            worker=row.worker,
+            running=row.running,
+            expired_leases=row.expired_leases,
+            finished=row.finished,
+            kinds=names_of(row.kinds),
+            queues=names_of(row.queues),
+            lease_ends=row.lease_ends,
+            last_finished_at=row.last_finished_at,
+        )
+        for row in rows
+    ]
+    return at, result

@@ -80,6 +80,9 @@ class Driver(
             (`jobs_prune`, `ops.admin.delete_finished`) deletes them first
             (`statements.cascades.delete_cascaded`), else a later job given a deleted
             job's id (SQLite reuses the largest) would inherit its recorded steps.
+        supports_partitions: native declarative partitioning with ``DETACH PARTITION
+            ... CONCURRENTLY``: the archive (`ops.archive`) runs there (else
+            ``archive_after`` is refused where it is given).
     """
 
     supports_listen_notify: bool
@@ -92,3 +95,4 @@ class Driver(
     supports_statement_timeout: bool
     supports_row_estimates: bool
     supports_cascading_deletes: bool
+    supports_partitions: bool

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from sa_jobqueue.migration.archive_ops import add_archive, drop_archive
     from sa_jobqueue.migration.autogenerate import include_object
     from sa_jobqueue.migration.function_ops import add_enqueue_function, drop_enqueue_function
     from sa_jobqueue.migration.ops import (
@@ -61,6 +62,7 @@ __all__ = [
     "AUTOVACUUM",
     "ROOT_REVISION",
     "Migrated",
+    "add_archive",
     "add_durable_steps",
     "add_enqueue_function",
     "add_flow_control",
@@ -78,6 +80,7 @@ __all__ = [
     "current_revisions",
     "downgrade",
     "downgrade_to",
+    "drop_archive",
     "drop_durable_steps",
     "drop_enqueue_function",
     "drop_flow_control",
@@ -115,6 +118,7 @@ _REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
 _SCHEDULES = frozenset({"add_schedules_due_index", "drop_schedules_due_index"})
 _FUNCTIONS = frozenset({"add_enqueue_function", "drop_enqueue_function"})
 _AUTOGENERATE = frozenset({"include_object"})
+_ARCHIVE = frozenset({"add_archive", "drop_archive"})
 
 
 def __getattr__(name: str) -> Any:
@@ -137,6 +141,8 @@ def __getattr__(name: str) -> Any:
             if name in _RUNTIME
             else "autogenerate"
             if name in _AUTOGENERATE
+            else "archive_ops"
+            if name in _ARCHIVE
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

@@ -1,4 +1,4 @@
-"""`include_object`: keep Alembic's autogenerate off what the jobs tables make on MySQL.
+"""`include_object`: keep Alembic's autogenerate off what the jobs tables make at runtime.
 
 On MariaDB and MySQL the unique-while-active keys are virtual generated columns under
 unique indexes (`sa_jobqueue.schema.active_keys`), made by the revisions and by
@@ -6,11 +6,14 @@ unique indexes (`sa_jobqueue.schema.active_keys`), made by the revisions and by
 would propose to drop the columns and to put the indexes back on the plain key
 columns, which would break the keys. Pass this hook to ``context.configure`` in your
 ``env.py`` (Flask-Migrate's included) and autogenerate leaves them alone; on
-PostgreSQL and SQLite it changes nothing. See docs/databases.md.
+PostgreSQL it leaves out the archive's partitions (``<table>_archive_YYMMDDHHMM``, made
+and dropped by workers: docs/operations.md#archive-and-retention), which autogenerate
+would propose to drop. See docs/databases.md.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
@@ -18,6 +21,8 @@ from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
 __all__ = ["include_object"]
 
 _GENERATED = frozenset(key.generated for key in ACTIVE_KEYS)
+#: An archive partition's name (`sa_jobqueue.schema.naming.archive_partition_name`).
+_PARTITION = re.compile(r"[A-Za-z_][A-Za-z0-9_]*_archive_[0-9]{10}")
 
 
 def include_object(
@@ -32,8 +37,11 @@ def include_object(
     An index counts as theirs when it, or the index it is compared with, covers a
     generated key column (``unique_key_active``, ``debounce_key_pending``). The id
     columns of the library's tables are left out too where the database reflects no
-    identity (SQLite's rowid, MySQL's AUTO_INCREMENT).
+    identity (SQLite's rowid, MySQL's AUTO_INCREMENT). So are the archive's partitions
+    (reflected tables named ``<table>_archive_YYMMDDHHMM`` that no model declares).
     """
+    if type_ == "table":  # an archive partition no model declares
+        return not (reflected and compare_to is None and _PARTITION.fullmatch(name or ""))
     if type_ == "column":
         return name not in _GENERATED and not _identity_beyond_the_database(object, compare_to)
     if type_ == "index":

@@ -26,6 +26,7 @@ from alembic import context, op
 from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.migration import portable
 from sa_jobqueue.schema import ddl
+from sa_jobqueue.schema.archive import archive_table_for
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import (
     FIRST_STATUSES,
@@ -243,6 +244,7 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     if postgresql:
         drop_notify_trigger(name, schema=schema)
     table = jobs_table(name, schema=schema)
+    archive_table_for(table).drop(op.get_bind(), checkfirst=True)  # sajq_0011's, with its jobs
     # Made by sajq_0008 (or create_all); the history's foreign key would block the drop.
     errors_table_for(table).drop(op.get_bind(), checkfirst=True)
     workers_table_for(table).drop(op.get_bind(), checkfirst=True)

@@ -23,6 +23,7 @@ from alembic import op
 from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import (
+    archive_ops,
     function_ops,
     ops,
     preflight,
@@ -32,6 +33,7 @@ from sa_jobqueue.migration import (
     steps_ops,
 )
 from sa_jobqueue.schema.naming import (
+    archive_table_name,
     check_identifier,
     check_table_name,
     dependencies_table_name,
@@ -155,6 +157,12 @@ VERSIONS: tuple[Version, ...] = (
         function_ops.add_enqueue_function,
         function_ops.drop_enqueue_function,
         applied=function_ops.has_enqueue_function,
+    ),
+    Version(
+        "sajq_0011",
+        archive_ops.add_archive,
+        archive_ops.drop_archive,
+        tables=(archive_table_name,),
     ),
 )
 

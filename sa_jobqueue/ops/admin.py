@@ -23,6 +23,7 @@ from sa_jobqueue.core.validation import BIGINT_RANGE, MAX_COUNT, check_job_id
 from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.ops import pausing
+from sa_jobqueue.ops.archived import find_archived, list_archived, restore_archived
 from sa_jobqueue.ops.children import awaited_children
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
@@ -133,7 +134,10 @@ def list_jobs(
     kind: Sequence[str] | str | None = None,
     limit: int = 50,
 ) -> list[JobInfo]:
-    """Jobs matching every filter given (each a name or a list of names), newest first."""
+    """Jobs matching every filter given (each a name or a list of names), newest first.
+
+    Archived jobs (docs/operations.md#archive-and-retention) are listed with the others.
+    """
     filters = {"statuses": status, "queues": queue, "kinds": kind}
     params: dict[str, Any] = {
         name: [value] if isinstance(value, str) else list(value)
@@ -150,8 +154,12 @@ def list_jobs(
         by_queue="queues" in params,
         by_kind="kinds" in params,
     )
-    rows = session.execute(query, {**params, "limit": limit}).all()
-    return [JobInfo.from_row(row) for row in rows]
+    rows: list[Any] = list(session.execute(query, {**params, "limit": limit}).all())
+    column = {"statuses": "status", "queues": "queue", "kinds": "kind"}
+    named = {column[name]: values for name, values in params.items()}
+    rows += list_archived(session, model, named, limit)  # finished jobs moved there
+    rows.sort(key=lambda row: row.id, reverse=True)
+    return [JobInfo.from_row(row) for row in rows[:limit]]
 
 
 def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | None:
@@ -159,6 +167,8 @@ def get_job(session: Session, model: type[JobMixin], job_id: int) -> JobInfo | N
     if not BIGINT_RANGE[0] <= job_id <= BIGINT_RANGE[1]:
         return None
     row = session.execute(statements.get_job(model), {"job_id": job_id}).first()
+    if row is None:  # moved to the archive (docs/operations.md#archive-and-retention)?
+        row = find_archived(session, model, job_id)
     return None if row is None else JobInfo.from_row(row)
 
 
@@ -185,6 +195,7 @@ def retry(
     """
     wanted = _ids(ids)
     driver = _writing(session, model)
+    restore_archived(session, model, wanted)  # archived ones come back first, then retry
     if driver.supports_writing_ctes:
         rows = session.execute(statements.requeue(model), {"ids": wanted}).all()
     else:  # lock, then update by id; workers there poll (no NOTIFY)

@@ -31,6 +31,7 @@ from sa_jobqueue.errors import (
     WaitTimeoutError,
 )
 from sa_jobqueue.ops.admin import JobInfo
+from sa_jobqueue.ops.archived import find_archived
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.statements.common import ANY_ENDED
 
@@ -138,6 +139,10 @@ class _Waiting:
         self.unlisten_sql = listening.unlisten_sql(self.channel)
         return True
 
+    def row(self, conn: Connection) -> Any:  # the jobs table's, or else its archive's
+        live = conn.execute(self.read, self.params).first()
+        return live or find_archived(conn, self.model, self.job_id)
+
     def ended(self, row: Any) -> JobInfo | None:
         """The job if `row` shows it ended; None if not yet; raise if there is no row."""
         if row is None:
@@ -218,7 +223,7 @@ def wait(
 def _poll_on(conn: Connection, waiting: _Waiting) -> JobInfo:
     """Read the row every poll interval until the job ended (no LISTEN to be woken by)."""
     while True:
-        job = waiting.ended(conn.execute(waiting.read, waiting.params).first())
+        job = waiting.ended(waiting.row(conn))
         if job is not None:
             return job
         time.sleep(waiting.pause())
@@ -227,7 +232,7 @@ def _poll_on(conn: Connection, waiting: _Waiting) -> JobInfo:
 async def _apoll_on(conn: AsyncConnection, waiting: _Waiting) -> JobInfo:
     """`_poll_on` on the event loop."""
     while True:
-        job = waiting.ended((await conn.execute(waiting.read, waiting.params)).first())
+        job = waiting.ended(await conn.run_sync(waiting.row))
         if job is not None:
             return job
         await asyncio.sleep(waiting.pause())
@@ -236,7 +241,7 @@ async def _apoll_on(conn: AsyncConnection, waiting: _Waiting) -> JobInfo:
 def _wait_on(conn: Connection, raw: psycopg.Connection[Any], waiting: _Waiting) -> JobInfo:
     # LISTEN came first: an end committed from now on is heard, whatever the read sees.
     while True:
-        job = waiting.ended(conn.execute(waiting.read, waiting.params).first())
+        job = waiting.ended(waiting.row(conn))
         if job is not None:
             return job
         pause = waiting.pause()
@@ -292,7 +297,7 @@ async def _await_on(
     conn: AsyncConnection, raw: psycopg.AsyncConnection[Any], waiting: _Waiting
 ) -> JobInfo:
     while True:
-        job = waiting.ended((await conn.execute(waiting.read, waiting.params)).first())
+        job = waiting.ended(await conn.run_sync(waiting.row))
         if job is not None:
             return job
         pause = waiting.pause()

@@ -17,6 +17,8 @@ operator commands agree on each name without importing one another. See docs/mig
 'sa_jobqueue_ended_jobs'
 >>> workers_table("jobs"), errors_table("jobs")
 ('sa_jobqueue_worker_jobs', 'sa_jobqueue_errors_jobs')
+>>> archive_table_name("jobs")
+'jobs_archive'
 >>> lock_name("jobs", "sweep")
 'sa_jobqueue:jobs:sweep'
 """
@@ -29,6 +31,8 @@ from sa_jobqueue.errors import ConfigurationError
 
 __all__ = [
     "IDENTIFIER_MAX",
+    "archive_partition_name",
+    "archive_table_name",
     "channel_name",
     "check_identifier",
     "check_table_name",
@@ -116,6 +120,10 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"fk_{table}_errors_job",
         schedules_due_index(table),
         f"{table}_enqueue",
+        archive_table_name(table),
+        f"pk_{table}_archive",
+        f"ix_{table}_archived",
+        archive_partition_name(table, "0000000000"),
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -236,3 +244,17 @@ def workers_table(table: str) -> str:
 def errors_table(table: str) -> str:
     """The attempt history of `table`: one row per failed attempt of a job, bounded per job."""
     return f"sa_jobqueue_errors_{table}"[:IDENTIFIER_MAX]
+
+
+def archive_table_name(table: str) -> str:
+    """The archive of `table`: its finished jobs, range-partitioned by ``finished_at``."""
+    return f"{table}_archive"
+
+
+def archive_partition_name(table: str, start: str) -> str:
+    """The archive partition of `table` starting at `start` (UTC, ``YYMMDDHHMM``).
+
+    >>> archive_partition_name("jobs", "2612060000")
+    'jobs_archive_2612060000'
+    """
+    return f"{archive_table_name(table)}_{start}"

@@ -21,9 +21,12 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue.core.engines import listen_url_of
 from sa_jobqueue.core.validation import check_name
+from sa_jobqueue.driver import Driver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.metrics import Metrics
-from sa_jobqueue.ops.retention import DEFAULT_PRUNE_INTERVAL
+from sa_jobqueue.ops.archive import DEFAULT_PARTITION, Archiver, check_archive_options
+from sa_jobqueue.ops.retention import DEFAULT_PRUNE_INTERVAL, Pruner
+from sa_jobqueue.schema.model import JobMixin
 
 __all__ = [
     "DEFAULT_AHEAD_WAIT",
@@ -74,6 +77,9 @@ class WorkerOptions(TypedDict, total=False):
     prefetch: int
     ahead_wait: float
     gone_after: float
+    archive_after: timedelta | None
+    archive_retention: timedelta | None
+    archive_partition: timedelta
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,13 @@ class WorkerConfig:
         gone_after: seconds without a heartbeat after which the worker's registry row
             counts as gone (the sweeper then deletes it); the row is heartbeat every
             third of that. Its jobs keep their leases (docs/workers-registry.md).
+        archive_after: finished jobs older than this move to ``<table>_archive``
+            (PostgreSQL; None: off). With it and no `retention`, the jobs table is not
+            pruned: the archive's retention replaces it
+            (docs/operations.md#archive-and-retention).
+        archive_retention: the archive's partitions wholly older than this are
+            detached and dropped (None: kept).
+        archive_partition: the time range of one archive partition (a day).
     """
 
     queues: tuple[str, ...] | None = None
@@ -142,6 +155,9 @@ class WorkerConfig:
     prefetch: int = DEFAULT_PREFETCH
     ahead_wait: float = DEFAULT_AHEAD_WAIT
     gone_after: float = DEFAULT_GONE_AFTER
+    archive_after: timedelta | None = None
+    archive_retention: timedelta | None = None
+    archive_partition: timedelta = DEFAULT_PARTITION
 
     @classmethod
     def from_options(cls, options: WorkerOptions) -> WorkerConfig:
@@ -194,6 +210,30 @@ class WorkerConfig:
                 f"metrics must be a sa_jobqueue.metrics.Metrics, not {config.metrics!r}"
             )
         return config
+
+    def pruner(self, model: type[JobMixin], driver: Driver) -> Pruner:
+        """The worker's retention of the jobs table (none when the archive replaces it)."""
+        retention = self.retention
+        if retention is None and self.archive_after is not None:
+            retention = {}
+        return Pruner(model, retention, self.prune_interval, driver=driver)
+
+    def archiver(
+        self, model: type[JobMixin], driver: Driver, database: str = "this database"
+    ) -> Archiver | None:
+        """The worker's archive (None: off).
+
+        Raises:
+            ConfigurationError: a bad archive option, or a database without partitions.
+        """
+        check_archive_options(
+            driver, self.archive_after, self.archive_retention, self.archive_partition, database
+        )
+        if self.archive_after is None:
+            return None
+        return Archiver(
+            model, self.archive_after, self.archive_retention, self.archive_partition, driver
+        )
 
     def poll_seconds(self, listens: bool) -> float:
         """`poll_interval`, or its default for a worker that `listens` (or not).

@@ -1,9 +1,9 @@
-"""Heartbeats, the sweeper and retention: the worker's maintenance thread.
+"""Heartbeats, the sweeper, retention and the archive: the worker's maintenance thread.
 
 On a connection of its own, `Maintenance` extends leases, heartbeats the worker's
 registry row, sweeps expired leases (and expired registry rows) under an advisory lock,
-ends the jobs past their task's deadline, prunes by retention and enqueues periodic
-ticks. See docs/workers.md and docs/durable.md ("Deadlines").
+ends the jobs past their task's deadline, prunes by retention, archives finished jobs
+and enqueues periodic ticks. See docs/workers.md and docs/durable.md ("Deadlines").
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, exc
 from sa_jobqueue.driver import Driver
 from sa_jobqueue.driver.protocol.deadlines import DeadlinePass
 from sa_jobqueue.logs import log_job
+from sa_jobqueue.ops.archive import Archiver
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
@@ -56,6 +57,8 @@ class Maintenance:
             deletes the rows that expired (None: no registry).
         deadlines: ``(kind, seconds)`` of the worker's tasks with a ``deadline``: each
             sweep ends their jobs past it (`Registry.deadlines`).
+        archiver: moves finished jobs to the archive and drops its old partitions
+            (None: no archive), within half a tick.
     """
 
     def __init__(
@@ -75,7 +78,9 @@ class Maintenance:
         on_renewed: Callable[[set[AttemptKey], float], None] | None = None,
         registration: Registration | None = None,
         deadlines: Sequence[tuple[str, float]] = (),
+        archiver: Archiver | None = None,
     ) -> None:
+        self.archiver = archiver
         self.registration = registration
         self.deadlines = tuple(deadlines)
         self.on_renewed = on_renewed
@@ -124,6 +129,8 @@ class Maintenance:
                     self.sweep(conn)
                     last_sweep = time.monotonic()
                 self.pruner.maybe_run(conn, budget=self.tick / 2)
+                if self.archiver is not None:
+                    self.archiver.maybe_run(conn, budget=self.tick / 2)
                 if self.periodic is not None:
                     self.periodic.maybe_run(conn)
                 failures = 0

@@ -20,7 +20,6 @@ from sa_jobqueue.core import local_wakeups
 from sa_jobqueue.driver import worker_driver
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import preflight
-from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer, Schedule
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.tasks import Registry
@@ -185,7 +184,8 @@ class Worker(Generic[JobT]):
             self.worker_id,
             leases=[*leases.values(), self.default_lease],
             sweep_interval=float(config.sweep_interval),
-            pruner=Pruner(model, config.retention, config.prune_interval, driver=self.driver),
+            pruner=config.pruner(model, self.driver),
+            archiver=config.archiver(model, self.driver, self.engine.dialect.name),
             running=self.inflight.snapshot,
             on_recovered=self._wake.set,
             stopped=self._stopped,

@@ -61,8 +61,14 @@ def test_capabilities_are_named_booleans(driver: Driver):
         "supports_statement_timeout": driver.supports_statement_timeout,
         "supports_row_estimates": driver.supports_row_estimates,
         "supports_cascading_deletes": driver.supports_cascading_deletes,
+        "supports_partitions": driver.supports_partitions,
     }
     assert all(isinstance(value, bool) for value in capabilities.values()), capabilities
+
+
+def test_partitions_are_postgresqls_only(db: Engine, driver: Driver):
+    # The archive (ops.archive) needs DETACH PARTITION ... CONCURRENTLY.
+    assert driver.supports_partitions is (db.dialect.name == "postgresql")
 
 
 def test_lock_write_waits_for_the_writer_then_the_transaction_reads_and_writes(

@@ -65,10 +65,17 @@ def sql_function(url: str) -> str:
     return refused(["sql", "--database-url", url])
 
 
+def archive(url: str) -> str:
+    return refused(
+        ["worker", "tests.support.apps.flow:jobs", "--database-url", url, "--archive-after", "1h"]
+    )
+
+
 #: The first cell of a row with a "no" -> the call that must say so.
 CHECKS: dict[str, Callable[[str], str]] = {
     "`sa-jobqueue migrate --adopt`": adopt,
     "`<table>_enqueue(...)` SQL function": sql_function,
+    "archive partitioned by finished time (`--archive-after`, `--archive-retention`)": archive,
 }
 
 NOS = sorted(

@@ -40,3 +40,4 @@ class PortableDriver(
     supports_writing_ctes = False
     supports_statement_timeout = False
     supports_row_estimates = False
+    supports_partitions = False

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
 from sa_jobqueue.dashboard import make_app, queries
+from sa_jobqueue.dashboard import workers as dashboard_workers
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.history import RANGES
 from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
@@ -129,7 +130,7 @@ def test_every_read_page_renders_and_lists_the_expected_jobs(committed):
     assert board.totals.counts["pending"] == 2
     # The workers' activity the page reads beside its registry: per locked_by.
     with Session(committed) as session:
-        _, activity = queries.workers(session, Job)
+        _, activity = dashboard_workers.workers(session, Job)
     by_name = {worker.worker: worker for worker in activity}
     assert set(by_name) == {"worker-1", "worker-2"}
     assert (by_name["worker-1"].running, by_name["worker-1"].finished) == (1, 1)

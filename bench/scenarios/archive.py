@@ -1,0 +1,131 @@
+"""Retention of a day of finished jobs: a partition drop against today's batched DELETE.
+
+Usage: ``python -m bench archive [--jobs N]``.
+
+In a scratch database (dropped afterwards), N ``done`` jobs finished over one day (two
+days ago, UTC) are written with SQL, then retained away two ways, each measured by
+wall time and WAL bytes (``pg_current_wal_lsn()`` before and after, on the same
+server), then ``VACUUM`` and the table's size and dead tuples:
+
+- prune: ``ops.retention.prune`` deletes them in batches of 1,000 (today's way);
+- archive: the archiver moves them into ``jobs_archive`` (its own cost, once per job,
+  reported apart), then the retention detaches (``CONCURRENTLY``) and drops the
+  day's partition.
+
+Results: bench/archive-results.md. The machine's PostgreSQL runs with autovacuum off
+(printed): the VACUUM here is explicit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, text
+
+from bench.support.app import Job
+from bench.support.database import Database, scratch
+from sa_jobqueue.ops.archive import Archiver, archive_now
+from sa_jobqueue.ops.retention import prune
+
+QUICK = ["--jobs", "2000"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=int, default=200_000, help="jobs finished in the day")
+
+
+def _fill(engine: Engine, n: int) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE jobs, jobs_archive RESTART IDENTITY CASCADE"))
+        conn.execute(
+            text(
+                "INSERT INTO jobs (kind, status, attempts, payload, result, finished_at)"
+                " SELECT 'noop', 'done', 1, jsonb_build_object('i', n), '{\"ok\": true}',"
+                " date_trunc('day', now()) - interval '2 days'"
+                " + (n % 86400) * interval '1 second'"
+                " FROM generate_series(1, :n) AS n"
+            ),
+            {"n": n},
+        )
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("VACUUM ANALYZE jobs"))
+
+
+def _measured(engine: Engine, work: Callable[[], Any]) -> tuple[float, int]:
+    with engine.connect() as conn:
+        before = conn.execute(text("SELECT pg_current_wal_lsn()")).scalar_one()
+    started = time.perf_counter()
+    work()
+    elapsed = time.perf_counter() - started
+    with engine.connect() as conn:
+        wal = conn.execute(
+            text("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), :before)"), {"before": before}
+        ).scalar_one()
+    return elapsed, int(wal)
+
+
+def _after_vacuum(engine: Engine, table: str) -> tuple[int, int]:
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text(f"VACUUM {table}"))
+        # The table and its partitions (a partitioned parent has no storage of its own).
+        parts = (
+            "SELECT CAST(:t AS regclass) AS oid UNION ALL"
+            " SELECT inhrelid FROM pg_inherits WHERE inhparent = CAST(:t AS regclass)"
+        )
+        size = conn.execute(
+            text(f"SELECT sum(pg_total_relation_size(oid)) FROM ({parts}) p"), {"t": table}
+        ).scalar_one()
+        dead = conn.execute(
+            text(
+                f"SELECT sum(n_dead_tup) FROM pg_stat_user_tables s JOIN ({parts}) p"
+                " ON p.oid = s.relid"
+            ),
+            {"t": table},
+        ).scalar()
+    return int(size), int(dead or 0)
+
+
+def main(args: argparse.Namespace, db: Database) -> None:
+    with scratch(db.url, prefix="sa_jobqueue_bench_archive") as url:
+        engine = create_engine(url)
+        with engine.connect() as conn:
+            autovacuum = conn.execute(text("SHOW autovacuum")).scalar_one()
+        print(f"{args.jobs} done jobs finished over one day; autovacuum={autovacuum}")
+        rows = []
+
+        _fill(engine, args.jobs)
+        seconds, wal = _measured(
+            engine, lambda: prune(engine, Job, older_than=timedelta(days=1), batch_size=1000)
+        )
+        size, dead = _after_vacuum(engine, "jobs")
+        rows.append(("prune: batched DELETE", seconds, wal, size, dead))
+
+        _fill(engine, args.jobs)
+
+        def move() -> None:
+            with engine.connect() as conn:
+                assert archive_now(conn, Job, after=timedelta(hours=1)) == args.jobs
+
+        seconds, wal = _measured(engine, move)
+        rows.append(
+            ("archive: the move (once per job)", seconds, wal, *_after_vacuum(engine, "jobs"))
+        )
+        archiver = Archiver(Job, timedelta(hours=1), retention=timedelta(days=1))
+
+        def expire() -> None:
+            with engine.connect() as conn:
+                assert len(archiver.expire(conn)) == 1
+
+        seconds, wal = _measured(engine, expire)
+        size, dead = _after_vacuum(engine, "jobs_archive")
+        rows.append(("archive: DETACH CONCURRENTLY + DROP", seconds, wal, size, dead))
+        engine.dispose()
+
+    print("| way | seconds | WAL bytes | size after VACUUM | dead tuples |")
+    print("|---|---:|---:|---:|---:|")
+    for name, seconds, wal, size, dead in rows:
+        print(f"| {name} | {seconds:.3f} | {wal:,} | {size:,} | {dead:,} |")
