@@ -76,6 +76,9 @@ class Driver(
             (`jobs_prune`, `ops.admin.delete_finished`) deletes them first
             (`statements.cascades.delete_cascaded`), else a later job given a deleted
             job's id (SQLite reuses the largest) would inherit its recorded steps.
+        supports_one_statement_steps: `step_record` is one statement, atomic on its own:
+            a lease-mode step runs it on an autocommit connection, one round trip
+            (else BEGIN, its statements, COMMIT).
     """
 
     supports_listen_notify: bool
@@ -88,3 +91,4 @@ class Driver(
     supports_statement_timeout: bool
     supports_row_estimates: bool
     supports_cascading_deletes: bool
+    supports_one_statement_steps: bool

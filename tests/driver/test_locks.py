@@ -61,6 +61,7 @@ def test_capabilities_are_named_booleans(driver: Driver):
         "supports_statement_timeout": driver.supports_statement_timeout,
         "supports_row_estimates": driver.supports_row_estimates,
         "supports_cascading_deletes": driver.supports_cascading_deletes,
+        "supports_one_statement_steps": driver.supports_one_statement_steps,
     }
     assert all(isinstance(value, bool) for value in capabilities.values()), capabilities
 

@@ -53,6 +53,26 @@ def test_step_record_of_a_stale_attempt_writes_nothing(db: Engine, driver: Drive
     assert step_rows(db, stale.id) == {}
 
 
+def test_step_record_alone_commits_by_itself_and_stays_fenced_where_the_driver_says_so(
+    db: Engine, driver: Driver
+):
+    # supports_one_statement_steps: a lease-mode step runs step_record on an autocommit
+    # connection (one round trip); its fence and insert are then one atomic statement.
+    if not driver.supports_one_statement_steps:
+        return  # its fence and insert are two statements: they need a transaction
+    add(db, 2)
+    stale, job = claim(db, driver, 2)
+    again = reclaimed(db, driver, stale)
+    alone = db.execution_options(isolation_level="AUTOCOMMIT")
+    with alone.connect() as conn:
+        assert driver.step_record(conn, StepRecord(fence(job), "charge", "7"))
+        assert driver.step_record(conn, StepRecord(fence(stale), "charge", "8")) is False
+        assert step_rows(db, job.id)["charge"].result == 7  # committed, seen from elsewhere
+        assert row(db, job.id).has_steps is True
+    assert step_rows(db, stale.id) == {}
+    assert not row(db, again.id).has_steps
+
+
 def test_step_record_without_locking_the_job_leaves_its_row_free(db: Engine, driver: Driver):
     add(db)
     [job] = claim(db, driver)

@@ -36,3 +36,4 @@ class PortableDriver(
     supports_writing_ctes = False
     supports_statement_timeout = False
     supports_row_estimates = False
+    supports_one_statement_steps = False  # a fence, then the insert
