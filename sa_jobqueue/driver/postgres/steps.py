@@ -55,22 +55,36 @@ def recorded_steps(model: type[JobMixin]) -> Select[Any]:
     )
 
 
-def record_step(model: type[JobMixin], *, lock: bool = True, kind: str = "step") -> Insert:
+def record_step(
+    model: type[JobMixin], *, lock: bool = True, kind: str = "step", marked: bool = False
+) -> Insert:
     """Record step ``:name`` of ``:job_id``/``:attempt`` with ``:step_result`` (JSON), fenced.
 
     Returns the step's name, or no row when the attempt's lease was lost. With `lock`
-    (lease mode), the fence is an UPDATE that also sets ``has_steps``; without it (a
-    transactional handler's own transaction), a plain read, so the job's row stays
-    unlocked for the rest of the handler (``ctx.progress`` writes it meanwhile).
-    `kind`: the row's kind (``try``: a failed try of a step with options; ``patch``: a
-    ``ctx.patched`` marker's answer).
+    (lease mode), the fence is an UPDATE that also sets ``has_steps``, or, once the row
+    is `marked` so, a ``SELECT ... FOR NO KEY UPDATE`` (the lock that UPDATE takes,
+    without a new version of the row); without it (a transactional handler's own
+    transaction), a plain read, so the job's row stays unlocked for the rest of the
+    handler (``ctx.progress`` writes it meanwhile). Either way one statement, atomic on
+    its own (`PostgresDriver.supports_one_statement_steps`). `kind`: the row's kind
+    (``try``: a failed try of a step with options; ``patch``: a ``ctx.patched`` marker's
+    answer).
     """
     steps = step_rows(model)
     # :step_result, not :result: an execution's parameter named after a column of the
     # jobs table would join the fence's UPDATE as a SET.
     values = [job_id_param(), bindparam("name", type_=Text), literal(kind)]
     values.append(json_param("step_result"))
-    if lock:
+    if lock and marked:
+        fenced = (
+            select(model.id, model.attempts)
+            .where(*fence_one(model))
+            .with_for_update(key_share=True)
+            .cte("fenced")
+        )
+        source = select(*values, fenced.c.attempts)
+        statement = pg_insert(steps).add_cte(fenced)
+    elif lock:
         fenced = (
             update(model)
             .where(*fence_one(model))
@@ -128,6 +142,7 @@ class PostgresSteps:
     def __init__(self, model: type[JobMixin]) -> None:
         self._recorded = recorded_steps(model)
         self._record = record_step(model)
+        self._record_marked = record_step(model, marked=True)
         self._record_unlocked = record_step(model, lock=False)
         self._record_try = record_step(model, lock=False, kind="try")
         self._record_patch = record_step(model, kind="patch")
@@ -196,8 +211,10 @@ class PostgresSteps:
             statement = self._record_try
         elif params.kind == "patch":  # a ctx.patched marker's answer
             statement = self._record_patch if params.lock_job else self._record_patch_unlocked
+        elif params.lock_job:
+            statement = self._record_marked if params.marked else self._record
         else:
-            statement = self._record if params.lock_job else self._record_unlocked
+            statement = self._record_unlocked
         values = {**_fence(params.fence), "name": params.name, "step_result": params.result}
         return conn.execute(statement, values).first() is not None
 

@@ -55,6 +55,9 @@ class StepRecord:
             a step with options, its error as `result`; its name holds a ``#``, which
             no step name does), or ``patch`` (a ``ctx.patched`` marker's answer,
             ``true`` or ``false``; fenced like a step).
+        marked: the job's row is marked ``has_steps`` already (an earlier record of the
+            job did it): with `lock_job`, a driver may then lock the row without
+            writing it again.
     """
 
     fence: StepFence
@@ -62,6 +65,7 @@ class StepRecord:
     result: str | None
     lock_job: bool = True
     kind: str = "step"
+    marked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -132,11 +132,14 @@ class WorkerSteps:
         self, conn: Connection, ctx: Any, name: str, result: str | None, kind: str
     ) -> None:
         # A step's (or a marker's) record locks the job's row in lease mode, marking it
-        # ``has_steps``; a try's only reads it.
+        # ``has_steps`` (unless the job has it already); a try's only reads it.
         lock = ctx._session is None and kind != "try"
-        params = StepRecord(self._fence(ctx), name, result, lock_job=lock, kind=kind)
+        fence = self._fence(ctx)
+        params = StepRecord(fence, name, result, lock_job=lock, kind=kind, marked=ctx._has_steps)
         if not self._driver.step_record(conn, params):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
+        if lock:
+            ctx._has_steps = True  # committed: the next record need not mark the row again
 
     def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
         self._run(ctx, lambda conn: self._slept(conn, ctx, name, seconds))
