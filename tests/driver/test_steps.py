@@ -80,12 +80,19 @@ def test_step_record_alone_commits_by_itself_and_stays_fenced_where_the_driver_s
     add(db, 2)
     stale, job = claim(db, driver, 2)
     again = reclaimed(db, driver, stale)
-    alone = db.execution_options(isolation_level="AUTOCOMMIT")
-    with alone.connect() as conn:
+    # As the worker opens it (the isolation level set on the connection: no engine
+    # events), and through an engine copy (its event sets it): both paths of the driver.
+    copied = db.execution_options(isolation_level="AUTOCOMMIT")
+    with db.connect() as conn, copied.connect() as copy:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
         assert driver.step_record(conn, StepRecord(fence(job), "charge", "7"))
         assert driver.step_record(conn, StepRecord(fence(stale), "charge", "8")) is False
         assert step_rows(db, job.id)["charge"].result == 7  # committed, seen from elsewhere
         assert row(db, job.id).has_steps is True
+        assert driver.step_record(copy, StepRecord(fence(job), "ship", None, marked=True))
+        assert "ship" in step_rows(db, job.id)
+        stale_marked = StepRecord(fence(stale), "ship", "9", marked=True)
+        assert driver.step_record(copy, stale_marked) is False
     assert step_rows(db, stale.id) == {}
     assert not row(db, again.id).has_steps
 

@@ -9,7 +9,7 @@ a claim. See docs/durable.md.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
@@ -23,9 +23,12 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue.driver.postgres import parks
+from sa_jobqueue.driver.postgres.direct import Direct
 from sa_jobqueue.driver.postgres.parks import job_id_param, json_param, step_rows
 from sa_jobqueue.driver.protocol.steps import (
     ProgressSet,
@@ -132,6 +135,27 @@ def _fence(fence: StepFence) -> dict[str, Any]:
     return {"job_id": fence.job_id, "attempt": fence.attempt, "owner": fence.owner}
 
 
+class _Recording:
+    """A step record's statement, its SQL compiled once per dialect (`direct.Direct`).
+
+    Its literals (the row's kind, the fence's status) travel as the parameters they
+    compile to, given with each call: the driver's cursor gets every value by name.
+    """
+
+    def __init__(self, statement: Insert) -> None:
+        self.direct = Direct(cast("ReturningInsert[Any]", statement))
+        compiled: Any = statement.compile(dialect=postgresql.dialect())  # type: ignore[no-untyped-call]
+        self.literals = {
+            name: bind.effective_value
+            for bind, name in compiled.bind_names.items()
+            if not bind.required
+        }
+
+    def run(self, conn: Connection, values: dict[str, Any]) -> bool:
+        """Whether the record was written (its RETURNING gave a row)."""
+        return self.direct.first(conn, {**self.literals, **values}) is not None
+
+
 class PostgresSteps:
     """`StepOps` for one jobs model; its statements are built once, here (cheap).
 
@@ -141,12 +165,12 @@ class PostgresSteps:
 
     def __init__(self, model: type[JobMixin]) -> None:
         self._recorded = recorded_steps(model)
-        self._record = record_step(model)
-        self._record_marked = record_step(model, marked=True)
-        self._record_unlocked = record_step(model, lock=False)
-        self._record_try = record_step(model, lock=False, kind="try")
-        self._record_patch = record_step(model, kind="patch")
-        self._record_patch_unlocked = record_step(model, lock=False, kind="patch")
+        self._record = _Recording(record_step(model))
+        self._record_marked = _Recording(record_step(model, marked=True))
+        self._record_unlocked = _Recording(record_step(model, lock=False))
+        self._record_try = _Recording(record_step(model, lock=False, kind="try"))
+        self._record_patch = _Recording(record_step(model, kind="patch"))
+        self._record_patch_unlocked = _Recording(record_step(model, lock=False, kind="patch"))
         self._progress = set_progress(model)
         self._progress_waiting = set_progress(model, skip_locked=False)
         self._sleep = parks.park_sleep(model)
@@ -206,7 +230,7 @@ class PostgresSteps:
         return {row.name: (row.kind, row.result) for row in rows}
 
     def step_record(self, conn: Connection, params: StepRecord) -> bool:
-        """`record_step`: its fence locks the row (``lock_job``) or reads it."""
+        """`record_step`: its fence locks the row (``lock_job``) or reads it; SQL compiled once."""
         if params.kind == "try":  # never locks: a try's row is history
             statement = self._record_try
         elif params.kind == "patch":  # a ctx.patched marker's answer
@@ -216,7 +240,7 @@ class PostgresSteps:
         else:
             statement = self._record_unlocked
         values = {**_fence(params.fence), "name": params.name, "step_result": params.result}
-        return conn.execute(statement, values).first() is not None
+        return statement.run(conn, values)
 
     def wait_resolve(self, conn: Connection, params: WaitResolve) -> None:
         """`parks.resolve_wait`: the wait's row made or replaced as received."""

@@ -69,9 +69,7 @@ class WorkerSteps:
     @classmethod
     def on_engine(cls, driver: Driver, owner: str, engine: Engine, max_bytes: int) -> WorkerSteps:
         """Writes on `engine`, one committed transaction (or autocommit statement) each."""
-        alone = None
-        if driver.supports_one_statement_steps:
-            alone = engine.execution_options(isolation_level="AUTOCOMMIT").connect
+        alone = _autocommit(engine) if driver.supports_one_statement_steps else None
         return cls(driver, owner, engine.begin, max_bytes, background=True, alone=alone)
 
     @classmethod
@@ -206,6 +204,22 @@ class WorkerSteps:
     def _progressed(self, ctx: Any, value: str, final: bool = False) -> ProgressSet:
         """The fenced write of `value`; the `final` one waits for a row another holds."""
         return ProgressSet(self._fence(ctx), value, skip_locked=not final)
+
+
+def _autocommit(engine: Engine) -> Callable[[], AbstractContextManager[Connection]]:
+    """Opens a connection of `engine` in autocommit mode (reset when it goes back to the pool).
+
+    Set on the connection, not by an engine's ``execution_options`` copy, which does it
+    with an event: a connection without events runs a driver's compiled statements on
+    its cursor directly (`sa_jobqueue.driver.postgres.direct`).
+    """
+
+    @contextmanager
+    def opened() -> Iterator[Connection]:
+        with engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    return opened
 
 
 def _text(payload: Any) -> str | None:
