@@ -25,7 +25,8 @@ the first step's start to the last job's end. The repetitions interleave the sys
 Recovery: a three-step job whose worker is killed (SIGKILL) during step 2; seconds from
 the kill to the job ``done`` after a worker restarted at once, and how many times step 1
 ran (target: once). sa-jobqueue at its defaults (5-minute lease, 30 s sweeps) once, and
-with a 2 s lease and 0.5 s sweeps (`--recover-reps` times); DBOS at its defaults (it
+with a 2 s lease and 0.5 s sweeps, and 1 s and 0.25 s (`--recover-reps` times each,
+interleaved with DBOS's); DBOS at its defaults (it
 recovers its executor's pending workflows at launch). Writes ``bench/steps-results.md``.
 """
 
@@ -59,7 +60,9 @@ QUICK = ["--reps", "1", "--jobs", "200", "--dbos-jobs", "24", "--recover-reps", 
 QUICK += ["--no-default-recovery"]
 #: (lease seconds or None: the library's default, sweep interval) of the recovery cases.
 SHORT = (2.0, 0.5)
+SHORTER = (1.0, 0.25)
 DEFAULT = (None, 30.0)
+DBOS = (None, 0.0)  # DBOS has neither: it recovers its executor's workflows at launch
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -108,20 +111,19 @@ def _json(argv: list[Any], env: dict[str, str] | None = None) -> dict[str, Any]:
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def throughput(who: str, server: str, args: argparse.Namespace, python: Path | None) -> float:
-    """One repetition of `who`'s three-step jobs per second."""
+def throughput(
+    who: str, server: str, args: argparse.Namespace, python: Path | None
+) -> dict[str, Any]:
+    """One repetition of `who`'s three-step jobs: ``rate`` per second (and worker CPU)."""
     c = args.concurrency
     if who == "celery":
-        return float(_json([python, PEER_DRIVE, "celery", REDIS, args.jobs, c])["rate"])
+        return _json([python, PEER_DRIVE, "celery", REDIS, args.jobs, c])
     with scratch_database(server, prefix="sajq_steps") as url:
         if who == "dbos":
-            return float(
-                _json([python, PEER_DRIVE, "dbos", _libpq(url), args.dbos_jobs, c])["rate"]
-            )
+            return _json([python, PEER_DRIVE, "dbos", _libpq(url), args.dbos_jobs, c])
         action = "raw" if who == "raw" else "ours"
         src = args.baseline_src if who == "baseline" else None
-        result = _json([sys.executable, DRIVE, action, url, args.jobs, c], _env(src))
-        return float(result["rate"])
+        return _json([sys.executable, DRIVE, action, url, args.jobs, c], _env(src))
 
 
 def _marks(path: Path, what: str) -> int:
@@ -198,16 +200,20 @@ def main(args: argparse.Namespace, db: Database) -> None:
     who_all += ["baseline"] if args.baseline_src else []
     who_all += ["dbos", "celery"] if python else []
     rates: dict[str, list[float]] = {who: [] for who in who_all}
+    cpu: dict[str, list[float]] = {who: [] for who in who_all}
     loads: list[str] = []
     for rep in range(args.reps):
         order = who_all[rep % len(who_all) :] + who_all[: rep % len(who_all)]
         for who in order:
-            rates[who].append(throughput(who, db.url, args, python))
-            log(f"steps rep {rep + 1} {who}: {rates[who][-1]:,.1f} three-step jobs/s")
+            figures = throughput(who, db.url, args, python)
+            rates[who].append(float(figures["rate"]))
+            if "cpu_us_per_job" in figures:
+                cpu[who].append(float(figures["cpu_us_per_job"]))
+            log(f"steps rep {rep + 1} {who}: {figures}")
         loads.append(load())
-    cases = [("sa-jobqueue", SHORT)] * args.recover_reps
-    cases += [("dbos", (None, 0.0))] * (args.recover_reps if python else 0)
-    cases = cases[::2] + cases[1::2]  # interleaved
+    one_round = [("sa-jobqueue", SHORT), ("sa-jobqueue", SHORTER)]
+    one_round += [("dbos", DBOS)] if python else []
+    cases = one_round * args.recover_reps  # interleaved
     if not args.no_default_recovery:
         cases.append(("sa-jobqueue", DEFAULT))
     recovered: dict[tuple[str, tuple[float | None, float]], list[tuple[float, int]]] = {}
@@ -223,11 +229,18 @@ def main(args: argparse.Namespace, db: Database) -> None:
         values = ", ".join(f"{r:,.1f}" for r in rates[who])
         return f"{median(who):,.1f} ({values})"
 
+    def cpu_cell(who: str) -> str:
+        if not cpu[who]:
+            return "-"
+        return f"{statistics.median(cpu[who]):,.0f} ({', '.join(f'{c:,.0f}' for c in cpu[who])})"
+
     ours = median("sa-jobqueue")
     rows = [
-        f"| three-step jobs/s, concurrency {args.concurrency} | median (reps) | sa-jobqueue / it |",
-        "|---|---|---|",
-        f"| sa-jobqueue ({args.jobs:,} jobs) | {cell('sa-jobqueue')} | 1.00x |",
+        f"| three-step jobs/s, concurrency {args.concurrency} | median (reps) "
+        "| sa-jobqueue / it | worker CPU us per job |",
+        "|---|---|---|---|",
+        f"| sa-jobqueue ({args.jobs:,} jobs) | {cell('sa-jobqueue')} | 1.00x "
+        f"| {cpu_cell('sa-jobqueue')} |",
     ]
     names = {
         "raw": f"raw fenced loop, same writes ({args.jobs:,} jobs)",
@@ -236,13 +249,14 @@ def main(args: argparse.Namespace, db: Database) -> None:
         "celery": f"Celery chain of 3 on Redis, not durable ({args.jobs:,} jobs)",
     }
     for who in who_all[1:]:
-        rows.append(f"| {names[who]} | {cell(who)} | {ours / median(who):.2f}x |")
+        rows.append(f"| {names[who]} | {cell(who)} | {ours / median(who):.2f}x | {cpu_cell(who)} |")
     rows += ["", "| recovery after kill -9 in step 2 | seconds, median (reps) | step-1 runs |"]
     rows.append("|---|---|---|")
     label = {
         ("sa-jobqueue", SHORT): "sa-jobqueue, lease 2 s, sweep every 0.5 s",
+        ("sa-jobqueue", SHORTER): "sa-jobqueue, lease 1 s, sweep every 0.25 s",
         ("sa-jobqueue", DEFAULT): "sa-jobqueue, defaults (lease 5 min, sweep every 30 s)",
-        ("dbos", (None, 0.0)): "DBOS, defaults (recovers at launch)",
+        ("dbos", DBOS): "DBOS, defaults (recovers at launch)",
     }
     recovery: dict[str, float] = {}
     for key, samples in recovered.items():
@@ -269,7 +283,7 @@ def main(args: argparse.Namespace, db: Database) -> None:
                 "42.3 step-1 runs after kill -9 in step 2", ones, 1, unit="", at_most=True
             )
         )
-    dbos = recovery.get(label[("dbos", (None, 0.0))])
+    dbos = recovery.get(label[("dbos", DBOS)])
     if dbos:
         short = recovery.get(label[("sa-jobqueue", SHORT)])
         if short:

@@ -1,10 +1,12 @@
 """sa-jobqueue's side and the raw loop of the ``steps`` scenario, one process per run.
 
-Usage: ``python -m bench.support.steps_drive ACTION URL [N C]``, ACTION one of:
+Usage: ``python bench/support/steps_drive.py ACTION URL [N C]`` (by path, so that a
+baseline's ``PYTHONPATH`` picks its sa_jobqueue; ``bench`` importable), ACTION one of:
 
 - ``ours URL N C``: N three-step no-op jobs (``enqueue_many``, not timed), drained by
   ``jobs.worker(engine, concurrency=C).drain()`` at its defaults; print ``{"rate": ...,
-  "done": N}``, timed from the first step's start to the last handler's end;
+  "done": N, "cpu_us_per_job": ...}``, timed from the first step's start to the last
+  handler's end (the CPU: every thread of the process, over the drain);
 - ``raw URL N C``: the same N jobs through C threads of plain psycopg, one autocommit
   connection each, every write the worker makes as one committed statement: claim one
   job (``FOR UPDATE SKIP LOCKED``), three fenced step inserts (`STEP`: the driver's own
@@ -163,6 +165,7 @@ def main() -> None:
         return
     count, concurrency = int(sys.argv[3]), int(sys.argv[4])
     _fill(url, count)
+    cpu = time.process_time()
     if action == "ours":
         engine = create_engine(url)
         done = jobs.worker(engine, concurrency=concurrency).drain()
@@ -181,7 +184,9 @@ def main() -> None:
         raise SystemExit(f"unknown action {action!r}")
     if done != count:
         raise SystemExit(f"{action}: {done} of {count} jobs done")
-    print(json.dumps({"rate": count / (SPAN[1] - SPAN[0]), "done": done}), flush=True)
+    cpu_us = (time.process_time() - cpu) / count * 1e6  # every thread of this process
+    rate = count / (SPAN[1] - SPAN[0])
+    print(json.dumps({"rate": rate, "done": done, "cpu_us_per_job": cpu_us}), flush=True)
 
 
 if __name__ == "__main__":
