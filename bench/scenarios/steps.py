@@ -1,7 +1,7 @@
 """Durable steps: three-step jobs/s at concurrency 8 beside a raw loop, DBOS and Celery; recovery.
 
 Usage: ``python -m bench steps [--reps 3] [--jobs 2000] [--dbos-jobs 500] [--concurrency 8]
-[--recover-reps 3] [--no-default-recovery] [--no-peers] [--baseline-src DIR]``.
+[--recover-reps 3] [--no-default-recovery] [--no-peers] [--baseline-src DIR ...]``.
 
 Throughput: three-step no-op jobs per second at concurrency 8, each system on a scratch
 database of its own on the same server, jobs enqueued before the clock starts; timed from
@@ -19,8 +19,9 @@ the first step's start to the last job's end. The repetitions interleave the sys
   sa-jobqueue at least 3x;
 * ``Celery``: chains of three tasks on the machine's Redis (127.0.0.1:6379), a prefork
   worker ``-c 8`` at its defaults (not durable: a step's result is not recorded).
-* ``baseline`` (with ``--baseline-src``, a checkout of earlier code): sa-jobqueue again on
-  that code, interleaved: what a change to the steps' writes bought.
+* ``baseline`` (with ``--baseline-src``, a checkout of earlier code, e.g. ``git archive
+  <commit> | tar -x -C DIR``; repeat it for several): sa-jobqueue again on that code,
+  interleaved, named after DIR: what each change to the steps' writes bought.
 
 Recovery: a three-step job whose worker is killed (SIGKILL) during step 2; seconds from
 the kill to the job ``done`` after a worker restarted at once, and how many times step 1
@@ -76,7 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-default-recovery", action="store_true", help="skip the 5-minute-lease recovery"
     )
     parser.add_argument("--no-peers", action="store_true", help="skip DBOS and Celery")
-    parser.add_argument("--baseline-src", type=Path, help="sa-jobqueue's code to compare")
+    parser.add_argument(
+        "--baseline-src", type=Path, action="append", default=[], help="code to compare"
+    )
 
 
 def peers_python() -> Path | None:
@@ -126,7 +129,7 @@ def throughput(
         if who == "dbos":
             return _json([python, PEER_DRIVE, "dbos", _libpq(url), args.dbos_jobs, c])
         action = "raw" if who == "raw" else "ours"
-        src = args.baseline_src if who == "baseline" else None
+        src = Path(who.removeprefix("baseline ")) if who.startswith("baseline ") else None
         return _json([sys.executable, DRIVE, action, url, args.jobs, c], _env(src))
 
 
@@ -216,7 +219,7 @@ def recover(
 def main(args: argparse.Namespace, db: Database) -> None:
     python = None if args.no_peers else peers_python()
     who_all = ["sa-jobqueue", "raw"]
-    who_all += ["baseline"] if args.baseline_src else []
+    who_all += [f"baseline {src}" for src in args.baseline_src]
     who_all += ["dbos", "celery"] if python else []
     rates: dict[str, list[float]] = {who: [] for who in who_all}
     cpu: dict[str, list[float]] = {who: [] for who in who_all}
@@ -263,7 +266,10 @@ def main(args: argparse.Namespace, db: Database) -> None:
     ]
     names = {
         "raw": f"raw fenced loop, same writes ({args.jobs:,} jobs)",
-        "baseline": f"sa-jobqueue, baseline code ({args.jobs:,} jobs)",
+        **{
+            f"baseline {src}": f"sa-jobqueue, the code in {src.name} ({args.jobs:,} jobs)"
+            for src in args.baseline_src
+        },
         "dbos": f"DBOS queue, its defaults ({args.dbos_jobs:,} jobs)",
         "celery": f"Celery chain of 3 on Redis, not durable ({args.jobs:,} jobs)",
     }

@@ -24,12 +24,14 @@ import sys
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import DeclarativeBase, Session
 
+import sa_jobqueue
 from bench.support.raw import dsn
 from sa_jobqueue import JobContext, JobMixin, JobQueue
 
@@ -186,7 +188,9 @@ def main() -> None:
         raise SystemExit(f"{action}: {done} of {count} jobs done")
     cpu_us = (time.process_time() - cpu) / count * 1e6  # every thread of this process
     rate = count / (SPAN[1] - SPAN[0])
-    print(json.dumps({"rate": rate, "done": done, "cpu_us_per_job": cpu_us}), flush=True)
+    code = str(Path(sa_jobqueue.__file__).parents[1])  # which checkout ran (a baseline's?)
+    figures = {"rate": rate, "done": done, "cpu_us_per_job": cpu_us, "code": code}
+    print(json.dumps(figures), flush=True)
 
 
 if __name__ == "__main__":
