@@ -106,6 +106,10 @@ bench-hosts: $(STAMP)  ## N = 1, 2, 4, 8 worker hosts in network namespaces agai
 bench-workflows: $(STAMP)  ## fan-out/fan-in and chains against a plain drain: bench/workflows-results.md
 	$(BIN)/python -m bench workflows
 
+.PHONY: bench-steps
+bench-steps: $(STAMP)  ## durable steps beside a raw loop of the same writes, DBOS and Celery; recovery after kill -9: bench/steps-results.md
+	$(BIN)/python -m bench steps
+
 bench-backlog: $(STAMP)  ## claims beside 1,000,000 pending rows and over 1,000 queues, and the next-due probe
 	$(BIN)/python -m bench backlog next_due
 

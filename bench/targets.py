@@ -52,6 +52,11 @@ EXPECTED: dict[str, str] = {
     "8 plain jobs beside limits / none (instructions)": "features",
     "8 plain jobs beside workflows / none (instructions)": "features",
     "8 plain jobs beside durable / none (instructions)": "features",
+    "40 recovery / DBOS's, each at its defaults": "steps",
+    "42.3 three-step jobs / raw fenced loop at concurrency 8": "steps",
+    "42.3 three-step jobs / DBOS at concurrency 8": "steps",
+    "42.3 step-1 runs after kill -9 in step 2": "steps",
+    "42.3 recovery / DBOS's, lease 2 s": "steps",
     "38 drain / faster of huey and DBOS at concurrency 1": "databases",
     "38 drain / faster of huey and DBOS at concurrency 8": "databases",
 }

@@ -25,6 +25,7 @@ SCENARIOS: dict[str, list[str] | None] = {
     "latency": ["--wake-only", "--samples", "200"],
     "drain_limit": [],
     "workflows": [],
+    "steps": [],
     "peers": [],
     "enqueue": [],
     "startup": [],

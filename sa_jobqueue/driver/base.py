@@ -83,6 +83,9 @@ class Driver(
         supports_partitions: native declarative partitioning with ``DETACH PARTITION
             ... CONCURRENTLY``: the archive (`ops.archive`) runs there (else
             ``archive_after`` is refused where it is given).
+        supports_one_statement_steps: `step_record` is one statement, atomic on its own:
+            a lease-mode step runs it on an autocommit connection, one round trip
+            (else BEGIN, its statements, COMMIT).
     """
 
     supports_listen_notify: bool
@@ -96,3 +99,4 @@ class Driver(
     supports_row_estimates: bool
     supports_cascading_deletes: bool
     supports_partitions: bool
+    supports_one_statement_steps: bool

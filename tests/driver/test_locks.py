@@ -62,6 +62,7 @@ def test_capabilities_are_named_booleans(driver: Driver):
         "supports_row_estimates": driver.supports_row_estimates,
         "supports_cascading_deletes": driver.supports_cascading_deletes,
         "supports_partitions": driver.supports_partitions,
+        "supports_one_statement_steps": driver.supports_one_statement_steps,
     }
     assert all(isinstance(value, bool) for value in capabilities.values()), capabilities
 

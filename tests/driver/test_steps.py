@@ -46,11 +46,55 @@ def test_step_record_of_a_stale_attempt_writes_nothing(db: Engine, driver: Drive
     [stale] = claim(db, driver)
     again = reclaimed(db, driver, stale)
     with db.begin() as conn:
-        for lock_job in (True, False):
-            params = StepRecord(fence(stale), "charge", None, lock_job=lock_job)
+        for lock_job, marked in ((True, False), (True, True), (False, False)):
+            params = StepRecord(fence(stale), "charge", None, lock_job=lock_job, marked=marked)
             assert driver.step_record(conn, params) is False
         assert driver.step_record(conn, StepRecord(fence(again, OWNER), "charge", None)) is False
     assert step_rows(db, stale.id) == {}
+
+
+def test_step_record_of_a_marked_job_records_it_and_holds_the_row_until_commit(
+    db: Engine, driver: Driver
+):
+    # `marked`: the job has steps already (ctx._has_steps), so the record need not write
+    # the row again; it still locks it like the first one, so no sweep or reclaim
+    # slips in between its fence and its insert.
+    add(db)
+    [job] = claim(db, driver)
+    with db.begin() as conn:
+        assert driver.step_record(conn, StepRecord(fence(job), "one", "1"))
+    with db.connect() as handler, handler.begin():
+        assert driver.step_record(handler, StepRecord(fence(job), "two", "2", marked=True))
+        assert _progress(db, driver, job) is False  # the row is held: skipped
+    assert {name: r.result for name, r in step_rows(db, job.id).items()} == {"one": 1, "two": 2}
+    assert row(db, job.id).has_steps is True
+
+
+def test_step_record_alone_commits_by_itself_and_stays_fenced_where_the_driver_says_so(
+    db: Engine, driver: Driver
+):
+    # supports_one_statement_steps: a lease-mode step runs step_record on an autocommit
+    # connection (one round trip); its fence and insert are then one atomic statement.
+    if not driver.supports_one_statement_steps:
+        return  # its fence and insert are two statements: they need a transaction
+    add(db, 2)
+    stale, job = claim(db, driver, 2)
+    again = reclaimed(db, driver, stale)
+    # As the worker opens it (the isolation level set on the connection: no engine
+    # events), and through an engine copy (its event sets it): both paths of the driver.
+    copied = db.execution_options(isolation_level="AUTOCOMMIT")
+    with db.connect() as conn, copied.connect() as copy:
+        conn.execution_options(isolation_level="AUTOCOMMIT")
+        assert driver.step_record(conn, StepRecord(fence(job), "charge", "7"))
+        assert driver.step_record(conn, StepRecord(fence(stale), "charge", "8")) is False
+        assert step_rows(db, job.id)["charge"].result == 7  # committed, seen from elsewhere
+        assert row(db, job.id).has_steps is True
+        assert driver.step_record(copy, StepRecord(fence(job), "ship", None, marked=True))
+        assert "ship" in step_rows(db, job.id)
+        stale_marked = StepRecord(fence(stale), "ship", "9", marked=True)
+        assert driver.step_record(copy, stale_marked) is False
+    assert step_rows(db, stale.id) == {}
+    assert not row(db, again.id).has_steps
 
 
 def test_step_record_without_locking_the_job_leaves_its_row_free(db: Engine, driver: Driver):

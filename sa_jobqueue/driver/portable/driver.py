@@ -41,3 +41,4 @@ class PortableDriver(
     supports_statement_timeout = False
     supports_row_estimates = False
     supports_partitions = False
+    supports_one_statement_steps = False  # a fence, then the insert

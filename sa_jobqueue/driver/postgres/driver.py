@@ -38,7 +38,7 @@ class PostgresDriver:
     supports_listen_notify = supports_skip_locked = supports_returning = True
     supports_partial_indexes = supports_advisory_locks = supports_asynchronous_commit = True
     supports_writing_ctes = supports_statement_timeout = supports_row_estimates = True
-    supports_cascading_deletes = supports_partitions = True
+    supports_cascading_deletes = supports_partitions = supports_one_statement_steps = True
 
     def __init__(
         self,

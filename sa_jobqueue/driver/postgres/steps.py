@@ -9,7 +9,7 @@ a claim. See docs/durable.md.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     Connection,
@@ -23,9 +23,12 @@ from sqlalchemy import (
     true,
     update,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.sql.dml import ReturningInsert
 
 from sa_jobqueue.driver.postgres import parks
+from sa_jobqueue.driver.postgres.direct import Direct
 from sa_jobqueue.driver.postgres.parks import job_id_param, json_param, step_rows
 from sa_jobqueue.driver.protocol.steps import (
     ProgressSet,
@@ -55,22 +58,36 @@ def recorded_steps(model: type[JobMixin]) -> Select[Any]:
     )
 
 
-def record_step(model: type[JobMixin], *, lock: bool = True, kind: str = "step") -> Insert:
+def record_step(
+    model: type[JobMixin], *, lock: bool = True, kind: str = "step", marked: bool = False
+) -> Insert:
     """Record step ``:name`` of ``:job_id``/``:attempt`` with ``:step_result`` (JSON), fenced.
 
     Returns the step's name, or no row when the attempt's lease was lost. With `lock`
-    (lease mode), the fence is an UPDATE that also sets ``has_steps``; without it (a
-    transactional handler's own transaction), a plain read, so the job's row stays
-    unlocked for the rest of the handler (``ctx.progress`` writes it meanwhile).
-    `kind`: the row's kind (``try``: a failed try of a step with options; ``patch``: a
-    ``ctx.patched`` marker's answer).
+    (lease mode), the fence is an UPDATE that also sets ``has_steps``, or, once the row
+    is `marked` so, a ``SELECT ... FOR NO KEY UPDATE`` (the lock that UPDATE takes,
+    without a new version of the row); without it (a transactional handler's own
+    transaction), a plain read, so the job's row stays unlocked for the rest of the
+    handler (``ctx.progress`` writes it meanwhile). Either way one statement, atomic on
+    its own (`PostgresDriver.supports_one_statement_steps`). `kind`: the row's kind
+    (``try``: a failed try of a step with options; ``patch``: a ``ctx.patched`` marker's
+    answer).
     """
     steps = step_rows(model)
     # :step_result, not :result: an execution's parameter named after a column of the
     # jobs table would join the fence's UPDATE as a SET.
     values = [job_id_param(), bindparam("name", type_=Text), literal(kind)]
     values.append(json_param("step_result"))
-    if lock:
+    if lock and marked:
+        fenced = (
+            select(model.id, model.attempts)
+            .where(*fence_one(model))
+            .with_for_update(key_share=True)
+            .cte("fenced")
+        )
+        source = select(*values, fenced.c.attempts)
+        statement = pg_insert(steps).add_cte(fenced)
+    elif lock:
         fenced = (
             update(model)
             .where(*fence_one(model))
@@ -118,6 +135,27 @@ def _fence(fence: StepFence) -> dict[str, Any]:
     return {"job_id": fence.job_id, "attempt": fence.attempt, "owner": fence.owner}
 
 
+class _Recording:
+    """A step record's statement, its SQL compiled once per dialect (`direct.Direct`).
+
+    Its literals (the row's kind, the fence's status) travel as the parameters they
+    compile to, given with each call: the driver's cursor gets every value by name.
+    """
+
+    def __init__(self, statement: Insert) -> None:
+        self.direct = Direct(cast("ReturningInsert[Any]", statement))
+        compiled: Any = statement.compile(dialect=postgresql.dialect())  # type: ignore[no-untyped-call]
+        self.literals = {
+            name: bind.effective_value
+            for bind, name in compiled.bind_names.items()
+            if not bind.required
+        }
+
+    def run(self, conn: Connection, values: dict[str, Any]) -> bool:
+        """Whether the record was written (its RETURNING gave a row)."""
+        return self.direct.first(conn, {**self.literals, **values}) is not None
+
+
 class PostgresSteps:
     """`StepOps` for one jobs model; its statements are built once, here (cheap).
 
@@ -127,14 +165,15 @@ class PostgresSteps:
 
     def __init__(self, model: type[JobMixin]) -> None:
         self._recorded = recorded_steps(model)
-        self._record = record_step(model)
-        self._record_unlocked = record_step(model, lock=False)
-        self._record_try = record_step(model, lock=False, kind="try")
+        self._record = _Recording(record_step(model))
+        self._record_marked = _Recording(record_step(model, marked=True))
+        self._record_unlocked = _Recording(record_step(model, lock=False))
+        self._record_try = _Recording(record_step(model, lock=False, kind="try"))
         # Markers (``patch``), spawns (``spawn``: a child's id) and a step's compensation
         # (its registration; a finished compensation), each fenced like a step, locked
         # (lease mode: the row is locked and marked ``has_steps``) or not.
         self._record_kinds = {
-            (kind, lock): record_step(model, lock=lock, kind=kind)
+            (kind, lock): _Recording(record_step(model, lock=lock, kind=kind))
             for kind in ("patch", "spawn", "compensate", "compensated")
             for lock in (True, False)
         }
@@ -197,15 +236,17 @@ class PostgresSteps:
         return {row.name: (row.kind, row.result) for row in rows}
 
     def step_record(self, conn: Connection, params: StepRecord) -> bool:
-        """`record_step`: its fence locks the row (``lock_job``) or reads it."""
+        """`record_step`: its fence locks the row (``lock_job``) or reads it; SQL compiled once."""
         if params.kind == "try":  # never locks: a try's row is history
             statement = self._record_try
         elif params.kind != "step":  # a marker, a spawn, a compensation
             statement = self._record_kinds[params.kind, params.lock_job]
+        elif params.lock_job:
+            statement = self._record_marked if params.marked else self._record
         else:
-            statement = self._record if params.lock_job else self._record_unlocked
+            statement = self._record_unlocked
         values = {**_fence(params.fence), "name": params.name, "step_result": params.result}
-        return conn.execute(statement, values).first() is not None
+        return statement.run(conn, values)
 
     def wait_resolve(self, conn: Connection, params: WaitResolve) -> None:
         """`parks.resolve_wait`: the wait's row made or replaced as received."""

@@ -56,6 +56,9 @@ class StepRecord:
             no step name does), or ``patch`` (a ``ctx.patched`` marker's answer,
             ``true`` or ``false``; fenced like a step), or ``spawn`` (a ``ctx.spawn``'s
             child id, recorded in the transaction that inserts the child).
+        marked: the job's row is marked ``has_steps`` already (an earlier record of the
+            job did it): with `lock_job`, a driver may then lock the row without
+            writing it again.
     """
 
     fence: StepFence
@@ -63,6 +66,7 @@ class StepRecord:
     result: str | None
     lock_job: bool = True
     kind: str = "step"
+    marked: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -50,6 +50,9 @@ class WorkerSteps:
             of its own (a connection of its own), never on theirs.
         enqueue: what ``ctx.spawn`` inserts a child with (the `JobQueue`'s
             ``enqueue``); None: ``ctx.spawn`` raises.
+        alone: opens an autocommit connection, for a lease-mode step's record where the
+            driver writes it in one statement (`Driver.supports_one_statement_steps`):
+            one round trip instead of three (BEGIN, the statement, COMMIT).
     """
 
     def __init__(
@@ -61,6 +64,7 @@ class WorkerSteps:
         *,
         background: bool = False,
         enqueue: Callable[..., Any] | None = None,
+        alone: Callable[[], AbstractContextManager[Connection]] | None = None,
     ) -> None:
         self.owner = owner
         self._enqueue = enqueue
@@ -69,6 +73,7 @@ class WorkerSteps:
         self._connect = connect
         #: Opens one short transaction (what its lease-mode writes each run in).
         self.connect = connect
+        self._alone = alone
         self._writer = ProgressWriter(connect, driver) if background else None
 
     @classmethod
@@ -80,8 +85,11 @@ class WorkerSteps:
         max_bytes: int,
         enqueue: Callable[..., Any] | None = None,
     ) -> WorkerSteps:
-        """Writes on `engine`, one committed transaction each."""
-        return cls(driver, owner, engine.begin, max_bytes, background=True, enqueue=enqueue)
+        """Writes on `engine`, one committed transaction (or autocommit statement) each."""
+        alone = _autocommit(engine) if driver.supports_one_statement_steps else None
+        return cls(
+            driver, owner, engine.begin, max_bytes, background=True, enqueue=enqueue, alone=alone
+        )
 
     @classmethod
     def on_connection(
@@ -130,20 +138,30 @@ class WorkerSteps:
         return self._driver.steps_recorded(conn, ctx.id)
 
     def record(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:  # noqa: D102
+        if self._alone is not None and ctx._session is None:
+            with self._alone() as conn:  # lease mode: the one statement commits itself
+                self._recorded(conn, ctx, name, result, kind)
+            return
         self._run(ctx, lambda conn: self._recorded(conn, ctx, name, result, kind))
 
     async def arecord(self, ctx: Any, name: str, result: str | None, *, kind: str = "step") -> None:  # noqa: D102
+        if self._alone is not None and ctx._session is None:
+            await asyncio.to_thread(self.record, ctx, name, result, kind=kind)
+            return
         await self._arun(ctx, lambda conn: self._recorded(conn, ctx, name, result, kind))
 
     def _recorded(
         self, conn: Connection, ctx: Any, name: str, result: str | None, kind: str
     ) -> None:
         # A step's (or a marker's) record locks the job's row in lease mode, marking it
-        # ``has_steps``; a try's only reads it.
+        # ``has_steps`` (unless the job has it already); a try's only reads it.
         lock = ctx._session is None and kind != "try"
-        params = StepRecord(self._fence(ctx), name, result, lock_job=lock, kind=kind)
+        fence = self._fence(ctx)
+        params = StepRecord(fence, name, result, lock_job=lock, kind=kind, marked=ctx._has_steps)
         if not self._driver.step_record(conn, params):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: step {name!r} not recorded")
+        if lock:
+            ctx._has_steps = True  # committed: the next record need not mark the row again
 
     def sleep(self, ctx: Any, name: str, seconds: float) -> bool:  # noqa: D102
         self._run(ctx, lambda conn: self._slept(conn, ctx, name, seconds))
@@ -307,6 +325,22 @@ class WorkerSteps:
     def _progressed(self, ctx: Any, value: str, final: bool = False) -> ProgressSet:
         """The fenced write of `value`; the `final` one waits for a row another holds."""
         return ProgressSet(self._fence(ctx), value, skip_locked=not final)
+
+
+def _autocommit(engine: Engine) -> Callable[[], AbstractContextManager[Connection]]:
+    """Opens a connection of `engine` in autocommit mode (reset when it goes back to the pool).
+
+    Set on the connection, not by an engine's ``execution_options`` copy, which does it
+    with an event: a connection without events runs a driver's compiled statements on
+    its cursor directly (`sa_jobqueue.driver.postgres.direct`).
+    """
+
+    @contextmanager
+    def opened() -> Iterator[Connection]:
+        with engine.connect() as conn:
+            yield conn.execution_options(isolation_level="AUTOCOMMIT")
+
+    return opened
 
 
 def _text(payload: Any) -> str | None:
