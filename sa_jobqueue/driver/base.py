@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from sa_jobqueue.driver.protocol.control import ControlOps
+from sa_jobqueue.driver.protocol.counters import CounterOps
 from sa_jobqueue.driver.protocol.deadlines import DeadlineOps
 from sa_jobqueue.driver.protocol.enqueue import EnqueueOps
 from sa_jobqueue.driver.protocol.jobs import ClaimOps, CompletionOps, FailureOps, LeaseOps
@@ -31,6 +32,7 @@ class Driver(
     ClaimOps,
     CompletionOps,
     ControlOps,
+    CounterOps,
     DeadlineOps,
     EnqueueOps,
     FailureOps,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from sa_jobqueue.migration.autogenerate import include_object
+    from sa_jobqueue.migration.counter_ops import add_counters, drop_counters
     from sa_jobqueue.migration.function_ops import add_enqueue_function, drop_enqueue_function
     from sa_jobqueue.migration.ops import (
         add_flow_control,
@@ -61,6 +62,7 @@ __all__ = [
     "AUTOVACUUM",
     "ROOT_REVISION",
     "Migrated",
+    "add_counters",
     "add_durable_steps",
     "add_enqueue_function",
     "add_flow_control",
@@ -78,6 +80,7 @@ __all__ = [
     "current_revisions",
     "downgrade",
     "downgrade_to",
+    "drop_counters",
     "drop_durable_steps",
     "drop_enqueue_function",
     "drop_flow_control",
@@ -115,6 +118,7 @@ _REGISTRY = frozenset({"add_worker_registry", "drop_worker_registry"})
 _SCHEDULES = frozenset({"add_schedules_due_index", "drop_schedules_due_index"})
 _FUNCTIONS = frozenset({"add_enqueue_function", "drop_enqueue_function"})
 _AUTOGENERATE = frozenset({"include_object"})
+_COUNTERS = frozenset({"add_counters", "drop_counters"})
 
 
 def __getattr__(name: str) -> Any:
@@ -137,6 +141,8 @@ def __getattr__(name: str) -> Any:
             if name in _RUNTIME
             else "autogenerate"
             if name in _AUTOGENERATE
+            else "counter_ops"
+            if name in _COUNTERS
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

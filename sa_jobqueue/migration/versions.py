@@ -23,6 +23,7 @@ from alembic import op
 from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import (
+    counter_ops,
     function_ops,
     ops,
     preflight,
@@ -155,6 +156,12 @@ VERSIONS: tuple[Version, ...] = (
         function_ops.add_enqueue_function,
         function_ops.drop_enqueue_function,
         applied=function_ops.has_enqueue_function,
+    ),
+    Version(
+        "sajq_0012",
+        counter_ops.add_counters,
+        counter_ops.drop_counters,
+        applied=counter_ops.has_counters,
     ),
 )
 

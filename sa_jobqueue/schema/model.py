@@ -26,6 +26,7 @@ from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.active_keys import not_mysql
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
+from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
@@ -214,6 +215,7 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
         signals_table(table.metadata, table.name)
         workers_table_for(table)  # the worker registry and attempt history (sajq_0008)
         errors_table_for(table)
+        add_counters(table)  # the counters of ended jobs (sajq_0012)
 
 
 def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> tuple[Any, ...]:

@@ -33,9 +33,11 @@ __all__ = [
     "check_identifier",
     "check_table_name",
     "control_channel_name",
+    "counts_table",
     "dependencies_table_name",
     "derived_names",
     "ended_channel_name",
+    "ended_table",
     "errors_table",
     "lock_name",
     "notify_function_name",
@@ -116,6 +118,11 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"fk_{table}_errors_job",
         schedules_due_index(table),
         f"{table}_enqueue",
+        counts_table(table),
+        f"pk_{table}_counts",
+        ended_table(table),
+        f"pk_{table}_ended",
+        f"{table}_count_ended",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -236,3 +243,13 @@ def workers_table(table: str) -> str:
 def errors_table(table: str) -> str:
     """The attempt history of `table`: one row per failed attempt of a job, bounded per job."""
     return f"sa_jobqueue_errors_{table}"[:IDENTIFIER_MAX]
+
+
+def counts_table(table: str) -> str:
+    """The counters of `table`: jobs ended per minute, queue, kind and status."""
+    return f"sa_jobqueue_counts_{table}"[:IDENTIFIER_MAX]
+
+
+def ended_table(table: str) -> str:
+    """The log of `table`'s ended jobs not yet added to `counts_table` (one row per job)."""
+    return f"sa_jobqueue_ended_{table}"[:IDENTIFIER_MAX]

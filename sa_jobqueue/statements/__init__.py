@@ -35,6 +35,13 @@ from sa_jobqueue.statements.common import (
     try_advisory_lock,
     try_advisory_xact_lock,
 )
+from sa_jobqueue.statements.counters import (
+    counted,
+    counted_by_kind,
+    counted_per_bucket,
+    counted_recently,
+    counted_totals,
+)
 from sa_jobqueue.statements.dashboard import (
     LIST_ORDERS,
     cursor_params,
@@ -78,6 +85,11 @@ __all__ = [
     "advisory_lock_key",
     "advisory_unlock",
     "asynchronous_commit",
+    "counted",
+    "counted_by_kind",
+    "counted_per_bucket",
+    "counted_recently",
+    "counted_totals",
     "bulk_batch",
     "bulk_count",
     "cancel",

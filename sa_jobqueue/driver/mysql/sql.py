@@ -105,6 +105,16 @@ class MysqlSql:
         """``INSERT IGNORE`` (the rows given here never fail but on a duplicate key)."""
         return insert(table).prefix_with("IGNORE")
 
+    def insert_adding(self, table: Table) -> Insert:
+        """``INSERT ... ON DUPLICATE KEY UPDATE`` adding to the counters' row."""
+        statement = insert(table)
+        new = statement.inserted
+        return statement.on_duplicate_key_update(
+            jobs=table.c.jobs + new.jobs,
+            seconds=table.c.seconds + new.seconds,
+            max_seconds=func.greatest(table.c.max_seconds, new.max_seconds),
+        )
+
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """``GET_LOCK(..., 0)``, released when the transaction ends (`xact_locks.try_lock`).
 

@@ -13,6 +13,7 @@ from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
+from sa_jobqueue.driver.postgres.counters import PostgresCounters
 from sa_jobqueue.driver.postgres.deadlines import Deadlines
 from sa_jobqueue.driver.postgres.enqueue import PostgresEnqueue
 from sa_jobqueue.driver.postgres.failures import Failures
@@ -61,6 +62,7 @@ class PostgresDriver:
         self._schedules = PostgresSchedules(model)
         self._control = PostgresControl(model)
         self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
+        self.counters_compact = PostgresCounters(model).counters_compact  # CounterOps
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""

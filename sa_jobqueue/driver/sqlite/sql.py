@@ -98,6 +98,19 @@ class SqliteSql:
         """``INSERT ... ON CONFLICT DO NOTHING``."""
         return sqlite_insert(table).on_conflict_do_nothing()
 
+    def insert_adding(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT (key) DO UPDATE`` adding to the counters' row."""
+        statement = sqlite_insert(table)
+        new = statement.excluded
+        return statement.on_conflict_do_update(
+            index_elements=[c.name for c in table.primary_key.columns],
+            set_={
+                "jobs": table.c.jobs + new.jobs,
+                "seconds": table.c.seconds + new.seconds,
+                "max_seconds": func.max(table.c.max_seconds, new.max_seconds),
+            },
+        )
+
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """The write lock (`write_lock`): the transaction is the one writer until it ends.
 
