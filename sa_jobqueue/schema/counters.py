@@ -1,4 +1,4 @@
-"""The counters of ended jobs beside a jobs table: two small tables and the trigger that feeds them.
+"""The counters of ended jobs beside a jobs table: two small tables, the trigger feeding them.
 
 ``sa_jobqueue_ended_<table>`` gets one row per job that ends (``done``, ``failed`` or
 ``cancelled``), appended by a row trigger on the jobs table in the ending statement's own
@@ -8,6 +8,7 @@ one row per minute, queue, kind and status (`sa_jobqueue.driver.protocol.counter
 Readers add the two (`sa_jobqueue.statements.counters`). The same definitions serve
 revision ``sajq_0012`` and ``create_all``. See docs/observability.md#counters.
 """
+# ruff: noqa: S608 - SQL text of checked identifiers and our own constants only
 
 from __future__ import annotations
 
@@ -119,7 +120,7 @@ BEGIN
             coalesce(extract(epoch FROM coalesce(NEW.finished_at, now()) - NEW.run_at), 0));
     RETURN NULL;
 END
-$$"""  # noqa: S608 - identifiers checked, the rest our constants
+$$"""
         return [
             body,
             f"CREATE TRIGGER sa_jobqueue_count_ended AFTER UPDATE OF status ON {jobs}"
@@ -209,7 +210,7 @@ def backfill_sql(dialect: str, table: str, schema: str | None = None) -> str:
         f" coalesce(sum({took}), 0), coalesce(max({took}), 0)"
         f" FROM {jobs} WHERE status IN ({_FINISHED}) AND finished_at IS NOT NULL"
         f" GROUP BY {minute}, queue, kind, status"
-    )  # noqa: S608 - identifiers checked, the rest our constants
+    )
     if dialect in MYSQL:
         sql = sql.replace('"', "`")
     return sql

@@ -24,9 +24,9 @@ from sqlalchemy.sql import FromClause
 
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.active_keys import not_mysql
+from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
-from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for

@@ -2,7 +2,8 @@
 
 The oldest log rows are read under a lock (MySQL: ``FOR UPDATE``; SQLite: the caller's
 write lock), added up in Python, added to the counters (`Dialect.insert_adding`) and
-deleted by id (exactly those), in the caller's transaction. See `sa_jobqueue.driver.protocol.counters`.
+deleted by id (exactly those), in the caller's transaction.
+See `sa_jobqueue.driver.protocol.counters`.
 """
 
 from __future__ import annotations
