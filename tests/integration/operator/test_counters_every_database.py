@@ -169,5 +169,3 @@ def test_compaction_moves_exactly_what_it_adds_with_endings_in_between(committed
         other.commit()
     assert _logged(committed) == 1
     assert _counted(committed) == _rows(committed)
-
-
