@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     ColumnElement,
     Float,
     Select,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     Text,
     bindparam,
     case,
+    cast,
     func,
     literal,
     select,
@@ -70,6 +72,11 @@ def counted(model: type[JobMixin], *, since: ColumnElement[Any] | None = None) -
     return union_all(rolled, logged).subquery("counted")
 
 
+def _total(column: Any) -> Any:
+    """``sum(column)`` as a bigint (PostgreSQL's sum of bigints is a numeric)."""
+    return cast(func.sum(column), BigInteger)
+
+
 def _window_start() -> ColumnElement[Any]:
     # The start of the minute ``:window`` seconds ago: its whole minute counts.
     start = seconds_before(utc_now(), bindparam("window", type_=Float))
@@ -84,12 +91,12 @@ def counted_per_bucket(model: type[JobMixin], *, by_queue: bool = False) -> Sele
     """
     rows = counted(model, since=_window_start())
     bucket = bucket_start(bindparam("bucket", type_=Float), rows.c.minute)
-    jobs = func.sum(rows.c.jobs)
+    jobs = _total(rows.c.jobs)
     query = select(
         bucket.label("bucket"),
         rows.c.status.label("status"),
         jobs.label("jobs"),
-        (func.sum(rows.c.seconds) / jobs).label("avg_seconds"),
+        cast(func.sum(rows.c.seconds) / func.sum(rows.c.jobs), Float).label("avg_seconds"),
         func.max(rows.c.max_seconds).label("max_seconds"),
     )
     if by_queue:
@@ -103,7 +110,7 @@ def counted_recently(model: type[JobMixin]) -> Select[Any]:
     return select(
         rows.c.queue.label("queue"),
         rows.c.status.label("status"),
-        func.sum(rows.c.jobs).label("jobs"),
+        _total(rows.c.jobs).label("jobs"),
     ).group_by(rows.c.queue, rows.c.status)
 
 
@@ -113,11 +120,11 @@ def counted_totals(model: type[JobMixin]) -> Select[Any]:
     Columns: ``queue``, ``status``, ``jobs``, ``recent`` (of them, those in the window).
     """
     rows = counted(model)
-    windowed = func.sum(case((rows.c.minute >= _window_start(), rows.c.jobs), else_=0))
+    windowed = _total(case((rows.c.minute >= _window_start(), rows.c.jobs), else_=0))
     return select(
         rows.c.queue.label("queue"),
         rows.c.status.label("status"),
-        func.sum(rows.c.jobs).label("jobs"),
+        _total(rows.c.jobs).label("jobs"),
         windowed.label("recent"),
     ).group_by(rows.c.queue, rows.c.status)
 
@@ -129,5 +136,5 @@ def counted_by_kind(model: type[JobMixin]) -> Select[Any]:
         rows.c.queue.label("queue"),
         rows.c.kind.label("kind"),
         rows.c.status.label("status"),
-        func.sum(rows.c.jobs).label("jobs"),
+        _total(rows.c.jobs).label("jobs"),
     ).group_by(rows.c.queue, rows.c.kind, rows.c.status)
