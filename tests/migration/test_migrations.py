@@ -79,6 +79,8 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_signal_{table}",
             f"sa_jobqueue_worker_{table}",  # sajq_0008
             f"sa_jobqueue_errors_{table}",
+            f"sa_jobqueue_counts_{table}",  # sajq_0012
+            f"sa_jobqueue_ended_{table}",
         )
     }
 
@@ -281,14 +283,18 @@ def test_upgrade_then_downgrade_leaves_no_table(scratch):
     assert _tables(engine) == set()
     migration.upgrade(url)
     assert _tables(engine) == {*_with_state("jobs"), "sa_jobqueue_version_jobs"}
-    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue"}
+    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue", "jobs_count_ended"}
     with engine.connect() as connection:
         versions = connection.scalars(text("SELECT version_num FROM sa_jobqueue_version_jobs"))
         assert list(versions) == [_head()]
         trigger = (
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal"
         )
-        assert list(connection.scalars(text(trigger))) == ["sa_jobqueue_notify"]
+        assert set(connection.scalars(text(trigger))) == {
+            "sa_jobqueue_notify",
+            "sa_jobqueue_count_ended",  # the counters of ended jobs (sajq_0012)
+            "sa_jobqueue_count_inserted",
+        }
         assert "alembic_version" not in _tables(engine)  # the app's own table stays free
 
     migration.upgrade(url)  # already at the head: nothing to do, nothing fails
@@ -315,7 +321,7 @@ def test_tables_migrated_side_by_side_keep_separate_versions(scratch):
         JobQueue(Job).enqueue(session, "kept", {"n": 1})
     migration.downgrade(url, table="other_jobs")
     assert _tables(engine) == {*_with_state("jobs"), "sa_jobqueue_version_jobs"}
-    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue"}
+    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue", "jobs_count_ended"}
     with engine.connect() as connection:
         assert connection.scalar(select(Job.payload)) == {"n": 1}
 
