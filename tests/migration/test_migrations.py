@@ -528,6 +528,7 @@ Revises:
 from __future__ import annotations
 
 from sa_jobqueue.migration import (
+    add_counters,
     add_durable_steps,
     add_revision_columns,
     add_runtime_control,
@@ -552,6 +553,7 @@ def upgrade() -> None:
     add_durable_steps("my_jobs")  # sajq_0007
     add_worker_registry("my_jobs")  # sajq_0008
     add_schedules_due_index("my_jobs")  # sajq_0009
+    add_counters("my_jobs")  # sajq_0012
 
 
 def downgrade() -> None:
@@ -609,7 +611,7 @@ def test_custom_table_from_a_user_revision_matches_its_model(scratch, tmp_path):
         "ix_my_jobs_throttle_key",
         "ix_my_jobs_keyed",
     }
-    assert _functions(engine) == {"sa_jobqueue_notify_my_jobs"}
+    assert _functions(engine) == {"sa_jobqueue_notify_my_jobs", "my_jobs_count_ended"}
 
     jobs = JobQueue(MyJob)
     with Session(engine) as session, session.begin():
