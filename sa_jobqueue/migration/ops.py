@@ -26,6 +26,7 @@ from alembic import context, op
 from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.migration import portable
 from sa_jobqueue.schema import ddl
+from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import (
     FIRST_STATUSES,
@@ -248,6 +249,8 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     workers_table_for(table).drop(op.get_bind(), checkfirst=True)
     turns_table_for(table).drop(op.get_bind(), checkfirst=True)
     weights_table_for(table).drop(op.get_bind(), checkfirst=True)
+    for counters in add_counters(table):  # sajq_0012 (the log's drop takes its trigger)
+        counters.drop(op.get_bind(), checkfirst=True)
     # Made by sajq_0005 and sajq_0007 (or create_all); their foreign keys would block
     # the jobs table's drop.
     signals_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)
