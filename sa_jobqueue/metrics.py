@@ -184,9 +184,10 @@ class TableGauges:
     (``sa_jobqueue_workers_live``, docs/workers-registry.md) and
     `statements.durable_gauges` (parked jobs per queue, kind and reason; running jobs'
     reported progress per queue and kind) and the counters of ended jobs
-    (``sa_jobqueue_jobs_ended_total``, `statements.counted_by_kind`). It is reused for `interval` seconds, so
-    scrapes from several Prometheus servers cost one reading. A series seen once is
-    reported as 0 when it empties, instead of vanishing (but the progress mean, which
+    (``sa_jobqueue_jobs_ended_total``, `statements.counted_by_kind`). It is reused for
+    `interval` seconds, so scrapes from several Prometheus servers cost one reading. A
+    series seen once is reported as 0 when it empties, instead of vanishing (but the
+    progress mean, which
     has no value without jobs). A failed query counts a database error and reports
     nothing for its series until the next success; the registry count and the durable
     gauges are read in savepoints of their own, so a table older than their revisions
