@@ -11,6 +11,10 @@ statements, as a worker's claim loop sends them: ``job_claim`` of 10 jobs and th
   whole MariaDB server's, and on SQLite the process's own (it is the database);
 - the wall time.
 
+On PostgreSQL, the same for a worker's whole drain (``jobs.worker(...).drain()`` of the
+jobs, the compaction after it when on): the CPU of every backend of the scratch database
+(the pool keeps the drain's connections open until they are read).
+
 *on* runs with the counters' triggers and ends with the compaction that moves the log
 into the rollup (its cost is in the figure); *off* runs with the triggers disabled
 (PostgreSQL: ``DISABLE TRIGGER``; elsewhere dropped). Runs alternate (on, off, off, on,
@@ -22,6 +26,7 @@ per second. Writes ``bench/counters-results.md``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.pool import NullPool
 
 from bench.support.app import Job, jobs
 from bench.support.database import Database, scratch, scratch_mysql, scratch_sqlite
@@ -151,6 +157,42 @@ def _concurrent(engine: Engine, n: int, threads: int, on: bool) -> float:
     return n / elapsed
 
 
+def _backends_ns(monitor: Any) -> dict[int, int]:
+    """CPU so far (ns) of each PostgreSQL backend on the monitor's database but its own."""
+    rows = monitor.exec_driver_sql(
+        "SELECT pid FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).all()
+    monitor.rollback()
+    found = {}
+    for (pid,) in rows:
+        with contextlib.suppress(OSError):
+            found[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    return found
+
+
+def _drain_run(url: str, n: int, on: bool) -> tuple[float, float]:
+    """A worker's drain of `n` jobs: its backends' CPU and its wall time, µs per job."""
+    engine = create_engine(url, pool_size=8)
+    monitor = create_engine(url, poolclass=NullPool).connect()
+    try:
+        _triggers(engine, on)
+        _enqueue(engine, n)
+        before = _backends_ns(monitor)
+        wall = time.perf_counter()
+        assert jobs.worker(engine, concurrency=1, listen=False).drain() == n
+        if on:
+            with engine.connect() as conn:
+                _compact(conn)
+        wall = time.perf_counter() - wall
+        after = _backends_ns(monitor)  # the pool keeps the drain's connections open
+        cpu = sum(ns - before.get(pid, 0) for pid, ns in after.items())
+        return cpu / n / 1000, wall / n * 1e6
+    finally:
+        monitor.close()
+        engine.dispose()
+
+
 def _measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
     engine = create_engine(url, pool_size=args.threads + 2)
     try:
@@ -160,13 +202,39 @@ def _measure(url: str, args: argparse.Namespace) -> dict[str, Any]:
             for on in (True, False, False, True):
                 runs[on].append(_one_run(engine, args.jobs, on))
         rates = {on: _concurrent(engine, args.jobs * 2, args.threads, on) for on in (True, False)}
+        drains: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+        if engine.dialect.name == "postgresql":
+            for _ in range(args.rounds):
+                for on in (True, False, False, True):
+                    drains[on].append(_drain_run(url, args.jobs, on))
         with engine.connect() as conn:
             counted = conn.execute(text("SELECT sum(jobs) FROM sa_jobqueue_counts_jobs")).scalar()
             done = conn.execute(text("SELECT count(*) FROM jobs WHERE status = 'done'")).scalar()
             left = conn.execute(text("SELECT count(*) FROM sa_jobqueue_ended_jobs")).scalar()
-        return {"runs": runs, "rates": rates, "counted": counted, "done": done, "left": left}
+        return {
+            "runs": runs,
+            "drains": drains,
+            "rates": rates,
+            "counted": counted,
+            "done": done,
+            "left": left,
+        }
     finally:
         engine.dispose()
+
+
+def _drain_rows(drains: dict[bool, list[tuple[float, float]]]) -> list[str]:
+    if not drains[True]:
+        return []
+    rows = []
+    for index, what in ((0, "database CPU, µs"), (1, "wall time, µs")):
+        on = statistics.median(run[index] for run in drains[True])
+        off = statistics.median(run[index] for run in drains[False])
+        rows.append(
+            f"| a worker's drain (`drain()`, concurrency 1): {what} | {off:.1f} | {on:.1f} | "
+            f"{on / off:.3f} |"
+        )
+    return rows
 
 
 def main(args: argparse.Namespace, db: Database) -> None:
@@ -203,6 +271,7 @@ def main(args: argparse.Namespace, db: Database) -> None:
         f"{statistics.median(on_wall):.1f} | {wall_ratio:.3f} |",
         f"| {args.threads} connections at once, jobs/s | {rates[False]:,.0f} | "
         f"{rates[True]:,.0f} | {rates[True] / rates[False]:.3f} |",
+        *_drain_rows(found["drains"]),
         "",
         f"Every run: CPU {', '.join(f'{c:.1f}' for c in on_cpu)} (on) / "
         f"{', '.join(f'{c:.1f}' for c in off_cpu)} (off) µs. Counted after the runs: "

@@ -36,6 +36,8 @@ __all__ = [
 ]
 
 _FINISHED = "'done', 'failed', 'cancelled'"
+#: What PostgreSQL's trigger counts on an UPDATE: the done statements count ``done``.
+_ENDED_ELSE = "'failed', 'cancelled'"
 
 
 def _existing(table: Table, name: str) -> Table | None:
@@ -82,7 +84,9 @@ def ended_table_for(table: Table) -> Table:
         Column("queue", Key, nullable=False),
         Column("kind", Key, nullable=False),
         Column("status", Key, nullable=False),
+        Column("jobs", BigInteger, nullable=False),
         Column("seconds", Float, nullable=False),
+        Column("max_seconds", Float, nullable=False),
         PrimaryKeyConstraint("id", name=f"pk_{table.name}_ended"),
         schema=table.schema,
     )
@@ -104,7 +108,9 @@ def counter_trigger_sql(dialect: str, table: str, schema: str | None = None) -> 
     """The statements that make the trigger(s) appending an ended job to the log.
 
     A job counts when an UPDATE moves it from an unfinished status to a finished one,
-    or when it is inserted finished; in the minute of its ``finished_at``.
+    or when it is inserted finished; in the minute of its ``finished_at``. On PostgreSQL
+    an UPDATE to ``done`` is left to the done statements, which count their jobs in the
+    same statement (`sa_jobqueue.driver.postgres.counters.counting_done`).
     """
     prefix, jobs, ended = _names(table, schema)
     if dialect == "postgresql":
@@ -114,17 +120,19 @@ def counter_trigger_sql(dialect: str, table: str, schema: str | None = None) -> 
 CREATE OR REPLACE FUNCTION {function}() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO {ended} (minute, queue, kind, status, seconds)
-    VALUES (date_bin('1 minute', coalesce(NEW.finished_at, now()), '1970-01-01 00:00:00+00'),
-            NEW.queue, NEW.kind, NEW.status,
-            coalesce(extract(epoch FROM coalesce(NEW.finished_at, now()) - NEW.run_at), 0));
+    INSERT INTO {ended} (minute, queue, kind, status, jobs, seconds, max_seconds)
+    SELECT date_bin('1 minute', coalesce(NEW.finished_at, now()), '1970-01-01 00:00:00+00'),
+           NEW.queue, NEW.kind, NEW.status, 1, took, took
+    FROM (SELECT coalesce(extract(epoch FROM NEW.finished_at - NEW.run_at), 0) AS took) AS t;
     RETURN NULL;
 END
 $$"""
         return [
             body,
+            # Not `done`: the done statements count their jobs themselves, one row per
+            # batch (sa_jobqueue.driver.postgres.counters), not a trigger call per job.
             f"CREATE TRIGGER sa_jobqueue_count_ended AFTER UPDATE OF status ON {jobs}"
-            f" FOR EACH ROW WHEN (NEW.status IN ({_FINISHED})"
+            f" FOR EACH ROW WHEN (NEW.status IN ({_ENDED_ELSE})"
             f" AND OLD.status NOT IN ({_FINISHED})) EXECUTE FUNCTION {function}()",
             f"CREATE TRIGGER sa_jobqueue_count_inserted AFTER INSERT ON {jobs}"
             f" FOR EACH ROW WHEN (NEW.status IN ({_FINISHED})) EXECUTE FUNCTION {function}()",
@@ -132,10 +140,12 @@ $$"""
     if dialect == "sqlite":
         # Statements inside a SQLite trigger name their tables unqualified.
         values = (
-            f'INSERT INTO "{ended_table(table)}" (minute, queue, kind, status, seconds)'
-            " VALUES (strftime('%Y-%m-%d %H:%M:00.000000', coalesce(NEW.finished_at, 'now')),"
-            " NEW.queue, NEW.kind, NEW.status,"
-            " coalesce((julianday(NEW.finished_at) - julianday(NEW.run_at)) * 86400.0, 0));"
+            f'INSERT INTO "{ended_table(table)}"'
+            " (minute, queue, kind, status, jobs, seconds, max_seconds)"
+            " SELECT strftime('%Y-%m-%d %H:%M:00.000000', coalesce(NEW.finished_at, 'now')),"
+            " NEW.queue, NEW.kind, NEW.status, 1, took, took FROM (SELECT"
+            " coalesce((julianday(NEW.finished_at) - julianday(NEW.run_at)) * 86400.0, 0)"
+            " AS took);"
         )
         return [
             f'CREATE TRIGGER IF NOT EXISTS {prefix}"{_trigger(table, "ended")}"'
@@ -152,12 +162,12 @@ $$"""
 
         def insert(condition: str) -> str:
             return (
-                f"INSERT INTO {ended} (minute, queue, kind, status, seconds)"
+                f"INSERT INTO {ended} (minute, queue, kind, status, jobs, seconds, max_seconds)"
                 " SELECT CAST(DATE_FORMAT(coalesce(NEW.finished_at, UTC_TIMESTAMP(6)),"
                 " '%Y-%m-%d %H:%i:00') AS DATETIME(6)),"
-                " NEW.queue, NEW.kind, NEW.status,"
+                " NEW.queue, NEW.kind, NEW.status, 1, took, took FROM (SELECT"
                 " coalesce(TIMESTAMPDIFF(MICROSECOND, NEW.run_at, NEW.finished_at) / 1e6, 0)"
-                f" FROM DUAL WHERE {condition}"
+                f" AS took) AS t WHERE {condition}"
             )
 
         return [

@@ -62,9 +62,9 @@ def counted(model: type[JobMixin], *, since: ColumnElement[Any] | None = None) -
         ended.c.queue,
         ended.c.kind,
         ended.c.status,
-        literal(1).label("jobs"),
+        ended.c.jobs,
         ended.c.seconds,
-        ended.c.seconds.label("max_seconds"),
+        ended.c.max_seconds,
     )
     if since is not None:
         rolled = rolled.where(counts.c.minute >= since)

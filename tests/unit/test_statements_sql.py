@@ -111,6 +111,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "counted_totals": lambda: statements.counted_totals(Job),
     "counted_by_kind": lambda: statements.counted_by_kind(Job),
     "compact_counters": lambda: counters.compact_counters(Job),
+    "counting_done": lambda: counters.counting_done(
+        Job, completion.complete(Job, with_results=False), ended=ENDED
+    ),
     "list_jobs": lambda: statements.list_jobs(Job, by_status=True, by_queue=True, by_kind=True),
     "requeue": lambda: statements.requeue(Job),
     "requeue_failed": lambda: statements.requeue_failed(Job, by_queue=True, by_kind=True),

@@ -38,10 +38,10 @@ class PortableCounters(PortableBase):
         added: dict[tuple[object, ...], list[float]] = {}
         for row in rows:
             key = (row.minute, row.queue, row.kind, row.status)
-            sums = added.setdefault(key, [0, 0.0, row.seconds])
-            sums[0] += 1
+            sums = added.setdefault(key, [0, 0.0, row.max_seconds])
+            sums[0] += row.jobs
             sums[1] += row.seconds
-            sums[2] = max(sums[2], row.seconds)
+            sums[2] = max(sums[2], row.max_seconds)
         values = [
             {
                 "minute": minute,
