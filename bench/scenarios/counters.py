@@ -71,7 +71,9 @@ def _cpu_ns(engine: Engine, conn: Any) -> int:
     total = 0  # MariaDB: the whole server (no per-thread id without performance_schema)
     for pid in os.listdir("/proc"):
         if pid.isdigit() and _comm(pid) in ("mariadbd", "mysqld"):
-            total += int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+            for task in Path(f"/proc/{pid}/task").iterdir():  # every thread's
+                with contextlib.suppress(OSError):
+                    total += int((task / "schedstat").read_text().split()[0])
     return total
 
 
