@@ -36,7 +36,8 @@ __all__ = [
 ]
 
 _FINISHED = "'done', 'failed', 'cancelled'"
-#: What PostgreSQL's trigger counts on an UPDATE: the done statements count ``done``.
+#: What the trigger counts on an UPDATE. Not ``done``: the drivers' done statements count
+#: their jobs, one log row per minute, queue and kind of a batch, not a call per job.
 _ENDED_ELSE = "'failed', 'cancelled'"
 
 
@@ -108,9 +109,9 @@ def counter_trigger_sql(dialect: str, table: str, schema: str | None = None) -> 
     """The statements that make the trigger(s) appending an ended job to the log.
 
     A job counts when an UPDATE moves it from an unfinished status to a finished one,
-    or when it is inserted finished; in the minute of its ``finished_at``. On PostgreSQL
-    an UPDATE to ``done`` is left to the done statements, which count their jobs in the
-    same statement (`sa_jobqueue.driver.postgres.counters.counting_done`).
+    or when it is inserted finished; in the minute of its ``finished_at``. An UPDATE to
+    ``done`` is left to the drivers' done statements, which count their jobs themselves
+    (`sa_jobqueue.driver.postgres.counters.counting_done`, `PortableCounters.count_done`).
     """
     prefix, jobs, ended = _names(table, schema)
     if dialect == "postgresql":
@@ -129,8 +130,6 @@ END
 $$"""
         return [
             body,
-            # Not `done`: the done statements count their jobs themselves, one row per
-            # batch (sa_jobqueue.driver.postgres.counters), not a trigger call per job.
             f"CREATE TRIGGER sa_jobqueue_count_ended AFTER UPDATE OF status ON {jobs}"
             f" FOR EACH ROW WHEN (NEW.status IN ({_ENDED_ELSE})"
             f" AND OLD.status NOT IN ({_FINISHED})) EXECUTE FUNCTION {function}()",
@@ -150,7 +149,7 @@ $$"""
         return [
             f'CREATE TRIGGER IF NOT EXISTS {prefix}"{_trigger(table, "ended")}"'
             f' AFTER UPDATE OF status ON "{table}" FOR EACH ROW'
-            f" WHEN NEW.status IN ({_FINISHED}) AND OLD.status NOT IN ({_FINISHED})"
+            f" WHEN NEW.status IN ({_ENDED_ELSE}) AND OLD.status NOT IN ({_FINISHED})"
             f" BEGIN {values} END",
             f'CREATE TRIGGER IF NOT EXISTS {prefix}"{_trigger(table, "inserted")}"'
             f' AFTER INSERT ON "{table}" FOR EACH ROW WHEN NEW.status IN ({_FINISHED})'
@@ -173,7 +172,7 @@ $$"""
         return [
             f"CREATE TRIGGER {prefix}`{_trigger(table, 'ended')}` AFTER UPDATE ON {jobs}"
             " FOR EACH ROW "
-            + insert(f"NEW.status IN ({_FINISHED}) AND OLD.status NOT IN ({_FINISHED})"),
+            + insert(f"NEW.status IN ({_ENDED_ELSE}) AND OLD.status NOT IN ({_FINISHED})"),
             f"CREATE TRIGGER {prefix}`{_trigger(table, 'inserted')}` AFTER INSERT ON {jobs}"
             " FOR EACH ROW " + insert(f"NEW.status IN ({_FINISHED})"),
         ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from sa_jobqueue.driver.portable.claims import PortableClaims
 from sa_jobqueue.driver.portable.completion import PortableLifecycle
 from sa_jobqueue.driver.portable.control import PortableControl
-from sa_jobqueue.driver.portable.counters import PortableCounters
 from sa_jobqueue.driver.portable.deadlines import PortableDeadlines
 from sa_jobqueue.driver.portable.enqueue import PortableEnqueue
 from sa_jobqueue.driver.portable.schedules import PortableSchedules
@@ -23,7 +22,6 @@ class PortableDriver(
     PortableSchedules,
     PortableControl,
     PortableDeadlines,
-    PortableCounters,
 ):
     """`Driver` for a database without PostgreSQL's SQL; a subclass gives its `Dialect`.
 

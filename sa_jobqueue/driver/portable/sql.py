@@ -118,6 +118,10 @@ class Dialect(Protocol):
         """
         ...
 
+    def minute_of(self, at: Any) -> ColumnElement[Any]:
+        """The start of the minute `at` is in, as the counters' trigger writes it."""
+        ...
+
     def insert_adding(self, table: Table) -> Insert:
         """An INSERT into a counters table that adds to the row its key names, if any.
 

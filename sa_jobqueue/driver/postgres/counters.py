@@ -37,8 +37,8 @@ from sa_jobqueue.statements.common import ended_notify
 __all__ = ["PostgresCounters", "compact_counters", "counting_done", "log_done"]
 
 _KEY = ("minute", "queue", "kind", "status")
-_MINUTE = literal_column("INTERVAL '1 minute'")
-_EPOCH = literal_column("TIMESTAMPTZ '1970-01-01 00:00:00+00'")
+_MINUTE: Any = literal_column("INTERVAL '1 minute'")
+_EPOCH: Any = literal_column("TIMESTAMPTZ '1970-01-01 00:00:00+00'")
 
 
 def _tables(model: type[JobMixin]) -> tuple[Table, Table]:

@@ -18,6 +18,7 @@ from sqlalchemy import (
     and_,
     false,
     func,
+    literal,
     text,
     type_coerce,
     update,
@@ -97,6 +98,10 @@ class SqliteSql:
     def insert_ignore(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT DO NOTHING``."""
         return sqlite_insert(table).on_conflict_do_nothing()
+
+    def minute_of(self, at: Any) -> ColumnElement[Any]:
+        """``strftime('%Y-%m-%d %H:%M:00.000000', at)``: the trigger's text, to the digit."""
+        return type_coerce(func.strftime(literal("%Y-%m-%d %H:%M:00.000000"), at), Timestamp())
 
     def insert_adding(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT (key) DO UPDATE`` adding to the counters' row."""
