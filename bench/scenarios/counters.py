@@ -15,8 +15,8 @@ On PostgreSQL, the same for a worker's whole drain (``jobs.worker(...).drain()``
 jobs, the compaction after it when on): the CPU of every backend of the scratch database
 (the pool keeps the drain's connections open until they are read).
 
-*on* runs with the counters (the done statements' count, the triggers) and ends with the compaction that moves the log
-into the rollup (its cost is in the figure); *off* runs with the triggers disabled
+*on* runs with the counters (the done statements' count, the triggers) and ends with
+the compaction that moves the log into the rollup (its cost is in the figure); *off* runs with the triggers disabled
 (PostgreSQL: ``DISABLE TRIGGER``, and the done statements built as before the counters,
 without their counting CTE; elsewhere the triggers dropped and the done's count skipped).
 Runs alternate (on, off, off, on, ...) so a load that drifts moves both alike. Then
