@@ -17,11 +17,12 @@ jobs, the compaction after it when on): the CPU of every backend of the scratch 
 
 *on* runs with the counters (the done statements' count, the triggers) and ends with
 the compaction that moves the log into the rollup (its cost is in the figure); *off*
-runs with the triggers disabled (PostgreSQL: ``DISABLE TRIGGER``, and the done statements built as before the counters,
-without their counting CTE; elsewhere the triggers dropped and the done's count skipped).
-Runs alternate (on, off, off, on, ...) so a load that drifts moves both alike. Then
-``--threads`` connections end jobs at once (the contention case: many workers
-acknowledging together), on and off, in jobs per second. Writes ``bench/counters-results.md``.
+runs without them (PostgreSQL: the triggers disabled and the done statements built as
+before the counters, without their counting CTE; elsewhere the triggers dropped and the
+done's count skipped). Runs alternate (on, off, off, on, ...) so a load that drifts
+moves both alike. Then ``--threads`` connections end jobs at once (the contention case:
+many workers acknowledging together), on and off, in jobs per second. Writes
+``bench/counters-results.md``.
 """
 
 from __future__ import annotations
