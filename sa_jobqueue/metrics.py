@@ -185,9 +185,11 @@ class TableGauges:
     and running rows per queue), a count of the worker registry's live rows
     (``sa_jobqueue_workers_live``, docs/workers-registry.md) and
     `statements.durable_gauges` (parked jobs per queue, kind and reason; running jobs'
-    reported progress per queue and kind). It is reused for `interval` seconds, so
-    scrapes from several Prometheus servers cost one reading. A series seen once is
-    reported as 0 when it empties, instead of vanishing (but the progress mean, which
+    reported progress per queue and kind) and the counters of ended jobs
+    (``sa_jobqueue_jobs_ended_total``, `statements.counted_by_kind`). It is reused for
+    `interval` seconds, so scrapes from several Prometheus servers cost one reading. A
+    series seen once is reported as 0 when it empties, instead of vanishing (but the
+    progress mean, which
     has no value without jobs). A failed query counts a database error and reports
     nothing for its series until the next success; the registry count and the durable
     gauges are read in savepoints of their own, so a table older than their revisions
@@ -201,6 +203,8 @@ class TableGauges:
         self._engine = engine
         self._query = statements.live_counts(model)
         self._durable_query = statements.durable_gauges(model)
+        self._ended_query = statements.counted_by_kind(model)
+        self._ended: dict[tuple[str, str, str], int] | None = None
         self._live_workers = live_worker_count(model)
         self._workers: int | None = None
         self._interval = interval
@@ -230,10 +234,20 @@ class TableGauges:
             live_workers = self._workers
             durable = (dict(self._parked), dict(self._reporting), dict(self._progress))
             durable_ok = self._durable_ok
+            ended = self._ended
         if ok:
             yield from self._live_families(core, counts, lags)
             if live_workers is not None:
                 yield self._workers_family(core, live_workers)
+            if ended is not None:
+                family = core.CounterMetricFamily(
+                    "sa_jobqueue_jobs_ended",
+                    "Jobs that ended, by final status (the table's counters).",
+                    labels=["queue", "kind", "status"],
+                )
+                for labels, jobs in sorted(ended.items()):
+                    family.add_metric(list(labels), jobs)
+                yield family
         if durable_ok:
             yield from self._durable_families(core, *durable)
 
@@ -304,6 +318,7 @@ class TableGauges:
                 rows = connection.execute(self._query).all()
                 live_workers = self._read_workers(connection)
                 self._read_durable(connection)
+                self._ended = self._read_ended(connection)
         except exc.SQLAlchemyError as error:
             log.warning("reading the metrics gauges failed: %s", error)
             self._metrics.database_error()
@@ -332,6 +347,17 @@ class TableGauges:
             log.warning("reading the live workers' count failed: %s", error)
             self._metrics.database_error()
             return None
+
+    def _read_ended(self, connection: Any) -> dict[tuple[str, str, str], int] | None:
+        """Read the counters of ended jobs in a savepoint: None (no family) if that fails."""
+        try:
+            with connection.begin_nested():
+                rows = connection.execute(self._ended_query).all()
+        except exc.SQLAlchemyError as error:
+            log.warning("reading the counters of ended jobs failed: %s", error)
+            self._metrics.database_error()
+            return None
+        return {(row.queue, row.kind, row.status): int(row.jobs) for row in rows}
 
     def _read_durable(self, connection: Any) -> None:
         """Read `statements.durable_gauges` in a savepoint: its failure is its own."""

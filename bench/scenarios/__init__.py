@@ -35,6 +35,7 @@ SCENARIOS: dict[str, list[str] | None] = {
     "commit": None,
     "registry": None,
     "dashboard": None,
+    "counters": None,
     "gauges": None,
     "durable_gauges": None,
     "chaos": None,

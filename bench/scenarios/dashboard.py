@@ -3,11 +3,14 @@
 Usage: ``python -m bench dashboard [--finished N] [--pending N] [--repeat N] [--out FILE]``.
 Everything runs in a scratch database that is dropped afterwards.
 
-It fills the table with plain SQL (``generate_series``), runs ``VACUUM ANALYZE``,
-then requests each page through the real ASGI app (Starlette's test client, no
-network) a few times and reports the median and the slowest, next to the
-CLI's ``admin.stats`` (one pass over the whole table) for scale. It also
-records the plan of each page's main statement (``EXPLAIN ANALYZE``).
+It fills the table with plain SQL (``generate_series``; the counters' triggers off, then
+the counters filled by revision ``sajq_0012``'s one ``INSERT ... SELECT``), runs ``VACUUM
+ANALYZE``, then requests each page through the real ASGI app (Starlette's test client, no
+network) a few times and reports the median and the slowest, with ``admin.stats`` (``sa-jobqueue
+stats``). Beside them, the statements the pages ran before the counters (``--old-repeat``
+times each): the last hour's results, the charts over an hour, a day and a week, and
+``stats``' pass over the whole table. It also records the plan of each page's main
+statement (``EXPLAIN ANALYZE``).
 
 Writes ``bench/dashboard-results.md``.
 """
@@ -32,6 +35,7 @@ from sa_jobqueue import JobQueue, statements
 from sa_jobqueue.dashboard import make_app
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.ops import admin, bulk
+from sa_jobqueue.schema.counters import backfill_sql
 
 QUICK = ["--finished", "20000", "--pending", "2000", "--repeat", "2"]
 QUEUES = ["default", "mail", "pdf", "crm"]
@@ -110,6 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--finished", type=int, default=1_000_000)
     parser.add_argument("--pending", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument(
+        "--old-repeat", type=int, default=1, help="runs of each statement before the counters"
+    )
     parser.add_argument("--out", default=str(BENCH / "dashboard-results.md"))
     parser.add_argument(
         "--statement-timeout",
@@ -125,6 +132,8 @@ def main(args: argparse.Namespace, db: Database) -> None:
         model = admin.model_for_table("jobs")
         started = time.perf_counter()
         with engine.begin() as conn:
+            # As a table that ended its jobs before revision sajq_0012 (no log per row).
+            conn.exec_driver_sql("ALTER TABLE jobs DISABLE TRIGGER sa_jobqueue_count_inserted")
             conn.execute(
                 text(
                     FILL.format(
@@ -138,11 +147,19 @@ def main(args: argparse.Namespace, db: Database) -> None:
                     )
                 )
             )
+            conn.exec_driver_sql("ALTER TABLE jobs ENABLE TRIGGER sa_jobqueue_count_inserted")
+        filled = time.perf_counter() - started
+        with engine.begin() as conn:
+            conn.exec_driver_sql(backfill_sql("postgresql", "jobs"))
+            counter_rows = conn.exec_driver_sql("SELECT count(*) FROM sa_jobqueue_counts_jobs")
+            counters = counter_rows.scalar_one()
+        backfilled = time.perf_counter() - started - filled
+        print(f"counters: {counters:,} rows, filled in {backfilled:.1f}s")
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.exec_driver_sql("VACUUM ANALYZE jobs")
+            conn.exec_driver_sql("VACUUM ANALYZE sa_jobqueue_counts_jobs")
             size = conn.exec_driver_sql("SELECT pg_size_pretty(pg_total_relation_size('jobs'))")
             table_size = size.scalar()
-        filled = time.perf_counter() - started
         print(f"filled {args.finished:,} finished + {args.pending:,} pending in {filled:.1f}s")
 
         with engine.connect() as conn:
@@ -210,9 +227,8 @@ def main(args: argparse.Namespace, db: Database) -> None:
             with Session(engine) as session:
                 admin.stats(session, model)
             stats_times.append((time.perf_counter() - start) * 1000)
-        print(
-            f"{'admin.stats (CLI stats, full pass)':45s} {statistics.median(stats_times):8.1f} ms"
-        )
+        print(f"{'admin.stats (CLI stats)':45s} {statistics.median(stats_times):8.1f} ms")
+        before = compare(engine, model, args.old_repeat, args.repeat)
 
         window = {"window": 3600.0}
         plans = {
@@ -228,6 +244,11 @@ def main(args: argparse.Namespace, db: Database) -> None:
                 statements.finished_per_bucket(model),
                 {"window": 7 * 86400.0, "bucket": 10800.0},
             ),
+            "counted_per_bucket (week)": (
+                statements.counted_per_bucket(model),
+                {"window": 7 * 86400.0, "bucket": 10800.0},
+            ),
+            "counted_totals": (statements.counted_totals(model), window),
             "status_estimates": (statements.status_estimates(), {"table": "jobs", "schema": None}),
             "capped_count status=failed": (
                 statements.capped_count(
@@ -264,6 +285,10 @@ def main(args: argparse.Namespace, db: Database) -> None:
         f"Machine: {platform.platform()}, {os.cpu_count()} cores, load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end (shared with other work).",
         "",
+        f"Counters: revision `sajq_0012`'s `INSERT ... SELECT` counted the {args.finished:,} "
+        f"finished rows into {counters:,} rows of `sa_jobqueue_counts_jobs` in "
+        f"{backfilled:.1f}s; the table was filled in {filled:.1f}s.",
+        "",
         "| page | request | median ms | max ms | bytes |",
         "|---|---|---:|---:|---:|",
     ]
@@ -271,8 +296,18 @@ def main(args: argparse.Namespace, db: Database) -> None:
         shown = path if len(path) < 60 else path[:57] + "..."
         out.append(f"| {name} | `{shown}` | {median:.1f} | {worst:.1f} | {size_bytes:,} |")
     out += [
-        f"| *for scale: `admin.stats` (`sa-jobqueue stats`, one pass over the table)* | | "
-        f"{statistics.median(stats_times):.1f} | {max(stats_times):.1f} | |",
+        f"| `admin.stats` (`sa-jobqueue stats`: live work from the indexes, the rest "
+        f"from the counters) | | {statistics.median(stats_times):.1f} | "
+        f"{max(stats_times):.1f} | |",
+        "",
+        "## The statements before the counters, beside those that replace them",
+        "",
+        f"Each run on its own connection; before: {args.old_repeat} run(s) after none "
+        f"to warm, counters: median and slowest of {args.repeat} after one.",
+        "",
+        "| what | before (table) ms | counters ms | counters max ms |",
+        "|---|---:|---:|---:|",
+        *before,
         "",
         "## Plans (EXPLAIN ANALYZE, costs and timing off)",
         "",
@@ -280,3 +315,42 @@ def main(args: argparse.Namespace, db: Database) -> None:
     for name, lines in plan_text.items():
         out += [f"### {name}", "", "```", *lines, "```", ""]
     write(args.out, "\n".join(out))
+
+
+def _ms(engine: Any, statement: Any, params: dict[str, Any], repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        with engine.connect() as conn:
+            start = time.perf_counter()
+            conn.execute(statement, params).all()
+            times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def compare(engine: Any, model: Any, old_repeat: int, repeat: int) -> list[str]:
+    """Table rows: each statement the pages ran before the counters, and its replacement."""
+    hour, day = {"window": 3600.0, "bucket": 60.0}, {"window": 86400.0, "bucket": 1800.0}
+    week = {"window": 7 * 86400.0, "bucket": 10800.0}
+    pairs = [
+        ("last hour per queue and status", statements.finished_recently(model),
+         statements.counted_recently(model), hour),
+        ("chart: last hour per minute", statements.finished_per_bucket(model),
+         statements.counted_per_bucket(model), hour),
+        ("chart: last day per 30 minutes", statements.finished_per_bucket(model),
+         statements.counted_per_bucket(model), day),
+        ("chart: last week per 3 hours", statements.finished_per_bucket(model),
+         statements.counted_per_bucket(model), week),
+        ("stats: done/failed/cancelled per queue", statements.stats(model),
+         statements.counted_totals(model), {"window": 3600.0}),
+    ]  # fmt: skip
+    rows = []
+    for label, old, new, params in pairs:
+        old_params = {} if label.startswith("stats") else params
+        before = statistics.median(_ms(engine, old, old_params, old_repeat))
+        _ms(engine, new, params, 1)  # warm
+        after = _ms(engine, new, params, repeat)
+        print(f"{label:45s} {before:10.1f} ms -> {statistics.median(after):8.1f} ms")
+        rows.append(
+            f"| {label} | {before:.1f} | {statistics.median(after):.1f} | {max(after):.1f} |"
+        )
+    return rows

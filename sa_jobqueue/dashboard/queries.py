@@ -138,8 +138,9 @@ def overview(
 ) -> Overview:
     """Per queue counts, lag and the last hour; `queue` narrows the charts to one queue.
 
-    The charts cover `chart_range` (a range of ``ix_<table>_finished``: their cost
-    follows the jobs finished in it); the totals per status are `ops.counts.status_totals`.
+    The last hour's results and the charts over `chart_range` read the counters of ended
+    jobs (`statements.counted_recently`, `counted_per_bucket`: a few rows per minute,
+    whatever the table's size); the totals per status are `ops.counts.status_totals`.
 
     With `limits` (the application's limited kinds), each one's running jobs and
     recent starts beside its limits (`ops.limit_stats.limit_stats`: running rows and the
@@ -158,17 +159,17 @@ def overview(
     for row in session.execute(statements.running_summary(model)):
         summary = of(row.queue)
         summary.running, summary.expired_leases = row.running, row.expired_leases
-    for row in session.execute(statements.finished_recently(model), window):
+    for row in session.execute(statements.counted_recently(model), window):
         of(row.queue).finished[row.status] = row.jobs
     for name, paused_at in pausing.paused_queues(session, model).items():
         of(name).paused_at = paused_at  # a paused queue shows even with no job in it
-    per_bucket = statements.finished_per_bucket(model, by_queue=queue is not None)
+    per_bucket = statements.counted_per_bucket(model, by_queue=queue is not None)
     shape = {"window": float(chart_range.window), "bucket": float(chart_range.bucket)}
     rows: Sequence[Any] = []
     timed_out = False
     try:
-        # Its cost follows the jobs finished in the range: a week of a busy table may
-        # exceed the page's statement timeout. Then the charts say so; the page stays.
+        # Its cost follows the counters' rows in the range (minutes x queues x kinds); if
+        # it ever exceeds the page's statement timeout, the charts say so; the page stays.
         with session.begin_nested():
             rows = session.execute(per_bucket, {**shape, "queue_name": queue}).all()
     except exc.OperationalError as error:

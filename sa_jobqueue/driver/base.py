@@ -18,6 +18,7 @@ from typing import Protocol
 from sa_jobqueue.driver.protocol.children import ChildOps
 from sa_jobqueue.driver.protocol.compensation import CompensationOps
 from sa_jobqueue.driver.protocol.control import ControlOps
+from sa_jobqueue.driver.protocol.counters import CounterOps
 from sa_jobqueue.driver.protocol.deadlines import DeadlineOps
 from sa_jobqueue.driver.protocol.enqueue import EnqueueOps
 from sa_jobqueue.driver.protocol.jobs import ClaimOps, CompletionOps, FailureOps, LeaseOps
@@ -35,6 +36,7 @@ class Driver(
     CompensationOps,
     CompletionOps,
     ControlOps,
+    CounterOps,
     DeadlineOps,
     EnqueueOps,
     FailureOps,

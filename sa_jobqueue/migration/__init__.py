@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from sa_jobqueue.migration.archive_ops import add_archive, drop_archive
     from sa_jobqueue.migration.autogenerate import include_object
+    from sa_jobqueue.migration.counter_ops import add_counters, drop_counters
     from sa_jobqueue.migration.function_ops import add_enqueue_function, drop_enqueue_function
     from sa_jobqueue.migration.ops import (
         add_flow_control,
@@ -63,6 +64,7 @@ __all__ = [
     "ROOT_REVISION",
     "Migrated",
     "add_archive",
+    "add_counters",
     "add_durable_steps",
     "add_enqueue_function",
     "add_flow_control",
@@ -81,6 +83,7 @@ __all__ = [
     "downgrade",
     "downgrade_to",
     "drop_archive",
+    "drop_counters",
     "drop_durable_steps",
     "drop_enqueue_function",
     "drop_flow_control",
@@ -119,6 +122,7 @@ _SCHEDULES = frozenset({"add_schedules_due_index", "drop_schedules_due_index"})
 _FUNCTIONS = frozenset({"add_enqueue_function", "drop_enqueue_function"})
 _AUTOGENERATE = frozenset({"include_object"})
 _ARCHIVE = frozenset({"add_archive", "drop_archive"})
+_COUNTERS = frozenset({"add_counters", "drop_counters"})
 
 
 def __getattr__(name: str) -> Any:
@@ -143,6 +147,8 @@ def __getattr__(name: str) -> Any:
             if name in _AUTOGENERATE
             else "archive_ops"
             if name in _ARCHIVE
+            else "counter_ops"
+            if name in _COUNTERS
             else "scripts"
         )
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)

@@ -27,6 +27,7 @@ from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.migration import portable
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.archive import archive_table_for
+from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.model import (
     FIRST_STATUSES,
@@ -244,12 +245,12 @@ def drop_jobs_table(name: str = "jobs", *, schema: str | None = None) -> None:
     if postgresql:
         drop_notify_trigger(name, schema=schema)
     table = jobs_table(name, schema=schema)
-    archive_table_for(table).drop(op.get_bind(), checkfirst=True)  # sajq_0011's, with its jobs
-    # Made by sajq_0008 (or create_all); the history's foreign key would block the drop.
-    errors_table_for(table).drop(op.get_bind(), checkfirst=True)
-    workers_table_for(table).drop(op.get_bind(), checkfirst=True)
-    turns_table_for(table).drop(op.get_bind(), checkfirst=True)
-    weights_table_for(table).drop(op.get_bind(), checkfirst=True)
+    # The archive (0011), the history (0008: its foreign key would block the drop), the
+    # registry, fairness and the counters (0012; the log's drop takes its trigger).
+    beside = [archive_table_for(table), errors_table_for(table), workers_table_for(table)]
+    beside += [turns_table_for(table), weights_table_for(table), *add_counters(table)]
+    for other in beside:
+        other.drop(op.get_bind(), checkfirst=True)
     # Made by sajq_0005 and sajq_0007 (or create_all); their foreign keys would block
     # the jobs table's drop.
     signals_table(table.metadata, name).drop(op.get_bind(), checkfirst=True)

@@ -24,6 +24,7 @@ from sa_jobqueue.core import sqlalchemy_private
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import (
     archive_ops,
+    counter_ops,
     function_ops,
     ops,
     preflight,
@@ -163,6 +164,12 @@ VERSIONS: tuple[Version, ...] = (
         archive_ops.add_archive,
         archive_ops.drop_archive,
         tables=(archive_table_name,),
+    ),
+    Version(
+        "sajq_0012",
+        counter_ops.add_counters,
+        counter_ops.drop_counters,
+        applied=counter_ops.has_counters,
     ),
 )
 

@@ -104,14 +104,24 @@ def stats(
 ) -> Stats:
     """Counts per queue and status, lag, expired leases and recent dead letters.
 
-    One statement, a single pass over the table: cheap for a queue pruned to
-    a retention window, and a sequential scan on a very large one. With `limits`
+    Live work (``pending``, ``running``, due, lag, expired leases, retrying) from the
+    table's partial indexes: its cost follows the backlog. ``done``, ``failed``,
+    ``cancelled`` and ``failed_last_hour`` from the counters of ended jobs
+    (`statements.counted_totals`; docs/observability.md#counters): every job that
+    ended so, never lowered by retention, deletes or a retry. With `limits`
     (kind -> its `Limits`), also how full each limited kind is (`LimitStats`).
     """
     now = session.execute(statements.db_now()).scalar_one()
-    rows = session.execute(statements.stats(model)).all()
+    rows = session.execute(statements.stats(model, live=True)).all()
+    by_queue = {row.queue: row._asdict() for row in rows}
+    ended = session.execute(statements.counted_totals(model), {"window": 3600.0})
+    for row in ended:
+        fields = by_queue.setdefault(row.queue, {"queue": row.queue})
+        fields[row.status] = int(row.jobs)
+        if row.status == Status.FAILED.value:
+            fields["failed_last_hour"] = int(row.recent)
     paused = set(pausing.paused_queues(session, model))
-    queues = [QueueStats(**row._asdict(), paused=row.queue in paused) for row in rows]
+    queues = [QueueStats(**fields, paused=name in paused) for name, fields in by_queue.items()]
     # A paused queue with no job yet still shows, so the pause is visible.
     queues += [QueueStats(name, paused=True) for name in paused - {q.queue for q in queues}]
     usage = limit_stats(session, model, limits) if limits else []

@@ -43,10 +43,13 @@ class QueueStats:
         running: jobs leased to a worker.
         expired_leases: running jobs whose lease has run out (a worker died or
             stalled; the sweeper will make them due again).
-        done: finished successfully, not yet pruned.
-        failed: dead letters (attempts used up, or discarded), not yet pruned.
-        cancelled: cancelled by an operator, not yet pruned.
-        failed_last_hour: jobs that became dead letters within the last hour.
+        done: jobs that finished successfully, from the counters of ended jobs
+            (docs/observability.md#counters): pruning or deleting them lowers nothing.
+        failed: jobs that became dead letters (attempts used up, or discarded), counted
+            when they ended; a retry later lowers nothing.
+        cancelled: jobs cancelled (by an operator, or a failed upstream), counted so.
+        failed_last_hour: jobs that became dead letters within the last hour (whole
+            minutes, from the counters).
         retrying: pending jobs whose last attempt failed (waiting for their backoff).
         lag_seconds: age of the oldest due pending job; None when nothing is due.
         paused: the queue is paused (`JobQueue.pause`): workers claim nothing from it.

@@ -25,6 +25,7 @@ from sqlalchemy.sql import FromClause
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.active_keys import not_mysql
 from sa_jobqueue.schema.archive import archive_table_for
+from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
@@ -216,6 +217,7 @@ def _add_state_tables(mapper: Mapper[Any], cls: type[Any]) -> None:
         workers_table_for(table)  # the worker registry and attempt history (sajq_0008)
         errors_table_for(table)
         archive_table_for(table)  # finished jobs, partitioned by finished time (sajq_0011)
+        add_counters(table)  # the counters of ended jobs (sajq_0012)
 
 
 def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> tuple[Any, ...]:

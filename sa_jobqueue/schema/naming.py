@@ -37,9 +37,11 @@ __all__ = [
     "check_identifier",
     "check_table_name",
     "control_channel_name",
+    "counts_table",
     "dependencies_table_name",
     "derived_names",
     "ended_channel_name",
+    "ended_table",
     "errors_table",
     "lock_name",
     "notify_function_name",
@@ -124,6 +126,11 @@ def derived_names(table: str, *, migrated: bool = False) -> list[str]:
         f"pk_{table}_archive",
         f"ix_{table}_archived",
         archive_partition_name(table, "0000000000"),
+        counts_table(table),
+        f"pk_{table}_counts",
+        ended_table(table),
+        f"pk_{table}_ended",
+        f"{table}_count_ended",
     ]
     if migrated:
         names += [f"sa_jobqueue_version_{table}", f"sa_jobqueue_version_{table}_pkc"]
@@ -258,3 +265,13 @@ def archive_partition_name(table: str, start: str) -> str:
     'jobs_archive_2612060000'
     """
     return f"{archive_table_name(table)}_{start}"
+
+
+def counts_table(table: str) -> str:
+    """The counters of `table`: jobs ended per minute, queue, kind and status."""
+    return f"sa_jobqueue_counts_{table}"[:IDENTIFIER_MAX]
+
+
+def ended_table(table: str) -> str:
+    """The log of `table`'s ended jobs not yet added to `counts_table` (one row per job)."""
+    return f"sa_jobqueue_ended_{table}"[:IDENTIFIER_MAX]

@@ -35,6 +35,13 @@ from sa_jobqueue.statements.common import (
     try_advisory_lock,
     try_advisory_xact_lock,
 )
+from sa_jobqueue.statements.counters import (
+    counted,
+    counted_by_kind,
+    counted_per_bucket,
+    counted_recently,
+    counted_totals,
+)
 from sa_jobqueue.statements.dashboard import (
     LIST_ORDERS,
     cursor_params,
@@ -84,6 +91,11 @@ __all__ = [
     "cancel_locked",
     "cancel_targets",
     "capped_count",
+    "counted",
+    "counted_by_kind",
+    "counted_per_bucket",
+    "counted_recently",
+    "counted_totals",
     "cursor_params",
     "db_now",
     "delete_finished",

@@ -1,9 +1,10 @@
 """Heartbeats, the sweeper, retention and the archive: the worker's maintenance thread.
 
 On a connection of its own, `Maintenance` extends leases, heartbeats the worker's
-registry row, sweeps expired leases (and expired registry rows) under an advisory lock,
-ends the jobs past their task's deadline, prunes by retention, archives finished jobs
-and enqueues periodic ticks. See docs/workers.md and docs/durable.md ("Deadlines").
+registry row, sweeps expired leases (and expired registry rows) and moves the ended jobs'
+log into the counters under an advisory lock, ends the jobs past their task's deadline,
+prunes by retention, archives finished jobs and enqueues periodic ticks. See
+docs/workers.md, docs/durable.md ("Deadlines") and docs/observability.md ("Counters").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver.protocol.counters import COMPACT_BATCH
 from sa_jobqueue.driver.protocol.deadlines import DeadlinePass
 from sa_jobqueue.logs import log_job
 from sa_jobqueue.ops.archive import Archiver
@@ -32,6 +34,8 @@ log = logging.getLogger("sa_jobqueue.worker")
 
 #: Expired leases recovered per sweep statement.
 SWEEP_BATCH = 500
+#: At most this many `COMPACT_BATCH` moves of the ended jobs' log per sweep.
+COMPACT_ROUNDS = 20
 
 
 class Maintenance:
@@ -268,6 +272,10 @@ class Maintenance:
                 if dead:
                     self.driver.dependents_release(conn, dead)
                 if len(rows) < SWEEP_BATCH:
+                    break
+            # The log of ended jobs into the counters, by the one worker that sweeps.
+            for _ in range(COMPACT_ROUNDS):
+                if self.driver.counters_compact(conn) < COMPACT_BATCH:
                     break
         return recovered
 

@@ -80,6 +80,8 @@ def _with_state(*tables: str) -> set[str]:
             f"sa_jobqueue_worker_{table}",  # sajq_0008
             f"sa_jobqueue_errors_{table}",
             f"{table}_archive",  # sajq_0011
+            f"sa_jobqueue_counts_{table}",  # sajq_0012
+            f"sa_jobqueue_ended_{table}",
         )
     }
 
@@ -282,14 +284,18 @@ def test_upgrade_then_downgrade_leaves_no_table(scratch):
     assert _tables(engine) == set()
     migration.upgrade(url)
     assert _tables(engine) == {*_with_state("jobs"), "sa_jobqueue_version_jobs"}
-    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue"}
+    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue", "jobs_count_ended"}
     with engine.connect() as connection:
         versions = connection.scalars(text("SELECT version_num FROM sa_jobqueue_version_jobs"))
         assert list(versions) == [_head()]
         trigger = (
             "SELECT tgname FROM pg_trigger WHERE tgrelid = 'jobs'::regclass AND NOT tgisinternal"
         )
-        assert list(connection.scalars(text(trigger))) == ["sa_jobqueue_notify"]
+        assert set(connection.scalars(text(trigger))) == {
+            "sa_jobqueue_notify",
+            "sa_jobqueue_count_ended",  # the counters of ended jobs (sajq_0012)
+            "sa_jobqueue_count_inserted",
+        }
         assert "alembic_version" not in _tables(engine)  # the app's own table stays free
 
     migration.upgrade(url)  # already at the head: nothing to do, nothing fails
@@ -316,7 +322,7 @@ def test_tables_migrated_side_by_side_keep_separate_versions(scratch):
         JobQueue(Job).enqueue(session, "kept", {"n": 1})
     migration.downgrade(url, table="other_jobs")
     assert _tables(engine) == {*_with_state("jobs"), "sa_jobqueue_version_jobs"}
-    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue"}
+    assert _functions(engine) == {"sa_jobqueue_notify_jobs", "jobs_enqueue", "jobs_count_ended"}
     with engine.connect() as connection:
         assert connection.scalar(select(Job.payload)) == {"n": 1}
 
@@ -526,6 +532,7 @@ from __future__ import annotations
 
 from sa_jobqueue.migration import (
     add_archive,
+    add_counters,
     add_durable_steps,
     add_revision_columns,
     add_runtime_control,
@@ -551,6 +558,7 @@ def upgrade() -> None:
     add_worker_registry("my_jobs")  # sajq_0008
     add_schedules_due_index("my_jobs")  # sajq_0009
     add_archive("my_jobs")  # sajq_0011
+    add_counters("my_jobs")  # sajq_0012
 
 
 def downgrade() -> None:
@@ -608,7 +616,7 @@ def test_custom_table_from_a_user_revision_matches_its_model(scratch, tmp_path):
         "ix_my_jobs_throttle_key",
         "ix_my_jobs_keyed",
     }
-    assert _functions(engine) == {"sa_jobqueue_notify_my_jobs"}
+    assert _functions(engine) == {"sa_jobqueue_notify_my_jobs", "my_jobs_count_ended"}
 
     jobs = JobQueue(MyJob)
     with Session(engine) as session, session.begin():

@@ -70,6 +70,7 @@ def beside_the_table(connection: Connection, table: str) -> dict[str, Any]:
         text(
             "SELECT pg_get_triggerdef(t.oid) FROM pg_trigger t"
             " WHERE t.tgrelid = to_regclass(:t) AND NOT t.tgisinternal"
+            " AND t.tgname = 'sa_jobqueue_notify'"  # not the counters' (sajq_0012)
         ),
         {"t": table},
     )

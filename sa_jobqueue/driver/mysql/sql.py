@@ -16,10 +16,11 @@ from sqlalchemy import (
     Table,
     cast,
     func,
+    literal,
     literal_column,
     type_coerce,
 )
-from sqlalchemy.dialects.mysql import insert
+from sqlalchemy.dialects.mysql import DATETIME, insert
 from sqlalchemy.exc import IntegrityError
 
 from sa_jobqueue.driver.mysql.xact_locks import lock_until_end, try_lock
@@ -108,6 +109,21 @@ class MysqlSql:
     def insert_ignore(self, table: Table) -> Insert:
         """``INSERT IGNORE`` (the rows given here never fail but on a duplicate key)."""
         return insert(table).prefix_with("IGNORE")
+
+    def minute_of(self, at: Any) -> ColumnElement[Any]:
+        """``CAST(DATE_FORMAT(at, '%Y-%m-%d %H:%i:00') AS DATETIME(6))``, as the trigger."""
+        text_ = func.date_format(at, literal("%Y-%m-%d %H:%i:00"))
+        return cast(text_, DATETIME(fsp=6))
+
+    def insert_adding(self, table: Table) -> Insert:
+        """``INSERT ... ON DUPLICATE KEY UPDATE`` adding to the counters' row."""
+        statement = insert(table)
+        new = statement.inserted
+        return statement.on_duplicate_key_update(
+            jobs=table.c.jobs + new.jobs,
+            seconds=table.c.seconds + new.seconds,
+            max_seconds=func.greatest(table.c.max_seconds, new.max_seconds),
+        )
 
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """``GET_LOCK(..., 0)``, released when the transaction ends (`xact_locks.try_lock`).

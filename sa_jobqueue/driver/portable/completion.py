@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 
 from sa_jobqueue.driver.portable import kind_locks
+from sa_jobqueue.driver.portable.counters import PortableCounters
 from sa_jobqueue.driver.portable.failures import PortableFailures
 from sa_jobqueue.driver.portable.fenced import FencedUpdate, fence, fence_params
 from sa_jobqueue.driver.portable.leases import PortableLeases
@@ -39,7 +40,7 @@ from sa_jobqueue.schema.model import Status
 __all__ = ["PortableLifecycle"]
 
 
-class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
+class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows, PortableCounters):
     """CompletionOps, FailureOps, LeaseOps, WorkflowOps for `PortableDriver`."""
 
     def job_complete(
@@ -73,6 +74,7 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
             params[f"result_id_{i}"], params[f"result_{i}"] = job_id, result
         done = self._completion_storing(len(stored)) if stored else self._completion_done
         held = Held.from_rows(done.run(conn, params))
+        self.count_done(conn, held)  # the counters (docs/observability.md#counters)
         locking = sorted(kind for kind in set(lock_kinds) if kind in self.limited)
         if locking:
             kind_locks.lock_kinds(self.sql, self.model, conn, locking)
@@ -84,7 +86,9 @@ class PortableLifecycle(PortableFailures, PortableLeases, PortableWorkflows):
     ) -> Held:
         """Mark a refunded batched `job` done and take its refund back, fenced."""
         params = {**fence_params([job], owner), "result": result}
-        return Held.from_rows(self._completion_charged.run(conn, params))
+        held = Held.from_rows(self._completion_charged.run(conn, params))
+        self.count_done(conn, held)
+        return held
 
     def job_refund(self, conn: Connection, jobs: Sequence[Claimed], owner: str) -> None:
         """Give `jobs` their claim's attempt back (``max_attempts + 1``), fenced."""

@@ -126,6 +126,19 @@ class Dialect(Protocol):
         """
         ...
 
+    def minute_of(self, at: Any) -> ColumnElement[Any]:
+        """The start of the minute `at` is in, as the counters' trigger writes it."""
+        ...
+
+    def insert_adding(self, table: Table) -> Insert:
+        """An INSERT into a counters table that adds to the row its key names, if any.
+
+        On a duplicate primary key: ``jobs`` and ``seconds`` are added, the larger
+        ``max_seconds`` kept (SQLite's ``ON CONFLICT DO UPDATE``, MySQL's ``ON DUPLICATE
+        KEY UPDATE``).
+        """
+        ...
+
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """Take the lock `name` (of the jobs table `table`) until `conn`'s transaction ends.
 

@@ -16,11 +16,12 @@ from sqlalchemy import Connection, Text, Update, bindparam, case, cast, func, nu
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from sa_jobqueue.driver.postgres import batches, limits
+from sa_jobqueue.driver.postgres.counters import counting_done
 from sa_jobqueue.driver.postgres.runtime import fence_params
 from sa_jobqueue.driver.values import Claimed, Held
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import ended_channel_name
-from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, fence_one, notifying_ended
+from sa_jobqueue.statements.common import FENCE_ARRAYS, fence, fence_one
 
 __all__ = [
     "Completion",
@@ -152,18 +153,20 @@ class Completion:
         ended = ended_channel_name(model.__tablename__)
         results = complete(model)
         plain = complete(model, with_results=False)
-        self._complete = notifying_ended(results, ended)
-        self._complete_plain = notifying_ended(plain, ended)
-        self._complete_one = notifying_ended(complete_one(model), ended)
+        # Each done also counts its jobs, in the same statement (`counters.counting_done`).
+        self._complete = counting_done(model, results, ended=ended)
+        self._complete_plain = counting_done(model, plain, ended=ended)
+        self._complete_one = counting_done(model, complete_one(model), ended=ended)
         # A transactional handler's done, in its own transaction: a NOTIFY there would
         # serialise the commits of concurrent handlers on PostgreSQL's notify lock (held
         # through the commit's WAL flush), so the claim loop announces it (`ended_announce`).
-        self._complete_quietly = complete_one(model)
+        self._complete_quietly = counting_done(model, complete_one(model))
         self._complete_and_lock = limits.complete_and_lock(model, results, ended=ended)
         self._complete_plain_and_lock = limits.complete_and_lock(model, plain, ended=ended)
         self._refund = batches.refund_attempts(model)
         self._charge = batches.charge_attempts(model)
-        self._complete_charged = complete_charged(model)  # announced like the above
+        # Announced like the above.
+        self._complete_charged = counting_done(model, complete_charged(model))
 
     def complete(
         self,

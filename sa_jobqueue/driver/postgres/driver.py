@@ -15,6 +15,7 @@ from sa_jobqueue.driver.portable.compensations import Compensations
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
+from sa_jobqueue.driver.postgres.counters import PostgresCounters
 from sa_jobqueue.driver.postgres.deadlines import Deadlines
 from sa_jobqueue.driver.postgres.enqueue import PostgresEnqueue
 from sa_jobqueue.driver.postgres.failures import Failures
@@ -67,6 +68,7 @@ class PostgresDriver:
         compensations = Compensations(model, func.now, self._notifications.queue_notify)
         self.compensations_owe, self.compensation_plan, self.compensation_end = compensations.ops
         self.job_child_state = ChildStatements(model).job_child_state  # ChildOps, as elsewhere
+        self.counters_compact = PostgresCounters(model).counters_compact  # CounterOps
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""

@@ -31,6 +31,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sa_jobqueue.core.limits import Limits
+from sa_jobqueue.driver.postgres.counters import log_done, with_counted_columns
 from sa_jobqueue.driver.postgres.fairness import claim_fair
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.naming import lock_name
@@ -81,7 +82,7 @@ def complete_and_lock(
     With `ended` (the table's ended channel), the row also has ``ended_notified``:
     one ``pg_notify`` of the done jobs' ids (`statements.common.ended_notify`).
     """
-    done = complete.cte("done")
+    done = with_counted_columns(model, complete).cte("done")
     kinds = (
         func.unnest(bindparam("lock_kinds", type_=ARRAY(Text)))
         .table_valued("kind")
@@ -98,7 +99,8 @@ def complete_and_lock(
     ]
     if ended is not None:
         columns.append(ended_notify(ended, done).scalar_subquery().label("ended_notified"))
-    return select(*columns).select_from(done)
+    # The jobs done are counted in the same statement (`counters.log_done`).
+    return select(*columns).select_from(done).add_cte(log_done(model, done))
 
 
 def _limit_lock_name(model: type[JobMixin], kind: str) -> str:

@@ -20,6 +20,7 @@ from sqlalchemy import (
     bindparam,
     false,
     func,
+    literal,
     text,
     type_coerce,
     update,
@@ -113,6 +114,23 @@ class SqliteSql:
     def insert_ignore(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT DO NOTHING``."""
         return sqlite_insert(table).on_conflict_do_nothing()
+
+    def minute_of(self, at: Any) -> ColumnElement[Any]:
+        """``strftime('%Y-%m-%d %H:%M:00.000000', at)``: the trigger's text, to the digit."""
+        return type_coerce(func.strftime(literal("%Y-%m-%d %H:%M:00.000000"), at), Timestamp())
+
+    def insert_adding(self, table: Table) -> Insert:
+        """``INSERT ... ON CONFLICT (key) DO UPDATE`` adding to the counters' row."""
+        statement = sqlite_insert(table)
+        new = statement.excluded
+        return statement.on_conflict_do_update(
+            index_elements=[c.name for c in table.primary_key.columns],
+            set_={
+                "jobs": table.c.jobs + new.jobs,
+                "seconds": table.c.seconds + new.seconds,
+                "max_seconds": func.max(table.c.max_seconds, new.max_seconds),
+            },
+        )
 
     def try_lock(self, conn: Connection, table: Table, name: str) -> bool:
         """The write lock (`write_lock`): the transaction is the one writer until it ends.
