@@ -73,4 +73,6 @@ def restore_archived(session: Session, model: type[JobMixin], ids: Iterable[int]
     wanted = list(ids)
     if not wanted or not _has_archive(session, model):
         return []
-    return list(session.execute(archive_sql.archive_restore(model), {"ids": wanted}).scalars())
+    uncount = bool(session.execute(archive_sql.counters_exist(model)).scalar())
+    restore = archive_sql.archive_restore(model, uncount=uncount)
+    return list(session.execute(restore, {"ids": wanted}).scalars())

@@ -21,6 +21,7 @@ from sa_jobqueue.schema.archive import LIBRARY_COLUMNS, archive_table_for
 from sa_jobqueue.schema.model import FINISHED, UNFINISHED, JobMixin
 from sa_jobqueue.schema.naming import (
     dependencies_table_name,
+    ended_table,
     errors_table,
     steps_table_name,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "archive_restore",
     "archived_job",
     "archived_list",
+    "counters_exist",
     "lock_timeout_local",
 ]
 
@@ -210,12 +212,23 @@ def archive_exists(model: type[JobMixin]) -> TextClause:
     )
 
 
-def archive_restore(model: type[JobMixin]) -> TextClause:
+def counters_exist(model: type[JobMixin]) -> TextClause:
+    """Whether the counters' log exists (a table at ``sajq_0011`` has none)."""
+    table = _table(model)
+    return text("SELECT to_regclass(:ended) IS NOT NULL").bindparams(
+        ended=_qualified(table, ended_table(table.name))
+    )
+
+
+def archive_restore(model: type[JobMixin], *, uncount: bool = False) -> TextClause:
     """Move the archived ``failed``/``cancelled`` jobs among ``:ids`` back; return their ids.
 
     One statement: each archive row is deleted and its job inserted back into the jobs
     table whole (the app's columns from ``columns``), with its steps and attempt
-    history, so an operator's ``retry`` finds it where it left.
+    history, so an operator's ``retry`` finds it where it left. With `uncount` (the
+    table has the counters of sajq_0012), a log row of -1 per job takes back the count
+    the counters' insert trigger adds for a row inserted finished: coming back from the
+    archive is not an ending.
     """
     table = _table(model)
     archive = archive_table_for(table)
@@ -234,5 +247,18 @@ def archive_restore(model: type[JobMixin]) -> TextClause:
         f" errors AS (INSERT INTO {errors} SELECT (jsonb_populate_record(NULL::{errors},"
         " e || jsonb_build_object('job_id', m.id))).*"
         " FROM moved m, jsonb_array_elements(coalesce(m.errors, '[]'::jsonb)) e)"
+        f"{_uncounted(table) if uncount else ''}"
         " SELECT id FROM back"
     ).bindparams(bindparam("ids", type_=ARRAY(BigInteger)))
+
+
+def _uncounted(table: Table) -> str:
+    """`archive_restore`'s CTE taking back, per job, what the counters' trigger logs."""
+    ended = _qualified(table, ended_table(table.name))
+    return (
+        f", uncounted AS (INSERT INTO {ended}"
+        " (minute, queue, kind, status, jobs, seconds, max_seconds)"
+        " SELECT date_bin('1 minute', coalesce(m.finished_at, now()), '1970-01-01 00:00:00+00'),"
+        " m.queue, m.kind, m.status, -1,"
+        " -coalesce(extract(epoch FROM m.finished_at - m.run_at), 0), 0 FROM moved m)"
+    )

@@ -65,12 +65,28 @@ def test_jobs_show_and_the_job_page_show_an_archived_job(archived, database_url)
     assert "archived_at" in body
 
 
+def _failures_counted(engine) -> int:
+    with engine.connect() as connection:
+        return int(
+            connection.execute(
+                text(
+                    "SELECT coalesce(sum(jobs), 0) FROM (SELECT jobs FROM sa_jobqueue_counts_jobs"
+                    " WHERE status = 'failed' UNION ALL SELECT jobs FROM sa_jobqueue_ended_jobs"
+                    " WHERE status = 'failed') AS c"
+                )
+            ).scalar_one()
+        )
+
+
 def test_retry_of_an_archived_failed_job_moves_it_back_with_its_history(archived):
     job_id = _archived_job(archived, status="failed")
+    failures = _failures_counted(archived)
+    assert failures == 1  # its ending, counted once
     jobs = new_queue()
     with Session(archived) as session, session.begin():
         changed = jobs.retry(session, [job_id])
     assert changed.ids == [job_id]
+    assert _failures_counted(archived) == failures  # coming back is not an ending
     with archived.connect() as connection:
         assert counts(connection) == (1, 0)
         row = connection.execute(
