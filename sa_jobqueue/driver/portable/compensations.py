@@ -12,12 +12,13 @@ from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, null, select, update
+from sqlalchemy import ColumnElement, Connection, Table, insert, inspect, null, select, update
 
 from sa_jobqueue.core import compensation as names
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.protocol.compensation import CompensationPlan, Owed
 from sa_jobqueue.driver.values import Claimed
+from sa_jobqueue.schema.counters import ended_table_for
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.steps import steps_table
 
@@ -131,6 +132,7 @@ class Compensations:
                 for job in owed
             ],
         )
+        self._uncount(conn, [job.id for job in owed])
         now = self._now()
         conn.execute(
             update(model)
@@ -147,6 +149,44 @@ class Compensations:
         )
         self._notify(conn, sorted({job.queue for job in owed}))
         return [job.id for job in owed]
+
+    def _uncount(self, conn: Connection, job_ids: list[int]) -> None:
+        """Take back the counters' count of these jobs' ending (sajq_0012, where present).
+
+        An owed compensation is not the job's end: it ends when its compensations do,
+        and is counted then. A log row of -1 per job, in the minute it was counted in.
+        """
+        table = self.model.__table__
+        assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
+        ended = ended_table_for(table)
+        if not inspect(conn).has_table(ended.name, schema=ended.schema):
+            return
+        model = self.model
+        rows = conn.execute(
+            select(model.queue, model.kind, model.status, model.run_at, model.finished_at).where(
+                model.id.in_(job_ids)
+            )
+        ).all()
+        values = []
+        for row in rows:
+            at = row.finished_at
+            if at is None:
+                continue  # counted in no minute of its own: nothing to take back
+            took = (at - row.run_at).total_seconds() if row.run_at is not None else 0.0
+            minute = at.replace(second=0, microsecond=0)
+            values.append(
+                {
+                    "minute": minute,
+                    "queue": row.queue,
+                    "kind": row.kind,
+                    "status": row.status,
+                    "jobs": -1,
+                    "seconds": -took,
+                    "max_seconds": 0.0,
+                }
+            )
+        if values:
+            conn.execute(insert(ended), values)
 
     def compensation_plan(self, conn: Connection, job_id: int) -> CompensationPlan | None:
         """See `CompensationOps.compensation_plan`."""

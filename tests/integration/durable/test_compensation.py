@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from sqlalchemy import select, update
+from sqlalchemy import Table, func, select, union_all, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobContext, JobQueue, Step
 from sa_jobqueue.driver import driver_for
 from sa_jobqueue.driver.protocol.steps import StepFence, StepRecord
 from sa_jobqueue.metrics import Metrics
+from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.steps import steps_table
 from sa_jobqueue.testing import drain
 from tests.support.models import Job
@@ -75,6 +76,19 @@ def _rows(engine: Any, job_id: int) -> dict[str, tuple[str, Any]]:
         return {row.name: (row.kind, row.result) for row in rows}
 
 
+def _counted(engine: Any, kind: str, status: str) -> int:
+    """The counters' total of `kind`'s jobs ended `status` (the rollup and its log)."""
+    table = Job.__table__
+    assert isinstance(table, Table)
+    parts = [
+        select(t.c.jobs).where(t.c.kind == kind, t.c.status == status)
+        for t in (counts_table_for(table), ended_table_for(table))
+    ]
+    both = union_all(*parts).subquery()
+    with engine.connect() as conn:
+        return int(conn.execute(select(func.coalesce(func.sum(both.c.jobs), 0))).scalar_one())
+
+
 @every_database
 def test_a_job_whose_attempts_run_out_compensates_its_steps_newest_first(committed):
     jobs = JobQueue(Job)
@@ -99,6 +113,7 @@ def test_a_job_whose_attempts_run_out_compensates_its_steps_newest_first(committ
     assert "ship#compensate" not in rows
     jobs.worker(committed).drain()  # nothing runs twice
     assert len(CALLS) == 2
+    assert _counted(committed, "checkout", "failed") == 1  # one ending, counted once
 
 
 @every_database
