@@ -14,7 +14,8 @@ from sqlalchemy import Connection
 
 from sa_jobqueue.core import compensation
 from sa_jobqueue.core.redaction import redact
-from sa_jobqueue.schema.model import JobMixin, Status
+from sa_jobqueue.ops.archived import find_archived
+from sa_jobqueue.schema.model import FINISHED, JobMixin, Status
 from sa_jobqueue.statements import steps as statements
 
 __all__ = ["DurableState", "RecordedStep", "SentSignal", "durable_state"]
@@ -83,12 +84,43 @@ class DurableState:
         }
 
 
+_FINISHED = frozenset(status.value for status in FINISHED)
+
+
+def _archived_steps(conn: Connection, model: type[JobMixin], job_id: int) -> list[RecordedStep]:
+    """The steps an archived job moved with (its archive row's ``steps``), or none.
+
+    A finished job with no row in the steps table may have been archived: its steps
+    (and its compensation marker) went with it, as JSON (`statements.archive`).
+    """
+    row = find_archived(conn, model, job_id)
+    if row is None or not row.steps:
+        return []
+
+    def at(value: Any) -> datetime | None:
+        return None if value is None else datetime.fromisoformat(value)
+
+    return [
+        RecordedStep(
+            s["name"],
+            s["kind"],
+            s.get("result"),
+            s.get("attempt", 0),
+            at(s["recorded_at"]),
+            at(s.get("until")),  # type: ignore[arg-type]
+        )
+        for s in row.steps
+    ]
+
+
 def durable_state(
     conn: Connection, model: type[JobMixin], job_id: int, status: str
 ) -> DurableState:
     """The steps and signals of job `job_id` (whose status is `status`)."""
     params = {"job_id": job_id}
     steps = [RecordedStep(*row) for row in conn.execute(statements.steps_of(model), params)]
+    if not steps and status in _FINISHED:
+        steps = _archived_steps(conn, model, job_id)
     signals = [SentSignal(*row) for row in conn.execute(statements.signals_of(model), params)]
     marker = next((s for s in steps if s.name == compensation.MARKER), None)
     state = None if marker is None else dict(marker.result or {})

@@ -157,3 +157,155 @@ def test_cancelling_a_parked_parent_compensates_it_and_its_child_once_each(commi
     with Session(committed) as session:
         stats = {q.queue: q for q in admin.stats(session, Job).queues}
     assert stats["default"].cancelled == 2
+
+
+def _kids_queue() -> JobQueue[Job]:
+    """`parent` spawns a `kid` on queue "kids" and returns its result (or its failure)."""
+    jobs = _queue([])
+
+    @jobs.task("kid", max_attempts=1)
+    def kid(ctx: JobContext) -> int:
+        return 42
+
+    @jobs.task("waiter", max_attempts=1)
+    def waiter(ctx: JobContext) -> Any:
+        child = ctx.spawn("kid", ctx.payload["kind"], {"who": "kid"}, queue="kids")
+        try:
+            return ctx.wait_for_job(child)
+        except ChildJobError as error:
+            return {"child": error.status}
+
+    return jobs
+
+
+def _age(engine: Engine, ids: list[int]) -> None:
+    """Make finished jobs two hours old (past `archive_after=HOUR`)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE jobs SET finished_at = now() - interval '2 hours' WHERE id = ANY(:ids)"),
+            {"ids": ids},
+        )
+
+
+@pytest.fixture
+def archived(committed: Engine) -> Any:
+    from tests.integration.archive.conftest import drop_partitions
+
+    drop_partitions(committed)
+    yield committed
+    drop_partitions(committed)
+
+
+@on_databases("postgresql")
+def test_a_finished_child_whose_woken_parent_has_not_run_yet_is_not_archived(archived):
+    jobs = _kids_queue()
+    parent_id = _enqueue(archived, jobs, "waiter", {"kind": "kid"})
+    jobs.worker(archived, queues=["default"]).drain()  # the parent parks on its child
+    jobs.worker(archived, queues=["kids"]).drain()  # the child ends: the parent is due
+    (kid,) = _of_kind(archived, "kid")
+    _age(archived, [kid.id])
+    before = _counted(archived)
+    with archived.connect() as conn:
+        assert archive_now(conn, Job, after=HOUR) == 0  # its parent still reads it
+    jobs.worker(archived, queues=["default"]).drain()
+    assert _job(archived, parent_id).result == 42
+    _age(archived, [kid.id, parent_id])
+    with archived.connect() as conn:
+        assert archive_now(conn, Job, after=HOUR) == 2
+        steps = conn.execute(
+            text("SELECT steps FROM jobs_archive WHERE id = :id"), {"id": parent_id}
+        ).scalar_one()
+    spawned = {row["name"]: row for row in steps}
+    assert spawned["kid"]["kind"] == "spawn"
+    assert spawned["kid"]["result"] == kid.id
+    assert spawned[f"job:{kid.id}"]["kind"] == "child"
+    after = _counted(archived)
+    assert after - before == Counter({("waiter", "done"): 1})  # the move counts nothing
+
+
+FLAKY: list[bool] = []
+
+
+def flaky_undo(result: Any) -> str:
+    """Raises while `FLAKY` holds a value; then logs its call."""
+    if FLAKY:
+        raise RuntimeError("undo API down")
+    CALLS.append(("flaky_undo", result))
+    return "undone"
+
+
+def _flaky_saga(jobs: JobQueue[Job]) -> None:
+    @jobs.task("flaky", max_attempts=1, backoff=lambda n: 3600.0)
+    def flaky(ctx: JobContext) -> None:
+        ctx.step(Step("charge", compensate=flaky_undo), lambda: {"who": "flaky"})
+        ctx.step("ship", _fail)
+
+
+def _drain_all(jobs: JobQueue[Job], engine: Engine) -> int:
+    return jobs.worker(engine, queues=["default", "kids"]).drain()
+
+
+@on_databases("postgresql")
+def test_a_compensating_child_and_its_parked_parent_are_archived_only_once_ended(
+    archived, database_url
+):
+    jobs = _kids_queue()
+    _flaky_saga(jobs)
+    FLAKY.append(True)
+    parent_id = _enqueue(archived, jobs, "waiter", {"kind": "flaky"})
+    _drain_all(jobs, archived)
+    (child,) = _of_kind(archived, "flaky")
+    # The child failed for good; its compensation raised and waits an hour: it is
+    # pending, owing it; its parent still waits for it.
+    assert (_job(archived, child.id).status, _job(archived, parent_id).status) == (
+        "pending",
+        "pending",
+    )
+    assert _rows(archived, child.id)["#compensation"][1]["state"] == "owed"
+    assert _counted(archived)[("flaky", "failed")] == 0  # not ended yet
+    with archived.begin() as conn:  # even with a finished_at left over, it stays
+        conn.execute(
+            text("UPDATE jobs SET finished_at = now() - interval '2 hours' WHERE id = :id"),
+            {"id": child.id},
+        )
+    with archived.connect() as conn:
+        assert archive_now(conn, Job, after=HOUR) == 0
+    FLAKY.clear()
+    with archived.begin() as conn:
+        conn.execute(text("UPDATE jobs SET run_at = now() WHERE id = :id"), {"id": child.id})
+    _drain_all(jobs, archived)
+    assert CALLS == [("flaky_undo", {"who": "flaky"})]
+    assert _job(archived, parent_id).result == {"child": "failed"}
+    assert _counted(archived)[("flaky", "failed")] == 1
+    _age(archived, [child.id, parent_id])
+    before = _counted(archived)
+    with archived.connect() as conn:
+        assert archive_now(conn, Job, after=HOUR) == 2
+        assert counts(conn) == (0, 2)
+    assert _counted(archived) == before  # the move counts nothing
+    shown = CliRunner().invoke(
+        main, ["jobs", "show", str(child.id), "--json"], env={"DATABASE_URL": database_url}
+    )
+    assert shown.exit_code == 0, shown.output
+    page = json.loads(shown.stdout)
+    assert page["status"] == "failed"
+    assert page["compensation"]["state"] == "finished"  # read from the archive's row
+    assert {(s["name"], s["kind"]) for s in page["steps"]} >= {
+        ("charge", "step"),
+        ("charge#compensated", "compensated"),
+    }
+    parent = CliRunner().invoke(
+        main, ["jobs", "show", str(parent_id), "--json"], env={"DATABASE_URL": database_url}
+    )
+    assert ("kid", "spawn", child.id) in [
+        (s["name"], s["kind"], s["result"]) for s in json.loads(parent.stdout)["steps"]
+    ]
+    # A retry moves it back (not an ending) and runs the handler again over its
+    # recorded (undone) steps: failing again, it ends without compensating twice.
+    with Session(archived) as session, session.begin():
+        assert admin.retry(session, Job, [child.id]).ids == [child.id]
+    assert _counted(archived) == before
+    _drain_all(jobs, archived)
+    assert _job(archived, child.id).status == "failed"
+    assert CALLS == [("flaky_undo", {"who": "flaky"})]
+    assert _counted(archived) - before == Counter({("flaky", "failed"): 1})
