@@ -125,9 +125,12 @@ def copied_steps(job_id: int, rows: Sequence[Any], from_step: str) -> list[str]:
             "from_step", from_step, f"is not a step job {job_id} recorded (its steps: {recorded})"
         )
     at = rows[at_step].recorded_at
+    # A step's ``<step>#compensate`` row goes with its step (copied when the step is,
+    # whenever it was recorded): it never makes a tie of its own.
+    ordered = [r for r in rows if r.kind != "compensate"]
     tied = [
         r.name
-        for r in rows
+        for r in ordered
         if r.recorded_at == at and r.name != from_step and r.kind not in NOT_COPIED
     ]
     if tied:
@@ -137,4 +140,14 @@ def copied_steps(job_id: int, rows: Sequence[Any], from_step: str) -> list[str]:
             f"was recorded by job {job_id} at the same instant as {', '.join(map(repr, tied))}: "
             "which ran first is unknown, so is what to copy",
         )
-    return [row.name for row in rows[:at_step] if row.kind not in NOT_COPIED]
+    before = [r.name for r in rows[:at_step] if r.kind not in NOT_COPIED | {"compensate"}]
+    names = {r.name for r in rows}
+    undone = [name for name in before if f"{name}#compensated" in names]
+    if undone:
+        raise ValidationError(
+            "from_step",
+            from_step,
+            f"comes after {', '.join(map(repr, undone))}, which job {job_id} compensated "
+            f"(undone): re-run it from {undone[0]!r} or an earlier step",
+        )
+    return before + [f"{name}#compensate" for name in before if f"{name}#compensate" in names]

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import ChildJobError, JobContext, JobQueue, Step, statements
 from sa_jobqueue.cli import main
+from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.archive import archive_now
 from sa_jobqueue.schema.steps import steps_table
@@ -309,3 +310,108 @@ def test_a_compensating_child_and_its_parked_parent_are_archived_only_once_ended
     assert _job(archived, child.id).status == "failed"
     assert CALLS == [("flaky_undo", {"who": "flaky"})]
     assert _counted(archived) - before == Counter({("flaky", "failed"): 1})
+
+
+def _shop(jobs: JobQueue[Job], kind: str, **options: Any) -> None:
+    """Three steps, two compensable; "ship" fails while `payload["fail"]`."""
+
+    @jobs.task(kind, max_attempts=1, **options)
+    def shop(ctx: JobContext) -> str:
+        ctx.step(Step("charge", compensate=undo), lambda: {"step": "charge"})
+        ctx.step(Step("reserve", compensate=undo), lambda: {"step": "reserve"})
+        if ctx.payload.get("fail"):
+            ctx.step("ship", _fail)
+        return "shipped"
+
+
+def _rerun(engine: Engine, jobs: JobQueue[Job], job_id: int, from_step: str) -> int:
+    with Session(engine) as session, session.begin():
+        return jobs.rerun(session, job_id, from_step=from_step).id
+
+
+@every_database
+@pytest.mark.parametrize("transactional", [False, True])
+def test_a_rerun_from_a_compensable_step_copies_the_steps_before_it_and_runs_it(
+    committed, transactional
+):
+    jobs = JobQueue(Job)
+    _shop(jobs, "shop", transactional=transactional)
+    old = _enqueue(committed, jobs, "shop", {})
+    jobs.worker(committed).drain()
+    if transactional and committed.dialect.name == "postgresql":
+        # Its steps committed together (one now()): a tie with the step before, as
+        # documented, and only with it (its own `#compensate` row goes with it).
+        with pytest.raises(ValidationError, match=r"instant as 'charge': which"):
+            _rerun(committed, jobs, old, "reserve")
+        return
+    new = _rerun(committed, jobs, old, "reserve")
+    copied = _rows(committed, new)
+    assert "reserve" not in copied
+    assert copied["charge"] == ("step", {"step": "charge"})
+    assert copied["charge#compensate"][0] == "compensate"
+    jobs.worker(committed).drain()
+    assert _job(committed, new).status == "done"
+    assert _rows(committed, new)["reserve"] == ("step", {"step": "reserve"})
+
+
+@every_database
+def test_a_rerun_of_a_compensated_job_copies_no_compensation_and_compensates_anew(committed):
+    jobs = JobQueue(Job)
+    _shop(jobs, "shop")
+    old = _enqueue(committed, jobs, "shop", {"fail": True})
+    jobs.worker(committed).drain()
+    assert [r for _, r in CALLS] == [{"step": "reserve"}, {"step": "charge"}]
+    # Its steps were undone: a rerun after one of them would take it as still done.
+    with pytest.raises(ValidationError, match=r"after 'charge', which job \d+ compensated"):
+        _rerun(committed, jobs, old, "reserve")
+    CALLS.clear()
+    new = _rerun(committed, jobs, old, "charge")  # from the first step: all runs again
+    assert _rows(committed, new) == {}
+    jobs.worker(committed).drain()
+    assert _job(committed, new).status == "failed"
+    assert [r for _, r in CALLS] == [{"step": "reserve"}, {"step": "charge"}]
+    counted = _counted(committed)
+    assert counted[("shop", "failed")] == 2  # two jobs, each ending once
+    with Session(committed) as session:
+        stats = {q.queue: q for q in admin.stats(session, Job).queues}
+        assert stats["default"].failed == 2
+        replayed = replay(jobs, session, old)  # its compensation rows are not steps
+        assert (replayed.reached, replayed.stopped_at) == (["charge", "reserve", "ship"], "ship")
+        assert replayed.error is None  # where it failed: no step renamed or missing
+
+
+@every_database
+def test_a_rerun_of_a_parent_after_its_spawn_gets_the_old_child_and_spawns_none(committed):
+    jobs = _kids_queue()
+    old = _enqueue(committed, jobs, "parent", {})
+    _drain_all(jobs, committed)
+    assert len(_of_kind(committed, "saga")) == 1
+    CALLS.clear()
+    new = _rerun(committed, jobs, old, "reserve")  # before the spawn: a new child
+    _drain_all(jobs, committed)
+    assert len(_of_kind(committed, "saga")) == 2
+    assert _job(committed, new).result == "child failed"
+    with Session(committed) as session:
+        assert replay(jobs, session, old).stopped_at is None
+
+
+@every_database
+def test_a_rerun_from_a_step_after_a_spawn_gets_the_old_child_and_its_answer(committed):
+    jobs = _kids_queue()
+
+    @jobs.task("binder", max_attempts=1)
+    def binder(ctx: JobContext) -> Any:
+        child = ctx.spawn("kid", "kid", {}, queue="kids")
+        got = ctx.wait_for_job(child)
+        return ctx.step("bind", lambda: {"bound": got, "run": ctx.id})
+
+    old = _enqueue(committed, jobs, "binder", {})
+    _drain_all(jobs, committed)
+    (kid,) = _of_kind(committed, "kid")
+    new = _rerun(committed, jobs, old, "bind")
+    copied = _rows(committed, new)
+    assert copied["kid"] == ("spawn", kid.id)
+    assert copied[f"job:{kid.id}"][0] == "child"
+    assert _drain_all(jobs, committed) == 1  # the new parent alone: no child, no park
+    assert len(_of_kind(committed, "kid")) == 1
+    assert _job(committed, new).result == {"bound": 42, "run": new}
