@@ -415,3 +415,51 @@ def test_a_rerun_from_a_step_after_a_spawn_gets_the_old_child_and_its_answer(com
     assert _drain_all(jobs, committed) == 1  # the new parent alone: no child, no park
     assert len(_of_kind(committed, "kid")) == 1
     assert _job(committed, new).result == {"bound": 42, "run": new}
+
+
+@every_database
+def test_cancelling_a_waited_for_child_wakes_its_parent_after_the_child_compensated(committed):
+    jobs = _queue([])
+
+    @jobs.task("strict", max_attempts=1)
+    def strict(ctx: JobContext) -> None:
+        ctx.step(Step("reserve", compensate=undo), lambda: {"who": "strict"})
+        child = ctx.spawn("child", "saga", {"who": "child", "hold": True})
+        ctx.wait_for_job(child)  # ChildJobError fails the parent: it compensates too
+
+    parent_id = _enqueue(committed, jobs, "strict", {})
+    drain(jobs, committed)  # the child sleeps an hour; its parent waits for it
+    (child,) = _of_kind(committed, "saga")
+    with Session(committed) as session, session.begin():
+        assert admin.cancel(session, Job, [child.id]).ids == [child.id]
+    assert _job(committed, parent_id).status == "pending"
+    drain(jobs, committed)
+    assert CALLS == [("undo", {"who": "child"}), ("undo", {"who": "strict"})]
+    assert _job(committed, child.id).status == "cancelled"
+    parent = _job(committed, parent_id)
+    assert parent.status == "failed"
+    assert f"job {child.id} ended cancelled" in (parent.last_error or "")
+    assert _rows(committed, parent_id)[f"job:{child.id}"][1]["status"] == "cancelled"
+    counted = _counted(committed)
+    assert (counted[("saga", "cancelled")], counted[("strict", "failed")]) == (1, 1)
+    assert sum(counted.values()) == 2
+
+
+@every_database
+def test_a_parent_is_not_woken_while_its_child_still_owes_its_compensation(committed):
+    jobs = _kids_queue()
+    _flaky_saga(jobs)
+    FLAKY.append(True)
+    parent_id = _enqueue(committed, jobs, "waiter", {"kind": "flaky"})
+    assert jobs.worker(committed, queues=["default"]).drain() == 1  # parks
+    jobs.worker(committed, queues=["kids"]).drain()  # fails; its undo raises: an hour
+    (child,) = _of_kind(committed, "flaky")
+    assert _rows(committed, child.id)["#compensation"][1]["state"] == "owed"
+    assert jobs.worker(committed, queues=["default"]).drain() == 0  # the parent sleeps on
+    FLAKY.clear()
+    with committed.begin() as conn:
+        conn.execute(Job.__table__.update().where(Job.id == child.id).values(run_at=Job.created_at))
+    assert jobs.worker(committed, queues=["kids"]).drain() == 1
+    assert jobs.worker(committed, queues=["default"]).drain() == 1
+    assert _job(committed, parent_id).result == {"child": "failed"}
+    assert _counted(committed)[("flaky", "failed")] == 1
