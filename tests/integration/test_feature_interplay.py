@@ -375,6 +375,8 @@ def test_a_rerun_of_a_compensated_job_copies_no_compensation_and_compensates_ane
     with Session(committed) as session:
         stats = {q.queue: q for q in admin.stats(session, Job).queues}
         assert stats["default"].failed == 2
+        recent = session.execute(statements.counted_recently(Job), {"window": 3600.0}).all()
+        assert {(r.queue, r.status): r.jobs for r in recent} == {("default", "failed"): 2}
         replayed = replay(jobs, session, old)  # its compensation rows are not steps
         assert (replayed.reached, replayed.stopped_at) == (["charge", "reserve", "ship"], "ship")
         assert replayed.error is None  # where it failed: no step renamed or missing
