@@ -106,8 +106,8 @@ def _archived_steps(conn: Connection, model: type[JobMixin], job_id: int) -> lis
             s["kind"],
             s.get("result"),
             s.get("attempt", 0),
-            at(s["recorded_at"]),
-            at(s.get("until")),  # type: ignore[arg-type]
+            datetime.fromisoformat(s["recorded_at"]),
+            at(s.get("until")),
         )
         for s in row.steps
     ]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, select, text, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ChildJobError, JobContext, JobQueue, Step, statements
@@ -460,7 +460,7 @@ def test_a_parent_is_not_woken_while_its_child_still_owes_its_compensation(commi
     assert jobs.worker(committed, queues=["default"]).drain() == 0  # the parent sleeps on
     FLAKY.clear()
     with committed.begin() as conn:
-        conn.execute(Job.__table__.update().where(Job.id == child.id).values(run_at=Job.created_at))
+        conn.execute(update(Job).where(Job.id == child.id).values(run_at=Job.created_at))
     assert jobs.worker(committed, queues=["kids"]).drain() == 1
     assert jobs.worker(committed, queues=["default"]).drain() == 1
     assert _job(committed, parent_id).result == {"child": "failed"}
