@@ -19,6 +19,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sa_jobqueue.core.aio import check_sync_session
 from sa_jobqueue.core.validation import check_job_id
 from sa_jobqueue.errors import ValidationError
+from sa_jobqueue.ops.archived import find_archived
 from sa_jobqueue.schema.columns import OwnColumns
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.statements import rerun as statements
@@ -74,6 +75,13 @@ class RerunAPI(Generic[JobT]):
             raise ValidationError("from_step", from_step, "must be a step's name, not empty")
         plain = session() if isinstance(session, scoped_session) else session
         old = plain.get(self.model, job_id)
+        if old is None and find_archived(plain, self.model, job_id) is not None:
+            raise ValidationError(
+                "job id",
+                job_id,
+                f"was moved to the archive of table {self.model.__tablename__!r}: a rerun"
+                " copies a live job's rows only (re-run a job before it is archived)",
+            )
         if old is None:
             raise ValidationError(
                 "job id",

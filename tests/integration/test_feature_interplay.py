@@ -19,8 +19,9 @@ from click.testing import CliRunner
 from sqlalchemy import Engine, text, update
 from sqlalchemy.orm import Session
 
-from sa_jobqueue import JobContext, Step
+from sa_jobqueue import ChildJobError, JobContext, Step
 from sa_jobqueue.cli import main
+from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.archive import archive_now
 from sa_jobqueue.testing import drain
@@ -252,3 +253,43 @@ def test_a_parent_is_not_woken_while_its_child_still_owes_its_compensation(commi
     assert jobs.worker(committed, queues=["default"]).drain() == 1
     assert job_row(committed, parent_id).result == {"child": "failed"}
     assert counted_ends(committed)[("flaky", "failed")] == 1
+
+
+@on_databases("postgresql")
+def test_a_job_waiting_for_an_archived_job_gets_its_end_and_a_rerun_of_one_says_archived(
+    archived,
+):
+    jobs = kids_queue()
+
+    @jobs.task("late", max_attempts=1)
+    def late(ctx: JobContext) -> Any:
+        try:
+            return ctx.wait_for_job(ctx.payload["id"])
+        except ChildJobError as error:
+            return {"ended": error.status, "error": error.error}
+
+    @jobs.task("boom", max_attempts=1)
+    def boom(ctx: JobContext) -> None:
+        raise RuntimeError("boom")
+
+    ok = enqueue(archived, jobs, "kid", {})
+    bad = enqueue(archived, jobs, "boom", {})
+    drain_all(jobs, archived)
+    age(archived, [ok, bad])
+    with archived.connect() as conn:
+        assert archive_now(conn, Job, after=HOUR) == 2
+    waits = [
+        enqueue(archived, jobs, "late", {"id": ok}),
+        enqueue(archived, jobs, "late", {"id": bad}),
+    ]
+    drain_all(jobs, archived)
+    first, second = (job_row(archived, w).result for w in waits)
+    assert first == 42
+    assert second["ended"] == "failed"
+    assert second["error"].startswith("RuntimeError: boom")  # its last_error, as archived
+    assert rows(archived, waits[0])[f"job:{ok}"] == (
+        "child",
+        {"status": "done", "result": 42, "error": None},
+    )
+    with Session(archived) as session, pytest.raises(ValidationError, match="moved to the archive"):
+        jobs.rerun(session, ok, from_step="kid")

@@ -99,6 +99,8 @@ class HandlerCalls:
             )
         elif model is not None and engine is not None:
             self._steps = WorkerSteps.on_engine(driver, owner, engine, max_result_bytes, enqueue)
+        if self._steps is not None:
+            self._steps.model = model  # ctx.wait_for_job reads an archived job's end
         #: Runs the compensations of a job that owes some, in place of its handler.
         self.compensator: Compensator | None = None
         if self._steps is not None:

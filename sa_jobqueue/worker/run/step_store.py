@@ -29,7 +29,8 @@ from sa_jobqueue.driver.protocol.steps import (
     WaitResolve,
 )
 from sa_jobqueue.errors import ValidationError
-from sa_jobqueue.schema.model import FINISHED
+from sa_jobqueue.ops.archived import find_archived
+from sa_jobqueue.schema.model import FINISHED, JobMixin
 from sa_jobqueue.worker.run.progress_writer import ProgressWriter
 
 __all__ = ["WorkerSteps"]
@@ -75,6 +76,8 @@ class WorkerSteps:
         self.connect = connect
         self._alone = alone
         self._writer = ProgressWriter(connect, driver) if background else None
+        #: The jobs model, where `ctx.wait_for_job` also finds an archived job (its end).
+        self.model: type[JobMixin] | None = None
 
     @classmethod
     def on_engine(
@@ -278,14 +281,17 @@ class WorkerSteps:
         """
         driver, conn, fence = self._driver, session.connection(), self._fence(ctx)
         status = driver.upstream_lock(session, [job_id]).get(job_id)
-        if status is None:
+        archived = None
+        if status is None and self.model is not None:
+            archived = find_archived(conn, self.model, job_id)  # ended, then moved
+        if status is None and archived is None:
             raise ValidationError(
                 "job_id", job_id, f"no job with id {job_id} in this table (ctx.spawn returns one)"
             )
         if not driver.attempt_lock(conn, fence):
             raise StepLeaseLost(f"job {ctx.id} attempt {ctx.attempt}: wait {name!r} not taken")
-        if status in _FINISHED:
-            child = driver.job_child_state(conn, job_id)
+        if status in _FINISHED or archived is not None:
+            child = archived or driver.job_child_state(conn, job_id)
             assert child is not None  # noqa: S101 - locked above
             ended = {"status": child.status, "result": child.result, "error": child.last_error}
             resolve = WaitResolve(fence, name, _text(ended), kind="child")
