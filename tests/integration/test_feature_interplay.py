@@ -49,6 +49,7 @@ from tests.support.processes import every_database, on_databases
 @pytest.fixture(autouse=True)
 def _no_calls() -> None:
     CALLS.clear()
+    FLAKY.clear()
 
 
 @pytest.fixture
@@ -293,3 +294,39 @@ def test_a_job_waiting_for_an_archived_job_gets_its_end_and_a_rerun_of_one_says_
     )
     with Session(archived) as session, pytest.raises(ValidationError, match="moved to the archive"):
         jobs.rerun(session, ok, from_step="kid")
+
+
+@every_database
+def test_a_compensation_that_fails_for_good_ends_the_child_once_and_wakes_its_parent(committed):
+    jobs = kids_queue()
+    flaky_saga(jobs, backoff=0.0)
+    FLAKY.append(True)
+    parent_id = enqueue(committed, jobs, "waiter", {"kind": "flaky"})
+    drain_all(jobs, committed)
+    (child,) = of_kind(committed, "flaky")
+    state = rows(committed, child.id)["#compensation"][1]
+    assert (state["state"], job_row(committed, child.id).status) == ("failed", "failed")
+    assert job_row(committed, parent_id).result == {"child": "failed"}
+    ends = counted_ends(committed)
+    assert (ends[("flaky", "failed")], ends[("waiter", "done")]) == (1, 1)
+    assert sum(ends.values()) == 2
+
+
+@every_database
+def test_cancelling_a_child_while_it_compensates_wakes_its_parent_counted_cancelled(committed):
+    jobs = kids_queue()
+    flaky_saga(jobs)
+    FLAKY.append(True)
+    parent_id = enqueue(committed, jobs, "waiter", {"kind": "flaky"})
+    drain_all(jobs, committed)  # the child owes its compensation, an hour out
+    (child,) = of_kind(committed, "flaky")
+    with Session(committed) as session, session.begin():
+        assert admin.cancel(session, Job, [child.id]).ids == [child.id]
+    drain_all(jobs, committed)
+    assert job_row(committed, child.id).status == "cancelled"
+    state = rows(committed, child.id)["#compensation"][1]
+    assert (state["state"], state["error"]) == ("failed", "ended cancelled while compensating")
+    assert job_row(committed, parent_id).result == {"child": "cancelled"}
+    ends = counted_ends(committed)
+    assert (ends[("flaky", "failed")], ends[("flaky", "cancelled")]) == (0, 1)
+    assert ends[("waiter", "done")] == 1

@@ -125,8 +125,10 @@ def flaky_undo(result: Any) -> str:
     return "undone"
 
 
-def flaky_saga(jobs: JobQueue[Job]) -> None:
-    @jobs.task("flaky", max_attempts=1, backoff=lambda n: 3600.0)
+def flaky_saga(jobs: JobQueue[Job], backoff: float = 3600.0) -> None:
+    """`flaky` fails for good after its step; its compensation waits `backoff` seconds."""
+
+    @jobs.task("flaky", max_attempts=1, backoff=lambda n: backoff)
     def flaky(ctx: JobContext) -> None:
         ctx.step(Step("charge", compensate=flaky_undo), lambda: {"who": "flaky"})
         ctx.step("ship", fail)
