@@ -176,6 +176,16 @@ class LeaseOps(Protocol):
         """
         ...
 
+    def leases_end(self, conn: Connection, owners: Sequence[str]) -> int:
+        """End now the leases of the running jobs `owners` hold; return how many.
+
+        For workers known dead (their process is gone, `Registration.dead_here`): the
+        leases are moved into the past, so `job_sweep`, in this transaction or a later
+        one, recovers them exactly as expired leases (attempts kept, history written,
+        ``failed`` when used up). Another worker's jobs are not touched.
+        """
+        ...
+
 
 class FailureOps(Protocol):
     """The driver's operations of this family; each says the guarantee it keeps."""
