@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.schema.types import utc_now
@@ -63,6 +63,15 @@ def effects(engine):
         ]
 
 
+def elsewhere(engine, worker_id):
+    """Move `worker_id`'s registry row to another host (its pid then means nothing here)."""
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"),
+            {"id": worker_id},
+        )
+
+
 def count(engine, status):
     with Session(engine) as s:
         return s.scalar(select(func.count()).where(Job.status == status))
@@ -99,6 +108,9 @@ def test_kill_9_after_claim_job_runs_again_after_the_lease_with_attempts_kept(co
     wait_for(lambda: row(committed, job_id).status == "running", what="the claim")
     first.signal(signal.SIGKILL)
     first.wait()
+    # As if it ran on another host: a worker of its own host would take the job back
+    # at once, its pid gone (tests/acceptance/test_dead_worker_processes.py).
+    elsewhere(committed, first.worker_id)
     held = row(committed, job_id)
     assert (held.status, held.attempts) == ("running", 1)
     spawn()  # a second worker, sweeping every 0.5 s

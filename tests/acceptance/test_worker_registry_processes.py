@@ -1,7 +1,7 @@
 """The worker registry with real worker processes: live, idle, killed with kill -9, gone.
 
 Three workers register at start and are listed while idle; one runs a job; it is killed
-with kill -9, its row expires (``--gone-after 3``: a short expiry, not a long sleep) and
+with kill -9 (its row then moved to another host), its row expires (``--gone-after 3``: a short expiry, not a long sleep) and
 the sweeper deletes it, while its job waits for its own lease to end before it runs
 again (docs/workers-registry.md).
 """
@@ -97,6 +97,13 @@ def test_registry_lists_three_live_workers_then_two_after_one_is_killed_and_its_
     busy = next(w for w in workers if w.worker_id == busy_id)
     busy.signal(signal.SIGKILL)
     assert busy.wait() == -signal.SIGKILL
+    # As if it ran on another host: the survivors, on its own host, would take its job
+    # back at once, its pid gone (tests/acceptance/test_dead_worker_processes.py).
+    with committed.begin() as conn:
+        conn.execute(
+            text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"),
+            {"id": busy_id},
+        )
     with committed.connect() as conn:
         lease_end = conn.scalar(
             text("SELECT locked_until FROM jobs WHERE id = :id"), {"id": job_id}
