@@ -279,6 +279,8 @@ class Maintenance:
                         worker_id=self.owner,
                     )
                 recovered += len(rows)
+                # Other workers claim them now, not at their next poll (NOTIFY at COMMIT).
+                self.driver.queue_notify(conn, [r.queue for r in rows if r.status == "pending"])
                 # Leases that ran out of attempts are dead letters: their dependents
                 # are released in this transaction (docs/workflows.md).
                 dead = [(row.id, row.status) for row in rows if row.status == "failed"]

@@ -1,8 +1,9 @@
 """The worker registry with real worker processes: live, idle, killed with kill -9, gone.
 
 Three workers register at start and are listed while idle; one runs a job; it is killed
-with kill -9 (its row then moved to another host), its row expires (``--gone-after 3``: a short expiry, not a long sleep) and
-the sweeper deletes it, while its job waits for its own lease to end before it runs
+with kill -9 (its row then moved to another host: the survivors, on its own host, would
+take its job back at once), its row expires (``--gone-after 3``: a short expiry, not a
+long sleep) and the sweeper deletes it, while its job waits for its own lease to end before it runs
 again (docs/workers-registry.md).
 """
 

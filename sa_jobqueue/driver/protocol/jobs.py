@@ -172,7 +172,8 @@ class LeaseOps(Protocol):
         """Recover up to `limit` expired leases of any worker; return the jobs recovered.
 
         Each goes back to ``pending`` with its attempts kept (or ends ``failed`` when
-        they are used up); skips rows locked by other transactions.
+        they are used up); skips rows locked by other transactions. Wakes nobody: the
+        caller sends `queue_notify` for the queues of those back ``pending``.
         """
         ...
 
