@@ -26,7 +26,7 @@ __all__ = ["DEAD_GRACE", "Registration", "process_alive"]
 log = logging.getLogger("sa_jobqueue.worker")
 
 #: Seconds a row's heartbeat must be old before its worker, its pid gone, counts as dead.
-DEAD_GRACE = 2.0
+DEAD_GRACE = 1.0
 
 
 def process_alive(pid: int) -> bool:
