@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.schema.types import utc_now
 from tests.support.apps.lesson import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job
-from tests.support.processes import every_database, freeze
+from tests.support.processes import elsewhere, every_database, freeze
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
@@ -61,15 +61,6 @@ def effects(engine):
         return [
             tuple(r) for r in s.execute(select(Effect.job_id, Effect.attempt).order_by(Effect.id))
         ]
-
-
-def elsewhere(engine, worker_id):
-    """Move `worker_id`'s registry row to another host (its pid then means nothing here)."""
-    with engine.begin() as conn:
-        conn.execute(
-            text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"),
-            {"id": worker_id},
-        )
 
 
 def count(engine, status):
@@ -110,7 +101,7 @@ def test_kill_9_after_claim_job_runs_again_after_the_lease_with_attempts_kept(co
     first.wait()
     # As if it ran on another host: a worker of its own host would take the job back
     # at once, its pid gone (tests/acceptance/test_dead_worker_processes.py).
-    elsewhere(committed, first.worker_id)
+    elsewhere(committed, first)
     held = row(committed, job_id)
     assert (held.status, held.attempts) == ("running", 1)
     spawn()  # a second worker, sweeping every 0.5 s

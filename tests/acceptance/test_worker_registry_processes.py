@@ -22,7 +22,7 @@ from sa_jobqueue.ops.workers import list_workers
 from tests.support.apps.flow import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Job
-from tests.support.processes import Proc, Processes
+from tests.support.processes import Proc, Processes, elsewhere
 
 pytestmark = pytest.mark.slow
 APP = "tests.support.apps.flow:jobs"
@@ -98,13 +98,7 @@ def test_registry_lists_three_live_workers_then_two_after_one_is_killed_and_its_
     busy = next(w for w in workers if w.worker_id == busy_id)
     busy.signal(signal.SIGKILL)
     assert busy.wait() == -signal.SIGKILL
-    # As if it ran on another host: the survivors, on its own host, would take its job
-    # back at once, its pid gone (tests/acceptance/test_dead_worker_processes.py).
-    with committed.begin() as conn:
-        conn.execute(
-            text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"),
-            {"id": busy_id},
-        )
+    elsewhere(committed, busy)  # its own host's survivors would take its job at once
     with committed.connect() as conn:
         lease_end = conn.scalar(
             text("SELECT locked_until FROM jobs WHERE id = :id"), {"id": job_id}
