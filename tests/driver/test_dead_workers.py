@@ -24,6 +24,7 @@ from sa_jobqueue.driver.protocol.control import WorkerInfo
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.worker.registration import Registration, process_alive
 from tests.driver.conftest import add, claim, row
+from tests.support.helpers import wait_for
 from tests.support.models import Job
 
 JOBS = cast(Table, Job.__table__)
@@ -151,3 +152,12 @@ def test_process_alive_tells_a_dead_pid_from_live_ones(dead_pid: int, live_pid: 
     assert not process_alive(dead_pid)
     assert process_alive(live_pid)
     assert process_alive(0)  # not a process of its own: never taken for dead
+
+
+def test_process_alive_takes_a_zombie_for_dead():
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])  # not reaped: a zombie
+    try:
+        wait_for(lambda: not process_alive(ended.pid), what="the child to end, unreaped")
+        assert ended.poll() is not None  # it had ended indeed; now reaped
+    finally:
+        ended.wait()
