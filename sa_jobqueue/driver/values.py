@@ -221,9 +221,10 @@ class NextDue:
 
 @dataclass(frozen=True, slots=True)
 class Swept:
-    """A job whose expired lease the sweeper recovered."""
+    """A job whose expired lease the sweeper recovered (``queue``: where it is claimed)."""
 
     id: int
     kind: str
     attempts: int
     status: str
+    queue: str

@@ -36,6 +36,8 @@ log = logging.getLogger("sa_jobqueue.worker")
 SWEEP_BATCH = 500
 #: At most this many `COMPACT_BATCH` moves of the ended jobs' log per sweep.
 COMPACT_ROUNDS = 20
+#: Seconds between two looks for dead workers of this host (one registry read).
+DEAD_CHECK_INTERVAL = 1.0
 
 
 class Maintenance:
@@ -106,6 +108,7 @@ class Maintenance:
         self.driver = driver
         # Leases whose rows another transaction holds locked: waited for, not skipped.
         self.waiters = LeaseWaiters(engine, driver, owner)
+        self._dead_checked = -float("inf")
 
     def run(self) -> None:
         """Heartbeats, sweeps and pruning until `stopped`; the thread's target.
@@ -129,7 +132,9 @@ class Maintenance:
                 self._beat(conn, beats, lost)
                 if self.registration is not None:
                     self.registration.maybe_beat(conn)
-                if time.monotonic() - last_sweep >= self.sweep_interval:
+                # A dead worker of this host: its jobs are recovered now, not at lease end.
+                due = time.monotonic() - last_sweep >= self.sweep_interval
+                if self._dead_found(conn) or due:
                     self.sweep(conn)
                     last_sweep = time.monotonic()
                 self.pruner.maybe_run(conn, budget=self.tick / 2)
@@ -223,6 +228,14 @@ class Maintenance:
         with conn.begin():
             return self.driver.jobs_still_owned(conn, jobs, self.owner)
 
+    def _dead_found(self, conn: Connection) -> bool:
+        """Whether this host has a dead worker (`Registration.dead_here`), looked at each second."""
+        if self.registration is None or time.monotonic() - self._dead_checked < DEAD_CHECK_INTERVAL:
+            return False
+        self._dead_checked = time.monotonic()
+        with conn.begin():
+            return bool(self.registration.dead_here(conn))
+
     def sweep_once(self) -> None:
         """Sweep on a connection of its own (at start and in `drain`); log a failure."""
         try:
@@ -248,6 +261,9 @@ class Maintenance:
             if not self.driver.lock_try(conn, "sweep"):
                 return 0
             if self.registration is not None:
+                # This host's workers whose process is gone: their leases end now, and the
+                # sweep below recovers their jobs as expired ones (docs/workers-registry.md).
+                self.registration.end_dead(conn)
                 # Only the rows: their jobs keep their leases (docs/workers-registry.md).
                 self.registration.expire(conn)
             while True:
@@ -263,6 +279,8 @@ class Maintenance:
                         worker_id=self.owner,
                     )
                 recovered += len(rows)
+                # Other workers claim them now, not at their next poll (NOTIFY at COMMIT).
+                self.driver.queue_notify(conn, [r.queue for r in rows if r.status == "pending"])
                 # Leases that ran out of attempts are dead letters: their dependents
                 # are released in this transaction (docs/workflows.md).
                 dead = [(row.id, row.status) for row in rows if row.status == "failed"]

@@ -3,7 +3,8 @@
 `Registration` runs the driver's registry operations (`Driver.worker_register` and co.)
 for one worker: `register` when it starts, `maybe_beat` on each maintenance tick (one
 upsert every third of ``gone_after``), `expire` in the sweeper's transaction (other
-workers' rows that ran out), `deregister` when it stops. See docs/workers-registry.md.
+workers' rows that ran out), `end_dead` there too (the jobs of this host's workers whose
+process is gone), `deregister` when it stops. See docs/workers-registry.md.
 """
 
 from __future__ import annotations
@@ -20,9 +21,34 @@ from sa_jobqueue.driver import Driver, driver_for
 from sa_jobqueue.driver.protocol.control import WorkerInfo
 from sa_jobqueue.schema.model import JobMixin
 
-__all__ = ["Registration"]
+__all__ = ["DEAD_GRACE", "Registration", "process_alive"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+#: Seconds a row's heartbeat must be old before its worker, its pid gone, counts as dead.
+DEAD_GRACE = 1.0
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` of this host may be running (any doubt: True).
+
+    No such process (``ProcessLookupError``) or a zombie (ended, not yet reaped) is dead.
+    A live pid counts as alive even if it was reused by another program: the worker's
+    jobs then wait for their leases, as they would on another host. Off POSIX: True.
+    """
+    if os.name != "posix" or pid <= 0 or pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: another user's process
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rpartition(")")[2].split()[:1] != ["Z"]
+    except OSError:  # no /proc (macOS), or it ended meanwhile
+        return True
 
 
 def _version() -> str:
@@ -134,6 +160,45 @@ class Registration:
         for worker_id in gone:
             log.warning("worker %s stopped heartbeating; its registry row is gone", worker_id)
         return gone
+
+    def dead_here(self, conn: Connection) -> list[str]:
+        """Ids of this host's registered workers whose process is gone: a plain read.
+
+        A row of another worker whose ``host`` is this one's, whose pid no longer runs
+        (`process_alive`) and whose heartbeat is over `DEAD_GRACE` seconds old. A pid
+        means nothing on another host: those rows are never looked at here.
+        """
+        driver = self._driver(conn)
+        rows = [
+            row
+            for row in driver.workers_on_host(conn, self.info.host)
+            if row.worker_id != self.worker_id and not process_alive(row.pid)
+        ]
+        if not rows:
+            return []
+        now = driver.clock_now(conn)
+        return [r.worker_id for r in rows if (now - r.heartbeat_at).total_seconds() > DEAD_GRACE]
+
+    def end_dead(self, conn: Connection) -> list[str]:
+        """End the leases of `dead_here`'s workers and delete their rows (caller's transaction).
+
+        The sweep that follows in the same transaction recovers their jobs as expired
+        leases (`LeaseOps.leases_end`). Returns the dead workers' ids.
+        """
+        dead = self.dead_here(conn)
+        driver = self._driver(conn)
+        for worker_id in dead:
+            ended = driver.leases_end(conn, [worker_id])
+            driver.worker_deregister(conn, worker_id)
+            log.warning(
+                "worker %s of this host (%s) is gone: its process no longer runs; the leases "
+                "of its %d running jobs end now",
+                worker_id,
+                self.info.host,
+                ended,
+                extra={"event": "worker_dead", "dead_worker_id": worker_id},
+            )
+        return dead
 
     def deregister(self, engine: Engine) -> None:
         """Delete the row (a clean stop); a failure is logged (the row then expires)."""

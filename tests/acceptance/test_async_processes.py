@@ -20,7 +20,7 @@ from tests.acceptance.test_processes import LEASE, count, effects, row
 from tests.support.apps.async_lesson import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect
-from tests.support.processes import every_database
+from tests.support.processes import elsewhere, every_database
 
 #: asyncio through psycopg and asyncpg on PostgreSQL, aiosqlite on SQLite, aiomysql on MariaDB.
 pytestmark = [pytest.mark.slow, every_database]
@@ -89,6 +89,7 @@ def test_kill_9_with_async_jobs_running_they_run_again_after_their_leases(commit
     wait_for(lambda: count(committed, "running") == 3, what="the claims")
     first.signal(signal.SIGKILL)
     first.wait()
+    elsewhere(committed, first)  # its own host would take the jobs back at once
     held = [row(committed, i) for i in ids]
     assert {(j.status, j.attempts) for j in held} == {("running", 1)}
     spawn(concurrency=4)

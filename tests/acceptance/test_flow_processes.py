@@ -19,6 +19,7 @@ from sa_jobqueue import statements
 from tests.support.apps.flow import jobs
 from tests.support.helpers import most_within, start_audit, wait_for
 from tests.support.models import Job, Span
+from tests.support.processes import elsewhere
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
@@ -151,6 +152,7 @@ def test_a_killed_workers_slots_come_back_after_its_lease(committed, spawn):
     assert sorted(r.id for r in held) == ids[:2]
     first.signal(signal.SIGKILL)
     first.wait()
+    elsewhere(committed, first)  # its own host would take the jobs back at once
     spawn.all()  # three more workers, each with 4 free threads
     lease_end = max(row.locked_until for row in held)
     with committed.connect() as conn:

@@ -23,7 +23,7 @@ from sa_jobqueue.schema.types import utc_now
 from tests.support.apps.lesson import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job
-from tests.support.processes import every_database, freeze
+from tests.support.processes import elsewhere, every_database, freeze
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE = 2.0
@@ -99,6 +99,9 @@ def test_kill_9_after_claim_job_runs_again_after_the_lease_with_attempts_kept(co
     wait_for(lambda: row(committed, job_id).status == "running", what="the claim")
     first.signal(signal.SIGKILL)
     first.wait()
+    # As if it ran on another host: a worker of its own host would take the job back
+    # at once, its pid gone (tests/acceptance/test_dead_worker_processes.py).
+    elsewhere(committed, first)
     held = row(committed, job_id)
     assert (held.status, held.attempts) == ("running", 1)
     spawn()  # a second worker, sweeping every 0.5 s

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
 
 from tests.support.helpers import wait_for
 
@@ -109,6 +109,19 @@ def freeze(proc: Proc, engine: Engine) -> None:
         proc.signal(signal.SIGSTOP)
         wait_for(lambda: _stopped(proc.pid), 10, f"process {proc.pid} to stop")
         conn.rollback()
+
+
+def elsewhere(engine: Engine, proc: Proc) -> None:
+    """Move killed `proc`'s registry row to another host, as if it had run there.
+
+    A worker of its own host would take its jobs back at once, its pid gone
+    (docs/workers-registry.md); on another host they wait for their leases.
+    """
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"),
+            {"id": proc.worker_id},
+        )
 
 
 def _stopped(pid: int) -> bool:

@@ -75,6 +75,7 @@ class PortableLeases(PortableBase):
                 row.kind,
                 row.attempts,
                 (Status.FAILED if row.attempts >= row.max_attempts else Status.PENDING).value,
+                row.queue,
             )
             for row in rows
         ]
@@ -142,7 +143,7 @@ class PortableLeases(PortableBase):
             "updated_at": now,
         }
         expired = [model.status == Status.RUNNING.value, model.locked_until < now]
-        columns = (model.id, model.kind, model.attempts, model.max_attempts)
+        columns = (model.id, model.kind, model.attempts, model.max_attempts, model.queue)
         return FencedUpdate(
             model,
             self.sql,

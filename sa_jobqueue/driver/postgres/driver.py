@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.children import ChildStatements
 from sa_jobqueue.driver.portable.compensations import Compensations
+from sa_jobqueue.driver.portable.dead_workers import DeadWorkers
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
@@ -69,6 +70,7 @@ class PostgresDriver:
         self.compensations_owe, self.compensation_plan, self.compensation_end = compensations.ops
         self.job_child_state = ChildStatements(model).job_child_state  # ChildOps, as elsewhere
         self.counters_compact = PostgresCounters(model).counters_compact  # CounterOps
+        self.workers_on_host, self.leases_end = DeadWorkers(model).ops  # as elsewhere
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """`Claims.claim`."""

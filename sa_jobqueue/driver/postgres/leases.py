@@ -63,4 +63,4 @@ class Leases:
     def sweep(self, conn: Connection, limit: int) -> list[Swept]:
         """Recover up to `limit` expired leases (`runtime.sweep_expired`)."""
         rows = conn.execute(self._sweep, {"limit": limit}).all()
-        return [Swept(row.id, row.kind, row.attempts, row.status) for row in rows]
+        return [Swept(row.id, row.kind, row.attempts, row.status, row.queue) for row in rows]

@@ -223,5 +223,5 @@ def sweep_expired(model: type[JobMixin]) -> Update:
             locked_until=null(),
             updated_at=func.now(),
         )
-        .returning(model.id, model.kind, model.status, model.attempts)
+        .returning(model.id, model.kind, model.status, model.attempts, model.queue)
     )

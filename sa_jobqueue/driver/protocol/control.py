@@ -16,7 +16,7 @@ from typing import Protocol
 
 from sqlalchemy import Connection
 
-__all__ = ["ControlOps", "WorkerElsewhere", "WorkerInfo"]
+__all__ = ["ControlOps", "WorkerElsewhere", "WorkerInfo", "WorkerOnHost"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +53,15 @@ class WorkerElsewhere:
     age: float
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerOnHost:
+    """A registry row of one host (`ControlOps.workers_on_host`): its id, pid, last heartbeat."""
+
+    worker_id: str
+    pid: int
+    heartbeat_at: datetime
+
+
 class ControlOps(Protocol):
     """The registry, pausing, pruning and clock operations; each says the guarantee it keeps."""
 
@@ -84,6 +93,13 @@ class ControlOps(Protocol):
         Only the rows of those workers: a live worker's row, however old its start, is
         kept, and the jobs an expired worker holds keep their leases (the sweeper
         recovers them when the leases end).
+        """
+        ...
+
+    def workers_on_host(self, conn: Connection, host: str) -> list[WorkerOnHost]:
+        """The registry rows whose ``host`` is `host`, live or expired, by id; a plain read.
+
+        The worker of that host tells the dead ones by their pid (`Registration.dead_here`).
         """
         ...
 

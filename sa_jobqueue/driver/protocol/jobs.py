@@ -172,7 +172,18 @@ class LeaseOps(Protocol):
         """Recover up to `limit` expired leases of any worker; return the jobs recovered.
 
         Each goes back to ``pending`` with its attempts kept (or ends ``failed`` when
-        they are used up); skips rows locked by other transactions.
+        they are used up); skips rows locked by other transactions. Wakes nobody: the
+        caller sends `queue_notify` for the queues of those back ``pending``.
+        """
+        ...
+
+    def leases_end(self, conn: Connection, owners: Sequence[str]) -> int:
+        """End now the leases of the running jobs `owners` hold; return how many.
+
+        For workers known dead (their process is gone, `Registration.dead_here`): the
+        leases are moved into the past, so `job_sweep`, in this transaction or a later
+        one, recovers them exactly as expired leases (attempts kept, history written,
+        ``failed`` when used up). Another worker's jobs are not touched.
         """
         ...
 

@@ -13,6 +13,7 @@ from sa_jobqueue.driver.postgres import PostgresDriver, claims
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.worker.attempt import Claimed
 from sa_jobqueue.worker.maintenance import Maintenance
+from tests.integration.worker.test_notify import heard, listening
 from tests.support.helpers import wait_for
 from tests.support.models import Job
 
@@ -88,3 +89,18 @@ def test_heartbeat_reports_a_reclaimed_job_as_lost(committed, caplog):
         maintenance._beat(conn, {}, lost)
     assert lost == {(job.id, job.attempts)}
     assert "lease lost" in caplog.text
+
+
+def test_a_sweep_that_recovers_expired_leases_notifies_their_queues(committed, database_url):
+    [job] = _claimed(committed, 1)
+    with committed.begin() as conn:
+        conn.execute(
+            text("UPDATE jobs SET locked_until = now() - interval '1 minute' WHERE id = :id"),
+            {"id": job.id},
+        )
+    with listening(database_url) as listener:
+        _maintenance(committed, []).sweep_once()
+        # The other workers of the queue wake at the COMMIT, not at their next poll.
+        assert heard(listener) == ["default"]
+    with Session(committed) as session:
+        assert session.scalar(select(Job.status).where(Job.id == job.id)) == "pending"
