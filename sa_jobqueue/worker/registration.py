@@ -18,15 +18,21 @@ from collections.abc import Sequence
 from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.driver import Driver, driver_for
-from sa_jobqueue.driver.protocol.control import WorkerInfo
+from sa_jobqueue.driver.protocol.control import WorkerInfo, WorkerOnHost
 from sa_jobqueue.schema.model import JobMixin
 
 __all__ = ["DEAD_GRACE", "Registration", "process_alive"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
-#: Seconds a row's heartbeat must be old before its worker, its pid gone, counts as dead.
+#: Seconds a row's heartbeat must be old at least before its worker, its pid gone, counts
+#: as dead; and at least half of that worker's ``gone_after`` (`dead_here`).
 DEAD_GRACE = 1.0
+
+
+def _grace(row: WorkerOnHost) -> float:
+    """How old `row`'s heartbeat must be before a gone pid makes it dead: half its gone_after."""
+    return max(DEAD_GRACE, (row.expires_at - row.heartbeat_at).total_seconds() / 2)
 
 
 def process_alive(pid: int) -> bool:
@@ -165,8 +171,12 @@ class Registration:
         """Ids of this host's registered workers whose process is gone: a plain read.
 
         A row of another worker whose ``host`` is this one's, whose pid no longer runs
-        (`process_alive`) and whose heartbeat is over `DEAD_GRACE` seconds old. A pid
-        means nothing on another host: those rows are never looked at here.
+        (`process_alive`) and whose heartbeat is older than half its ``gone_after`` (and
+        `DEAD_GRACE`). A pid means nothing on another host: those rows are never looked
+        at here. Nor in another pid namespace of a host sharing its name (containers on
+        the host's network): that worker's pid looks gone from here, so the heartbeat is
+        what says it is alive. It beats every third of ``gone_after``; a row half that
+        old has missed one beat and a half, so a live worker's jobs are never taken.
         """
         driver = self._driver(conn)
         rows = [
@@ -177,7 +187,7 @@ class Registration:
         if not rows:
             return []
         now = driver.clock_now(conn)
-        return [r.worker_id for r in rows if (now - r.heartbeat_at).total_seconds() > DEAD_GRACE]
+        return [r.worker_id for r in rows if (now - r.heartbeat_at).total_seconds() > _grace(r)]
 
     def end_dead(self, conn: Connection) -> list[str]:
         """End the leases of `dead_here`'s workers and delete their rows (caller's transaction).

@@ -2,8 +2,9 @@
 
 The new worker finds in the registry a worker of its host whose pid no longer runs, ends
 its leases and sweeps its job back at once, as an expired lease (its attempt counted,
-its history written), with the default 5-minute lease and 30-second sweep. Two live
-workers never take each other's jobs (docs/workers-registry.md).
+its history written), with the default 5-minute lease and 30-second sweep, once the
+dead worker's heartbeat is half its ``gone_after`` old (6 s here: 3 s). Two live workers
+never take each other's jobs (docs/workers-registry.md).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ DEFAULT_LEASE = {"SAJQ_LEASE": "300"}
 @pytest.fixture
 def spawn(processes):
     def start():
-        return processes.worker(APP, "--poll-interval", "0.5", env=DEFAULT_LEASE)
+        # A dead pid's row counts once its heartbeat is half a gone_after old: 3 s here.
+        args = ("--poll-interval", "0.5", "--gone-after", "6")
+        return processes.worker(APP, *args, env=DEFAULT_LEASE)
 
     return start
 

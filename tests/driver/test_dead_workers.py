@@ -64,13 +64,18 @@ def live_pid() -> Iterator[int]:
         sleeper.wait()
 
 
-def _register(db: Engine, driver: Driver, worker: WorkerInfo, *, silent: float = 30.0) -> None:
-    """`worker`'s row, its last heartbeat `silent` seconds ago."""
+def _register(
+    db: Engine, driver: Driver, worker: WorkerInfo, *, silent: float = 30.0, gone_after: float = 40
+) -> None:
+    """`worker`'s row, its last heartbeat `silent` seconds ago, gone `gone_after` after it."""
     past = datetime.now(timezone.utc) - timedelta(seconds=silent)
+    expires = past + timedelta(seconds=gone_after)
     with db.begin() as conn:
         driver.worker_register(conn, worker)
         conn.execute(
-            update(WORKERS).where(WORKERS.c.id == worker.worker_id).values(heartbeat_at=past)
+            update(WORKERS)
+            .where(WORKERS.c.id == worker.worker_id)
+            .values(heartbeat_at=past, expires_at=expires)
         )
 
 
@@ -146,6 +151,30 @@ def test_end_dead_recovers_a_dead_process_and_leaves_live_other_host_and_fresh_o
         assert [s.id for s in driver.job_sweep(conn, 10)] == [ids[0]]
     assert _rows(db) == {"alive", "other-host", "fresh"}
     assert [row(db, i).status for i in ids] == ["pending", "running", "running", "running"]
+
+
+def test_a_gone_pid_whose_heartbeat_is_under_half_its_gone_after_is_alive(
+    db: Engine, driver: Driver, dead_pid: int
+):
+    # A worker in another pid namespace of a host sharing this name (a container on the
+    # host's network): its pid looks gone from here while it heartbeats (every 20 s of
+    # a 60 s gone_after). 25 s silent is under half of 60: alive; 31 s is over: dead.
+    [job_id] = add(db)
+    claim(db, driver, owner="beating")
+    _register(
+        db, driver, replace(WORKER, worker_id="beating", pid=dead_pid), silent=25, gone_after=60
+    )
+    me = _me()
+    me.driver = driver
+    with db.begin() as conn:
+        assert me.dead_here(conn) == []
+        assert me.end_dead(conn) == []
+    assert row(db, job_id).status == "running"
+    _register(
+        db, driver, replace(WORKER, worker_id="beating", pid=dead_pid), silent=31, gone_after=60
+    )
+    with db.begin() as conn:
+        assert me.dead_here(conn) == ["beating"]
 
 
 def test_process_alive_tells_a_dead_pid_from_live_ones(dead_pid: int, live_pid: int):

@@ -45,7 +45,7 @@ class DeadWorkers:
     def workers_on_host(self, conn: Connection, host: str) -> list[WorkerOnHost]:
         """The registry rows of `host` (live or not), by id."""
         rows = conn.execute(self._on_host, {"host": host}).all()
-        return [WorkerOnHost(str(r.id), int(r.pid), r.heartbeat_at) for r in rows]
+        return [WorkerOnHost(str(r.id), int(r.pid), r.heartbeat_at, r.expires_at) for r in rows]
 
     def leases_end(self, conn: Connection, owners: Sequence[str]) -> int:
         """End the leases of `owners`' running jobs now; return how many (none: 0)."""
@@ -64,7 +64,7 @@ class DeadWorkers:
     def _on_host(self) -> Select[Any]:
         workers = self._workers
         return (
-            select(workers.c.id, workers.c.pid, workers.c.heartbeat_at)
+            select(workers.c.id, workers.c.pid, workers.c.heartbeat_at, workers.c.expires_at)
             .where(workers.c.host == bindparam("host", type_=Text))
             .order_by(workers.c.id)
         )

@@ -55,11 +55,13 @@ class WorkerElsewhere:
 
 @dataclass(frozen=True, slots=True)
 class WorkerOnHost:
-    """A registry row of one host (`ControlOps.workers_on_host`): its id, pid, last heartbeat."""
+    """A registry row of one host (`ControlOps.workers_on_host`): id, pid, heartbeat, expiry."""
 
     worker_id: str
     pid: int
     heartbeat_at: datetime
+    #: When the row counts as gone: its last heartbeat plus that worker's ``gone_after``.
+    expires_at: datetime
 
 
 class ControlOps(Protocol):
