@@ -19,6 +19,7 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.migration import preflight_portable
 from sa_jobqueue.schema import ddl
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
+from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import check_table_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
@@ -129,6 +130,13 @@ def check_table(conn: Connection, model: type[JobMixin]) -> None:
             raise ConfigurationError(
                 f"table {beside.name!r} (the worker registry and attempt history of "
                 f"{table.name!r}, revision sajq_0008) does not exist "
+                f"(run: sa-jobqueue migrate --table {table.name})"
+            )
+    for beside in (counts_table_for(table), ended_table_for(table)):
+        if not table_exists(conn, beside):  # every done statement writes the log
+            raise ConfigurationError(
+                f"table {beside.name!r} (the counters of ended jobs of {table.name!r}, "
+                f"revision sajq_0012) does not exist "
                 f"(run: sa-jobqueue migrate --table {table.name})"
             )
 

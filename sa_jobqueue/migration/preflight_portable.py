@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Table, inspect
 
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
+from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 
@@ -25,7 +26,10 @@ def check_tables(conn: Connection, model: type[JobMixin]) -> None:
         raise ConfigurationError(f"{model.__name__} is not mapped to a table")
     inspector = inspect(conn)
     fix = f"(run: sa-jobqueue migrate --table {table.name}, or metadata.create_all)"
-    for needed in (table, workers_table_for(table), errors_table_for(table)):
+    needed_tables = [table, workers_table_for(table), errors_table_for(table)]
+    # sajq_0012: every done statement writes the counters' log.
+    needed_tables += [counts_table_for(table), ended_table_for(table)]
+    for needed in needed_tables:
         if not inspector.has_table(needed.name, schema=needed.schema):
             raise ConfigurationError(f"table {needed.name!r} does not exist {fix}")
     found = {column["name"] for column in inspector.get_columns(table.name, schema=table.schema)}
