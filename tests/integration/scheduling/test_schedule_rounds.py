@@ -198,6 +198,10 @@ def test_a_failed_round_registers_again_at_the_next(committed):
             connection.rollback()
             clock[0] += 1
             enqueuer.maybe_run(other)
+            # The session's setting would go back to the pool with the connection, and a
+            # later test's lock wait on it would time out.
+            other.execute(text("RESET lock_timeout"))
+            other.commit()
     with committed.connect() as connection:
         assert connection.scalar(text(f"SELECT count(*) FROM {TABLE}")) == 1
 
