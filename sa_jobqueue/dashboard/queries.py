@@ -140,7 +140,8 @@ def overview(
 
     The last hour's results and the charts over `chart_range` read the counters of ended
     jobs (`statements.counted_recently`, `counted_per_bucket`: a few rows per minute,
-    whatever the table's size); the totals per status are `ops.counts.status_totals`.
+    whatever the table's size); the totals per status are `ops.counts.status_totals`
+    (its ``pending`` and ``running`` are the queues' sums, not counted twice).
 
     With `limits` (the application's limited kinds), each one's running jobs and
     recent starts beside its limits (`ops.limit_stats.limit_stats`: running rows and the
@@ -176,6 +177,10 @@ def overview(
         if getattr(error.orig, "sqlstate", None) != _QUERY_CANCELED:
             raise
         timed_out = True
+    live = {
+        Status.PENDING.value: sum(q.pending for q in queues.values()),
+        Status.RUNNING.value: sum(q.running for q in queues.values()),
+    }
     return Overview(
         at=at,
         queues=[queues[name] for name in sorted(queues)],
@@ -183,7 +188,7 @@ def overview(
         charts_timed_out=timed_out,
         queue=queue,
         chart_range=chart_range,
-        totals=status_totals(session, model),
+        totals=status_totals(session, model, live=live),
         limits=limit_stats(session, model, limits) if limits else [],
         passed_over=passed_over(session, model, limited=limits or ()),
         live_workers=live_worker_count(session, model),

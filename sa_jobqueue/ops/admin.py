@@ -39,6 +39,7 @@ from sa_jobqueue.ops.retention import (
     prune,
     prune_on,
 )
+from sa_jobqueue.ops.short_reads import short_reads
 from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import after_retry
 from sa_jobqueue.schema.model import JobMixin, Status
@@ -109,8 +110,14 @@ def stats(
     ``cancelled`` and ``failed_last_hour`` from the counters of ended jobs
     (`statements.counted_totals`; docs/observability.md#counters): every job that
     ended so, never lowered by retention, deletes or a retry. With `limits`
-    (kind -> its `Limits`), also how full each limited kind is (`LimitStats`).
+    (kind -> its `Limits`), also how full each limited kind is (`LimitStats`). Its
+    statements run planned as short reads (`ops.short_reads.short_reads`).
     """
+    with short_reads(session, model):
+        return _stats(session, model, limits)
+
+
+def _stats(session: Session, model: type[JobMixin], limits: Mapping[str, Limits] | None) -> Stats:
     now = session.execute(statements.db_now()).scalar_one()
     rows = session.execute(statements.stats(model, live=True)).all()
     by_queue = {row.queue: row._asdict() for row in rows}

@@ -6,7 +6,7 @@ Exact where it is cheap, capped or estimated where it is not, and saying which
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +46,11 @@ class StatusTotals:
 
 
 def status_totals(
-    session: Session, model: type[JobMixin], *, exact_below: int = EXACT_BELOW
+    session: Session,
+    model: type[JobMixin],
+    *,
+    exact_below: int = EXACT_BELOW,
+    live: Mapping[str, int] | None = None,
 ) -> StatusTotals:
     """Jobs per status: exact on a small table; on a big one, estimates beside exact live counts.
 
@@ -54,7 +58,9 @@ def status_totals(
     analyzed) is counted with one ``GROUP BY status``. A bigger one costs two
     index-only counts (``pending``, ``running``: their partial indexes) and a
     catalog read, whatever its size. Off PostgreSQL (no planner statistics to read)
-    the count is always the exact ``GROUP BY status``.
+    the count is always the exact ``GROUP BY status``. `live` (``pending`` and
+    ``running``, as the caller already counted them in this transaction: the overview
+    sums its queues') stands for those two counts on a big table.
     """
     counts = dict.fromkeys((s.value for s in Status), 0)
     table = model.__table__
@@ -70,6 +76,9 @@ def status_totals(
     estimated = frozenset(s for s in counts if s not in _LIVE)
     for status in estimated:
         counts[status] = int(estimates.get(status, 0))
+    if live is not None:
+        counts.update({status: live[status] for status in _LIVE})
+        return StatusTotals(counts, exact=False, estimated=estimated)
     for status in _LIVE:
         # A literal status: the planner proves the partial index's predicate.
         query = statements.capped_count(

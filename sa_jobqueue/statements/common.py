@@ -47,6 +47,7 @@ __all__ = [
     "FENCE_ARRAYS",
     "FINISHED_VALUES",
     "MAX_NAMED_IDS",
+    "SHORT_READ_SETTINGS",
     "advisory_lock_key",
     "advisory_unlock",
     "asynchronous_commit",
@@ -58,8 +59,10 @@ __all__ = [
     "fence_one",
     "notify",
     "notifying_ended",
+    "plan_settings",
     "readable_columns",
     "seconds",
+    "set_plan_settings",
     "try_advisory_lock",
     "try_advisory_xact_lock",
     "unnest_rows",
@@ -170,6 +173,28 @@ def asynchronous_commit() -> Select[Any]:
     which also flushes every earlier WAL record (claims included).
     """
     return select(func.set_config("synchronous_commit", "off", True))
+
+
+#: What `ops.short_reads.short_reads` sets for the statements of a page or of ``stats``:
+#: no JIT compilation (on a big table the planner's costs pass ``jit_above_cost``, and
+#: compiling takes longer than the few index pages these statements read), no parallel
+#: workers (starting them costs more than the scan they would share).
+SHORT_READ_SETTINGS = {"jit": "off", "max_parallel_workers_per_gather": "0"}
+
+
+def plan_settings() -> Select[Any]:
+    """The current values of `SHORT_READ_SETTINGS`' names, a column each named after it."""
+    return select(*(func.current_setting(name).label(name) for name in SHORT_READ_SETTINGS))
+
+
+def set_plan_settings() -> Select[Any]:
+    """``set_config(name, :name, true)`` for each of `SHORT_READ_SETTINGS`' names.
+
+    Each holds until the transaction ends, or until set again.
+    """
+    return select(
+        *(func.set_config(name, bindparam(name, type_=Text), True) for name in SHORT_READ_SETTINGS)
+    )
 
 
 def db_now() -> Select[Any]:

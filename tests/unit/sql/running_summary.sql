@@ -1,3 +1,3 @@
 SELECT jobs.queue AS queue, count(*) AS running, count(*) FILTER (WHERE jobs.locked_until < now()) AS expired_leases
 FROM jobs
-WHERE jobs.status = %(status_1)s GROUP BY jobs.queue
+WHERE jobs.status = __[POSTCOMPILE_param_1] GROUP BY jobs.queue
