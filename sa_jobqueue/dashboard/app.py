@@ -45,7 +45,6 @@ from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.ops import admin
-from sa_jobqueue.ops.short_reads import short_reads
 from sa_jobqueue.schema.model import JobMixin
 
 __all__ = ["make_app"]
@@ -101,14 +100,12 @@ class _Dashboard(Actions):
 
         The timeout is PostgreSQL's ``statement_timeout``, where the driver
         `supports_statement_timeout`; SQLite and MariaDB/MySQL have no per-transaction
-        equivalent, so there a page's reads run untimed. Its statements are planned as
-        short reads (`ops.short_reads.short_reads`: no JIT, no parallel workers).
+        equivalent, so there a page's reads run untimed.
         """
         with Session(self.reader) as session, session.begin():
             if self.driver.supports_statement_timeout:
                 session.execute(statements.set_statement_timeout(), {"timeout": self.timeout})
-            with short_reads(session, self.model):
-                return fn(session, self.model, *args, **kwargs)
+            return fn(session, self.model, *args, **kwargs)
 
     # -- responses -------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from sa_jobqueue.ops.counts import StatusTotals, status_totals
 from sa_jobqueue.ops.durable_state import DurableState, durable_state
 from sa_jobqueue.ops.limit_stats import LimitStats, limit_stats
 from sa_jobqueue.ops.passed_over import PassedOver, passed_over
+from sa_jobqueue.ops.short_reads import short_reads
 from sa_jobqueue.ops.workers import live_worker_count
 from sa_jobqueue.ops.workflows import Graph, GraphNode, graph_of
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
@@ -145,8 +146,20 @@ def overview(
 
     With `limits` (the application's limited kinds), each one's running jobs and
     recent starts beside its limits (`ops.limit_stats.limit_stats`: running rows and the
-    starts log only).
+    starts log only). Its statements are planned as short reads
+    (`ops.short_reads.short_reads`: no JIT, no parallel workers).
     """
+    with short_reads(session, model):
+        return _overview(session, model, queue, limits, chart_range)
+
+
+def _overview(
+    session: Session,
+    model: type[JobMixin],
+    queue: str | None,
+    limits: Mapping[str, Limits] | None,
+    chart_range: ChartRange,
+) -> Overview:
     window = {"window": HISTORY_MINUTES * 60.0}
     at = session.execute(statements.db_now()).scalar_one()
     queues: dict[str, QueueSummary] = {}
