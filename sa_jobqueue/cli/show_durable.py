@@ -9,24 +9,14 @@ import click
 
 from sa_jobqueue.cli.render import when
 from sa_jobqueue.ops.durable_state import DurableState
+from sa_jobqueue.schema.steps import STEP_KINDS
 
 __all__ = ["show_durable"]
 
 
 #: Kinds whose rows are shown with their result (``spawn``: the child's id; ``child``: how
-#: it ended).
-_WITH_RESULT = (
-    "step",
-    "signal",
-    "try",
-    "patch",
-    "spawn",
-    "child",
-    "compensate",
-    "compensated",
-    "compensating",
-    "compensation",
-)
+#: it ended): every kind but those whose line says their time instead.
+_WITH_RESULT = tuple(kind for kind in STEP_KINDS if kind not in ("sleep", "wait", "timeout"))
 
 
 def compensation_line(state: dict[str, Any] | None) -> str:
