@@ -24,6 +24,7 @@ from sqlalchemy import (
 )
 
 from sa_jobqueue.schema.naming import check_identifier, counts_table, ended_table
+from sa_jobqueue.schema.registry_tables import declared_beside
 from sa_jobqueue.schema.types import MYSQL, Id, Key, Timestamp
 
 __all__ = [
@@ -41,11 +42,6 @@ _FINISHED = "'done', 'failed', 'cancelled'"
 _ENDED_ELSE = "'failed', 'cancelled'"
 
 
-def _existing(table: Table, name: str) -> Table | None:
-    key = f"{table.schema}.{name}" if table.schema else name
-    return table.metadata.tables.get(key)
-
-
 def counts_table_for(table: Table) -> Table:
     """The rollup beside the jobs table `table`: jobs ended per minute, queue, kind, status.
 
@@ -53,7 +49,7 @@ def counts_table_for(table: Table) -> Table:
     to ``finished_at`` of those jobs (the overview's latency line).
     """
     name = counts_table(table.name)
-    existing = _existing(table, name)
+    existing = declared_beside(table, name)
     if existing is not None:
         return existing
     return Table(
@@ -74,7 +70,7 @@ def counts_table_for(table: Table) -> Table:
 def ended_table_for(table: Table) -> Table:
     """The append-only log of ended jobs not yet moved into `counts_table_for` (one row each)."""
     name = ended_table(table.name)
-    existing = _existing(table, name)
+    existing = declared_beside(table, name)
     if existing is not None:
         return existing
     return Table(

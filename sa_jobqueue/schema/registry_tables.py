@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sa_jobqueue.schema.naming import errors_table, workers_table
 from sa_jobqueue.schema.types import Key, Timestamp, utc_now
 
-__all__ = ["HISTORY_LIMIT", "errors_table_for", "workers_table_for"]
+__all__ = ["HISTORY_LIMIT", "declared_beside", "errors_table_for", "workers_table_for"]
 
 #: The most attempt-history rows kept per job: the write of the newest drops the oldest.
 HISTORY_LIMIT = 25
@@ -38,7 +38,12 @@ HISTORY_LIMIT = 25
 _names = JSON().with_variant(ARRAY(Text), "postgresql")
 
 
-def _existing(table: Table, name: str) -> Table | None:
+def declared_beside(table: Table, name: str) -> Table | None:
+    """The table `name` already declared in `table`'s `MetaData` and schema, or None.
+
+    The side tables of a jobs table are declared once per `MetaData`; each ``*_for``
+    function returns the declared one when it is called again.
+    """
     key = f"{table.schema}.{name}" if table.schema else name
     return table.metadata.tables.get(key)
 
@@ -50,7 +55,7 @@ def workers_table_for(table: Table) -> Table:
     it to ``now() + gone_after`` (the worker's `WorkerConfig.gone_after`).
     """
     name = workers_table(table.name)
-    existing = _existing(table, name)
+    existing = declared_beside(table, name)
     if existing is not None:
         return existing
     return Table(
@@ -82,7 +87,7 @@ def errors_table_for(table: Table) -> Table:
     trim and the cascade of a job's delete; ``id`` only orders entries.
     """
     name = errors_table(table.name)
-    existing = _existing(table, name)
+    existing = declared_beside(table, name)
     if existing is not None:
         return existing
     target = f"{table.schema}.{table.name}" if table.schema else table.name
