@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy.engine import Dialect, Engine
+from sqlalchemy.engine import Connection, Dialect, Engine
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.base import Driver
 from sa_jobqueue.driver.mysql import engines as mysql_engines
 from sa_jobqueue.driver.mysql.driver import MysqlDriver
+from sa_jobqueue.driver.mysql.idle_bound import bound_idle_transactions
 from sa_jobqueue.driver.postgres.driver import PostgresDriver
 from sa_jobqueue.driver.sqlite import engines as sqlite_engines
 from sa_jobqueue.driver.sqlite.driver import SqliteDriver
@@ -34,6 +35,7 @@ __all__ = [
     "check_worker_engine",
     "dialect_name",
     "driver_for",
+    "queue_connection",
     "worker_async_engine",
     "worker_driver",
     "worker_engine",
@@ -82,6 +84,12 @@ _WORKER_ENGINES: dict[str, tuple[Callable[[Engine], None], Callable[[Engine], En
     "sqlite": (sqlite_engines.check_worker_engine, sqlite_engines.worker_engine),
     "mariadb": (mysql_engines.check_worker_engine, mysql_engines.worker_engine),
     "mysql": (mysql_engines.check_worker_engine, mysql_engines.worker_engine),
+}
+
+#: Dialect name -> what a connection a worker keeps for its own transactions needs.
+_QUEUE_CONNECTIONS: dict[str, Callable[[Connection], None]] = {
+    "mariadb": bound_idle_transactions,
+    "mysql": bound_idle_transactions,
 }
 
 # Drivers made with the default options, by dialect and model: building one builds every
@@ -203,6 +211,25 @@ def worker_engine(engine: Engine) -> Engine:
     """
     prepared = _WORKER_ENGINES.get(dialect_name(engine))
     return engine if prepared is None else prepared[1](engine)
+
+
+def queue_connection(conn: Connection) -> Connection:
+    """`conn`, set up as a connection a worker keeps for its own short transactions.
+
+    The claim loop's and the heartbeats' connections. On MariaDB the server ends its
+    session when a transaction of it sits idle 10 s (a worker frozen inside one), so
+    the rows and locks it held come back to the other workers
+    (`mysql.idle_bound.bound_idle_transactions`); the setting is undone when `conn`
+    goes back to the pool. Elsewhere `conn` as it is.
+    """
+    prepare = _QUEUE_CONNECTIONS.get(conn.dialect.name)
+    if prepare is not None:
+        try:
+            prepare(conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
 
 
 def worker_async_engine(engine: AsyncEngine) -> AsyncEngine:

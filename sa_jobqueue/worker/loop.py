@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, exc
 
-from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver import Driver, queue_connection
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.ahead import AHEAD_SECONDS, AHEAD_WAIT, GIVEN_BACK, ClaimAhead, Waiting
@@ -302,7 +302,7 @@ class ClaimLoop:
     def connection(self) -> Connection:
         """The loop's own connection, opened (again) when needed."""
         if self._conn is None or self._conn.closed or self._conn.invalidated:
-            self._conn = self.engine.connect()
+            self._conn = queue_connection(self.engine.connect())
         return self._conn
 
     def reset_connection(self) -> None:

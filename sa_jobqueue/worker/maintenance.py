@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, exc
 
-from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver import Driver, queue_connection
 from sa_jobqueue.driver.protocol.counters import COMPACT_BATCH
 from sa_jobqueue.driver.protocol.deadlines import DeadlinePass
 from sa_jobqueue.logs import log_job
@@ -124,11 +124,11 @@ class Maintenance:
         conn: Connection | None = None
         failures = 0
         with contextlib.suppress(exc.SQLAlchemyError):
-            conn = self.engine.connect()  # take it before the handlers fill the pool
+            conn = queue_connection(self.engine.connect())  # before the handlers fill the pool
         while not self.stopped.wait(self.tick if failures == 0 else min(self.tick, 0.5)):
             try:
                 if conn is None or conn.invalidated or conn.closed:
-                    conn = self.engine.connect()
+                    conn = queue_connection(self.engine.connect())
                 self._beat(conn, beats, lost)
                 if self.registration is not None:
                     self.registration.maybe_beat(conn)
