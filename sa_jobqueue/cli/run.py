@@ -175,6 +175,17 @@ def _first_line(error: BaseException) -> str:
     return text.splitlines()[0] if text else repr(error)
 
 
+def _worker_id(value: str | None) -> str | None:
+    """``--worker-id``: 1 to 191 characters (MariaDB's key length), no spaces around."""
+    if value is None:
+        return None
+    if not value.strip() or value != value.strip() or len(value) > 191:
+        raise click.BadParameter(
+            f"{value!r}: give 1 to 191 characters, without spaces at either end"
+        )
+    return value
+
+
 @main.command()
 @click.argument("target")
 @database_url_option
@@ -204,6 +215,16 @@ def _first_line(error: BaseException) -> str:
     default=30.0,
     show_default=True,
     help="Seconds between sweeps of expired leases (how soon a dead worker's jobs return).",
+)
+@click.option(
+    "--worker-id",
+    metavar="ID",
+    envvar="SA_JOBQUEUE_WORKER_ID",
+    show_envvar=True,
+    callback=lambda ctx, param, value: _worker_id(value),
+    help="A fixed id (the jobs' locked_by), kept across restarts: restarted on the same "
+    "host after a crash, the worker takes its running jobs back at once "
+    "(docs/workers-registry.md). Default: host:pid:random, new at each start.",
 )
 @click.option(
     "--gone-after",

@@ -1,10 +1,13 @@
 """A worker killed with kill -9, and a worker started on the same host: the job comes back now.
 
-The new worker finds in the registry a worker of its host whose pid no longer runs, ends
-its leases and sweeps its job back at once, as an expired lease (its attempt counted,
-its history written), with the default 5-minute lease and 30-second sweep, once the
-dead worker's heartbeat is half its ``gone_after`` old (6 s here: 3 s). Two live workers
-never take each other's jobs (docs/workers-registry.md).
+The new worker finds in the registry a worker of its host that is dead, ends its leases
+and sweeps its job back at once, as an expired lease (its attempt counted, its history
+written), with the default 5-minute lease and 30-second sweep. Dead, it knows at once
+when the worker's liveness file is here, unlocked (`sa_jobqueue.worker.liveness`); with
+no file (a worker in another container of a host sharing its name), when its pid no
+longer runs and its heartbeat is half its ``gone_after`` old (6 s here: 3 s). A worker
+restarted with its own fixed ``--worker-id`` takes its jobs back as it starts. Two live
+workers never take each other's jobs (docs/workers-registry.md).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import pytest
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from sa_jobqueue.worker.liveness import liveness_directory
 from tests.support.apps.lesson import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Effect, Job
@@ -28,12 +32,21 @@ DEFAULT_LEASE = {"SAJQ_LEASE": "300"}
 
 @pytest.fixture
 def spawn(processes):
-    def start():
+    def start(*extra, gone_after="6"):
         # A dead pid's row counts once its heartbeat is half a gone_after old: 3 s here.
-        args = ("--poll-interval", "0.5", "--gone-after", "6")
+        args = ("--poll-interval", "0.5", "--gone-after", gone_after, *extra)
         return processes.worker(APP, *args, env=DEFAULT_LEASE)
 
     return start
+
+
+def _forget_liveness(worker_id: str) -> None:
+    """Delete `worker_id`'s liveness file: as if it ran in another container's ``/tmp``."""
+    for path in liveness_directory().glob("*.lock"):
+        if path.read_text().split()[1:] == [worker_id]:
+            path.unlink()
+            return
+    raise AssertionError(f"no liveness file of {worker_id}")
 
 
 def _enqueue(engine, payload) -> int:
@@ -74,6 +87,7 @@ def test_a_job_of_a_worker_killed_is_run_again_at_once_by_a_worker_of_the_same_h
     wait_for(lambda: _job(committed, job_id).status == "running", what="the claim")
     first.signal(signal.SIGKILL)
     assert first.wait() == -signal.SIGKILL
+    _forget_liveness(first.worker_id)  # its pid and heartbeat tell
     held = _job(committed, job_id)
     assert (held.status, held.attempts, held.locked_by) == ("running", 1, first.worker_id)
     second = spawn()
@@ -86,6 +100,45 @@ def test_a_job_of_a_worker_killed_is_run_again_at_once_by_a_worker_of_the_same_h
     assert _history(committed) == [(job_id, 1, error)]
     assert _registered(committed) == {second.worker_id}  # the dead worker's row is gone
     assert f"worker {first.worker_id} of this host" in second.output()
+
+
+@every_database
+def test_a_killed_workers_liveness_file_tells_a_new_worker_at_once_with_no_grace(committed, spawn):
+    # gone_after 600: with its pid alone, the dead worker would count as dead after 300 s
+    # (half of it), and its lease runs 5 minutes: the wait's 60 s is the file's doing.
+    first = spawn(gone_after="600")
+    job_id = _enqueue(committed, {"sleep": 600, "only_attempt": 1})
+    wait_for(lambda: _job(committed, job_id).status == "running", what="the claim")
+    first.signal(signal.SIGKILL)
+    assert first.wait() == -signal.SIGKILL
+    second = spawn(gone_after="600")
+    wait_for(lambda: _job(committed, job_id).status == "done", timeout=60, what="the rerun")
+    assert _job(committed, job_id).attempts == 2
+    assert _effects(committed) == [(job_id, 2)]
+    assert _registered(committed) == {second.worker_id}
+    assert f"worker {first.worker_id} of this host" in second.output()
+    second.stop()
+    assert not [p for p in liveness_directory().glob("*.lock") if first.worker_id in p.read_text()]
+
+
+@every_database
+def test_a_worker_restarted_with_its_fixed_id_takes_its_running_jobs_back_as_it_starts(
+    committed, spawn
+):
+    first = spawn("--worker-id", "fixed-1", gone_after="600")
+    assert first.worker_id == "fixed-1"
+    job_id = _enqueue(committed, {"sleep": 600, "only_attempt": 1})
+    wait_for(lambda: _job(committed, job_id).locked_by == "fixed-1", what="the claim")
+    first.signal(signal.SIGKILL)
+    assert first.wait() == -signal.SIGKILL
+    again = spawn("--worker-id", "fixed-1", gone_after="600")
+    wait_for(lambda: _job(committed, job_id).status == "done", timeout=60, what="the rerun")
+    job = _job(committed, job_id)
+    assert (job.attempts, job.locked_by) == (2, "fixed-1")
+    assert _effects(committed) == [(job_id, 2)]
+    assert _history(committed) == [(job_id, 1, "lease expired (worker fixed-1 stopped reporting)")]
+    assert "worker fixed-1 restarted on this host" in again.output()
+    assert "two workers share this id" not in again.output()
 
 
 @every_database
