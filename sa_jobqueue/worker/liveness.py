@@ -39,6 +39,10 @@ __all__ = ["Held", "LivenessFiles", "Probe", "liveness_directory"]
 #: recovering a dead predecessor of the same id, for the length of a transaction).
 HOLD_WAIT = 10.0
 
+#: Seconds after which a dead worker's file nobody recovered (its row gone from the
+#: registry) is deleted by the next worker that starts here (`LivenessFiles.hold`).
+STALE_AFTER = 86_400.0
+
 
 class Probe(enum.Enum):
     """What a worker's liveness file says of it."""
@@ -118,6 +122,7 @@ class LivenessFiles:
         deadline = time.monotonic() + HOLD_WAIT
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            self._collect()
             while True:
                 path = self.path(worker_id)
                 found = path.exists()
@@ -132,6 +137,24 @@ class LivenessFiles:
                 time.sleep(0.05)
         except OSError:
             return None
+
+    def _collect(self) -> None:
+        """Delete the unlocked files not touched for `STALE_AFTER` seconds (dead workers')."""
+        before = time.time() - STALE_AFTER
+        for path in self.directory.glob("*.lock"):
+            try:
+                if path.stat().st_mtime >= before:
+                    continue
+                fd = os.open(path, os.O_RDWR)
+            except OSError:
+                continue
+            try:
+                if _locked(fd) and _same_file(fd, path):
+                    path.unlink()
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
 
     def probe(self, worker_id: str) -> tuple[Probe, Held | None]:
         """What `worker_id`'s file says, and (when `Probe.DEAD`) the file, now held here.

@@ -5,10 +5,12 @@ Real processes hold them, and one is killed with kill -9.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,24 @@ def test_an_unwritable_directory_holds_nothing_and_knows_nothing(tmp_path):
     files = LivenessFiles("db", blocked / "live")
     assert files.hold("w-1") is None
     assert files.probe("w-1") == (Probe.UNKNOWN, None)
+
+
+def test_a_worker_starting_deletes_dead_files_a_day_old_and_keeps_live_and_recent_ones(files):
+    live = hold_in_process(files, "live")
+    try:
+        for worker_id in ("old-dead", "new-dead"):
+            proc = hold_in_process(files, worker_id)
+            proc.kill()
+            proc.wait()
+        day_ago = time.time() - 86_401
+        for worker_id in ("old-dead", "live"):
+            os.utime(files.path(worker_id), (day_ago, day_ago))
+        held = files.hold("starting")
+        assert held is not None
+        assert not files.path("old-dead").exists()
+        assert files.path("new-dead").exists()  # its row may still be recovered
+        assert files.probe("live") == (Probe.ALIVE, None)
+        held.release()
+    finally:
+        live.kill()
+        live.wait()
