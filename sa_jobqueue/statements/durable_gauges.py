@@ -25,6 +25,8 @@ from sqlalchemy.sql.selectable import ExecutableReturnsRows
 
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.schema.steps import steps_table
+from sa_jobqueue.schema.types import utc_now
+from sa_jobqueue.statements.spelled import json_is_number, json_number
 
 __all__ = ["durable_gauges"]
 
@@ -63,7 +65,7 @@ def durable_gauges(model: type[JobMixin]) -> ExecutableReturnsRows:
     reason = case((for_job, "job"), (open_wait, "signal"), (in_sleep, "sleep"), else_=null())
     parked_rows = (
         select(model.queue, model.kind, reason.label("reason"))
-        .where(status_is(Status.PENDING), model.run_at > func.now(), model.has_steps.is_(True))
+        .where(status_is(Status.PENDING), model.run_at > utc_now(), model.has_steps.is_(True))
         .subquery("parked_rows")
     )
     parked = (
@@ -77,15 +79,14 @@ def durable_gauges(model: type[JobMixin]) -> ExecutableReturnsRows:
         .where(parked_rows.c.reason.is_not(None))
         .group_by(parked_rows.c.queue, parked_rows.c.kind, parked_rows.c.reason)
     )
-    progress: Any = model.progress
-    is_number = func.jsonb_typeof(progress) == "number"
+    is_number = json_is_number(model.progress)
     running = (
         select(
             model.queue,
             model.kind,
             literal_column("'progress'", Text).label("reason"),
             func.count().label("jobs"),
-            func.avg(cast(progress.op("#>>")(literal_column("'{}'")), Float)).label("progress"),
+            func.avg(json_number(model.progress)).label("progress"),
         )
         .where(and_(status_is(Status.RUNNING), is_number))
         .group_by(model.queue, model.kind)

@@ -32,7 +32,7 @@ from sqlalchemy.sql.selectable import ExecutableReturnsRows
 from sa_jobqueue.schema.model import UNFINISHED, JobMixin, Status
 from sa_jobqueue.schema.types import utc_now
 from sa_jobqueue.statements import spelled, workflows
-from sa_jobqueue.statements.common import FINISHED_VALUES, epoch_seconds, readable_columns
+from sa_jobqueue.statements.common import FINISHED_VALUES, readable_columns
 
 __all__ = [
     "awaiting",
@@ -366,19 +366,18 @@ def live_counts(model: type[JobMixin]) -> ExecutableReturnsRows:
     follows the backlog, not the table's size, and finished rows are never read
     (docs/observability.md has the measurement).
     """
-    now = func.now()
+    now = utc_now()
 
     def status_is(status: Status) -> ColumnElement[bool]:
         return model.status == literal_column(f"'{status.value}'", Text)
 
+    oldest_due = spelled.min_where(model.run_at, model.run_at <= now)
     pending = (
         select(
             model.queue.label("queue"),
             literal_column(f"'{Status.PENDING.value}'", Text).label("status"),
             func.count().label("jobs"),
-            epoch_seconds(now - func.min(model.run_at).filter(model.run_at <= now)).label(
-                "lag_seconds"
-            ),
+            spelled.seconds_between(now, oldest_due).label("lag_seconds"),
         )
         .where(status_is(Status.PENDING))
         .group_by(model.queue)

@@ -36,6 +36,8 @@ __all__ = [
     "count_where",
     "hour_before",
     "in_list",
+    "json_is_number",
+    "json_number",
     "later_of",
     "min_where",
     "seconds_before",
@@ -252,3 +254,57 @@ def _json_contains(element: among, compiler: SQLCompiler, **kw: Any) -> str:
         f"JSON_CONTAINS({compiler.process(names, **kw)}, "
         f"JSON_QUOTE({compiler.process(value, **kw)}))"
     )
+
+
+class json_is_number(FunctionElement[bool]):  # noqa: N801 (a SQL function's name)
+    """Whether a JSON document is a number: ``jsonb_typeof(v) = 'number'`` on PostgreSQL."""
+
+    type = Boolean()
+    inherit_cache = True
+    name = "json_is_number"
+
+
+@compiles(json_is_number, "postgresql")
+def _jsonb_typeof(element: json_is_number, compiler: SQLCompiler, **kw: Any) -> str:
+    (document,) = element.clauses
+    return compiler.process(func.jsonb_typeof(document) == "number", **kw)
+
+
+@compiles(json_is_number, "sqlite")
+def _json_type(element: json_is_number, compiler: SQLCompiler, **kw: Any) -> str:
+    (document,) = element.clauses
+    return f"(json_type({compiler.process(document, **kw)}) IN ('integer', 'real'))"
+
+
+@compiles(json_is_number, "mysql")
+@compiles(json_is_number, "mariadb")
+def _json_type_upper(element: json_is_number, compiler: SQLCompiler, **kw: Any) -> str:
+    (document,) = element.clauses
+    return f"(JSON_TYPE({compiler.process(document, **kw)}) IN ('INTEGER', 'DOUBLE', 'DECIMAL'))"
+
+
+class json_number(FunctionElement[float]):  # noqa: N801 (a SQL function's name)
+    """A JSON document that is a number, as a float: ``CAST(v #>> '{}' AS FLOAT)``."""
+
+    type = Float()
+    inherit_cache = True
+    name = "json_number"
+
+
+@compiles(json_number, "postgresql")
+def _jsonb_text(element: json_number, compiler: SQLCompiler, **kw: Any) -> str:
+    (document,) = element.clauses
+    return compiler.process(cast(document.op("#>>")(literal_column("'{}'")), Float), **kw)
+
+
+@compiles(json_number, "sqlite")
+def _json_extract(element: json_number, compiler: SQLCompiler, **kw: Any) -> str:
+    (document,) = element.clauses
+    return f"CAST(json_extract({compiler.process(document, **kw)}, '$') AS REAL)"
+
+
+@compiles(json_number, "mysql")
+@compiles(json_number, "mariadb")
+def _json_extract_upper(element: json_number, compiler: SQLCompiler, **kw: Any) -> str:
+    (document,) = element.clauses
+    return f"CAST(JSON_EXTRACT({compiler.process(document, **kw)}, '$') AS DOUBLE)"

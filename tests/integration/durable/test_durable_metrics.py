@@ -10,6 +10,7 @@ from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.testing import drain
 from tests.support.helpers import wait_for
 from tests.support.models import Job
+from tests.support.processes import every_database
 
 
 def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -36,6 +37,7 @@ def _queue() -> JobQueue[Job]:
     return jobs
 
 
+@every_database
 def test_parked_jobs_are_counted_by_queue_kind_and_reason_and_read_zero_once_woken(committed):
     jobs = _queue()
     with Session(committed) as session, session.begin():
@@ -66,6 +68,7 @@ def test_parked_jobs_are_counted_by_queue_kind_and_reason_and_read_zero_once_wok
     gauges.close()
 
 
+@every_database
 def test_running_jobs_progress_is_a_mean_and_a_count_per_queue_and_kind(committed):
     with Session(committed) as session, session.begin():
         session.add_all(

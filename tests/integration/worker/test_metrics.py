@@ -14,6 +14,7 @@ from sa_jobqueue import ConfigurationError, JobQueue
 from sa_jobqueue.metrics import Metrics
 from tests.support.helpers import wait_for
 from tests.support.models import Job
+from tests.support.processes import every_database
 
 
 def _value(registry: CollectorRegistry, name: str, **labels: str) -> float | None:
@@ -46,6 +47,7 @@ def test_one_registry_holds_one_metrics():
         Metrics(registry)
 
 
+@every_database
 def test_table_gauges_count_live_jobs_and_lag_with_one_cached_query(committed):
     jobs = JobQueue(Job)
     past = datetime.now(timezone.utc) - timedelta(minutes=2)
@@ -76,6 +78,7 @@ def test_table_gauges_count_live_jobs_and_lag_with_one_cached_query(committed):
     assert _value(registry, "sa_jobqueue_jobs", queue="mail", status="pending") is None
 
 
+@every_database
 def test_a_queue_that_empties_reports_zero_instead_of_vanishing(committed):
     jobs = JobQueue(Job)
     with Session(committed) as session, session.begin():
