@@ -103,6 +103,10 @@ class LivenessFiles:
         """The files of the workers of the database at `url` (its password hidden) and `table`."""
         render = getattr(url, "render_as_string", None)
         text = render(hide_password=True) if callable(render) else str(url)
+        database = getattr(url, "database", None)
+        if str(getattr(url, "drivername", "")).startswith("sqlite") and database:
+            # A relative file names another database in another directory.
+            text += f"\n{os.path.abspath(database)}"
         return cls(f"{text}\n{table}")
 
     def path(self, worker_id: str) -> Path:
@@ -122,6 +126,8 @@ class LivenessFiles:
         deadline = time.monotonic() + HOLD_WAIT
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            if not self._private():
+                return None
             self._collect()
             while True:
                 path = self.path(worker_id)
@@ -137,6 +143,19 @@ class LivenessFiles:
                 time.sleep(0.05)
         except OSError:
             return None
+
+    def _private(self) -> bool:
+        """Whether the directory is this user's and nobody else's to write in.
+
+        Another user able to plant an unlocked file there could make a live worker
+        look dead: then the files say nothing.
+        """
+        try:
+            status = self.directory.stat()
+        except OSError:
+            return False
+        owner = os.getuid() if hasattr(os, "getuid") else status.st_uid
+        return status.st_uid == owner and not status.st_mode & 0o022
 
     def _collect(self) -> None:
         """Delete the unlocked files not touched for `STALE_AFTER` seconds (dead workers')."""
@@ -163,7 +182,7 @@ class LivenessFiles:
         `Held.release`: a new process of the same id waits for the file meanwhile
         (`hold`), so it claims nothing that the recovery would end.
         """
-        if fcntl is None:
+        if fcntl is None or not self._private():
             return Probe.UNKNOWN, None
         path = self.path(worker_id)
         try:

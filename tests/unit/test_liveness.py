@@ -89,7 +89,10 @@ def test_unlock_leaves_a_dead_workers_file_for_the_recovery(files):
     assert probe is Probe.DEAD
     assert held is not None
     held.unlock()  # only looked at (`Registration.dead_here`)
-    assert files.probe("w-1")[0] is Probe.DEAD
+    probe, again = files.probe("w-1")
+    assert probe is Probe.DEAD
+    assert again is not None
+    again.unlock()
     assert files.path("w-1").exists()
 
 
@@ -142,3 +145,28 @@ def test_a_worker_starting_deletes_dead_files_a_day_old_and_keeps_live_and_recen
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_directory_others_can_write_in_says_nothing(files):
+    proc = hold_in_process(files, "w-1")
+    proc.kill()
+    proc.wait()
+    files.directory.chmod(0o777)  # anyone could have planted that unlocked file
+    try:
+        assert files.probe("w-1") == (Probe.UNKNOWN, None)
+        assert files.hold("w-2") is None
+    finally:
+        files.directory.chmod(0o700)
+    probe, again = files.probe("w-1")
+    assert probe is Probe.DEAD
+    assert again is not None
+    again.unlock()
+
+
+def test_relative_sqlite_files_in_two_directories_are_two_databases(tmp_path, monkeypatch):
+    url = make_url("sqlite:///app.db")
+    monkeypatch.chdir(tmp_path)
+    here = LivenessFiles.for_database(url, "jobs")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert LivenessFiles.for_database(url, "jobs").path("w") != here.path("w")
