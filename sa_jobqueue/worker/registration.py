@@ -256,6 +256,7 @@ class Registration:
         """
         dead = self._dead(conn)
         driver = self._driver(conn)
+        ended_all = False
         try:
             for worker_id, _ in dead:
                 ended = driver.leases_end(conn, [worker_id])
@@ -268,10 +269,13 @@ class Registration:
                     ended,
                     extra={"event": "worker_dead", "dead_worker_id": worker_id},
                 )
-        finally:
+            ended_all = True
+        finally:  # a failed recovery leaves the files for the next look
             for _, held in dead:
-                if held is not None:
+                if held is not None and ended_all:
                     held.release()
+                elif held is not None:
+                    held.unlock()
         return [worker_id for worker_id, _ in dead]
 
     def deregister(self, engine: Engine) -> None:
