@@ -44,4 +44,5 @@ SCENARIOS: dict[str, list[str] | None] = {
     "databases": None,
     "memory": None,
     "archive": None,
+    "soak": None,
 }
