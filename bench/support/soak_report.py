@@ -113,8 +113,9 @@ def write(
         "",
         "Server: " + ", ".join(f"{k} {v}" for k, v in settings.items()) + ".",
         "",
-        "Machine: " + ", ".join(f"{k} {v}" for k, v in machine().items() if "load" not in k),
-        f"; load average (1, 5, 15 min) before: {load_before}, after: {load_after}.",
+        "Machine: "
+        + ", ".join(f"{k} {v}" for k, v in machine().items() if "load" not in k)
+        + f"; load average (1, 5, 15 min) before: {load_before}, after: {load_after}.",
         "",
     ]
     results.write(results.BENCH / "soak-results.md", "\n".join(lines))
