@@ -59,6 +59,11 @@ EXPECTED: dict[str, str] = {
     "42.3 recovery / DBOS's, lease 2 s": "steps",
     "38 drain / faster of huey and DBOS at concurrency 1": "databases",
     "38 drain / faster of huey and DBOS at concurrency 8": "databases",
+    "43 retention of a day (1,000,000 jobs): partition drop": "archive",
+    "43 soak: jobs enqueued / the steady rate asked": "soak",
+    "43 soak: the jobs table's largest size, second half / first half": "soak",
+    "43 soak: jobs lost": "soak",
+    "43 soak: gaps between the archive's partitions": "soak",
 }
 
 #: Who is measuring now: the runner sets it around each scenario (`measuring`).

@@ -45,4 +45,5 @@ SCENARIOS: dict[str, list[str] | None] = {
     "memory": None,
     "archive": None,
     "drain_rounds": None,
+    "soak": None,
 }

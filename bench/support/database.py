@@ -165,3 +165,18 @@ def pg_settings(url: str) -> dict[str, str]:
         ).fetchall()
     found = {name: f"{setting}{' x ' + unit if unit else ''}" for name, setting, unit in rows}
     return {name: found[name] for name in SETTINGS if name in found}
+
+
+@contextlib.contextmanager
+def autovacuum_server() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster with autovacuum on, as production runs; its URL.
+
+    The machine's own server runs with ``autovacuum = off``; the archive's retention and
+    the soak measure on this one instead (`sa_jobqueue.testing.local_cluster`: the
+    machine's binaries, a temporary directory and a free port, removed after), with
+    ``fsync`` on as in production (``local_cluster`` turns it off by default).
+    """
+    from sa_jobqueue.testing import local_cluster
+
+    with local_cluster(autovacuum="on", fsync="on") as cluster:
+        yield cluster.url
