@@ -117,6 +117,9 @@ def test_demo_replays_each_outcome_of_the_lesson(demo_run):
     crash = section(out, "Exactly-once processing, step 3")
     expect(crash, r"kill -9 worker A \(pid \d+, exit -9\)")
     expect(crash, r"Invoices for order 3:\n  No rows$")
+    # Recovered at once by worker B of the same host: A's liveness file was unlocked.
+    expect(crash, row("3", "create_invoice", "1", "pending", "A"))
+    expect(crash, r"worker B logged: job 3 create_invoice attempt 1 lease expired, now pending")
     recovered = section(out, "Exactly-once processing, steps 4-6")
     expect(recovered, row("3", "create_invoice", "2", "done", "C"))
     once = section(out, "Exactly-once processing, step 7")
