@@ -28,6 +28,7 @@ from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
 from sa_jobqueue.ops import admin
+from sa_jobqueue.schema.types import KEY_LENGTH
 from sa_jobqueue.worker.config import DEFAULT_AHEAD_WAIT, DEFAULT_GONE_AFTER, DEFAULT_PREFETCH
 
 if TYPE_CHECKING:
@@ -176,12 +177,12 @@ def _first_line(error: BaseException) -> str:
 
 
 def _worker_id(value: str | None) -> str | None:
-    """``--worker-id``: 1 to 191 characters (MariaDB's key length), no spaces around."""
+    """``--worker-id``: 1 to `KEY_LENGTH` characters (MariaDB's key), no spaces around."""
     if value is None:
         return None
-    if not value.strip() or value != value.strip() or len(value) > 191:
+    if not value.strip() or value != value.strip() or len(value) > KEY_LENGTH:
         raise click.BadParameter(
-            f"{value!r}: give 1 to 191 characters, without spaces at either end"
+            f"{value!r}: give 1 to {KEY_LENGTH} characters, without spaces at either end"
         )
     return value
 

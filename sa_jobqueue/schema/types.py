@@ -29,7 +29,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-__all__ = ["MYSQL", "SQLITE_NOW", "Id", "Json", "Key", "Timestamp", "utc_now"]
+__all__ = ["KEY_LENGTH", "MYSQL", "SQLITE_NOW", "Id", "Json", "Key", "Timestamp", "utc_now"]
 
 #: The dialect names of the MySQL family.
 MYSQL = ("mysql", "mariadb")
@@ -92,7 +92,10 @@ Id = BigInteger().with_variant(Integer(), "sqlite")
 #: Text a column is indexed by: ``text``, and ``VARCHAR(191)`` on MySQL and MariaDB, compared
 #: byte for byte there as everywhere else (their default collation ignores case: keys
 #: ``A`` and ``a`` would be one).
-Key = Text().with_variant(String(191, collation="utf8mb4_bin"), *MYSQL)
+#: The longest `Key` on MySQL and MariaDB (utf8mb4's 767-byte index prefix: 191 characters).
+KEY_LENGTH = 191
+
+Key = Text().with_variant(String(KEY_LENGTH, collation="utf8mb4_bin"), *MYSQL)
 
 #: A JSON document: ``jsonb`` on PostgreSQL.
 Json = JSON().with_variant(JSONB(), "postgresql")
