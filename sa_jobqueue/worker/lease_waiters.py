@@ -18,7 +18,7 @@ import time
 
 from sqlalchemy import Connection, Engine, exc
 
-from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver import Driver, queue_connection
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
 
 __all__ = ["LeaseWaiters"]
@@ -82,7 +82,8 @@ class LeaseWaiters:
     def _wait(self, job: Claimed) -> None:
         sent = time.monotonic()
         try:
-            with self.engine.connect() as conn:
+            # Bounded on MariaDB once the lock is ours, as the heartbeats' (`queue_connection`).
+            with queue_connection(self.engine.connect()) as conn:
                 with self._lock:
                     if self._stopped:
                         return

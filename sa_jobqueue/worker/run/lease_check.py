@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 
 from sqlalchemy import Engine, exc
 
-from sa_jobqueue.driver import Driver
+from sa_jobqueue.driver import Driver, queue_connection
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
 
 __all__ = ["FRESH_FRACTION", "LeaseCheck", "Verdict"]
@@ -97,7 +97,9 @@ class LeaseCheck:
         for _ in range(_TRIES):
             sent = self._clock()
             try:
-                with self.engine.connect() as conn:
+                # A worker's own short transactions: on MariaDB, bounded if it freezes
+                # between the heartbeat's two statements (`queue_connection`).
+                with queue_connection(self.engine.connect()) as conn:
                     with conn.begin():
                         held = self.driver.job_heartbeat(conn, [job], self.owner)
                     if job.key in held:

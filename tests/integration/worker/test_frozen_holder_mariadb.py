@@ -13,8 +13,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import Engine, create_engine, exc, select, text
 
-from sa_jobqueue.driver import queue_connection
+from sa_jobqueue.driver import driver_for, queue_connection
 from sa_jobqueue.driver.mysql import idle_bound
+from sa_jobqueue.worker.lease_waiters import LeaseWaiters
+from sa_jobqueue.worker.run.lease_check import LeaseCheck, Verdict
 from tests.driver.conftest import add
 from tests.support.helpers import wait_for
 from tests.support.models import Job
@@ -63,3 +65,46 @@ def test_the_bound_is_the_workers_own_and_goes_when_the_connection_goes_back(mar
             assert session_timeout(same) == 0
     finally:
         engine.dispose()
+
+
+class _Recording:
+    """A driver whose heartbeats note their session's bound, then run as the driver's."""
+
+    def __init__(self, driver) -> None:
+        self.driver = driver
+        self.bounds: list[int] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self.driver, name)
+
+    def job_heartbeat(self, conn, jobs, owner):
+        self.bounds.append(session_timeout(conn))
+        return self.driver.job_heartbeat(conn, jobs, owner)
+
+    def job_heartbeat_waiting(self, conn, jobs, owner):
+        self.bounds.append(session_timeout(conn))
+        return self.driver.job_heartbeat_waiting(conn, jobs, owner)
+
+
+def test_the_checks_before_a_start_and_the_waiting_heartbeats_are_bounded_too(
+    mariadb_committed: Engine,
+):
+    # Each runs the two-statement heartbeat on a connection of its own, outside the
+    # claim loop's: a worker frozen between them held the row as a frozen heartbeat did.
+    driver = _Recording(driver_for(mariadb_committed, Job, default_lease=60.0))
+    add(mariadb_committed)
+    with mariadb_committed.begin() as conn:
+        [job] = driver.job_claim(conn, "default", 1, "worker-1")
+    confirmed = {job.key: float("-inf")}  # not confirmed since: the check extends first
+    check = LeaseCheck(
+        mariadb_committed,
+        driver,  # type: ignore[arg-type]
+        "worker-1",
+        confirmed=lambda job: confirmed[job.key],
+        renewed=lambda keys, at: confirmed.update(dict.fromkeys(keys, at)),
+    )
+    assert check.check(job) == Verdict.START
+    waiters = LeaseWaiters(mariadb_committed, driver, "worker-1")  # type: ignore[arg-type]
+    waiters.wait_for([job])
+    wait_for(lambda: job.key in waiters.renewed(), timeout=30, what="the waiting heartbeat")
+    assert driver.bounds == [idle_bound.IDLE_TRANSACTION_TIMEOUT] * 2
