@@ -339,3 +339,34 @@ def test_schedule_operations_never_commit(db: Engine, driver: Driver):
         transaction.rollback()
     row = _row(db, "nightly")
     assert (row.last_run_at, row.paused_at) == (None, None)
+
+
+def test_schedule_upsert_of_one_new_name_by_racing_creators_never_deadlocks(
+    db: Engine, driver: Driver
+):
+    # MariaDB: each creator's locking read of the missing row takes a gap lock, and two
+    # such locks let neither INSERT go on (a deadlock, error 1213) unless creators of a
+    # name take turns first. Every creator must succeed, and one row is left per name.
+    at = _now(db, driver) + timedelta(minutes=1)
+    creators, rounds = 4, 15
+    errors: list[BaseException] = []
+    for round_ in range(rounds):
+        name = f"raced-{round_}"
+        start = threading.Barrier(creators)
+
+        def create(i: int, name: str = name, start: threading.Barrier = start) -> None:
+            define = ScheduleDefine(name, "plain", f"every {i + 1}s", DEFINITION, at)
+            try:
+                start.wait(10)
+                with db.begin() as conn:
+                    assert driver.schedule_upsert(conn, define)
+            except BaseException as error:  # noqa: BLE001 - collected for the assertion
+                errors.append(error)
+
+        threads = [threading.Thread(target=create, args=(i,)) for i in range(creators)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert errors == []
+        assert _row(db, name).spec in {f"every {i + 1}s" for i in range(creators)}

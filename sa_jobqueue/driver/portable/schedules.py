@@ -35,12 +35,15 @@ class PortableSchedules(PortableTicks):
     def schedule_upsert(self, conn: Connection, define: ScheduleDefine) -> bool:
         """The row locked; inserted if missing, else replaced unless it is a code schedule's.
 
-        A racing creator of the same name inserts first: its row is then read locked
+        Creators of one name take turns first (`key_lock`): on MySQL two locking reads
+        of the same missing row each take a gap lock, and neither INSERT could then go
+        on (a deadlock). A racing creator that inserted first has its row read locked
         (after its COMMIT) and replaced, as ``ON CONFLICT DO UPDATE`` would.
         """
         table = self._schedules_table
         now = self.sql.now()
         self.sql.write_lock(conn, self._jobs_table)
+        self.sql.key_lock(conn, self._jobs_table, "schedule", define.name)
         held = self.sql.for_update(
             select(table.c.spec, table.c.definition).where(table.c.name == define.name)
         )
