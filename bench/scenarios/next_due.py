@@ -2,7 +2,7 @@
 
 Usage: ``python -m bench next_due [--deep N]``. Fills a scratch
 database with ``--deep`` pending rows of queue ``default`` due a day or more ahead,
-then runs `statements.next_run_at` two ways, 20 times each (median, in ms), and prints
+then runs `next_due.next_run_at` two ways, 20 times each (median, in ms), and prints
 each plan (``EXPLAIN ANALYZE``): the level walk a worker of up to
 `claims.LEVEL_WALK_MAX_QUEUES` queues runs, and the ``min(run_at)`` aggregate (the
 statement every worker ran before, and the one for more queues than that), asked here
