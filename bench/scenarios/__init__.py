@@ -45,5 +45,6 @@ SCENARIOS: dict[str, list[str] | None] = {
     "memory": None,
     "archive": None,
     "drain_rounds": None,
+    "claim_plan": None,
     "soak": None,
 }

@@ -2,7 +2,7 @@
 
 Usage: ``python -m bench next_due [--deep N]``. Fills a scratch
 database with ``--deep`` pending rows of queue ``default`` due a day or more ahead,
-then runs `statements.next_run_at` two ways, 20 times each (median, in ms), and prints
+then runs `next_due.next_run_at` two ways, 20 times each (median, in ms), and prints
 each plan (``EXPLAIN ANALYZE``): the level walk a worker of up to
 `claims.LEVEL_WALK_MAX_QUEUES` queues runs, and the ``min(run_at)`` aggregate (the
 statement every worker ran before, and the one for more queues than that), asked here
@@ -23,7 +23,7 @@ from bench import targets
 from bench.support.app import Job
 from bench.support.database import Database, literal_sql, scratch
 from bench.support.timing import median_ms
-from sa_jobqueue.driver.postgres import PostgresDriver, claims, due
+from sa_jobqueue.driver.postgres import PostgresDriver, claims, due, next_due, plan_cache
 
 QUICK = ["--deep", "10000"]
 
@@ -56,9 +56,9 @@ def main(args: argparse.Namespace, db: Database) -> None:
             )
         with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
             conn.execute(text("VACUUM ANALYZE jobs"))
-        walk = claims.next_run_at(Job, queues=["default"])
+        walk = next_due.next_run_at(Job, queues=["default"])
         padding = [f"none{i}" for i in range(claims.LEVEL_WALK_MAX_QUEUES)]
-        aggregate = claims.next_run_at(Job, queues=["default", *padding])
+        aggregate = next_due.next_run_at(Job, queues=["default", *padding])
         with engine.connect() as conn:
             figures = {"walk": _median_ms(conn, walk), "min": _median_ms(conn, aggregate)}
             print(f"next-due probe beside {args.deep:,} pending rows not yet due, median of 20:")
@@ -127,7 +127,14 @@ def _idle_claims(engine: Engine, deep: int) -> None:
                 f"({median / IDLE_CLAIM_TARGET:.2f}x): {verdict}"
             )
         print(f"load average {os.getloadavg()[0]:.1f}")
-        statement = driver._claim  # the bench shows the worker's own plan
+        # The worker's own claim (`Claims.claim` builds the same for a driver of "noop").
+        statement = claims.claim(
+            Job,
+            leases={"noop": 30.0},
+            default_lease=30.0,
+            kinds=["noop"],
+            ceiling=plan_cache.claim_ceiling(32),
+        )
         params = {"queue_name": "default", "limit": 32, "owner": "bench"}
         with conn.begin() as transaction:
             compiled = statement.compile(dialect=conn.dialect)

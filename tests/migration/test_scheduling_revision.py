@@ -137,7 +137,7 @@ def test_upgrade_keeps_pending_and_running_jobs_and_adds_the_scheduling_schema(s
         assert [row.id for row in done] == [3]
     with Session(engine) as session, session.begin():
         jobs.pause(session, "default")
-    claim = claims.claim(Job, leases={}, default_lease=30.0)
+    claim = claims.claim(Job, leases={}, default_lease=30.0, ceiling=32)
     params = {"queue_name": "default", "limit": 10, "owner": "new-worker"}
     with engine.begin() as connection:
         assert connection.execute(claim, params).all() == []

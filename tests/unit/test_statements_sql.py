@@ -32,6 +32,7 @@ from sa_jobqueue.driver.postgres import (
     inserts,
     keyed,
     limits,
+    next_due,
     parks,
     runtime,
     schedules,
@@ -55,18 +56,25 @@ ENDED = "sa_jobqueue_ended_jobs"
 BUILDERS: dict[str, Callable[[], Any]] = {
     "enqueue": lambda: inserts.enqueue(Job),
     "by_keys": lambda: inserts.by_keys(Job),
-    "claim": lambda: claims.claim(Job, leases={"send_receipt": 60.0}, default_lease=300.0),
+    "claim": lambda: claims.claim(
+        Job, leases={"send_receipt": 60.0}, default_lease=300.0, ceiling=32
+    ),
     "claim_queues": lambda: claims.claim_queues(
-        Job, queues=["default", "mail"], leases={"send_receipt": 60.0}, default_lease=300.0
+        Job,
+        queues=["default", "mail"],
+        leases={"send_receipt": 60.0},
+        default_lease=300.0,
+        ceiling=32,
     ),
     "claim_queues_many_queues": lambda: claims.claim_queues(
         Job,
         queues=[f"q{i}" for i in range(claims.LEVEL_WALK_MAX_QUEUES + 1)],
         leases={},
         default_lease=300.0,
+        ceiling=256,
     ),
-    "next_run_at": lambda: claims.next_run_at(Job, queues=["default", "mail"]),
-    "next_run_at_many_queues": lambda: claims.next_run_at(
+    "next_run_at": lambda: next_due.next_run_at(Job, queues=["default", "mail"]),
+    "next_run_at_many_queues": lambda: next_due.next_run_at(
         Job, queues=[f"q{i}" for i in range(claims.LEVEL_WALK_MAX_QUEUES + 1)]
     ),
     "heartbeat": lambda: runtime.heartbeat(Job),
@@ -158,10 +166,15 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "record_schedule_job": lambda: ticks.record_schedule_job(Job),
     "respec_schedule": lambda: ticks.respec_schedule(Job),
     "claim_handled_kinds": lambda: claims.claim(
-        Job, leases={}, default_lease=300.0, exclude_kinds=["charge"], kinds=["charge", "send"]
+        Job,
+        leases={},
+        default_lease=300.0,
+        exclude_kinds=["charge"],
+        kinds=["charge", "send"],
+        ceiling=32,
     ),
     "claim_queues_handled_kinds": lambda: claims.claim_queues(
-        Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"]
+        Job, queues=["default", "mail"], leases={}, default_lease=300.0, kinds=["send"], ceiling=64
     ),
     # durable steps, sleeps, signals and progress (sajq_0007)
     "recorded_steps": lambda: step_writes.recorded_steps(Job),
@@ -219,7 +232,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     ),
     "set_weight": lambda: fair_weights.set_weight(Job),
     "claim_excluding_limited": lambda: claims.claim(
-        Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"]
+        Job, leases={}, default_lease=300.0, exclude_kinds=["sync_crm", "charge"], ceiling=32
     ),
     "claim_limited": lambda: limits.claim_limited(
         Job, kind="sync_crm", limits=check_limits(max_running=2), lease=60.0

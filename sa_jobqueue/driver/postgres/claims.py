@@ -1,4 +1,4 @@
-"""The claim statements (one queue, many queues in one, the next due job), and `Claims`.
+"""The claim statements (one queue, many queues in one), and `Claims`.
 
 `Claims` builds a driver's claim statements once and runs them on the caller's connection.
 """
@@ -21,7 +21,6 @@ from sqlalchemy import (
     Update,
     bindparam,
     case,
-    cast,
     func,
     literal,
     literal_column,
@@ -33,6 +32,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from sa_jobqueue.core.validation import check_name
+from sa_jobqueue.driver.postgres.plan_cache import (
+    claim_ceiling,
+    due_within,
+    unseen_limit,
+    written_names,
+)
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import (
@@ -46,7 +51,6 @@ __all__ = [
     "Claims",
     "claim",
     "claim_queues",
-    "next_run_at",
     "priority_levels",
 ]
 
@@ -58,6 +62,7 @@ def claim(
     default_lease: float,
     exclude_kinds: Sequence[str] = (),
     kinds: Sequence[str] | None = None,
+    ceiling: int,
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of queue ``:queue_name`` to ``:owner``.
 
@@ -72,6 +77,9 @@ def claim(
     `kinds`, when given, are the only kinds claimed: a worker's handled kinds, so it
     leaves the jobs of any other kind pending, untouched, for a worker that has
     their handler (a deploy in flight).
+
+    `ceiling`, written into the SQL, is the most ``:limit`` may be (`claim_ceiling`):
+    the planner sizes the plan by it (`plan_cache.due_within`).
     """
     queue_name = bindparam("queue_name", type_=Text)
     levels = priority_levels(model, queue_name)
@@ -80,12 +88,7 @@ def claim(
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked. The levels come lowest first, each level's
     # rows in claim order (a nested loop over a recursive walk keeps both orders).
-    due = (
-        select(ranked.c.id)
-        .select_from(levels.join(ranked, true()))
-        .limit(bindparam("limit", type_=Integer))
-        .cte("due")
-    )
+    due = due_within(select(ranked.c.id).select_from(levels.join(ranked, true())), ceiling)
     return _lease(model, due, leases, default_lease)
 
 
@@ -128,6 +131,7 @@ def claim_queues(
     default_lease: float,
     exclude_kinds: Sequence[str] = (),
     kinds: Sequence[str] | None = None,
+    ceiling: int,
 ) -> Update:
     """Lease up to ``:limit`` due pending jobs of `queues` to ``:owner``, from ``queues[:start]``.
 
@@ -147,7 +151,8 @@ def claim_queues(
     index probe, a locked row is stepped over inside its queue, and no row is locked
     that is not leased. (``queue = ANY(:queues)`` would sort every due row of those
     queues on every claim.) The names are written into the statement, checked by
-    `check_name` first, so a round sends an offset, not a thousand names.
+    `check_name` first, so a round sends an offset, not a thousand names. `ceiling`: as
+    in `claim`.
     """
     names = [check_name("queue", queue) for queue in queues]
     # Names hold only letters, digits and _ . : / - (check_name): safe in a literal.
@@ -155,7 +160,10 @@ def claim_queues(
         literal_column("(ARRAY[" + ", ".join(f"'{name}'" for name in names) + "]::text[])"),
         ARRAY(Text),
     )
-    start = bindparam("start", type_=Integer)
+    # ``(SELECT :start)``: with a bare ``:start`` the plan built with the values folds the
+    # rotated array to a constant and counts its queues, and the one built without them
+    # guesses ten; with both guessing ten, PostgreSQL keeps the latter (`plan_cache`).
+    start = select(bindparam("start", type_=Integer)).scalar_subquery()
     rotated = ring[start + 1 : len(names)].op("||")(ring[1:start])
     ordered = func.unnest(rotated).table_valued("name").render_derived(name="q")
     per_queue: Any
@@ -180,12 +188,7 @@ def claim_queues(
     # the array's order (a function scan returns its rows in order, and a LATERAL
     # subquery can only be the inner side of a nested loop; nothing else is joined,
     # so there is no other join order to choose).
-    due = (
-        select(per_queue.c.id)
-        .select_from(ordered.join(per_queue, true()))
-        .limit(bindparam("limit", type_=Integer))
-        .cte("due")
-    )
+    due = due_within(select(per_queue.c.id).select_from(ordered.join(per_queue, true())), ceiling)
     return _lease(model, due, leases, default_lease)
 
 
@@ -228,19 +231,22 @@ def _due_in(
         # ordered index walk. Shown ``LIMIT 32`` and a queue it thinks holds fewer
         # rows (stale statistics, or one deep queue among many thin ones), it
         # would read and sort every due row of the queue first (docs/scaling.md).
-        .limit(select(bindparam("limit", type_=Integer)).scalar_subquery())
+        .limit(unseen_limit())
         .with_for_update(skip_locked=True)
     )
     if outer is not None and level is not None:
         # Inside the levels' own LATERAL: `outer` and the level come from around it.
         due = due.correlate_except(model.__table__)
+    # The kinds are written into the SQL, not bound: the plan built without the values
+    # (generic) then estimates the kind filter as the plan built with them does, and
+    # PostgreSQL keeps it (`plan_cache`).
     if kinds is not None:
         # Only the worker's kinds (less its limited ones): the others are stepped
         # over in the index walk, left pending with their attempts untouched.
         wanted = sorted(set(kinds) - set(exclude_kinds))
-        return due.where(model.kind.in_([literal(k, Text) for k in wanted]))
+        return due.where(model.kind.in_(written_names("kind", wanted)))
     if exclude_kinds:
-        due = due.where(model.kind.not_in([literal(k, Text) for k in sorted(exclude_kinds)]))
+        due = due.where(model.kind.not_in(written_names("kind", sorted(exclude_kinds))))
     return due
 
 
@@ -279,73 +285,6 @@ def _lease(
 LEVEL_WALK_MAX_QUEUES = 32
 
 
-def next_run_at(model: type[JobMixin], *, queues: Sequence[str]) -> Select[Any]:
-    """Seconds from now until the earliest pending job of `queues` is due, and the clock.
-
-    Returns one row: ``seconds`` (NULL: none pending; zero or less: one is due
-    already, locked by a claim in flight or just due) and ``now``, the database
-    clock in Unix seconds, so a worker can place notified ``run_at`` values on its
-    own monotonic clock without trusting its wall clock. Idle workers run it to
-    sleep until a scheduled job's ``run_at``; it reads the pending partial index
-    only, never ``done`` rows.
-
-    The pending index is ordered by ``(queue, priority, run_at)``, so the earliest
-    ``run_at`` of a queue is the first entry of one of its priority levels: for a few
-    queues the statement finds each level with one index probe and reads its first
-    entry (a recursive walk, milliseconds beside a million future jobs), for many
-    it takes ``min(run_at)`` over their pending rows.
-    """
-    names = [check_name("queue", queue) for queue in queues]
-    clock = cast(func.extract("epoch", func.now()), Float).label("now")
-    if len(names) > LEVEL_WALK_MAX_QUEUES:
-        earliest = func.min(model.run_at) - func.now()
-        return select(cast(func.extract("epoch", earliest), Float).label("seconds"), clock).where(
-            model.status == Status.PENDING.value, model.queue.in_(names)
-        )
-    table = model.__table__
-    pending = f"'{Status.PENDING.value}'"
-
-    def level_after(queue: ColumnElement[Any], above: ColumnElement[Any] | None) -> Any:
-        jobs = table.alias()
-        found = select(func.min(jobs.c.priority)).where(
-            jobs.c.status == literal_column(pending, Text), jobs.c.queue == queue
-        )
-        if above is not None:
-            found = found.where(jobs.c.priority > above)
-        return found.scalar_subquery()
-
-    # Names hold only letters, digits and _ . : / - (check_name): safe in a literal.
-    listed = (
-        func.unnest(
-            literal_column("(ARRAY[" + ", ".join(f"'{name}'" for name in names) + "]::text[])")
-        )
-        .table_valued("queue")
-        .render_derived(name="listed")
-    )
-    first_levels = select(
-        listed.c.queue.label("queue"), level_after(listed.c.queue, None).label("priority")
-    )
-    levels = first_levels.cte("levels", recursive=True)
-    levels = levels.union_all(
-        select(levels.c.queue, level_after(levels.c.queue, levels.c.priority)).where(
-            levels.c.priority.is_not(None)
-        )
-    )
-    jobs = table.alias()
-    first = (
-        select(jobs.c.run_at)
-        .where(jobs.c.status == literal_column(pending, Text))
-        .where(jobs.c.queue == levels.c.queue, jobs.c.priority == levels.c.priority)
-        .order_by(jobs.c.run_at)
-        .limit(1)
-        .lateral("first")
-    )
-    earliest = func.min(first.c.run_at) - func.now()
-    return select(cast(func.extract("epoch", earliest), Float).label("seconds"), clock).select_from(
-        levels.join(first, true())
-    )
-
-
 class Claims:
     """A driver's claims of the kinds that are not limited; each statement is built once.
 
@@ -370,27 +309,37 @@ class Claims:
         kinds = None if kinds is None else sorted(kinds)
         options = {"default_lease": default_lease, "exclude_kinds": exclude_kinds, "kinds": kinds}
         self._options: dict[str, Any] = {"leases": leases, **options}
-        self._claim = claim(model, **self._options)
-        self._claim_queues: dict[tuple[str, ...], Update] = {}
+        self._claim: dict[int, Update] = {}
+        self._claim_queues: dict[tuple[tuple[str, ...], int], Update] = {}
 
     def claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
-        """Lease up to `limit` due pending jobs of `queue` to `owner` (`claim`)."""
+        """Lease up to `limit` due pending jobs of `queue` to `owner` (`claim`).
+
+        One statement per `claim_ceiling`, built when first asked: a worker's claims
+        use one or two of them.
+        """
+        ceiling = claim_ceiling(limit)
+        statement = self._claim.get(ceiling)
+        if statement is None:
+            statement = self._claim[ceiling] = claim(self.model, **self._options, ceiling=ceiling)
         params = {"queue_name": queue, "limit": limit, "owner": owner}
-        return self._claimed(conn.execute(self._claim, params).all())
+        return self._claimed(conn.execute(statement, params).all())
 
     def claim_queues(
         self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int
     ) -> list[Claimed]:
         """Lease up to `limit` due pending jobs of `queues` to `owner` (`claim_queues`).
 
-        The statement is built once per list of queues, with the names in it; a
-        round passes only `start`, the index of the queue whose jobs come first.
+        The statement is built once per list of queues and `claim_ceiling`, with the
+        names in it; a round passes only `start`, the index of the queue whose jobs
+        come first.
         """
         key = tuple(queues)
-        statement = self._claim_queues.get(key)
+        ceiling = claim_ceiling(limit)
+        statement = self._claim_queues.get((key, ceiling))
         if statement is None:
-            statement = self._claim_queues[key] = claim_queues(
-                self.model, queues=key, **self._options
+            statement = self._claim_queues[key, ceiling] = claim_queues(
+                self.model, queues=key, **self._options, ceiling=ceiling
             )
         params = {"start": start % len(key), "limit": limit, "owner": owner}
         return self._claimed(conn.execute(statement, params).all())

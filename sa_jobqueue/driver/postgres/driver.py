@@ -181,7 +181,7 @@ class PostgresDriver:
         self._notifications.queue_notify(conn, queues)
 
     def queue_next_due(self, conn: Connection, queues: Sequence[str]) -> NextDue:
-        """`Notifications.queue_next_due` (`claims.next_run_at`)."""
+        """`Notifications.queue_next_due` (`next_due.next_run_at`)."""
         return self._notifications.queue_next_due(conn, queues)
 
     def lock_try(self, conn: Connection, purpose: str) -> bool:

@@ -1,7 +1,7 @@
 """`Notifications`: a driver's NOTIFYs, next-due reads, advisory locks and commit mode.
 
 Wake-ups (the table's channel), announcements of ended jobs (its ended channel,
-`jobs.wait`), the idle worker's next-due read (`claims.next_run_at`), the table's
+`jobs.wait`), the idle worker's next-due read (`next_due.next_run_at`), the table's
 advisory locks and ``synchronous_commit``. Built once for a driver (`PostgresDriver`),
 run on the caller's connection. How a connection LISTENs to those channels is
 `PostgresListening`. See docs/notifications.md.
@@ -16,7 +16,7 @@ from sqlalchemy import Connection, Select
 from sqlalchemy.engine import Dialect
 
 from sa_jobqueue import statements
-from sa_jobqueue.driver.postgres.claims import next_run_at
+from sa_jobqueue.driver.postgres.next_due import next_run_at
 from sa_jobqueue.driver.values import NextDue
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin

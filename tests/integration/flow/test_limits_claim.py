@@ -196,7 +196,7 @@ def test_rate_limit_counts_starts_in_a_sliding_window(committed):
 def test_unlimited_claim_passes_over_a_saturated_limited_kind(committed):
     limited = _enqueue(committed, "sync_crm", 5)  # older, due first
     unlimited = _enqueue(committed, "plain", 3)
-    claim = claims.claim(Job, leases={}, default_lease=60.0, exclude_kinds=["sync_crm"])
+    claim = claims.claim(Job, leases={}, default_lease=60.0, exclude_kinds=["sync_crm"], ceiling=32)
     with committed.begin() as conn:
         rows = conn.execute(claim, {"queue_name": "default", "limit": 10, "owner": "w"}).all()
     assert sorted(row.id for row in rows) == unlimited

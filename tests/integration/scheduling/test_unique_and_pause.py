@@ -165,7 +165,7 @@ def _first_job(engine) -> int:
 
 # --- pause / resume --------------------------------------------------------------------
 
-CLAIM = claims.claim(Job, leases={}, default_lease=30.0)
+CLAIM = claims.claim(Job, leases={}, default_lease=30.0, ceiling=32)
 
 
 def _claim(engine, queue: str) -> list[int]:

@@ -90,7 +90,7 @@ def test_start_names_the_queue_that_goes_first_wrapping_around(committed):
 
 def test_queue_names_written_into_the_statement_are_checked_first():
     with pytest.raises(ValidationError, match="queue"):
-        claims.claim_queues(Job, queues=["a", "b'; --"], leases={}, default_lease=300.0)
+        claims.claim_queues(Job, queues=["a", "b'; --"], leases={}, default_lease=300.0, ceiling=32)
 
 
 def test_paused_queues_and_limited_kinds_are_left_out(committed):
@@ -195,10 +195,12 @@ def _plan(conn: Connection, one_queue: bool, queues: list[str], generic: bool) -
     mode = "force_generic_plan" if generic else "force_custom_plan"
     conn.execute(text(f"SET LOCAL plan_cache_mode = {mode}"))
     if one_queue:
-        statement = claims.claim(Job, leases={}, default_lease=300.0)
+        statement = claims.claim(Job, leases={}, default_lease=300.0, ceiling=32)
         values: dict[str, Any] = {"queue_name": queues[0]}
     else:
-        statement = claims.claim_queues(Job, queues=queues, leases={}, default_lease=300.0)
+        statement = claims.claim_queues(
+            Job, queues=queues, leases={}, default_lease=300.0, ceiling=32
+        )
         values = {"start": 0}
     sql, arguments = _prepared(statement, {**values, "limit": 32, "owner": OWNER})
     conn.exec_driver_sql(f"PREPARE sajq_claim AS {sql}")

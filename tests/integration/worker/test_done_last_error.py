@@ -35,7 +35,7 @@ def test_done_job_names_the_attempt_its_kept_last_error_came_from(committed):
     # Attempt 1 of `swept` is claimed by a worker that then stops reporting.
     expire = text("UPDATE jobs SET locked_until = now() - interval '1 s' WHERE id = :i")
     with committed.begin() as conn:
-        claim = claims.claim(Job, leases={}, default_lease=300.0)
+        claim = claims.claim(Job, leases={}, default_lease=300.0, ceiling=32)
         conn.execute(claim, {"queue_name": "default", "limit": 1, "owner": "gone:1:x"}).all()
         conn.execute(expire, {"i": swept})
         conn.execute(runtime.sweep_expired(Job), {"limit": 10}).all()
@@ -69,7 +69,7 @@ def test_complete_takes_its_fence_arrays_as_lists_or_as_array_text(committed):
     with Session(committed) as s, s.begin():
         ids = [JobQueue(Job).enqueue(s, "k", {}).id for _ in range(4)]
     with committed.begin() as conn:
-        claim = claims.claim(Job, leases={}, default_lease=300.0)
+        claim = claims.claim(Job, leases={}, default_lease=300.0, ceiling=32)
         conn.execute(claim, {"queue_name": "default", "limit": 4, "owner": "w:1"}).all()
         complete = completion.complete(Job, with_results=False)
         as_lists = {"ids": ids[:2], "attempt_numbers": [1, 1], "owner": "w:1"}

@@ -9,7 +9,7 @@ from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue
-from sa_jobqueue.driver.postgres import PostgresDriver, claims
+from sa_jobqueue.driver.postgres import PostgresDriver, claims, plan_cache
 from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.worker.attempt import Claimed
 from sa_jobqueue.worker.maintenance import Maintenance
@@ -24,7 +24,8 @@ def _claimed(engine, count):
     jobs: JobQueue[Job] = JobQueue(Job)
     with Session(engine) as session, session.begin():
         jobs.enqueue_many(session, [("beat", {"i": i}) for i in range(count)])
-    claim = claims.claim(Job, leases={}, default_lease=60.0)
+    ceiling = plan_cache.claim_ceiling(count)
+    claim = claims.claim(Job, leases={}, default_lease=60.0, ceiling=ceiling)
     with engine.begin() as conn:
         rows = conn.execute(claim, {"queue_name": "default", "limit": count, "owner": OWNER}).all()
     # Claimed long ago, so every lease is due for extension.

@@ -34,7 +34,7 @@ def test_claims_and_enqueues_never_wait_for_an_open_prune_batch(committed):
     with committed.connect() as conn:
         conn.execute(text("INSERT INTO jobs (kind, queue) VALUES ('work', 'probe')"))
         conn.commit()
-    claim = claims.claim(Job, leases={}, default_lease=60)
+    claim = claims.claim(Job, leases={}, default_lease=60, ceiling=32)
     with committed.connect() as pruner, committed.connect() as worker:
         batch = pruner.begin()  # a prune batch, left open on purpose
         deleted = pruner.execute(statements.prune(Job), {"before": FAR_FUTURE, "limit": 1000}).all()
@@ -113,7 +113,7 @@ def test_prune_while_a_worker_claims_loses_nothing_and_deletes_only_finished_job
     pruner = threading.Thread(target=prune_forever, daemon=True)
     enqueued: list[int] = []
     slowest_claim = 0.0
-    probe = claims.claim(Job, leases={}, default_lease=60)
+    probe = claims.claim(Job, leases={}, default_lease=60, ceiling=32)
     try:
         runner.start()
         pruner.start()

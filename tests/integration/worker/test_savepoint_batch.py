@@ -23,7 +23,7 @@ def _enqueue(engine, jobs, kinds):
 
 
 def _claim_all(engine, jobs):
-    claim = claims.claim(Job, leases={}, default_lease=300.0)
+    claim = claims.claim(Job, leases={}, default_lease=300.0, ceiling=128)
     with engine.begin() as conn:
         rows = conn.execute(claim, {"queue_name": "default", "limit": 100, "owner": OWNER}).all()
     return sorted((Claimed.from_row(r, 300.0) for r in rows), key=lambda j: j.id)

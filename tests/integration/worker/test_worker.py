@@ -102,7 +102,7 @@ def test_drain_sweeps_expired_leases_first(committed):
 
 
 def _claim(conn, owner):
-    claim = claims.claim(Job, leases={}, default_lease=60)
+    claim = claims.claim(Job, leases={}, default_lease=60, ceiling=32)
     return conn.execute(claim, {"queue_name": "default", "limit": 1, "owner": owner}).one()
 
 

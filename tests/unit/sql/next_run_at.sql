@@ -11,4 +11,4 @@ WHERE levels.priority IS NOT NULL)
 FROM levels JOIN LATERAL (SELECT jobs_3.run_at AS run_at
 FROM jobs AS jobs_3
 WHERE jobs_3.status = 'pending' AND jobs_3.queue = levels.queue AND jobs_3.priority = levels.priority ORDER BY jobs_3.run_at
- LIMIT %(param_1)s) AS first ON true
+ LIMIT 1) AS first ON true
