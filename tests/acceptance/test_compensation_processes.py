@@ -120,8 +120,10 @@ def test_a_cancel_compensates_then_the_job_ends_cancelled(committed, spawn):
 
 @every_database
 def test_a_deadline_passing_while_the_job_sleeps_compensates(committed, spawn):
+    # The 3 s deadline counts from the job's creation: enqueued before a worker that
+    # starts slowly (a loaded machine), the job failed unrun, with nothing to compensate.
+    spawn().wait_for_log(" started: ", timeout=60)
     job_id = enqueue(committed, "late")
-    spawn()
     wait_for(lambda: ended(committed, job_id, "failed"), timeout=60, what="the deadline")
     assert effects(committed, job_id) == ["release", "refund started", "refund"]
     assert (row(committed, job_id).last_error or "").startswith("deadline passed")

@@ -94,7 +94,8 @@ def test_a_step_whose_retries_run_out_fails_the_attempt_with_its_last_error(comm
 @every_database
 @pytest.mark.parametrize("kind", ["late_napper", "late_retry"])
 def test_a_deadline_passing_while_the_job_is_parked_fails_it_for_good(committed, spawn, kind):
-    spawn()
+    # The 3 s deadline counts from creation: a slow worker start must not spend it.
+    spawn().wait_for_log(" started: ", timeout=60)
     job_id = enqueue(committed, kind)
     wait_for(lambda: calls(committed, job_id) == 1, what="the first attempt")
     wait_for(lambda: row(committed, job_id).status == "failed", timeout=60, what="the deadline")
