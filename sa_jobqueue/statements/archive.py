@@ -187,8 +187,13 @@ def archive_orphans(model: type[JobMixin]) -> TextClause:
 
 
 def lock_timeout_local() -> TextClause:
-    """``SET LOCAL lock_timeout``: a partition's creation waits for readers 5 s at most."""
-    return text("SET LOCAL lock_timeout = '5s'")
+    """For the archiver's transaction: ``lock_timeout`` 5 s, ``jit`` off.
+
+    A partition's creation waits for readers 5 s at most. No JIT: the planner's cost of
+    a batch (its workflow check priced per row) passes ``jit_above_cost``, and compiling
+    took longer than the batch (34 ms of 98 for 1,000 jobs: bench/drain-beside-results.md).
+    """
+    return text("SELECT set_config('lock_timeout', '5s', true), set_config('jit', 'off', true)")
 
 
 def archived_job(model: type[JobMixin]) -> Select[Any]:
