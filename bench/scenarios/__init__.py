@@ -32,6 +32,7 @@ SCENARIOS: dict[str, list[str] | None] = {
     "hosts": ["--skip-unless-permitted"],
     "cost": ["--floors"],
     "features": [],
+    "drain_beside": [],
     "commit": None,
     "registry": None,
     "dashboard": None,

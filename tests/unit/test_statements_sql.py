@@ -40,6 +40,7 @@ from sa_jobqueue.driver.postgres import (
 )
 from sa_jobqueue.driver.postgres import steps as step_writes
 from sa_jobqueue.statements import (
+    archive,
     attempt_errors,
     fair_weights,
     operator,
@@ -137,6 +138,9 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "finished_recently": lambda: statements.finished_recently(Job),
     "finished_per_minute": lambda: statements.finished_per_minute(Job, by_queue=True),
     "workers_summary": lambda: statements.workers_summary(Job),
+    # The archiver's batch and the probe before it (no Alembic revision: they may change).
+    "archive_move": lambda: archive.archive_move(Job),
+    "archive_oldest": lambda: archive.archive_oldest(Job),
     "schedules": lambda: statements.schedules(Job),
     "schedule_of_job": lambda: statements.schedule_of_job(Job),
     "job_page_all": lambda: statements.job_page(Job, by_kind=True, after=True),
