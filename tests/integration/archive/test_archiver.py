@@ -340,3 +340,22 @@ def test_a_maintenance_round_moves_then_drops_what_is_past_the_retention(archive
         assert counts(connection) == (0, 1)  # the 40-day-old job left with its partition
         now = clock(connection)
         assert all(p.high > now - timedelta(days=30) for p in partitions(connection, Job))
+
+
+@on_databases("mariadb")
+def test_where_ranges_follow_each_other_a_backlog_gets_a_partition_a_day_up_to_a_bound(archived):
+    with archived.begin() as connection:
+        for days in (600, 3, 2):
+            add_job(connection, "done", days * DAY)
+    with archived.connect() as connection:
+        assert archive_now(connection, Job, after=HOUR) == 3
+        made = partitions(connection, Job)
+        now = clock(connection)
+    # The first run starts at the oldest job's day (the first partition, holding all
+    # below it); the ranges follow each other, so the 600 days up to today are filled:
+    # at most 400 partitions in one go (the oldest spanning the rest), then two ahead.
+    assert len(made) == 1 + 400 + 2
+    assert all(a.high == b.low for a, b in zip(made, made[1:], strict=False))
+    assert made[1].high - made[1].low > 100 * DAY
+    assert {p.high - p.low for p in made[2:]} == {DAY}
+    assert made[-1].high >= now + 2 * DAY
