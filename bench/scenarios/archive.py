@@ -1,6 +1,6 @@
 """Retention of a day of finished jobs: a partition drop against today's batched DELETE.
 
-Usage: ``python -m bench archive [--jobs N] [--own-server]``.
+Usage: ``python -m bench archive [--jobs N] [--own-server] [--database mariadb]``.
 
 In a scratch database (dropped afterwards), N ``done`` jobs finished over one day (two
 days ago, UTC) are written with SQL, then retained away two ways, each measured by
@@ -17,7 +17,9 @@ Results: bench/archive-results.md. The machine's PostgreSQL runs with autovacuum
 PostgreSQL with autovacuum on (`bench.support.database.autovacuum_server`), as production
 runs, measures there (its WAL is this run's alone) and writes
 bench/archive-1m-results.md; at 1,000,000 jobs it checks issue 43's target (the drop
-<= 1 s).
+<= 1 s). With ``--database mariadb`` the same on MariaDB (``--mariadb-url``, default
+root on 127.0.0.1:3306): the move and ``DROP PARTITION`` against the batched DELETE
+(`bench.support.archive_mariadb`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--own-server",
         action="store_true",
         help="measure on a throwaway PostgreSQL with autovacuum on (and write a report)",
+    )
+    parser.add_argument(
+        "--database",
+        choices=("postgresql", "mariadb"),
+        default="postgresql",
+        help="the database measured (mariadb: --mariadb-url)",
+    )
+    parser.add_argument(
+        "--mariadb-url",
+        default="mariadb+pymysql://root@127.0.0.1:3306/",
+        help="the MariaDB server of --database mariadb",
     )
 
 
@@ -103,6 +116,13 @@ def _after_vacuum(engine: Engine, table: str) -> tuple[int, int]:
 
 
 def main(args: argparse.Namespace, db: Database) -> None:
+    if args.database == "mariadb":
+        from bench.support.archive_mariadb import measure
+
+        before = load()
+        print("\n".join(measure(args.jobs, args.mariadb_url)))
+        print(f"load average before: {before}; after: {load(', ')}")
+        return
     with contextlib.ExitStack() as stack:
         server = db.url
         if args.own_server:

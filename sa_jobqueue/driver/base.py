@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sa_jobqueue.driver.protocol.archive import ArchiveOps
 from sa_jobqueue.driver.protocol.children import ChildOps
 from sa_jobqueue.driver.protocol.compensation import CompensationOps
 from sa_jobqueue.driver.protocol.control import ControlOps
@@ -82,12 +83,14 @@ class Driver(
             (`jobs_prune`, `ops.admin.delete_finished`) deletes them first
             (`statements.cascades.delete_cascaded`), else a later job given a deleted
             job's id (SQLite reuses the largest) would inherit its recorded steps.
-        supports_partitions: native declarative partitioning with ``DETACH PARTITION
-            ... CONCURRENTLY``: the archive (`ops.archive`) runs there (else
-            ``archive_after`` is refused where it is given).
+        supports_partitions: range partitions by ``finished_at`` (PostgreSQL's
+            declarative ones, MariaDB's ``RANGE COLUMNS``): the archive (`ops.archive`)
+            runs there, through `archive` (else ``archive_after`` is refused where it
+            is given).
         supports_one_statement_steps: `step_record` is one statement, atomic on its own:
             a lease-mode step runs it on an autocommit connection, one round trip
             (else BEGIN, its statements, COMMIT).
+        archive: the archive's operations on this database (`ArchiveOps`).
     """
 
     supports_listen_notify: bool
@@ -102,3 +105,8 @@ class Driver(
     supports_cascading_deletes: bool
     supports_partitions: bool
     supports_one_statement_steps: bool
+
+    @property
+    def archive(self) -> ArchiveOps:
+        """The archive's operations on this database (`ArchiveOps`)."""
+        ...

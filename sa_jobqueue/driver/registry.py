@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.base import Driver
 from sa_jobqueue.driver.mysql import engines as mysql_engines
-from sa_jobqueue.driver.mysql.driver import MysqlDriver
+from sa_jobqueue.driver.mysql.driver import MariadbDriver, MysqlDriver
 from sa_jobqueue.driver.mysql.idle_bound import bound_idle_transactions
 from sa_jobqueue.driver.postgres.driver import PostgresDriver
 from sa_jobqueue.driver.sqlite import engines as sqlite_engines
@@ -72,7 +72,7 @@ class DriverFactory(Protocol):
 
 #: Dialect name (``engine.dialect.name``) -> the driver for it.
 DRIVERS: dict[str, DriverFactory] = {
-    "mariadb": MysqlDriver,
+    "mariadb": MariadbDriver,
     "mysql": MysqlDriver,
     "postgresql": PostgresDriver,
     "sqlite": SqliteDriver,

@@ -3,29 +3,28 @@
 `Archiver` is what a worker's maintenance thread runs with ``archive_after`` (one
 worker of the table at a time, under the ``archive`` advisory lock): it creates the
 archive's partitions ahead (one per `partition` of time, UTC-aligned), moves finished
-jobs older than ``archive_after`` in short batches (`archive_sql.archive_move`: one
-statement each, so a killed worker loses or duplicates nothing), and with
-``archive_retention`` detaches (``CONCURRENTLY``) and drops the partitions older than
-that. PostgreSQL only (`Driver.supports_partitions`). See
+jobs older than ``archive_after`` in short batches (`ArchiveOps.move`: one
+transaction each, so a killed worker loses or duplicates nothing), and with
+``archive_retention`` drops the partitions older than that (PostgreSQL: ``DETACH
+... CONCURRENTLY`` then ``DROP``; MariaDB: ``DROP PARTITION``). The SQL is each
+driver's (`Driver.archive`); SQLite has none (`Driver.supports_partitions`). See
 docs/operations.md#archive-and-retention.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection
 
 from sa_jobqueue.core.durations import check_duration
 from sa_jobqueue.driver import Driver, driver_for
+from sa_jobqueue.driver.protocol.archive import FLOOR, ArchivePartition
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.naming import archive_partition_name
-from sa_jobqueue.statements import archive as archive_sql
 
 __all__ = [
     "DEFAULT_ARCHIVE_BATCH",
@@ -52,17 +51,12 @@ DEFAULT_ARCHIVE_INTERVAL = 60.0
 
 _LOCK = "archive"
 _EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
-_BOUND = re.compile(r"FROM \('([^']+)'\) TO \('([^']+)'\)")
+#: Most partitions one run adds to close a gap where ranges follow each other (MariaDB):
+#: past that, the first one added spans the older part of the gap.
+_MOST_FILLED = 400
 
-
-@dataclass(frozen=True)
-class Partition:
-    """One partition of the archive: its name and the ``finished_at`` range it holds."""
-
-    name: str
-    low: datetime
-    high: datetime
-    detaching: bool = False
+#: One partition of the archive: its name and the ``finished_at`` range it holds.
+Partition = ArchivePartition
 
 
 def check_archive_options(
@@ -89,7 +83,7 @@ def check_archive_options(
         return
     if not driver.supports_partitions:
         raise ConfigurationError(
-            f"archive_after needs PostgreSQL's partitions; {database} has none "
+            f"archive_after needs partitions (PostgreSQL, MariaDB); {database} has none "
             "(retention= prunes finished jobs here: docs/operations.md#archive-and-retention)"
         )
     if not isinstance(partition, timedelta) or not (
@@ -103,14 +97,7 @@ def check_archive_options(
 
 def partitions(conn: Connection, model: type[JobMixin]) -> list[Partition]:
     """The archive's partitions, oldest first (read from the catalog)."""
-    found = []
-    for name, bound, detaching in conn.execute(archive_sql.archive_partitions(model)):
-        match = _BOUND.search(bound or "")
-        if match is None:  # a DEFAULT partition someone added: not ours to manage
-            continue
-        low, high = (datetime.fromisoformat(part) for part in match.groups())
-        found.append(Partition(name, low, high, bool(detaching)))
-    return sorted(found, key=lambda p: p.low)
+    return driver_for(conn, model).archive.partitions(conn)
 
 
 class Archiver:
@@ -163,21 +150,49 @@ class Archiver:
         return low, low + step
 
     def _ensure(self, conn: Connection, instant: datetime, known: list[Partition]) -> Partition:
-        """The partition holding `instant`, made (clipped to its neighbours) when missing."""
+        """The partition holding `instant`, made when missing (`known` is kept up to date)."""
         for found in known:
             if found.low <= instant < found.high:
                 return found
+        assert self.driver is not None  # noqa: S101 - run's first line
+        if not self.driver.archive.partition_gaps:
+            return self._follow(conn, instant, known)
         low, high = self._slot(instant)
         for found in known:  # another partition size made before: do not overlap
             if found.high <= instant:
                 low = max(low, found.high)
             elif found.low > instant:
                 high = min(high, found.low)
-        name = archive_partition_name(self.model.__tablename__, low.strftime("%y%m%d%H%M"))
-        conn.execute(archive_sql.archive_create_partition(self.model, name, low, high))
-        made = Partition(name, low, high)
+        return self._add(conn, Partition(self._name(low), low, high), known)
+
+    def _follow(self, conn: Connection, instant: datetime, known: list[Partition]) -> Partition:
+        """Where ranges follow each other: one partition per slot, up to `instant`'s.
+
+        Past the last partition only (below it, one holds `instant`). With none yet,
+        the first one made holds everything below its bound. A gap of more than
+        `_MOST_FILLED` slots gets one partition for its older part.
+        """
+        low, high = self._slot(instant)
+        if not known:
+            return self._add(conn, Partition(self._name(low), FLOOR, high), known, first=True)
+        highs = [high]
+        while highs[-1] - self.partition > known[-1].high and len(highs) < _MOST_FILLED:
+            highs.append(highs[-1] - self.partition)
+        made = known[-1]
+        for bound in reversed(highs):
+            made = self._add(conn, Partition(self._name(made.high), made.high, bound), known)
+        return made
+
+    def _name(self, low: datetime) -> str:
+        return archive_partition_name(self.model.__tablename__, low.strftime("%y%m%d%H%M"))
+
+    def _add(
+        self, conn: Connection, made: Partition, known: list[Partition], *, first: bool = False
+    ) -> Partition:
+        assert self.driver is not None  # noqa: S101 - run's first line
+        self.driver.archive.partition_add(conn, made.name, made.low, made.high, first=first)
         known.append(made)
-        log.info("archive partition %s made for [%s, %s)", name, low, high)
+        log.info("archive partition %s made for [%s, %s)", made.name, made.low, made.high)
         return made
 
     def run(self, conn: Connection, *, budget: float | None = None) -> tuple[int, bool]:
@@ -188,6 +203,7 @@ class Archiver:
         """
         if self.driver is None:
             self.driver = driver_for(conn, self.model)
+        archive = self.driver.archive
         if not self._has_table(conn):
             return 0, True
         deadline = None if budget is None else time.monotonic() + budget
@@ -197,20 +213,23 @@ class Archiver:
             with conn.begin():
                 if not self.driver.lock_try(conn, _LOCK):
                     return moved, True  # another worker archives this table now
-                conn.execute(archive_sql.lock_timeout_local())
+                archive.bound_waits(conn)
                 now = self.driver.clock_now(conn)
-                if known is None:  # once per run (a stale list fails a batch: next round)
-                    known = partitions(conn, self.model)
-                    for ahead in range(PARTITIONS_AHEAD + 1):
-                        self._ensure(conn, now + self.partition * ahead, known)
                 bounds: dict[str, object] = {"before": now - self.after, "low": _EPOCH}
                 bounds["high"] = now
-                oldest = conn.execute(archive_sql.archive_oldest(self.model), bounds).scalar()
+                if known is None:  # once per run (a stale list fails a batch: next round)
+                    known = partitions(conn, self.model)
+                    if not known and not archive.partition_gaps:
+                        # The first partition holds all below it: start at the oldest job's.
+                        self._ensure(conn, archive.oldest(conn, bounds) or now, known)
+                    for ahead in range(PARTITIONS_AHEAD + 1):
+                        self._ensure(conn, now + self.partition * ahead, known)
+                oldest = archive.oldest(conn, bounds)
                 if oldest is None:
                     return moved, True
                 target = self._ensure(conn, oldest, known)
                 bounds.update(low=target.low, high=target.high, limit=self.batch_size)
-                done = len(conn.execute(archive_sql.archive_move(self.model), bounds).all())
+                done = archive.move(conn, bounds)
             moved += done
             if done == 0:  # the oldest rows are locked by someone: next round
                 return moved, True
@@ -219,9 +238,10 @@ class Archiver:
 
     def _has_table(self, conn: Connection) -> bool:
         """Whether the archive table exists; said once, in one line, when it does not."""
+        assert self.driver is not None  # noqa: S101 - run's first line
         if self._missing is None:
             with conn.begin():
-                self._missing = not conn.execute(archive_sql.archive_exists(self.model)).scalar()
+                self._missing = not self.driver.archive.exists(conn)
             if self._missing:
                 log.error(
                     "table %s_archive does not exist (revision sajq_0011): nothing is archived;"
@@ -232,13 +252,14 @@ class Archiver:
         return not self._missing
 
     def expire(self, conn: Connection) -> list[str]:
-        """Detach (``CONCURRENTLY``) and drop the partitions older than the retention.
+        """Drop the partitions older than the retention (`ArchiveOps.drop`).
 
-        ``DETACH ... CONCURRENTLY`` cannot run in a transaction block: it runs on a
-        connection of its own in autocommit, and waits for the queries reading the
-        archive (a dashboard's) to end instead of blocking them. A detach or drop cut
-        off (a killed worker) is finished by the next run. One worker at a time: the
-        others find the ``archive`` lock taken and leave it.
+        On a connection of its own in autocommit (PostgreSQL's ``DETACH ...
+        CONCURRENTLY`` cannot run in a transaction block; MariaDB's ``DROP PARTITION``
+        commits anyway). How each waits for the archive's readers:
+        docs/operations.md#archive-and-retention. A drop cut off (a killed worker) is
+        finished by the next run. One worker at a time: the others find the
+        ``archive`` lock taken and leave it.
         """
         assert self.retention is not None  # noqa: S101 - maybe_run's guard
         with conn.begin():
@@ -248,20 +269,12 @@ class Archiver:
                 return []
             cutoff = self.driver.clock_now(conn) - self.retention
             old = [p for p in partitions(conn, self.model) if p.high <= cutoff]
-            orphans = list(conn.execute(archive_sql.archive_orphans(self.model)).scalars())
-        dropped = []
+            orphans = self.driver.archive.orphans(conn)
+        if not old and not orphans:
+            return []
         with conn.engine.connect() as own:
             own = own.execution_options(isolation_level="AUTOCOMMIT")
-            for found in old:
-                if found.detaching:
-                    own.execute(archive_sql.archive_finalize(self.model, found.name))
-                else:
-                    own.execute(archive_sql.archive_detach(self.model, found.name))
-                own.execute(archive_sql.archive_drop(self.model, found.name))
-                dropped.append(found.name)
-            for name in orphans:
-                own.execute(archive_sql.archive_drop(self.model, name))
-                dropped.append(name)
+            dropped = self.driver.archive.drop(own, old, orphans)
         if dropped:
             log.info("archive retention dropped %s", ", ".join(dropped))
         return dropped

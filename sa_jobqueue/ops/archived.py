@@ -4,7 +4,8 @@
 job page look when the jobs table has no row for an id; `restore_archived` is what
 ``retry`` runs first, so an archived ``failed`` or ``cancelled`` job is moved back
 whole (its app columns, steps and attempt history) and retried like any other.
-PostgreSQL only: elsewhere nothing is ever archived, and both do nothing.
+Where the database has partitions (PostgreSQL, MariaDB: `Driver.supports_partitions`);
+elsewhere nothing is ever archived, and both do nothing.
 See docs/operations.md#archive-and-retention.
 """
 
@@ -23,11 +24,14 @@ from sa_jobqueue.statements import archive as archive_sql
 __all__ = ["find_archived", "list_archived", "restore_archived"]
 
 
+def _connection(bind: Connection | Session) -> Connection:
+    return bind.connection() if isinstance(bind, Session) else bind
+
+
 def _has_archive(bind: Connection | Session, model: type[JobMixin]) -> bool:
-    connection = bind.connection() if isinstance(bind, Session) else bind
-    if not driver_for(connection, model).supports_partitions:
-        return False
-    return bool(bind.execute(archive_sql.archive_exists(model)).scalar())
+    connection = _connection(bind)
+    driver = driver_for(connection, model)
+    return driver.supports_partitions and driver.archive.exists(connection)
 
 
 def find_archived(bind: Connection | Session, model: type[JobMixin], job_id: int) -> Any | None:
@@ -67,12 +71,13 @@ def list_archived(
 def restore_archived(session: Session, model: type[JobMixin], ids: Iterable[int]) -> list[int]:
     """Move the archived ``failed``/``cancelled`` jobs among `ids` back into the jobs table.
 
-    In the caller's transaction (never commits), one statement; returns the ids moved.
-    The jobs come back as they were archived, with their steps and attempt history.
+    In the caller's transaction (never commits; one statement on PostgreSQL); returns
+    the ids moved. The jobs come back as they were archived, with their steps and
+    attempt history.
     """
     wanted = list(ids)
     if not wanted or not _has_archive(session, model):
         return []
-    uncount = bool(session.execute(archive_sql.counters_exist(model)).scalar())
-    restore = archive_sql.archive_restore(model, uncount=uncount)
-    return list(session.execute(restore, {"ids": wanted}).scalars())
+    connection = session.connection()
+    archive = driver_for(connection, model).archive
+    return archive.restore(connection, wanted, uncount=archive.counters_exist(connection))

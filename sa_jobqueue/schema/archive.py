@@ -5,7 +5,8 @@
 app's own column values, without its foreign keys), ``steps`` (the recorded steps) and
 ``errors`` (the attempt history), so one row carries the whole job and leaves with its
 partition. On PostgreSQL it is ``PARTITION BY RANGE (finished_at)``; the partitions are
-the archiver's (`sa_jobqueue.ops.archive`). Elsewhere the table is plain and unused.
+the archiver's (`sa_jobqueue.ops.archive`). On MariaDB it is made plain and the
+archiver's first run partitions it (``RANGE COLUMNS``); on SQLite it stays plain, unused.
 `JobMixin` declares it in the model's `MetaData`, so ``create_all`` makes it as the
 revision does. See docs/operations.md#archive-and-retention.
 """

@@ -3,7 +3,7 @@
 Each feature has tests of its own; these run them together through a worker's drain:
 a parent waiting for a child that compensates, a cancel of a parent or of its child,
 the counters of such jobs (and of an archived one moved back), the archiver beside
-compensating and parked jobs (PostgreSQL only: the archive is partitioned). Reruns
+compensating and parked jobs (PostgreSQL and MariaDB: the archive is partitioned). Reruns
 and replays of such jobs: test_feature_interplay_reruns.py. The jobs and their
 compensations: tests/support/interplay.py.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import Engine, text, update
+from sqlalchemy import Engine, Table, select, update
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ChildJobError, JobContext, Step
@@ -25,8 +25,9 @@ from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import ValidationError
 from sa_jobqueue.ops import admin
 from sa_jobqueue.ops.archive import archive_now
+from sa_jobqueue.schema.archive import archive_table_for
 from sa_jobqueue.testing import drain
-from tests.support.archive import counts
+from tests.support.archive import clock, counts
 from tests.support.interplay import (
     CALLS,
     FLAKY,
@@ -116,7 +117,7 @@ def test_cancelling_a_parked_parent_compensates_it_and_its_child_once_each(commi
     assert stats["default"].cancelled == 2
 
 
-@on_databases("postgresql")
+@on_databases("postgresql", "mariadb")
 def test_a_finished_child_whose_woken_parent_has_not_run_yet_is_not_archived(archived):
     jobs = kids_queue()
     parent_id = enqueue(archived, jobs, "waiter", {"kind": "kid"})
@@ -132,9 +133,8 @@ def test_a_finished_child_whose_woken_parent_has_not_run_yet_is_not_archived(arc
     age(archived, [kid.id, parent_id])
     with archived.connect() as conn:
         assert archive_now(conn, Job, after=HOUR) == 2
-        steps = conn.execute(
-            text("SELECT steps FROM jobs_archive WHERE id = :id"), {"id": parent_id}
-        ).scalar_one()
+        archive = archive_table_for(cast(Table, Job.__table__))
+        steps = conn.execute(select(archive.c.steps).where(archive.c.id == parent_id)).scalar_one()
     spawned = {row["name"]: row for row in steps}
     assert spawned["kid"]["kind"] == "spawn"
     assert spawned["kid"]["result"] == kid.id
@@ -143,9 +143,9 @@ def test_a_finished_child_whose_woken_parent_has_not_run_yet_is_not_archived(arc
     assert after - before == Counter({("waiter", "done"): 1})  # the move counts nothing
 
 
-@on_databases("postgresql")
+@on_databases("postgresql", "mariadb")
 def test_a_compensating_child_and_its_parked_parent_are_archived_only_once_ended(
-    archived, database_url
+    archived, test_database_url
 ):
     jobs = kids_queue()
     flaky_saga(jobs)
@@ -161,16 +161,12 @@ def test_a_compensating_child_and_its_parked_parent_are_archived_only_once_ended
     )
     assert rows(archived, child.id)["#compensation"][1]["state"] == "owed"
     assert counted_ends(archived)[("flaky", "failed")] == 0  # not ended yet
-    with archived.begin() as conn:  # even with a finished_at left over, it stays
-        conn.execute(
-            text("UPDATE jobs SET finished_at = now() - interval '2 hours' WHERE id = :id"),
-            {"id": child.id},
-        )
+    age(archived, [child.id])  # even with a finished_at left over, it stays
     with archived.connect() as conn:
         assert archive_now(conn, Job, after=HOUR) == 0
     FLAKY.clear()
     with archived.begin() as conn:
-        conn.execute(text("UPDATE jobs SET run_at = now() WHERE id = :id"), {"id": child.id})
+        conn.execute(update(Job).where(Job.id == child.id).values(run_at=clock(conn)))
     drain_all(jobs, archived)
     assert CALLS == [("flaky_undo", {"who": "flaky"})]
     assert job_row(archived, parent_id).result == {"child": "failed"}
@@ -182,7 +178,7 @@ def test_a_compensating_child_and_its_parked_parent_are_archived_only_once_ended
         assert counts(conn) == (0, 2)
     assert counted_ends(archived) == before  # the move counts nothing
     shown = CliRunner().invoke(
-        main, ["jobs", "show", str(child.id), "--json"], env={"DATABASE_URL": database_url}
+        main, ["jobs", "show", str(child.id), "--json"], env={"DATABASE_URL": test_database_url}
     )
     assert shown.exit_code == 0, shown.output
     page = json.loads(shown.stdout)
@@ -193,7 +189,7 @@ def test_a_compensating_child_and_its_parked_parent_are_archived_only_once_ended
         ("charge#compensated", "compensated"),
     }
     parent = CliRunner().invoke(
-        main, ["jobs", "show", str(parent_id), "--json"], env={"DATABASE_URL": database_url}
+        main, ["jobs", "show", str(parent_id), "--json"], env={"DATABASE_URL": test_database_url}
     )
     assert ("kid", "spawn", child.id) in [
         (s["name"], s["kind"], s["result"]) for s in json.loads(parent.stdout)["steps"]
@@ -257,7 +253,7 @@ def test_a_parent_is_not_woken_while_its_child_still_owes_its_compensation(commi
     assert counted_ends(committed)[("flaky", "failed")] == 1
 
 
-@on_databases("postgresql")
+@on_databases("postgresql", "mariadb")
 def test_a_job_waiting_for_an_archived_job_gets_its_end_and_a_rerun_of_one_says_archived(
     archived,
 ):

@@ -10,7 +10,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import Engine, select, text
+from sqlalchemy import Engine, bindparam, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import ChildJobError, JobContext, JobQueue, Step, statements
@@ -108,10 +108,21 @@ def kids_queue() -> JobQueue[Job]:
 def age(engine: Engine, ids: list[int]) -> None:
     """Make finished jobs two hours old (past `archive_after=HOUR`)."""
     with engine.begin() as conn:
-        conn.execute(
-            text("UPDATE jobs SET finished_at = now() - interval '2 hours' WHERE id = ANY(:ids)"),
-            {"ids": ids},
-        )
+        if conn.dialect.name == "postgresql":
+            conn.execute(
+                text(
+                    "UPDATE jobs SET finished_at = now() - interval '2 hours' WHERE id = ANY(:ids)"
+                ),
+                {"ids": ids},
+            )
+        else:
+            conn.execute(
+                text(
+                    "UPDATE jobs SET finished_at = UTC_TIMESTAMP(6) - INTERVAL 2 HOUR"
+                    " WHERE id IN :ids"
+                ).bindparams(bindparam("ids", expanding=True)),
+                {"ids": ids},
+            )
 
 
 FLAKY: list[bool] = []

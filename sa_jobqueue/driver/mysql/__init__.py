@@ -1,7 +1,7 @@
-"""The MariaDB and MySQL driver: `MysqlDriver` (docs/databases.md)."""
+"""The MariaDB and MySQL drivers: `MysqlDriver`, `MariadbDriver` (docs/databases.md)."""
 
 from __future__ import annotations
 
-from sa_jobqueue.driver.mysql.driver import MysqlDriver
+from sa_jobqueue.driver.mysql.driver import MariadbDriver, MysqlDriver
 
-__all__ = ["MysqlDriver"]
+__all__ = ["MariadbDriver", "MysqlDriver"]

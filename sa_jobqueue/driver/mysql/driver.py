@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+
+from sa_jobqueue.driver.mysql.archive import MariadbArchive
 from sa_jobqueue.driver.mysql.sql import MysqlSql
 from sa_jobqueue.driver.portable.driver import PortableDriver
+from sa_jobqueue.driver.protocol.archive import ArchiveOps
 
-__all__ = ["MysqlDriver"]
+__all__ = ["MariadbDriver", "MysqlDriver"]
 
 
 class MysqlDriver(PortableDriver):
@@ -13,7 +17,7 @@ class MysqlDriver(PortableDriver):
 
     Claims lock with ``FOR UPDATE SKIP LOCKED`` and update by the ids they locked (no
     ``RETURNING`` on an UPDATE); ``GET_LOCK`` stands in for advisory locks; no
-    LISTEN/NOTIFY, no partial indexes.
+    LISTEN/NOTIFY, no partial indexes. No archive: `MariadbDriver` has one.
     """
 
     sql = MysqlSql()
@@ -21,3 +25,20 @@ class MysqlDriver(PortableDriver):
     supports_returning = False
     supports_partial_indexes = False
     supports_advisory_locks = True
+
+
+class MariadbDriver(MysqlDriver):
+    """`MysqlDriver` with the archive, on MariaDB's ``RANGE COLUMNS`` partitions.
+
+    The dialect name ``mariadb`` (a ``mariadb+pymysql://`` URL) picks it. The archive's
+    move reads ``JSON_ARRAYAGG(... ORDER BY ...)`` and bounds its DDL with ``SET
+    STATEMENT``, which MySQL lacks: a ``mysql://`` URL keeps `MysqlDriver` and is refused
+    ``archive_after``.
+    """
+
+    supports_partitions = True
+
+    @cached_property
+    def archive(self) -> ArchiveOps:
+        """`MariadbArchive`: ``RANGE COLUMNS`` partitions, a move of three statements."""
+        return MariadbArchive(self.model)

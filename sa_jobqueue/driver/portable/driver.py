@@ -7,6 +7,7 @@ from functools import cached_property
 
 from sqlalchemy import Connection
 
+from sa_jobqueue.driver.portable.archive import NoArchive
 from sa_jobqueue.driver.portable.children import PortableChildren
 from sa_jobqueue.driver.portable.claims import PortableClaims
 from sa_jobqueue.driver.portable.compensations import PortableCompensations
@@ -17,6 +18,7 @@ from sa_jobqueue.driver.portable.deadlines import PortableDeadlines
 from sa_jobqueue.driver.portable.enqueue import PortableEnqueue
 from sa_jobqueue.driver.portable.schedules import PortableSchedules
 from sa_jobqueue.driver.portable.steps import PortableSteps
+from sa_jobqueue.driver.protocol.archive import ArchiveOps
 from sa_jobqueue.driver.protocol.control import WorkerOnHost
 from sa_jobqueue.driver.protocol.notifications import Listening
 
@@ -49,6 +51,11 @@ class PortableDriver(
     supports_row_estimates = False
     supports_partitions = False
     supports_one_statement_steps = False  # a fence, then the insert
+
+    @cached_property
+    def archive(self) -> ArchiveOps:
+        """`NoArchive`: a subclass whose database has partitions gives its own."""
+        return NoArchive()
 
     @cached_property
     def _dead_workers(self) -> DeadWorkers:

@@ -13,6 +13,7 @@ from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.children import ChildStatements
 from sa_jobqueue.driver.portable.compensations import Compensations
 from sa_jobqueue.driver.portable.dead_workers import DeadWorkers
+from sa_jobqueue.driver.postgres.archive import PostgresArchive
 from sa_jobqueue.driver.postgres.claims import Claims
 from sa_jobqueue.driver.postgres.completion import Completion
 from sa_jobqueue.driver.postgres.control import PostgresControl
@@ -57,6 +58,7 @@ class PostgresDriver:
         self._completion = Completion(model, limited)
         self.job_refund, self.job_charge = self._completion.refund, self._completion.charge
         self._failures = Failures(model)
+        self.archive = PostgresArchive(model)
         self._leases = Leases(model)
         self._releaser = Releaser(model)
         self._notifications = Notifications(model)

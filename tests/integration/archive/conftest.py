@@ -12,9 +12,16 @@ from tests.support.models import Job
 
 
 def drop_partitions(engine: Engine, model: type = Job) -> None:
+    """PostgreSQL: drop each partition; MariaDB: the archive back to a plain table."""
     with engine.begin() as connection:
-        for found in partitions(connection, model):
-            connection.execute(text(f'DROP TABLE "{found.name}"'))
+        found = partitions(connection, model)
+        if connection.dialect.name == "postgresql":
+            for partition in found:
+                connection.execute(text(f'DROP TABLE "{partition.name}"'))
+        elif found:
+            table = f"{model.__table__.name}_archive"  # type: ignore[attr-defined]
+            connection.execute(text(f"DELETE FROM {table}"))
+            connection.execute(text(f"ALTER TABLE {table} REMOVE PARTITIONING"))
 
 
 @pytest.fixture
