@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from datetime import timedelta
 from typing import cast
@@ -355,7 +356,7 @@ def test_where_ranges_follow_each_other_a_backlog_gets_a_partition_a_day_up_to_a
     # below it); the ranges follow each other, so the 600 days up to today are filled:
     # at most 400 partitions in one go (the oldest spanning the rest), then two ahead.
     assert len(made) == 1 + 400 + 2
-    assert all(a.high == b.low for a, b in zip(made, made[1:], strict=False))
+    assert all(a.high == b.low for a, b in itertools.pairwise(made))
     assert made[1].high - made[1].low > 100 * DAY
     assert {p.high - p.low for p in made[2:]} == {DAY}
     assert made[-1].high >= now + 2 * DAY

@@ -98,13 +98,13 @@ def test_the_checks_before_a_start_and_the_waiting_heartbeats_are_bounded_too(
     confirmed = {job.key: float("-inf")}  # not confirmed since: the check extends first
     check = LeaseCheck(
         mariadb_committed,
-        driver,  # type: ignore[arg-type]
+        driver,
         "worker-1",
         confirmed=lambda job: confirmed[job.key],
         renewed=lambda keys, at: confirmed.update(dict.fromkeys(keys, at)),
     )
     assert check.check(job) == Verdict.START
-    waiters = LeaseWaiters(mariadb_committed, driver, "worker-1")  # type: ignore[arg-type]
+    waiters = LeaseWaiters(mariadb_committed, driver, "worker-1")
     waiters.wait_for([job])
     wait_for(lambda: job.key in waiters.renewed(), timeout=30, what="the waiting heartbeat")
     assert driver.bounds == [idle_bound.IDLE_TRANSACTION_TIMEOUT] * 2
