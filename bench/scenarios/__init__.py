@@ -37,6 +37,7 @@ SCENARIOS: dict[str, list[str] | None] = {
     "registry": None,
     "dashboard": None,
     "counters": None,
+    "counters_fold": None,
     "gauges": None,
     "durable_gauges": None,
     "chaos": None,

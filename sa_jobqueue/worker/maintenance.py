@@ -2,7 +2,8 @@
 
 On a connection of its own, `Maintenance` extends leases, heartbeats the worker's
 registry row, sweeps expired leases (and expired registry rows) and moves the ended jobs'
-log into the counters under an advisory lock, ends the jobs past their task's deadline,
+log into the counters under an advisory lock (and folds their minutes older than any
+chart reads into hours), ends the jobs past their task's deadline,
 prunes by retention, archives finished jobs and enqueues periodic ticks. See
 docs/workers.md, docs/durable.md ("Deadlines") and docs/observability.md ("Counters").
 """
@@ -14,11 +15,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
 
 from sqlalchemy import Connection, Engine, exc
 
 from sa_jobqueue.driver import Driver, queue_connection
-from sa_jobqueue.driver.protocol.counters import COMPACT_BATCH
+from sa_jobqueue.driver.protocol.counters import COMPACT_BATCH, FOLD_AFTER, FOLD_BATCH
 from sa_jobqueue.driver.protocol.deadlines import DeadlinePass
 from sa_jobqueue.logs import log_job
 from sa_jobqueue.ops.archive import Archiver
@@ -36,6 +38,10 @@ log = logging.getLogger("sa_jobqueue.worker")
 SWEEP_BATCH = 500
 #: At most this many `COMPACT_BATCH` moves of the ended jobs' log per sweep.
 COMPACT_ROUNDS = 20
+#: At most this many `FOLD_BATCH` folds of old counter minutes per sweep, one transaction each.
+FOLD_ROUNDS = 5
+#: Seconds until the next fold once one ran out of minutes to fold (a few come due a minute).
+FOLD_INTERVAL = 600.0
 #: Seconds between two looks for dead workers of this host (one registry read).
 DEAD_CHECK_INTERVAL = 1.0
 
@@ -109,6 +115,7 @@ class Maintenance:
         # Leases whose rows another transaction holds locked: waited for, not skipped.
         self.waiters = LeaseWaiters(engine, driver, owner)
         self._dead_checked = -float("inf")
+        self._fold_due = -float("inf")  # monotonic time of the next fold
 
     def run(self) -> None:
         """Heartbeats, sweeps and pruning until `stopped`; the thread's target.
@@ -247,9 +254,11 @@ class Maintenance:
     def sweep(self, conn: Connection) -> int:
         """Recover expired leases and end jobs past their deadline; return how many changed.
 
-        Leases only if no other worker is sweeping; deadlines in any case.
+        Leases (and the counters' fold) only if no other worker is sweeping; deadlines in
+        any case.
         """
         recovered = self._sweep_leases(conn) + self._end_past_deadlines(conn)
+        self._fold_counters(conn)
         if recovered:
             self.on_recovered()
         return recovered
@@ -296,6 +305,24 @@ class Maintenance:
                 if self.driver.counters_compact(conn) < COMPACT_BATCH:
                     break
         return recovered
+
+    def _fold_counters(self, conn: Connection) -> None:
+        """Fold the counters' minutes older than `FOLD_AFTER` into hours, under the sweep's lock.
+
+        Up to `FOLD_ROUNDS` batches, each its own transaction (a short hold of the lock);
+        once a batch finds fewer than `FOLD_BATCH` rows, the next look waits `FOLD_INTERVAL`
+        (each look reads past every hour folded before).
+        """
+        if time.monotonic() < self._fold_due:
+            return
+        before = datetime.now(timezone.utc) - FOLD_AFTER
+        for _ in range(FOLD_ROUNDS):
+            with conn.begin():
+                if not self.driver.lock_try(conn, "sweep"):
+                    return
+                if self.driver.counters_fold(conn, before, FOLD_BATCH) < FOLD_BATCH:
+                    self._fold_due = time.monotonic() + FOLD_INTERVAL
+                    return
 
     def _end_past_deadlines(self, conn: Connection) -> int:
         """End the jobs of this worker's kinds past their deadline, in one transaction.

@@ -115,6 +115,11 @@ class MysqlSql:
         text_ = func.date_format(at, literal("%Y-%m-%d %H:%i:00"))
         return cast(text_, DATETIME(fsp=6))
 
+    def hour_of(self, at: Any) -> ColumnElement[Any]:
+        """``CAST(DATE_FORMAT(at, '%Y-%m-%d %H:00:00') AS DATETIME(6))``."""
+        text_ = func.date_format(at, literal("%Y-%m-%d %H:00:00"))
+        return cast(text_, DATETIME(fsp=6))
+
     def insert_adding(self, table: Table) -> Insert:
         """``INSERT ... ON DUPLICATE KEY UPDATE`` adding to the counters' row."""
         statement = insert(table)

@@ -130,6 +130,10 @@ class Dialect(Protocol):
         """The start of the minute `at` is in, as the counters' trigger writes it."""
         ...
 
+    def hour_of(self, at: Any) -> ColumnElement[Any]:
+        """The start of the hour `at` is in (UTC), spelled as `minute_of` spells a minute."""
+        ...
+
     def insert_adding(self, table: Table) -> Insert:
         """An INSERT into a counters table that adds to the row its key names, if any.
 

@@ -4,12 +4,13 @@
 statement appends one log row per minute, queue and kind of the jobs it ended (a batch
 of 100 jobs of one kind: one row), where a row trigger would run once per job; the table's
 trigger counts the other endings (`sa_jobqueue.schema.counters`). `PostgresCounters`
-moves the log into the rollup. See `sa_jobqueue.driver.protocol.counters` and
-docs/observability.md#counters.
+moves the log into the rollup and folds its old minutes into hours (`fold_counters`).
+See `sa_jobqueue.driver.protocol.counters` and docs/observability.md#counters.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
@@ -26,18 +27,20 @@ from sqlalchemy import (
     func,
     literal_column,
     select,
+    tuple_,
 )
 from sqlalchemy.dialects.postgresql import insert
 
-from sa_jobqueue.driver.protocol.counters import COMPACT_BATCH
+from sa_jobqueue.driver.protocol.counters import COMPACT_BATCH, FOLD_BATCH
 from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.common import ended_notify
 
-__all__ = ["PostgresCounters", "compact_counters", "counting_done", "log_done"]
+__all__ = ["PostgresCounters", "compact_counters", "counting_done", "fold_counters", "log_done"]
 
 _KEY = ("minute", "queue", "kind", "status")
 _MINUTE: Any = literal_column("INTERVAL '1 minute'")
+_HOUR: Any = literal_column("INTERVAL '1 hour'")
 _EPOCH: Any = literal_column("TIMESTAMPTZ '1970-01-01 00:00:00+00'")
 
 
@@ -95,7 +98,7 @@ def compact_counters(model: type[JobMixin]) -> Select[Any]:
     ``jobs`` and ``seconds`` and keeps the larger ``max_seconds``: one statement, one
     snapshot, so what is added is what is deleted.
     """
-    counts, ended = _tables(model)
+    _, ended = _tables(model)
     oldest = select(ended.c.id).order_by(ended.c.id).limit(bindparam("limit", type_=Integer))
     moved = (
         delete(ended)
@@ -109,6 +112,13 @@ def compact_counters(model: type[JobMixin]) -> Select[Any]:
         func.sum(moved.c.seconds).label("seconds"),
         func.max(moved.c.max_seconds).label("max_seconds"),
     ).group_by(*(moved.c[name] for name in _KEY))
+    added = _add_counts(model, grouped)
+    return select(func.count()).select_from(moved).add_cte(added)
+
+
+def _add_counts(model: type[JobMixin], grouped: Select[Any]) -> CTE:
+    """``INSERT`` of `grouped` (the counters' columns) adding to the rows already there."""
+    counts, _ = _tables(model)
     add = insert(counts).from_select([*_KEY, "jobs", "seconds", "max_seconds"], grouped)
     add = add.on_conflict_do_update(
         index_elements=list(_KEY),
@@ -118,7 +128,40 @@ def compact_counters(model: type[JobMixin]) -> Select[Any]:
             "max_seconds": func.greatest(counts.c.max_seconds, add.excluded.max_seconds),
         },
     )
-    added = add.returning(counts.c.jobs).cte("added")
+    return add.returning(counts.c.jobs).cte("added")
+
+
+def fold_counters(model: type[JobMixin]) -> Select[Any]:
+    """Delete the ``:limit`` oldest counter rows of minutes before ``:before`` not on an
+    hour's start, and add them to their hour's row; count them.
+
+    As `compact_counters`: one statement, what is added is what is deleted. The hour is
+    ``date_bin`` from the epoch, so the session's time zone never moves it.
+    """  # noqa: D205
+    counts, _ = _tables(model)
+    key = tuple_(*(counts.c[name] for name in _KEY))
+    hour_of = func.date_bin(_HOUR, counts.c.minute, _EPOCH)
+    oldest = (
+        select(*(counts.c[name] for name in _KEY))
+        .where(counts.c.minute < bindparam("before"), counts.c.minute != hour_of)
+        .order_by(counts.c.minute)
+        .limit(bindparam("limit", type_=Integer))
+    )
+    moved = (
+        delete(counts)
+        .where(key.in_(oldest))
+        .returning(*(counts.c[name] for name in (*_KEY, "jobs", "seconds", "max_seconds")))
+        .cte("moved")
+    )
+    hour = func.date_bin(_HOUR, moved.c.minute, _EPOCH)
+    grouped = select(
+        hour,
+        *(moved.c[name] for name in _KEY[1:]),
+        func.sum(moved.c.jobs).label("jobs"),
+        func.sum(moved.c.seconds).label("seconds"),
+        func.max(moved.c.max_seconds).label("max_seconds"),
+    ).group_by(hour, *(moved.c[name] for name in _KEY[1:]))
+    added = _add_counts(model, grouped)
     return select(func.count()).select_from(moved).add_cte(added)
 
 
@@ -127,7 +170,12 @@ class PostgresCounters:
 
     def __init__(self, model: type[JobMixin]) -> None:
         self._compact = compact_counters(model)
+        self._fold = fold_counters(model)
 
     def counters_compact(self, conn: Connection, limit: int = COMPACT_BATCH) -> int:
         """`compact_counters`: up to `limit` log rows moved, in one statement."""
         return int(conn.execute(self._compact, {"limit": limit}).scalar_one())
+
+    def counters_fold(self, conn: Connection, before: datetime, limit: int = FOLD_BATCH) -> int:
+        """`fold_counters`: up to `limit` counter rows folded into hours, in one statement."""
+        return int(conn.execute(self._fold, {"before": before, "limit": limit}).scalar_one())

@@ -71,7 +71,11 @@ class PostgresDriver:
         compensations = Compensations(model, func.now, self._notifications.queue_notify)
         self.compensations_owe, self.compensation_plan, self.compensation_end = compensations.ops
         self.job_child_state = ChildStatements(model).job_child_state  # ChildOps, as elsewhere
-        self.counters_compact = PostgresCounters(model).counters_compact  # CounterOps
+        counters = PostgresCounters(model)
+        self.counters_compact, self.counters_fold = (
+            counters.counters_compact,
+            counters.counters_fold,
+        )
         self.workers_on_host, self.leases_end = DeadWorkers(model).ops  # as elsewhere
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:

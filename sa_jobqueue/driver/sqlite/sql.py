@@ -119,6 +119,10 @@ class SqliteSql:
         """``strftime('%Y-%m-%d %H:%M:00.000000', at)``: the trigger's text, to the digit."""
         return type_coerce(func.strftime(literal("%Y-%m-%d %H:%M:00.000000"), at), Timestamp())
 
+    def hour_of(self, at: Any) -> ColumnElement[Any]:
+        """``strftime('%Y-%m-%d %H:00:00.000000', at)``: `minute_of`'s text, on the hour."""
+        return type_coerce(func.strftime(literal("%Y-%m-%d %H:00:00.000000"), at), Timestamp())
+
     def insert_adding(self, table: Table) -> Insert:
         """``INSERT ... ON CONFLICT (key) DO UPDATE`` adding to the counters' row."""
         statement = sqlite_insert(table)

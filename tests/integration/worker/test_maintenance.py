@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime, timedelta, timezone
 
-from sqlalchemy import select, text
+from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import JobQueue
 from sa_jobqueue.driver.postgres import PostgresDriver, claims, plan_cache
+from sa_jobqueue.driver.protocol.counters import FOLD_AFTER
 from sa_jobqueue.ops.retention import Pruner
+from sa_jobqueue.schema.counters import counts_table_for
+from sa_jobqueue.worker import maintenance
 from sa_jobqueue.worker.attempt import Claimed
 from sa_jobqueue.worker.maintenance import Maintenance
 from tests.integration.worker.test_notify import heard, listening
@@ -105,3 +109,41 @@ def test_a_sweep_that_recovers_expired_leases_notifies_their_queues(committed, d
         assert heard(listener) == ["default"]
     with Session(committed) as session:
         assert session.scalar(select(Job.status).where(Job.id == job.id)) == "pending"
+
+
+def test_a_sweep_folds_old_counter_minutes_into_hours_a_few_batches_at_a_time(
+    committed, monkeypatch
+):
+    monkeypatch.setattr(maintenance, "FOLD_BATCH", 3)
+    monkeypatch.setattr(maintenance, "FOLD_ROUNDS", 2)
+    counts = counts_table_for(Job.__table__)  # type: ignore[arg-type]
+    hour = (datetime.now(timezone.utc) - FOLD_AFTER - timedelta(days=1)).replace(
+        minute=0, second=0, microsecond=0
+    )
+    row = {"queue": "default", "kind": "k", "status": "done", "seconds": 1.0, "max_seconds": 1.0}
+
+    def add(*minutes):
+        with committed.begin() as conn:
+            conn.execute(
+                insert(counts),
+                [{**row, "minute": hour + timedelta(minutes=m), "jobs": m} for m in minutes],
+            )
+
+    def rows():
+        with committed.connect() as conn:
+            return conn.execute(
+                select(counts.c.minute, counts.c.jobs).order_by(counts.c.minute)
+            ).all()
+
+    add(*range(1, 11))  # ten minutes of one hour, 55 jobs
+    worker = _maintenance(committed, [])
+    worker.sweep_once()
+    assert len(rows()) == 1 + 4  # two batches of three folded into the hour's row
+    worker.sweep_once()
+    assert [(r.minute, r.jobs) for r in rows()] == [(hour, 55)]
+    add(20)
+    worker.sweep_once()  # the last fold found nothing left: the next one is due later
+    assert len(rows()) == 2
+    worker._fold_due = 0.0
+    worker.sweep_once()
+    assert [(r.minute, r.jobs) for r in rows()] == [(hour, 75)]
