@@ -35,7 +35,7 @@ from sa_jobqueue.core.validation import check_name
 from sa_jobqueue.driver.postgres.plan_cache import (
     claim_ceiling,
     due_within,
-    unseen_limit,
+    written_limit,
     written_names,
 )
 from sa_jobqueue.driver.values import Claimed
@@ -83,7 +83,9 @@ def claim(
     """
     queue_name = bindparam("queue_name", type_=Text)
     levels = priority_levels(model, queue_name)
-    per_level = _due_in(model, queue_name, exclude_kinds, kinds=kinds, level=levels.c.priority)
+    per_level = _due_in(
+        model, queue_name, exclude_kinds, ceiling, kinds=kinds, level=levels.c.priority
+    )
     ranked = per_level.lateral("c")
     # Lock inside a CTE so the planner cannot re-run the LIMITed subquery and
     # update more rows than it locked. The levels come lowest first, each level's
@@ -170,7 +172,9 @@ def claim_queues(
     if len(names) > LEVEL_WALK_MAX_QUEUES:
         # Past that many queues the walk's few microseconds per queue add up (11.8 ms
         # instead of 7.2 for a claim over 1,000 empty queues): one range per queue.
-        due_here = _due_in(model, ordered.c.name, exclude_kinds, outer=ordered, kinds=kinds)
+        due_here = _due_in(
+            model, ordered.c.name, exclude_kinds, ceiling, outer=ordered, kinds=kinds
+        )
         per_queue = due_here.lateral("c")
     else:
         levels = priority_levels(model, ordered.c.name, outer=ordered)
@@ -178,6 +182,7 @@ def claim_queues(
             model,
             ordered.c.name,
             exclude_kinds,
+            ceiling,
             outer=ordered,
             kinds=kinds,
             level=levels.c.priority,
@@ -196,11 +201,12 @@ def _due_in(
     model: type[JobMixin],
     queue: ColumnElement[Any],
     exclude_kinds: Sequence[str],
+    ceiling: int,
     outer: FromClause | None = None,
     kinds: Sequence[str] | None = None,
     level: ColumnElement[Any] | None = None,
 ) -> Select[Any]:
-    """The first ``:limit`` due pending jobs of `queue`, locked (``SKIP LOCKED``) in claim order.
+    """The first `ceiling` due pending jobs of `queue`, locked (``SKIP LOCKED``) in claim order.
 
     None when `queue` is paused (one primary-key probe of the paused-queues table).
     `outer` is the FROM that `queue` comes from, when the result is a LATERAL
@@ -227,11 +233,14 @@ def _due_in(
         due.where(model.run_at <= func.now())
         .where(~paused)
         .order_by(model.priority, model.run_at, model.id)
-        # A LIMIT the planner cannot see: it then plans for the first few rows, an
-        # ordered index walk. Shown ``LIMIT 32`` and a queue it thinks holds fewer
-        # rows (stale statistics, or one deep queue among many thin ones), it
-        # would read and sort every due row of the queue first (docs/scaling.md).
-        .limit(unseen_limit())
+        # The ceiling, written in: ``:limit`` applies on top (`due_within`), and rows
+        # are locked only as the walk above pulls them. The planner then plans for
+        # ``ceiling`` of the rows it expects, an ordered index walk, whether it expects
+        # a few (a queue grown since ANALYZE, one deep queue among thin ones) or tens
+        # of thousands beside a big table. ``(SELECT :limit)`` here made it plan for a
+        # tenth of them: beside 10,000,000 finished jobs, a bitmap scan and a sort of
+        # every due row, 24-159 ms per claim (docs/scaling.md).
+        .limit(written_limit(ceiling))
         .with_for_update(skip_locked=True)
     )
     if outer is not None and level is not None:

@@ -19,7 +19,14 @@ from sqlalchemy import ColumnElement, Integer, Select, Text, bindparam, literal_
 
 from sa_jobqueue.core.validation import check_name
 
-__all__ = ["MIN_CLAIM_CEILING", "claim_ceiling", "due_within", "unseen_limit", "written_names"]
+__all__ = [
+    "MIN_CLAIM_CEILING",
+    "claim_ceiling",
+    "due_within",
+    "unseen_limit",
+    "written_limit",
+    "written_names",
+]
 
 #: The smallest `claim_ceiling`.
 MIN_CLAIM_CEILING = 32
@@ -39,6 +46,17 @@ def unseen_limit() -> Any:
     return select(bindparam("limit", type_=Integer)).scalar_subquery()
 
 
+def written_limit(ceiling: int) -> Any:
+    """`ceiling` written into the SQL as a LIMIT, seen alike by the custom and generic plans.
+
+    A walk inside ``LIMIT ceiling`` is planned for its first `ceiling` rows of however many
+    the planner expects; a caller's exact ``:limit`` applies on top (`due_within`).
+    """
+    if ceiling < 1:
+        raise ValueError(f"ceiling must be at least 1, not {ceiling}")
+    return literal_column(str(int(ceiling)), Integer)
+
+
 def due_within(walk: Select[Any], ceiling: int) -> Any:
     """The CTE ``due``: the first ``:limit`` rows of `walk`, inside ``LIMIT ceiling``.
 
@@ -50,9 +68,7 @@ def due_within(walk: Select[Any], ceiling: int) -> Any:
     that many rows (a cost near 70 with 100 or 1,000,000 jobs); ``:limit``, at most
     `ceiling`, applies on top.
     """
-    if ceiling < 1:
-        raise ValueError(f"ceiling must be at least 1, not {ceiling}")
-    sized = walk.limit(literal_column(str(int(ceiling)), Integer)).subquery("walk")
+    sized = walk.limit(written_limit(ceiling)).subquery("walk")
     return select(sized.c.id).limit(unseen_limit()).cte("due")
 
 

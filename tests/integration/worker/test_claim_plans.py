@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Engine, text
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres import PostgresDriver, claims, plan_cache
+from tests.integration.worker.test_claim_queues import _prepared
 from tests.support.models import Job
 
 OWNER = "claim-plans-test"
@@ -117,3 +118,60 @@ def test_a_claim_leases_its_limit_and_no_more_under_its_ceiling(committed: Engin
             with conn.begin():
                 leased.append(len(driver.job_claim(conn, "a", limit, OWNER)))
     assert leased == [33, 1, 7, 59]
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("analysed", [False, True], ids=["stale", "fresh"])
+def test_a_claim_beside_a_big_table_walks_the_index_and_sorts_nothing(
+    committed: Engine, analysed: bool, generic: bool
+) -> None:
+    """20,000 due jobs beside 30,000 finished ones, read as if the table were not cached.
+
+    With the lateral walk's LIMIT hidden, the planner planned for a tenth of the queue's
+    due rows; beside 10,000,000 finished jobs (a table no cache holds) that was a bitmap
+    scan and a sort of all 20,000 to lock 41, 24-159 ms per claim. The ceiling written
+    in plans for its first rows however many it expects: fresh statistics (20,000) or
+    stale ones (the jobs arrived after ANALYZE, as without autovacuum). A small
+    ``effective_cache_size`` prices this table's index walk as 10 GB's would be.
+    """
+    with committed.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs (queue, kind, payload, status, finished_at) "
+                "SELECT 'a', 'noop', '{}', 'done', now() FROM generate_series(1, 30000)"
+            )
+        )
+    with committed.connect() as conn:
+        conn.execute(text("ANALYZE jobs"))
+        conn.commit()
+    with committed.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO jobs (queue, kind, payload) "
+                "SELECT 'a', 'noop', '{}' FROM generate_series(1, 20000)"
+            )
+        )
+    if analysed:
+        with committed.connect() as conn:
+            conn.execute(text("ANALYZE jobs"))
+            conn.commit()
+    statement = claims.claim(Job, leases={}, default_lease=60.0, kinds=["noop"], ceiling=64)
+    sql, arguments = _prepared(statement, {"queue_name": "a", "limit": 41, "owner": OWNER})
+    mode = "force_generic_plan" if generic else "force_custom_plan"
+    with committed.connect() as conn:
+        transaction = conn.begin()
+        conn.execute(text(f"SET LOCAL plan_cache_mode = {mode}"))
+        conn.execute(text("SET LOCAL effective_cache_size = '64kB'"))
+        conn.exec_driver_sql(f"PREPARE sajq_claim AS {sql}")
+        try:
+            rows = conn.exec_driver_sql(
+                f"EXPLAIN (ANALYZE, BUFFERS, COSTS OFF) EXECUTE sajq_claim({arguments})"
+            )
+            plan = "\n".join(row[0] for row in rows)
+        finally:
+            conn.exec_driver_sql("DEALLOCATE sajq_claim")  # PREPARE outlives the transaction
+            transaction.rollback()  # nothing leased
+    assert "Index Scan using ix_jobs_pending" in plan, plan
+    for step in ("Sort", "Bitmap", "Seq Scan"):
+        assert step not in plan, plan
+    assert "rows=41 loops=1" in plan, plan

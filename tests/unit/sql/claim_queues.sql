@@ -15,8 +15,8 @@ FROM jobs
 WHERE jobs.status = 'pending' AND jobs.queue = q.name AND jobs.priority = levels.priority AND jobs.run_at <= now() AND NOT (EXISTS (SELECT *
 FROM sa_jobqueue_paused_jobs
 WHERE sa_jobqueue_paused_jobs.queue = q.name)) ORDER BY jobs.priority, jobs.run_at, jobs.id
- LIMIT (SELECT %(limit)s AS anon_3) FOR UPDATE SKIP LOCKED) AS c ON true) AS l ON true
+ LIMIT 32 FOR UPDATE SKIP LOCKED) AS c ON true) AS l ON true
  LIMIT 32) AS walk
- LIMIT (SELECT %(limit)s AS anon_4))
+ LIMIT (SELECT %(limit)s AS anon_3))
  UPDATE jobs SET status=%(status)s, attempts=(jobs.attempts + %(attempts_1)s), locked_until=(now() + INTERVAL '1 second' * CASE jobs.kind WHEN %(param_1)s THEN %(param_2)s ELSE %(param_3)s END), locked_by=%(owner)s, updated_at=now() WHERE jobs.id = any(array((SELECT due.id
 FROM due))) RETURNING jobs.id, jobs.kind, jobs.queue, CAST(jobs.payload AS TEXT) AS payload, jobs.attempts, jobs.max_attempts, jobs.idempotency_key, CAST(jobs.trace_context AS TEXT) AS trace_context, jobs.waiting_for, jobs.has_steps
