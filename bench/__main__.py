@@ -193,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                     version = other.version if other else pythons.version()
                     where = f"{name} on {database.name}, Python {version}"
                     log(where)
+                    if others:  # whose report follows, where two interpreters' interleave
+                        print(f"\n<!-- {where} -->", flush=True)
                     try:
                         if other is None:
                             with targets.measuring(name, database.name):
