@@ -68,9 +68,20 @@ demo: $(STAMP)  ## the lesson end to end with real worker processes
 demo-dashboard: $(STAMP)  ## the demo, then its jobs in the web dashboard (Ctrl-C ends it)
 	$(BIN)/python examples/demo.py --dashboard
 
-bench: $(STAMP)  ## python -m bench: the benchmark suite, then its targets table (python -m bench --list names each scenario)
+bench: $(STAMP)  ## python -m bench: the benchmark suite, then its targets table (python -m bench --list names each scenario; make bench-pythons: 3.13 too)
 	$(BIN)/pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench
+
+# The second interpreter of bench-pythons: pyenv's newest BENCH_PYTHON.*, else pythonX.Y.
+BENCH_PYTHON ?= 3.13
+BENCH_ARGS ?=
+
+.PHONY: bench-pythons
+bench-pythons: $(STAMP)  ## the suite on .venv's Python and in .venv-3.13, interleaved: a targets column per database and Python (BENCH_ARGS=--only=drain_limit,peers: some scenarios)
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	test -x .venv-$(BENCH_PYTHON)/bin/python || "$$( (ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(BENCH_PYTHON).*/bin/python 2>/dev/null | sort -V | tail -n 1 | grep .) || command -v python$(BENCH_PYTHON))" -m venv .venv-$(BENCH_PYTHON)
+	.venv-$(BENCH_PYTHON)/bin/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m bench --python $(BENCH_PYTHON) $(BENCH_ARGS)
 
 bench-features: $(STAMP)  ## instructions per plain job beside limits, workflows and durable steps (callgrind)
 	$(BIN)/python -m bench features
@@ -93,7 +104,7 @@ bench-commit: $(STAMP)  ## lease drains with synchronous vs asynchronous commit,
 bench-enqueue: $(STAMP)  ## issue-30 enqueue targets: batch vs raw and PGQueuer, one enqueue vs raw execute and PGQueuer
 	$(BIN)/python -m bench enqueue
 
-bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv)
+bench-peers: $(STAMP)  ## beside PGQueuer and procrastinate (installed into bench/out/peers-venv-VERSION)
 	$(BIN)/python -m bench peers
 
 .PHONY: bench-databases

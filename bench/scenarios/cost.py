@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from bench import targets
-from bench.support import callgrind
+from bench.support import callgrind, results
 from bench.support.database import Database, scratch
 from bench.support.results import BENCH
 from bench.support.workers import ROOT
@@ -144,7 +144,7 @@ def main(args: argparse.Namespace, db: Database) -> None:
             line = targets.record(name + ", vs the base", figures[mode] / base, 0.7, at_most=True)
             print(f"{line} (base {base:,} at 26927a5)")
     if not args.no_history:
-        history = BENCH / "cost-history.md"
+        history = results.place(BENCH / "cost-history.md")  # a second Python's: bench/out/
         if not history.exists():
             history.write_text(
                 "# Instructions per job and per enqueue (`make bench-cost`)\n\n"
@@ -156,4 +156,6 @@ def main(args: argparse.Namespace, db: Database) -> None:
                 f"| {stamp} | {callgrind.commit()} | {shown['drain']} | "
                 f"{shown['enqueue']} | {args.jobs} / {args.enqueues} |\n"
             )
-        print(f"appended to {history.relative_to(ROOT)}")
+        print(
+            f"appended to {history.relative_to(ROOT) if history.is_relative_to(ROOT) else history}"
+        )

@@ -236,7 +236,12 @@ def main(args: argparse.Namespace, db: Database) -> None:
     if not args.no_peers:
         from bench.scenarios import peers
 
-        python = peers.peers_python()
+        try:
+            python = peers.peers_python()
+        except peers.NotInstalledError as error:
+            for label in TARGET_NAMES.values():
+                if "PGQueuer" in label:
+                    print(targets.unmeasured(label, f"{error.packages[0]} does not install"))
     count, batches = args.count, args.batches
     server_url = db.url
     with scratch(server_url) as url:

@@ -2,9 +2,10 @@
 
 Usage: ``python -m bench peers [--reps N] [--jobs N] [--enqueues N] [--only-enqueue]``
 (``--only-enqueue``: the enqueue row alone, no drains).
-The peers are installed into a virtualenv of their own (``bench/out/peers-venv``,
-made on first use with pip) and driven by ``bench/support/peer_drive.py``; sa-jobqueue runs
-from this checkout. Every drain gets a fresh scratch database, holds `--jobs`
+The peers are installed into a virtualenv of their own (``bench/out/peers-venv-3.11``,
+one per Python, made on first use with pip; a peer that does not install there leaves
+its targets "not measured" with the reason) and driven by ``bench/support/peer_drive.py``;
+sa-jobqueue runs from this checkout. Every drain gets a fresh scratch database, holds `--jobs`
 pre-enqueued no-op jobs, and runs each library's own "until empty" mode in one
 process; the repetitions interleave the libraries (rotating who goes first), so all
 see the same load. Enqueue: `--enqueues` single-job enqueues, one transaction each.
@@ -37,6 +38,7 @@ import venv
 from pathlib import Path
 
 from bench import targets
+from bench.support import pythons
 from bench.support.database import Database
 from bench.support.results import BENCH
 from bench.support.throughput import enqueue_single, library_drain, raw_drain
@@ -49,18 +51,37 @@ PACKAGES = ("pgqueuer>=1.6", "procrastinate>=3.10", "asyncpg>=0.29", "psycopg[bi
 CONCURRENCIES = (1, 16, 32)
 #: The concurrencies whose drains have a target, measured beside their ceiling.
 CEILING_AT = (16, 32)
-VENV = BENCH / "out" / "peers-venv"
+#: One per Python: a ``--python 3.13`` run measures the peers on 3.13 too.
+VENV = BENCH / "out" / f"peers-venv-{pythons.version()}"
 #: The peers' side, run by path in their virtualenv (it imports nothing of this checkout).
 PEER_DRIVE = BENCH / "support" / "peer_drive.py"
 QUICK = ["--reps", "1", "--jobs", "300", "--enqueues", "100"]
 
 
+class NotInstalledError(RuntimeError):
+    """Some of `PACKAGES` do not install on this Python: their figures cannot be had."""
+
+    def __init__(self, packages: list[str]) -> None:
+        super().__init__(f"{', '.join(packages)} does not install on Python {pythons.version()}")
+        self.packages = packages
+
+
 def peers_python() -> Path:
-    """The peers' interpreter; the virtualenv is made (and the peers installed) once."""
+    """The peers' interpreter; the virtualenv is made (and the peers installed) once.
+
+    Raises `NotInstalledError` naming the packages that did not install (remembered in the
+    virtualenv, so the next run says so at once; delete it to try again).
+    """
     python = VENV / "bin" / "python"
+    missing = VENV / "not-installed.txt"
     if not python.exists():
         venv.create(VENV, with_pip=True)
-        subprocess.run([python, "-m", "pip", "install", "--quiet", *PACKAGES], check=True)
+        install = [python, "-m", "pip", "install", "--quiet"]
+        failed = [p for p in PACKAGES if subprocess.run([*install, p], check=False).returncode]
+        missing.write_text("".join(f"{p}\n" for p in failed))
+    failed = missing.read_text().split() if missing.exists() else []
+    if failed:
+        raise NotInstalledError(failed)
     return python
 
 
@@ -111,7 +132,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace, db: Database) -> None:
     concurrencies = () if args.only_enqueue else CONCURRENCIES
-    python = peers_python()
+    try:
+        python = peers_python()
+    except NotInstalledError as error:
+        for concurrency in CEILING_AT if concurrencies else ():
+            target = f"8 drain / PGQueuer at concurrency {concurrency}"
+            print("- " + targets.unmeasured(target, f"{error.packages[0]} does not install"))
+        return
     who_all = ("sa-jobqueue", *PEERS)
     drains: dict[tuple[str, int], list[float]] = {}
     enqueues: dict[str, list[float]] = {}

@@ -15,7 +15,8 @@ the first step's start to the last job's end. The repetitions interleave the sys
   done. Target: sa-jobqueue at least 75 % of it;
 * ``DBOS``: a workflow of three ``@DBOS.step`` calls on a DBOS queue with
   ``worker_concurrency=8`` and its defaults otherwise (its 1 s queue poll), its own
-  database (`bench/support/steps_peer_drive.py`, in ``bench/out/steps-venv``). Target:
+  database (`bench/support/steps_peer_drive.py`, in ``bench/out/steps-venv-VERSION``
+  unless the ``bench`` extra has them). Target:
   sa-jobqueue at least 3x;
 * ``Celery``: chains of three tasks on the machine's Redis (127.0.0.1:6379), a prefork
   worker ``-c 8`` at its defaults (not durable: a step's result is not recorded).
@@ -48,12 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from bench import targets
+from bench.support import pythons
 from bench.support.database import Database
 from bench.support.results import BENCH, command, write
 from bench.support.timing import load, log
 from sa_jobqueue.testing import scratch_database
 
-VENV = BENCH / "out" / "steps-venv"
+VENV = BENCH / "out" / f"steps-venv-{pythons.version()}"
 PACKAGES = ("dbos>=3.0", "celery[redis]>=5.3", "psycopg[binary]>=3.2")
 PEER_DRIVE = BENCH / "support" / "steps_peer_drive.py"
 DRIVE = BENCH / "support" / "steps_drive.py"
@@ -65,6 +67,12 @@ SHORT = (2.0, 0.5)
 SHORTER = (1.0, 0.25)
 DEFAULT = (None, 30.0)
 DBOS = (None, 0.0)  # DBOS has neither: it recovers its executor's workflows at launch
+#: The targets that need DBOS: "not measured" with the reason where it does not install.
+DBOS_TARGETS = (
+    "42.3 three-step jobs / DBOS at concurrency 8",
+    "42.3 recovery / DBOS's, lease 2 s",
+    "40 recovery / DBOS's, each at its defaults",
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,17 +92,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def peers_python() -> Path | None:
     """The peers' interpreter: this one when DBOS and Celery import here (the ``bench``
-    extra), else a virtualenv made (and they installed) once; None if that fails."""
+    extra), else a virtualenv made (and they installed) once, one per Python; None if
+    one of them does not install (`not_installed` names it)."""
     if all(importlib.util.find_spec(name) for name in ("dbos", "celery", "redis")):
         return Path(sys.executable)
     python = VENV / "bin" / "python"
     if not python.exists():
         venv.create(VENV, with_pip=True)
-        done = subprocess.run([python, "-m", "pip", "install", "--quiet", *PACKAGES], check=False)
-        if done.returncode:
-            log("steps: DBOS and Celery did not install; measured without them")
-            return None
+        install = [python, "-m", "pip", "install", "--quiet"]
+        failed = [p for p in PACKAGES if subprocess.run([*install, p], check=False).returncode]
+        (VENV / "not-installed.txt").write_text("".join(f"{p}\n" for p in failed))
+    if not_installed():
+        log(f"steps: {', '.join(not_installed())} did not install; measured without DBOS, Celery")
+        return None
     return python
+
+
+def not_installed() -> list[str]:
+    """The peers' packages that did not install into `VENV` (on this Python)."""
+    missing = VENV / "not-installed.txt"
+    return missing.read_text().split() if missing.exists() else []
 
 
 def _libpq(url: str) -> str:
@@ -218,6 +235,9 @@ def recover(
 
 def main(args: argparse.Namespace, db: Database) -> None:
     python = None if args.no_peers else peers_python()
+    if python is None and not args.no_peers:
+        for target in DBOS_TARGETS:
+            targets.unmeasured(target, f"{not_installed()[0]} does not install")
     who_all = ["sa-jobqueue", "raw"]
     who_all += [f"baseline {src}" for src in args.baseline_src]
     who_all += ["dbos", "celery"] if python else []

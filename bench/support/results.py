@@ -2,14 +2,17 @@
 
 The ``bench/*-results.md`` files are records of full runs. A ``--quick`` run is a smoke
 run: the runner sets `smoke`, and `write` puts its report under ``bench/out/`` instead,
-so a quick run never overwrites a record.
+so a quick run never overwrites a record. A scenario run in a second interpreter
+(``python -m bench --python 3.13``, `bench.support.pythons`) writes under
+``bench/out/python-VERSION/``: the records stay the main interpreter's.
 """
 
 from __future__ import annotations
 
-import sys
+import os
 from pathlib import Path
 
+from bench.support import pythons
 from bench.support.timing import log
 
 #: ``bench/``: the results files (``*-results.md``) live here, beside the scenarios.
@@ -20,12 +23,16 @@ smoke = False
 
 def command() -> str:
     """The command that ran this report, as a reader would type it again."""
-    return " ".join(["python -m bench", *sys.argv[1:]])
+    return pythons.command()
 
 
 def place(path: Path | str) -> Path:
     """Where a report meant for `path` goes: `path`, or ``bench/out/`` in a smoke run."""
     path = Path(path)
+    elsewhere = os.environ.get(pythons.REPORTS)
+    if elsewhere:  # a second interpreter's run: beside, never over, the records
+        Path(elsewhere).mkdir(parents=True, exist_ok=True)
+        return Path(elsewhere) / path.name
     if smoke:
         (BENCH / "out").mkdir(exist_ok=True)
         return BENCH / "out" / path.name

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -44,9 +46,8 @@ def test_every_target_names_a_scenario_that_exists() -> None:
     assert set(expected.values()) <= set(scenarios)
 
 
-def test_the_targets_table_has_a_column_per_database() -> None:
-    targets = _module("bench.targets")
-    verdict = targets.Verdict(
+def _verdict(**fields: object) -> Any:
+    defaults: dict[str, object] = dict(
         target="3 wake-up p50",
         figure=2.5,
         goal=3.0,
@@ -57,11 +58,101 @@ def test_the_targets_table_has_a_column_per_database() -> None:
         scenario="latency",
         database="postgresql",
         at="12:00:00",
+        python="3.11",
     )
-    table = targets.table({(verdict.target, "postgresql"): verdict}, ["postgresql", "sqlite"])
-    assert table.splitlines()[0] == "| item and target | goal | postgresql | sqlite | scenario |"
+    return _module("bench.targets").Verdict(**{**defaults, **fields})
+
+
+def test_the_targets_table_has_a_column_per_database_and_python() -> None:
+    targets = _module("bench.targets")
+    verdict = _verdict()
+    found = {(verdict.target, "postgresql", "3.11"): verdict}
+    table = targets.table(found, ["postgresql", "sqlite"], ["3.11", "3.13"])
+    assert table.splitlines()[0] == (
+        "| item and target | goal | postgresql, Python 3.11 | postgresql, Python 3.13 "
+        "| sqlite, Python 3.11 | sqlite, Python 3.13 | scenario |"
+    )
     row = next(line for line in table.splitlines() if line.startswith("| 3 wake-up p50 "))
     assert row == (
         "| 3 wake-up p50 | <= 3 ms | 2.50 ms held (load 1.00, 12:00:00 UTC) | not measured "
-        "| latency |"
+        "| not measured | not measured | latency |"
     )
+
+
+def test_a_python_with_figures_gets_its_column_unasked() -> None:
+    targets = _module("bench.targets")
+    verdict = _verdict(python="3.13", command="python -m bench --python 3.13")
+    table = targets.table(
+        {(verdict.target, "postgresql", "3.13"): verdict}, ["postgresql"], ["3.11"]
+    )
+    assert "| postgresql, Python 3.11 | postgresql, Python 3.13 |" in table.splitlines()[0]
+    assert "Command: `python -m bench --python 3.13`" in table
+
+
+def test_a_target_not_measured_says_why_in_its_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    targets = _module("bench.targets")
+    monkeypatch.setattr(targets, "FILE", tmp_path / "targets.jsonl")
+    with targets.measuring("peers", "postgresql"):
+        line = targets.unmeasured(
+            "8 drain / PGQueuer at concurrency 16", "pgqueuer>=1.6 does not install", python="3.13"
+        )
+    assert line.endswith("not measured on 3.13: pgqueuer>=1.6 does not install")
+    found = targets.read()
+    table = targets.table(found, ["postgresql"], ["3.13"])
+    start = "| 8 drain / PGQueuer at concurrency 16 "
+    row = next(line for line in table.splitlines() if line.startswith(start))
+    assert "| not measured on 3.13: pgqueuer>=1.6 does not install |" in row
+    assert "postgresql, Python 3.13: 0 of" in table
+
+
+def test_a_verdict_records_the_python_it_ran_on_and_old_lines_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    targets = _module("bench.targets")
+    pythons = _module("bench.support.pythons")
+    monkeypatch.setattr(targets, "FILE", tmp_path / "targets.jsonl")
+    # A line written before verdicts carried a Python: the runner's own.
+    targets.FILE.write_text(
+        '{"target": "3 wake-up p99", "figure": 9.0, "goal": 10.0, "unit": " ms", '
+        '"at_most": true, "held": true, "load": 2.0, "scenario": "latency", '
+        '"database": "postgresql", "at": "11:00:00"}\n'
+    )
+    mark = targets.mark()
+    targets.record("3 wake-up p50", 2.0, 3.0, unit=" ms", at_most=True)
+    assert targets.since(mark) == {("3 wake-up p50", "postgresql", pythons.version())}
+    assert set(targets.read()) == {
+        ("3 wake-up p99", "postgresql", pythons.version()),
+        ("3 wake-up p50", "postgresql", pythons.version()),
+    }
+
+
+def test_a_scenario_failing_in_the_second_python_leaves_its_targets_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A real child run (this interpreter standing in for the second one) against a port
+    # where no server listens: it fails before any verdict, as a scenario that breaks does.
+    runner = _module("bench.__main__")
+    targets = _module("bench.targets")
+    pythons = _module("bench.support.pythons")
+    database = _module("bench.support.database").Database
+    monkeypatch.setattr(targets, "FILE", tmp_path / "targets.jsonl")
+    other = pythons.Interpreter("9.9", Path(sys.executable))
+    url = "postgresql+psycopg://nobody@127.0.0.1:9/none"
+    status = runner.second(other, "drain_limit", database.from_url(url), ["--reps", "1"], True)
+    assert status != 0
+    found = targets.read()
+    for target in (
+        "7 lease drain / raw loop at concurrency 1",
+        "7 lease drain / raw loop at concurrency 32",
+    ):
+        assert found[(target, "postgresql", "9.9")].reason.startswith("the scenario failed there")
+
+
+def test_a_missing_second_python_is_refused_with_what_to_do() -> None:
+    pythons = _module("bench.support.pythons")
+    with pytest.raises(SystemExit, match="make bench-pythons"):
+        pythons.resolve("2.9")
+    with pytest.raises(SystemExit, match="the runner's own"):
+        pythons.resolve(sys.executable)
