@@ -172,6 +172,11 @@ class PostgresCounters:
         self._compact = compact_counters(model)
         self._fold = fold_counters(model)
 
+    @property
+    def ops(self) -> tuple[Any, Any]:
+        """``(counters_compact, counters_fold)``, bound: a driver's CounterOps."""
+        return self.counters_compact, self.counters_fold
+
     def counters_compact(self, conn: Connection, limit: int = COMPACT_BATCH) -> int:
         """`compact_counters`: up to `limit` log rows moved, in one statement."""
         return int(conn.execute(self._compact, {"limit": limit}).scalar_one())

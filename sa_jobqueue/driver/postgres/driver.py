@@ -71,11 +71,7 @@ class PostgresDriver:
         compensations = Compensations(model, func.now, self._notifications.queue_notify)
         self.compensations_owe, self.compensation_plan, self.compensation_end = compensations.ops
         self.job_child_state = ChildStatements(model).job_child_state  # ChildOps, as elsewhere
-        counters = PostgresCounters(model)
-        self.counters_compact, self.counters_fold = (
-            counters.counters_compact,
-            counters.counters_fold,
-        )
+        self.counters_compact, self.counters_fold = PostgresCounters(model).ops  # CounterOps
         self.workers_on_host, self.leases_end = DeadWorkers(model).ops  # as elsewhere
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
