@@ -42,6 +42,7 @@ from typing import Any
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
+from bench.support import timing
 from bench.support.app import Job, jobs
 from bench.support.database import Database, scratch, scratch_mysql, scratch_sqlite
 from bench.support.results import BENCH, write
@@ -200,20 +201,6 @@ def _concurrent(engine: Engine, n: int, threads: int, on: bool) -> float:
     return n / elapsed
 
 
-def _backends_ns(monitor: Any) -> dict[int, int]:
-    """CPU so far (ns) of each PostgreSQL backend on the monitor's database but its own."""
-    rows = monitor.exec_driver_sql(
-        "SELECT pid FROM pg_stat_activity"
-        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    ).all()
-    monitor.rollback()
-    found = {}
-    for (pid,) in rows:
-        with contextlib.suppress(OSError):
-            found[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-    return found
-
-
 def _drain_run(url: str, n: int, on: bool) -> tuple[float, float]:
     """A worker's drain of `n` jobs: its backends' CPU and its wall time, µs per job."""
     engine = create_engine(url, pool_size=8)
@@ -221,7 +208,7 @@ def _drain_run(url: str, n: int, on: bool) -> tuple[float, float]:
     try:
         _triggers(engine, on)
         _enqueue(engine, n)
-        before = _backends_ns(monitor)
+        before = timing.backends_ns(monitor)
         wall = time.perf_counter()
         with _uncounted(engine, on):
             assert jobs.worker(engine, concurrency=1, listen=False).drain() == n
@@ -229,7 +216,7 @@ def _drain_run(url: str, n: int, on: bool) -> tuple[float, float]:
             with engine.connect() as conn:
                 _compact(conn)
         wall = time.perf_counter() - wall
-        after = _backends_ns(monitor)  # the pool keeps the drain's connections open
+        after = timing.backends_ns(monitor)  # the pool keeps the drain's connections open
         cpu = sum(ns - before.get(pid, 0) for pid, ns in after.items())
         return cpu / n / 1000, wall / n * 1e6
     finally:

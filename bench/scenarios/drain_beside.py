@@ -46,7 +46,6 @@ import statistics
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -54,7 +53,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
 from bench import targets
-from bench.support import move_parts, raw
+from bench.support import move_parts, raw, timing
 from bench.support.app import Job, jobs
 from bench.support.database import Database, machine, pg_settings, scratch
 from bench.support.history import LAYOUTS, drop_kept, history_database, sizes, sql
@@ -244,26 +243,13 @@ class Cost:
         return self.client + self.server
 
 
-def _backends_ns(monitor: Any) -> dict[int, int]:
-    rows = monitor.exec_driver_sql(
-        "SELECT pid FROM pg_stat_activity"
-        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-    ).all()
-    monitor.rollback()
-    found = {}
-    for (pid,) in rows:
-        with contextlib.suppress(OSError):
-            found[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
-    return found
-
-
 def _measured(engine: Engine, monitor: Any, count: int, work: Any) -> Cost:
     wal = monitor.exec_driver_sql("SELECT pg_current_wal_lsn()").scalar_one()
-    before = _backends_ns(monitor)
+    before = timing.backends_ns(monitor)
     cpu, wall = time.process_time(), time.perf_counter()
     work()
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    after = _backends_ns(monitor)
+    after = timing.backends_ns(monitor)
     server = sum(ns - before.get(pid, 0) for pid, ns in after.items()) / 1000
     written = monitor.exec_driver_sql(
         "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %(lsn)s)", {"lsn": wal}

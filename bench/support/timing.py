@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -75,3 +77,17 @@ def ratio(a: Figure, b: Figure) -> str:
 def verdict(ok: bool) -> str:
     """A report's bold verdict on a target."""
     return "**holds**" if ok else "**does not hold**"
+
+
+def backends_ns(monitor: Any) -> dict[int, int]:
+    """CPU so far (ns) of each PostgreSQL backend on the monitor's database but its own."""
+    rows = monitor.exec_driver_sql(
+        "SELECT pid FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    ).all()
+    monitor.rollback()
+    found = {}
+    for (pid,) in rows:
+        with contextlib.suppress(OSError):
+            found[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+    return found
