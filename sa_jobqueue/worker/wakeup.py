@@ -50,10 +50,15 @@ class WakeupPolicy:
         self._poll_at = 0.0  # monotonic time of the next poll
         self._due_at: float | None = None  # monotonic time of the earliest known run_at
         self._refresh_due = True  # ask the database for the earliest run_at when idle
+        # Asks for a fresh answer from the listener's thread, counted: one that arrives
+        # while the loop is asking must outlive that answer (read before the news).
+        self._listener_asks = 0
+        self._asks_at_question = 0
         self._seen_processed = -1
         self._woke_at = 0.0  # monotonic time the last sleep ended
         self._due_misses = 0
-        self._clock_offset = 0.0  # database clock minus wall clock, seconds
+        # Database clock minus wall clock, seconds; None until the database is first asked.
+        self._clock_offset: float | None = None
 
     @property
     def due_at(self) -> float | None:
@@ -74,6 +79,7 @@ class WakeupPolicy:
             # claim; one that passed since (a notification during the round) is not.
             if self._due_at is not None and self._due_at <= self._woke_at:
                 self._due_at = None
+            self._asks_at_question = self._listener_asks
         if claimed:
             self._due_misses = 0
         return claimed < free and (self._refresh_due or processed != self._seen_processed)
@@ -81,7 +87,9 @@ class WakeupPolicy:
     def learned(self, now: float, wall: float, due: NextDue, processed: int) -> None:
         """Take the database's answer: when the earliest pending job is due, and its clock."""
         self._clock_offset = due.now - wall
-        self._refresh_due = False
+        with self._lock:
+            # Unless the listener asked again meanwhile: our question may predate its news.
+            self._refresh_due = self._listener_asks != self._asks_at_question
         self._seen_processed = processed
         seconds = due.seconds
         if seconds is None:
@@ -121,9 +129,14 @@ class WakeupPolicy:
         seconds on the database's clock) means the notified jobs are due later.
         """
         if queue is None:
-            self._refresh_due = True
+            self._ask_again()
             return Notified.CLAIM
         if run_at is None:
+            return Notified.CLAIM
+        if self._clock_offset is None:
+            # Heard before the loop first asked the database (it had just started): our
+            # wall clock may be off, so place nothing by it. A round, then learn again.
+            self._ask_again()
             return Notified.CLAIM
         database_now = wall + self._clock_offset
         return (
@@ -131,6 +144,11 @@ class WakeupPolicy:
             if self._sooner(now + max(0.0, run_at - database_now))
             else (Notified.NOTHING)
         )
+
+    def _ask_again(self) -> None:
+        with self._lock:
+            self._refresh_due = True
+            self._listener_asks += 1
 
     def _sooner(self, due: float) -> bool:
         """Keep `due` if it is sooner than the known run_at; return whether it was."""

@@ -114,6 +114,34 @@ def test_notified_run_at_is_placed_by_the_database_clock_not_the_worker_clock():
     assert p.timeout(100.0) == pytest.approx(2.0)
 
 
+def test_a_later_job_heard_before_the_clock_is_known_is_learned_from_the_database():
+    # Just started: the listener heard a job due later before the loop asked the
+    # database anything. The worker's wall clock is 20 s slow; trusting it would put
+    # the job 22 s away. Instead: a round, then ask the database.
+    p = policy()
+    assert p.notified(100.0, 4980.0, "mail", 5002.0) is Notified.CLAIM
+    p.woke(100.0, timed_out=False)
+    assert p.begin_wait(100.0, claimed=0, free=1, processed=0)
+    p.learned(100.0, 4980.0, NextDue(2.0, 5000.0), processed=0)
+    assert p.timeout(100.0) == pytest.approx(2.0)
+
+
+def test_a_reconnect_heard_while_the_loop_asks_is_not_lost_with_that_answer():
+    # The loop asks; the listener reconnects (or hears a job before the clock is known)
+    # before the answer comes back; the answer was read before the news, so the loop
+    # must ask again after the round the news asked for.
+    p = policy()
+    assert p.begin_wait(0.0, claimed=0, free=1, processed=0)
+    assert p.notified(0.1, 0.1, None, None) is Notified.CLAIM
+    p.learned(0.2, 0.2, NextDue(None, 0.2), processed=0)
+    p.woke(0.2, timed_out=False)
+    assert p.begin_wait(0.3, claimed=0, free=1, processed=0)
+    p.learned(0.4, 0.4, NextDue(2.0, 0.4), processed=0)
+    p.woke(0.4, timed_out=False)
+    assert not p.begin_wait(0.5, claimed=0, free=1, processed=0)
+    assert p.timeout(0.5) == pytest.approx(1.9)
+
+
 def test_wake_event_tells_a_claim_from_a_nudge():
     event = WakeEvent()
     event.nudge()
