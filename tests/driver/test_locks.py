@@ -133,7 +133,7 @@ def test_row_estimates_are_read_where_the_driver_says_so(db: Engine, driver: Dri
             conn.execute(statements.status_estimates(), where).all()
         return
     with db.connect() as conn:
-        estimates: dict[str, int] = dict(
-            conn.execute(statements.status_estimates(), where).tuples().all()
-        )
+        estimates: dict[str, int] = {
+            status: jobs for status, jobs in conn.execute(statements.status_estimates(), where)
+        }
     assert all(isinstance(status, str) and jobs >= 0 for status, jobs in estimates.items())

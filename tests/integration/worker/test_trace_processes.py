@@ -46,7 +46,8 @@ def _processed(path: Path, job_id: int) -> list[dict[str, Any]]:
 
 def _statuses(engine: Engine) -> dict[int, str]:
     with engine.connect() as connection:
-        return dict(connection.execute(text("SELECT id, status FROM jobs")).tuples().all())
+        rows = connection.execute(text("SELECT id, status FROM jobs"))
+        return {job_id: status for job_id, status in rows}
 
 
 @pytest.mark.slow
