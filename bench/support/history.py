@@ -185,13 +185,20 @@ def history_database(
     yield url
 
 
-def drop_kept(server_url: str, name: str = "sajq\\_beside\\_%") -> list[str]:
-    """Drop the kept databases matching `name` (a LIKE pattern); their names."""
+#: What `history_database(keep=True)` names its databases; a running bench's scratch
+#: databases (``sajq_beside_<layout>_<hex>``) never match, so `--drop-kept` spares them.
+KEPT_NAMES = r"^sajq_beside_(table|archive)_[0-9]+_[0-9]+_[a-z]+$"
+
+
+def drop_kept(server_url: str, name: str | None = None) -> list[str]:
+    """Drop the kept database called `name`, or every kept one (`KEPT_NAMES`); their names."""
     with psycopg.connect(raw.dsn(server_url), autocommit=True) as admin:
         names = [
             row[0]
             for row in admin.execute(
-                "SELECT datname FROM pg_database WHERE datname LIKE %s", (name,)
+                "SELECT datname FROM pg_database"
+                " WHERE datname = %s OR (%s::text IS NULL AND datname ~ %s)",
+                (name, name, KEPT_NAMES),
             ).fetchall()
         ]
         for found in names:
