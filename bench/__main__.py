@@ -125,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
         help="run each scenario in .venv-VERSION (or an interpreter's path) too: one more "
         "column per database in the targets table (repeatable)",
     )
-    parser.add_argument(
-        "--only",
-        type=lambda text: [n for n in text.split(",") if n],
-        metavar="A,B",
-        help="make bench's suite, its options and its targets table, but these scenarios alone",
-    )
+    if not names:
+        # After a scenario's name, --only is the scenario's own (drain_beside, cost...).
+        parser.add_argument(
+            "--only",
+            type=lambda text: [n for n in text.split(",") if n],
+            metavar="A,B",
+            help="make bench's suite, its options and its targets table, but these scenarios alone",
+        )
     args, rest = parser.parse_known_args(argv)
     if args.list:
         list_scenarios()
@@ -145,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             targets_parser.parse_args(rest), [Database.from_url(u).name for u in urls], versions
         )
         return 0
-    if args.only and names:
-        parser.error("--only names the scenarios: name none before it")
+    only = getattr(args, "only", None)
     suite = not names
     if suite:
         if rest:
@@ -155,11 +156,11 @@ def main(argv: list[str] | None = None) -> int:
                 "[OPTIONS]); a scenario's own options go after its name"
             )
         names = [name for name, options in SCENARIOS.items() if options is not None]
-        if args.only:
-            unknown = [n for n in args.only if n not in names]
+        if only:
+            unknown = [n for n in only if n not in names]
             if unknown:
                 parser.error(f"--only {','.join(unknown)}: not in make bench's suite (--list)")
-            names = [n for n in names if n in args.only]
+            names = [n for n in names if n in only]
     modules = {name: scenario(name) for name in names}
     parsed = {}
     own = {}  # a scenario's options without QUICK's: a second Python's runner adds those

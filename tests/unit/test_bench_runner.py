@@ -156,3 +156,15 @@ def test_a_missing_second_python_is_refused_with_what_to_do() -> None:
         pythons.resolve("2.9")
     with pytest.raises(SystemExit, match="the runner's own"):
         pythons.resolve(sys.executable)
+
+
+def test_a_scenarios_own_only_option_reaches_it_after_its_name(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # drain_beside's --only {drain,move}, not the runner's --only A,B of the suite.
+    runner = _module("bench.__main__")
+    with pytest.raises(SystemExit):
+        runner.main(["drain_beside", "--only", "neither"])
+    error = capsys.readouterr().err
+    assert "python -m bench drain_beside: error: argument --only" in error
+    assert "'drain', 'move'" in error
