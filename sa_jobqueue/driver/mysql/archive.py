@@ -88,10 +88,12 @@ class MariadbArchive:
             f"SELECT j.id FROM {_quoted(self.table)} j WHERE {self._movable}"
             " ORDER BY j.finished_at LIMIT :limit FOR UPDATE SKIP LOCKED"
         ).bindparams(*self._bounds(), bindparam("limit"))
+        # ORDER BY ... LIMIT 1, not min(): a walk of ix_<table>_finished that stops at
+        # the first archivable row (min() read every finished row of the range, per batch).
         self._oldest = (
             text(
-                f"SELECT min(j.finished_at) AS finished_at FROM {_quoted(self.table)} j"
-                f" WHERE {self._movable}"
+                f"SELECT j.finished_at AS finished_at FROM {_quoted(self.table)} j"
+                f" WHERE {self._movable} ORDER BY j.finished_at LIMIT 1"
             )
             .bindparams(*self._bounds())
             .columns(finished_at=Timestamp())
@@ -197,7 +199,7 @@ class MariadbArchive:
         )
 
     def oldest(self, conn: Connection, bounds: dict[str, Any]) -> datetime | None:
-        """``min(finished_at)`` of the archivable jobs."""
+        """The oldest ``finished_at`` of the archivable jobs (None: none)."""
         found: datetime | None = conn.execute(self._oldest, bounds).scalar()
         return found
 
