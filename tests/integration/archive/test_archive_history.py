@@ -29,7 +29,9 @@ def _json(value: Any) -> Any:
 def _archived(engine: Engine, job_id: int) -> dict[str, Any]:
     with engine.connect() as connection:
         row = connection.execute(
-            text("SELECT status, attempts, has_steps, steps, errors FROM jobs_archive WHERE id = :id"),
+            text(
+                "SELECT status, attempts, has_steps, steps, errors FROM jobs_archive WHERE id = :id"
+            ),
             {"id": job_id},
         ).one()
     return {
@@ -149,9 +151,7 @@ def test_the_move_never_reads_the_history_of_a_job_done_at_its_first_attempt(arc
         connection.execute(
             archive_sql.archive_create_partition(Job, "jobs_archive_p_test", day, day + 3 * DAY)
         )
-        params = compiled.construct_params(
-            {"before": now, "low": low, "high": high, "limit": 100}
-        )
+        params = compiled.construct_params({"before": now, "low": low, "high": high, "limit": 100})
         plan = connection.exec_driver_sql(
             "EXPLAIN (ANALYZE, FORMAT JSON) " + str(compiled), params
         ).scalar_one()
