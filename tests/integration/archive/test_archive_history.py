@@ -127,7 +127,7 @@ def test_a_retried_jobs_history_moves_whole_and_a_first_try_jobs_stays_null(arch
 
 def test_the_move_never_reads_the_history_of_a_job_done_at_its_first_attempt(archived):
     # PostgreSQL's plan: the history's subplan runs for no row of a batch of such jobs
-    # (the move read its index once per job: about 5 µs each, bench/drain-beside-results.md).
+    # (the move read its index once per job: about 1 µs each, bench/drain-beside-results.md).
     with archived.begin() as connection:
         connection.execute(
             text(
