@@ -43,9 +43,9 @@ def _archived(engine: Engine, job_id: int) -> dict[str, Any]:
     }
 
 
-def _enqueue(engine: Engine, jobs: JobQueue, kind: str) -> int:
+def _enqueue(engine: Engine, jobs: JobQueue[Job], kind: str) -> int:
     with Session(engine) as session, session.begin():
-        return jobs.enqueue(session, kind, {}).id
+        return int(jobs.enqueue(session, kind, {}).id)
 
 
 def _due_now(engine: Engine) -> None:
@@ -72,7 +72,7 @@ def test_a_retried_jobs_history_moves_whole_and_a_first_try_jobs_stays_null(arch
     # The history's rows as the worker writes them: a failure, a Retry, then done; a
     # Discard; and beside them jobs done at their first attempt (history skipped), one
     # of them by a transactional handler whose step rows leave `has_steps` unmarked.
-    jobs = JobQueue(Job)
+    jobs: JobQueue[Job] = JobQueue(Job)
 
     @jobs.task("flaky")
     def flaky(ctx: JobContext) -> int:
