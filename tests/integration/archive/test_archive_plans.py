@@ -8,8 +8,10 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
+from sa_jobqueue.driver.mysql.archive import MariadbArchive
 from sa_jobqueue.statements import archive as archive_sql
 from tests.support.models import Job
+from tests.support.processes import on_databases
 
 
 def _scans(plan: dict[str, Any]) -> list[tuple[str, str]]:
@@ -67,3 +69,44 @@ def test_the_archivers_transaction_has_no_jit_and_a_lock_timeout(archived):
         assert connection.execute(text("SHOW lock_timeout")).scalar_one() == "5s"
     with archived.connect() as connection:  # local to that transaction
         assert connection.execute(text("SHOW lock_timeout")).scalar_one() == "0"
+
+
+def _mariadb_rows_read(document: Any) -> list[tuple[str, float]]:
+    """(table, rows it read) of every table access of a MariaDB ``ANALYZE FORMAT=JSON``."""
+    found: list[tuple[str, float]] = []
+    if isinstance(document, dict):
+        if "table_name" in document and "r_rows" in document:
+            loops = float(document.get("r_loops", 1) or 1)
+            found.append((document["table_name"], loops * float(document["r_rows"] or 0)))
+        for value in document.values():
+            found += _mariadb_rows_read(value)
+    elif isinstance(document, list):
+        for value in document:
+            found += _mariadb_rows_read(value)
+    return found
+
+
+@on_databases("mariadb")
+def test_mariadbs_oldest_probe_stops_at_the_first_archivable_row(archived):
+    # As PostgreSQL's: min() over the archivable rows read every finished row of the
+    # range, per batch; ORDER BY finished_at LIMIT 1 walks ix_jobs_finished to the first.
+    with archived.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO jobs (kind, status, attempts, payload, finished_at)"
+                " SELECT 'k', 'done', 1, '{}', now(6) - INTERVAL 3 HOUR + INTERVAL seq MICROSECOND"
+                " FROM seq_1_to_20000"
+            )
+        )
+        connection.execute(text("ANALYZE TABLE jobs"))
+    now = datetime.now(UTC).replace(tzinfo=None)
+    bounds = {"before": now - timedelta(hours=1), "low": datetime(2000, 1, 1), "high": now}
+    with archived.connect() as connection:
+        oldest = MariadbArchive(Job)._oldest
+        compiled = oldest.compile(dialect=connection.dialect)
+        row = connection.exec_driver_sql(
+            "ANALYZE FORMAT=JSON " + str(compiled), compiled.construct_params(bounds)
+        ).one()
+        assert MariadbArchive(Job).oldest(connection, bounds) is not None
+    read = dict(_mariadb_rows_read(json.loads(row[0])))
+    assert read["j"] <= 10, read
