@@ -113,10 +113,9 @@ class PortableEnqueue(PortableBase):
 
     def jobs_insert_gathered(
         self, session: Session, batch: JobsInsert, returning: Sequence[str]
-    ) -> tuple[list[list[Any]], Any]:
+    ) -> tuple[list[Sequence[Any]], Any]:
         """`jobs_insert`, and the ``now()`` every new row holds (``created_at``...)."""
-        rows, now = self._insert_batch(session, batch, returning)
-        return [list(row) for row in rows], now
+        return self._insert_batch(session, batch, returning)
 
     def jobs_insert_loaded(self, session: Session, batch: JobsInsert) -> list[JobMixin]:
         """`jobs_insert`, then the new rows loaded by the ORM, by id."""

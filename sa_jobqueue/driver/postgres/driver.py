@@ -215,7 +215,7 @@ class PostgresDriver:
 
     def jobs_insert_gathered(
         self, session: Session, batch: enqueue.JobsInsert, returning: Sequence[str]
-    ) -> tuple[list[list[Any]], Any]:
+    ) -> tuple[list[Sequence[Any]], Any]:
         """`PostgresEnqueue.jobs_insert_gathered`."""
         return self._enqueue.jobs_insert_gathered(session, batch, returning)
 

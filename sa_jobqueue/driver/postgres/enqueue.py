@@ -153,7 +153,7 @@ class PostgresEnqueue:
 
     def jobs_insert_gathered(
         self, session: Session, batch: JobsInsert, returning: Sequence[str]
-    ) -> tuple[list[list[Any]], Any]:
+    ) -> tuple[list[Sequence[Any]], Any]:
         """`inserts.enqueue_json_arrays`: one JSON parameter in, one row of arrays out."""
         traced = bool(batch.trace_context)
         key = (traced, tuple(returning))
@@ -170,19 +170,16 @@ class PostgresEnqueue:
         *arrays, now = connection.execute(statement, params).one()
         if arrays[0] is None:  # no job inserted: every key was taken
             return [], now
-        rows = [list(row) for row in zip(*arrays, strict=True)]
+        # Column by column, each in one comprehension: no list per row, no second walk
+        # over the rows (the rows are the arrays' tuples, as zip makes them).
         decode = sqlalchemy_private.json_deserializer(connection.dialect) or _decode_json
-        payload_at = run_at = None
         if "payload" in returning:
-            payload_at = list(returning).index("payload")
+            at = list(returning).index("payload")
+            arrays[at] = [decode(text) for text in arrays[at]]
         if "run_at" in returning:
-            run_at = list(returning).index("run_at")
-        for row in rows:
-            if payload_at is not None:
-                row[payload_at] = decode(row[payload_at])
-            if run_at is not None and row[run_at] is None:
-                row[run_at] = now
-        return rows, now
+            at = list(returning).index("run_at")
+            arrays[at] = [now if run_at is None else run_at for run_at in arrays[at]]
+        return list(zip(*arrays, strict=True)), now
 
     def jobs_insert_loaded(self, session: Session, batch: JobsInsert) -> list[JobMixin]:
         """`inserts.enqueue` ``RETURNING`` the model, loaded by the ORM; sorted by id."""

@@ -144,7 +144,7 @@ class EnqueueOps(Protocol):
 
     def jobs_insert_gathered(
         self, session: Session, batch: JobsInsert, returning: Sequence[str]
-    ) -> tuple[list[list[Any]], Any]:
+    ) -> tuple[list[Sequence[Any]], Any]:
         """`jobs_insert` of jobs without own columns or workflow, and the statement's ``now()``.
 
         The rows come back gathered, cheaper to read than a row per job: ``payload``
