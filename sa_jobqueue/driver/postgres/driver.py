@@ -21,6 +21,7 @@ from sa_jobqueue.driver.postgres.counters import PostgresCounters
 from sa_jobqueue.driver.postgres.deadlines import Deadlines
 from sa_jobqueue.driver.postgres.enqueue import PostgresEnqueue
 from sa_jobqueue.driver.postgres.failures import Failures
+from sa_jobqueue.driver.postgres.family import family
 from sa_jobqueue.driver.postgres.flow import FlowControl
 from sa_jobqueue.driver.postgres.leases import Leases
 from sa_jobqueue.driver.postgres.notifications import Notifications
@@ -42,6 +43,10 @@ class PostgresDriver:
     supports_partial_indexes = supports_advisory_locks = supports_asynchronous_commit = True
     supports_writing_ctes = supports_statement_timeout = supports_row_estimates = True
     supports_cascading_deletes = supports_partitions = supports_one_statement_steps = True
+    # Families a worker needs and enqueue does not: built on first use (`family`).
+    _steps, _failures, _leases = family(PostgresSteps), family(Failures), family(Leases)
+    _releaser, _control = family(Releaser), family(PostgresControl)
+    _schedules = family(PostgresSchedules)
 
     def __init__(
         self,
@@ -52,21 +57,16 @@ class PostgresDriver:
         limits: Mapping[str, Limits] | None = None,
         kinds: Sequence[str] | None = None,
     ) -> None:
+        self._model = model
         limited = {kind: limit for kind, limit in (limits or {}).items() if limit.limited}
         self._flow = FlowControl(model, limited, leases=leases, default_lease=default_lease)
         self._claims = Claims(model, dict(leases), default_lease, self._flow.kinds, kinds)
         self._completion = Completion(model, limited)
         self.job_refund, self.job_charge = self._completion.refund, self._completion.charge
-        self._failures = Failures(model)
         self.archive = PostgresArchive(model)
-        self._leases = Leases(model)
-        self._releaser = Releaser(model)
         self._notifications = Notifications(model)
         self.listening = self._notifications.listening
         self._enqueue = PostgresEnqueue(model)
-        self._steps = PostgresSteps(model)
-        self._schedules = PostgresSchedules(model)
-        self._control = PostgresControl(model)
         self.jobs_fail_past_deadline = Deadlines(model).jobs_fail_past_deadline  # DeadlineOps
         compensations = Compensations(model, func.now, self._notifications.queue_notify)
         self.compensations_owe, self.compensation_plan, self.compensation_end = compensations.ops
