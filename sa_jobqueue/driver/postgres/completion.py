@@ -3,16 +3,28 @@
 Six statements end a claim round's jobs (`complete` with or without results,
 `complete_one`, the same without its NOTIFY, and `limits.complete_and_lock` with or
 without results); a savepoint batch's done is `complete_charged`, its refunds and
-charges are `batches`'. `Completion` builds them once for a driver (`PostgresDriver`)
-and runs them on the caller's connection.
+charges are `batches`'. `Completion` builds each once for a driver (`PostgresDriver`),
+when first run, and runs them on the caller's connection.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from functools import cached_property
 from typing import Any
 
-from sqlalchemy import Connection, Text, Update, bindparam, case, cast, func, null, update
+from sqlalchemy import (
+    Connection,
+    Select,
+    Text,
+    Update,
+    bindparam,
+    case,
+    cast,
+    func,
+    null,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 
 from sa_jobqueue.driver.postgres import batches, limits
@@ -146,27 +158,58 @@ class Completion:
     """
 
     def __init__(self, model: type[JobMixin], limited: Collection[str]) -> None:
+        self._model = model
         self._limited = frozenset(limited)
         # Every statement that ends jobs also NOTIFYs their ids on the ended channel, in
         # the same statement: one pg_notify per statement, none when nothing ended
-        # (`statements.common.ended_notify`; what `jobs.wait` listens for).
-        ended = ended_channel_name(model.__tablename__)
-        results = complete(model)
-        plain = complete(model, with_results=False)
-        # Each done also counts its jobs, in the same statement (`counters.counting_done`).
-        self._complete = counting_done(model, results, ended=ended)
-        self._complete_plain = counting_done(model, plain, ended=ended)
-        self._complete_one = counting_done(model, complete_one(model), ended=ended)
+        # (`statements.common.ended_notify`; what `jobs.wait` listens for). Each is built
+        # the first time it is run: an application that only enqueues runs none, and a
+        # worker of lease-mode jobs two or three of the nine.
+        self._ended = ended_channel_name(model.__tablename__)
+
+    # Each done also counts its jobs, in the same statement (`counters.counting_done`).
+
+    @cached_property
+    def _complete(self) -> Select[Any]:
+        return counting_done(self._model, complete(self._model), ended=self._ended)
+
+    @cached_property
+    def _complete_plain(self) -> Select[Any]:
+        plain = complete(self._model, with_results=False)
+        return counting_done(self._model, plain, ended=self._ended)
+
+    @cached_property
+    def _complete_one(self) -> Select[Any]:
+        return counting_done(self._model, complete_one(self._model), ended=self._ended)
+
+    @cached_property
+    def _complete_quietly(self) -> Select[Any]:
         # A transactional handler's done, in its own transaction: a NOTIFY there would
         # serialise the commits of concurrent handlers on PostgreSQL's notify lock (held
         # through the commit's WAL flush), so the claim loop announces it (`ended_announce`).
-        self._complete_quietly = counting_done(model, complete_one(model))
-        self._complete_and_lock = limits.complete_and_lock(model, results, ended=ended)
-        self._complete_plain_and_lock = limits.complete_and_lock(model, plain, ended=ended)
-        self._refund = batches.refund_attempts(model)
-        self._charge = batches.charge_attempts(model)
-        # Announced like the above.
-        self._complete_charged = counting_done(model, complete_charged(model))
+        return counting_done(self._model, complete_one(self._model))
+
+    @cached_property
+    def _complete_and_lock(self) -> Select[Any]:
+        return limits.complete_and_lock(self._model, complete(self._model), ended=self._ended)
+
+    @cached_property
+    def _complete_plain_and_lock(self) -> Select[Any]:
+        plain = complete(self._model, with_results=False)
+        return limits.complete_and_lock(self._model, plain, ended=self._ended)
+
+    @cached_property
+    def _refund(self) -> Update:
+        return batches.refund_attempts(self._model)
+
+    @cached_property
+    def _charge(self) -> Update:
+        return batches.charge_attempts(self._model)
+
+    @cached_property
+    def _complete_charged(self) -> Select[Any]:
+        # Announced like `_complete_quietly`.
+        return counting_done(self._model, complete_charged(self._model))
 
     def complete(
         self,
