@@ -23,6 +23,7 @@ from sa_jobqueue.cli.app import (
     prepared_statements,
     require_url,
 )
+from sa_jobqueue.cli.gc_freeze import freeze_startup_heap
 from sa_jobqueue.cli.params import Count, Duration
 from sa_jobqueue.errors import JobQueueError
 from sa_jobqueue.logs import configure_logging
@@ -383,6 +384,7 @@ def run_worker(
         runner = jobs.worker(engine, queues=list(queues) or None, metrics=metrics, **options)
         if on_worker is not None:
             on_worker(runner)
+        freeze_startup_heap()  # this process is the worker's
         runner.run()
     except JobQueueError as error:
         fail(str(error), 2)

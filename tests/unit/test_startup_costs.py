@@ -1,6 +1,9 @@
-"""What a process pays once: a driver's families built on first use."""
+"""What a process pays once: a driver's families built on first use, the worker's frozen heap."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 from sa_jobqueue.driver import driver_for
 from tests.support.models import Job
@@ -23,3 +26,20 @@ def test_a_postgres_drivers_done_statements_are_built_when_first_run():
     assert [name for name in statements if name in vars(completion)] == []
     assert completion._complete_one is completion._complete_one
     assert [name for name in statements if name in vars(completion)] == ["_complete_one"]
+
+
+def test_the_worker_command_freezes_its_heap_and_importing_the_library_does_not():
+    script = (
+        "import gc\n"
+        "threshold = gc.get_threshold()\n"
+        "import sa_jobqueue, sa_jobqueue.cli.run\n"
+        "from sa_jobqueue.cli.gc_freeze import freeze_startup_heap\n"
+        "assert (gc.get_freeze_count(), gc.get_threshold()) == (0, threshold)\n"
+        "assert gc.isenabled()\n"
+        "freeze_startup_heap()\n"
+        "print(gc.get_freeze_count())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert int(done.stdout) > 10_000  # the modules' functions and classes, at least
