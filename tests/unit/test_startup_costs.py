@@ -5,15 +5,20 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from sa_jobqueue.driver import driver_for
+from sa_jobqueue.driver import Driver, driver_for
 from tests.support.models import Job
 
 #: The `PostgresDriver` families a worker needs and an enqueue does not.
 WORKER_FAMILIES = ("_steps", "_failures", "_leases", "_releaser", "_control", "_schedules")
 
 
+def own_driver() -> Driver:
+    """A driver of its own: with the default options `driver_for` shares one per model."""
+    return driver_for("postgresql", Job, kinds=["send_receipt"])
+
+
 def test_a_postgres_driver_builds_the_worker_families_on_first_use_and_once():
-    driver = driver_for("postgresql", Job)
+    driver = own_driver()
     assert [name for name in WORKER_FAMILIES if name in vars(driver)] == []
     steps = driver._steps  # type: ignore[attr-defined]
     assert driver._steps is steps  # type: ignore[attr-defined]
@@ -21,7 +26,7 @@ def test_a_postgres_driver_builds_the_worker_families_on_first_use_and_once():
 
 
 def test_a_postgres_drivers_done_statements_are_built_when_first_run():
-    completion = driver_for("postgresql", Job)._completion  # type: ignore[attr-defined]
+    completion = own_driver()._completion  # type: ignore[attr-defined]
     statements = ("_complete", "_complete_plain", "_complete_one", "_refund", "_charge")
     assert [name for name in statements if name in vars(completion)] == []
     assert completion._complete_one is completion._complete_one
