@@ -50,6 +50,7 @@ from bench.support import throughput
 from bench.support.app import Job, jobs
 from bench.support.database import Database, scratch
 from bench.support.timing import log
+from sa_jobqueue.driver.registry import driver_for
 
 #: Jobs per transaction of the batch cases.
 BATCH = 1_000
@@ -96,7 +97,10 @@ def session_floor(url: str, count: int, *, own_statement: bool = False) -> float
                 jobs.enqueue(session, "noop", {"n": -1})
                 session.rollback()
                 one = jobs._inserter._ones["now", (), ()]  # a job with no option's shape
-                statement = one.direct._sql[engine.dialect]
+                # The statement the PostgreSQL driver compiled for that shape (`Direct`).
+                driver: Any = driver_for(engine, Job)
+                direct, _ = driver._enqueue._ones[one.shape]
+                statement = direct._sql[engine.dialect]
         started = time.perf_counter()
         for i in range(count):
             with Session(engine) as session, session.begin():
