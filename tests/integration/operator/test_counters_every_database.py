@@ -10,6 +10,7 @@ job stays counted (docs/observability.md#counters).
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 from sqlalchemy import Engine, func, insert, select
@@ -18,8 +19,11 @@ from sqlalchemy.orm import Session
 from sa_jobqueue import Discard, JobQueue, statements
 from sa_jobqueue.driver import driver_for
 from sa_jobqueue.ops import admin
+from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.schema.counters import ended_table_for
 from sa_jobqueue.schema.model import FINISHED
+from sa_jobqueue.worker import maintenance
+from sa_jobqueue.worker.maintenance import Maintenance
 from tests.support.helpers import wait_for
 from tests.support.models import Job
 from tests.support.processes import every_database
@@ -168,4 +172,44 @@ def test_compaction_moves_exactly_what_it_adds_with_endings_in_between(committed
         assert _compact(committed) >= 1  # the drain's (a done statement logs its batch)
         other.commit()
     assert _logged(committed) == 1
+    assert _counted(committed) == _rows(committed)
+
+
+@every_database
+def test_a_sweep_moves_a_backlog_of_the_log_a_committed_batch_at_a_time(committed, monkeypatch):
+    # A bulk ending leaves one log row per job. The sweep moves them in batches, each its
+    # own transaction: another connection sees each batch moved before the next starts
+    # (on SQLite, the file's write lock is not held for the whole backlog).
+    monkeypatch.setattr(maintenance, "COMPACT_BATCH", 3)
+    monkeypatch.setattr(maintenance, "COMPACT_ROUNDS", 2)
+    with committed.begin() as conn:
+        row = {"kind": "ok", "queue": "default", "status": "cancelled", "payload": {}}
+        conn.execute(insert(Job), [row] * 7)
+    assert _logged(committed) == 7
+    driver = driver_for(committed, Job)
+    compact = driver.counters_compact
+    seen: list[int] = []
+
+    def spy(conn, limit=7):
+        seen.append(_logged(committed))  # read on another connection
+        return compact(conn, limit)
+
+    monkeypatch.setattr(driver, "counters_compact", spy)
+    sweeper = Maintenance(
+        committed,
+        driver,
+        "sweeper",
+        leases=[60.0],
+        sweep_interval=30.0,
+        pruner=Pruner(Job, {}, 300.0),
+        running=list,
+        on_recovered=lambda: None,
+        stopped=threading.Event(),
+    )
+    sweeper.sweep_once()
+    assert seen == [7, 4]  # two rounds of three, the first committed before the second
+    assert _logged(committed) == 1  # the rest waits for the next sweep
+    sweeper.sweep_once()
+    assert seen == [7, 4, 1]
+    assert _logged(committed) == 0
     assert _counted(committed) == _rows(committed)
