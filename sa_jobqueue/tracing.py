@@ -8,6 +8,8 @@ without an SDK. See docs/observability.md#traces.
 from __future__ import annotations
 
 import functools
+import os
+import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -94,6 +96,13 @@ def available() -> bool:
     return _otel() is not None
 
 
+#: The variable that names a global provider OpenTelemetry loads on first lookup.
+_PROVIDER_VARIABLE = "OTEL_PYTHON_TRACER_PROVIDER"
+
+#: `time.monotonic()` before which "OpenTelemetry is not imported: nothing records" stands.
+_unused_until = 0.0
+
+
 def recording() -> bool:
     """Whether spans would record now (the API is installed and an SDK configured).
 
@@ -101,7 +110,21 @@ def recording() -> bool:
     lookup reads the environment each time, so while nothing records the answer is
     kept for `RECHECK_SECONDS`: a global provider set while a worker runs is used
     within a second (one given to `use_tracer_provider` at once).
+
+    While no module has imported OpenTelemetry's trace API, no provider can have been
+    set (setting one imports it) and none is named in the environment, nothing records,
+    and it is not imported here either: importing it is 30 M instructions, which an
+    application that has the API installed but traces nothing would pay at its first
+    enqueue (bench/cost-history.md).
     """
+    global _unused_until
+    if "opentelemetry.trace" not in sys.modules:
+        now = time.monotonic()
+        if now < _unused_until:
+            return False
+        if _PROVIDER_VARIABLE not in os.environ:
+            _unused_until = now + RECHECK_SECONDS
+            return False
     otel = _otel()
     if otel is None:
         return False

@@ -33,6 +33,24 @@ def test_a_postgres_drivers_done_statements_are_built_when_first_run():
     assert [name for name in statements if name in vars(completion)] == ["_complete_one"]
 
 
+def test_a_postgres_drivers_maintenance_and_notify_statements_are_built_when_first_run():
+    driver = own_driver()
+    built = {
+        driver._flow: ("_due_kinds", "_limited_due"),  # type: ignore[attr-defined]
+        driver._notifications: ("_announce", "_notify", "_asynchronous_commit"),  # type: ignore[attr-defined]
+        driver.counters_compact.__self__: ("_compact", "_fold"),  # type: ignore[attr-defined]
+        driver.jobs_fail_past_deadline.__self__: ("_fail",),  # type: ignore[attr-defined]
+    }
+    assert [n for family, names in built.items() for n in names if n in vars(family)] == []
+    flow = driver._flow  # type: ignore[attr-defined]
+    assert flow._limited_due is None  # no limited kind: nothing to probe
+    assert flow._due_kinds is flow._due_kinds
+    assert [name for name in ("_due_kinds", "_limited_due") if name in vars(flow)] == [
+        "_due_kinds",
+        "_limited_due",
+    ]
+
+
 def test_the_worker_command_freezes_its_heap_and_importing_the_library_does_not():
     script = (
         "import gc\n"

@@ -11,6 +11,7 @@ See `sa_jobqueue.driver.protocol.counters` and docs/observability.md#counters.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import (
@@ -166,11 +167,22 @@ def fold_counters(model: type[JobMixin]) -> Select[Any]:
 
 
 class PostgresCounters:
-    """CounterOps (`sa_jobqueue.driver.protocol`) for `PostgresDriver`."""
+    """CounterOps (`sa_jobqueue.driver.protocol`) for `PostgresDriver`.
+
+    Its two statements are built when first run: a worker's maintenance runs them, an
+    application that only enqueues never does.
+    """
 
     def __init__(self, model: type[JobMixin]) -> None:
-        self._compact = compact_counters(model)
-        self._fold = fold_counters(model)
+        self._model = model
+
+    @cached_property
+    def _compact(self) -> Select[Any]:
+        return compact_counters(self._model)
+
+    @cached_property
+    def _fold(self) -> Select[Any]:
+        return fold_counters(self._model)
 
     @property
     def ops(self) -> tuple[Any, Any]:

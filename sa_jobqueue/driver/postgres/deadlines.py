@@ -5,6 +5,8 @@ See `sa_jobqueue.driver.protocol.deadlines` and docs/durable.md ("Deadlines").
 
 from __future__ import annotations
 
+from functools import cached_property
+
 from sqlalchemy import (
     Connection,
     Float,
@@ -61,14 +63,18 @@ def fail_past_deadline(model: type[JobMixin]) -> Update:
 
 
 class Deadlines:
-    """`DeadlineOps` for one jobs model; its statement is built once, here.
+    """`DeadlineOps` for one jobs model; its statement is built once, when first run.
 
     Args:
         model: the jobs model.
     """
 
     def __init__(self, model: type[JobMixin]) -> None:
-        self._fail = fail_past_deadline(model)
+        self._model = model
+
+    @cached_property
+    def _fail(self) -> Update:
+        return fail_past_deadline(self._model)
 
     def jobs_fail_past_deadline(self, conn: Connection, params: DeadlinePass) -> list[int]:
         """`fail_past_deadline`."""

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from functools import cached_property
+from typing import Any
 
-from sqlalchemy import Connection, Executable
+from sqlalchemy import Connection, Executable, Select
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.postgres import due, limits
@@ -20,7 +22,10 @@ __all__ = ["FlowControl"]
 
 
 class FlowControl:
-    """The limited kinds of one driver; their statements are built once, here.
+    """The limited kinds of one driver; their statements are built once.
+
+    The limited kinds' locks, claims and rate statements are built here; the due
+    probes when first run (an application that only enqueues runs neither).
 
     Args:
         model: the jobs model.
@@ -40,11 +45,10 @@ class FlowControl:
         leases: Mapping[str, float],
         default_lease: float,
     ) -> None:
+        self._model = model
         self.kinds: list[str] = sorted(limited)
         self._leases = {kind: leases.get(kind, default_lease) for kind in limited}
         self._lock = {kind: limits.lock_limited(model, kind) for kind in limited}
-        self._limited_due = due.limited_due(model, kinds=self.kinds) if limited else None
-        self._due_kinds = due.due_kinds(model)
         self._claim = {
             kind: limits.claim_limited(model, kind=kind, limits=limit, lease=self._leases[kind])
             for kind, limit in limited.items()
@@ -65,6 +69,14 @@ class FlowControl:
             for kind, limit in limited.items()
             if limit.rate_count is not None
         }
+
+    @cached_property
+    def _limited_due(self) -> Select[Any] | None:
+        return due.limited_due(self._model, kinds=self.kinds) if self.kinds else None
+
+    @cached_property
+    def _due_kinds(self) -> Select[Any]:
+        return due.due_kinds(self._model)
 
     def claim(
         self,

@@ -10,6 +10,7 @@ run on the caller's connection. How a connection LISTENs to those channels is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import Connection, Select
@@ -61,7 +62,7 @@ class PostgresListening:
 
 
 class Notifications:
-    """The notification, lock and transaction statements of one driver, built once.
+    """The notification, lock and transaction statements of one driver, built when first run.
 
     Args:
         model: the jobs model.
@@ -70,11 +71,20 @@ class Notifications:
     def __init__(self, model: type[JobMixin]) -> None:
         self.model = model
         self.listening = PostgresListening(model.__tablename__)
-        self._announce = statements.notify(ended_channel_name(model.__tablename__))
-        self._notify = statements.notify(channel_name(model.__tablename__))
-        self._asynchronous_commit = statements.asynchronous_commit()
         self._locks: dict[str, Select[Any]] = {}
         self._next_due: dict[tuple[str, ...], Select[Any]] = {}
+
+    @cached_property
+    def _announce(self) -> Select[Any]:
+        return statements.notify(ended_channel_name(self.model.__tablename__))
+
+    @cached_property
+    def _notify(self) -> Select[Any]:
+        return statements.notify(channel_name(self.model.__tablename__))
+
+    @cached_property
+    def _asynchronous_commit(self) -> Select[Any]:
+        return statements.asynchronous_commit()
 
     def ended_announce(self, conn: Connection, ids: Sequence[int]) -> None:
         """`statements.notify` on the ended channel: ids, space-separated, 350 a payload."""

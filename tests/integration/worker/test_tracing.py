@@ -6,6 +6,7 @@ The spans go to an in-memory exporter of a `TracerProvider` of the test's own
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -107,6 +108,57 @@ def test_without_opentelemetry_nothing_imports_it_and_enqueue_works(database_url
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+#: An enqueue in a child process with OpenTelemetry installed (API and SDK) and not
+#: imported by anyone: it is still not imported after the enqueue; then (unless the
+#: environment names a provider) the application sets a global SDK provider, and the
+#: next enqueue records its span at once.
+_UNIMPORTED = """
+import sys
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+from sa_jobqueue import JobQueue
+from tests.support.models import Job
+
+engine = create_engine(sys.argv[1])
+jobs = JobQueue(Job)
+with Session(engine) as session, session.begin():
+    first = jobs.enqueue(session, "k").trace_context
+    imported = "opentelemetry.trace" in sys.modules
+    if not imported:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        trace.set_tracer_provider(TracerProvider())
+    second = jobs.enqueue(session, "k").trace_context
+    session.rollback()
+print(imported, first is not None, second is not None)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("environment", "printed"),
+    [
+        ({}, "False False True"),
+        # The global provider named in the environment: looked up, and recording.
+        ({"OTEL_PYTHON_TRACER_PROVIDER": "sdk_tracer_provider"}, "True True True"),
+    ],
+)
+def test_enqueue_imports_opentelemetry_only_once_something_could_record(
+    database_url, environment, printed
+):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")} | environment
+    done = subprocess.run(
+        [sys.executable, "-c", _UNIMPORTED, database_url],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == printed
 
 
 def test_enqueue_many_ids_only_stores_the_spans_context_in_every_row(session, spans):
