@@ -1,7 +1,8 @@
 """`PortableClaims`: the driver protocol's claims in portable statements.
 
-A claim chooses due ids in claim order and leases them (`leasing.lease`: ``FOR UPDATE
-SKIP LOCKED`` then an UPDATE by id on MySQL, one ``UPDATE ... RETURNING`` on SQLite).
+A claim chooses due ids in claim order and leases them (`leasing.Leasing`: ``FOR UPDATE
+SKIP LOCKED`` then an UPDATE by id on MySQL, one ``UPDATE ... RETURNING`` on SQLite),
+with statements built once per driver, the queue, limit and owner their parameters.
 The limited kinds' claims, rated starts and due probes are `limits.LimitedClaims`, held
 here. Each operation keeps the guarantee its protocol method's docstring states.
 """
@@ -12,10 +13,10 @@ from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Select, select
+from sqlalchemy import ColumnElement, Connection, Integer, Select, Text, bindparam, select
 
 from sa_jobqueue.driver.portable.base import PortableBase
-from sa_jobqueue.driver.portable.leasing import lease
+from sa_jobqueue.driver.portable.leasing import Leasing
 from sa_jobqueue.driver.portable.limits import LimitedClaims
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import Status
@@ -33,9 +34,17 @@ class PortableClaims(PortableBase):
 
     def job_claim(self, conn: Connection, queue: str, limit: int, owner: str) -> list[Claimed]:
         """Lease up to `limit` due jobs of `queue` to `owner` (see `ClaimOps.job_claim`)."""
-        model = self.model
-        due = self._due(model.queue == queue).limit(limit)
-        return lease(self, conn, due, owner)
+        return self._claim_leasing.run(conn, owner, {"claim_queue": queue, "limit": limit})
+
+    @cached_property
+    def _claim_leasing(self) -> Leasing:
+        """`job_claim`'s lease, of ``:claim_queue``'s first ``:limit`` due jobs."""
+        due = self._due_in_queue().limit(bindparam("limit", type_=Integer))
+        return Leasing(self, due)
+
+    def _due_in_queue(self) -> Select[Any]:
+        """`_due` of the queue ``:claim_queue``."""
+        return self._due(self.model.queue == bindparam("claim_queue", type_=Text))
 
     def job_claim_queues(
         self, conn: Connection, queues: Sequence[str], limit: int, owner: str, start: int = 0

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Connection
+from functools import cached_property
+from typing import Any
+
+from sqlalchemy import Connection, Select
 
 from sa_jobqueue.driver.portable.driver import PortableDriver
 from sa_jobqueue.driver.portable.probes import probe
-from sa_jobqueue.driver.sqlite.engines import BUSY_TIMEOUT
+from sa_jobqueue.driver.sqlite.engines import BUSY_TIMEOUT, writing
 from sa_jobqueue.driver.sqlite.sql import SqliteSql
 from sa_jobqueue.driver.values import Claimed
 
@@ -46,10 +49,16 @@ class SqliteDriver(PortableDriver):
         A worker's claim round that comes first in its transaction then only reads
         (`portable.probes`); when a job is due, the claim's ``UPDATE ... WHERE`` takes
         the write lock and reads again what is due, so a job the probe saw and another
-        worker took in between is not claimed twice.
+        worker took in between is not claimed twice. A transaction that holds the
+        write lock already (its round acknowledged jobs first) claims without one:
+        the probe would spare no lock there, only cost a statement.
         """
-        if limit > 0:
-            due = self._due(self.model.queue == queue).limit(1)
-            if conn.execute(probe(due)).first() is None:
-                return []
+        probing = limit > 0 and not writing(conn)
+        if probing and conn.execute(self._claim_probe, {"claim_queue": queue}).first() is None:
+            return []
         return super().job_claim(conn, queue, limit, owner)
+
+    @cached_property
+    def _claim_probe(self) -> Select[Any]:
+        """Whether a job of ``:claim_queue`` is due (`job_claim`'s probe)."""
+        return probe(self._due_in_queue().limit(1))

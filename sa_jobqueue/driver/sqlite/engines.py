@@ -26,7 +26,7 @@ from sa_jobqueue.core.engines import sqlite_in_memory
 from sa_jobqueue.driver.portable.probes import PROBE
 from sa_jobqueue.errors import ConfigurationError
 
-__all__ = ["BUSY_TIMEOUT", "check_worker_engine", "worker_engine"]
+__all__ = ["BUSY_TIMEOUT", "check_worker_engine", "worker_engine", "writing"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
@@ -37,6 +37,15 @@ _PENDING, _READING, _WRITING = "pending", "reading", "writing"
 
 #: Seconds a worker's statement waits for SQLite's write lock before it fails.
 BUSY_TIMEOUT = 30.0
+
+
+def writing(conn: Connection) -> bool:
+    """Whether `conn`'s transaction, on a worker's engine, holds the write lock already.
+
+    False on another engine's connection, and before the transaction's first statement
+    that is not a probe.
+    """
+    return conn.info.get(_STATE) == _WRITING
 
 
 def check_worker_engine(engine: Engine) -> None:
