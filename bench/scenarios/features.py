@@ -1,13 +1,21 @@
 """What limits, workflows and durable steps cost jobs that use none of them, in instructions.
 
-Usage: ``python -m bench features [--jobs N]``.
+Usage: ``python -m bench features [--jobs N] [--base B]``.
 Issue 30 item 8: "limits, workflows and durable steps cost nothing to kinds that use none of
-them (a row per feature in the ratio table)". Each row drains N plain no-op lease-mode jobs
-(``concurrency=1``, one process) under ``valgrind --tool=callgrind``, as the ``cost`` scenario
-does, and counts the instructions per job as the difference of a run with N jobs and one
-with 0, so start-up and set-up cancel out (each run drains one warm-up job first, so
-the statements are compiled before either count). The rows differ only in what else the worker
-and the table hold:
+them (a row per feature in the ratio table)". Each row enqueues and drains plain no-op
+lease-mode jobs (``concurrency=1``, one process) under ``valgrind --tool=callgrind`` and
+counts the instructions per job as the difference of a run of B + N jobs and one of B
+(1,000 each), divided by N: start-up, set-up and the work a worker does once cancel out.
+Each run first drains one warm-up job and claims nothing at every size a round can ask
+(1, 2, 3, 5, ... up to concurrency + prefetch), so the claim statement of each ceiling is
+built before the drain. Until 2026-12-06 the base run drained 0 jobs: once the PostgreSQL
+driver built its statements on first use (a claim statement per ``claim_ceiling``, 24 M
+instructions each; the done statements; the many-row insert; the next-due read) that
+one-time work landed in the per-job figure, 24 k a job per claim statement, and which
+ceilings a drain reaches follows the threads' timing: a row whose 0-job run happened to
+build one fewer counted 24 k a job more (features-results.md, 2026-12-06). Work a feature
+adds to every job still grows with N and shows; work it adds once cancels out. The rows
+differ only in what else the worker and the table hold:
 
 - *none*: the no-op task alone (the baseline);
 - *limits*: three other tasks with ``max_running``, ``max_running_per_key`` and
@@ -27,10 +35,12 @@ the default interval, and 3,297 M, 3,293 M and 3,308 M (49 k a job) with
 ``sys.setswitchinterval(1.0)``, which the measured process sets (the threads then trade
 the GIL where they block). What is left follows the load: one pass over the four rows
 while the test suite ran beside it, then without it, counted 685 k, 620 k, 547 k and
-546 k a job, in run order. So the runs go there and back (none, limits, workflows,
-durable, durable, workflows, limits, none): each row's two runs sit at the same mean
-position as none's, a load that drifts steadily moves every row alike, and the table
-shows how far each row's two runs are apart. Records each ratio in ``bench/targets.py``.
+546 k a job, in run order. So the passes go there and back (none, limits, workflows,
+durable, durable, workflows, limits, none), each a run of B jobs and one of B + N: each
+row's two passes sit at the same mean position as none's, a load that drifts steadily
+moves every row alike, and the table shows how far each row's two passes are apart (the
+noise of all four runs: until 2026-12-06 one 0-job run per row served both, and its
+noise showed in no column). Records each ratio in ``bench/targets.py``.
 """
 
 from __future__ import annotations
@@ -77,11 +87,18 @@ elif feature == "durable":
         jobs.enqueue_many(s, [("napper", {{}}) for _ in range(200)])
     parked = jobs.worker(engine, concurrency=1, listen=False, queues=["default"]).drain()
     assert parked == 200, parked
-# One warm-up job in every run (0 and N): the claim, done and heartbeat statements are
-# compiled and cached before the counted drain, so the difference holds the drain alone.
+# Warm-up, alike in every run: one job drained, then an empty claim of every size a
+# round can ask for (1, 2, 3, 5, 9, ... up to concurrency + prefetch), so the driver has
+# built the claim statement of each ceiling it keeps (`plan_cache.claim_ceiling`) before
+# the counted drain: which of them a drain reaches follows the threads' timing.
+warm = jobs.worker(engine, concurrency=1, listen=False, queues=["default"])
 with Session(engine) as s, s.begin():
     jobs.enqueue(s, "noop")
-assert jobs.worker(engine, concurrency=1, listen=False, queues=["default"]).drain() == 1
+assert warm.drain() == 1
+most = warm.config.concurrency + warm.config.prefetch
+with warm.engine.begin() as conn:
+    for limit in sorted({{1, most, *(2**k + 1 for k in range(most.bit_length()) if 2**k < most)}}):
+        assert warm.driver.job_claim(conn, "default", limit, warm.worker_id) == []
 with Session(engine) as s, s.begin():
     jobs.enqueue_many(s, [("noop", {{}}) for _ in range(n)])
 done = jobs.worker(engine, concurrency=1, listen=False, queues=["default"]).drain()
@@ -91,11 +108,16 @@ engine.dispose()
 
 FEATURES = ("none", "limits", "workflows", "durable")
 TARGET = 1.02
-QUICK = ["--jobs", "50"]
+QUICK = ["--jobs", "50", "--base", "50"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", type=int, default=1000, help="plain jobs drained (1000)")
+    parser.add_argument(
+        "--jobs", type=int, default=1000, help="plain jobs counted: the difference (1000)"
+    )
+    parser.add_argument(
+        "--base", type=int, default=1000, help="plain jobs drained by the base run (1000)"
+    )
 
 
 def main(args: argparse.Namespace, db: Database) -> None:
@@ -112,25 +134,26 @@ def main(args: argparse.Namespace, db: Database) -> None:
             with scratch(server_url, "sajq_features") as url:
                 return callgrind.instructions(script, feature, n, url, Path(tmp) / "child.out")
 
-        empty = {feature: count(feature, 0) for feature in FEATURES}
-        # There and back (none, limits, workflows, durable, durable, ..., none): each
-        # feature's two runs sit at the same mean position as none's, so a load that
-        # drifts steadily through the run moves every row alike.
-        full: dict[str, list[int]] = {feature: [] for feature in FEATURES}
+        # There and back (none, limits, workflows, durable, durable, ..., none), a run of
+        # B jobs and one of B + N each time: each feature's two passes sit at the same
+        # mean position as none's, so a load that drifts steadily through the run moves
+        # every row alike, and the spread holds the noise of both runs of a pass.
+        runs: dict[str, list[float]] = {feature: [] for feature in FEATURES}
         for feature in (*FEATURES, *reversed(FEATURES)):
-            full[feature].append(count(feature, args.jobs))
-            print(f"  {feature}: {full[feature][-1]:,} instructions", flush=True)
+            before = count(feature, args.base)
+            after = count(feature, args.base + args.jobs)
+            runs[feature].append((after - before) / args.jobs)
+            print(f"  {feature}: {before:,} and {after:,} instructions", flush=True)
         for feature in FEATURES:
-            runs = [(total - empty[feature]) / args.jobs for total in full[feature]]
-            per_job[feature] = sum(runs) / len(runs)
-            spread[feature] = abs(runs[0] - runs[1])
+            per_job[feature] = sum(runs[feature]) / len(runs[feature])
+            spread[feature] = abs(runs[feature][0] - runs[feature][1])
     minutes = (time.monotonic() - began) / 60
     print(
-        f"\n`python -m bench features --jobs {args.jobs}`, "
+        f"\n`python -m bench features --jobs {args.jobs} --base {args.base}`, "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {minutes:.1f} min, load "
         f"{os.getloadavg()[0]:.1f}: instructions per plain no-op job drained (callgrind)\n"
     )
-    print("| beside | per job (mean of two runs) | the two runs apart | / none |")
+    print("| beside | per job (mean of two passes) | the two passes apart | / none |")
     print("|---|---|---|---|")
     base = per_job["none"]
     for feature in FEATURES:
