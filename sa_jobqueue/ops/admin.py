@@ -52,6 +52,7 @@ from sa_jobqueue.schema.naming import (
 from sa_jobqueue.statements import repairs
 from sa_jobqueue.statements.cascades import delete_cascaded
 from sa_jobqueue.statements.common import FINISHED_VALUES, notifying_ended
+from sa_jobqueue.statements.counters import LIVE_COLUMNS
 from sa_jobqueue.statements.operator import awaiting
 
 __all__ = [
@@ -119,11 +120,14 @@ def stats(
 
 def _stats(session: Session, model: type[JobMixin], limits: Mapping[str, Limits] | None) -> Stats:
     now = session.execute(statements.db_now()).scalar_one()
-    rows = session.execute(statements.stats(model, live=True)).all()
-    by_queue = {row.queue: row._asdict() for row in rows}
-    ended = session.execute(statements.counted_totals(model), {"window": 3600.0})
-    for row in ended:
+    # One statement, one snapshot: a job ending meanwhile counts once (running or ended).
+    rows = session.execute(statements.live_and_counted(model), {"window": 3600.0})
+    by_queue: dict[str, dict[str, Any]] = {}
+    for row in rows:
         fields = by_queue.setdefault(row.queue, {"queue": row.queue})
+        if row.status is None:
+            fields.update((name, row._mapping[name]) for name in LIVE_COLUMNS)
+            continue
         fields[row.status] = int(row.jobs)
         if row.status == Status.FAILED.value:
             fields["failed_last_hour"] = int(row.recent)

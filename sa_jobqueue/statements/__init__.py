@@ -41,6 +41,7 @@ from sa_jobqueue.statements.counters import (
     counted_per_bucket,
     counted_recently,
     counted_totals,
+    live_and_counted,
 )
 from sa_jobqueue.statements.dashboard import (
     LIST_ORDERS,
@@ -111,6 +112,7 @@ __all__ = [
     "limit_usage",
     "list_filter",
     "list_jobs",
+    "live_and_counted",
     "live_counts",
     "notify",
     "passed_over",

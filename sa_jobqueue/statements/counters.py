@@ -24,17 +24,27 @@ from sqlalchemy import (
     cast,
     func,
     literal,
+    null,
     select,
+    type_coerce,
     union_all,
 )
 
 from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.model import JobMixin
 from sa_jobqueue.schema.types import utc_now
+from sa_jobqueue.statements.operator import stats
 from sa_jobqueue.statements.spelled import seconds_before
 from sa_jobqueue.statements.spelled_dashboard import bucket_start
 
-__all__ = ["counted", "counted_by_kind", "counted_per_bucket", "counted_recently", "counted_totals"]
+__all__ = [
+    "counted",
+    "counted_by_kind",
+    "counted_per_bucket",
+    "counted_recently",
+    "counted_totals",
+    "live_and_counted",
+]
 
 
 def _tables(model: type[JobMixin]) -> tuple[Table, Table]:
@@ -138,3 +148,41 @@ def counted_by_kind(model: type[JobMixin]) -> Select[Any]:
         rows.c.status.label("status"),
         _total(rows.c.jobs).label("jobs"),
     ).group_by(rows.c.queue, rows.c.kind, rows.c.status)
+
+
+LIVE_COLUMNS = ("pending", "due", "running", "expired_leases", "retrying", "lag_seconds")
+
+
+def live_and_counted(model: type[JobMixin]) -> Select[Any]:
+    """`statements.stats` (``live``) and `counted_totals` in one statement: one snapshot.
+
+    A job that ends between two reads would count twice (``running`` in the first,
+    ``done`` in the second) or not at all; one statement reads one snapshot on every
+    database (PostgreSQL's read committed included). Rows: ``queue``, ``status`` (NULL
+    on a queue's live row), the live columns (``pending``, ``due``, ``running``,
+    ``expired_leases``, ``retrying``, ``lag_seconds``; NULL on a counted row), ``jobs``
+    and ``recent`` (of `counted_totals`; NULL on a live row). Parameter: ``:window``.
+    """
+    live = stats(model, live=True).order_by(None).subquery("live")
+    ended = counted_totals(model).subquery("ended")
+    nothing = type_coerce(null(), BigInteger)
+    return (
+        union_all(
+            select(
+                live.c.queue,
+                type_coerce(null(), Text).label("status"),
+                *(live.c[name] for name in LIVE_COLUMNS),
+                nothing.label("jobs"),
+                nothing.label("recent"),
+            ),
+            select(
+                ended.c.queue,
+                ended.c.status,
+                *(type_coerce(null(), live.c[name].type).label(name) for name in LIVE_COLUMNS),
+                ended.c.jobs,
+                ended.c.recent,
+            ),
+        )
+        .subquery("read")
+        .select()
+    )

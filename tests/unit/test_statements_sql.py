@@ -118,6 +118,7 @@ BUILDERS: dict[str, Callable[[], Any]] = {
     "counted_per_bucket": lambda: statements.counted_per_bucket(Job, by_queue=True),
     "counted_recently": lambda: statements.counted_recently(Job),
     "counted_totals": lambda: statements.counted_totals(Job),
+    "live_and_counted": lambda: statements.live_and_counted(Job),
     "counted_by_kind": lambda: statements.counted_by_kind(Job),
     "compact_counters": lambda: counters.compact_counters(Job),
     "counting_done": lambda: counters.counting_done(

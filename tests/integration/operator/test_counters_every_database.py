@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-from sqlalchemy import Engine, func, insert, select
+from sqlalchemy import Engine, event, func, insert, select
 from sqlalchemy.orm import Session
 
 from sa_jobqueue import Discard, JobQueue, statements
@@ -135,6 +135,44 @@ def test_stats_read_finished_totals_from_the_counters_and_live_work_from_the_tab
     a, waiting = stats["a"], stats["waiting"]
     assert (a.done, a.failed, a.cancelled, a.failed_last_hour, a.pending) == (4, 1, 0, 1, 0)
     assert (waiting.pending, waiting.due, waiting.done) == (1, 1, 0)
+
+
+@every_database
+def test_a_job_ending_while_stats_reads_counts_once_running_or_done(committed):
+    # stats() reads the live rows and the counters of ended jobs. Were they two reads, a
+    # job ending between them would count as running in the first and done in the
+    # second (seen in CI on PostgreSQL: 3 jobs read as done 3 + running 1).
+    jobs = JobQueue(Job)
+    release, finished = threading.Event(), threading.Event()
+
+    @jobs.task("held")
+    def held(ctx):
+        assert release.wait(30)
+
+    with Session(committed) as session, session.begin():
+        job_id = jobs.enqueue(session, "held", {}).id
+    worker = threading.Thread(target=lambda: (jobs.worker(committed).drain(), finished.set()))
+    worker.start()
+    wait_for(lambda: _status(committed, job_id) == "running", what="the claim")
+
+    def end_the_job(conn, cursor, statement, *args) -> None:
+        if "pending" in statement and not release.is_set():  # the first read of the jobs
+            release.set()
+            wait_for(finished.is_set, what="the job done, read from another connection")
+
+    with Session(committed) as session:
+        event.listen(session.connection(), "after_cursor_execute", end_the_job)
+        stats = {q.queue: q for q in admin.stats(session, Job).queues}["default"]
+    worker.join(30)
+    assert release.is_set()
+    assert finished.is_set()
+    assert _status(committed, job_id) == "done"
+    assert (stats.running, stats.done) == (1, 0)  # read before it ended, in one snapshot
+
+
+def _status(engine: Engine, job_id: int) -> str:
+    with engine.connect() as conn:
+        return str(conn.scalar(select(Job.status).where(Job.id == job_id)))
 
 
 @every_database
