@@ -1,8 +1,8 @@
 """The worker registry with real worker processes: live, idle, killed with kill -9, gone.
 
 Three workers register at start and are listed while idle; one runs a job; it is killed
-with kill -9 (its row then moved to another host: the survivors, on its own host, would
-take its job back at once), its row expires (``--gone-after 3``: a short expiry, not a
+with kill -9 (its row moved to another host just before: the survivors, on its own host,
+would take its job back at once), its row expires (``--gone-after 3``: a short expiry, not a
 long sleep) and the sweeper deletes it, while its job waits for its own lease to end before it runs
 again (docs/workers-registry.md).
 """
@@ -22,7 +22,7 @@ from sa_jobqueue.ops.workers import list_workers
 from tests.support.apps.flow import jobs
 from tests.support.helpers import wait_for
 from tests.support.models import Job
-from tests.support.processes import Proc, Processes, elsewhere
+from tests.support.processes import Proc, Processes, kill_elsewhere
 
 pytestmark = pytest.mark.slow
 APP = "tests.support.apps.flow:jobs"
@@ -96,9 +96,9 @@ def test_registry_lists_three_live_workers_then_two_after_one_is_killed_and_its_
     )
 
     busy = next(w for w in workers if w.worker_id == busy_id)
-    busy.signal(signal.SIGKILL)
-    assert busy.wait() == -signal.SIGKILL
-    elsewhere(committed, busy)  # its own host's survivors would take its job at once
+    # Its row is moved to another host before it dies: its own host's survivors would
+    # take its job back at once.
+    assert kill_elsewhere(busy, committed) == -signal.SIGKILL
     with committed.connect() as conn:
         lease_end = conn.scalar(
             text("SELECT locked_until FROM jobs WHERE id = :id"), {"id": job_id}

@@ -13,11 +13,13 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError
 
 from tests.support.helpers import wait_for
 
@@ -122,6 +124,38 @@ def elsewhere(engine: Engine, proc: Proc) -> None:
             text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"),
             {"id": proc.worker_id},
         )
+
+
+def kill_elsewhere(proc: Proc, engine: Engine) -> int:
+    """Kill -9 running `proc` as if it ran on another host; its exit code.
+
+    Its registry row is moved to another host (`elsewhere`) while `proc` is stopped
+    (`freeze`): killed first, a running worker of its own host could take its jobs
+    back before the row moved (its pid gone). Stopped, its pid is alive and it writes
+    no heartbeat that would put its own host back. Stopped inside a heartbeat of its
+    row, it holds the row's lock: it then runs a moment and is stopped again.
+    """
+    for _ in range(20):
+        freeze(proc, engine)
+        try:
+            _move_elsewhere(engine, proc)
+        except DBAPIError:  # its row locked by the stopped process
+            proc.signal(signal.SIGCONT)
+            time.sleep(0.1)
+            continue
+        proc.signal(signal.SIGKILL)
+        return proc.wait()
+    raise AssertionError(f"the registry row of {proc.worker_id} stayed locked")
+
+
+def _move_elsewhere(engine: Engine, proc: Proc) -> None:
+    move = "UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"
+    with engine.begin() as conn:
+        if engine.dialect.name == "postgresql":
+            conn.exec_driver_sql("SET LOCAL lock_timeout = '1s'")
+        elif engine.dialect.name in ("mysql", "mariadb"):
+            move = f"SET STATEMENT innodb_lock_wait_timeout = 1 FOR {move}"
+        conn.execute(text(move), {"id": proc.worker_id})
 
 
 def _stopped(pid: int) -> bool:
