@@ -151,7 +151,12 @@ def test_a_job_ending_while_stats_reads_counts_once_running_or_done(committed):
 
     with Session(committed) as session, session.begin():
         job_id = jobs.enqueue(session, "held", {}).id
-    worker = threading.Thread(target=lambda: (jobs.worker(committed).drain(), finished.set()))
+
+    def drain() -> None:
+        jobs.worker(committed).drain()
+        finished.set()
+
+    worker = threading.Thread(target=drain)
     worker.start()
     wait_for(lambda: _status(committed, job_id) == "running", what="the claim")
 
