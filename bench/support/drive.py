@@ -1,7 +1,8 @@
 """One worker process of the benchmark: drain the queue when told to, report as JSON.
 
 Usage: ``python -m bench.support.drive URL CONCURRENCY [--rss-every SECONDS] [--savepoint-batch N]
-[--queue NAME ...] [--count-claims] [--count-statements] [--async-tasks] [--prefetch N]``.
+[--queue NAME ...] [--count-claims] [--count-statements] [--time-statements] [--async-tasks]
+[--prefetch N]``.
 It builds its engine and worker, warms the connection, prints ``ready``, waits
 for a line on stdin, drains until no job is due, and prints one JSON line:
 ``{"start": ..., "end": ..., "processed": ..., "warnings": ..., "cpu_seconds": ...,
@@ -12,7 +13,10 @@ With ``--count-claims`` the report also has ``claims``: claim statements run, ro
 they returned, rows they asked for (``:limit``), how many returned fewer rows
 than asked (``short``) or none (``empty``), and when the last rows came
 (``last_rows_at``), seen from the client by an engine event. With ``--count-statements``
-it has ``statements``: the statements, commits and rollbacks of the drain.
+it has ``statements``: the statements, commits and rollbacks of the drain. With
+``--time-statements`` it has ``statement_times``: per statement (its first 100 characters,
+whitespace folded), ``[calls, seconds]`` from the client's execute to its return, over the
+drain (`bench.support.statement_times` prints them).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import argparse
 import gc
 import json
 import logging
+import re
 import sys
 import threading
 import time
@@ -99,6 +104,40 @@ def count_statements() -> dict[str, int]:
     return counts
 
 
+def time_statements(engine: Engine) -> dict[str, list[float]]:
+    """Time every statement of every engine in this process: ``{shape: [calls, seconds]}``.
+
+    The time is the client's, from the cursor's execute to its return (the round trip
+    and the server's work; on SQLite the library's own). The COMMITs of `engine`'s
+    dialect (the worker's engines share it) are timed too, as ``COMMIT``.
+    """
+    times: dict[str, list[float]] = {}
+    dialect = engine.dialect
+    commit = dialect.do_commit
+
+    def timed_commit(dbapi_connection) -> None:
+        started = time.perf_counter()
+        commit(dbapi_connection)
+        entry = times.setdefault("COMMIT", [0, 0.0])
+        entry[0] += 1
+        entry[1] += time.perf_counter() - started
+
+    dialect.do_commit = timed_commit  # type: ignore[method-assign]
+
+    def before(conn, cursor, statement, params, context, executemany) -> None:
+        conn.info["bench_started"] = time.perf_counter()
+
+    def after(conn, cursor, statement, params, context, executemany) -> None:
+        took = time.perf_counter() - conn.info.pop("bench_started", time.perf_counter())
+        entry = times.setdefault(re.sub(r"\s+", " ", statement)[:100], [0, 0.0])
+        entry[0] += 1
+        entry[1] += took
+
+    event.listen(Engine, "before_cursor_execute", before)
+    event.listen(Engine, "after_cursor_execute", after)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("url")
@@ -109,6 +148,7 @@ def main() -> None:
     parser.add_argument("--queue", action="append", default=[])
     parser.add_argument("--count-claims", action="store_true")
     parser.add_argument("--count-statements", action="store_true")
+    parser.add_argument("--time-statements", action="store_true")
     parser.add_argument("--async-tasks", action="store_true", help="the async no-op's queue")
     parser.add_argument("--prefetch", type=int, default=None, help="the worker's prefetch")
     args = parser.parse_args()
@@ -124,6 +164,7 @@ def main() -> None:
         options["prefetch"] = args.prefetch
     claims = count_claims(engine) if args.count_claims else None
     statements = count_statements() if args.count_statements else None
+    timed = time_statements(engine) if args.time_statements else None
     queue = async_jobs if args.async_tasks else jobs
     worker = queue.worker(engine, concurrency=args.concurrency, listen=False, **options)
     with engine.connect() as conn:  # open the pool's first connection before the clock starts
@@ -142,6 +183,8 @@ def main() -> None:
     sys.stdin.readline()
     if statements is not None:
         statements.update(dict.fromkeys(statements, 0))  # the warm-up is not the drain's
+    if timed is not None:
+        timed.clear()
     rss_start = rss_kb()
     if args.rss_every > 0:
         threading.Thread(target=sample, daemon=True).start()
@@ -165,6 +208,8 @@ def main() -> None:
         report["claims"] = claims
     if statements is not None:
         report["statements"] = statements
+    if timed is not None:
+        report["statement_times"] = timed
     print(json.dumps(report), flush=True)
     engine.dispose()
 

@@ -62,6 +62,8 @@ class DrainReport:
     statements: dict[str, int] = field(default_factory=dict)
     #: CPU seconds of every worker process over the drain (all its threads).
     cpu_seconds: float = 0.0
+    #: With ``--time-statements`` in `extra_args`: every worker's ``{shape: [calls, s]}``.
+    statement_times: dict[str, list[float]] = field(default_factory=dict)
 
 
 def library_drain(
@@ -106,6 +108,12 @@ def library_drain(
     for r in reports:
         for key, value in r.get("statements", {}).items():
             statements[key] = statements.get(key, 0) + value
+    times: dict[str, list[float]] = {}
+    for r in reports:
+        for shape, (calls, seconds) in r.get("statement_times", {}).items():
+            entry = times.setdefault(shape, [0, 0.0])
+            entry[0] += calls
+            entry[1] += seconds
     return DrainReport(
         count / (ended - started),
         first["rss_start_kb"],
@@ -114,6 +122,7 @@ def library_drain(
         first["rss_samples_kb"],
         statements,
         sum(r.get("cpu_seconds", 0.0) for r in reports),
+        times,
     )
 
 
