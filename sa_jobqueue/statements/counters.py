@@ -150,6 +150,7 @@ def counted_by_kind(model: type[JobMixin]) -> Select[Any]:
     ).group_by(rows.c.queue, rows.c.kind, rows.c.status)
 
 
+#: The columns of `live_and_counted` read from the table (a queue's live row; NULL else).
 LIVE_COLUMNS = ("pending", "due", "running", "expired_leases", "retrying", "lag_seconds")
 
 
