@@ -288,12 +288,20 @@ def _describe(error: DBAPIError, table: str) -> str:
     from sqlalchemy import exc
 
     sqlstate = getattr(error.orig, "sqlstate", None)
-    if sqlstate == "42P01" or str(error.orig).startswith(f"no such table: {table}"):  # SQLite's
+    if sqlstate == "42P01":
         return f"table {table!r} does not exist (run: sa-jobqueue migrate --table {table})"
+    missing = str(error.orig).removeprefix("no such table: ")  # SQLite names the table
+    if missing != str(error.orig) and _of_the_queue(missing.removeprefix("main."), table):
+        return f"table {missing!r} does not exist (run: sa-jobqueue migrate --table {table})"
     first = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else repr(error)
     if isinstance(error, exc.OperationalError):
         return f"cannot reach the database: {first}"
     return f"database error: {first}"
+
+
+def _of_the_queue(name: str, table: str) -> bool:
+    """Whether `name` is `table` or one of the tables beside it (``sa_jobqueue_*_<table>``)."""
+    return name == table or (name.startswith("sa_jobqueue_") and name.endswith(f"_{table}"))
 
 
 def _refuse_a_missing_sqlite_file(database_url: str) -> None:

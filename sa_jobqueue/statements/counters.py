@@ -167,21 +167,23 @@ def live_and_counted(model: type[JobMixin]) -> Select[Any]:
     live = stats(model, live=True).order_by(None).subquery("live")
     ended = counted_totals(model).subquery("ended")
     nothing = type_coerce(null(), BigInteger)
+    # The jobs table's part last: SQLite resolves a compound's last part first, so a
+    # database without the queue's tables is told the jobs table is missing.
     return (
         union_all(
-            select(
-                live.c.queue,
-                type_coerce(null(), Text).label("status"),
-                *(live.c[name] for name in LIVE_COLUMNS),
-                nothing.label("jobs"),
-                nothing.label("recent"),
-            ),
             select(
                 ended.c.queue,
                 ended.c.status,
                 *(type_coerce(null(), live.c[name].type).label(name) for name in LIVE_COLUMNS),
                 ended.c.jobs,
                 ended.c.recent,
+            ),
+            select(
+                live.c.queue,
+                type_coerce(null(), Text).label("status"),
+                *(live.c[name] for name in LIVE_COLUMNS),
+                nothing.label("jobs"),
+                nothing.label("recent"),
             ),
         )
         .subquery("read")

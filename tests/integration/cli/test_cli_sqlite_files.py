@@ -11,9 +11,10 @@ import os
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import create_engine, text
+from sqlalchemy import Table, create_engine, text
 
 from sa_jobqueue.cli import main
+from tests.support.models import Job
 
 
 def _error(args: list[str], cwd) -> tuple[int, list[str]]:
@@ -47,4 +48,20 @@ def test_a_sqlite_file_without_the_table_says_to_migrate(tmp_path):
     assert code == 1
     assert lines == [
         "sa-jobqueue: table 'jobs' does not exist (run: sa-jobqueue migrate --table jobs)"
+    ]
+
+
+def test_a_sqlite_file_with_the_jobs_table_alone_names_the_missing_one(tmp_path):
+    # A table made before its counters (or by hand): stats reads them too, and says which
+    # table is missing and how to add it.
+    engine = create_engine(f"sqlite:///{tmp_path / 'app.db'}")
+    jobs = Job.__table__
+    assert isinstance(jobs, Table)
+    jobs.create(engine)
+    engine.dispose()
+    code, lines = _error(["stats", "--database-url", "sqlite:///app.db"], tmp_path)
+    assert code == 1
+    assert lines == [
+        "sa-jobqueue: table 'sa_jobqueue_ended_jobs' does not exist "
+        "(run: sa-jobqueue migrate --table jobs)"
     ]
