@@ -113,17 +113,21 @@ def freeze(proc: Proc, engine: Engine) -> None:
         conn.rollback()
 
 
-def elsewhere(engine: Engine, proc: Proc) -> None:
-    """Move killed `proc`'s registry row to another host, as if it had run there.
+def elsewhere(engine: Engine, proc: Proc, *, lock_timeout: int | None = None) -> None:
+    """Move `proc`'s registry row to another host, as if it had run there.
 
-    A worker of its own host would take its jobs back at once, its pid gone
-    (docs/workers-registry.md); on another host they wait for their leases.
+    A worker of its own host would take a dead worker's jobs back at once, its pid gone
+    (docs/workers-registry.md); on another host they wait for their leases. With
+    `lock_timeout` (seconds), it waits that long at most for the row's lock (else a
+    database error): `kill_elsewhere` moves the row of a stopped, living worker.
     """
+    move = "UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"
     with engine.begin() as conn:
-        conn.execute(
-            text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"),
-            {"id": proc.worker_id},
-        )
+        if lock_timeout is not None and engine.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{lock_timeout}s'")
+        elif lock_timeout is not None and engine.dialect.name in ("mysql", "mariadb"):
+            move = f"SET STATEMENT innodb_lock_wait_timeout = {lock_timeout} FOR {move}"
+        conn.execute(text(move), {"id": proc.worker_id})
 
 
 def kill_elsewhere(proc: Proc, engine: Engine) -> int:
@@ -138,7 +142,7 @@ def kill_elsewhere(proc: Proc, engine: Engine) -> int:
     for _ in range(20):
         freeze(proc, engine)
         try:
-            _move_elsewhere(engine, proc)
+            elsewhere(engine, proc, lock_timeout=1)
         except DBAPIError:  # its row locked by the stopped process
             proc.signal(signal.SIGCONT)
             time.sleep(0.1)
@@ -146,16 +150,6 @@ def kill_elsewhere(proc: Proc, engine: Engine) -> int:
         proc.signal(signal.SIGKILL)
         return proc.wait()
     raise AssertionError(f"the registry row of {proc.worker_id} stayed locked")
-
-
-def _move_elsewhere(engine: Engine, proc: Proc) -> None:
-    move = "UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere' WHERE id = :id"
-    with engine.begin() as conn:
-        if engine.dialect.name == "postgresql":
-            conn.exec_driver_sql("SET LOCAL lock_timeout = '1s'")
-        elif engine.dialect.name in ("mysql", "mariadb"):
-            move = f"SET STATEMENT innodb_lock_wait_timeout = 1 FOR {move}"
-        conn.execute(text(move), {"id": proc.worker_id})
 
 
 def _stopped(pid: int) -> bool:
