@@ -25,7 +25,7 @@ from pathlib import Path
 
 from bench.scenarios.databases import shape
 from bench.support.database import scratch, scratch_mysql, scratch_sqlite
-from bench.support.throughput import library_drain, raw_drain
+from bench.support.throughput import add_times, library_drain, raw_drain
 from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 SERVERS = {
@@ -66,10 +66,7 @@ def measure(name: str, concurrency: int, jobs: int, reps: int) -> str:
                 extra_args=("--time-statements",),
             )
             drain_seconds += jobs / drained.rate
-            for statement, (calls, seconds) in drained.statement_times.items():
-                entry = times.setdefault(statement, [0, 0.0])
-                entry[0] += calls
-                entry[1] += seconds
+            add_times(times, drained.statement_times)
     total = jobs * reps
     per_job = 1e6 / total
     lines = [

@@ -66,6 +66,14 @@ class DrainReport:
     statement_times: dict[str, list[float]] = field(default_factory=dict)
 
 
+def add_times(into: dict[str, list[float]], times: dict[str, list[float]]) -> None:
+    """Add `times` (``{statement: [calls, seconds]}``, `DrainReport.statement_times`) to `into`."""
+    for statement, (calls, seconds) in times.items():
+        entry = into.setdefault(statement, [0, 0.0])
+        entry[0] += calls
+        entry[1] += seconds
+
+
 def library_drain(
     url: str,
     count: int,
@@ -110,10 +118,7 @@ def library_drain(
             statements[key] = statements.get(key, 0) + value
     times: dict[str, list[float]] = {}
     for r in reports:
-        for shape, (calls, seconds) in r.get("statement_times", {}).items():
-            entry = times.setdefault(shape, [0, 0.0])
-            entry[0] += calls
-            entry[1] += seconds
+        add_times(times, r.get("statement_times", {}))
     return DrainReport(
         count / (ended - started),
         first["rss_start_kb"],
