@@ -58,6 +58,8 @@ EXPECTED: dict[str, str] = {
     "8 plain jobs beside limits / none (instructions)": "features",
     "8 plain jobs beside workflows / none (instructions)": "features",
     "8 plain jobs beside durable / none (instructions)": "features",
+    "42.4 CPU per job drained (worker + database) / lowest peer's": "peers",
+    "42.4 worker's peak RSS / lowest peer's": "peers",
     "40 recovery / DBOS's, each at its defaults": "steps",
     "42.3 three-step jobs / raw fenced loop at concurrency 8": "steps",
     "42.3 three-step jobs / DBOS at concurrency 8": "steps",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,16 @@ class Results:
     #: (database, concurrency) -> per repetition, the drain's statements, commits... per job.
     statements: dict[tuple[str, int], list[dict[str, float]]] = field(default_factory=dict)
     unreachable: dict[str, str] = field(default_factory=dict)
+    #: (database or peer, concurrency) -> per repetition, (CPU µs per job of every worker
+    #: process, the first worker process's peak RSS in KiB).
+    costs: dict[tuple[str, int], list[tuple[float, int]]] = field(default_factory=dict)
+
+    def cost(self, who: str, concurrency: int) -> tuple[float, float] | None:
+        """Median CPU µs per job and median peak RSS (MiB) of `who`'s drains, if measured."""
+        runs = self.costs.get((who, concurrency))
+        if not runs:
+            return None
+        return statistics.median(c for c, _ in runs), statistics.median(r for _, r in runs) / 1024
 
     def figure(self, who: str, case: str) -> Figure:
         """The figure of `who`'s `case`, made on first use."""
@@ -198,6 +209,18 @@ def peers_table(results: Results) -> list[str]:
         + " | ".join(wake_cell(results, who) for who in ("sqlite", "huey", "dbos"))
         + " | - |"
     )
+    for label, concurrency, index in (
+        ("CPU per job drained at 8, µs (every worker process)", 8, 0),
+        ("peak RSS of the worker process at 1, MiB", 1, 1),
+    ):
+        costs = [results.cost(who, concurrency) for who in ("sqlite", "huey", "dbos")]
+        cells = [f"{c[index]:,.1f}" if c else "-" for c in costs]
+        theirs = [c[index] for c in costs[1:] if c]
+        ratio = "-"
+        if costs[0] and theirs:
+            x = costs[0][index] / min(theirs)
+            ratio = f"**{x:.2f}x** of the lowest peer's {'held' if x <= 1 else 'NOT held'}"
+        rows.append(f"| {label} | {' | '.join(cells)} | {ratio} |")
     counts = ", ".join(
         f"{n:,} at {c}" for (who, c), n in results.peer_jobs.items() if who == "dbos"
     )

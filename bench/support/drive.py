@@ -36,10 +36,14 @@ from sqlalchemy.engine import Engine
 from bench.support.app import async_jobs, jobs
 
 
-def rss_kb() -> int:
+def rss_kb(field: str = "VmRSS") -> int:
+    """This process's resident set now (`field` ``VmHWM``: its peak since it was started).
+
+    Not ``ru_maxrss``: a process started by fork and exec keeps its parent's at the fork.
+    """
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     return 0
 
@@ -203,6 +207,8 @@ def main() -> None:
         "rss_end_kb": rss_end,
         "rss_peak_kb": max([rss_start, rss_end, *samples]),
         "rss_samples_kb": samples,
+        # The process's peak over its life (imports, start, drain), as the kernel kept it.
+        "max_rss_kb": rss_kb("VmHWM"),
     }
     if claims is not None:
         report["claims"] = claims

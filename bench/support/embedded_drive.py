@@ -7,8 +7,9 @@ PEER one of ``huey`` (``SqliteHuey``) and ``dbos`` (DBOS on SQLite), PATH the SQ
 - ``fill``: enqueue N no-op tasks, not timed (DBOS: through `DBOSClient`, so nothing runs);
 - ``enqueue``: N single enqueues, each its own transaction; print ``{"rate": jobs/s}``;
 - ``drain``: run the peer's consumer in this process at CONCURRENCY until the N tasks that
-  ``fill`` left have run; print ``{"rate": jobs/s, "done": N}``, timed from just before the
-  consumer starts to the N-th task's end;
+  ``fill`` left have run; print ``{"rate": jobs/s, "done": N, "cpu_seconds": ...,
+  "max_rss_kb": ...}``, the rate and this process's CPU (every thread) from just before the
+  consumer starts to the N-th task's end, and its peak RSS since it started (``VmHWM``);
 - ``wake``: a consumer at concurrency 1 idles; N times, wait a random SPACING-bounded moment,
   enqueue one task and time until it starts; print ``{"latencies_ms": [...]}``.
 
@@ -43,6 +44,21 @@ def _ran(sent: float | None) -> None:
         DONE.notify_all()
 
 
+def _drained(count: int, started: float, cpu: float) -> dict[str, Any]:
+    """A drain's line: its rate and CPU since `started`/`cpu`, and the peak RSS so far."""
+    peak = 0
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):  # not ru_maxrss: that keeps the parent's at fork
+                peak = int(line.split()[1])
+    return {
+        "rate": count / (time.perf_counter() - started),
+        "done": COUNT[0],
+        "cpu_seconds": time.process_time() - cpu,
+        "max_rss_kb": peak,
+    }
+
+
 def _wait_for(count: int, timeout: float = 600.0) -> None:
     deadline = time.monotonic() + timeout
     with DONE:
@@ -67,12 +83,12 @@ def huey(path: str, action: str, count: int, concurrency: int, spacing: float) -
         return {"rate": count / (time.perf_counter() - started)}
     consumer = app.create_consumer(workers=concurrency if action == "drain" else 1)
     if action == "drain":
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         consumer.start()
         _wait_for(count)
-        rate = count / (time.perf_counter() - started)
+        drained = _drained(count, started, cpu)
         consumer.stop(graceful=True)
-        return {"rate": rate, "done": COUNT[0]}
+        return drained
     consumer.start()
     try:
         noop(time.time())  # warm up
@@ -108,14 +124,13 @@ def dbos(path: str, action: str, count: int, concurrency: int, spacing: float) -
         _ran(sent)
 
     DBOS(config={"name": "bench", "system_database_url": url})
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     DBOS.launch()  # the queue is registered (in the database) once DBOS runs
     queue = DBOS.register_queue("bench", worker_concurrency=concurrency if action == "drain" else 1)
     try:
         if action == "drain":
             _wait_for(count)
-            rate = count / (time.perf_counter() - started)
-            return {"rate": rate, "done": COUNT[0]}
+            return _drained(count, started, cpu)
         queue.enqueue(noop, time.time())  # warm up
         _wait_for(1)
         for n in range(count):

@@ -6,7 +6,9 @@ Usage: ``python bench/support/peer_drive.py PEER URL ACTION N CONCURRENCY``, PEE
 - ``install``: create the peer's schema in the (empty, scratch) database;
 - ``fill``: enqueue N no-op jobs in batches (not timed);
 - ``drain``: run the peer's worker in its "until empty" mode at CONCURRENCY; print
-  ``{"rate": jobs/s, "done": N}`` timed from just before the worker starts to its return;
+  ``{"rate": jobs/s, "done": N, "cpu_seconds": ..., "max_rss_kb": ...}``, the rate and
+  this process's CPU (every thread) from just before the worker starts to its return,
+  and the process's peak RSS since it started (``VmHWM``);
 - ``enqueue``: N single-job enqueues, each its own transaction; print ``{"rate": ...}``;
 - ``enqueue_tx`` (PGQueuer): the same, each inside an explicit ``conn.transaction()``;
 - ``enqueue_many`` (PGQueuer): N jobs in batches of 1,000, one ``Queries.enqueue`` of
@@ -24,6 +26,26 @@ import logging
 import sys
 import time
 from datetime import timedelta
+
+
+def _drained(done: int, started: float, cpu: float) -> dict[str, float]:
+    """A drain's line: its rate and CPU since `started`/`cpu`, the process's peak RSS."""
+    return {
+        "rate": done / (time.perf_counter() - started),
+        "done": done,
+        "cpu_seconds": time.process_time() - cpu,
+        "max_rss_kb": _peak_rss_kb(),
+    }
+
+
+def _peak_rss_kb() -> int:
+    """This process's peak RSS since its exec (``VmHWM``; ``ru_maxrss`` would hold the
+    parent's at the fork)."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return 0
 
 
 def _conninfo(url: str) -> str:
@@ -78,14 +100,14 @@ async def pgqueuer(url: str, action: str, count: int, concurrency: int) -> dict[
             done += 1
 
         # Concurrency C: fetch batches of C; at most 2C picked at once (its floor).
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await manager.run(
             batch_size=concurrency,
             max_concurrent_tasks=2 * concurrency,
             mode=QueueExecutionMode.drain,
             dequeue_timeout=timedelta(seconds=1),
         )
-        return {"rate": done / (time.perf_counter() - started), "done": done}
+        return _drained(done, started, cpu)
     finally:
         await conn.close()
 
@@ -115,12 +137,12 @@ async def procrastinate(url: str, action: str, count: int, concurrency: int) -> 
             for _ in range(count):
                 await noop.defer_async()
             return {"rate": count / (time.perf_counter() - started)}
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         # Concurrency C: C concurrent sub-workers; wait=False returns once nothing is due.
         await app.run_worker_async(
             concurrency=concurrency, wait=False, install_signal_handlers=False
         )
-        return {"rate": done / (time.perf_counter() - started), "done": done}
+        return _drained(done, started, cpu)
 
 
 def main() -> None:

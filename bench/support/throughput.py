@@ -9,7 +9,7 @@ from types import ModuleType
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session
 
-from bench.support import raw, raw_mysql, raw_sqlite
+from bench.support import raw, raw_mysql, raw_sqlite, timing
 from bench.support.app import KINDS, jobs
 from bench.support.workers import Workers, module_command
 
@@ -64,6 +64,10 @@ class DrainReport:
     cpu_seconds: float = 0.0
     #: With ``--time-statements`` in `extra_args`: every worker's ``{shape: [calls, s]}``.
     statement_times: dict[str, list[float]] = field(default_factory=dict)
+    #: The first worker process's peak RSS over its life (``VmHWM``), KiB.
+    max_rss_kb: int = 0
+    #: With `postmaster`: the PostgreSQL server's CPU seconds over the drain (server-wide).
+    server_cpu_seconds: float = 0.0
 
 
 def add_times(into: dict[str, list[float]], times: dict[str, list[float]]) -> None:
@@ -86,10 +90,12 @@ def library_drain(
     rss_every: float = 0.0,
     extra_args: tuple[str, ...] = (),
     timeout: float | None = None,
+    postmaster: int | None = None,
 ) -> DrainReport:
     """Drain `count` pre-enqueued no-op jobs with worker processes; time go -> last exit.
 
     `timeout`: seconds the workers have to report before the drain is a `RuntimeError`.
+    `postmaster` (`timing.postmaster_of`): read the server's CPU from go to the reports.
     """
     sql = raw_for(url)
     if fresh:
@@ -101,9 +107,14 @@ def library_drain(
     command += list(extra_args)
     if mode == "async":
         command.append("--async-tasks")
+    server_cpu = 0.0
     with Workers([command] * processes) as workers:
+        if postmaster is not None:
+            server_cpu = -timing.server_cpu_seconds(postmaster)
         started = workers.go()
         reports = workers.reports(report_timeout=timeout)
+        if postmaster is not None:
+            server_cpu += timing.server_cpu_seconds(postmaster)
     ended = max(r["end"] for r in reports)
     done = sql.count_done(url) - before
     if done != count or any(r["warnings"] for r in reports):
@@ -128,6 +139,8 @@ def library_drain(
         statements,
         sum(r.get("cpu_seconds", 0.0) for r in reports),
         times,
+        first.get("max_rss_kb", 0),
+        server_cpu,
     )
 
 

@@ -91,3 +91,56 @@ def backends_ns(monitor: Any) -> dict[int, int]:
         with contextlib.suppress(OSError):
             found[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
     return found
+
+
+def postmaster_of(url: str) -> int | None:
+    """The pid of the PostgreSQL server behind `url` when it runs on this machine, else None.
+
+    Read as the parent of one of its backends (``/proc/PID/stat``), so a server in
+    another machine or container (whose backend pid is not ours to read) gives None.
+    """
+    from sqlalchemy import create_engine
+
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            backend = int(conn.exec_driver_sql("SELECT pg_backend_pid()").scalar_one())
+            try:
+                stat = Path(f"/proc/{backend}/stat").read_text()
+            except OSError:
+                return None
+            # The name in parentheses may hold spaces: the fields start after its ')'.
+            parent = int(stat.rpartition(")")[2].split()[1])
+            return parent if Path(f"/proc/{parent}").exists() else None
+    finally:
+        engine.dispose()
+
+
+def server_cpu_seconds(postmaster: int) -> float:
+    """CPU so far (user + system) of the whole PostgreSQL server `postmaster` leads.
+
+    Its own, its live processes' (backends, checkpointer, WAL writer...) and, through its
+    ``cutime``/``cstime``, every child it has reaped: a backend that connected and left
+    between two readings is in their difference too. Server-wide (every database's
+    backends), in clock ticks (10 ms here), so read it around something long.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def fields(pid: int | str) -> list[str] | None:
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+        except OSError:  # the process ended meanwhile: its parent's cutime has it now
+            return None
+
+    lead = fields(postmaster)
+    if lead is None:
+        raise RuntimeError(f"PostgreSQL's postmaster {postmaster} is gone")
+    # After ')': state, ppid, ..., utime (index 11), stime, cutime, cstime.
+    ticks = sum(int(x) for x in lead[11:15])
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        child = fields(entry.name)
+        if child is not None and child[1] == str(postmaster):
+            ticks += sum(int(x) for x in child[11:15])
+    return ticks / tick
