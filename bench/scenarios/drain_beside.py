@@ -353,8 +353,8 @@ def main(args: argparse.Namespace, db: Database) -> None:
         report += archiver_cost(args, db.url)
     report += [
         "",
-        f"Started {began}; load average before {before}, after {load()}. The machine is "
-        "shared: other helpers' tests and benchmarks ran during this run.",
+        f"Started {began}; load average before {before}, after {load()} (what else ran on "
+        "the machine meanwhile shows there).",
         "",
         "Server: " + ", ".join(f"{k} {v}" for k, v in settings.items()) + ".",
         "",

@@ -94,11 +94,11 @@ def statements_per_round(
     def count_statement(conn: object, cursor: object, statement: str, *args: object) -> None:
         if "locked AS" in statement:
             counts["limited claim"] += 1
-        elif "WITH due AS" in statement:
-            counts["claim"] += 1
-        elif statement.startswith(("UPDATE", "WITH done AS")):
+        elif statement.startswith(("UPDATE", "WITH done AS", "WITH ending AS")):
             # The acknowledgement, with the kind locks of the next claims or without.
             counts["complete"] += 1
+        elif "SKIP LOCKED" in statement and not statement.startswith("WITH expired AS"):
+            counts["claim"] += 1  # its walk of the due jobs (not the sweep of expired leases)
         elif "pg_advisory_xact_lock(" in statement:
             counts["kind lock"] += 1
         else:
