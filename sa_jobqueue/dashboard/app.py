@@ -41,7 +41,7 @@ from sa_jobqueue.dashboard.security import (
     check_host,
     new_csrf_token,
 )
-from sa_jobqueue.driver import driver_for
+from sa_jobqueue.driver import driver_for, snapshot_engine
 from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.jobqueue import JobQueue
 from sa_jobqueue.ops import admin
@@ -77,8 +77,10 @@ class _Dashboard(Actions):
         self.driver = driver_for(engine, model)
         #: The schedule actions' JobQueue (code schedules' payloads for "run now").
         self.jobqueue = jobqueue
-        # Pages read through the same pool, in transactions PostgreSQL refuses to write in.
-        self.reader = engine.execution_options(postgresql_readonly=True)
+        # Pages read through the same pool, each in one snapshot (a job that ends while a
+        # page reads shows as it was, not twice), in transactions PostgreSQL refuses to
+        # write in (`driver.snapshot_engine`).
+        self.reader = snapshot_engine(engine)
         self.allow_actions = allow_actions
         self.limits = limits
         self.timeout = f"{int(statement_timeout * 1000)}ms"

@@ -86,6 +86,16 @@ _WORKER_ENGINES: dict[str, tuple[Callable[[Engine], None], Callable[[Engine], En
     "mysql": (mysql_engines.check_worker_engine, mysql_engines.worker_engine),
 }
 
+#: Dialect name -> the engine of reads that must agree (`snapshot_engine`).
+_SNAPSHOT_ENGINES: dict[str, Callable[[Engine], Engine]] = {
+    "postgresql": lambda engine: engine.execution_options(
+        postgresql_readonly=True, isolation_level="REPEATABLE READ"
+    ),
+    "sqlite": sqlite_engines.snapshot_engine,
+    "mariadb": mysql_engines.snapshot_engine,
+    "mysql": mysql_engines.snapshot_engine,
+}
+
 #: Dialect name -> what a connection a worker keeps for its own transactions needs.
 _QUEUE_CONNECTIONS: dict[str, Callable[[Connection], None]] = {
     "mariadb": bound_idle_transactions,
@@ -211,6 +221,19 @@ def worker_engine(engine: Engine) -> Engine:
     """
     prepared = _WORKER_ENGINES.get(dialect_name(engine))
     return engine if prepared is None else prepared[1](engine)
+
+
+def snapshot_engine(engine: Engine) -> Engine:
+    """A copy of `engine` (its pool shared) whose transactions each read one snapshot.
+
+    For a page or a report that reads the jobs in several statements (the dashboard's):
+    a job that ends between two of them is then seen as it was at the first, not counted
+    both ``running`` and ``done``. PostgreSQL: REPEATABLE READ, READ ONLY; MariaDB and
+    MySQL: REPEATABLE READ; SQLite: a deferred ``BEGIN`` before the first read
+    (`sqlite.engines.snapshot_engine`). Elsewhere `engine` as it is.
+    """
+    make = _SNAPSHOT_ENGINES.get(dialect_name(engine))
+    return engine if make is None else make(engine)
 
 
 def queue_connection(conn: Connection) -> Connection:

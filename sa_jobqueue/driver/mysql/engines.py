@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from sa_jobqueue.driver.mysql.xact_locks import release_at_end
 
-__all__ = ["ISOLATION_LEVEL", "check_worker_engine", "worker_engine"]
+__all__ = ["ISOLATION_LEVEL", "check_worker_engine", "snapshot_engine", "worker_engine"]
 
 #: The isolation level of a worker's own transactions on MariaDB and MySQL.
 ISOLATION_LEVEL = "READ COMMITTED"
@@ -36,3 +36,12 @@ def worker_engine(engine: Engine) -> Engine:
     worker = engine.execution_options(isolation_level=ISOLATION_LEVEL)
     release_at_end(worker)
     return worker
+
+
+def snapshot_engine(engine: Engine) -> Engine:
+    """`engine` for reads that must agree: the same pool, each transaction REPEATABLE READ.
+
+    InnoDB's consistent read then takes its snapshot at the transaction's first read and
+    keeps it for the others (a server or engine set to READ COMMITTED would not).
+    """
+    return engine.execution_options(isolation_level="REPEATABLE READ")

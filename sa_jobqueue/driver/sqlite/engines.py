@@ -26,7 +26,7 @@ from sa_jobqueue.core.engines import sqlite_in_memory
 from sa_jobqueue.driver.portable.probes import PROBE
 from sa_jobqueue.errors import ConfigurationError
 
-__all__ = ["BUSY_TIMEOUT", "check_worker_engine", "worker_engine", "writing"]
+__all__ = ["BUSY_TIMEOUT", "check_worker_engine", "snapshot_engine", "worker_engine", "writing"]
 
 log = logging.getLogger("sa_jobqueue.worker")
 
@@ -34,6 +34,8 @@ log = logging.getLogger("sa_jobqueue.worker")
 #: (begun, nothing sent yet), `_READING` (a plain read of probes), `_WRITING`.
 _STATE = "sa_jobqueue_sqlite_transaction"
 _PENDING, _READING, _WRITING = "pending", "reading", "writing"
+#: On a `snapshot_engine` connection: its transaction's BEGIN is still to be run.
+_SNAPSHOT = "sa_jobqueue_sqlite_snapshot"
 
 #: Seconds a worker's statement waits for SQLite's write lock before it fails.
 BUSY_TIMEOUT = 30.0
@@ -103,6 +105,35 @@ def worker_engine(engine: Engine) -> Engine:
     if not engine.dialect.is_async:  # aiosqlite's file: its worker's sync engine set WAL
         _use_wal(engine, milliseconds)
     return immediate
+
+
+def snapshot_engine(engine: Engine) -> Engine:
+    """`engine` for reads that must agree: the same pool, each transaction one snapshot.
+
+    pysqlite begins no transaction before a ``SELECT``, so each read of a page would see
+    the file as it is at that read (a job that ended between two of them counted twice).
+    This copy runs a deferred ``BEGIN`` before its transaction's first statement: its
+    reads then share the snapshot of the first (WAL), and take no write lock.
+    """
+    reader = engine.execution_options()
+
+    @event.listens_for(reader, "begin")
+    def _begin(conn: Connection) -> None:
+        conn.info[_SNAPSHOT] = True  # the BEGIN goes with the first statement
+
+    @event.listens_for(reader, "before_cursor_execute")
+    def _begin_before(
+        conn: Connection, cursor: Any, statement: str, params: Any, context: Any, many: bool
+    ) -> None:
+        if conn.info.pop(_SNAPSHOT, False) and not cursor.connection.in_transaction:
+            cursor.execute("BEGIN")
+
+    @event.listens_for(reader, "commit")
+    @event.listens_for(reader, "rollback")
+    def _ended(conn: Connection) -> None:
+        conn.info.pop(_SNAPSHOT, None)
+
+    return reader
 
 
 def _use_wal(engine: Engine, milliseconds: int) -> None:
