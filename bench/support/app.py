@@ -1,9 +1,9 @@
 """The benchmark's application: a jobs table and three no-op tasks (one async).
 
 The async task has a `JobQueue` of its own over the same table, as an application
-whose sync and async workers run apart would: a worker with an ``async def`` task
-claims nothing ahead of its free slots (`WorkerConfig.prefetch`), so the sync
-drains are measured with a worker that has none.
+whose sync and async workers run apart would: the sync drains are measured with a
+worker that has no event loop to start, and the async ones with a worker that runs
+its jobs on one (both claim ahead alike, `WorkerConfig.prefetch`).
 """
 
 from __future__ import annotations
