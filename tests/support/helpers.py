@@ -96,3 +96,59 @@ def most_within(times: list[Any], window: Any) -> int:
         (sum(1 for t in times[i:] if t - first < window) for i, first in enumerate(times)),
         default=0,
     )
+
+
+class HeldJob:
+    """A job a worker thread has claimed and holds running until `end` (`held_running`)."""
+
+    def __init__(self, job_id: int) -> None:
+        self.id = job_id
+        self.release = threading.Event()
+        self.finished = threading.Event()
+        #: Whether `end` was called (the job ended while the test held it, not at exit).
+        self.ended = False
+
+    def end(self) -> None:
+        """Let the handler return, and wait until the worker has recorded the job done."""
+        self.ended = True
+        self.release.set()
+        wait_for(self.finished.is_set, what="the job done, read from another connection")
+
+
+@contextmanager
+def held_running(engine: Any, queue: str = "default") -> Iterator[HeldJob]:
+    """One job of `queue`, claimed by a draining worker thread and running until `end`.
+
+    For a read that must see it as it was at the read's start while it ends midway. On
+    exit the worker is joined (the job ended, if `end` was called).
+    """
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    from sa_jobqueue import JobQueue
+    from tests.support.models import Job
+
+    jobs = JobQueue(Job)
+    with Session(engine) as session, session.begin():
+        held = HeldJob(int(jobs.enqueue(session, "held", {}, queue=queue).id))
+
+    @jobs.task("held")
+    def _held(ctx: Any) -> None:
+        assert held.release.wait(30)
+
+    def drain() -> None:
+        jobs.worker(engine, queues=[queue]).drain()
+        held.finished.set()
+
+    def status() -> str:
+        with engine.connect() as conn:
+            return str(conn.scalar(select(Job.status).where(Job.id == held.id)))
+
+    worker = threading.Thread(target=drain)
+    worker.start()
+    try:
+        wait_for(lambda: status() == "running", what="the claim")
+        yield held
+    finally:
+        held.release.set()
+        worker.join(30)

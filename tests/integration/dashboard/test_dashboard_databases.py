@@ -7,7 +7,6 @@ the charts over each range.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -16,13 +15,12 @@ from sqlalchemy import event
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
-from sa_jobqueue import JobQueue
 from sa_jobqueue.dashboard import make_app, queries
 from sa_jobqueue.dashboard import workers as dashboard_workers
 from sa_jobqueue.dashboard.filters import JobFilter
 from sa_jobqueue.dashboard.history import RANGES
 from sa_jobqueue.dashboard.security import CSRF_COOKIE, CSRF_FIELD
-from tests.support.helpers import wait_for
+from tests.support.helpers import held_running
 from tests.support.models import Job, new_queue
 from tests.support.processes import every_database
 
@@ -208,36 +206,17 @@ def test_a_job_ending_while_the_overview_reads_counts_once_running_or_done(commi
     # The overview reads the live rows (pending, then running) and the counters of ended
     # jobs in several statements. Read in one snapshot, a job that ends after the
     # running jobs were read shows running, not running and done both.
-    jobs = JobQueue(Job)
-    release, finished = threading.Event(), threading.Event()
+    with held_running(committed, queue="held") as held:
+        board = make_app(Job, committed).state.dashboard
 
-    @jobs.task("held")
-    def held(ctx):
-        assert release.wait(30)
+        def end_the_job(conn, cursor, statement, *args) -> None:
+            if "'running'" in statement and not held.ended:  # the running jobs
+                held.end()
 
-    with Session(committed) as session, session.begin():
-        job_id = jobs.enqueue(session, "held", {}, queue="held").id
-
-    def drain() -> None:
-        jobs.worker(committed, queues=["held"]).drain()
-        finished.set()
-
-    worker = threading.Thread(target=drain)
-    worker.start()
-    wait_for(lambda: _status(committed, job_id) == "running", what="the claim")
-    board = make_app(Job, committed).state.dashboard
-
-    def end_the_job(conn, cursor, statement, *args) -> None:
-        if "'running'" in statement and not release.is_set():  # the running jobs, read
-            release.set()
-            wait_for(finished.is_set, what="the job done, read from another connection")
-
-    event.listen(board.reader, "after_cursor_execute", end_the_job)
-    overview = board.read(queries.overview)
-    worker.join(30)
-    assert release.is_set()
-    assert finished.is_set()
-    assert _status(committed, job_id) == "done"
+        event.listen(board.reader, "after_cursor_execute", end_the_job)
+        overview = board.read(queries.overview)
+    assert held.ended  # ended midway through the read, not at the block's exit
+    assert _status(committed, held.id) == "done"
     held_queue = {q.queue: q for q in overview.queues}["held"]
     assert (held_queue.running, held_queue.finished["done"]) == (1, 0)
     assert overview.totals is not None

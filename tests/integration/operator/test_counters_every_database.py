@@ -24,7 +24,7 @@ from sa_jobqueue.schema.counters import ended_table_for
 from sa_jobqueue.schema.model import FINISHED
 from sa_jobqueue.worker import maintenance
 from sa_jobqueue.worker.maintenance import Maintenance
-from tests.support.helpers import wait_for
+from tests.support.helpers import held_running, wait_for
 from tests.support.models import Job
 from tests.support.processes import every_database
 
@@ -142,36 +142,17 @@ def test_a_job_ending_while_stats_reads_counts_once_running_or_done(committed):
     # stats() reads the live rows and the counters of ended jobs. Were they two reads, a
     # job ending between them would count as running in the first and done in the
     # second (seen in CI on PostgreSQL: 3 jobs read as done 3 + running 1).
-    jobs = JobQueue(Job)
-    release, finished = threading.Event(), threading.Event()
+    with held_running(committed) as held:
 
-    @jobs.task("held")
-    def held(ctx):
-        assert release.wait(30)
+        def end_the_job(conn, cursor, statement, *args) -> None:
+            if "pending" in statement and not held.ended:  # the first read of jobs
+                held.end()
 
-    with Session(committed) as session, session.begin():
-        job_id = jobs.enqueue(session, "held", {}).id
-
-    def drain() -> None:
-        jobs.worker(committed).drain()
-        finished.set()
-
-    worker = threading.Thread(target=drain)
-    worker.start()
-    wait_for(lambda: _status(committed, job_id) == "running", what="the claim")
-
-    def end_the_job(conn, cursor, statement, *args) -> None:
-        if "pending" in statement and not release.is_set():  # the first read of the jobs
-            release.set()
-            wait_for(finished.is_set, what="the job done, read from another connection")
-
-    with Session(committed) as session:
-        event.listen(session.connection(), "after_cursor_execute", end_the_job)
-        stats = {q.queue: q for q in admin.stats(session, Job).queues}["default"]
-    worker.join(30)
-    assert release.is_set()
-    assert finished.is_set()
-    assert _status(committed, job_id) == "done"
+        with Session(committed) as session:
+            event.listen(session.connection(), "after_cursor_execute", end_the_job)
+            stats = {q.queue: q for q in admin.stats(session, Job).queues}["default"]
+    assert held.ended  # ended midway through the read, not at the block's exit
+    assert _status(committed, held.id) == "done"
     assert (stats.running, stats.done) == (1, 0)  # read before it ended, in one snapshot
 
 
