@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,7 +22,6 @@ from sa_jobqueue.errors import JobQueueError
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
-    from sqlalchemy.exc import DBAPIError
 
     from sa_jobqueue.jobqueue import JobQueue
 
@@ -284,49 +282,6 @@ def csv(ctx: click.Context, param: click.Parameter, values: Sequence[str]) -> li
     return items or None
 
 
-def _describe(error: DBAPIError, table: str, has_table: bool | None = None) -> str:
-    """One line for a database error; `has_table`: whether the jobs table exists.
-
-    A missing table of the queue is named, with the command that adds it: the jobs
-    table itself when it is missing too (a database never migrated), else the one the
-    database named (the database reads a statement's tables in an order of its own).
-    """
-    from sqlalchemy import exc
-
-    missing = _missing_table(error)
-    if missing is not None and (missing == "" or _of_the_queue(missing, table)):
-        # A message in a form not read here: the queue's table, as before.
-        name = table if has_table is False or not missing else missing
-        return f"table {name!r} does not exist (run: sa-jobqueue migrate --table {table})"
-    first = str(error.orig).strip().splitlines()[0] if str(error.orig).strip() else repr(error)
-    if isinstance(error, exc.OperationalError):
-        return f"cannot reach the database: {first}"
-    return f"database error: {first}"
-
-
-def _missing_table(error: DBAPIError) -> str | None:
-    """The table a "no such table" error names, on each database; None for another error.
-
-    "" when the message is in a form not read here.
-    """
-    message = str(error.orig)
-    if getattr(error.orig, "sqlstate", None) == "42P01":  # relation "x" does not exist
-        found = re.search(r'relation "(?:[^"]+\.)?([^".]+)" does not exist', message)
-        return found.group(1) if found else ""
-    if message.startswith("no such table: "):  # SQLite: no such table: [main.]x
-        return message.removeprefix("no such table: ").split(".")[-1]
-    args = getattr(error.orig, "args", ())
-    if args and args[0] == 1146:  # MariaDB / MySQL: (1146, "Table 'db.x' doesn't exist")
-        found = re.search(r"Table '(?:[^'.]+\.)?([^'.]+)' doesn't exist", str(args[-1]))
-        return found.group(1) if found else ""
-    return None
-
-
-def _of_the_queue(name: str, table: str) -> bool:
-    """Whether `name` is `table` or one of the tables beside it (``sa_jobqueue_*_<table>``)."""
-    return name == table or (name.startswith("sa_jobqueue_") and name.endswith(f"_{table}"))
-
-
 def _refuse_a_missing_sqlite_file(database_url: str) -> None:
     """A SQLite file that is not there: one line naming the path, and no empty file made.
 
@@ -389,20 +344,10 @@ def operating_on(jobs: JobQueue[Any], engine: Engine) -> Iterator[None]:
     try:
         yield
     except exc.DBAPIError as error:
-        # Which table is missing, when one is: the jobs table too, or only one beside it.
-        found = _has_table(engine, jobs.table_name) if _missing_table(error) is not None else None
-        fail(_describe(error, jobs.table_name, found))
+        from sa_jobqueue.cli.db_errors import describe  # only when a command fails
+
+        fail(describe(error, jobs.table_name, engine))
     except JobQueueError as error:
         fail(str(error), 2)
     finally:
         engine.dispose()
-
-
-def _has_table(engine: Engine, table: str) -> bool | None:
-    """Whether `table` exists (None: the database cannot say now)."""
-    from sqlalchemy import exc, inspect
-
-    try:
-        return bool(inspect(engine).has_table(table))
-    except exc.SQLAlchemyError:
-        return None

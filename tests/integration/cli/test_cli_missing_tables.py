@@ -15,7 +15,7 @@ from sqlalchemy import Table, create_engine, inspect, text
 from sqlalchemy.exc import DBAPIError
 
 from sa_jobqueue.cli import main
-from sa_jobqueue.cli.app import _describe
+from sa_jobqueue.cli.db_errors import describe
 from tests.support.databases import DATABASES, scratch_url
 from tests.support.models import Job
 
@@ -69,7 +69,7 @@ def test_a_missing_table_that_is_not_the_queues_gets_no_migrate_hint(empty_url):
     with pytest.raises(DBAPIError) as raised, engine.connect() as conn:
         conn.execute(text("SELECT * FROM signups"))
     engine.dispose()
-    line = _describe(raised.value, "jobs")
+    line = describe(raised.value, "jobs")
     assert "migrate" not in line
     assert "signups" in line
     assert line.startswith(("database error: ", "cannot reach the database: "))
@@ -78,6 +78,6 @@ def test_a_missing_table_that_is_not_the_queues_gets_no_migrate_hint(empty_url):
         with pytest.raises(DBAPIError) as raised, engine.connect() as conn:
             conn.execute(text(f"SELECT * FROM {queue_table}"))
         engine.dispose()
-        assert _describe(raised.value, "jobs") == (
+        assert describe(raised.value, "jobs") == (
             f"table {queue_table!r} does not exist (run: sa-jobqueue migrate --table jobs)"
         )
