@@ -311,9 +311,17 @@ class Handlers:
         if not self.has_async:
             self.pool.submit(claimed)
             return
+        # One pass, each kind looked up once per batch: a claim is mostly of one kind.
         is_async = self.registry.is_async
-        on_loop = [job for job in claimed if is_async(job.kind)]
-        in_threads = [job for job in claimed if not is_async(job.kind)]
+        kinds: dict[str, bool] = {}
+        on_loop: list[Claimed] = []
+        in_threads: list[Claimed] = []
+        for job in claimed:
+            kind = job.kind
+            awaited = kinds.get(kind)
+            if awaited is None:
+                awaited = kinds[kind] = is_async(kind)
+            (on_loop if awaited else in_threads).append(job)
         if on_loop:
             self.async_pool.submit(on_loop)
         if in_threads:

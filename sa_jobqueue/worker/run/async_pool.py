@@ -167,11 +167,16 @@ class AsyncPool:
         self.on_close = on_close
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        # The tasks of jobs that awaited, by attempt: each job's `_one` takes its own out.
+        self._tasks: dict[AttemptKey, asyncio.Task[None]] = {}
         self._cancelling = False
         # Outcomes of tasks that ended in this pass of the loop, reported together:
         # one hand-over (and one wake-up of the claim loop) for a batch of jobs.
         self._finished: list[Outcome] = []
+        # Outcomes held while the jobs their slots started take a first step (`_flush`).
+        self._unreported: list[Outcome] = []
+        self._first_steps: set[AttemptKey] = set()  # the jobs started by the held outcomes
+        self._flush_due = False  # a `_flush` is scheduled (or running) on the loop
 
     @property
     def running(self) -> bool:
@@ -221,14 +226,19 @@ class AsyncPool:
         self.waiting.add(jobs)
         self._start_waiting()
 
-    def _start_waiting(self) -> None:
-        """Start the waiting jobs that free slots allow, in claim order (on the loop)."""
+    def _start_waiting(self) -> list[Claimed]:
+        """Start the waiting jobs that free slots allow, in claim order (on the loop).
+
+        Returns those started.
+        """
         slots = self._slots
         assert slots is not None  # noqa: S101 - only called with slots
         if self._stopping():
             self.waiting.release_unstarted()
-            return
-        self._create(self.waiting.take_while(slots.try_take))
+            return []
+        started = self.waiting.take_while(slots.try_take)
+        self._create(started)
+        return started
 
     def _slot_freed(self) -> None:
         """`Slots` listener: a slot came free (in any thread); start what waits for it."""
@@ -242,13 +252,14 @@ class AsyncPool:
         loop = asyncio.get_running_loop()
         for job in jobs:
             task = _task(self._one(job), loop)
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            if not task.done():  # else started eagerly and ended without awaiting
+                self._tasks[job.key] = task
 
     async def _one(self, job: Claimed) -> None:
         try:
             outcome = await self._attempt(job)
         except asyncio.CancelledError:
+            self._tasks.pop(job.key, None)
             # Cut short, by the worker's shutdown or by the loop's owner: give it back
             # now (fenced) rather than let it wait for its lease.
             self._report([Outcome(job, Result.RELEASE)])
@@ -259,20 +270,43 @@ class AsyncPool:
         except BaseException as error:  # noqa: BLE001 - Executor.arun never raises by
             # design; should it, the job must still be reported, as in the thread pool.
             outcome = Outcome(job, Result.FAIL, exponential(job.attempts), format_error(error))
-        if not self._finished:
-            asyncio.get_running_loop().call_soon(self._flush)
+        self._tasks.pop(job.key, None)  # no done callback per job: its own end says it
         self._finished.append(outcome)
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush)
 
     def _flush(self) -> None:
-        finished, self._finished = self._finished, []
-        self._report(finished)
-        self._give([o.job.key for o in finished])
+        """Report the attempts that ended, with those the slots they freed started.
 
-    def _give(self, keys: list[AttemptKey]) -> None:
-        if self._slots is not None:
-            self._slots.give(keys)
-            if self.waiting:
-                self._start_waiting()
+        The jobs started here take their first step at once (an eager task, Python 3.12
+        and later) or in the loop's next pass: while every one of them ends without
+        awaiting, their outcomes wait to be reported with the rest, so a loop that runs
+        through its waiting jobs hands them over (and wakes the claim loop) once, not
+        once per pass. Once one awaits, what ended is reported at once.
+        """
+        self._flush_due = True  # what ends while this runs is in this hand-over
+        while self._finished:
+            finished, self._finished = self._finished, []
+            self._unreported += finished
+            ended = [o.job.key for o in finished]
+            started = self._give(ended)
+            if started and not _EAGER and self._first_steps.issubset(ended):
+                self._first_steps = {job.key for job in started}
+                asyncio.get_running_loop().call_soon(self._flush)  # after their first step
+                return
+        self._first_steps = set()
+        self._flush_due = False
+        if self._unreported:
+            outcomes, self._unreported = self._unreported, []
+            self._report(outcomes)
+
+    def _give(self, keys: list[AttemptKey]) -> list[Claimed]:
+        """Give back the slots of `keys`; start what waits for them. Returns those started."""
+        if self._slots is None:
+            return []
+        self._slots.give(keys)
+        return self._start_waiting() if self.waiting else []
 
     def cancel_running(self, timeout: float = 5.0) -> None:
         """Cancel the jobs still awaited and wait up to `timeout` for their reports.
@@ -290,10 +324,13 @@ class AsyncPool:
 
     async def _cancel_all(self) -> None:
         self._cancelling = True
-        tasks = list(self._tasks)
+        tasks = list(self._tasks.values())
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for key, task in list(self._tasks.items()):
+            if task.done():  # cancelled before its first step: `_one` never ran
+                del self._tasks[key]
 
     def close(self, timeout: float = 10.0) -> None:
         """Release what the pool holds; stop its own loop and thread (from any thread)."""
