@@ -148,7 +148,7 @@ def app_engine(jobs: JobQueue[Any], what: str) -> Engine:
     if engine is None:
         fail(f"{NO_DATABASE} with {what}", 2)
     if is_async_engine(engine):
-        from sa_jobqueue.worker.run.async_pool import sync_url
+        from sa_jobqueue.worker.run.async_engines import sync_url
 
         return make_engine(sync_url(engine.url).render_as_string(hide_password=False))
     return cast("Engine", engine)

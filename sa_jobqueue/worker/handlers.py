@@ -25,7 +25,8 @@ from sa_jobqueue.retry import exponential
 from sa_jobqueue.tasks import Registry
 from sa_jobqueue.worker.ahead import Waiting
 from sa_jobqueue.worker.attempt import Claimed, Outcome, Result
-from sa_jobqueue.worker.run.async_pool import AsyncPool, AsyncSessions
+from sa_jobqueue.worker.run.async_engines import AsyncSessions
+from sa_jobqueue.worker.run.async_pool import AsyncPool
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.interrupts import Interrupts
 from sa_jobqueue.worker.run.outcomes import format_error

@@ -39,7 +39,8 @@ from sa_jobqueue.worker.loop import ClaimLoop
 from sa_jobqueue.worker.maintenance import Maintenance
 from sa_jobqueue.worker.os_signals import install_signal_handlers
 from sa_jobqueue.worker.registration import Registration
-from sa_jobqueue.worker.run.async_pool import serve_in_thread, sync_engine_for
+from sa_jobqueue.worker.run.async_engines import sync_engine_for
+from sa_jobqueue.worker.run.async_pool import serve_in_thread
 from sa_jobqueue.worker.run.executor import Executor
 from sa_jobqueue.worker.run.lease_check import LeaseCheck
 from sa_jobqueue.worker.run.rate_gate import RateGate

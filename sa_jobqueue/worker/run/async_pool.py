@@ -2,7 +2,8 @@
 
 `AsyncPool` runs each claimed async job as a task on one event loop (its own thread, or the
 caller's under `Worker.run_async`) and reports its `Outcome` like a handler thread;
-`AsyncSessions` gives transactional handlers their `AsyncSession`. See docs/asyncio.md.
+`serve_in_thread` runs the worker beside a caller's loop. The handlers' engines and
+sessions are in `worker.run.async_engines`. See docs/asyncio.md.
 """
 
 from __future__ import annotations
@@ -13,123 +14,16 @@ import logging
 import sys
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sqlalchemy import URL, Engine, create_engine
-
-from sa_jobqueue.driver import worker_async_engine
 from sa_jobqueue.retry import exponential
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed, Outcome, Result
 from sa_jobqueue.worker.run.outcomes import format_error
 from sa_jobqueue.worker.run.slots import Slots, WaitingJobs
 
-if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
-
-__all__ = [
-    "AsyncPool",
-    "AsyncSessions",
-    "async_url",
-    "serve_in_thread",
-    "sync_engine_for",
-    "sync_url",
-]
+__all__ = ["AsyncPool", "serve_in_thread"]
 
 log = logging.getLogger("sa_jobqueue.worker")
-
-_PSYCOPG_NAMES = ("psycopg", "psycopg_async", "asyncpg")
-
-
-#: The other side's driver of a database's DBAPI: asyncio -> sync, sync -> asyncio.
-_SYNC_DRIVERS = {"aiosqlite": "pysqlite", "aiomysql": "pymysql", "asyncmy": "pymysql"}
-_ASYNC_DRIVERS = {"sqlite": "aiosqlite", "mysql": "aiomysql", "mariadb": "aiomysql"}
-
-
-def async_url(url: URL) -> URL:
-    """`url` for an async engine: psycopg 3 serves both sides under one driver name.
-
-    SQLite goes through aiosqlite, MariaDB and MySQL through aiomysql.
-
-    >>> async_url(URL.create("postgresql+psycopg2", host="db")).drivername
-    'postgresql+psycopg'
-    >>> async_url(URL.create("postgresql+asyncpg", host="db")).drivername
-    'postgresql+asyncpg'
-    >>> async_url(URL.create("sqlite", database="app.db")).drivername
-    'sqlite+aiosqlite'
-    """
-    backend = url.get_backend_name()
-    if url.get_driver_name() in (*_PSYCOPG_NAMES, *_SYNC_DRIVERS):
-        return url
-    if backend in _ASYNC_DRIVERS:
-        return url.set(drivername=f"{backend}+{_ASYNC_DRIVERS[backend]}")
-    return url.set(drivername=f"{backend}+psycopg")
-
-
-def sync_url(url: URL) -> URL:
-    """`url` for the worker's sync engine: asyncpg has no sync side, psycopg 3 does.
-
-    aiosqlite's sync side is the standard library's sqlite3; aiomysql's and asyncmy's
-    is PyMySQL.
-
-    >>> sync_url(URL.create("postgresql+asyncpg", host="db")).drivername
-    'postgresql+psycopg'
-    >>> sync_url(URL.create("sqlite+aiosqlite", database="app.db")).drivername
-    'sqlite+pysqlite'
-    """
-    driver = url.get_driver_name()
-    if driver in _PSYCOPG_NAMES:
-        return url.set(drivername=f"{url.get_backend_name()}+psycopg")
-    if driver in _SYNC_DRIVERS:
-        return url.set(drivername=f"{url.get_backend_name()}+{_SYNC_DRIVERS[driver]}")
-    return url
-
-
-def sync_engine_for(engine: Engine | AsyncEngine, pool_size: int) -> Engine:
-    """`engine` itself, or for an `AsyncEngine` a sync engine of the same database (`sync_url`)."""
-    if isinstance(engine, Engine):
-        return engine
-    return create_engine(sync_url(engine.url), pool_size=pool_size, pool_pre_ping=True)
-
-
-class AsyncSessions:
-    """The `AsyncSession`s of async transactional handlers, from an engine on their loop.
-
-    With `engine` (the caller's `AsyncEngine`, under `Worker.run_async`) it makes
-    sessions of that engine; without, it makes an engine from `url` on first use
-    and disposes of it in `aclose`. asyncpg and psycopg connections belong to the
-    loop that opened them, so an engine made here never leaves its loop.
-    """
-
-    def __init__(self, url: URL | Engine, engine: AsyncEngine | None = None) -> None:
-        self._url = url.url if isinstance(url, Engine) else url
-        # SQLite: the same pool, every transaction BEGIN IMMEDIATE (`worker_engine`).
-        self._engine = None if engine is None else worker_async_engine(engine)
-        self._own: AsyncEngine | None = None
-        self._factory: Callable[[], AsyncSession] | None = None
-
-    def __call__(self) -> AsyncSession:
-        """A new session (the engine is made on the first call, on the calling loop)."""
-        if self._factory is None:
-            from sqlalchemy.ext.asyncio import async_sessionmaker
-
-            self._factory = async_sessionmaker(self.engine())
-        return self._factory()
-
-    def engine(self) -> AsyncEngine:
-        """The `AsyncEngine` of these sessions, on the calling loop (an async ``ctx.engine``)."""
-        if self._engine is not None:
-            return self._engine
-        if self._own is None:
-            from sqlalchemy.ext.asyncio import create_async_engine
-
-            self._own = worker_async_engine(create_async_engine(async_url(self._url)))
-        return self._own
-
-    async def aclose(self) -> None:
-        """Dispose of the engine made here (on the loop that used it)."""
-        engine, self._own, self._factory = self._own, None, None
-        if engine is not None:
-            await engine.dispose()
 
 
 class AsyncPool:

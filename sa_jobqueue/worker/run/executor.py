@@ -54,7 +54,7 @@ class Executor:
         attempts: the worker's running attempts: each gets a stop event (its
             ``ctx.cancelled``) and its task's timeout there while its handler runs.
         async_session_factory: makes the `AsyncSession` of async transactional
-            handlers (see `worker.run.async_pool.AsyncSessions`); its ``engine`` is an async
+            handlers (see `worker.run.async_engines.AsyncSessions`); its ``engine`` is an async
             handler's ``ctx.engine``.
         engine: the worker's engine, a sync handler's ``ctx.engine``.
         middlewares: what wraps every handler call (`JobQueue.middleware`).
