@@ -145,17 +145,13 @@ def main(args: argparse.Namespace, db: Database) -> None:
             print(f"{line} (base {base:,} at 26927a5)")
     if not args.no_history:
         history = results.place(BENCH / "cost-history.md")  # a second Python's: bench/out/
-        if not history.exists():
-            history.write_text(
-                "# Instructions per job and per enqueue (`make bench-cost`)\n\n"
-                "| when | commit | per job drained | per single enqueue | N |\n"
-                "|---|---|---|---|---|\n"
-            )
-        with history.open("a") as file:
-            file.write(
-                f"| {stamp} | {callgrind.commit()} | {shown['drain']} | "
-                f"{shown['enqueue']} | {args.jobs} / {args.enqueues} |\n"
-            )
-        print(
-            f"appended to {history.relative_to(ROOT) if history.is_relative_to(ROOT) else history}"
+        results.add_row(
+            history,
+            "# Instructions per job and per enqueue (`make bench-cost`)\n\n"
+            "| when | commit | per job drained | per single enqueue | N |\n"
+            "|---|---|---|---|---|\n",
+            f"| {stamp} | {callgrind.commit()} | {shown['drain']} | "
+            f"{shown['enqueue']} | {args.jobs} / {args.enqueues} |\n",
         )
+        shown_path = history.relative_to(ROOT) if history.is_relative_to(ROOT) else history
+        print(f"added to the table of {shown_path}")

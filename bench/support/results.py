@@ -45,3 +45,22 @@ def write(path: Path | str, report: str) -> Path:
     written.write_text(report)
     log(f"wrote {written}")
     return written
+
+
+def add_row(path: Path, header: str, row: str) -> None:
+    """Add `row` after the last row of the first table in `path` (made with `header`).
+
+    Not at the file's end: notes written under a history's table would leave a row
+    appended there outside it (``bench/cost-history.md``).
+    """
+    if not path.exists():
+        path.write_text(header)
+    lines = path.read_text().splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.startswith("|")), len(lines))
+    end = first
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    if end and not lines[end - 1].endswith("\n"):
+        lines[end - 1] += "\n"
+    lines.insert(end, row if row.endswith("\n") else row + "\n")
+    path.write_text("".join(lines))

@@ -168,3 +168,16 @@ def test_a_scenarios_own_only_option_reaches_it_after_its_name(
     error = capsys.readouterr().err
     assert "python -m bench drain_beside: error: argument --only" in error
     assert "'drain', 'move'" in error
+
+
+def test_a_history_row_goes_under_its_tables_last_row_not_under_the_notes(tmp_path: Path) -> None:
+    add_row = _module("bench.support.results").add_row
+    history = tmp_path / "history.md"
+    header = "# History\n\n| when | figure |\n|---|---|\n"
+    add_row(history, header, "| 1 | 10 |\n")
+    history.write_text(history.read_text() + "\nA note under the table.\n")
+    add_row(history, header, "| 2 | 20 |")
+    assert history.read_text() == (
+        "# History\n\n| when | figure |\n|---|---|\n| 1 | 10 |\n| 2 | 20 |\n"
+        "\nA note under the table.\n"
+    )
