@@ -61,7 +61,8 @@ class AsyncPool:
         self.on_close = on_close
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        # The tasks of jobs that awaited, by attempt: each job's `_one` takes its own out.
+        # The tasks not ended, by attempt (not one that ended in its eager start): each
+        # job's `_one` takes its own out as it ends.
         self._tasks: dict[AttemptKey, asyncio.Task[None]] = {}
         self._cancelling = False
         # Outcomes of tasks that ended in this pass of the loop, reported together:
