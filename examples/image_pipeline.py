@@ -100,7 +100,7 @@ def upload(session: Session, upload_id: int, url: str) -> int:
 def main(url: str) -> list[str]:
     """Migrate, upload one image, drain the queue; return what ran, in order."""
     log.clear()
-    engine = create_engine(url)
+    engine = create_engine(url, pool_size=4 + 4)  # the worker's concurrency + 4
     try:
         migration.upgrade(url)
         Base.metadata.create_all(engine, tables=[Base.metadata.tables["uploads"]])

@@ -169,7 +169,9 @@ def main() -> None:
     _fill(url, count)
     cpu = time.process_time()
     if action == "ours":
-        engine = create_engine(url)
+        # As docs/workers.md#connection-budget asks: each handler thread holds a connection
+        # for a step's write, besides the claim loop's, maintenance's and the listener's.
+        engine = create_engine(url, pool_size=concurrency + 4)
         done = jobs.worker(engine, concurrency=concurrency).drain()
         engine.dispose()
     elif action == "raw":

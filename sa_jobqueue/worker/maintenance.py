@@ -28,6 +28,7 @@ from sa_jobqueue.ops.retention import Pruner
 from sa_jobqueue.periodic import PeriodicEnqueuer
 from sa_jobqueue.worker.attempt import AttemptKey, Claimed
 from sa_jobqueue.worker.lease_waiters import LeaseWaiters
+from sa_jobqueue.worker.pool_watch import PoolWatch
 from sa_jobqueue.worker.registration import Registration
 
 __all__ = ["SWEEP_BATCH", "Maintenance"]
@@ -71,6 +72,8 @@ class Maintenance:
             sweep ends their jobs past it (`Registry.deadlines`).
         archiver: moves finished jobs to the archive and drops its old partitions
             (None: no archive), within half a tick.
+        pool_watch: looked at each tick: warns once when the engine's pool opens
+            connections past its size (None: not looked at).
     """
 
     def __init__(
@@ -91,8 +94,10 @@ class Maintenance:
         registration: Registration | None = None,
         deadlines: Sequence[tuple[str, float]] = (),
         archiver: Archiver | None = None,
+        pool_watch: PoolWatch | None = None,
     ) -> None:
         self.archiver = archiver
+        self.pool_watch = pool_watch
         self.registration = registration
         self.deadlines = tuple(deadlines)
         self.on_renewed = on_renewed
@@ -149,6 +154,8 @@ class Maintenance:
                     self.archiver.maybe_run(conn, budget=self.tick / 2)
                 if self.periodic is not None:
                     self.periodic.maybe_run(conn)
+                if self.pool_watch is not None:
+                    self.pool_watch.check()
                 failures = 0
             except Exception as error:  # noqa: BLE001 - see the docstring: never die
                 failures += 1

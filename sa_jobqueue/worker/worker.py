@@ -38,6 +38,7 @@ from sa_jobqueue.worker.listener import Notifier, PollingNotifier, start_notifie
 from sa_jobqueue.worker.loop import ClaimLoop
 from sa_jobqueue.worker.maintenance import Maintenance
 from sa_jobqueue.worker.os_signals import install_signal_handlers
+from sa_jobqueue.worker.pool_watch import PoolWatch
 from sa_jobqueue.worker.registration import Registration
 from sa_jobqueue.worker.run.async_engines import sync_engine_for
 from sa_jobqueue.worker.run.async_pool import serve_in_thread
@@ -195,6 +196,7 @@ class Worker(Generic[JobT]):
             on_renewed=self.inflight.renewed,
             registration=self.registration,
             deadlines=registry.deadlines(),
+            pool_watch=PoolWatch(self.engine, config.concurrency),
         )
         self._callers_loop: asyncio.AbstractEventLoop | None = None  # under run_async
         self.notifier: Notifier = PollingNotifier()
