@@ -23,6 +23,7 @@ from sa_jobqueue.driver.postgres import PostgresDriver
 from sa_jobqueue.ops.workers import attempt_history, list_workers, live_worker_count
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.schema.registry_tables import HISTORY_LIMIT
+from sa_jobqueue.worker import liveness
 from sa_jobqueue.worker.attempt import Claimed, Result
 from sa_jobqueue.worker.registration import Registration
 from tests.support.helpers import wait_for
@@ -31,11 +32,29 @@ from tests.support.models import Job, new_queue
 NOW = Backoff(base=0.0, factor=1, cap=0, jitter=0)
 
 
+#: The registrations a test made, deregistered at its end (`_deregistered`).
+_MADE: list[tuple[Registration, object]] = []
+
+
+@pytest.fixture(autouse=True)
+def _deregistered():
+    """Each test's registrations give back their liveness files at its end.
+
+    Registering an id takes its file for this process; a later test registering the same
+    id while an earlier one still held it would wait `liveness.HOLD_WAIT` (10 s) for it.
+    """
+    yield
+    while _MADE:
+        registration, engine = _MADE.pop()
+        registration.deregister(engine)
+
+
 def register(engine, worker_id: str, *, kinds=("k",), queues=("default",), gone_after=60.0):
     registration = Registration(
         Job, worker_id, queues=list(queues), kinds=list(kinds), concurrency=2, gone_after=gone_after
     )
     registration.register(engine)
+    _MADE.append((registration, engine))
     return registration
 
 
@@ -125,7 +144,10 @@ def test_registration_records_what_the_worker_runs_and_heartbeats_move_its_expir
     assert [r.id for r in rows(committed, "SELECT id FROM sa_jobqueue_worker_jobs")] == ["w1"]
 
 
-def test_a_second_worker_with_a_live_workers_id_is_warned_about(committed, caplog):
+def test_a_second_worker_with_a_live_workers_id_is_warned_about(committed, caplog, monkeypatch):
+    # Each register() below holds "w-twin"'s liveness file in this one process: a later one
+    # waits for it (as a second process of this id would) before going on without it.
+    monkeypatch.setattr(liveness, "HOLD_WAIT", 0.2)
     first = register(committed, "w-twin")
     with committed.begin() as conn:  # the row as another process on another host left it
         conn.execute(text("UPDATE sa_jobqueue_worker_jobs SET host = 'elsewhere', pid = 4242"))
