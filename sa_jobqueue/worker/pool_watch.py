@@ -4,10 +4,11 @@ SQLAlchemy's `QueuePool` keeps `pool_size` connections; those it opens past that
 ("overflow") are closed when they come back while the pool is full. A worker whose
 handlers each hold a connection (transactional mode, durable steps) at a concurrency
 above the pool's size then opens and closes a server connection per use: a new
-PostgreSQL backend each time, several times a job's own work. Measured on durable
-three-step jobs at concurrency 8 (``create_engine(url)``, pool_size 5): 87 to 142 new
-server sessions per 3,000 jobs against 11 with ``pool_size=12``, and a fifth more
-worker CPU a job. Nothing fails, so the maintenance thread looks and logs it once.
+PostgreSQL backend each time. Measured on durable three-step jobs at concurrency 8
+(``create_engine(url)``, pool_size 5): 58 to 153 new server sessions per 3,000 jobs
+against 11 with ``pool_size=12``, the drain about 5 % slower at the median and 37 % in
+its worst run (bench/steps-results.md). Nothing fails, so the maintenance thread looks
+and logs it once.
 See docs/workers.md#connection-budget.
 """
 
