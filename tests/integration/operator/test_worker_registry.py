@@ -12,7 +12,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from sqlalchemy import text
+from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 from starlette.testclient import TestClient
 
@@ -33,7 +33,7 @@ NOW = Backoff(base=0.0, factor=1, cap=0, jitter=0)
 
 
 #: The registrations a test made, deregistered at its end (`_deregistered`).
-_MADE: list[tuple[Registration, object]] = []
+_MADE: list[tuple[Registration, Engine]] = []
 
 
 @pytest.fixture(autouse=True)
