@@ -38,13 +38,21 @@ class PoolWatch:
         self.warned = False
 
     def check(self) -> bool:
-        """Warn if the pool is past its size now (once per watch); True when it warned."""
+        """Warn if the pool, smaller than concurrency + 4, is past its size now (once).
+
+        Returns:
+            True when it warned. A pool of at least concurrency + 4 may open a few
+            more on demand (the CLI's does: a lease waited on while a caller's
+            transaction holds the row), as docs/workers.md says: no warning.
+        """
         if self.warned:
             return False
         pool = self.engine.pool
         # A QueuePool counts its connections past pool_size in overflow() (0 when
         # unbounded); NullPool and SQLite's pools open per use or keep one by design.
-        if not isinstance(pool, QueuePool) or pool.overflow() <= 0:
+        if not isinstance(pool, QueuePool) or pool.size() >= self.wanted:
+            return False
+        if pool.overflow() <= 0:
             return False
         self.warned = True
         log.warning(

@@ -79,3 +79,17 @@ def test_the_watch_is_quiet_while_the_pool_holds_what_is_open(committed, caplog)
         assert "keeps 3 connections but 4 are open now" in caplog.text
     finally:
         engine.dispose()
+
+
+def test_a_pool_of_concurrency_plus_four_may_open_more_on_demand_unwarned(committed, caplog):
+    engine = _small(committed, pool_size=CONCURRENCY + 4)  # the CLI's size, with overflow
+    watch = PoolWatch(engine, CONCURRENCY)
+    try:
+        opened = [engine.connect() for _ in range(CONCURRENCY + 6)]
+        with caplog.at_level(logging.WARNING, logger="sa_jobqueue.worker"):
+            assert watch.check() is False
+        for conn in opened:
+            conn.close()
+        assert "engine's pool keeps" not in caplog.text
+    finally:
+        engine.dispose()
