@@ -50,9 +50,7 @@ class PoolWatch:
         pool = self.engine.pool
         # A QueuePool counts its connections past pool_size in overflow() (0 when
         # unbounded); NullPool and SQLite's pools open per use or keep one by design.
-        if not isinstance(pool, QueuePool) or pool.size() >= self.wanted:
-            return False
-        if pool.overflow() <= 0:
+        if not isinstance(pool, QueuePool) or pool.size() >= self.wanted or pool.overflow() <= 0:
             return False
         self.warned = True
         log.warning(
