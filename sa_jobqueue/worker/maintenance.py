@@ -72,8 +72,9 @@ class Maintenance:
             sweep ends their jobs past it (`Registry.deadlines`).
         archiver: moves finished jobs to the archive and drops its old partitions
             (None: no archive), within half a tick.
-        pool_watch: looked at each tick: warns once when the engine's pool opens
-            connections past its size (None: not looked at).
+        pool_watch: looked at each tick: warns once when the engine's pool, smaller
+            than the worker's concurrency + 4, opens connections past its size (None:
+            not looked at).
     """
 
     def __init__(

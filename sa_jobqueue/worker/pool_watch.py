@@ -25,7 +25,7 @@ log = logging.getLogger("sa_jobqueue.worker")
 
 
 class PoolWatch:
-    """Logs one warning when `engine`'s pool holds more connections than it keeps.
+    """Logs one warning when `engine`'s pool, below concurrency + 4, opens past its size.
 
     Args:
         engine: the worker's engine (its pool may be shared with the application).
