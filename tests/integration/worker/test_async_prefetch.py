@@ -74,9 +74,11 @@ def test_sync_and_async_handlers_together_run_at_most_concurrency_attempts(commi
 def test_a_stop_gives_async_jobs_claimed_ahead_back_at_once(committed):
     jobs = JobQueue(Job)
     gate = threading.Event()
+    entered = threading.Event()
 
     @jobs.task("quick")
     async def quick(ctx: JobContext) -> None:
+        entered.set()
         # Every job holds its slot until the gate opens: whichever of the batch gets the
         # one slot first (not always the lowest id on a loaded machine) keeps running.
         while not gate.is_set():
@@ -90,8 +92,12 @@ def test_a_stop_gives_async_jobs_claimed_ahead_back_at_once(committed):
         gate.set()
         wait_for(lambda: statuses(committed, warm) == {warm[0]: "done"}, what="the first job")
         gate.clear()
+        entered.clear()
         ids = enqueue(committed, jobs, "quick", 5)
         wait_for(lambda: running_rows(committed) == 5, what="the batch claimed, ahead")
+        # A stop before the first handler starts gives all five back, rightly: wait for
+        # one to run, so four wait for its slot.
+        assert entered.wait(30), "no job of the batch started"
         worker.stop()
         # The four waiting for the slot go back to pending while the first still runs.
         wait_for(

@@ -94,7 +94,8 @@ def test_a_job_cancelled_while_claimed_ahead_never_starts(committed):
         started.clear()
         ids = enqueue(committed, jobs, "quick", 5)
         wait_for(lambda: running_rows(committed) == 5, what="the batch claimed, ahead")
-        assert started == [0]
+        # The claim commits before the first handler starts: wait for it, not assume it.
+        wait_for(lambda: started == [0], what="the first job of the batch to start")
         with Session(committed) as s, s.begin():
             assert jobs.cancel(s, [ids[2]]).was_running == [ids[2]]
         wait_for(lambda: worker.attempts._cancelled_early, what="the cancel to reach the worker")
@@ -108,10 +109,12 @@ def test_a_job_cancelled_while_claimed_ahead_never_starts(committed):
 def test_a_stop_gives_jobs_claimed_ahead_back_at_once(committed):
     jobs = JobQueue(Job)
     gate = threading.Event()
+    entered = threading.Event()
 
     @jobs.task("quick")
     def quick(ctx: JobContext) -> None:
         if ctx.payload["n"] == 0:
+            entered.set()
             gate.wait(20)
 
     worker = jobs.worker(committed, concurrency=1, shutdown_timeout=30)
@@ -122,8 +125,12 @@ def test_a_stop_gives_jobs_claimed_ahead_back_at_once(committed):
         gate.set()
         wait_for(lambda: statuses(committed, warm) == {warm[0]: "done"}, what="the first job")
         gate.clear()
+        entered.clear()
         ids = enqueue(committed, jobs, "quick", 5)
         wait_for(lambda: running_rows(committed) == 5, what="the batch claimed, ahead")
+        # A stop before the first job's handler starts gives all five back, rightly:
+        # wait for the handler, so one runs while four wait for its slot.
+        assert entered.wait(30), "the first job of the batch never started"
         worker.stop()
         # The four waiting for the slot go back to pending while the first still runs.
         wait_for(
