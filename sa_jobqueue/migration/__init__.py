@@ -23,6 +23,10 @@ if TYPE_CHECKING:
         drop_workflows,
         revision_table,
     )
+    from sa_jobqueue.migration.pending_index_ops import (
+        add_pending_index_status,
+        drop_pending_index_status,
+    )
     from sa_jobqueue.migration.registry_ops import add_worker_registry, drop_worker_registry
     from sa_jobqueue.migration.runtime_ops import add_runtime_control, drop_runtime_control
     from sa_jobqueue.migration.schedule_ops import (
@@ -68,6 +72,7 @@ __all__ = [
     "add_durable_steps",
     "add_enqueue_function",
     "add_flow_control",
+    "add_pending_index_status",
     "add_revision_columns",
     "add_runtime_control",
     "add_schedules_due_index",
@@ -89,6 +94,7 @@ __all__ = [
     "drop_flow_control",
     "drop_jobs_table",
     "drop_notify_trigger",
+    "drop_pending_index_status",
     "drop_revision_columns",
     "drop_runtime_control",
     "drop_schedules_due_index",
@@ -123,33 +129,26 @@ _FUNCTIONS = frozenset({"add_enqueue_function", "drop_enqueue_function"})
 _AUTOGENERATE = frozenset({"include_object"})
 _ARCHIVE = frozenset({"add_archive", "drop_archive"})
 _COUNTERS = frozenset({"add_counters", "drop_counters"})
+_PENDING_INDEX = frozenset({"add_pending_index_status", "drop_pending_index_status"})
+#: The module of each name not in `scripts`.
+_MODULES = {
+    "ops": _OPS,
+    "versions": _VERSIONS,
+    "steps_ops": _DURABLE,
+    "registry_ops": _REGISTRY,
+    "schedule_ops": _SCHEDULES,
+    "function_ops": _FUNCTIONS,
+    "runtime_ops": _RUNTIME,
+    "autogenerate": _AUTOGENERATE,
+    "archive_ops": _ARCHIVE,
+    "counter_ops": _COUNTERS,
+    "pending_index_ops": _PENDING_INDEX,
+}
 
 
 def __getattr__(name: str) -> Any:
     """Load a name of the migration surface on first use (Alembic with it)."""
     if name in __all__:
-        module = (
-            "ops"
-            if name in _OPS
-            else "versions"
-            if name in _VERSIONS
-            else "steps_ops"
-            if name in _DURABLE
-            else "registry_ops"
-            if name in _REGISTRY
-            else "schedule_ops"
-            if name in _SCHEDULES
-            else "function_ops"
-            if name in _FUNCTIONS
-            else "runtime_ops"
-            if name in _RUNTIME
-            else "autogenerate"
-            if name in _AUTOGENERATE
-            else "archive_ops"
-            if name in _ARCHIVE
-            else "counter_ops"
-            if name in _COUNTERS
-            else "scripts"
-        )
+        module = next((m for m, names in _MODULES.items() if name in names), "scripts")
         return getattr(importlib.import_module(f"sa_jobqueue.migration.{module}"), name)
     raise AttributeError(f"module 'sa_jobqueue.migration' has no attribute {name!r}")

@@ -8,7 +8,9 @@ columns, which would break the keys. Pass this hook to ``context.configure`` in 
 ``env.py`` (Flask-Migrate's included) and autogenerate leaves them alone; on
 PostgreSQL it leaves out the archive's partitions (``<table>_archive_YYMMDDHHMM``, made
 and dropped by workers: docs/operations.md#archive-and-retention), which autogenerate
-would propose to drop. See docs/databases.md.
+would propose to drop. On MySQL it also leaves ``ix_<table>_pending`` alone: keyed on
+status there (`sa_jobqueue.schema.pending_index`), where the model declares the other
+databases' partial index of pending rows under that name. See docs/databases.md.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 from typing import Any
 
 from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
+from sa_jobqueue.schema.pending_index import is_mysql_pending_index
 
 __all__ = ["include_object"]
 
@@ -35,7 +38,8 @@ def include_object(
     """Alembic's ``include_object`` hook: False for the generated key columns and their indexes.
 
     An index counts as theirs when it, or the index it is compared with, covers a
-    generated key column (``unique_key_active``, ``debounce_key_pending``). The id
+    generated key column (``unique_key_active``, ``debounce_key_pending``); so does
+    MySQL's claim index, keyed on status (``ix_<table>_pending``). The id
     columns of the library's tables are left out too where the database reflects no
     identity (SQLite's rowid, MySQL's AUTO_INCREMENT). So are the archive's partitions
     (reflected tables named ``<table>_archive_YYMMDDHHMM`` that no model declares).
@@ -45,7 +49,10 @@ def include_object(
     if type_ == "column":
         return name not in _GENERATED and not _identity_beyond_the_database(object, compare_to)
     if type_ == "index":
-        return not any(_covers_generated(index) for index in (object, compare_to))
+        return not any(
+            _covers_generated(index) or is_mysql_pending_index(index)
+            for index in (object, compare_to)
+        )
     return True
 
 

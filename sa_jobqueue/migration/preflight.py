@@ -170,7 +170,7 @@ def check_worker(engine: Engine, model: type[JobMixin]) -> list[str]:
     with engine.connect() as conn:
         if conn.dialect.name != "postgresql":  # no pg_catalog: the inspector's check
             preflight_portable.check_tables(conn, model)
-            return []
+            return preflight_portable.worker_warnings(conn, model)
         check_encoding(conn)
         check_table(conn, model)
         return worker_warnings(conn, model)

@@ -3,7 +3,8 @@
 `check_tables` asks SQLAlchemy's inspector what `preflight.check_table` asks
 ``pg_catalog``: the jobs table and the tables beside it exist, with the library's
 columns. Column types are not compared (each database spells them its own way).
-See docs/operations.md.
+`worker_warnings` names what works, but slower than it could (MySQL's claim index
+before ``sajq_0013``). See docs/operations.md.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.model import JobMixin
+from sa_jobqueue.schema.pending_index import MYSQL_PENDING_COLUMNS, pending_index_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
+from sa_jobqueue.schema.types import MYSQL
 
-__all__ = ["check_tables"]
+__all__ = ["check_tables", "worker_warnings"]
 
 
 def check_tables(conn: Connection, model: type[JobMixin]) -> None:
@@ -39,3 +42,24 @@ def check_tables(conn: Connection, model: type[JobMixin]) -> None:
             f"table {table.name!r} does not match {model.__name__}: "
             f"column(s) {', '.join(missing)} missing {fix}"
         )
+
+
+def worker_warnings(conn: Connection, model: type[JobMixin]) -> list[str]:
+    """What a worker should say once at start on this database (`check_tables` passed).
+
+    On MySQL/MariaDB: a claim index without ``status`` in its key (a table before
+    revision ``sajq_0013``), which makes each claim read the finished jobs ahead of the
+    pending ones.
+    """
+    table = model.__table__
+    if conn.dialect.name not in MYSQL or not isinstance(table, Table):
+        return []
+    name = pending_index_name(table.name)
+    for index in inspect(conn).get_indexes(table.name, schema=table.schema):
+        if index["name"] == name and tuple(index["column_names"]) != MYSQL_PENDING_COLUMNS:
+            return [
+                f"table {table.name!r}: its claim index {name} has no status in its key "
+                "(revision sajq_0013), so each claim reads the finished jobs ahead of the "
+                f"pending ones; run: sa-jobqueue migrate --table {table.name}"
+            ]
+    return []

@@ -27,6 +27,7 @@ from sa_jobqueue.migration import (
     counter_ops,
     function_ops,
     ops,
+    pending_index_ops,
     preflight,
     registry_ops,
     runtime_ops,
@@ -170,6 +171,12 @@ VERSIONS: tuple[Version, ...] = (
         counter_ops.add_counters,
         counter_ops.drop_counters,
         applied=counter_ops.has_counters,
+    ),
+    Version(
+        "sajq_0013",
+        pending_index_ops.add_pending_index_status,
+        pending_index_ops.drop_pending_index_status,
+        applied=pending_index_ops.has_pending_index_status,
     ),
 )
 

@@ -15,6 +15,7 @@ from sa_jobqueue.schema.enqueue_function import (
     drop_enqueue_function_sql,
 )
 from sa_jobqueue.schema.naming import channel_name, check_identifier, notify_function_name
+from sa_jobqueue.schema.pending_index import create_pending_index_sql
 from sa_jobqueue.schema.types import MYSQL
 
 __all__ = [
@@ -98,7 +99,9 @@ def attach_to(table: Table) -> None:
     On PostgreSQL only; SQLite gets the bare table. ``after_drop`` removes the trigger
     function and the enqueue function. On MySQL and MariaDB, the generated columns and
     unique indexes of `sa_jobqueue.schema.active_keys` stand for the partial unique
-    indexes (they go with the table on drop). Attaching twice is harmless.
+    indexes, and the claim's index has ``status`` in its key
+    (`sa_jobqueue.schema.pending_index`); they go with the table on drop. Attaching
+    twice is harmless.
     """
     if table.info.get("sa_jobqueue_ddl"):
         return
@@ -116,10 +119,10 @@ def attach_to(table: Table) -> None:
     ):
         drop = DDL(sql)  # type: ignore[no-untyped-call]
         event.listen(table, "after_drop", drop.execute_if(dialect="postgresql"))
+    mysql_statements = [create_pending_index_sql(table.name, table.schema)]
     for key in ACTIVE_KEYS:
-        for sql in (
-            key.add_column_sql(table.name, table.schema),
-            key.create_index_sql(table.name, table.schema),
-        ):
-            mysql = DDL(sql)  # type: ignore[no-untyped-call]
-            event.listen(table, "after_create", mysql.execute_if(dialect=MYSQL))  # type: ignore[arg-type]
+        mysql_statements.append(key.add_column_sql(table.name, table.schema))
+        mysql_statements.append(key.create_index_sql(table.name, table.schema))
+    for sql in mysql_statements:
+        mysql = DDL(sql)  # type: ignore[no-untyped-call]
+        event.listen(table, "after_create", mysql.execute_if(dialect=MYSQL))  # type: ignore[arg-type]

@@ -28,6 +28,7 @@ from sa_jobqueue.schema.archive import archive_table_for
 from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
+from sa_jobqueue.schema.pending_index import PENDING_COLUMNS, pending_index_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
@@ -235,14 +236,14 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
         CheckConstraint("max_attempts >= 1", name=f"ck_{table}_max_attempts"),
         UniqueConstraint("idempotency_key", name=f"uq_{table}_idempotency_key"),
         # Claim order; only claimable rows are in it, so done rows never slow a claim.
-        Index(
-            f"ix_{table}_pending",
-            "queue",
-            "priority",
-            "run_at",
-            "id",
-            postgresql_where=text("status = 'pending'"),
-            sqlite_where=text("status = 'pending'"),
+        # MySQL has no partial index: status is in its key there (schema.pending_index).
+        not_mysql(
+            Index(
+                pending_index_name(table),
+                *PENDING_COLUMNS,
+                postgresql_where=text("status = 'pending'"),
+                sqlite_where=text("status = 'pending'"),
+            )
         ),
         # The sweeper's path to expired leases.
         Index(

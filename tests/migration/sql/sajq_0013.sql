@@ -1,0 +1,3 @@
+-- sajq_0013 on PostgreSQL (tests/migration/test_revision_sql.py)
+-- upgrade
+-- downgrade
