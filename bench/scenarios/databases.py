@@ -15,6 +15,8 @@ machine, in one run, for each database:
   LOCKED`` then UPDATE by id (`bench.support.raw_mysql`), SQLite ``UPDATE ... WHERE id IN
   (SELECT ... LIMIT n) RETURNING`` under ``BEGIN IMMEDIATE`` (`bench.support.raw_sqlite`).
   Target: the drain >= 75 % of its raw loop, per database and concurrency;
+- a drain at 16 (SQLite: 1) with ``--beside`` done jobs ahead of it in claim order (a
+  day's retention of a busy queue): its share of the same drain on an empty table;
 - wake-up latency p50/p99, commit sent -> handler start, one idle worker process at its
   defaults (PostgreSQL: LISTEN; SQLite and MariaDB: its poll);
 - on SQLite, the embedded peers at their documented defaults (huey's ``SqliteHuey``, DBOS
@@ -42,19 +44,21 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.pool import NullPool
 
 from bench import targets
 from bench.scenarios.latency import measure_latency
-from bench.support.app import Job, jobs
+from bench.support.app import KINDS, Job, jobs
 from bench.support.database import Database, scratch, scratch_mysql, scratch_sqlite
-from bench.support.databases_report import Results, report
+from bench.support.databases_report import BESIDE, Results, report
 from bench.support.results import BENCH, write
 from bench.support.throughput import (
     enqueue_many,
     enqueue_single,
     library_drain,
     raw_drain,
+    raw_for,
     raw_insert,
 )
 from bench.support.timing import Figure, log
@@ -99,6 +103,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=15,
         help="DBOS drains this many jobs per unit of concurrency (its 1 s poll: ~15 s each)",
+    )
+    parser.add_argument(
+        "--beside",
+        type=int,
+        default=100_000,
+        help="done jobs ahead in claim order of one more drain's (0: no such drain)",
     )
     parser.add_argument("--mariadb-url", default="mariadb+pymysql://root@127.0.0.1:3306/")
     parser.add_argument("--only", action="append", choices=NAMES, help="these databases only")
@@ -275,7 +285,33 @@ def database_cases(
     fixed = results.figure(name, f"drain {FIXED_JOBS}")
     fixed.note = drains
     cases.append((fixed, partial(drain_rate, url, FIXED_JOBS, 1, 1)))
+    if args.beside:
+        # The same drain with a retention's worth of done jobs ahead of it in claim order:
+        # what a claim walks on a database without partial indexes (MySQL) unless its
+        # index keys on status (sajq_0013).
+        beside = results.figure(name, "drain beside")
+        beside.note = drains
+        concurrency = BESIDE[name]
+        cases.append((beside, partial(drain_beside, url, args.jobs, concurrency, args.beside)))
     return cases
+
+
+def drain_beside(url: str, count: int, concurrency: int, done: int) -> float:
+    """Jobs/s of a lease drain of `count` jobs with `done` done jobs ahead of them."""
+    sql = raw_for(url)
+    sql.truncate(url)
+    sql.fill(url, KINDS["lease"], done)
+    engine = create_engine(url, poolclass=NullPool)
+    try:
+        with engine.begin() as conn:
+            finish = "UPDATE jobs SET status = 'done', attempts = 1, finished_at = run_at"
+            conn.execute(text(finish))
+    finally:
+        engine.dispose()
+    drained = library_drain(
+        url, count, mode="lease", processes=1, concurrency=concurrency, fresh=False, timeout=300
+    )
+    return drained.rate
 
 
 def drain_rate(
@@ -338,7 +374,7 @@ def peer_cases(
 
 def main(args: argparse.Namespace, db: Database) -> int:
     began = time.monotonic()
-    results = Results(reps=args.reps, jobs=args.jobs)
+    results = Results(reps=args.reps, jobs=args.jobs, beside=args.beside)
     names = [n for n in NAMES if not args.only or n in args.only]
     with contextlib.ExitStack() as stack:
         urls = {}

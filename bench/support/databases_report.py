@@ -16,6 +16,8 @@ from bench.support.timing import Figure, load
 TITLES = {"postgresql": "PostgreSQL", "sqlite": "SQLite", "mariadb": "MariaDB"}
 #: Issues 38/39/42: a lease drain's share of the raw loop at the worker's batch size.
 TARGET = 0.75
+#: The concurrency of the drain beside done jobs (one worker process on each database).
+BESIDE = {"postgresql": 16, "sqlite": 1, "mariadb": 16}
 
 
 @dataclass
@@ -24,6 +26,8 @@ class Results:
 
     reps: int
     jobs: int
+    #: Done jobs ahead of the drain beside them (0: none measured).
+    beside: int = 0
     load_start: str = field(default_factory=load)
     minutes: float = 0.0
     figures: dict[tuple[str, str], Figure] = field(default_factory=dict)
@@ -67,6 +71,16 @@ def share(ours: Figure | None, limit: Figure | None, goal: float = TARGET) -> st
         return "-"
     ratio = ours.median / limit.median
     return f"**{ratio:.1%}** {'held' if ratio >= goal else 'NOT held'}"
+
+
+def beside_cell(f: Any, name: str) -> str:
+    """The drain beside done jobs, and its share of the same drain on an empty table."""
+    beside, empty = f((name, "drain beside")), f((name, f"drain {BESIDE[name]}"))
+    if beside is None or not beside.rates:
+        return cell(beside)
+    if empty is None or not empty.rates:
+        return beside.cell()
+    return f"{beside.cell()}: {beside.median / empty.median:.0%}"
 
 
 def wake_cell(results: Results, who: str) -> str:
@@ -146,6 +160,13 @@ def report(results: Results, names: list[str], fixed_jobs: int) -> str:
         row(
             f"worker CPU per job at {c}, all processes (raw loop's wall time per job)",
             [cpu_cell(results, f, n, c) for n in cols],
+        )
+    if any(f((n, "drain beside")) for n in cols):
+        row(
+            f"drain beside {results.beside:,} done jobs ahead in claim order, concurrency "
+            + " / ".join(f"{BESIDE[n]}" for n in cols)
+            + " (share of the drain at that concurrency on an empty table)",
+            [beside_cell(f, n) for n in cols],
         )
     row(
         f"a drain's fixed cost: {fixed_jobs} jobs at concurrency 1, go -> drained",
