@@ -73,9 +73,9 @@ def share(ours: Figure | None, limit: Figure | None, goal: float = TARGET) -> st
     return f"**{ratio:.1%}** {'held' if ratio >= goal else 'NOT held'}"
 
 
-def beside_cell(f: Any, name: str) -> str:
+def beside_cell(f: Any, name: str, case: str = "drain beside") -> str:
     """The drain beside done jobs, and its share of the same drain on an empty table."""
-    beside, empty = f((name, "drain beside")), f((name, f"drain {BESIDE[name]}"))
+    beside, empty = f((name, case)), f((name, f"drain {BESIDE[name]}"))
     if beside is None or not beside.rates:
         return cell(beside)
     if empty is None or not empty.rates:
@@ -167,6 +167,10 @@ def report(results: Results, names: list[str], fixed_jobs: int) -> str:
             + " / ".join(f"{BESIDE[n]}" for n in cols)
             + " (share of the drain at that concurrency on an empty table)",
             [beside_cell(f, n) for n in cols],
+        )
+        row(
+            "the same, MySQL's claim index as before `sajq_0013` (no status in its key)",
+            [beside_cell(f, n, "drain beside, index before sajq_0013") for n in cols],
         )
     row(
         f"a drain's fixed cost: {fixed_jobs} jobs at concurrency 1, go -> drained",
