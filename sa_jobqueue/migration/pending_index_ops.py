@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, text
 
 from alembic import op
 from sa_jobqueue.schema.active_keys import mysql_qualified
@@ -18,20 +18,12 @@ from sa_jobqueue.schema.pending_index import (
     MYSQL_PENDING_COLUMNS,
     PENDING_COLUMNS,
     create_pending_index_sql,
-    pending_index_name,
+    pending_index_key,
     rebuild_pending_index_sql,
 )
 from sa_jobqueue.schema.types import MYSQL
 
 __all__ = ["add_pending_index_status", "drop_pending_index_status", "has_pending_index_status"]
-
-
-def _key(connection: Connection, name: str, schema: str | None) -> tuple[str, ...] | None:
-    """The columns of ``ix_<name>_pending`` on the jobs table `name` (None: no such index)."""
-    for index in inspect(connection).get_indexes(name, schema=schema):
-        if index["name"] == pending_index_name(name):
-            return tuple(str(column) for column in index["column_names"])
-    return None
 
 
 def _make(name: str, schema: str | None, columns: Sequence[str]) -> None:
@@ -40,7 +32,7 @@ def _make(name: str, schema: str | None, columns: Sequence[str]) -> None:
     bind = op.get_bind()
     if bind.dialect.name not in MYSQL:
         return
-    key = _key(bind, name, schema)
+    key = pending_index_key(bind, name, schema)
     if key == tuple(columns):
         return
     if key is None:  # made by hand without it: make it, as the revision leaves it
@@ -74,4 +66,4 @@ def has_pending_index_status(connection: Connection, name: str, schema: str | No
     """True when the jobs table `name` is at ``sajq_0013``'s claim index (always, off MySQL)."""
     if connection.dialect.name not in MYSQL:
         return True
-    return _key(connection, name, schema) == MYSQL_PENDING_COLUMNS
+    return pending_index_key(connection, name, schema) == MYSQL_PENDING_COLUMNS

@@ -15,7 +15,11 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.schema.pending_index import MYSQL_PENDING_COLUMNS, pending_index_name
+from sa_jobqueue.schema.pending_index import (
+    MYSQL_PENDING_COLUMNS,
+    pending_index_key,
+    pending_index_name,
+)
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.types import MYSQL
 
@@ -54,12 +58,11 @@ def worker_warnings(conn: Connection, model: type[JobMixin]) -> list[str]:
     table = model.__table__
     if conn.dialect.name not in MYSQL or not isinstance(table, Table):
         return []
-    name = pending_index_name(table.name)
-    for index in inspect(conn).get_indexes(table.name, schema=table.schema):
-        if index["name"] == name and tuple(index["column_names"]) != MYSQL_PENDING_COLUMNS:
-            return [
-                f"table {table.name!r}: its claim index {name} has no status in its key "
-                "(revision sajq_0013), so each claim reads the finished jobs ahead of the "
-                f"pending ones; run: sa-jobqueue migrate --table {table.name}"
-            ]
-    return []
+    key = pending_index_key(conn, table.name, table.schema)
+    if key is None or key == MYSQL_PENDING_COLUMNS:
+        return []
+    return [
+        f"table {table.name!r}: its claim index {pending_index_name(table.name)} has no "
+        "status in its key (revision sajq_0013), so each claim reads the finished jobs "
+        f"ahead of the pending ones; run: sa-jobqueue migrate --table {table.name}"
+    ]

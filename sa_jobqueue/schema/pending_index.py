@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sqlalchemy import Connection, inspect
+
 from sa_jobqueue.schema.active_keys import mysql_qualified
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "PENDING_COLUMNS",
     "create_pending_index_sql",
     "is_mysql_pending_index",
+    "pending_index_key",
     "pending_index_name",
     "rebuild_pending_index_sql",
 ]
@@ -41,6 +44,16 @@ MYSQL_PENDING_COLUMNS = ("queue", "status", "priority", "run_at", "id")
 def pending_index_name(table: str) -> str:
     """The claim's index of the jobs table `table`: ``ix_<table>_pending``."""
     return f"ix_{table}_pending"
+
+
+def pending_index_key(
+    connection: Connection, table: str, schema: str | None = None
+) -> tuple[str, ...] | None:
+    """The columns of ``ix_<table>_pending`` in the database, in order (None: no such index)."""
+    for index in inspect(connection).get_indexes(table, schema=schema):
+        if index["name"] == pending_index_name(table):
+            return tuple(str(column) for column in index["column_names"])
+    return None
 
 
 def _key(columns: Sequence[str]) -> str:
