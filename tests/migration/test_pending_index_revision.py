@@ -15,13 +15,17 @@ from contextlib import ExitStack
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import Engine, create_engine, insert, inspect, select, text
+from sqlalchemy import Engine, create_engine, insert, select, text
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue import JobQueue, migration
 from sa_jobqueue.driver.registry import driver_for
 from sa_jobqueue.migration import preflight
-from sa_jobqueue.schema.pending_index import MYSQL_PENDING_COLUMNS, PENDING_COLUMNS
+from sa_jobqueue.schema.pending_index import (
+    MYSQL_PENDING_COLUMNS,
+    PENDING_COLUMNS,
+    pending_index_key,
+)
 from tests.support.databases import DATABASES, scratch_url
 from tests.support.models import Job
 from tests.support.revisions import down_revision
@@ -38,10 +42,9 @@ def new_url(request: pytest.FixtureRequest) -> Iterator[Callable[[str], str]]:
 
 def _pending_key(engine: Engine) -> tuple[str, ...]:
     with engine.connect() as connection:
-        for index in inspect(connection).get_indexes("jobs"):
-            if index["name"] == "ix_jobs_pending":
-                return tuple(str(column) for column in index["column_names"])
-    raise AssertionError("no ix_jobs_pending")
+        key = pending_index_key(connection, "jobs")
+    assert key is not None, "no ix_jobs_pending"
+    return key
 
 
 def _fill(engine: Engine) -> None:
