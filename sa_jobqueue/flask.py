@@ -246,13 +246,14 @@ def _worker_command(extension: JobQueueExtension) -> click.Command:
     from sa_jobqueue.cli.run import run_worker
     from sa_jobqueue.cli.run import worker as twin
     from sa_jobqueue.logs import configure_logging
+    from sa_jobqueue.worker.config import pool_size_for
 
     def worker(database_url: str | None, log_level: str, log_format: str, **options: Any) -> None:
         configure_logging(log_level.upper(), log_format)
         app = _current_app()
         engine: Engine | AsyncEngine
         if database_url:
-            engine = make_engine(database_url, pool_size=options["concurrency"] + 4)
+            engine = make_engine(database_url, pool_size=pool_size_for(options["concurrency"]))
         else:
             engine = _or_fail(lambda: extension.engine(app))
         run_worker(

@@ -30,7 +30,12 @@ from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
 from sa_jobqueue.ops import admin
 from sa_jobqueue.schema.types import KEY_LENGTH
-from sa_jobqueue.worker.config import DEFAULT_AHEAD_WAIT, DEFAULT_GONE_AFTER, DEFAULT_PREFETCH
+from sa_jobqueue.worker.config import (
+    DEFAULT_AHEAD_WAIT,
+    DEFAULT_GONE_AFTER,
+    DEFAULT_PREFETCH,
+    pool_size_for,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -351,7 +356,7 @@ def worker(
     configure_logging(log_level.upper(), log_format)
     engine: Engine | AsyncEngine
     if database_url:
-        engine = make_engine(database_url, pool_size=options["concurrency"] + 4)
+        engine = make_engine(database_url, pool_size=pool_size_for(options["concurrency"]))
         _open_connections(engine, 2)  # the claim loop's and the maintenance thread's
         jobs = load_jobqueue(target)
     else:

@@ -19,6 +19,8 @@ import logging
 from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
 
+from sa_jobqueue.worker.config import pool_size_for
+
 __all__ = ["PoolWatch"]
 
 log = logging.getLogger("sa_jobqueue.worker")
@@ -34,7 +36,7 @@ class PoolWatch:
 
     def __init__(self, engine: Engine, concurrency: int) -> None:
         self.engine = engine
-        self.wanted = concurrency + 4
+        self.wanted = pool_size_for(concurrency)
         self.warned = False
 
     def check(self) -> bool:

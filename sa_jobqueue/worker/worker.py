@@ -31,6 +31,7 @@ from sa_jobqueue.worker.config import (
     POLL_WITHOUT_LISTEN,
     WorkerConfig,
     make_worker_id,
+    pool_size_for,
 )
 from sa_jobqueue.worker.handlers import Handlers
 from sa_jobqueue.worker.limited_claimer import LimitedClaims
@@ -98,7 +99,7 @@ class Worker(Generic[JobT]):
         self.async_engine = None if isinstance(engine, Engine) else engine
         # The claim loop, maintenance and listener run in threads: with an AsyncEngine, a
         # sync engine for them, made from the same URL (closed when a run ends).
-        self.engine = sync_engine_for(engine, pool_size=config.concurrency + 4)
+        self.engine = sync_engine_for(engine, pool_size=pool_size_for(config.concurrency))
         self.queues = list(config.queues or registry.queues())
         self.concurrency = config.concurrency
         self.shutdown_timeout = float(config.shutdown_timeout)
