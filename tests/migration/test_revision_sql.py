@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine
 
 from sa_jobqueue import migration
 from sa_jobqueue.migration.versions import VERSIONS
 from tests.support.revisions import down_revision
+from tests.support.schema_shape import engine_wide_listener
 
 SQL_DIR = Path(__file__).parent / "sql"
 REVISIONS = [version.revision for version in VERSIONS]
@@ -48,11 +49,8 @@ def _statements() -> Iterator[list[str]]:
             text += f"  -- {parameters!r}"
         seen.append(text)
 
-    event.listen(Engine, "before_cursor_execute", record)
-    try:
+    with engine_wide_listener("before_cursor_execute", record):
         yield seen
-    finally:
-        event.remove(Engine, "before_cursor_execute", record)
 
 
 def _sql(revision: str, upgrade: list[str], downgrade: list[str]) -> str:

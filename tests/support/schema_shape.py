@@ -7,14 +7,21 @@ version tables are left out (bookkeeping, not the schema).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, inspect
 from sqlalchemy.pool import NullPool
 
-__all__ = ["InjectedError", "ddl_statements", "fail_at", "schema_shape", "table_names"]
+__all__ = [
+    "InjectedError",
+    "ddl_statements",
+    "engine_wide_listener",
+    "fail_at",
+    "schema_shape",
+    "table_names",
+]
 
 #: The first words of the statements that change a schema.
 DDL = ("CREATE", "ALTER", "DROP")
@@ -102,6 +109,24 @@ def _ddl(statement: str) -> bool:
 
 
 @contextmanager
+def engine_wide_listener(identifier: str, fn: Callable[..., Any]) -> Iterator[None]:
+    """`fn` listens to `identifier` on every engine meanwhile; afterwards none is left.
+
+    ``event.remove`` leaves ``Engine._has_events`` set, and SQLAlchemy then takes its
+    listener path on every engine of the process, so a later test of the paths taken
+    without listeners (tests/integration/enqueue) would see a listener that is gone,
+    depending on which tests ran before it in its process: it is put back.
+    """
+    had_events = Engine._has_events
+    event.listen(Engine, identifier, fn)
+    try:
+        yield
+    finally:
+        event.remove(Engine, identifier, fn)
+        Engine._has_events = had_events
+
+
+@contextmanager
 def ddl_statements() -> Iterator[list[str]]:
     """The schema-changing statements any engine sends meanwhile (version tables aside)."""
     seen: list[str] = []
@@ -110,11 +135,8 @@ def ddl_statements() -> Iterator[list[str]]:
         if _ddl(statement):
             seen.append(" ".join(statement.split()))
 
-    event.listen(Engine, "before_cursor_execute", record)
-    try:
+    with engine_wide_listener("before_cursor_execute", record):
         yield seen
-    finally:
-        event.remove(Engine, "before_cursor_execute", record)
 
 
 class InjectedError(RuntimeError):
@@ -135,8 +157,5 @@ def fail_at(number: int) -> Iterator[list[str]]:
             if len(seen) == number:
                 raise InjectedError(f"injected failure at: {seen[-1]}")
 
-    event.listen(Engine, "before_cursor_execute", fail)
-    try:
+    with engine_wide_listener("before_cursor_execute", fail):
         yield seen
-    finally:
-        event.remove(Engine, "before_cursor_execute", fail)
