@@ -28,9 +28,11 @@ JOBS = 50_000
 #: What a move looks like while it runs, per database.
 _MOVE = {
     "postgresql": "SELECT count(*) FROM pg_stat_activity WHERE state = 'active'"
-    " AND query LIKE 'WITH old AS%' AND pid <> pg_backend_pid()",
+    " AND query LIKE 'WITH old AS%' AND pid <> pg_backend_pid()"
+    " AND datname = current_database()",
     # The batch's SELECT ... FOR UPDATE, its INSERT ... SELECT or its DELETE.
     "mariadb": "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
+    " AND DB = DATABASE()"
     " AND (INFO LIKE 'INSERT INTO `jobs_archive`%' OR INFO LIKE 'DELETE FROM `jobs` WHERE id IN%'"
     " OR INFO LIKE 'SELECT j.id FROM `jobs` j%')",
 }

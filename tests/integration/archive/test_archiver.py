@@ -208,7 +208,7 @@ def _waiting_drop(engine: Engine) -> bool:
                 connection.execute(
                     text(
                         "SELECT count(*) FROM information_schema.PROCESSLIST"
-                        " WHERE INFO LIKE '%DROP PARTITION%'"
+                        " WHERE INFO LIKE '%DROP PARTITION%' AND DB = DATABASE()"
                         " AND STATE LIKE 'Waiting for table metadata lock%'"
                     )
                 ).scalar()
@@ -218,6 +218,7 @@ def _waiting_drop(engine: Engine) -> bool:
                 text(
                     "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%DETACH PARTITION%'"
                     " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+                    " AND datname = current_database()"
                 )
             ).scalar()
         )
