@@ -246,7 +246,7 @@ def _worker_command(extension: JobQueueExtension) -> click.Command:
     from sa_jobqueue.cli.run import run_worker
     from sa_jobqueue.cli.run import worker as twin
     from sa_jobqueue.logs import configure_logging
-    from sa_jobqueue.worker.config import pool_size_for
+    from sa_jobqueue.worker.pool_watch import pool_size_for
 
     def worker(database_url: str | None, log_level: str, log_format: str, **options: Any) -> None:
         configure_logging(log_level.upper(), log_format)

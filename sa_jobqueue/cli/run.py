@@ -30,12 +30,8 @@ from sa_jobqueue.logs import configure_logging
 from sa_jobqueue.metrics import Metrics, default_metrics
 from sa_jobqueue.ops import admin
 from sa_jobqueue.schema.types import KEY_LENGTH
-from sa_jobqueue.worker.config import (
-    DEFAULT_AHEAD_WAIT,
-    DEFAULT_GONE_AFTER,
-    DEFAULT_PREFETCH,
-    pool_size_for,
-)
+from sa_jobqueue.worker.config import DEFAULT_AHEAD_WAIT, DEFAULT_GONE_AFTER, DEFAULT_PREFETCH
+from sa_jobqueue.worker.pool_watch import pool_size_for
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine

@@ -37,7 +37,6 @@ __all__ = [
     "WorkerConfig",
     "WorkerOptions",
     "make_worker_id",
-    "pool_size_for",
 ]
 
 #: Seconds between an idle worker's polls when LISTEN/NOTIFY wakes it (a safety net).
@@ -56,16 +55,6 @@ DEFAULT_AHEAD_WAIT = 0.2
 #: The default of `WorkerConfig.gone_after`, seconds: a worker's registry row counts as
 #: gone after a minute without a heartbeat (it heartbeats every third of that).
 DEFAULT_GONE_AFTER = 60.0
-
-#: Connections a worker holds beside one per handler thread: the claim loop, the
-#: heartbeats and sweeper, the listener and the progress writer (docs/workers.md,
-#: "Connection budget").
-CONNECTIONS_BESIDE_HANDLERS = 4
-
-
-def pool_size_for(concurrency: int) -> int:
-    """The pool size a worker of `concurrency` handler threads wants: concurrency + 4."""
-    return concurrency + CONNECTIONS_BESIDE_HANDLERS
 
 
 class WorkerOptions(TypedDict, total=False):

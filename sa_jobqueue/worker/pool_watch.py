@@ -19,11 +19,19 @@ import logging
 from sqlalchemy import Engine
 from sqlalchemy.pool import QueuePool
 
-from sa_jobqueue.worker.config import pool_size_for
-
-__all__ = ["PoolWatch"]
+__all__ = ["CONNECTIONS_BESIDE_HANDLERS", "PoolWatch", "pool_size_for"]
 
 log = logging.getLogger("sa_jobqueue.worker")
+
+#: Connections a worker holds beside one per handler thread: the claim loop, the
+#: heartbeats and sweeper, the listener and the progress writer (docs/workers.md,
+#: "Connection budget").
+CONNECTIONS_BESIDE_HANDLERS = 4
+
+
+def pool_size_for(concurrency: int) -> int:
+    """The pool size a worker of `concurrency` handler threads wants: concurrency + 4."""
+    return concurrency + CONNECTIONS_BESIDE_HANDLERS
 
 
 class PoolWatch:

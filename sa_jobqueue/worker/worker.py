@@ -31,7 +31,6 @@ from sa_jobqueue.worker.config import (
     POLL_WITHOUT_LISTEN,
     WorkerConfig,
     make_worker_id,
-    pool_size_for,
 )
 from sa_jobqueue.worker.handlers import Handlers
 from sa_jobqueue.worker.limited_claimer import LimitedClaims
@@ -39,7 +38,7 @@ from sa_jobqueue.worker.listener import Notifier, PollingNotifier, start_notifie
 from sa_jobqueue.worker.loop import ClaimLoop
 from sa_jobqueue.worker.maintenance import Maintenance
 from sa_jobqueue.worker.os_signals import install_signal_handlers
-from sa_jobqueue.worker.pool_watch import PoolWatch
+from sa_jobqueue.worker.pool_watch import PoolWatch, pool_size_for
 from sa_jobqueue.worker.registration import Registration
 from sa_jobqueue.worker.run.async_engines import sync_engine_for
 from sa_jobqueue.worker.run.async_pool import serve_in_thread
