@@ -62,11 +62,7 @@ from bench.support.throughput import (
     raw_insert,
 )
 from bench.support.timing import Figure, log
-from sa_jobqueue.schema.pending_index import (
-    MYSQL_PENDING_COLUMNS,
-    PENDING_COLUMNS,
-    rebuild_pending_index_sql,
-)
+from sa_jobqueue.schema.status_indexes import PENDING
 from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 NAMES = ("postgresql", "sqlite", "mariadb")
@@ -323,7 +319,7 @@ def drain_beside(
             finish = "UPDATE jobs SET status = 'done', attempts = 1, finished_at = run_at"
             conn.execute(text(finish))
             if old_index:
-                conn.execute(text(rebuild_pending_index_sql("jobs", PENDING_COLUMNS)))
+                conn.execute(text(PENDING.rebuild_sql("jobs", PENDING.columns)))
         try:
             # The worker says once that the index lacks status: expected here.
             expected = ("--expect-warning", "(revision sajq_0013)") if old_index else ()
@@ -334,7 +330,7 @@ def drain_beside(
         finally:
             if old_index:
                 with engine.begin() as conn:
-                    conn.execute(text(rebuild_pending_index_sql("jobs", MYSQL_PENDING_COLUMNS)))
+                    conn.execute(text(PENDING.rebuild_sql("jobs", PENDING.mysql_columns)))
     finally:
         engine.dispose()
     return drained.rate

@@ -23,10 +23,6 @@ if TYPE_CHECKING:
         drop_workflows,
         revision_table,
     )
-    from sa_jobqueue.migration.pending_index_ops import (
-        add_pending_index_status,
-        drop_pending_index_status,
-    )
     from sa_jobqueue.migration.registry_ops import add_worker_registry, drop_worker_registry
     from sa_jobqueue.migration.runtime_ops import add_runtime_control, drop_runtime_control
     from sa_jobqueue.migration.schedule_ops import (
@@ -60,6 +56,12 @@ if TYPE_CHECKING:
         version_table,
         versions_location,
     )
+    from sa_jobqueue.migration.status_index_ops import (
+        add_pending_index_status,
+        add_running_index_status,
+        drop_pending_index_status,
+        drop_running_index_status,
+    )
     from sa_jobqueue.migration.steps_ops import add_durable_steps, drop_durable_steps
     from sa_jobqueue.migration.versions import downgrade_to, revision_of, upgrade_to
 
@@ -74,6 +76,7 @@ __all__ = [
     "add_flow_control",
     "add_pending_index_status",
     "add_revision_columns",
+    "add_running_index_status",
     "add_runtime_control",
     "add_schedules_due_index",
     "add_scheduling",
@@ -96,6 +99,7 @@ __all__ = [
     "drop_notify_trigger",
     "drop_pending_index_status",
     "drop_revision_columns",
+    "drop_running_index_status",
     "drop_runtime_control",
     "drop_schedules_due_index",
     "drop_scheduling",
@@ -129,7 +133,14 @@ _FUNCTIONS = frozenset({"add_enqueue_function", "drop_enqueue_function"})
 _AUTOGENERATE = frozenset({"include_object"})
 _ARCHIVE = frozenset({"add_archive", "drop_archive"})
 _COUNTERS = frozenset({"add_counters", "drop_counters"})
-_PENDING_INDEX = frozenset({"add_pending_index_status", "drop_pending_index_status"})
+_STATUS_INDEXES = frozenset(
+    {
+        "add_pending_index_status",
+        "drop_pending_index_status",
+        "add_running_index_status",
+        "drop_running_index_status",
+    }
+)
 #: The module of each name not in `scripts`.
 _MODULES = {
     "ops": _OPS,
@@ -142,7 +153,7 @@ _MODULES = {
     "autogenerate": _AUTOGENERATE,
     "archive_ops": _ARCHIVE,
     "counter_ops": _COUNTERS,
-    "pending_index_ops": _PENDING_INDEX,
+    "status_index_ops": _STATUS_INDEXES,
 }
 
 

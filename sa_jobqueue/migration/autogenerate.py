@@ -8,9 +8,10 @@ columns, which would break the keys. Pass this hook to ``context.configure`` in 
 ``env.py`` (Flask-Migrate's included) and autogenerate leaves them alone; on
 PostgreSQL it leaves out the archive's partitions (``<table>_archive_YYMMDDHHMM``, made
 and dropped by workers: docs/operations.md#archive-and-retention), which autogenerate
-would propose to drop. On MySQL it also leaves ``ix_<table>_pending`` alone: keyed on
-status there (`sa_jobqueue.schema.pending_index`), where the model declares the other
-databases' partial index of pending rows under that name. See docs/databases.md.
+would propose to drop. On MySQL it also leaves ``ix_<table>_pending`` and
+``ix_<table>_running`` alone: keyed on status there (`sa_jobqueue.schema.status_indexes`),
+where the model declares the other databases' partial indexes under those names. See
+docs/databases.md.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import re
 from typing import Any
 
 from sa_jobqueue.schema.active_keys import ACTIVE_KEYS
-from sa_jobqueue.schema.pending_index import is_mysql_pending_index
+from sa_jobqueue.schema.status_indexes import is_mysql_status_index
 
 __all__ = ["include_object"]
 
@@ -39,7 +40,7 @@ def include_object(
 
     An index counts as theirs when it, or the index it is compared with, covers a
     generated key column (``unique_key_active``, ``debounce_key_pending``); so does
-    MySQL's claim index, keyed on status (``ix_<table>_pending``). The id
+    MySQL's indexes keyed on status (``ix_<table>_pending``, ``ix_<table>_running``). The id
     columns of the library's tables are left out too where the database reflects no
     identity (SQLite's rowid, MySQL's AUTO_INCREMENT). So are the archive's partitions
     (reflected tables named ``<table>_archive_YYMMDDHHMM`` that no model declares).
@@ -50,7 +51,7 @@ def include_object(
         return name not in _GENERATED and not _identity_beyond_the_database(object, compare_to)
     if type_ == "index":
         return not any(
-            _covers_generated(index) or is_mysql_pending_index(index)
+            _covers_generated(index) or is_mysql_status_index(index)
             for index in (object, compare_to)
         )
     return True

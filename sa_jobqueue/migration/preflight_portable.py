@@ -3,8 +3,8 @@
 `check_tables` asks SQLAlchemy's inspector what `preflight.check_table` asks
 ``pg_catalog``: the jobs table and the tables beside it exist, with the library's
 columns. Column types are not compared (each database spells them its own way).
-`worker_warnings` names what works, but slower than it could (MySQL's claim index
-before ``sajq_0013``). See docs/operations.md.
+`worker_warnings` names what works, but slower than it could (MySQL's indexes of pending
+and running jobs before ``sajq_0013`` and ``sajq_0014``). See docs/operations.md.
 """
 
 from __future__ import annotations
@@ -15,12 +15,8 @@ from sa_jobqueue.errors import ConfigurationError
 from sa_jobqueue.schema.columns import OWNED_COLUMNS
 from sa_jobqueue.schema.counters import counts_table_for, ended_table_for
 from sa_jobqueue.schema.model import JobMixin
-from sa_jobqueue.schema.pending_index import (
-    MYSQL_PENDING_COLUMNS,
-    pending_index_key,
-    pending_index_name,
-)
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
+from sa_jobqueue.schema.status_indexes import STATUS_INDEXES
 from sa_jobqueue.schema.types import MYSQL
 
 __all__ = ["check_tables", "worker_warnings"]
@@ -51,18 +47,20 @@ def check_tables(conn: Connection, model: type[JobMixin]) -> None:
 def worker_warnings(conn: Connection, model: type[JobMixin]) -> list[str]:
     """What a worker should say once at start on this database (`check_tables` passed).
 
-    On MySQL/MariaDB: a claim index without ``status`` in its key (a table before
-    revision ``sajq_0013``), which makes each claim read the finished jobs ahead of the
-    pending ones.
+    On MySQL/MariaDB: an index of pending or running jobs without ``status`` in its key
+    (a table before revision ``sajq_0013`` or ``sajq_0014``), which makes claims or
+    counts of running jobs read the finished jobs too.
     """
     table = model.__table__
     if conn.dialect.name not in MYSQL or not isinstance(table, Table):
         return []
-    key = pending_index_key(conn, table.name, table.schema)
-    if key is None or key == MYSQL_PENDING_COLUMNS:
-        return []
-    return [
-        f"table {table.name!r}: its claim index {pending_index_name(table.name)} has no "
-        "status in its key (revision sajq_0013), so each claim reads the finished jobs "
-        f"ahead of the pending ones; run: sa-jobqueue migrate --table {table.name}"
-    ]
+    warnings = []
+    for index in STATUS_INDEXES:
+        key = index.key(conn, table.name, table.schema)
+        if key is not None and key != index.mysql_columns:
+            warnings.append(
+                f"table {table.name!r}: its index {index.name(table.name)} has no status in "
+                f"its key (revision {index.revision}), so {index.serves}; "
+                f"run: sa-jobqueue migrate --table {table.name}"
+            )
+    return warnings

@@ -27,11 +27,11 @@ from sa_jobqueue.migration import (
     counter_ops,
     function_ops,
     ops,
-    pending_index_ops,
     preflight,
     registry_ops,
     runtime_ops,
     schedule_ops,
+    status_index_ops,
     steps_ops,
 )
 from sa_jobqueue.schema.naming import (
@@ -174,9 +174,15 @@ VERSIONS: tuple[Version, ...] = (
     ),
     Version(
         "sajq_0013",
-        pending_index_ops.add_pending_index_status,
-        pending_index_ops.drop_pending_index_status,
-        applied=pending_index_ops.has_pending_index_status,
+        status_index_ops.add_pending_index_status,
+        status_index_ops.drop_pending_index_status,
+        applied=status_index_ops.has_pending_index_status,
+    ),
+    Version(
+        "sajq_0014",
+        status_index_ops.add_running_index_status,
+        status_index_ops.drop_running_index_status,
+        applied=status_index_ops.has_running_index_status,
     ),
 )
 

@@ -15,7 +15,7 @@ from sa_jobqueue.schema.enqueue_function import (
     drop_enqueue_function_sql,
 )
 from sa_jobqueue.schema.naming import channel_name, check_identifier, notify_function_name
-from sa_jobqueue.schema.pending_index import create_pending_index_sql
+from sa_jobqueue.schema.status_indexes import STATUS_INDEXES
 from sa_jobqueue.schema.types import MYSQL
 
 __all__ = [
@@ -99,8 +99,8 @@ def attach_to(table: Table) -> None:
     On PostgreSQL only; SQLite gets the bare table. ``after_drop`` removes the trigger
     function and the enqueue function. On MySQL and MariaDB, the generated columns and
     unique indexes of `sa_jobqueue.schema.active_keys` stand for the partial unique
-    indexes, and the claim's index has ``status`` in its key
-    (`sa_jobqueue.schema.pending_index`); they go with the table on drop. Attaching
+    indexes, and the indexes of pending and running jobs have ``status`` in their key
+    (`sa_jobqueue.schema.status_indexes`); they go with the table on drop. Attaching
     twice is harmless.
     """
     if table.info.get("sa_jobqueue_ddl"):
@@ -119,7 +119,7 @@ def attach_to(table: Table) -> None:
     ):
         drop = DDL(sql)  # type: ignore[no-untyped-call]
         event.listen(table, "after_drop", drop.execute_if(dialect="postgresql"))
-    mysql_statements = [create_pending_index_sql(table.name, table.schema)]
+    mysql_statements = [index.create_sql(table.name, table.schema) for index in STATUS_INDEXES]
     for key in ACTIVE_KEYS:
         mysql_statements.append(key.add_column_sql(table.name, table.schema))
         mysql_statements.append(key.create_index_sql(table.name, table.schema))

@@ -28,10 +28,10 @@ from sa_jobqueue.schema.archive import archive_table_for
 from sa_jobqueue.schema.counters import add_counters
 from sa_jobqueue.schema.dependencies import dependencies_table
 from sa_jobqueue.schema.naming import check_table_name
-from sa_jobqueue.schema.pending_index import PENDING_COLUMNS, pending_index_name
 from sa_jobqueue.schema.registry_tables import errors_table_for, workers_table_for
 from sa_jobqueue.schema.starts import starts_table
 from sa_jobqueue.schema.state_tables import add_state_tables, turns_table_for, weights_table_for
+from sa_jobqueue.schema.status_indexes import PENDING, RUNNING
 from sa_jobqueue.schema.steps import signals_table, steps_table
 from sa_jobqueue.schema.types import Id, Json, Key, Timestamp, utc_now
 
@@ -236,21 +236,24 @@ def table_args(table: str, *, statuses: tuple[Status, ...] = tuple(Status)) -> t
         CheckConstraint("max_attempts >= 1", name=f"ck_{table}_max_attempts"),
         UniqueConstraint("idempotency_key", name=f"uq_{table}_idempotency_key"),
         # Claim order; only claimable rows are in it, so done rows never slow a claim.
-        # MySQL has no partial index: status is in its key there (schema.pending_index).
+        # MySQL has no partial index: status is in its key there (schema.status_indexes).
         not_mysql(
             Index(
-                pending_index_name(table),
-                *PENDING_COLUMNS,
+                PENDING.name(table),
+                *PENDING.columns,
                 postgresql_where=text("status = 'pending'"),
                 sqlite_where=text("status = 'pending'"),
             )
         ),
-        # The sweeper's path to expired leases.
-        Index(
-            f"ix_{table}_running",
-            "locked_until",
-            postgresql_where=text("status = 'running'"),
-            sqlite_where=text("status = 'running'"),
+        # The sweeper's path to expired leases, and every count of running jobs'.
+        # MySQL: status in its key instead (schema.status_indexes), as for the claim's.
+        not_mysql(
+            Index(
+                RUNNING.name(table),
+                *RUNNING.columns,
+                postgresql_where=text("status = 'running'"),
+                sqlite_where=text("status = 'running'"),
+            )
         ),
         # One active (pending or running) job per unique_key; finished ones free it.
         # MySQL has no partial index: a generated column's instead (schema.active_keys).

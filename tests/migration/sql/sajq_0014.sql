@@ -1,0 +1,3 @@
+-- sajq_0014 on PostgreSQL (tests/migration/test_revision_sql.py)
+-- upgrade
+-- downgrade
