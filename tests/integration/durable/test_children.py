@@ -119,7 +119,10 @@ def test_a_wait_times_out_with_wait_timeout_error_and_keeps_that_answer(committe
     def impatient(ctx: JobContext) -> str:
         child_id = ctx.spawn("slow", "slow", {}, delay=3600)
         try:
-            ctx.wait_for_job(child_id, timeout=0.05)
+            # An hour: the first drain must see the parent parked however slow the
+            # machine (a 0.05 s timeout ran out inside a loaded CI's drain, which then
+            # resumed the parent); the test moves the timeout's time itself below.
+            ctx.wait_for_job(child_id, timeout=3600)
         except WaitTimeoutError as error:
             got.append((error.job_id, child_id))
             return "gave up"
