@@ -122,22 +122,33 @@ def reclaimed(engine: Engine, driver: Driver, job: Claimed, owner: str = OTHER) 
 #: by a stalled worker would hold up the others).
 WORKER_OPTIONS: dict[str, dict[str, Any]] = {"mariadb": {"isolation_level": "READ COMMITTED"}}
 
-#: Dialect name -> a query counting the lock waits in progress (a session blocked on a row).
+#: Dialect name -> a query counting the lock waits in progress in this database (a
+#: session blocked on a row): another test process's waits are on another database.
 LOCK_WAITS = {
-    "mariadb": "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'",
-    "postgresql": "SELECT count(*) FROM pg_locks WHERE NOT granted",
+    "mariadb": "SELECT count(*) FROM information_schema.innodb_trx t"
+    " JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id"
+    " WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()",
+    "postgresql": "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE NOT l.granted AND a.datname = current_database()",
 }
+
+#: Dialect name -> the pause between two reads of `LOCK_WAITS`. InnoDB refreshes the
+#: snapshot behind ``information_schema.innodb_trx`` only when it was last read more
+#: than 0.1 s before (``CACHE_MIN_IDLE_TIME_US``): polled faster, it shows the same stale
+#: snapshot for ever (a wait begun after the first read was never seen under load).
+LOCK_WAITS_POLL = {"mariadb": 0.25, "postgresql": 0.02}
 
 
 def wait_for_a_lock_wait(engine: Engine, timeout: float = 30.0) -> None:
-    """Return once some session of `engine`'s database waits for a lock (fail after `timeout`)."""
-    query = text(LOCK_WAITS[engine.dialect.name])
+    """Return once a session of `engine`'s database waits for a lock (fail after `timeout`)."""
+    name = engine.dialect.name
+    query = text(LOCK_WAITS[name])
     deadline = time.monotonic() + timeout
     with engine.connect() as conn:
         while conn.execute(query).scalar_one() == 0:
             conn.rollback()  # a new snapshot each time
             assert time.monotonic() < deadline, "no session ever waited for a lock"
-            time.sleep(0.02)
+            time.sleep(LOCK_WAITS_POLL[name])
 
 
 def writing_beside(driver: Driver, open_: Connection, write: Callable[[], T]) -> T:
