@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
 from sa_jobqueue.testing import scratch_database
@@ -64,7 +65,9 @@ def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
             yield url
     else:
         with mariadb_database(mariadb_server_url(request.config), "sajq_flask_page") as url:
-            yield url
+            # The page installs PyMySQL (`sa-jobqueue[mysql]`), whichever driver the suite's
+            # own MariaDB URL names.
+            yield make_url(url).set(drivername="mariadb+pymysql").render_as_string(False)
 
 
 def _rows(url: str, sql: str) -> list[tuple[object, ...]]:

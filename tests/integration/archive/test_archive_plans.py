@@ -104,9 +104,10 @@ def test_mariadbs_oldest_probe_stops_at_the_first_archivable_row(archived):
     with archived.connect() as connection:
         oldest = MariadbArchive(Job)._oldest
         compiled = oldest.compile(dialect=connection.dialect)
-        row = connection.exec_driver_sql(
-            "ANALYZE FORMAT=JSON " + str(compiled), compiled.construct_params(bounds)
-        ).one()
+        params: Any = compiled.construct_params(bounds)
+        if compiled.positiontup:  # a driver of positional parameters (mysqlclient's %s)
+            params = tuple(params[name] for name in compiled.positiontup)
+        row = connection.exec_driver_sql("ANALYZE FORMAT=JSON " + str(compiled), params).one()
         assert MariadbArchive(Job).oldest(connection, bounds) is not None
     read = dict(_mariadb_rows_read(json.loads(row[0])))
     assert read["j"] <= 10, read
