@@ -22,6 +22,7 @@ from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.enqueue_rows import (
     RowInserter,
     batch_params,
+    job_params,
     job_values,
     own_json,
 )
@@ -91,7 +92,7 @@ class PortableEnqueue(PortableBase):
         shape: InsertShape,
         trace_context: Mapping[str, str] | None = None,
     ) -> Sequence[Any] | None:
-        """Insert `job` (see `EnqueueOps.job_insert`): one INSERT, and on MySQL a SELECT."""
+        """Insert `job` (see `EnqueueOps.job_insert`): one INSERT (on MySQL 8 and a SELECT)."""
         table = self.model.__table__
         own = own_json(table, job, trace_context)
 
@@ -102,7 +103,10 @@ class PortableEnqueue(PortableBase):
             return [values]
 
         conn = self._enqueue_connection(session)
-        rows, _ = self._inserter().insert(conn, 1, rows_of, shape.returning)
+        params = None
+        if conn.dialect.insert_returning:  # a statement kept per shape, its row returned
+            params = [job_params(table, job, shape.timing, shape.keys, own)]
+        rows, _ = self._inserter().insert(conn, 1, rows_of, shape.returning, params)
         return rows[0] if rows else None
 
     def jobs_insert(

@@ -11,8 +11,9 @@ DO NOTHING`` leaves them out. On MySQL the INSERT waits, as PostgreSQL's does, f
 concurrent transaction holding the key uncommitted.
 
 Ids: SQLite and MariaDB (>= 10.5) return the rows (``INSERT ... RETURNING``). A batch
-(`batch_params`) then runs as one statement kept per shape of row (when each job is
-due, whether it is cancelled), given the rows as parameters: SQLAlchemy sends them as
+(`batch_params`), and a single job (`job_params`), then run as one statement kept per
+shape of row (when each job is due, whether it is cancelled), given the rows as
+parameters: SQLAlchemy sends them as
 one multi-row VALUES ("insertmanyvalues") and compiles the statement once, where a
 multi-row ``.values()`` has no cache key and is compiled at each call (1,000 jobs: 4-6x
 faster on SQLite, 2-5x on MariaDB, bench/databases-results.md). MySQL 8 has no
@@ -40,7 +41,15 @@ from sa_jobqueue.schema.columns import dumps
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.schema.types import Timestamp
 
-__all__ = ["JobParams", "RowInserter", "batch_params", "job_values", "json_text", "run_at_of"]
+__all__ = [
+    "JobParams",
+    "RowInserter",
+    "batch_params",
+    "job_params",
+    "job_values",
+    "json_text",
+    "run_at_of",
+]
 
 #: Bound parameters per statement at most: SQLite's default limit is 32,766 (>= 3.32).
 _MAX_PARAMETERS = 30_000
@@ -177,6 +186,41 @@ def batch_params(table: Any, batch: JobsInsert) -> list[JobParams]:
             params[f"sajq_{name}"] = trace if name == "trace_context" else columns[name][index]
         out.append(JobParams((timing, cancelled, text_names), params))
     return out
+
+
+def job_params(
+    table: Any, job: NewJob, timing: str, keys: Iterable[str], columns: Mapping[str, Any]
+) -> JobParams:
+    """One job as `JobParams` (`EnqueueOps.job_insert`): due by `timing`, only `keys` set.
+
+    `columns` are its own columns (and ``trace_context``) by name, JSON text for a JSON
+    column (`own_json`): the row `job_values` makes with the same arguments, as parameters.
+    """
+    params: dict[str, Any] = {
+        "kind": job.kind,
+        "queue": job.queue,
+        "sajq_payload": job.payload,
+        "status": Status.PENDING.value,
+        "priority": job.priority,
+        "attempts": 0,
+        "max_attempts": job.max_attempts,
+    }
+    for name in keys:
+        params[name] = getattr(job, name)
+    if timing == "at":
+        params["run_at"] = job.run_at
+    elif timing == "after":
+        params["sajq_delay"] = job.delay
+    elif timing != "now":
+        raise ValueError(f"timing must be 'now', 'at' or 'after', not {timing!r}")
+    texts = ["payload"]
+    for name, value in columns.items():
+        if isinstance(table.c[name].type, JSON):
+            texts.append(name)
+            params[f"sajq_{name}"] = value
+        else:
+            params[name] = value
+    return JobParams((timing, False, tuple(texts)), params)
 
 
 #: ``rows(now, start, stop)``: the rows of the jobs ``[start:stop]`` to insert, their

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, select, update
+from sqlalchemy import Engine, event, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import Session
 
@@ -297,6 +297,60 @@ def test_enqueue_many_ids_only_and_a_batch_commit_with_the_app(db: Engine, jobs:
         edges = edges_of(Job)
         waited = conn.execute(select(edges.c.upstream_id).where(edges.c.job_id == callback_id))
         assert sorted(waited.scalars()) == sorted(member_ids)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"delay": timedelta(hours=1)},
+        {"run_at": datetime(2031, 5, 1, 12, 30, tzinfo=timezone.utc)},
+        {"idempotency_key": "order-{}", "priority": 3},
+    ],
+    ids=["now", "delay", "run_at", "key"],
+)
+def test_one_enqueue_is_one_kept_statement_and_its_row_as_given(
+    db: Engine, jobs: JobQueue[Job], options: dict[str, Any]
+):
+    # Each enqueue is one INSERT (RETURNING where the database has it: MariaDB reads no
+    # row back), the statement kept per shape: the second enqueue runs the same object.
+    ran: list[tuple[Any, str]] = []
+
+    def seen(conn: Any, element: Any, *args: Any) -> None:
+        ran.append((element, type(element).__name__))
+
+    def enqueue(session: Session, i: int) -> Job:
+        given = {k: v.format(i) if k == "idempotency_key" else v for k, v in options.items()}
+        return jobs.enqueue(session, "sync_crm", {"i": i}, **given)
+
+    with Session(db) as session, session.begin():
+        enqueue(session, 0)  # its shape's first
+        event.listen(db, "before_execute", seen)
+        try:
+            first, second = enqueue(session, 1), enqueue(session, 2)
+        finally:
+            event.remove(db, "before_execute", seen)
+        ids = (first.id, second.id)
+    assert [name for _, name in ran] == ["Insert", "Insert"], ran
+    assert ran[0][0] is ran[1][0]
+    rows = {r.id: r for r in stored(db)}
+    for job_id, i in zip(ids, (1, 2), strict=True):
+        row = rows[job_id]
+        assert (row.kind, row.queue, row.payload, row.status) == (
+            "sync_crm",
+            "default",
+            {"i": i},
+            "pending",
+        )
+        assert row.priority == options.get("priority", 0)
+        key = options.get("idempotency_key")
+        assert row.idempotency_key == (key.format(i) if key else None)
+        if "run_at" in options:
+            assert row.run_at.replace(tzinfo=timezone.utc) == options["run_at"]
+        elif "delay" in options:
+            assert timedelta(minutes=59) < row.run_at - row.created_at <= timedelta(hours=1)
+        else:
+            assert row.run_at == row.created_at
 
 
 def test_enqueue_on_a_model_event_commits_and_rolls_back_with_the_row(
