@@ -10,7 +10,7 @@ PYTEST_WORKERS ?= 2
 export PYTEST_WORKERS
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-packages mariadb package pythons floors test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
+.PHONY: help install system-packages mariadb package pythons floors dbapis test quick lint typecheck pytest docs docs-serve check demo demo-dashboard bench bench-latency bench-limits bench-fairness bench-startup bench-commit bench-enqueue bench-peers bench-hosts bench-backlog bench-cost bench-features bench-workflows chaos clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -63,7 +63,10 @@ pythons: $(STAMP) mariadb  ## the fast tier (unit tests, doctests) and the async
 floors: mariadb  ## the fast tier and the enqueue and migration tests on the lowest SQLAlchemy, Alembic and psycopg pyproject.toml allows, in .venv-floor
 	bash .ci/floor-versions
 
-check: lint typecheck docs package pythons floors pytest  ## everything CI runs
+dbapis: $(STAMP) system-packages mariadb  ## every MariaDB test again on mysqlclient (mariadb+mysqldb://), built into .venv
+	bash .ci/other-dbapis
+
+check: lint typecheck docs package pythons floors dbapis pytest  ## everything CI runs
 
 test: check  ## ruff, mypy, the strict docs build and pytest: the README's test command
 

@@ -1,4 +1,4 @@
-"""The raw-SQL limit on MariaDB/MySQL: plain PyMySQL, the queue's claim and completion.
+"""The raw-SQL limit on MariaDB/MySQL: plain PyMySQL or mysqlclient, a claim and its completion.
 
 `bench.support.raw`'s functions for a MariaDB or MySQL database (same names, same
 meaning). A claim is ``SELECT id ... FOR UPDATE SKIP LOCKED`` in claim order, then one
@@ -30,9 +30,18 @@ OWNER = "raw-bench"
 
 
 def connect(url: str) -> Any:
-    """A PyMySQL connection to the database of a SQLAlchemy URL (autocommit off)."""
+    """A connection to the database of a SQLAlchemy URL (autocommit off).
+
+    By the URL's driver: mysqlclient's ``MySQLdb`` for ``+mysqldb``, else PyMySQL, so the
+    raw loop runs on the driver the worker beside it uses.
+    """
     parsed = make_url(url)
-    return pymysql.connect(
+    dbapi: Any = pymysql
+    if parsed.get_driver_name() == "mysqldb":
+        import MySQLdb
+
+        dbapi = MySQLdb
+    return dbapi.connect(
         host=parsed.host or "127.0.0.1",
         port=parsed.port or 3306,
         user=parsed.username or "root",
