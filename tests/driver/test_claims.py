@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, Select, Update, event
 from sqlalchemy.orm import Session
 
 from sa_jobqueue.driver import Claimed, Driver
@@ -167,6 +168,35 @@ def test_claim_limited_keeps_one_running_job_per_key(db: Engine, driver: Driver)
         got = driver.job_claim_limited(conn, "per_key", ["default"], 5, OWNER)
     assert sorted(job.id for job in got) == [a1, b1]
     assert row(db, a2).status == "pending"
+
+
+def test_claim_limited_runs_the_same_statements_each_round(db: Engine, driver: Driver):
+    # A limited kind's round takes a few jobs: its statements are kept (kind, queue and
+    # counts bound), not built anew. The kind's lock aside, round 2 runs round 1's objects.
+    for key in "abcdef":
+        add(db, kind="per_key", concurrency_key=key)
+    add(db, 6, kind="limited")
+    add(db, 6, kind="rated")
+    rounds: list[list[Any]] = []
+
+    def seen(conn: Any, element: Any, *args: Any) -> None:
+        choosing = isinstance(element, Select)
+        leasing = isinstance(element, Update) and "RETURNING" in str(element.compile(conn))
+        if choosing or leasing:  # (not the kind's lock: an INSERT, or SQLite's UPDATE)
+            rounds[-1].append(element)
+
+    event.listen(db, "before_execute", seen)
+    try:
+        for index in range(2):
+            rounds[index:] = [[]]
+            with db.begin() as conn:
+                for kind in ("per_key", "limited", "rated"):
+                    assert len(driver.job_claim_limited(conn, kind, ["default"], 1, OWNER)) == 1
+    finally:
+        event.remove(db, "before_execute", seen)
+    first, second = rounds
+    assert len(first) == len(second) >= 3
+    assert [a is b for a, b in zip(first, second, strict=True)] == [True] * len(first), first
 
 
 def test_claim_limited_with_the_lock_held_runs_no_lock_statement(db: Engine, driver: Driver):

@@ -13,8 +13,11 @@ from sa_jobqueue.statements.control import is_paused
 __all__ = ["busy_keys", "due_of_kind", "running_count"]
 
 
-def due_of_kind(driver: PortableBase, kind: str, queue: str) -> list[ColumnElement[bool]]:
-    """The conditions of a due pending job of `kind` in `queue`, when it is not paused."""
+def due_of_kind(driver: PortableBase, kind: Any, queue: Any) -> list[ColumnElement[bool]]:
+    """The conditions of a due pending job of `kind` in `queue`, when it is not paused.
+
+    `kind` and `queue` are names, or bound parameters of a statement kept for every kind.
+    """
     model = driver.model
     return [
         model.status == Status.PENDING.value,
@@ -26,8 +29,8 @@ def due_of_kind(driver: PortableBase, kind: str, queue: str) -> list[ColumnEleme
     ]
 
 
-def running_count(model: type[JobMixin], kind: str) -> Select[Any]:
-    """How many jobs of `kind` run now, in any queue, under any worker.
+def running_count(model: type[JobMixin], kind: Any) -> Select[Any]:
+    """How many jobs of `kind` (a name or a bound parameter) run now, in any queue, any worker.
 
     An expired lease still counts until the sweeper takes the job back.
     """
@@ -37,8 +40,11 @@ def running_count(model: type[JobMixin], kind: str) -> Select[Any]:
     return query
 
 
-def busy_keys(model: type[JobMixin], kind: str) -> Any:
-    """``key``, ``n``: the running jobs of `kind` per ``concurrency_key`` (not NULL)."""
+def busy_keys(model: type[JobMixin], kind: Any) -> Any:
+    """``key``, ``n``: the running jobs of `kind` per ``concurrency_key`` (not NULL).
+
+    `kind` is a name or a bound parameter.
+    """
     return (
         select(model.concurrency_key.label("key"), func.count().label("n"))
         .where(model.status == Status.RUNNING.value, model.kind == kind)

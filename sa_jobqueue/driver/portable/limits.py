@@ -12,16 +12,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import cached_property
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Connection,
+    Integer,
     Select,
+    Text,
+    bindparam,
     delete,
     func,
     insert,
-    literal,
     or_,
     select,
 )
@@ -31,7 +35,7 @@ from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.fairness import claim_fair
 from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
 from sa_jobqueue.driver.portable.kind_locks import lock_kinds
-from sa_jobqueue.driver.portable.leasing import lease
+from sa_jobqueue.driver.portable.leasing import Leasing
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.schema.types import Timestamp
@@ -41,8 +45,24 @@ from sa_jobqueue.statements.flow_stats import starts_of
 __all__ = ["LimitedClaims"]
 
 
+#: The bound parameters of the kept statements: the kind, its queue, how many jobs at
+#: most, its per-key limit, the ids chosen, the clock read under the kind's lock.
+_KIND = bindparam("limited_kind", type_=Text)
+_QUEUE = bindparam("limited_queue", type_=Text)
+_WANT = bindparam("limited_want", type_=Integer)
+_PER_KEY = bindparam("limited_per_key", type_=Integer)
+_IDS: BindParameter[Any] = bindparam("limited_ids", expanding=True)
+_STAMP = bindparam("limited_now", type_=Timestamp()).label("rate_stamp")
+
+
 class LimitedClaims:
-    """The limited kinds of one `PortableDriver` (its `PortableBase.limited`)."""
+    """The limited kinds of one `PortableDriver` (its `PortableBase.limited`).
+
+    Its statements are built once, for every kind, with the kind, the queue and the
+    counts as bound parameters: a claim round of a limited kind takes a handful of jobs
+    (as many as its slots free), so building and keying its statements at each round
+    cost a worker more than the jobs did.
+    """
 
     def __init__(self, driver: PortableBase) -> None:
         self.driver = driver
@@ -83,37 +103,62 @@ class LimitedClaims:
             return claimed
         room = limit
         if limits.max_running is not None:
-            room = min(
-                room,
-                limits.max_running - conn.execute(running_count(driver.model, kind)).scalar_one(),
-            )
+            running = conn.execute(self._running, {"limited_kind": kind}).scalar_one()
+            room = min(room, limits.max_running - running)
         now: datetime | None = None
-        extra: list[ColumnElement[Any]] = []
         if limits.rate_count is not None:
             now = self._clock(conn)
             room = min(room, limits.rate_count - self._recent(conn, kind, now, limits))
-            extra.append(literal(now, Timestamp()).label("rate_stamp"))
+        rated = now is not None
         for queue in queues:
             want = room - len(claimed)
             if want <= 0:
                 break
-            due = self._fitting(conn, kind, limits, queue, want)
-            if due is not None:
-                claimed += lease(driver, conn, due, owner, extra)
+            params: dict[str, Any] = {"limited_kind": kind, "limited_queue": queue}
+            if rated:
+                params["limited_now"] = now
+            if limits.max_running_per_key is None:
+                params["limited_want"] = want
+                claimed += self._leasing(by_ids=False, rated=rated).run(conn, owner, params)
+                continue
+            ids = self._fitting(conn, params, want, limits.max_running_per_key)
+            if ids:
+                leasing = self._leasing(by_ids=True, rated=rated)
+                claimed += leasing.run(conn, owner, {**params, "limited_ids": ids})
         if now is not None:
             self._log_starts(conn, kind, now, len(claimed), limits)
         return claimed
 
     def _fitting(
-        self, conn: Connection, kind: str, limits: Limits, queue: str, want: int
-    ) -> Select[Any] | None:
-        """The ids of up to `want` due jobs of `kind` in `queue` that the per-key limit lets run."""
+        self, conn: Connection, params: dict[str, Any], want: int, per_key: int
+    ) -> list[int]:
+        """The ids of up to `want` due jobs of the kind in the queue that `per_key` lets run."""
+        chosen = {**params, "limited_want": want, "limited_per_key": per_key}
+        return list(conn.scalars(self._per_key_fitting, chosen).all())
+
+    @cached_property
+    def _running(self) -> Select[Any]:
+        return running_count(self.driver.model, _KIND)
+
+    @cached_property
+    def _order(self) -> tuple[Any, ...]:
         model = self.driver.model
-        order = (model.priority, model.run_at, model.id)
-        pending = due_of_kind(self.driver, kind, queue)
-        if limits.max_running_per_key is None:
-            return select(model.id).where(*pending).order_by(*order).limit(want)
-        busy = busy_keys(self.driver.model, kind).subquery("busy")
+        return (model.priority, model.run_at, model.id)
+
+    @cached_property
+    def _due(self) -> Select[Any]:
+        """The due jobs of the kind in the queue, in claim order, at most `_WANT`."""
+        model = self.driver.model
+        pending = due_of_kind(self.driver, _KIND, _QUEUE)
+        return select(model.id).where(*pending).order_by(*self._order).limit(_WANT)
+
+    @cached_property
+    def _per_key_fitting(self) -> Select[Any]:
+        """The ids of the due jobs the per-key limit lets run, at most `_WANT`, in order."""
+        model = self.driver.model
+        order = self._order
+        pending = due_of_kind(self.driver, _KIND, _QUEUE)
+        busy = busy_keys(model, _KIND).subquery("busy")
         slot = func.row_number().over(partition_by=model.concurrency_key, order_by=order)
         ranked = (
             select(
@@ -129,35 +174,60 @@ class LimitedClaims:
         )
         # A window function cannot sit beside FOR UPDATE (and MySQL takes no LIMIT in an
         # IN subquery): choose the ids first, then lock them, re-checking each is pending.
-        fitting = (
+        return (
             select(ranked.c.id)
-            .where(or_(ranked.c.key.is_(None), ranked.c.slot <= limits.max_running_per_key))
+            .where(or_(ranked.c.key.is_(None), ranked.c.slot <= _PER_KEY))
             .order_by(ranked.c.priority, ranked.c.run_at, ranked.c.id)
-            .limit(want)
+            .limit(_WANT)
         )
-        ids = list(conn.scalars(fitting).all())
-        if not ids:
-            return None
+
+    @cached_property
+    def _chosen(self) -> Select[Any]:
+        """The jobs of `_IDS` still pending, in claim order."""
+        model = self.driver.model
         return (
             select(model.id)
-            .where(model.id.in_(ids), model.status == Status.PENDING.value)
-            .order_by(*order)
+            .where(model.id.in_(_IDS), model.status == Status.PENDING.value)
+            .order_by(*self._order)
         )
+
+    def _leasing(self, *, by_ids: bool, rated: bool) -> Leasing:
+        """The lease of `_chosen` (`by_ids`) or `_due`, with a ``rate_stamp`` when `rated`."""
+        key = (by_ids, rated)
+        leasing = self._leasings.get(key)
+        if leasing is None:
+            due = self._chosen if by_ids else self._due
+            leasing = self._leasings[key] = Leasing(self.driver, due, [_STAMP] if rated else [])
+        return leasing
+
+    @cached_property
+    def _leasings(self) -> dict[tuple[bool, bool], Leasing]:
+        return {}
 
     # -- rate limits: the starts log ---------------------------------------------------
 
     def _clock(self, conn: Connection) -> datetime:
         """The database's clock, read now (after the kind's lock was granted)."""
-        now: datetime = conn.execute(select(self.driver.sql.now())).scalar_one()
+        now: datetime = conn.execute(self._now).scalar_one()
         return now
+
+    @cached_property
+    def _now(self) -> Select[Any]:
+        return select(self.driver.sql.now())
 
     def _recent(self, conn: Connection, kind: str, now: datetime, limits: Limits) -> int:
         """`kind`'s starts in the window that ends at `now`."""
         since = now - timedelta(seconds=float(limits.rate_window or 0))
-        starts = self.starts
-        count = select(func.count()).where(starts.c.kind == kind, starts.c.started_at > since)
-        recent: int = conn.execute(count).scalar_one()
+        recent: int = conn.execute(
+            self._starts_since, {"limited_kind": kind, "limited_since": since}
+        ).scalar_one()
         return recent
+
+    @cached_property
+    def _starts_since(self) -> Select[Any]:
+        starts = self.starts
+        since = bindparam("limited_since", type_=starts.c.started_at.type)
+        return select(func.count()).where(starts.c.kind == _KIND, starts.c.started_at > since)
 
     def _log_starts(
         self, conn: Connection, kind: str, now: datetime, n: int, limits: Limits
