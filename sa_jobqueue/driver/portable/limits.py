@@ -47,12 +47,12 @@ __all__ = ["LimitedClaims"]
 
 #: The bound parameters of the kept statements: the kind, its queue, how many jobs at
 #: most, its per-key limit, the ids chosen, the clock read under the kind's lock.
-_KIND = bindparam("limited_kind", type_=Text)
-_QUEUE = bindparam("limited_queue", type_=Text)
-_WANT = bindparam("limited_want", type_=Integer)
-_PER_KEY = bindparam("limited_per_key", type_=Integer)
-_IDS: BindParameter[Any] = bindparam("limited_ids", expanding=True)
-_STAMP = bindparam("limited_now", type_=Timestamp()).label("rate_stamp")
+_KIND = bindparam("sajq_limited_kind", type_=Text)
+_QUEUE = bindparam("sajq_limited_queue", type_=Text)
+_WANT = bindparam("sajq_limited_want", type_=Integer)
+_PER_KEY = bindparam("sajq_limited_per_key", type_=Integer)
+_IDS: BindParameter[Any] = bindparam("sajq_limited_ids", expanding=True)
+_STAMP = bindparam("sajq_limited_now", type_=Timestamp()).label("rate_stamp")
 
 
 class LimitedClaims:
@@ -103,7 +103,7 @@ class LimitedClaims:
             return claimed
         room = limit
         if limits.max_running is not None:
-            running = conn.execute(self._running, {"limited_kind": kind}).scalar_one()
+            running = conn.execute(self._running, {"sajq_limited_kind": kind}).scalar_one()
             room = min(room, limits.max_running - running)
         now: datetime | None = None
         if limits.rate_count is not None:
@@ -114,17 +114,17 @@ class LimitedClaims:
             want = room - len(claimed)
             if want <= 0:
                 break
-            params: dict[str, Any] = {"limited_kind": kind, "limited_queue": queue}
+            params: dict[str, Any] = {"sajq_limited_kind": kind, "sajq_limited_queue": queue}
             if rated:
-                params["limited_now"] = now
+                params["sajq_limited_now"] = now
             if limits.max_running_per_key is None:
-                params["limited_want"] = want
+                params["sajq_limited_want"] = want
                 claimed += self._leasing(by_ids=False, rated=rated).run(conn, owner, params)
                 continue
             ids = self._fitting(conn, params, want, limits.max_running_per_key)
             if ids:
                 leasing = self._leasing(by_ids=True, rated=rated)
-                claimed += leasing.run(conn, owner, {**params, "limited_ids": ids})
+                claimed += leasing.run(conn, owner, {**params, "sajq_limited_ids": ids})
         if now is not None:
             self._log_starts(conn, kind, now, len(claimed), limits)
         return claimed
@@ -133,7 +133,7 @@ class LimitedClaims:
         self, conn: Connection, params: dict[str, Any], want: int, per_key: int
     ) -> list[int]:
         """The ids of up to `want` due jobs of the kind in the queue that `per_key` lets run."""
-        chosen = {**params, "limited_want": want, "limited_per_key": per_key}
+        chosen = {**params, "sajq_limited_want": want, "sajq_limited_per_key": per_key}
         return list(conn.scalars(self._per_key_fitting, chosen).all())
 
     @cached_property
@@ -219,14 +219,14 @@ class LimitedClaims:
         """`kind`'s starts in the window that ends at `now`."""
         since = now - timedelta(seconds=float(limits.rate_window or 0))
         recent: int = conn.execute(
-            self._starts_since, {"limited_kind": kind, "limited_since": since}
+            self._starts_since, {"sajq_limited_kind": kind, "sajq_limited_since": since}
         ).scalar_one()
         return recent
 
     @cached_property
     def _starts_since(self) -> Select[Any]:
         starts = self.starts
-        since = bindparam("limited_since", type_=starts.c.started_at.type)
+        since = bindparam("sajq_limited_since", type_=starts.c.started_at.type)
         return select(func.count()).where(starts.c.kind == _KIND, starts.c.started_at > since)
 
     def _log_starts(
