@@ -140,6 +140,19 @@ class JobParams(NamedTuple):
     params: dict[str, Any]
 
 
+def _own_params(job: NewJob, status: str) -> dict[str, Any]:
+    """The parameters every new job's row has (its payload as JSON text), with `status`."""
+    return {
+        "kind": job.kind,
+        "queue": job.queue,
+        "sajq_payload": job.payload,
+        "status": status,
+        "priority": job.priority,
+        "attempts": 0,
+        "max_attempts": job.max_attempts,
+    }
+
+
 def batch_params(table: Any, batch: JobsInsert) -> list[JobParams]:
     """The jobs of `batch` as `JobParams`, in order: what `job_values` makes, as parameters."""
     texts = ["payload"]
@@ -153,18 +166,10 @@ def batch_params(table: Any, batch: JobsInsert) -> list[JobParams]:
     workflow, columns, pending = batch.workflow, batch.columns, Status.PENDING.value
     out: list[JobParams] = []
     for index, job in enumerate(batch.jobs):
-        params: dict[str, Any] = {
-            "kind": job.kind,
-            "queue": job.queue,
-            "sajq_payload": job.payload,
-            "status": job.status if workflow else pending,
-            "priority": job.priority,
-            "attempts": 0,
-            "max_attempts": job.max_attempts,
-            "idempotency_key": job.idempotency_key,
-            "unique_key": job.unique_key,
-            "concurrency_key": job.concurrency_key,
-        }
+        params = _own_params(job, job.status if workflow else pending)
+        params["idempotency_key"] = job.idempotency_key
+        params["unique_key"] = job.unique_key
+        params["concurrency_key"] = job.concurrency_key
         if job.run_at is not None:
             timing = "at"
             params["run_at"] = job.run_at
@@ -196,15 +201,7 @@ def job_params(
     `columns` are its own columns (and ``trace_context``) by name, JSON text for a JSON
     column (`own_json`): the row `job_values` makes with the same arguments, as parameters.
     """
-    params: dict[str, Any] = {
-        "kind": job.kind,
-        "queue": job.queue,
-        "sajq_payload": job.payload,
-        "status": Status.PENDING.value,
-        "priority": job.priority,
-        "attempts": 0,
-        "max_attempts": job.max_attempts,
-    }
+    params = _own_params(job, Status.PENDING.value)
     for name in keys:
         params[name] = getattr(job, name)
     if timing == "at":
