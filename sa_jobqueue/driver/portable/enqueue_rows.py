@@ -13,17 +13,17 @@ concurrent transaction holding the key uncommitted.
 Ids: SQLite and MariaDB (>= 10.5) return the rows (``INSERT ... RETURNING``). A batch
 (`batch_params`), and a single job (`job_params`), then run as one statement kept per
 shape of row (when each job is due, whether it is cancelled), given the rows as
-parameters: SQLAlchemy sends them as
-one multi-row VALUES ("insertmanyvalues") and compiles the statement once, where a
-multi-row ``.values()`` has no cache key and is compiled at each call (1,000 jobs: 4-6x
-faster on SQLite, 2-5x on MariaDB, bench/databases-results.md). MySQL 8 has no
-RETURNING: one multi-row INSERT of n rows (a "simple insert", its row count known in
-advance) takes n consecutive AUTO_INCREMENT values under every
-``innodb_autoinc_lock_mode``, the first being the cursor's ``lastrowid``; a SELECT of
-those ids then reads what the database filled. With ``auto_increment_increment`` other
-than 1 (Galera) the ids are not consecutive: the SELECT finds fewer rows and the insert
-fails loudly. Why not a statement per row: 1,000 jobs on MariaDB here took 0.4-0.5 s as
-one multi-row INSERT and its SELECT, 1.7-2.8 s as an INSERT and a SELECT per job.
+parameters: SQLAlchemy sends them as one multi-row VALUES ("insertmanyvalues") and
+compiles the statement once, where a multi-row ``.values()`` has no cache key and is
+compiled at each call (1,000 jobs: 4-6x faster on SQLite, 2-5x on MariaDB,
+bench/databases-results.md). MySQL 8 has no RETURNING: one multi-row INSERT of n rows
+(a "simple insert", its row count known in advance) takes n consecutive AUTO_INCREMENT
+values under every ``innodb_autoinc_lock_mode``, the first being the cursor's
+``lastrowid``; a SELECT of those ids then reads what the database filled. With
+``auto_increment_increment`` other than 1 (Galera) the ids are not consecutive: the
+SELECT finds fewer rows and the insert fails loudly. Why not a statement per row: 1,000
+jobs on MariaDB here took 0.4-0.5 s as one multi-row INSERT and its SELECT, 1.7-2.8 s as
+an INSERT and a SELECT per job.
 """
 
 from __future__ import annotations
