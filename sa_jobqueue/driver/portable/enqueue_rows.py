@@ -140,7 +140,7 @@ class JobParams(NamedTuple):
     params: dict[str, Any]
 
 
-def _own_params(job: NewJob, status: str) -> dict[str, Any]:
+def _common_params(job: NewJob, status: str) -> dict[str, Any]:
     """The parameters every new job's row has (its payload as JSON text), with `status`."""
     return {
         "kind": job.kind,
@@ -166,7 +166,7 @@ def batch_params(table: Any, batch: JobsInsert) -> list[JobParams]:
     workflow, columns, pending = batch.workflow, batch.columns, Status.PENDING.value
     out: list[JobParams] = []
     for index, job in enumerate(batch.jobs):
-        params = _own_params(job, job.status if workflow else pending)
+        params = _common_params(job, job.status if workflow else pending)
         params["idempotency_key"] = job.idempotency_key
         params["unique_key"] = job.unique_key
         params["concurrency_key"] = job.concurrency_key
@@ -201,7 +201,7 @@ def job_params(
     `columns` are its own columns (and ``trace_context``) by name, JSON text for a JSON
     column (`own_json`): the row `job_values` makes with the same arguments, as parameters.
     """
-    params = _own_params(job, Status.PENDING.value)
+    params = _common_params(job, Status.PENDING.value)
     for name in keys:
         params[name] = getattr(job, name)
     if timing == "at":
