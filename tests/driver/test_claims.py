@@ -187,8 +187,8 @@ def test_claim_limited_runs_the_same_statements_each_round(db: Engine, driver: D
 
     event.listen(db, "before_execute", seen)
     try:
-        for index in range(2):
-            rounds[index:] = [[]]
+        for _ in range(2):
+            rounds.append([])
             with db.begin() as conn:
                 for kind in ("per_key", "limited", "rated"):
                     assert len(driver.job_claim_limited(conn, kind, ["default"], 1, OWNER)) == 1
