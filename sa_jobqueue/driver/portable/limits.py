@@ -67,6 +67,7 @@ class LimitedClaims:
     def __init__(self, driver: PortableBase) -> None:
         self.driver = driver
         self.starts = starts_of(driver.model)
+        self._leasings: dict[tuple[bool, bool], Leasing] = {}
 
     def claim(
         self,
@@ -199,10 +200,6 @@ class LimitedClaims:
             due = self._chosen if by_ids else self._due
             leasing = self._leasings[key] = Leasing(self.driver, due, [_STAMP] if rated else [])
         return leasing
-
-    @cached_property
-    def _leasings(self) -> dict[tuple[bool, bool], Leasing]:
-        return {}
 
     # -- rate limits: the starts log ---------------------------------------------------
 
