@@ -2,7 +2,8 @@
 
 Heard on a connection listening with the driver's own `Listening` (its channels, its
 LISTEN statement) where the driver `supports_listen_notify`; a driver without it has no
-`listening` and must still accept the calls (its workers poll).
+`listening` and must still accept the calls (its workers poll, or watch where the driver
+has a `watching`: other connections' commits seen without a channel).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import psycopg
 import pytest
 from sqlalchemy import Engine
 from sqlalchemy.dialects.postgresql.psycopg2 import PGDialect_psycopg2
+from sqlalchemy.orm import Session
 
 from sa_jobqueue.driver import Driver, Listening
+from sa_jobqueue.driver.protocol.notifications import Watch
 from sa_jobqueue.errors import ConfigurationError
 from tests.driver.conftest import add, later
+from tests.support.models import Job
 
 
 class Ear:
@@ -50,6 +54,16 @@ def ears(db: Engine, driver: Driver) -> Iterator[dict[str, Ear]]:
     yield made
     for ear in made.values():
         ear.conn.close()
+
+
+@pytest.fixture
+def watch(db: Engine, driver: Driver) -> Iterator[Watch]:
+    if driver.watching is None:
+        how = "LISTEN/NOTIFY wakes its workers" if driver.supports_listen_notify else "they poll"
+        pytest.skip(f"{db.dialect.name}: no watch of commits ({how})")
+    opened = driver.watching.watch(db)
+    yield opened
+    opened.close()
 
 
 def test_queue_notify_wakes_the_queues_at_commit_only(db: Engine, driver: Driver, ears):
@@ -126,3 +140,31 @@ def test_listening_refuses_in_one_line_a_dbapi_it_cannot_listen_with(driver: Dri
         ears["queues"].listening.check_dialect(PGDialect_psycopg2())
     assert "psycopg2" in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def test_a_watch_changes_at_another_connections_commit_only(db: Engine, driver: Driver, watch):
+    assert driver.watching is not None
+    assert 0 < driver.watching.interval <= 0.1  # a wake-up within a tenth of a second
+    seen = watch.version()
+    assert watch.version() == seen  # its own reads change nothing
+    add(db)  # another connection's commit
+    after_commit = watch.version()
+    assert after_commit != seen
+    with Session(db) as session:
+        session.begin()
+        session.add(Job(kind="plain", payload={}))
+        session.flush()  # written, then rolled back: no commit
+        session.rollback()
+    assert watch.version() == after_commit
+    add(db)
+    assert watch.version() != after_commit
+
+
+def test_a_driver_without_listening_or_watching_is_polled(db: Engine, driver: Driver):
+    # What wakes a worker between polls on each database (docs/notifications.md).
+    woken_by = {
+        "postgresql": (True, False),  # LISTEN/NOTIFY
+        "sqlite": (False, True),  # PRAGMA data_version
+        "mariadb": (False, False),  # polling alone
+    }
+    assert (driver.listening is not None, driver.watching is not None) == woken_by[db.dialect.name]

@@ -20,7 +20,7 @@ from sa_jobqueue.driver.portable.schedules import PortableSchedules
 from sa_jobqueue.driver.portable.steps import PortableSteps
 from sa_jobqueue.driver.protocol.archive import ArchiveOps
 from sa_jobqueue.driver.protocol.control import WorkerOnHost
-from sa_jobqueue.driver.protocol.notifications import Listening
+from sa_jobqueue.driver.protocol.notifications import Listening, Watching
 
 __all__ = ["PortableDriver"]
 
@@ -40,10 +40,12 @@ class PortableDriver(
 
     Each call runs on the caller's connection and never commits. Without LISTEN/NOTIFY,
     `listening` is None: workers poll, and wake at once for jobs their own process
-    enqueued (docs/databases.md).
+    enqueued (docs/databases.md); where the database tells that another connection
+    committed (SQLite), `watching` says how.
     """
 
     listening: Listening | None = None
+    watching: Watching | None = None
     supports_listen_notify = False
     supports_asynchronous_commit = False
     supports_writing_ctes = False

@@ -47,6 +47,7 @@ class PostgresDriver:
     _steps, _failures, _leases = family(PostgresSteps), family(Failures), family(Leases)
     _releaser, _control = family(Releaser), family(PostgresControl)
     _schedules = family(PostgresSchedules)
+    watching = None  # LISTEN/NOTIFY (`listening`) wakes its workers
 
     def __init__(
         self,

@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine
 from sqlalchemy.engine import Dialect
 
 from sa_jobqueue.driver.values import NextDue
 
-__all__ = ["Listening", "NotificationOps"]
+__all__ = ["Listening", "NotificationOps", "Watch", "Watching"]
 
 
 class Listening(Protocol):
@@ -52,12 +52,58 @@ class Listening(Protocol):
         ...
 
 
+class Watch(Protocol):
+    """A connection of a watcher's own that tells when other connections committed."""
+
+    def version(self) -> int:
+        """A number that differs from the last one read when another connection committed since.
+
+        The watch's own reads change nothing; a transaction rolled back changes nothing.
+        """
+        ...
+
+    def close(self) -> None:
+        """Close the watch's connection."""
+        ...
+
+
+class Watching(Protocol):
+    """How a worker sees other connections' commits without a channel: a driver's `watching`.
+
+    A database without LISTEN/NOTIFY may still tell cheaply that something changed
+    (SQLite's ``PRAGMA data_version``, a read of shared memory in WAL mode): a worker
+    looks every `interval` seconds and runs a claim round when it did. It does not say
+    what changed, so it wakes for every commit, the worker's own included.
+
+    Attributes:
+        interval: seconds between two looks (a wake-up waits half of it on average).
+    """
+
+    interval: float
+
+    def watch(self, engine: Engine) -> Watch:
+        """Open a `Watch` on `engine`'s database, on a connection of its own (not its pool's).
+
+        Call it on the thread that will use the watch.
+        """
+        ...
+
+
 class NotificationOps(Protocol):
     """The driver's operations of this family; each says the guarantee it keeps."""
 
     @property
     def listening(self) -> Listening | None:
         """How its connections hear notifications; None when not `supports_listen_notify`."""
+        ...
+
+    @property
+    def watching(self) -> Watching | None:
+        """How a worker sees other connections' commits without notifications, if it can.
+
+        None where notifications serve (`listening`) or where nothing cheap tells
+        (MariaDB, MySQL: workers there poll).
+        """
         ...
 
     # -- notifications ---------------------------------------------------------

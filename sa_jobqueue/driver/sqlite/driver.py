@@ -11,6 +11,7 @@ from sa_jobqueue.driver.portable.driver import PortableDriver
 from sa_jobqueue.driver.portable.probes import probe
 from sa_jobqueue.driver.sqlite.engines import BUSY_TIMEOUT, writing
 from sa_jobqueue.driver.sqlite.sql import SqliteSql
+from sa_jobqueue.driver.sqlite.watching import SqliteWatching
 from sa_jobqueue.driver.values import Claimed
 
 __all__ = ["SqliteDriver"]
@@ -21,9 +22,11 @@ class SqliteDriver(PortableDriver):
 
     No LISTEN/NOTIFY, no row locks, no advisory locks: one writer at a time holds the
     database (WAL, a busy timeout), so every write transaction is alone while it runs.
+    Other processes' commits are seen by ``PRAGMA data_version`` (`watching`).
     """
 
     sql = SqliteSql()
+    watching = SqliteWatching()
     supports_skip_locked = False
     supports_returning = True
     supports_partial_indexes = True
