@@ -39,10 +39,11 @@ __all__ = [
     "make_worker_id",
 ]
 
-#: Seconds between an idle worker's polls when LISTEN/NOTIFY wakes it (a safety net).
+#: Seconds between an idle worker's polls when the database wakes it (a safety net):
+#: LISTEN/NOTIFY, or SQLite's watch of other connections' commits.
 POLL_INTERVAL = 2.0
-#: Seconds between polls on a database without LISTEN/NOTIFY (SQLite, MariaDB, MySQL):
-#: how long a job enqueued by another process may wait for an idle worker.
+#: Seconds between polls on a database that wakes no worker (MariaDB, MySQL; SQLite
+#: with ``listen=False``): how long a job enqueued by another process may wait for one.
 POLL_WITHOUT_LISTEN = 0.5
 
 #: The default of `WorkerConfig.prefetch`: claims of up to this many jobs ahead.
@@ -90,10 +91,11 @@ class WorkerConfig:
         queues: the queues to claim from (None: every registered task's queue).
         concurrency: handler threads; also the most jobs running at once.
         poll_interval: seconds between polls when no notification arrives (None: 2
-            with LISTEN/NOTIFY, 0.5 on a database without it: `poll_seconds`).
+            with LISTEN/NOTIFY or SQLite's watch, 0.5 on MariaDB/MySQL: `poll_seconds`).
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
-        listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler).
+        listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler);
+            on SQLite, on other connections' commits (``PRAGMA data_version``).
         listen_url: a separate URL for the listener's one connection (a direct
             one, or a session-mode pool, when the engine goes through a
             transaction-mode pooler); None: the engine's own. See docs/pgbouncer.md.
@@ -235,13 +237,15 @@ class WorkerConfig:
             model, self.archive_after, self.archive_retention, self.archive_partition, driver
         )
 
-    def poll_seconds(self, listens: bool) -> float:
-        """`poll_interval`, or its default for a worker that `listens` (or not).
+    def poll_seconds(self, driver: Driver) -> float:
+        """`poll_interval`, or its default for a worker on `driver`.
 
-        `POLL_INTERVAL` with LISTEN/NOTIFY (`Driver.supports_listen_notify`), else
-        `POLL_WITHOUT_LISTEN`.
+        `POLL_INTERVAL` where the database wakes workers between polls: LISTEN/NOTIFY
+        (`Driver.supports_listen_notify`; 2 s even with ``listen=False``, as always),
+        or the driver's `watching` with `listen`; else `POLL_WITHOUT_LISTEN`.
         """
-        return float(self.poll_interval or (POLL_INTERVAL if listens else POLL_WITHOUT_LISTEN))
+        woken = driver.supports_listen_notify or (self.listen and driver.watching is not None)
+        return float(self.poll_interval or (POLL_INTERVAL if woken else POLL_WITHOUT_LISTEN))
 
 
 def make_worker_id() -> str:

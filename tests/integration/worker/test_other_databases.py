@@ -1,16 +1,21 @@
-"""A worker's plumbing off PostgreSQL: SQLite's immediate writes, polling and in-process wake-ups.
+"""A worker's plumbing off PostgreSQL: SQLite's immediate writes, polling and wake-ups.
 
 SQLite lets one writer in at a time; a worker's transactions take the write lock when
 they begin (``BEGIN IMMEDIATE``), so none can fail to upgrade half way. Without
-LISTEN/NOTIFY a worker polls (0.5 s by default), and a commit of its own process that
-enqueued wakes it at once (`sa_jobqueue.core.local_wakeups`).
+LISTEN/NOTIFY a commit of the worker's own process that enqueued wakes it at once
+(`sa_jobqueue.core.local_wakeups`); on SQLite another process's commit wakes it too
+(`worker.watcher`, ``PRAGMA data_version``); on MariaDB it polls (0.5 s by default).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, func, select, text
@@ -18,8 +23,10 @@ from sqlalchemy.orm import Session
 
 from sa_jobqueue import ConfigurationError, JobContext, JobQueue
 from sa_jobqueue.core import local_wakeups
-from sa_jobqueue.driver import worker_engine
+from sa_jobqueue.driver import driver_for, worker_engine
 from sa_jobqueue.schema.registry_tables import workers_table_for
+from sa_jobqueue.worker.listener import PollingNotifier
+from sa_jobqueue.worker.watcher import ChangeWatcher
 from sa_jobqueue.worker.worker import POLL_INTERVAL, POLL_WITHOUT_LISTEN
 from tests.support.helpers import wait_for
 from tests.support.models import Job
@@ -136,9 +143,12 @@ def test_a_worker_started_between_an_enqueue_and_its_commit_is_woken_by_the_comm
             thread.join(10)
 
 
-@pytest.mark.parametrize("committed_on", ["sqlite_committed", "mariadb_committed"])
+@pytest.mark.parametrize(
+    ("committed_on", "listen"),
+    [("sqlite_committed", False), ("mariadb_committed", True), ("mariadb_committed", False)],
+)
 def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_process(
-    committed_on, request
+    committed_on, listen, request
 ):
     engine = request.getfixturevalue(committed_on)
     jobs = JobQueue(Job)
@@ -148,8 +158,8 @@ def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_pro
     def ping(ctx: JobContext) -> None:
         ran.set()
 
-    assert jobs.worker(engine).poll_interval == POLL_WITHOUT_LISTEN < POLL_INTERVAL
-    worker = jobs.worker(engine, poll_interval=30)
+    assert jobs.worker(engine, listen=listen).poll_interval == POLL_WITHOUT_LISTEN < POLL_INTERVAL
+    worker = jobs.worker(engine, poll_interval=30, listen=listen)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
@@ -160,9 +170,63 @@ def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_pro
             jobs.enqueue(session, "ping")
         assert ran.wait(5), "the commit that enqueued did not wake the worker"
         assert time.monotonic() - started < 5
+        assert isinstance(worker.notifier, PollingNotifier)  # started: its loop ran the job
     finally:
         worker.stop()
         thread.join(10)
+
+
+#: Run by another process: enqueue one ``ping`` job into the database at ``argv[1]``.
+ENQUEUE_ELSEWHERE = """
+import sys
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
+from sa_jobqueue import JobQueue
+from tests.support.models import Job
+
+engine = create_engine(sys.argv[1])
+with Session(engine) as session, session.begin():
+    JobQueue(Job).enqueue(session, "ping")
+engine.dispose()
+"""
+
+
+def test_a_sqlite_worker_is_woken_by_another_processs_commit(sqlite_committed):
+    jobs = JobQueue(Job)
+    ran = threading.Event()
+
+    @jobs.task("ping")
+    def ping(ctx: JobContext) -> None:
+        ran.set()
+
+    worker = jobs.worker(sqlite_committed, poll_interval=30)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_for(
+            lambda: (
+                isinstance(worker.notifier, ChangeWatcher) and worker.notifier.connected.is_set()
+            ),
+            what="the worker's watch to open",
+        )
+        time.sleep(1.0)  # its first rounds found nothing: the loop sleeps for 30 s now
+        url = sqlite_committed.url.render_as_string(hide_password=False)
+        root = Path(__file__).resolve().parents[3]
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        # Another process: no in-process wake-up; only the watch can start it in time.
+        subprocess.run(
+            [sys.executable, "-c", ENQUEUE_ELSEWHERE, url],
+            check=True,
+            cwd=root,
+            env=env,
+            timeout=60,
+        )
+        assert ran.wait(10), "another process's commit did not wake the worker"
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert isinstance(worker.notifier, ChangeWatcher)
+    assert worker.notifier.failures == 0
 
 
 def test_a_mariadb_workers_transactions_are_read_committed_and_the_apps_keep_theirs(
@@ -173,3 +237,30 @@ def test_a_mariadb_workers_transactions_are_read_committed_and_the_apps_keep_the
         assert conn.exec_driver_sql(level).scalar() == "READ-COMMITTED"
     with mariadb_committed.connect() as conn:  # the application's engine keeps its level
         assert conn.exec_driver_sql(level).scalar() == "REPEATABLE-READ"
+
+
+def test_a_watch_that_cannot_open_is_retried_and_said_once_per_failure(tmp_path, caplog):
+    path = tmp_path / "not-yet" / "app.db"  # its folder is missing: SQLite cannot open it
+    engine = create_engine(f"sqlite:///{path}")
+    watching = driver_for(engine, Job).watching
+    assert watching is not None
+    woken: list[str | None] = []
+    watcher = ChangeWatcher(engine, watching, lambda queue, run_at: woken.append(queue))
+    watcher.start()
+    try:
+        wait_for(lambda: watcher.failures >= 2, what="two failed opens")
+        assert not watcher.connected.is_set()
+        assert woken == []
+        path.parent.mkdir()
+        wait_for(watcher.connected.is_set, what="the watch to open once it can")
+        # Opened: whatever committed before is looked at (the wake just after it opened).
+        wait_for(lambda: woken == [None], what="the wake-up of the watch's opening")
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE t (x INTEGER)"))
+        wait_for(lambda: len(woken) == 2, what="a commit to wake the watcher")
+    finally:
+        watcher.stop()
+        engine.dispose()
+    failed = [r for r in caplog.records if "watching the database for commits failed" in r.message]
+    assert len(failed) == watcher.failures
+    assert "unable to open database file" in failed[0].getMessage()
