@@ -18,7 +18,8 @@ machine, in one run, for each database:
 - a drain at 16 (SQLite: 1) with ``--beside`` done jobs ahead of it in claim order (a
   day's retention of a busy queue): its share of the same drain on an empty table;
 - wake-up latency p50/p99, commit sent -> handler start, one idle worker process at its
-  defaults (PostgreSQL: LISTEN; SQLite and MariaDB: its poll);
+  defaults (PostgreSQL: LISTEN; SQLite: its watch of the file's commits; MariaDB: its
+  poll);
 - on SQLite, the embedded peers at their documented defaults (huey's ``SqliteHuey``, DBOS
   on SQLite; installed into ``bench/out/embedded-venv`` on first use, driven by
   ``bench/support/embedded_drive.py``): enqueue one by one, drains at 1 and 8, wake-up.
@@ -67,6 +68,8 @@ from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 NAMES = ("postgresql", "sqlite", "mariadb")
 CONCURRENCIES = {"postgresql": (1, 16, 32), "sqlite": (1, 8), "mariadb": (1, 16, 32)}
+#: The databases whose idle workers are woken between polls (LISTEN; SQLite's watch).
+WOKEN = frozenset({"postgresql", "sqlite"})
 #: What a worker calls on the driver in a no-op lease drain: probed before measuring.
 DRAIN_NEEDS = (
     "job_claim", "job_complete", "job_heartbeat", "jobs_still_owned", "job_sweep",
@@ -95,10 +98,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, default=1000, help="jobs per enqueue_many")
     parser.add_argument("--batches", type=int, default=4, help="enqueue_many calls per rep")
     parser.add_argument("--processes", type=int, default=4, help="SQLite's worker processes at 8")
-    parser.add_argument("--wake-samples", type=int, default=100, help="PostgreSQL (LISTEN)")
     parser.add_argument(
-        "--polled-wake-samples", type=int, default=20, help="SQLite, MariaDB and the peers"
+        "--wake-samples", type=int, default=100, help="PostgreSQL (LISTEN), SQLite (its watch)"
     )
+    parser.add_argument("--polled-wake-samples", type=int, default=20, help="MariaDB and the peers")
     parser.add_argument(
         "--dbos-jobs-per-slot",
         type=int,
@@ -240,10 +243,11 @@ def wake(name: str, url: str, samples: int) -> list[float]:
         seconds = measure_latency(
             engine,
             url,
-            listen=name == "postgresql",
+            listen=True,
             poll_interval=None,
             samples=samples,
             spacing=default_poll(engine),
+            woken=name in WOKEN,
         )
         return [s * 1000 for s in seconds]
     finally:
@@ -416,7 +420,7 @@ def main(args: argparse.Namespace, db: Database) -> int:
             cases += peer_cases(python, args, results)
         run_cases(args.reps, cases)
         for name, url in urls.items():
-            samples = args.wake_samples if name == "postgresql" else args.polled_wake_samples
+            samples = args.wake_samples if name in WOKEN else args.polled_wake_samples
             if results.figure(name, "drain 1").note:
                 results.wake_notes[name] = results.figure(name, "drain 1").note
                 continue

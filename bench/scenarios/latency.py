@@ -166,13 +166,16 @@ def measure_latency(
     samples: int,
     trace: list[dict[str, int]] | None = None,
     spacing: float | None = None,
+    woken: bool | None = None,
 ) -> list[float]:
     """Seconds from COMMIT to handler start, one idle worker, `samples` times.
 
     With `trace`, each sample's stage stamps (ns from COMMIT sent) are appended to it.
-    `poll_interval` None leaves the worker its default; without LISTEN, samples then
-    arrive at random moments up to `spacing` seconds apart (default: `poll_interval`).
+    `poll_interval` None leaves the worker its default. Unless the worker is `woken`
+    between polls (default: `listen`; SQLite's watch too), samples arrive at random
+    moments up to `spacing` seconds apart (default: `poll_interval`).
     """
+    woken = listen if woken is None else woken
     gap = spacing if spacing is not None else poll_interval
     if gap is None:
         raise ValueError("measure_latency: give spacing where poll_interval is the default")
@@ -182,14 +185,14 @@ def measure_latency(
     process = ctx.Process(target=serve, args=args, daemon=True)
     process.start()
     try:
-        if listen:
+        if listen and engine.dialect.name == "postgresql":
             _wait_for_listener(engine)
         _one(engine, ours, timeout=gap * 3 + 30)  # warm up
         latencies = []
         for _ in range(samples):
             # Let the worker finish its round and go idle; with polling, arrive at a
             # random moment between two polls.
-            time.sleep(random.uniform(0.02, 0.05 if listen else gap))
+            time.sleep(random.uniform(0.02, 0.05 if woken else gap))
             latencies.append(_one(engine, ours, timeout=gap * 3 + 30, trace=trace))
         return latencies
     finally:
