@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 
+import pytest
 from sqlalchemy import Engine, delete, insert, select, update
 
 from sa_jobqueue.core.limits import check_limits
 from sa_jobqueue.driver import Driver
+from sa_jobqueue.schema.state_tables import turns_table_for
 from sa_jobqueue.statements.fair_weights import weights_of
 from tests.driver.conftest import OWNER, add
 from tests.support.models import Job
@@ -79,3 +82,75 @@ def test_claim_fair_passes_over_a_key_at_its_limit(db: Engine, make_driver: Call
     # One per key (max_running_per_key=1), three in all (max_running=3), none after.
     assert len(first) == 3
     assert again == []
+
+
+def by_turns(db: Engine, kind: str, limit: int) -> list[int]:
+    """The ids a fair claim of `limit` must lease: the policy computed over every due job.
+
+    Stride scheduling as `Driver.job_claim_limited` documents it (keyed jobs only): a
+    key stands at its ``pass`` (at least the lowest one stored among the keys with due
+    jobs), a new key one turn before that; its i-th due job's turn is ``stand + (i - 1)
+    / weight``; the lowest turns win, a tie going to a new key, then to claim order.
+    """
+    turns, weights = turns_table_for(Job.__table__), weights_of(Job)  # type: ignore[arg-type]
+    with db.connect() as conn:
+        due = conn.execute(
+            select(Job.id, Job.concurrency_key)
+            .where(Job.kind == kind, Job.status == "pending")
+            .order_by(Job.priority, Job.run_at, Job.id)
+        ).all()
+        stored = dict(
+            conn.execute(select(turns.c.key, turns.c["pass"]).where(turns.c.kind == kind)).all()
+        )
+        weight_of = dict(conn.execute(select(weights.c.key, weights.c.weight)).all())
+    keys = {key for _, key in due}
+    base = min((stored[key] for key in keys if key in stored), default=0.0)
+    seen: dict[str, int] = {}
+    ranked = []
+    for place, (job_id, key) in enumerate(due):
+        weight = float(weight_of.get(key, 1))
+        stand = max(stored[key], base) if key in stored else base - 1.0 / weight
+        seen[key] = seen.get(key, 0) + 1
+        ranked.append((stand + (seen[key] - 1) / weight, key in stored, place, job_id))
+    return sorted(job_id for *_, job_id in sorted(ranked)[:limit])
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_claim_fair_leases_what_the_turns_over_every_due_job_give(
+    db: Engine, make_driver: Callable[..., Driver], seed: int
+):
+    # Keys of uneven backlogs and weights, claims of uneven sizes: each claim leases
+    # the jobs the policy gives when computed over every due job (not only the first
+    # few of each key that a claim reads).
+    rng = random.Random(seed)  # noqa: S311 - reproducible cases, not secrets
+    driver = make_driver(limits=FAIR)
+    weights = weights_of(Job)
+    keys = [f"k{i}" for i in range(12)]
+    with db.begin() as conn:
+        conn.execute(
+            insert(weights), [{"key": key, "weight": rng.choice([1, 2, 3])} for key in keys[:4]]
+        )
+    try:
+        for key in keys:
+            add(
+                db,
+                rng.choice([1, 2, 5, 20]),
+                kind="fair",
+                concurrency_key=key,
+                priority=rng.choice([0, 0, 1]),
+            )
+        for _ in range(12):
+            limit = rng.choice([1, 3, 8, 16])
+            expected = by_turns(db, "fair", limit)
+            with db.begin() as conn:
+                got = driver.job_claim_limited(conn, "fair", ["default"], limit, OWNER)
+                ids = [job.id for job in got]
+                conn.execute(update(Job).where(Job.id.in_(ids)).values(status="done"))
+            assert sorted(ids) == expected
+            if rng.random() < 0.3:  # a key comes back (new again) or arrives mid-way
+                add(
+                    db, rng.choice([1, 4]), kind="fair", concurrency_key=rng.choice([*keys, "late"])
+                )
+    finally:
+        with db.begin() as conn:
+            conn.execute(delete(weights))

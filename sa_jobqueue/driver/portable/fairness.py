@@ -3,27 +3,53 @@
 The policy of PostgreSQL's `sa_jobqueue.driver.postgres.fairness` (stride scheduling:
 the turns table remembers where each key stands, between claims, workers and crashes),
 with the turns computed in Python from a few plain reads, under the kind's lock
-(`kind_locks`), which makes the turns table consistent across workers. Policy,
+(`kind_locks`), which makes the turns table consistent across workers. The statements
+are built once per driver, the kind, queue and counts bound (`FairClaims`). Policy,
 guarantees and cost: docs/flow-control.md ("Fair claims").
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any, NamedTuple
 
-from sqlalchemy import Connection, Table, case, delete, func, insert, select, update
+from sqlalchemy import (
+    BindParameter,
+    Connection,
+    Delete,
+    Insert,
+    Integer,
+    Select,
+    Table,
+    Text,
+    Update,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
-from sa_jobqueue.driver.portable.leasing import lease
+from sa_jobqueue.driver.portable.leasing import Leasing
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import Status
 from sa_jobqueue.schema.state_tables import turns_table_for
 from sa_jobqueue.statements.fair_weights import weights_of
 
-__all__ = ["claim_fair"]
+__all__ = ["FairClaims"]
+
+#: The bound parameters of the kept statements: the kind, its queue, how many jobs of
+#: each key at most, the keys and ids chosen, a key's new ``pass``.
+_KIND = bindparam("sajq_fair_kind", type_=Text)
+_QUEUE = bindparam("sajq_fair_queue", type_=Text)
+_WANT = bindparam("sajq_fair_want", type_=Integer)
+_KEYS: BindParameter[Any] = bindparam("sajq_fair_keys", expanding=True)
+_IDS: BindParameter[Any] = bindparam("sajq_fair_ids", expanding=True)
 
 
 class _Candidate(NamedTuple):
@@ -31,146 +57,239 @@ class _Candidate(NamedTuple):
 
     turn: float
     old: bool  # the key had a place already (a new key goes first on a tie)
-    priority: int
-    run_at: Any
+    place: int  # the job's place in claim order (priority, run_at, id) among the due
     id: int
     key: str
     weight: float
 
 
-def claim_fair(
-    driver: PortableBase,
-    conn: Connection,
-    kind: str,
-    limits: Limits,
-    queue: str,
+def _deep_enough(
+    due: Sequence[Any],
+    chosen: Sequence[_Candidate],
+    depth: int,
     limit: int,
-    owner: str,
-) -> list[Claimed]:
-    """Lease up to `limit` due pending `kind` jobs of `queue` to `owner`, by turns.
+    stand: dict[str, float],
+    weight_of: dict[str, float],
+    room: dict[str, int],
+) -> bool:
+    """Whether no job below `depth` of a key could have been among the `chosen`.
 
-    Run it under the kind's lock. Stride scheduling over the keys with due jobs (jobs
-    without a key are the key ``''``): a key stands at its stored ``pass`` (at least
-    ``base``, the lowest ``pass`` stored among them), or, new to the turns, one turn
-    before ``base``; its i-th due job's turn is ``stand + (i - 1) / weight``. The
-    lowest turns are leased, ties going first to new keys, then in claim order; each
-    served key's ``pass`` moves to its last leased turn plus ``1 / weight``, and a key
-    with no due job left loses its row (back later, it is new again). ``max_running``
-    and ``max_running_per_key`` hold as in `LimitedClaims.claim`.
+    A key read to `depth` may have more due jobs; its next one's turn, ``stand + depth
+    / weight``, must come after the last chosen (strictly: a tie may go to it), unless
+    its per-key limit (`room`) lets it run no more. With fewer than `limit` chosen,
+    any key read to the bottom may have more.
     """
-    model = driver.model
-    table = model.__table__
-    assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
-    turns, weights = turns_table_for(table), weights_of(model)
-    order = (model.priority, model.run_at, model.id)
-    pending = due_of_kind(driver, kind, queue)
-    # Each key's first `limit` due jobs in claim order (no claim leases more).
-    ranked = (
-        select(
-            model.id,
-            func.coalesce(model.concurrency_key, "").label("key"),
-            model.priority,
-            model.run_at,
-            func.row_number()
-            .over(partition_by=model.concurrency_key, order_by=order)
-            .label("rank"),
-        )
-        .where(*pending)
-        .subquery("ranked")
-    )
-    due = conn.execute(select(ranked).where(ranked.c.rank <= limit)).all()
-    keys = {row.key for row in due}
-    stored: dict[str, float] = {
-        row.key: row[1]
-        for row in conn.execute(select(turns.c.key, turns.c["pass"]).where(turns.c.kind == kind))
-    }
-    weight_of: dict[str, int] = {}
-    if keys:
-        query = select(weights.c.key, weights.c.weight).where(weights.c.key.in_(sorted(keys)))
-        weight_of = {row.key: row.weight for row in conn.execute(query)}
-    busy: dict[str, int] = {}
-    if limits.max_running_per_key is not None and keys:
-        busy = {row.key: row.n for row in conn.execute(busy_keys(model, kind))}
-    passes = [stored[key] for key in keys if key in stored]
-    base = min(passes) if passes else 0.0
-    candidates = []
-    for row in due:
-        weight = float(weight_of.get(row.key, 1))
-        # A key new to the turns (or back after it had no due job) stands one turn before
-        # the others: its first job goes next, and it earns no more credit than that.
-        old = row.key in stored
-        stand = max(stored[row.key], base) if old else base - 1.0 / weight
-        cap = limits.max_running_per_key
-        if cap is not None and row.key != "" and row.rank + busy.get(row.key, 0) > cap:
+    last = chosen[-1].turn if len(chosen) == limit else None
+    bottom = {row.key for row in due if row.rank == depth}
+    for key in bottom:
+        if room.get(key, limit) <= depth:
             continue
-        turn = stand + (row.rank - 1) / weight
-        candidates.append(_Candidate(turn, old, row.priority, row.run_at, row.id, row.key, weight))
-    chosen = sorted(candidates)[:limit]
-    leased: list[Claimed] = []
-    if chosen:
-        leased = _lease_chosen(driver, conn, kind, limits, chosen, owner)
-    _move_turns(conn, turns, kind, chosen, leased, stored, keys)
-    return leased
+        if last is None or stand[key] + depth / weight_of[key] <= last:
+            return False
+    return True
 
 
-def _lease_chosen(
-    driver: PortableBase,
-    conn: Connection,
-    kind: str,
-    limits: Limits,
-    chosen: Sequence[_Candidate],
-    owner: str,
-) -> list[Claimed]:
-    """Lease the `chosen` jobs still pending, lowest turns first, as many as fit."""
-    model = driver.model
-    room = len(chosen)
-    if limits.max_running is not None:
-        running = running_count(model, kind)
-        room = min(room, max(limits.max_running - conn.execute(running).scalar_one(), 0))
-    if room == 0:
-        return []
-    place = {candidate.id: i for i, candidate in enumerate(chosen)}
-    # By primary key, re-checking each is still pending; one locked elsewhere is
-    # skipped (claims of the kind take its lock, so that is rare).
-    due = (
-        select(model.id)
-        .where(model.id.in_(list(place)), model.status == Status.PENDING.value)
-        .order_by(case(place, value=model.id))
-        .limit(room)
-    )
-    return lease(driver, conn, due, owner)
+class FairClaims:
+    """The fair kinds' claims of one driver, their statements built once for every kind."""
 
+    def __init__(self, driver: PortableBase) -> None:
+        self.driver = driver
+        table = driver.model.__table__
+        assert isinstance(table, Table)  # noqa: S101 - JobMixin maps a Table
+        self.turns, self.weights = turns_table_for(table), weights_of(driver.model)
 
-def _move_turns(
-    conn: Connection,
-    turns: Table,
-    kind: str,
-    chosen: Sequence[_Candidate],
-    leased: Sequence[Claimed],
-    stored: dict[str, float],
-    keys: set[str],
-) -> None:
-    """Each served key's ``pass`` past its last leased turn; forget the keys with no due job.
+    def claim(
+        self,
+        conn: Connection,
+        kind: str,
+        limits: Limits,
+        queue: str,
+        limit: int,
+        owner: str,
+    ) -> list[Claimed]:
+        """Lease up to `limit` due pending `kind` jobs of `queue` to `owner`, by turns.
 
-    Under the kind's lock nothing else writes the kind's rows: an UPDATE of a stored
-    key, an INSERT of a new one (no upsert needed).
-    """
-    got = {job.id for job in leased}
-    served: dict[str, float] = {}
-    for candidate in chosen:
-        if candidate.id in got:
-            after = candidate.turn + 1.0 / candidate.weight
-            served[candidate.key] = max(served.get(candidate.key, after), after)
-    for key, moved in served.items():
-        if key in stored:
-            conn.execute(
-                update(turns)
-                .where(turns.c.kind == kind, turns.c.key == key)
-                .values({"pass": moved})
+        Run it under the kind's lock. Stride scheduling over the keys with due jobs
+        (jobs without a key are the key ``''``): a key stands at its stored ``pass`` (at
+        least ``base``, the lowest ``pass`` stored among them), or, new to the turns,
+        one turn before ``base``; its i-th due job's turn is ``stand + (i - 1) /
+        weight``. The lowest turns are leased, ties going first to new keys, then in
+        claim order; each served key's ``pass`` moves to its last leased turn plus ``1 /
+        weight``, and a key with no due job left loses its row (back later, it is new
+        again). ``max_running`` and ``max_running_per_key`` hold as in
+        `LimitedClaims.claim`.
+        """
+        stored: dict[str, float] = {
+            row.key: row[1] for row in conn.execute(self._stored, {"sajq_fair_kind": kind})
+        }
+        # Each key's first `depth` due jobs are read, not its first `limit`: with K keys
+        # standing within a turn of each other, a claim takes about limit / K of each.
+        # Deeper when a key read to the bottom could still have had a turn among those
+        # chosen (`_deep_enough`): the choice is the one all of them would give.
+        depth = min(limit, -(-limit // max(len(stored), 1)) + 1)
+        bound = {"sajq_fair_kind": kind, "sajq_fair_queue": queue, "sajq_fair_want": depth}
+        due = conn.execute(self._ranked, bound).all()
+        keys = {row.key for row in due}
+        weight_of: dict[str, float] = {key: 1.0 for key in keys}
+        if keys:
+            found = conn.execute(self._weights, {"sajq_fair_keys": sorted(keys)})
+            weight_of.update((row.key, float(row.weight)) for row in found)
+        room: dict[str, int] = {}  # how many more of a key its per-key limit lets run
+        cap = limits.max_running_per_key
+        if cap is not None and keys:
+            busy = {row.key: row.n for row in conn.execute(self._busy, {"sajq_fair_kind": kind})}
+            room = {key: cap - busy.get(key, 0) for key in keys if key != ""}
+        passes = [stored[key] for key in keys if key in stored]
+        base = min(passes) if passes else 0.0
+        # A key new to the turns (or back after it had no due job) stands one turn
+        # before the others: its first job goes next, and it earns no more credit.
+        stand = {
+            key: max(stored[key], base) if key in stored else base - 1.0 / weight_of[key]
+            for key in keys
+        }
+        while True:
+            candidates = [
+                _Candidate(
+                    stand[row.key] + (row.rank - 1) / weight_of[row.key],
+                    row.key in stored,
+                    row.place,
+                    row.id,
+                    row.key,
+                    weight_of[row.key],
+                )
+                for row in due
+                if row.rank <= room.get(row.key, limit)
+            ]
+            chosen = sorted(candidates)[:limit]
+            if depth >= limit or _deep_enough(due, chosen, depth, limit, stand, weight_of, room):
+                break
+            depth = min(limit, depth * 2)
+            # A key new since the first read (MariaDB reads committed) waits for the next.
+            deeper = conn.execute(self._ranked, {**bound, "sajq_fair_want": depth})
+            due = [row for row in deeper if row.key in stand]
+        leased = self._lease(conn, kind, limits, chosen, owner) if chosen else []
+        self._move_turns(conn, kind, chosen, leased, stored, keys)
+        return leased
+
+    def _lease(
+        self,
+        conn: Connection,
+        kind: str,
+        limits: Limits,
+        chosen: Sequence[_Candidate],
+        owner: str,
+    ) -> list[Claimed]:
+        """Lease the `chosen` jobs, lowest turns first, as many as ``max_running`` lets run.
+
+        By primary key, re-checking each is still pending (claims of the kind take its
+        lock, so another claim cannot have taken one; a cancel may have).
+        """
+        room = len(chosen)
+        if limits.max_running is not None:
+            running = conn.execute(self._running, {"sajq_fair_kind": kind}).scalar_one()
+            room = min(room, max(limits.max_running - running, 0))
+        if room == 0:
+            return []
+        ids = [candidate.id for candidate in chosen[:room]]
+        return self._leasing.run(conn, owner, {"sajq_fair_ids": ids})
+
+    def _move_turns(
+        self,
+        conn: Connection,
+        kind: str,
+        chosen: Sequence[_Candidate],
+        leased: Sequence[Claimed],
+        stored: dict[str, float],
+        keys: set[str],
+    ) -> None:
+        """Each served key's ``pass`` past its last leased turn; forget the keys with no due job.
+
+        Under the kind's lock nothing else writes the kind's rows: one UPDATE per stored
+        key and one INSERT per new one, each sent as one batch (no upsert needed).
+        """
+        got = {job.id for job in leased}
+        served: dict[str, float] = {}
+        for candidate in chosen:
+            if candidate.id in got:
+                after = candidate.turn + 1.0 / candidate.weight
+                served[candidate.key] = max(served.get(candidate.key, after), after)
+        moved = [
+            {"sajq_fair_kind": kind, "sajq_fair_key": key, "sajq_fair_pass": turn}
+            for key, turn in served.items()
+        ]
+        if moves := [move for move in moved if move["sajq_fair_key"] in stored]:
+            conn.execute(self._move, moves)
+        if arrivals := [move for move in moved if move["sajq_fair_key"] not in stored]:
+            conn.execute(self._arrive, arrivals)
+        # A key with no due job forgets its place: back later, it stands as a new key.
+        if forgotten := sorted(set(stored) - keys):
+            conn.execute(self._forget, {"sajq_fair_kind": kind, "sajq_fair_keys": forgotten})
+
+    @cached_property
+    def _ranked(self) -> Select[Any]:
+        """Each key's first `_WANT` due jobs (no claim leases more), with their rank and place."""
+        model = self.driver.model
+        order = (model.priority, model.run_at, model.id)
+        ranked = (
+            select(
+                model.id,
+                func.coalesce(model.concurrency_key, "").label("key"),
+                func.row_number()
+                .over(partition_by=model.concurrency_key, order_by=order)
+                .label("rank"),
+                func.row_number().over(order_by=order).label("place"),
             )
-        else:
-            conn.execute(insert(turns).values({"kind": kind, "key": key, "pass": moved}))
-    # A key with no due job forgets its place: back later, it stands as a new key.
-    forgotten = sorted(set(stored) - keys)
-    if forgotten:
-        conn.execute(delete(turns).where(turns.c.kind == kind, turns.c.key.in_(forgotten)))
+            .where(*due_of_kind(self.driver, _KIND, _QUEUE))
+            .subquery("ranked")
+        )
+        return select(ranked).where(ranked.c.rank <= _WANT)
+
+    @cached_property
+    def _stored(self) -> Select[Any]:
+        turns = self.turns
+        return select(turns.c.key, turns.c["pass"]).where(turns.c.kind == _KIND)
+
+    @cached_property
+    def _weights(self) -> Select[Any]:
+        weights = self.weights
+        return select(weights.c.key, weights.c.weight).where(weights.c.key.in_(_KEYS))
+
+    @cached_property
+    def _busy(self) -> Select[Any]:
+        busy: Select[Any] = busy_keys(self.driver.model, _KIND)
+        return busy
+
+    @cached_property
+    def _running(self) -> Select[Any]:
+        return running_count(self.driver.model, _KIND)
+
+    @cached_property
+    def _leasing(self) -> Leasing:
+        model = self.driver.model
+        chosen = select(model.id).where(model.id.in_(_IDS), model.status == Status.PENDING.value)
+        return Leasing(self.driver, chosen)
+
+    @cached_property
+    def _move(self) -> Update:
+        turns = self.turns
+        return (
+            update(turns)
+            .where(turns.c.kind == _KIND, turns.c.key == bindparam("sajq_fair_key", type_=Text))
+            .values({"pass": bindparam("sajq_fair_pass")})
+        )
+
+    @cached_property
+    def _arrive(self) -> Insert:
+        turns = self.turns
+        return insert(turns).values(
+            {
+                "kind": _KIND,
+                "key": bindparam("sajq_fair_key", type_=Text),
+                "pass": bindparam("sajq_fair_pass"),
+            }
+        )
+
+    @cached_property
+    def _forget(self) -> Delete:
+        turns = self.turns
+        return delete(turns).where(turns.c.kind == _KIND, turns.c.key.in_(_KEYS))

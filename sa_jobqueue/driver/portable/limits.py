@@ -32,7 +32,7 @@ from sqlalchemy import (
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.base import PortableBase
-from sa_jobqueue.driver.portable.fairness import claim_fair
+from sa_jobqueue.driver.portable.fairness import FairClaims
 from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
 from sa_jobqueue.driver.portable.kind_locks import lock_kinds
 from sa_jobqueue.driver.portable.leasing import Leasing
@@ -68,6 +68,7 @@ class LimitedClaims:
         self.driver = driver
         self.starts = starts_of(driver.model)
         self._leasings: dict[tuple[bool, bool], Leasing] = {}
+        self._fair = FairClaims(driver)
 
     def claim(
         self,
@@ -88,7 +89,7 @@ class LimitedClaims:
         * ``rate_limit``: at most ``count - starts in the last window``; logs one start
           per leased job (the clock read after the lock was granted: each job's
           ``rate_stamp``) and prunes the kind's starts that left the window.
-        * ``fair``: by turns between ``concurrency_key`` values (`fairness.claim_fair`).
+        * ``fair``: by turns between ``concurrency_key`` values (`FairClaims.claim`).
         """
         driver = self.driver
         limits = driver.limited[kind]
@@ -100,7 +101,7 @@ class LimitedClaims:
                 want = limit - len(claimed)
                 if want <= 0:
                     break
-                claimed += claim_fair(driver, conn, kind, limits, queue, want, owner)
+                claimed += self._fair.claim(conn, kind, limits, queue, want, owner)
             return claimed
         room = limit
         if limits.max_running is not None:
