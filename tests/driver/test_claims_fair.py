@@ -94,11 +94,14 @@ def by_turns(db: Engine, kind: str, limit: int) -> list[int]:
     """
     turns, weights = turns_table_for(Job.__table__), weights_of(Job)  # type: ignore[arg-type]
     with db.connect() as conn:
-        due = conn.execute(
-            select(Job.id, Job.concurrency_key)
-            .where(Job.kind == kind, Job.status == "pending")
-            .order_by(Job.priority, Job.run_at, Job.id)
-        ).all()
+        due: list[tuple[int, str]] = [
+            (job_id, key or "")  # keyed jobs only here
+            for job_id, key in conn.execute(
+                select(Job.id, Job.concurrency_key)
+                .where(Job.kind == kind, Job.status == "pending")
+                .order_by(Job.priority, Job.run_at, Job.id)
+            )
+        ]
         stored = dict(
             conn.execute(select(turns.c.key, turns.c["pass"]).where(turns.c.kind == kind)).all()
         )
