@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from sa_jobqueue.driver.base import Driver
-from sa_jobqueue.driver.protocol.notifications import Listening
+from sa_jobqueue.driver.protocol.notifications import Listening, Watch, Watching
 from sa_jobqueue.driver.registry import (
     DRIVERS,
     check_worker_engine,
@@ -32,6 +32,8 @@ __all__ = [
     "Result",
     "Swept",
     "Upstream",
+    "Watch",
+    "Watching",
     "check_worker_engine",
     "driver_for",
     "queue_connection",

@@ -29,12 +29,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "APPLICATION_NAME",
+    "LISTEN_READY_TIMEOUT",
     "PROBE_PREFIX",
     "Listener",
     "Notifier",
     "PollingNotifier",
     "WakeCallback",
     "parse_payload",
+    "start_notifier",
 ]
 
 log = logging.getLogger("sa_jobqueue.worker.listener")
@@ -362,3 +364,37 @@ class Listener:
                 # backend or a half-open socket would otherwise go unnoticed).
                 connection.execute("SELECT 1")
                 heard = time.monotonic()
+
+
+#: How long a starting worker waits for its listener to LISTEN before it claims.
+LISTEN_READY_TIMEOUT = 2.0
+
+
+def start_notifier(
+    engine: Engine,
+    listening: Listening | None,
+    queues: Collection[str],
+    on_wake: WakeCallback,
+    *,
+    listen: bool,
+    url: URL | None = None,
+    on_control: Callable[[str], None] | None = None,
+) -> Notifier:
+    """Start a `Listener` when `listen` and `listening`, else a `PollingNotifier`; return it.
+
+    A cancel sent just after the first claim travels on the control channel: this
+    waits (at most `LISTEN_READY_TIMEOUT`) until it is LISTENed to, or only the next
+    heartbeat (a third of a lease later) would find the job cancelled.
+    """
+    if not listen or listening is None:
+        polling = PollingNotifier()
+        polling.start()
+        return polling
+    listener = Listener(engine, listening, queues, on_wake, url=url, on_control=on_control)
+    listener.start()
+    deadline = time.monotonic() + LISTEN_READY_TIMEOUT
+    # Not the whole wait when the listener found a pooler and stopped: the worker polls.
+    while not listener.pooled and time.monotonic() < deadline:
+        if listener.connected.wait(0.05):
+            break
+    return listener

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, Engine, exc
 
-from sa_jobqueue.driver import Driver, queue_connection
+from sa_jobqueue.driver import Driver, Watching, queue_connection
 from sa_jobqueue.metrics import Metrics
 from sa_jobqueue.retry import Backoff
 from sa_jobqueue.worker.ahead import AHEAD_SECONDS, AHEAD_WAIT, GIVEN_BACK, ClaimAhead, Waiting
@@ -22,6 +22,7 @@ from sa_jobqueue.worker.attempt import Claimed, InFlight, Outcome, Result
 from sa_jobqueue.worker.autocommit import autocommitted
 from sa_jobqueue.worker.claimer import Claimer
 from sa_jobqueue.worker.completer import Completer, log_job
+from sa_jobqueue.worker.idle_watch import IdleWatch
 from sa_jobqueue.worker.limited_claimer import MIN_BACKOFF, LimitedClaims
 from sa_jobqueue.worker.wakeup import Notified, WakeEvent, WakeupPolicy
 
@@ -62,6 +63,8 @@ class ClaimLoop:
             stuck past the pool's cap, `ThreadPool.missing`): claims skip them.
         ahead_wait: seconds a claimed job may wait for a free slot before the loop gives
             it back to ``pending`` (docs/workers.md#claiming-ahead).
+        watching: the driver's `Watching`, if the loop's sleeps look for other
+            connections' commits (`IdleWatch`; None: they only wait).
 
     Attributes:
         processed: attempts recorded since the last `run` began (releases excluded).
@@ -89,6 +92,7 @@ class ClaimLoop:
         waiting: Waiting | None = None,
         ahead_wait: float = AHEAD_WAIT,
         missing: Callable[[], int] = lambda: 0,
+        watching: Watching | None = None,
     ) -> None:
         self.missing = missing
         #: How many jobs to claim beyond the free slots, and those that waited too long.
@@ -111,6 +115,7 @@ class ClaimLoop:
         self.processed = 0
         self._conn: Connection | None = None
         self._notify_queues: set[str] = set()  # jobs given back there: wake their workers
+        self.idle = IdleWatch(watching, wake, lambda: self._conn, lambda: self.on_notify(None))
 
     def run(self, until_empty: bool) -> None:
         """Rounds until stopped (or, with `until_empty`, until nothing is due or running)."""
@@ -269,9 +274,9 @@ class ClaimLoop:
             timeout = self.wakeup.timeout(now)
             overdue = self.claims_ahead.until_overdue(now)
             if overdue is not None and overdue < timeout:
-                if not self.wake.wait(overdue):
+                if not self.idle.sleep(overdue):
                     return  # a job held ahead waited too long: the round gives it back
-            elif not self.wake.wait(timeout):
+            elif not self.idle.sleep(timeout):
                 self.wakeup.woke(time.monotonic(), timed_out=True)
                 return
             if self.wake.take():

@@ -34,10 +34,9 @@ from sa_jobqueue.worker.config import (
 )
 from sa_jobqueue.worker.handlers import Handlers
 from sa_jobqueue.worker.limited_claimer import LimitedClaims
-from sa_jobqueue.worker.listener import Notifier, PollingNotifier
+from sa_jobqueue.worker.listener import Notifier, PollingNotifier, start_notifier
 from sa_jobqueue.worker.loop import ClaimLoop
 from sa_jobqueue.worker.maintenance import Maintenance
-from sa_jobqueue.worker.notifiers import start_notifier
 from sa_jobqueue.worker.os_signals import install_signal_handlers
 from sa_jobqueue.worker.pool_watch import PoolWatch, pool_size_for
 from sa_jobqueue.worker.registration import Registration
@@ -225,6 +224,7 @@ class Worker(Generic[JobT]):
             waiting=self.handlers.waiting,
             missing=lambda: self.pool.missing,
             ahead_wait=float(config.ahead_wait),
+            watching=self.driver.watching if self.listen else None,
         )
 
     @property
@@ -363,10 +363,9 @@ class Worker(Generic[JobT]):
             self.driver.listening,
             self.queues,
             self.loop.on_notify,
-            listen=self.listen and listen,
+            listen=self.listen and listen and self.driver.supports_listen_notify,
             url=self.config.listen_url,
             on_control=self.interrupts.control,
-            watching=self.driver.watching,
         )
         if not self.driver.supports_listen_notify:
             # No NOTIFY: a commit of this process that enqueued wakes the loop at once.

@@ -12,12 +12,11 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine, insert
 from sqlalchemy.dialects.postgresql.psycopg2 import PGDialect_psycopg2
 from sqlalchemy.orm import Session
 
-from sa_jobqueue.driver import Driver, Listening
-from sa_jobqueue.driver.protocol.notifications import Watch
+from sa_jobqueue.driver import Driver, Listening, Watch
 from sa_jobqueue.errors import ConfigurationError
 from tests.driver.conftest import add, later
 from tests.support.models import Job
@@ -57,13 +56,13 @@ def ears(db: Engine, driver: Driver) -> Iterator[dict[str, Ear]]:
 
 
 @pytest.fixture
-def watch(db: Engine, driver: Driver) -> Iterator[Watch]:
+def watched(db: Engine, driver: Driver) -> Iterator[tuple[Connection, Watch]]:
+    """A connection of `db` and a watch on it (`Driver.watching`)."""
     if driver.watching is None:
         how = "LISTEN/NOTIFY wakes its workers" if driver.supports_listen_notify else "they poll"
         pytest.skip(f"{db.dialect.name}: no watch of commits ({how})")
-    opened = driver.watching.watch(db)
-    yield opened
-    opened.close()
+    with db.connect() as conn:
+        yield conn, driver.watching.watch(conn)
 
 
 def test_queue_notify_wakes_the_queues_at_commit_only(db: Engine, driver: Driver, ears):
@@ -142,11 +141,17 @@ def test_listening_refuses_in_one_line_a_dbapi_it_cannot_listen_with(driver: Dri
     assert "\n" not in str(raised.value)
 
 
-def test_a_watch_changes_at_another_connections_commit_only(db: Engine, driver: Driver, watch):
+def test_a_watch_changes_at_another_connections_commit_only(
+    db: Engine, driver: Driver, watched: tuple[Connection, Watch]
+):
+    conn, watch = watched
     assert driver.watching is not None
     assert 0 < driver.watching.interval <= 0.1  # a wake-up within a tenth of a second
     seen = watch.version()
     assert watch.version() == seen  # its own reads change nothing
+    with conn.begin():
+        conn.execute(insert(Job).values(kind="plain", payload={}, queue="default"))
+    assert watch.version() == seen  # nor its own commits (a worker's acknowledgements)
     add(db)  # another connection's commit
     after_commit = watch.version()
     assert after_commit != seen

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 from sqlalchemy.engine import Dialect
 
 from sa_jobqueue.driver.values import NextDue
@@ -53,17 +53,14 @@ class Listening(Protocol):
 
 
 class Watch(Protocol):
-    """A connection of a watcher's own that tells when other connections committed."""
+    """What tells, on one connection, that other connections committed (`Watching.watch`)."""
 
     def version(self) -> int:
         """A number that differs from the last one read when another connection committed since.
 
-        The watch's own reads change nothing; a transaction rolled back changes nothing.
+        The connection's own commits and reads change nothing, nor does a transaction
+        rolled back.
         """
-        ...
-
-    def close(self) -> None:
-        """Close the watch's connection."""
         ...
 
 
@@ -71,9 +68,11 @@ class Watching(Protocol):
     """How a worker sees other connections' commits without a channel: a driver's `watching`.
 
     A database without LISTEN/NOTIFY may still tell cheaply that something changed
-    (SQLite's ``PRAGMA data_version``, a read of shared memory in WAL mode): a worker
-    looks every `interval` seconds and runs a claim round when it did. It does not say
-    what changed, so it wakes for every commit, the worker's own included.
+    (SQLite's ``PRAGMA data_version``, a read of shared memory in WAL mode): while the
+    claim loop sleeps, it looks every `interval` seconds on its own connection, and runs
+    a round when another connection committed (the loop's own claims and
+    acknowledgements never wake it). It does not say what changed: any other commit
+    wakes it, an application's or the worker's own heartbeats.
 
     Attributes:
         interval: seconds between two looks (a wake-up waits half of it on average).
@@ -81,10 +80,11 @@ class Watching(Protocol):
 
     interval: float
 
-    def watch(self, engine: Engine) -> Watch:
-        """Open a `Watch` on `engine`'s database, on a connection of its own (not its pool's).
+    def watch(self, conn: Connection) -> Watch:
+        """A `Watch` on `conn`'s own DBAPI connection.
 
-        Call it on the thread that will use the watch.
+        Use it on `conn`'s thread, between its transactions, for as long as `conn`
+        keeps that DBAPI connection.
         """
         ...
 

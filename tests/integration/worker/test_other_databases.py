@@ -4,7 +4,7 @@ SQLite lets one writer in at a time; a worker's transactions take the write lock
 they begin (``BEGIN IMMEDIATE``), so none can fail to upgrade half way. Without
 LISTEN/NOTIFY a commit of the worker's own process that enqueued wakes it at once
 (`sa_jobqueue.core.local_wakeups`); on SQLite another process's commit wakes it too
-(`worker.watcher`, ``PRAGMA data_version``); on MariaDB it polls (0.5 s by default).
+(`worker.idle_watch`, ``PRAGMA data_version``); on MariaDB it polls (0.5 s by default).
 """
 
 from __future__ import annotations
@@ -25,8 +25,7 @@ from sa_jobqueue import ConfigurationError, JobContext, JobQueue
 from sa_jobqueue.core import local_wakeups
 from sa_jobqueue.driver import driver_for, worker_engine
 from sa_jobqueue.schema.registry_tables import workers_table_for
-from sa_jobqueue.worker.listener import PollingNotifier
-from sa_jobqueue.worker.watcher import ChangeWatcher
+from sa_jobqueue.worker.idle_watch import IdleWatch
 from sa_jobqueue.worker.worker import POLL_INTERVAL, POLL_WITHOUT_LISTEN
 from tests.support.helpers import wait_for
 from tests.support.models import Job
@@ -170,7 +169,7 @@ def test_a_worker_without_listen_polls_often_and_is_woken_at_once_by_its_own_pro
             jobs.enqueue(session, "ping")
         assert ran.wait(5), "the commit that enqueued did not wake the worker"
         assert time.monotonic() - started < 5
-        assert isinstance(worker.notifier, PollingNotifier)  # started: its loop ran the job
+        assert worker.loop.idle.watching is None
     finally:
         worker.stop()
         thread.join(10)
@@ -203,12 +202,8 @@ def test_a_sqlite_worker_is_woken_by_another_processs_commit(sqlite_committed):
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        wait_for(
-            lambda: (
-                isinstance(worker.notifier, ChangeWatcher) and worker.notifier.connected.is_set()
-            ),
-            what="the worker's watch to open",
-        )
+        wait_for(lambda: registered(sqlite_committed) == 1, what="the worker's start")
+        assert worker.loop.idle.watching is not None
         time.sleep(1.0)  # its first rounds found nothing: the loop sleeps for 30 s now
         url = sqlite_committed.url.render_as_string(hide_password=False)
         root = Path(__file__).resolve().parents[3]
@@ -225,8 +220,7 @@ def test_a_sqlite_worker_is_woken_by_another_processs_commit(sqlite_committed):
     finally:
         worker.stop()
         thread.join(10)
-    assert isinstance(worker.notifier, ChangeWatcher)
-    assert worker.notifier.failures == 0
+    assert worker.loop.idle.failures == 0
 
 
 def test_a_mariadb_workers_transactions_are_read_committed_and_the_apps_keep_theirs(
@@ -239,28 +233,33 @@ def test_a_mariadb_workers_transactions_are_read_committed_and_the_apps_keep_the
         assert conn.exec_driver_sql(level).scalar() == "REPEATABLE-READ"
 
 
-def test_a_watch_that_cannot_open_is_retried_and_said_once_per_failure(tmp_path, caplog):
-    path = tmp_path / "not-yet" / "app.db"  # its folder is missing: SQLite cannot open it
-    engine = create_engine(f"sqlite:///{path}")
-    watching = driver_for(engine, Job).watching
+def test_a_watch_that_fails_is_said_and_the_sleep_still_waits_then_watches_again(
+    sqlite_committed, caplog
+):
+    watching = driver_for(sqlite_committed, Job).watching
     assert watching is not None
-    woken: list[str | None] = []
-    watcher = ChangeWatcher(engine, watching, lambda queue, run_at: woken.append(queue))
-    watcher.start()
+    wake = threading.Event()
+    changes: list[int] = []
+    broken = sqlite_committed.connect()
+    loop_conn = [broken]
+    idle = IdleWatch(watching, wake, lambda: loop_conn[0], lambda: changes.append(1))
     try:
-        wait_for(lambda: watcher.failures >= 2, what="two failed opens")
-        assert not watcher.connected.is_set()
-        assert woken == []
-        path.parent.mkdir()
-        wait_for(watcher.connected.is_set, what="the watch to open once it can")
-        # Opened: whatever committed before is looked at (the wake just after it opened).
-        wait_for(lambda: woken == [None], what="the wake-up of the watch's opening")
-        with engine.begin() as conn:
-            conn.execute(text("CREATE TABLE t (x INTEGER)"))
-        wait_for(lambda: len(woken) == 2, what="a commit to wake the watcher")
+        broken.connection.driver_connection.close()  # gone beneath SQLAlchemy
+        started = time.monotonic()
+        assert idle.sleep(0.3) is False  # it waited all the same
+        assert time.monotonic() - started >= 0.3
+        assert idle.failures == 1
+        failed = [r for r in caplog.records if "watching for other connections'" in r.message]
+        assert len(failed) == 1
+        assert "closed database" in failed[0].getMessage()
+        with sqlite_committed.connect() as fresh:  # the loop's next connection
+            loop_conn[0] = fresh
+            assert idle.sleep(0.05) is False  # watches from here on
+            with Session(sqlite_committed) as session, session.begin():
+                session.add(Job(kind="plain", payload={}))
+            assert idle.sleep(0.2) is False  # woken by no event here: on_change says
+            assert changes == [1]
+            assert idle.failures == 1
     finally:
-        watcher.stop()
-        engine.dispose()
-    failed = [r for r in caplog.records if "watching the database for commits failed" in r.message]
-    assert len(failed) == watcher.failures
-    assert "unable to open database file" in failed[0].getMessage()
+        broken.invalidate()
+        broken.close()
