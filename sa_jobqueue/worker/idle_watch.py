@@ -53,21 +53,26 @@ class IdleWatch:
         self._watched: Connection | None = None
         self._watch: Watch | None = None
         self._seen = 0
+        self._looked_at = 0.0  # monotonic time of the last look
 
     def sleep(self, seconds: float) -> bool:
         """Wait up to `seconds` for `wake`; return whether it was set.
 
-        Meanwhile, every ``watching.interval`` seconds, look whether another connection
-        committed since the last look (in this sleep or an earlier one: a commit made
-        while the loop worked wakes it at the next sleep's first look).
+        Meanwhile, every ``watching.interval`` seconds (counted across sleeps: a sleep
+        that begins long after the last look looks at once), look whether another
+        connection committed since the last look; a commit made while the loop worked
+        wakes it at the next sleep's first look.
         """
         if self.watching is None or not self._watching():
             return self.wake.wait(seconds)
         interval = self.watching.interval
         deadline = time.monotonic() + seconds
         while (left := deadline - time.monotonic()) > 0:
-            if self.wake.wait(min(left, interval)):
-                return True
+            until_look = self._looked_at + interval - time.monotonic()
+            if until_look > 0:
+                if self.wake.wait(min(left, until_look)):
+                    return True
+                continue
             if not self._looked():
                 return self.wake.wait(max(0.0, deadline - time.monotonic()))
         return self.wake.is_set()
@@ -83,6 +88,7 @@ class IdleWatch:
             try:
                 self._watch = self.watching.watch(conn)
                 self._seen = self._watch.version()
+                self._looked_at = time.monotonic()
             except Exception as error:  # noqa: BLE001 - a look must never stop the loop
                 self._failed(error)
                 return False
@@ -92,6 +98,7 @@ class IdleWatch:
     def _looked(self) -> bool:
         """Look once; wake the loop if another connection committed. False if it failed."""
         assert self._watch is not None  # noqa: S101 - `_watching` made it
+        self._looked_at = time.monotonic()
         try:
             version = self._watch.version()
         except Exception as error:  # noqa: BLE001 - a look must never stop the loop
