@@ -34,8 +34,8 @@ class IdleWatch:
         on_change: called when another connection committed (it sets `wake`).
 
     Attributes:
-        failures: looks that failed (each said in the log; the sleep then only waits,
-            and the next one watches again, on the loop's connection then).
+        failures: looks that failed (each said in the log; the sleeps then only wait
+            until the loop has another connection, and watch on that one).
     """
 
     def __init__(
@@ -52,6 +52,7 @@ class IdleWatch:
         self.failures = 0
         self._watched: Connection | None = None
         self._watch: Watch | None = None
+        self._failed_on: Connection | None = None  # no watch on it: a look failed there
         self._seen = 0
         self._looked_at = 0.0  # monotonic time of the last look
 
@@ -80,7 +81,7 @@ class IdleWatch:
     def _watching(self) -> bool:
         """Whether a watch is on the loop's connection now (made when it changed)."""
         conn = self.connection()
-        if conn is None or conn.closed or conn.invalidated:
+        if conn is None or conn.closed or conn.invalidated or conn is self._failed_on:
             self._watched = self._watch = None
             return False
         if conn is not self._watched or self._watch is None:
@@ -90,7 +91,7 @@ class IdleWatch:
                 self._seen = self._watch.version()
                 self._looked_at = time.monotonic()
             except Exception as error:  # noqa: BLE001 - a look must never stop the loop
-                self._failed(error)
+                self._failed(error, conn)
                 return False
             self._watched = conn
         return True
@@ -102,17 +103,18 @@ class IdleWatch:
         try:
             version = self._watch.version()
         except Exception as error:  # noqa: BLE001 - a look must never stop the loop
-            self._failed(error)
+            self._failed(error, self._watched)
             return False
         if version != self._seen:
             self._seen = version
             self.on_change()
         return True
 
-    def _failed(self, error: Exception) -> None:
+    def _failed(self, error: Exception, conn: Connection | None) -> None:
         self.failures += 1
-        self._watched = self._watch = None
+        self._failed_on, self._watched, self._watch = conn, None, None
         log.warning(
-            "watching for other connections' commits failed (%s); polling until the next round",
+            "watching for other connections' commits failed (%s); polling until the "
+            "claim loop reconnects",
             error,
         )

@@ -11,7 +11,7 @@ a poll interval. See docs/notifications.md.
 
 from __future__ import annotations
 
-import sqlite3
+from typing import Any
 
 from sqlalchemy import Connection
 
@@ -24,9 +24,13 @@ WATCH_INTERVAL = 0.02
 
 
 class DataVersion:
-    """A `Watch` on one SQLite connection: its ``PRAGMA data_version``."""
+    """A `Watch` on one SQLite connection: its ``PRAGMA data_version``.
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    `connection` is the DBAPI's own (the standard library's ``sqlite3``, or one with its
+    API: ``pysqlite3``, ``sqlcipher3``).
+    """
+
+    def __init__(self, connection: Any) -> None:
         self._connection = connection
 
     def version(self) -> int:
@@ -41,16 +45,5 @@ class SqliteWatching:
     interval = WATCH_INTERVAL
 
     def watch(self, conn: Connection) -> DataVersion:
-        """A `DataVersion` on `conn`'s sqlite3 connection (read outside its transactions).
-
-        Raises:
-            TypeError: `conn`'s DBAPI connection is not the standard library's sqlite3
-                (aiosqlite's adapter: a worker's own engine is sync).
-        """
-        connection = conn.connection.driver_connection
-        if not isinstance(connection, sqlite3.Connection):
-            raise TypeError(
-                f"watching a SQLite database needs a sqlite3 connection, not "
-                f"{type(connection).__name__}"
-            )
-        return DataVersion(connection)
+        """A `DataVersion` on `conn`'s DBAPI connection (read outside its transactions)."""
+        return DataVersion(conn.connection.driver_connection)

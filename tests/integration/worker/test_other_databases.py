@@ -233,7 +233,7 @@ def test_a_mariadb_workers_transactions_are_read_committed_and_the_apps_keep_the
         assert conn.exec_driver_sql(level).scalar() == "REPEATABLE-READ"
 
 
-def test_a_watch_that_fails_is_said_and_the_sleep_still_waits_then_watches_again(
+def test_a_watch_that_fails_is_said_once_and_the_sleeps_wait_until_another_connection(
     sqlite_committed, caplog
 ):
     watching = driver_for(sqlite_committed, Job).watching
@@ -252,6 +252,8 @@ def test_a_watch_that_fails_is_said_and_the_sleep_still_waits_then_watches_again
         failed = [r for r in caplog.records if "watching for other connections'" in r.message]
         assert len(failed) == 1
         assert "closed database" in failed[0].getMessage()
+        assert idle.sleep(0.05) is False  # the same connection: not looked at again
+        assert idle.failures == 1
         with sqlite_committed.connect() as fresh:  # the loop's next connection
             loop_conn[0] = fresh
             assert idle.sleep(0.05) is False  # watches from here on
