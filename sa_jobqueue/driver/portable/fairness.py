@@ -19,7 +19,6 @@ from sqlalchemy import (
     Connection,
     Delete,
     Insert,
-    Integer,
     Select,
     Table,
     Text,
@@ -34,7 +33,15 @@ from sqlalchemy import (
 
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.base import PortableBase
-from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
+from sa_jobqueue.driver.portable.kind_jobs import (
+    IDS,
+    KIND,
+    QUEUE,
+    WANT,
+    busy_keys,
+    due_of_kind,
+    running_count,
+)
 from sa_jobqueue.driver.portable.leasing import Leasing
 from sa_jobqueue.driver.values import Claimed
 from sa_jobqueue.schema.model import Status
@@ -43,13 +50,11 @@ from sa_jobqueue.statements.fair_weights import weights_of
 
 __all__ = ["FairClaims"]
 
-#: The bound parameters of the kept statements: the kind, its queue, how many jobs of
-#: each key at most, the keys and ids chosen, a key's new ``pass``.
-_KIND = bindparam("sajq_fair_kind", type_=Text)
-_QUEUE = bindparam("sajq_fair_queue", type_=Text)
-_WANT = bindparam("sajq_fair_want", type_=Integer)
+#: Beside `kind_jobs`' parameters (the kind, its queue, how many of each key at most,
+#: the ids chosen), those of the kept statements here: keys, a key and its new ``pass``.
 _KEYS: BindParameter[Any] = bindparam("sajq_fair_keys", expanding=True)
-_IDS: BindParameter[Any] = bindparam("sajq_fair_ids", expanding=True)
+_KEY = bindparam("sajq_fair_key", type_=Text)
+_PASS: BindParameter[float] = bindparam("sajq_fair_pass")
 
 
 class _Candidate(NamedTuple):
@@ -120,14 +125,14 @@ class FairClaims:
         `LimitedClaims.claim`.
         """
         stored: dict[str, float] = {
-            row.key: row[1] for row in conn.execute(self._stored, {"sajq_fair_kind": kind})
+            row.key: row[1] for row in conn.execute(self._stored, {"sajq_limited_kind": kind})
         }
         # Each key's first `depth` due jobs are read, not its first `limit`: with K keys
         # standing within a turn of each other, a claim takes about limit / K of each.
         # Deeper when a key read to the bottom could still have had a turn among those
         # chosen (`_deep_enough`): the choice is the one all of them would give.
         depth = min(limit, -(-limit // max(len(stored), 1)) + 1)
-        bound = {"sajq_fair_kind": kind, "sajq_fair_queue": queue, "sajq_fair_want": depth}
+        bound = {"sajq_limited_kind": kind, "sajq_limited_queue": queue, "sajq_limited_want": depth}
         due = conn.execute(self._ranked, bound).all()
         keys = {row.key for row in due}
         weight_of: dict[str, float] = {key: 1.0 for key in keys}
@@ -137,7 +142,7 @@ class FairClaims:
         room: dict[str, int] = {}  # how many more of a key its per-key limit lets run
         cap = limits.max_running_per_key
         if cap is not None and keys:
-            busy = {row.key: row.n for row in conn.execute(self._busy, {"sajq_fair_kind": kind})}
+            busy = {row.key: row.n for row in conn.execute(self._busy, {"sajq_limited_kind": kind})}
             room = {key: cap - busy.get(key, 0) for key in keys if key != ""}
         passes = [stored[key] for key in keys if key in stored]
         base = min(passes) if passes else 0.0
@@ -165,7 +170,7 @@ class FairClaims:
                 break
             depth = min(limit, depth * 2)
             # A key new since the first read (MariaDB reads committed) waits for the next.
-            deeper = conn.execute(self._ranked, {**bound, "sajq_fair_want": depth})
+            deeper = conn.execute(self._ranked, {**bound, "sajq_limited_want": depth})
             due = [row for row in deeper if row.key in stand]
         leased = self._lease(conn, kind, limits, chosen, owner) if chosen else []
         self._move_turns(conn, kind, chosen, leased, stored, keys)
@@ -186,12 +191,12 @@ class FairClaims:
         """
         room = len(chosen)
         if limits.max_running is not None:
-            running = conn.execute(self._running, {"sajq_fair_kind": kind}).scalar_one()
+            running = conn.execute(self._running, {"sajq_limited_kind": kind}).scalar_one()
             room = min(room, max(limits.max_running - running, 0))
         if room == 0:
             return []
         ids = [candidate.id for candidate in chosen[:room]]
-        return self._leasing.run(conn, owner, {"sajq_fair_ids": ids})
+        return self._leasing.run(conn, owner, {"sajq_limited_ids": ids})
 
     def _move_turns(
         self,
@@ -214,7 +219,7 @@ class FairClaims:
                 after = candidate.turn + 1.0 / candidate.weight
                 served[candidate.key] = max(served.get(candidate.key, after), after)
         moved = [
-            {"sajq_fair_kind": kind, "sajq_fair_key": key, "sajq_fair_pass": turn}
+            {"sajq_limited_kind": kind, "sajq_fair_key": key, "sajq_fair_pass": turn}
             for key, turn in served.items()
         ]
         if moves := [move for move in moved if move["sajq_fair_key"] in stored]:
@@ -223,11 +228,11 @@ class FairClaims:
             conn.execute(self._arrive, arrivals)
         # A key with no due job forgets its place: back later, it stands as a new key.
         if forgotten := sorted(set(stored) - keys):
-            conn.execute(self._forget, {"sajq_fair_kind": kind, "sajq_fair_keys": forgotten})
+            conn.execute(self._forget, {"sajq_limited_kind": kind, "sajq_fair_keys": forgotten})
 
     @cached_property
     def _ranked(self) -> Select[Any]:
-        """Each key's first `_WANT` due jobs (no claim leases more), with their rank and place."""
+        """Each key's first `WANT` due jobs (no claim leases more), with their rank and place."""
         model = self.driver.model
         order = (model.priority, model.run_at, model.id)
         ranked = (
@@ -239,15 +244,15 @@ class FairClaims:
                 .label("rank"),
                 func.row_number().over(order_by=order).label("place"),
             )
-            .where(*due_of_kind(self.driver, _KIND, _QUEUE))
+            .where(*due_of_kind(self.driver, KIND, QUEUE))
             .subquery("ranked")
         )
-        return select(ranked).where(ranked.c.rank <= _WANT)
+        return select(ranked).where(ranked.c.rank <= WANT)
 
     @cached_property
     def _stored(self) -> Select[Any]:
         turns = self.turns
-        return select(turns.c.key, turns.c["pass"]).where(turns.c.kind == _KIND)
+        return select(turns.c.key, turns.c["pass"]).where(turns.c.kind == KIND)
 
     @cached_property
     def _weights(self) -> Select[Any]:
@@ -256,40 +261,32 @@ class FairClaims:
 
     @cached_property
     def _busy(self) -> Select[Any]:
-        busy: Select[Any] = busy_keys(self.driver.model, _KIND)
+        busy: Select[Any] = busy_keys(self.driver.model, KIND)
         return busy
 
     @cached_property
     def _running(self) -> Select[Any]:
-        return running_count(self.driver.model, _KIND)
+        return running_count(self.driver.model, KIND)
 
     @cached_property
     def _leasing(self) -> Leasing:
         model = self.driver.model
-        chosen = select(model.id).where(model.id.in_(_IDS), model.status == Status.PENDING.value)
+        chosen = select(model.id).where(model.id.in_(IDS), model.status == Status.PENDING.value)
         return Leasing(self.driver, chosen)
 
     @cached_property
     def _move(self) -> Update:
         turns = self.turns
         return (
-            update(turns)
-            .where(turns.c.kind == _KIND, turns.c.key == bindparam("sajq_fair_key", type_=Text))
-            .values({"pass": bindparam("sajq_fair_pass")})
+            update(turns).where(turns.c.kind == KIND, turns.c.key == _KEY).values({"pass": _PASS})
         )
 
     @cached_property
     def _arrive(self) -> Insert:
         turns = self.turns
-        return insert(turns).values(
-            {
-                "kind": _KIND,
-                "key": bindparam("sajq_fair_key", type_=Text),
-                "pass": bindparam("sajq_fair_pass"),
-            }
-        )
+        return insert(turns).values({"kind": KIND, "key": _KEY, "pass": _PASS})
 
     @cached_property
     def _forget(self) -> Delete:
         turns = self.turns
-        return delete(turns).where(turns.c.kind == _KIND, turns.c.key.in_(_KEYS))
+        return delete(turns).where(turns.c.kind == KIND, turns.c.key.in_(_KEYS))

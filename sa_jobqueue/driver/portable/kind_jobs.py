@@ -1,16 +1,27 @@
-"""A limited kind's jobs: those due in a queue, and the running ones its limits count."""
+"""A limited kind's jobs: those due in a queue, and the running ones its limits count.
+
+The functions take a kind and a queue by name, or as the bound parameters below, which
+the limited and fair claims' kept statements share (`limits`, `fairness`).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, func, select
+from sqlalchemy import BindParameter, ColumnElement, Integer, Select, Text, bindparam, func, select
 
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.schema.model import JobMixin, Status
 from sa_jobqueue.statements.control import is_paused
 
-__all__ = ["busy_keys", "due_of_kind", "running_count"]
+__all__ = ["IDS", "KIND", "QUEUE", "WANT", "busy_keys", "due_of_kind", "running_count"]
+
+#: The kind, its queue, how many jobs at most, the ids chosen: bound parameters of the
+#: statements kept for every kind.
+KIND = bindparam("sajq_limited_kind", type_=Text)
+QUEUE = bindparam("sajq_limited_queue", type_=Text)
+WANT = bindparam("sajq_limited_want", type_=Integer)
+IDS: BindParameter[Any] = bindparam("sajq_limited_ids", expanding=True)
 
 
 def due_of_kind(driver: PortableBase, kind: Any, queue: Any) -> list[ColumnElement[bool]]:

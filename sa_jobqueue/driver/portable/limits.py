@@ -16,12 +16,10 @@ from functools import cached_property
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     ColumnElement,
     Connection,
     Integer,
     Select,
-    Text,
     bindparam,
     delete,
     func,
@@ -33,7 +31,15 @@ from sqlalchemy import (
 from sa_jobqueue.core.limits import Limits
 from sa_jobqueue.driver.portable.base import PortableBase
 from sa_jobqueue.driver.portable.fairness import FairClaims
-from sa_jobqueue.driver.portable.kind_jobs import busy_keys, due_of_kind, running_count
+from sa_jobqueue.driver.portable.kind_jobs import (
+    IDS,
+    KIND,
+    QUEUE,
+    WANT,
+    busy_keys,
+    due_of_kind,
+    running_count,
+)
 from sa_jobqueue.driver.portable.kind_locks import lock_kinds
 from sa_jobqueue.driver.portable.leasing import Leasing
 from sa_jobqueue.driver.values import Claimed
@@ -45,13 +51,9 @@ from sa_jobqueue.statements.flow_stats import starts_of
 __all__ = ["LimitedClaims"]
 
 
-#: The bound parameters of the kept statements: the kind, its queue, how many jobs at
-#: most, its per-key limit, the ids chosen, the clock read under the kind's lock.
-_KIND = bindparam("sajq_limited_kind", type_=Text)
-_QUEUE = bindparam("sajq_limited_queue", type_=Text)
-_WANT = bindparam("sajq_limited_want", type_=Integer)
+#: Beside `kind_jobs`' parameters, those of the kept statements here: the per-key
+#: limit, the clock read under the kind's lock.
 _PER_KEY = bindparam("sajq_limited_per_key", type_=Integer)
-_IDS: BindParameter[Any] = bindparam("sajq_limited_ids", expanding=True)
 _STAMP = bindparam("sajq_limited_now", type_=Timestamp()).label("rate_stamp")
 
 
@@ -140,7 +142,7 @@ class LimitedClaims:
 
     @cached_property
     def _running(self) -> Select[Any]:
-        return running_count(self.driver.model, _KIND)
+        return running_count(self.driver.model, KIND)
 
     @cached_property
     def _order(self) -> tuple[Any, ...]:
@@ -149,18 +151,18 @@ class LimitedClaims:
 
     @cached_property
     def _due(self) -> Select[Any]:
-        """The due jobs of the kind in the queue, in claim order, at most `_WANT`."""
+        """The due jobs of the kind in the queue, in claim order, at most `WANT`."""
         model = self.driver.model
-        pending = due_of_kind(self.driver, _KIND, _QUEUE)
-        return select(model.id).where(*pending).order_by(*self._order).limit(_WANT)
+        pending = due_of_kind(self.driver, KIND, QUEUE)
+        return select(model.id).where(*pending).order_by(*self._order).limit(WANT)
 
     @cached_property
     def _per_key_fitting(self) -> Select[Any]:
-        """The ids of the due jobs the per-key limit lets run, at most `_WANT`, in order."""
+        """The ids of the due jobs the per-key limit lets run, at most `WANT`, in order."""
         model = self.driver.model
         order = self._order
-        pending = due_of_kind(self.driver, _KIND, _QUEUE)
-        busy = busy_keys(model, _KIND).subquery("busy")
+        pending = due_of_kind(self.driver, KIND, QUEUE)
+        busy = busy_keys(model, KIND).subquery("busy")
         slot = func.row_number().over(partition_by=model.concurrency_key, order_by=order)
         ranked = (
             select(
@@ -180,16 +182,16 @@ class LimitedClaims:
             select(ranked.c.id)
             .where(or_(ranked.c.key.is_(None), ranked.c.slot <= _PER_KEY))
             .order_by(ranked.c.priority, ranked.c.run_at, ranked.c.id)
-            .limit(_WANT)
+            .limit(WANT)
         )
 
     @cached_property
     def _chosen(self) -> Select[Any]:
-        """The jobs of `_IDS` still pending, in claim order."""
+        """The jobs of `IDS` still pending, in claim order."""
         model = self.driver.model
         return (
             select(model.id)
-            .where(model.id.in_(_IDS), model.status == Status.PENDING.value)
+            .where(model.id.in_(IDS), model.status == Status.PENDING.value)
             .order_by(*self._order)
         )
 
@@ -225,7 +227,7 @@ class LimitedClaims:
     def _starts_since(self) -> Select[Any]:
         starts = self.starts
         since = bindparam("sajq_limited_since", type_=starts.c.started_at.type)
-        return select(func.count()).where(starts.c.kind == _KIND, starts.c.started_at > since)
+        return select(func.count()).where(starts.c.kind == KIND, starts.c.started_at > since)
 
     def _log_starts(
         self, conn: Connection, kind: str, now: datetime, n: int, limits: Limits
