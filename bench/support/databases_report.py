@@ -199,8 +199,9 @@ def report(results: Results, names: list[str], fixed_jobs: int) -> str:
         "the batch before COMMIT), on one connection per process, with the worker's batch:",
         "its concurrency plus `WorkerConfig.prefetch`. SQLite's drains above concurrency 1",
         "run over several worker processes on one file, and so does its raw loop. Wake-up:",
-        "one idle worker process at its defaults (PostgreSQL: LISTEN/NOTIFY; SQLite and",
-        "MariaDB: its poll, jobs arriving at random moments between polls). A drain's",
+        "one idle worker process at its defaults (PostgreSQL: LISTEN/NOTIFY; SQLite: its",
+        "watch of the file's commits; MariaDB: its poll, jobs arriving at random moments",
+        "between polls). A drain's",
         "rate is go -> the last worker's drain() returning, so it includes a fixed cost",
         f"(the row of {fixed_jobs} jobs) that the raw loop does not pay.",
     ]
