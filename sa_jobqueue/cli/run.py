@@ -279,7 +279,8 @@ def _worker_id(value: str | None) -> str | None:
     "--listen/--no-listen",
     default=True,
     show_default=True,
-    help="Wake on LISTEN/NOTIFY; --no-listen polls only (for transaction-mode poolers).",
+    help="Wake on LISTEN/NOTIFY (SQLite, MariaDB: on a watch of other processes' "
+    "commits); --no-listen polls only (for transaction-mode poolers).",
 )
 @click.option(
     "--listen-url",

@@ -42,8 +42,9 @@ __all__ = [
 #: Seconds between an idle worker's polls when the database wakes it (a safety net):
 #: LISTEN/NOTIFY, or SQLite's watch of other connections' commits.
 POLL_INTERVAL = 2.0
-#: Seconds between polls on a database that wakes no worker (MariaDB, MySQL; SQLite
-#: with ``listen=False``): how long a job enqueued by another process may wait for one.
+#: Seconds between polls where the database wakes workers for new jobs only (MariaDB,
+#: MySQL: their watch of the highest id) or not at all (``listen=False`` off
+#: PostgreSQL): how long a job made due elsewhere may wait for one.
 POLL_WITHOUT_LISTEN = 0.5
 
 #: The default of `WorkerConfig.prefetch`: claims of up to this many jobs ahead.
@@ -91,11 +92,13 @@ class WorkerConfig:
         queues: the queues to claim from (None: every registered task's queue).
         concurrency: handler threads; also the most jobs running at once.
         poll_interval: seconds between polls when no notification arrives (None: 2
-            with LISTEN/NOTIFY or SQLite's watch, 0.5 on MariaDB/MySQL: `poll_seconds`).
+            with LISTEN/NOTIFY or SQLite's watch, 0.5 on MariaDB/MySQL, whose watch
+            sees new jobs only: `poll_seconds`).
         shutdown_timeout: seconds `Worker.run` lets running handlers finish after a
             stop signal before releasing their jobs back to ``pending``.
         listen: wake on LISTEN/NOTIFY (turn off behind a transaction-mode pooler);
-            on SQLite, on other connections' commits (``PRAGMA data_version``).
+            on SQLite, on other connections' commits (``PRAGMA data_version``); on
+            MariaDB/MySQL, on other connections' new jobs (the highest id).
         listen_url: a separate URL for the listener's one connection (a direct
             one, or a session-mode pool, when the engine goes through a
             transaction-mode pooler); None: the engine's own. See docs/pgbouncer.md.
@@ -242,9 +245,12 @@ class WorkerConfig:
 
         `POLL_INTERVAL` where the database wakes workers between polls: LISTEN/NOTIFY
         (`Driver.supports_listen_notify`; 2 s even with ``listen=False``, as always),
-        or the driver's `watching` with `listen`; else `POLL_WITHOUT_LISTEN`.
+        or, with `listen`, the driver's `watching` where it sees every commit (SQLite);
+        else `POLL_WITHOUT_LISTEN` (MariaDB's watch sees new jobs only).
         """
-        woken = driver.supports_listen_notify or (self.listen and driver.watching is not None)
+        watching = driver.watching
+        watched = self.listen and watching is not None and watching.every_commit
+        woken = driver.supports_listen_notify or watched
         return float(self.poll_interval or (POLL_INTERVAL if woken else POLL_WITHOUT_LISTEN))
 
 

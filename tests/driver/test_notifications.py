@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import psycopg
 import pytest
-from sqlalchemy import Connection, Engine, insert
+from sqlalchemy import Connection, Engine, func, select, update
 from sqlalchemy.dialects.postgresql.psycopg2 import PGDialect_psycopg2
 from sqlalchemy.orm import Session
 
@@ -147,12 +147,13 @@ def test_a_watch_changes_at_another_connections_commit_only(
     conn, watch = watched
     assert driver.watching is not None
     assert 0 < driver.watching.interval <= 0.1  # a wake-up within a tenth of a second
+    [mine] = add(db)
     seen = watch.version()
     assert watch.version() == seen  # its own reads change nothing
-    with conn.begin():
-        conn.execute(insert(Job).values(kind="plain", payload={}, queue="default"))
-    assert watch.version() == seen  # nor its own commits (a worker's acknowledgements)
-    add(db)  # another connection's commit
+    with conn.begin():  # nor its own commits of updates (a worker's claims, its dones)
+        conn.execute(update(Job).where(Job.id == mine).values(status="done"))
+    assert watch.version() == seen
+    add(db)  # another connection's commit of a new job
     after_commit = watch.version()
     assert after_commit != seen
     with Session(db) as session:
@@ -165,11 +166,43 @@ def test_a_watch_changes_at_another_connections_commit_only(
     assert watch.version() != after_commit
 
 
-def test_a_driver_without_listening_or_watching_is_polled(db: Engine, driver: Driver):
+def test_a_watch_that_sees_every_commit_sees_another_connections_updates(
+    db: Engine, driver: Driver, watched: tuple[Connection, Watch]
+):
+    _, watch = watched
+    assert driver.watching is not None
+    [job] = add(db)
+    seen = watch.version()
+    with db.begin() as other:  # a job made due by an update: a retry, a workflow's release
+        other.execute(update(Job).where(Job.id == job).values(priority=5))
+    # SQLite sees it; MariaDB's watch sees new jobs only, so its workers keep polling.
+    assert (watch.version() != seen) is driver.watching.every_commit
+    assert driver.watching.every_commit is (db.dialect.name == "sqlite")
+
+
+def test_a_look_leaves_its_connection_outside_any_transaction(
+    db: Engine, watched: tuple[Connection, Watch]
+):
+    # It must hold no snapshot while the loop sleeps: the loop's next transaction
+    # sees every commit made before it (and on MariaDB no metadata lock stays taken).
+    conn, watch = watched
+    count = select(func.count()).select_from(Job)
+    with conn.begin():
+        before = conn.execute(count).scalar_one()
+    watch.version()
+    assert not conn.in_transaction()
+    add(db, 2)
+    watch.version()
+    add(db, 3)  # after the last look: only a fresh snapshot sees these
+    with conn.begin():
+        assert conn.execute(count).scalar_one() == before + 5
+
+
+def test_what_wakes_a_worker_between_polls_on_each_database(db: Engine, driver: Driver):
     # What wakes a worker between polls on each database (docs/notifications.md).
     woken_by = {
         "postgresql": (True, False),  # LISTEN/NOTIFY
         "sqlite": (False, True),  # PRAGMA data_version
-        "mariadb": (False, False),  # polling alone
+        "mariadb": (False, True),  # the table's highest id (new jobs; polled for the rest)
     }
     assert (driver.listening is not None, driver.watching is not None) == woken_by[db.dialect.name]

@@ -6,8 +6,10 @@ from functools import cached_property
 
 from sa_jobqueue.driver.mysql.archive import MariadbArchive
 from sa_jobqueue.driver.mysql.sql import MysqlSql
+from sa_jobqueue.driver.mysql.watching import MysqlWatching
 from sa_jobqueue.driver.portable.driver import PortableDriver
 from sa_jobqueue.driver.protocol.archive import ArchiveOps
+from sa_jobqueue.driver.protocol.notifications import Watching
 
 __all__ = ["MariadbDriver", "MysqlDriver"]
 
@@ -17,7 +19,8 @@ class MysqlDriver(PortableDriver):
 
     Claims lock with ``FOR UPDATE SKIP LOCKED`` and update by the ids they locked (no
     ``RETURNING`` on an UPDATE); ``GET_LOCK`` stands in for advisory locks; no
-    LISTEN/NOTIFY, no partial indexes. No archive: `MariadbDriver` has one.
+    LISTEN/NOTIFY (other processes' new jobs are seen by the table's highest id:
+    `watching`), no partial indexes. No archive: `MariadbDriver` has one.
     """
 
     sql = MysqlSql()
@@ -25,6 +28,11 @@ class MysqlDriver(PortableDriver):
     supports_returning = False
     supports_partial_indexes = False
     supports_advisory_locks = True
+
+    @cached_property
+    def watching(self) -> Watching | None:  # type: ignore[override] # None there, a class attribute
+        """`MysqlWatching` on the jobs table: other connections' new jobs wake a worker."""
+        return MysqlWatching(self._jobs_table)
 
 
 class MariadbDriver(MysqlDriver):

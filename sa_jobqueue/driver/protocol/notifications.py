@@ -58,8 +58,11 @@ class Watch(Protocol):
     def version(self) -> int:
         """A number that differs from the last one read when another connection committed since.
 
-        The connection's own commits and reads change nothing, nor does a transaction
-        rolled back.
+        Every commit where the `Watching` sees `every_commit` (SQLite); else at least each
+        commit of a new job (MariaDB, MySQL: the jobs table's highest id). The
+        connection's own reads and its commits of updates (a worker's claims and
+        acknowledgements) change nothing, nor does a transaction rolled back. A look
+        leaves the connection outside any transaction.
         """
         ...
 
@@ -68,17 +71,23 @@ class Watching(Protocol):
     """How a worker sees other connections' commits without a channel: a driver's `watching`.
 
     A database without LISTEN/NOTIFY may still tell cheaply that something changed
-    (SQLite's ``PRAGMA data_version``, a read of shared memory in WAL mode): while the
-    claim loop sleeps, it looks every `interval` seconds on its own connection, and runs
-    a round when another connection committed (the loop's own claims and
-    acknowledgements never wake it). It does not say what changed: any other commit
-    wakes it, an application's or the worker's own heartbeats.
+    (SQLite's ``PRAGMA data_version``, a read of shared memory in WAL mode; MariaDB's
+    and MySQL's highest job id, the end of the primary key): while the claim loop
+    sleeps, it looks every `interval` seconds on its own connection, and runs a round
+    when another connection committed (the loop's own claims and acknowledgements
+    never wake it). It does not say what changed: on SQLite any other commit wakes it,
+    an application's or the worker's own heartbeats.
 
     Attributes:
         interval: seconds between two looks (a wake-up waits half of it on average).
+        every_commit: whether every other commit is seen (SQLite), so the poll can be
+            as rare as where notifications wake workers; where only new jobs are
+            (MariaDB, MySQL), a job made due by an update waits for the poll, which
+            stays as frequent as without a watch (`WorkerConfig.poll_seconds`).
     """
 
     interval: float
+    every_commit: bool
 
     def watch(self, conn: Connection) -> Watch:
         """A `Watch` on `conn`'s own DBAPI connection.
@@ -101,8 +110,8 @@ class NotificationOps(Protocol):
     def watching(self) -> Watching | None:
         """How a worker sees other connections' commits without notifications, if it can.
 
-        None where notifications serve (`listening`) or where nothing cheap tells
-        (MariaDB, MySQL: workers there poll).
+        None where notifications serve (`listening`). SQLite's sees every commit,
+        MariaDB's and MySQL's the new jobs.
         """
         ...
 

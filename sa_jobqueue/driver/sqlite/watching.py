@@ -43,6 +43,7 @@ class SqliteWatching:
     """`Watching` on SQLite: a `DataVersion` on the claim loop's connection."""
 
     interval = WATCH_INTERVAL
+    every_commit = True
 
     def watch(self, conn: Connection) -> DataVersion:
         """A `DataVersion` on `conn`'s DBAPI connection (read outside its transactions)."""
