@@ -19,7 +19,7 @@ machine, in one run, for each database:
   day's retention of a busy queue): its share of the same drain on an empty table;
 - wake-up latency p50/p99, commit sent -> handler start, one idle worker process at its
   defaults (PostgreSQL: LISTEN; SQLite: its watch of the file's commits; MariaDB: its
-  poll);
+  watch of the table's highest id);
 - on SQLite, the embedded peers at their documented defaults (huey's ``SqliteHuey``, DBOS
   on SQLite; installed into ``bench/out/embedded-venv`` on first use, driven by
   ``bench/support/embedded_drive.py``): enqueue one by one, drains at 1 and 8, wake-up.
@@ -68,8 +68,9 @@ from sa_jobqueue.worker.config import DEFAULT_PREFETCH
 
 NAMES = ("postgresql", "sqlite", "mariadb")
 CONCURRENCIES = {"postgresql": (1, 16, 32), "sqlite": (1, 8), "mariadb": (1, 16, 32)}
-#: The databases whose idle workers are woken between polls (LISTEN; SQLite's watch).
-WOKEN = frozenset({"postgresql", "sqlite"})
+#: The databases whose idle workers are woken between polls (LISTEN; SQLite's and
+#: MariaDB's watch).
+WOKEN = frozenset({"postgresql", "sqlite", "mariadb"})
 #: What a worker calls on the driver in a no-op lease drain: probed before measuring.
 DRAIN_NEEDS = (
     "job_claim", "job_complete", "job_heartbeat", "jobs_still_owned", "job_sweep",
@@ -99,9 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batches", type=int, default=4, help="enqueue_many calls per rep")
     parser.add_argument("--processes", type=int, default=4, help="SQLite's worker processes at 8")
     parser.add_argument(
-        "--wake-samples", type=int, default=100, help="PostgreSQL (LISTEN), SQLite (its watch)"
+        "--wake-samples", type=int, default=100, help="woken workers: LISTEN, a watch"
     )
-    parser.add_argument("--polled-wake-samples", type=int, default=20, help="MariaDB and the peers")
+    parser.add_argument("--polled-wake-samples", type=int, default=20, help="the polled peers")
     parser.add_argument(
         "--dbos-jobs-per-slot",
         type=int,

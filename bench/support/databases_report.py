@@ -200,8 +200,7 @@ def report(results: Results, names: list[str], fixed_jobs: int) -> str:
         "its concurrency plus `WorkerConfig.prefetch`. SQLite's drains above concurrency 1",
         "run over several worker processes on one file, and so does its raw loop. Wake-up:",
         "one idle worker process at its defaults (PostgreSQL: LISTEN/NOTIFY; SQLite: its",
-        "watch of the file's commits; MariaDB: its poll, jobs arriving at random moments",
-        "between polls). A drain's",
+        "watch of the file's commits; MariaDB: its watch of the table's highest id). A drain's",
         "rate is go -> the last worker's drain() returning, so it includes a fixed cost",
         f"(the row of {fixed_jobs} jobs) that the raw loop does not pay.",
     ]
