@@ -3,17 +3,16 @@
 The waiter LISTENs on the table's ended channel (the driver's `Listening`) first, then
 reads the job's row, then waits for a notification naming it (`statements.common.ended_notify`),
 reading the row again when one arrives and every ``poll_interval`` seconds in case one
-is lost. Mixed into `JobQueue` as `WaitAPI`. See docs/durable.md.
+is lost. Without LISTEN (SQLite, MariaDB) it reads the row every ``poll_interval``, and
+on SQLite also as soon as another connection committed (the driver's `Watching`).
+Mixed into `JobQueue` as `WaitAPI`. See docs/durable.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import time
-import weakref
-from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Generic
 
@@ -21,9 +20,8 @@ from sqlalchemy import Connection, Engine, Select
 
 from sa_jobqueue import statements
 from sa_jobqueue.core.aio import is_async_engine, require_greenlet
-from sa_jobqueue.core.poolers import POOLER_WARNING, pooled_by_pids
 from sa_jobqueue.core.validation import check_delay, check_job_id
-from sa_jobqueue.driver import driver_for
+from sa_jobqueue.driver import Watch, driver_for
 from sa_jobqueue.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -32,6 +30,7 @@ from sa_jobqueue.errors import (
 )
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.ops.archived import find_archived
+from sa_jobqueue.ops.wait_poolers import apooled, pooled
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.statements.common import ANY_ENDED
 
@@ -47,54 +46,6 @@ DEFAULT_POLL_INTERVAL = 5.0
 POLL_WITHOUT_LISTEN = 0.5
 
 _ENDED = frozenset(statements.FINISHED_VALUES)
-_PID = "SELECT pg_backend_pid()"
-
-log = logging.getLogger("sa_jobqueue.ops.waiting")
-
-#: Per engine (its sync engine): whether its URL goes through a transaction pooler.
-_POOLED: weakref.WeakKeyDictionary[Engine, bool] = weakref.WeakKeyDictionary()
-
-
-def _found_pooled(engine: Engine, pooled: bool, poll_interval: float) -> bool:
-    """Remember what the first wait on `engine` found; say it once when it is a pooler."""
-    _POOLED[engine] = pooled
-    if pooled:
-        log.warning(
-            "jobs.wait: the engine's URL %s; each wait reads its job's row every %gs "
-            "instead (poll_interval). Pass an engine with a direct URL to be woken at "
-            "once (docs/durable.md#behind-pgbouncer)",
-            POOLER_WARNING,
-            poll_interval,
-        )
-    return pooled
-
-
-def _pooled(engine: Engine, conn: Connection, raw: Any, poll_interval: float) -> bool:
-    """Whether `conn` goes through a transaction pooler (`core.poolers`), once per engine."""
-    known = _POOLED.get(engine)
-    if known is not None:
-        return known
-
-    @contextlib.contextmanager
-    def other() -> Iterator[Callable[[], int]]:
-        with engine.connect() as opened:  # its transaction holds a server connection meanwhile
-            yield lambda: opened.exec_driver_sql(_PID).scalar_one()
-            opened.rollback()
-
-    def pid() -> int:
-        return int(conn.exec_driver_sql(_PID).scalar_one())
-
-    return _found_pooled(engine, pooled_by_pids(raw.info.backend_pid, pid, other), poll_interval)
-
-
-async def _apooled(
-    engine: AsyncEngine, conn: AsyncConnection, raw: Any, poll_interval: float
-) -> bool:
-    """`_pooled` for an `AsyncEngine`: the same probe, run in `conn`'s greenlet."""
-    known = _POOLED.get(engine.sync_engine)
-    if known is not None:
-        return known
-    return await conn.run_sync(lambda sync: _pooled(engine.sync_engine, sync, raw, poll_interval))
 
 
 def names_job(payload: str, job_id: int) -> bool:
@@ -201,11 +152,11 @@ def wait(
         # Autocommit: a session inside a transaction block is delivered no notification.
         conn.execution_options(isolation_level="AUTOCOMMIT")
         if not waiting.hears(engine):  # no LISTEN on this database: a read per poll
-            return _poll_on(conn, waiting)
+            return _poll_on(conn, waiting, _watch(conn, waiting.model))
         import psycopg  # here only: an application on SQLite or MariaDB never loads it
 
         raw = _psycopg(conn.connection.driver_connection, psycopg.Connection)
-        if _pooled(engine, conn, raw, waiting.interval):
+        if pooled(engine, conn, raw, waiting.interval):
             return _wait_on(conn, raw, waiting)  # no LISTEN: the reads every poll_interval
         conn.exec_driver_sql(waiting.listen_sql)
         try:
@@ -220,13 +171,45 @@ def wait(
         return job
 
 
-def _poll_on(conn: Connection, waiting: _Waiting) -> JobInfo:
-    """Read the row every poll interval until the job ended (no LISTEN to be woken by)."""
+def _watch(conn: Connection, model: type[Any]) -> tuple[Watch, float] | None:
+    """A watch of other connections' commits on `conn`, and its interval, where one sees them all.
+
+    SQLite's (``PRAGMA data_version``); None elsewhere (MariaDB's sees new jobs only,
+    not the UPDATE that ends one) and where a first look fails (a DBAPI without
+    sqlite3's API): the wait then reads the row every poll interval only.
+    """
+    watching = driver_for(conn.engine, model).watching
+    if watching is None or not watching.every_commit:
+        return None
+    try:
+        watch = watching.watch(conn)
+        watch.version()
+    except Exception:  # noqa: BLE001 - the reads every poll interval still serve
+        return None
+    return watch, watching.interval
+
+
+def _poll_on(
+    conn: Connection, waiting: _Waiting, watched: tuple[Watch, float] | None = None
+) -> JobInfo:
+    """Read the row every poll interval until the job ended (no LISTEN to be woken by).
+
+    With `watched` (SQLite), read it again as soon as another connection committed: the
+    version is taken before each read, so an end committed after the read is seen.
+    """
     while True:
+        seen = watched[0].version() if watched else 0
         job = waiting.ended(waiting.row(conn))
         if job is not None:
             return job
-        time.sleep(waiting.pause())
+        pause = waiting.pause()
+        if watched is None:
+            time.sleep(pause)
+            continue
+        watch, interval = watched
+        deadline = time.monotonic() + pause
+        while (left := deadline - time.monotonic()) > 0 and watch.version() == seen:
+            time.sleep(min(interval, left))
 
 
 async def _apoll_on(conn: AsyncConnection, waiting: _Waiting) -> JobInfo:
@@ -277,7 +260,7 @@ async def wait_async(
         import psycopg
 
         raw = _psycopg(fairy.driver_connection, psycopg.AsyncConnection)
-        if await _apooled(engine, conn, raw, waiting.interval):
+        if await apooled(engine, conn, raw, waiting.interval):
             return await _await_on(conn, raw, waiting)  # no LISTEN: reads every poll_interval
         await conn.exec_driver_sql(waiting.listen_sql)
         try:
@@ -362,15 +345,15 @@ class WaitAPI(Generic[JobT]):
         without LISTEN (docs/durable.md#behind-pgbouncer).
 
         Args:
-            engine: a sync engine on a ``postgresql+psycopg://`` URL, or on SQLite or
-                MariaDB/MySQL (which read the row every `poll_interval`).
+            engine: a sync engine on a ``postgresql+psycopg://`` URL, or on SQLite
+                (which reads the row when another connection committed, and every
+                `poll_interval`) or MariaDB/MySQL (every `poll_interval`).
             job_id: the job's id, committed already (an uncommitted job is unknown).
             timeout: the most it waits (a timedelta or seconds; 0 reads the row once);
                 None waits for as long as it takes.
             poll_interval: seconds between safety reads of the row (more than 0; None:
                 `DEFAULT_POLL_INTERVAL`, or `POLL_WITHOUT_LISTEN` on a database
-                without LISTEN/NOTIFY, SQLite and MariaDB/MySQL, where the reads are
-                all there is).
+                without LISTEN/NOTIFY, SQLite and MariaDB/MySQL).
 
         Raises:
             WaitTimeoutError: the job had not ended within `timeout` (it is unchanged).

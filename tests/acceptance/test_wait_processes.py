@@ -2,7 +2,8 @@
 
 The worker (``sa-jobqueue worker tests.support.apps.waiting:jobs``) polls every 30 s
 and the waits' safety polls are slower still, so each wait that returns within the
-deadline was woken by the NOTIFY the worker's acknowledgement sent, across processes.
+deadline was woken by the NOTIFY the worker's acknowledgement sent, across processes
+(on SQLite, by the wait's watch of the file's commits).
 """
 
 from __future__ import annotations
@@ -117,7 +118,21 @@ def test_wait_async_returns_the_result_of_another_worker_process(
     assert (job.status, job.result) == ("done", {"total_cents": 500, "worker_attempt": 1})
 
 
-@on_databases("sqlite", "mariadb")
+@on_databases("sqlite")
+def test_a_wait_on_sqlite_is_woken_by_the_commit_of_another_process_that_ends_its_job(
+    processes: Processes, committed: Engine, tmp_path: Path
+) -> None:
+    # Its safety reads are SLOW_POLL apart: only its watch of the file's commits
+    # (`Driver.watching`, PRAGMA data_version) can end it within DEADLINE.
+    processes.worker("tests.support.apps.waiting:jobs")
+    gate = tmp_path / "gate"
+    job_id = enqueue(committed, "invoice_total", {"lines": [200, 50], "gate": str(gate)})
+    threading.Timer(1.0, gate.touch).start()
+    job = wait_in_thread(committed, job_id)
+    assert (job.status, job.result) == ("done", {"total_cents": 250, "worker_attempt": 1})
+
+
+@on_databases("mariadb")
 def test_wait_without_listen_reads_the_row_every_half_second_until_another_process_ends_it(
     processes: Processes, committed: Engine, tmp_path: Path
 ) -> None:

@@ -1,4 +1,4 @@
-"""`jobs.wait` and `jobs.wait_async` against a real PostgreSQL, with workers in threads.
+"""`jobs.wait` and `jobs.wait_async` on a real PostgreSQL (and SQLite), with workers in threads.
 
 The waits here poll their row only every `SLOW_POLL` seconds, far longer than their
 timeout: a wait that returns in time was woken by the ended channel's notification,
@@ -114,6 +114,31 @@ def test_wait_returns_the_job_a_drain_in_another_thread_finished(committed: Engi
     assert isinstance(job, JobInfo)
     assert (job.id, job.status, job.result, job.last_error) == (job_id, "done", {"pages": 3}, None)
     assert job.finished_at is not None
+
+
+def test_a_wait_on_sqlite_is_woken_by_another_connections_commit(
+    sqlite_committed: Engine,
+) -> None:
+    # No NOTIFY there: its watch of the file's commits (`Driver.watching`) reads the row
+    # again when the drain's acknowledgement commits, not SLOW_POLL later.
+    jobs = new_queue()
+    jobs.task("render")(lambda ctx: {"pages": ctx.payload["n"]})
+    job_id = enqueue(sqlite_committed, jobs, "render", {"n": 2})
+    reads: list[str] = []
+
+    def read(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+            reads.append(statement)
+
+    event.listen(sqlite_committed, "after_cursor_execute", read)
+    try:
+        with gated_drain(jobs, sqlite_committed) as go, StartsDrain(sqlite_committed, go):
+            job = woken(jobs, sqlite_committed, job_id)
+    finally:
+        event.remove(sqlite_committed, "after_cursor_execute", read)
+    assert (job.id, job.status, job.result) == (job_id, "done", {"pages": 2})
+    # A read per commit seen (the drain's few), not one per look at the version.
+    assert 2 <= len(reads) <= 20
 
 
 def test_wait_returns_a_dead_lettered_job_with_its_last_error(committed: Engine) -> None:
