@@ -49,7 +49,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
 from bench import targets
-from bench.scenarios.latency import measure_latency
+from bench.scenarios.latency import measure_latency, target_lines
 from bench.support.app import KINDS, Job, jobs
 from bench.support.database import Database, scratch, scratch_mysql, scratch_sqlite
 from bench.support.databases_report import BESIDE, Results, report
@@ -454,7 +454,8 @@ def main(args: argparse.Namespace, db: Database) -> int:
 
 
 def record_targets(results: Results) -> None:
-    """The SQLite and MariaDB columns of the targets table (PostgreSQL's: drain_limit)."""
+    """The SQLite and MariaDB columns of the targets table (PostgreSQL's: drain_limit,
+    latency)."""
     for name in ("sqlite", "mariadb"):
         for c in CONCURRENCIES[name]:
             ours, raw = results.figure(name, f"drain {c}"), results.figure(name, f"raw {c}")
@@ -462,6 +463,9 @@ def record_targets(results: Results) -> None:
                 with targets.measuring("databases", name):
                     target = f"7 lease drain / raw loop at concurrency {c}"
                     print(targets.record(target, ours.median / raw.median, 0.75))
+        if results.wakes.get(name):  # the idle worker's watch (PostgreSQL's LISTEN: latency)
+            with targets.measuring("databases", name):
+                print("\n".join(target_lines(results.wakes[name])))
     record_costs(results)
     for c in CONCURRENCIES["sqlite"]:
         ours = results.figure("sqlite", f"drain {c}")
