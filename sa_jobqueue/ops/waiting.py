@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, Select
 from sa_jobqueue import statements
 from sa_jobqueue.core.aio import is_async_engine, require_greenlet
 from sa_jobqueue.core.validation import check_delay, check_job_id
-from sa_jobqueue.driver import Watch, driver_for
+from sa_jobqueue.driver import driver_for
 from sa_jobqueue.errors import (
     ConfigurationError,
     JobNotFoundError,
@@ -31,6 +31,7 @@ from sa_jobqueue.errors import (
 from sa_jobqueue.ops.admin import JobInfo
 from sa_jobqueue.ops.archived import find_archived
 from sa_jobqueue.ops.wait_poolers import apooled, pooled
+from sa_jobqueue.ops.wait_watch import AsyncRowWatch, RowWatch, async_row_watch, row_watch
 from sa_jobqueue.schema.model import JobT
 from sa_jobqueue.statements.common import ANY_ENDED
 
@@ -152,7 +153,7 @@ def wait(
         # Autocommit: a session inside a transaction block is delivered no notification.
         conn.execution_options(isolation_level="AUTOCOMMIT")
         if not waiting.hears(engine):  # no LISTEN on this database: a read per poll
-            return _poll_on(conn, waiting, _watch(conn, waiting.model))
+            return _poll_on(conn, waiting, row_watch(conn, waiting.model))
         import psycopg  # here only: an application on SQLite or MariaDB never loads it
 
         raw = _psycopg(conn.connection.driver_connection, psycopg.Connection)
@@ -171,54 +172,35 @@ def wait(
         return job
 
 
-def _watch(conn: Connection, model: type[Any]) -> tuple[Watch, float] | None:
-    """A watch of other connections' commits on `conn`, and its interval, where one sees them all.
-
-    SQLite's (``PRAGMA data_version``); None elsewhere (MariaDB's sees new jobs only,
-    not the UPDATE that ends one) and where a first look fails (a DBAPI without
-    sqlite3's API): the wait then reads the row every poll interval only.
-    """
-    watching = driver_for(conn.engine, model).watching
-    if watching is None or not watching.every_commit:
-        return None
-    try:
-        watch = watching.watch(conn)
-        watch.version()
-    except Exception:  # noqa: BLE001 - the reads every poll interval still serve
-        return None
-    return watch, watching.interval
-
-
-def _poll_on(
-    conn: Connection, waiting: _Waiting, watched: tuple[Watch, float] | None = None
-) -> JobInfo:
+def _poll_on(conn: Connection, waiting: _Waiting, watch: RowWatch | None) -> JobInfo:
     """Read the row every poll interval until the job ended (no LISTEN to be woken by).
 
-    With `watched` (SQLite), read it again as soon as another connection committed: the
-    version is taken before each read, so an end committed after the read is seen.
+    With `watch` (SQLite), read it again as soon as another connection committed.
     """
     while True:
-        seen = watched[0].version() if watched else 0
+        seen = watch.version() if watch is not None else 0
         job = waiting.ended(waiting.row(conn))
         if job is not None:
             return job
-        pause = waiting.pause()
-        if watched is None:
-            time.sleep(pause)
-            continue
-        watch, interval = watched
-        deadline = time.monotonic() + pause
-        while (left := deadline - time.monotonic()) > 0 and watch.version() == seen:
-            time.sleep(min(interval, left))
+        if watch is None:
+            time.sleep(waiting.pause())
+        else:
+            watch.sleep(seen, waiting.pause())
 
 
-async def _apoll_on(conn: AsyncConnection, waiting: _Waiting) -> JobInfo:
+async def _apoll_on(
+    conn: AsyncConnection, waiting: _Waiting, watch: AsyncRowWatch | None
+) -> JobInfo:
     """`_poll_on` on the event loop."""
     while True:
+        seen = await watch.version() if watch is not None else 0
         job = waiting.ended(await conn.run_sync(waiting.row))
         if job is not None:
             return job
-        await asyncio.sleep(waiting.pause())
+        if watch is None:
+            await asyncio.sleep(waiting.pause())
+        else:
+            await watch.sleep(seen, waiting.pause())
 
 
 def _wait_on(conn: Connection, raw: psycopg.Connection[Any], waiting: _Waiting) -> JobInfo:
@@ -255,7 +237,7 @@ async def wait_async(
     async with engine.connect() as conn:
         await conn.execution_options(isolation_level="AUTOCOMMIT")
         if not waiting.hears(engine):  # no LISTEN on this database: a read per poll
-            return await _apoll_on(conn, waiting)
+            return await _apoll_on(conn, waiting, await async_row_watch(conn, waiting.model))
         fairy = await conn.get_raw_connection()
         import psycopg
 

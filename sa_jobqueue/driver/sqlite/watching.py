@@ -26,8 +26,9 @@ WATCH_INTERVAL = 0.02
 class DataVersion:
     """A `Watch` on one SQLite connection: its ``PRAGMA data_version``.
 
-    `connection` is the DBAPI's own (the standard library's ``sqlite3``, or one with its
-    API: ``pysqlite3``, ``sqlcipher3``).
+    `connection` is a DBAPI connection: the standard library's ``sqlite3``, one with its
+    API (``pysqlite3``, ``sqlcipher3``), or SQLAlchemy's adapter of ``aiosqlite`` (read in
+    its greenlet: `AsyncConnection.run_sync`).
     """
 
     def __init__(self, connection: Any) -> None:
@@ -35,7 +36,12 @@ class DataVersion:
 
     def version(self) -> int:
         """``PRAGMA data_version``: it changes when another connection committed since."""
-        row = self._connection.execute("PRAGMA data_version").fetchone()
+        cursor = self._connection.cursor()
+        try:
+            cursor.execute("PRAGMA data_version")
+            row = cursor.fetchone()
+        finally:
+            cursor.close()
         return int(row[0])
 
 
@@ -47,4 +53,4 @@ class SqliteWatching:
 
     def watch(self, conn: Connection) -> DataVersion:
         """A `DataVersion` on `conn`'s DBAPI connection (read outside its transactions)."""
-        return DataVersion(conn.connection.driver_connection)
+        return DataVersion(conn.connection.dbapi_connection)

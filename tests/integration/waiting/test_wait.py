@@ -372,6 +372,33 @@ def test_wait_async_returns_the_job_another_thread_finished(
     assert (job.id, job.status, job.result) == (job_id, "done", {"pages": 2})
 
 
+def test_a_wait_async_on_sqlite_is_woken_by_another_connections_commit(
+    sqlite_committed: Engine,
+) -> None:
+    # Its watch looks through aiosqlite, in the connection's greenlet (`run_sync`).
+    jobs = new_queue()
+    jobs.task("render")(lambda ctx: {"pages": 4})
+    job_id = enqueue(sqlite_committed, jobs, "render")
+    url = sqlite_committed.url.set(drivername="sqlite+aiosqlite")
+    async_engine = create_async_engine(url)
+
+    async def main() -> JobInfo:
+        try:
+            waiting = asyncio.ensure_future(
+                jobs.wait_async(async_engine, job_id, timeout=SLOW_POLL, poll_interval=SLOW_POLL)
+            )
+            await asyncio.sleep(0.2)
+            assert not waiting.done()
+            await asyncio.to_thread(jobs.worker(sqlite_committed, listen=False).drain)
+            # Its poll is SLOW_POLL: only its watch of the file's commits ends it in time.
+            return await asyncio.wait_for(waiting, DEADLINE)
+        finally:
+            await async_engine.dispose()
+
+    job = asyncio.run(main())
+    assert (job.id, job.status, job.result) == (job_id, "done", {"pages": 4})
+
+
 def test_wait_async_errors_match_wait(committed: Engine, database_url: str) -> None:
     jobs = new_queue()
     job_id = enqueue(committed, jobs, "never_run")
