@@ -346,13 +346,11 @@ def test_the_connection_goes_back_to_the_pool_not_listening(committed: Engine) -
         conn.close()
 
 
-def test_wait_async_returns_the_job_another_thread_finished(
-    committed: Engine, database_url: str
-) -> None:
-    jobs = new_queue()
-    jobs.task("render")(lambda ctx: {"pages": 2})
-    job_id = enqueue(committed, jobs, "render")
-    async_engine = create_async_engine(database_url)
+def waited_async(jobs: Any, async_engine: Any, engine: Engine, job_id: int) -> JobInfo:
+    """`jobs.wait_async` whose poll is SLOW_POLL, while a drain on `engine` ends the job.
+
+    Only a notification (or SQLite's watch of the file's commits) ends it within DEADLINE.
+    """
 
     async def main() -> JobInfo:
         try:
@@ -362,13 +360,21 @@ def test_wait_async_returns_the_job_another_thread_finished(
             # The event loop runs on while the wait is pending: the drain starts from it.
             await asyncio.sleep(0.2)
             assert not waiting.done()
-            await asyncio.to_thread(jobs.worker(committed, listen=False).drain)
-            # Only a notification ends the wait within DEADLINE (its poll is SLOW_POLL).
+            await asyncio.to_thread(jobs.worker(engine, listen=False).drain)
             return await asyncio.wait_for(waiting, DEADLINE)
         finally:
             await async_engine.dispose()
 
-    job = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_wait_async_returns_the_job_another_thread_finished(
+    committed: Engine, database_url: str
+) -> None:
+    jobs = new_queue()
+    jobs.task("render")(lambda ctx: {"pages": 2})
+    job_id = enqueue(committed, jobs, "render")
+    job = waited_async(jobs, create_async_engine(database_url), committed, job_id)
     assert (job.id, job.status, job.result) == (job_id, "done", {"pages": 2})
 
 
@@ -380,22 +386,7 @@ def test_a_wait_async_on_sqlite_is_woken_by_another_connections_commit(
     jobs.task("render")(lambda ctx: {"pages": 4})
     job_id = enqueue(sqlite_committed, jobs, "render")
     url = sqlite_committed.url.set(drivername="sqlite+aiosqlite")
-    async_engine = create_async_engine(url)
-
-    async def main() -> JobInfo:
-        try:
-            waiting = asyncio.ensure_future(
-                jobs.wait_async(async_engine, job_id, timeout=SLOW_POLL, poll_interval=SLOW_POLL)
-            )
-            await asyncio.sleep(0.2)
-            assert not waiting.done()
-            await asyncio.to_thread(jobs.worker(sqlite_committed, listen=False).drain)
-            # Its poll is SLOW_POLL: only its watch of the file's commits ends it in time.
-            return await asyncio.wait_for(waiting, DEADLINE)
-        finally:
-            await async_engine.dispose()
-
-    job = asyncio.run(main())
+    job = waited_async(jobs, create_async_engine(url), sqlite_committed, job_id)
     assert (job.id, job.status, job.result) == (job_id, "done", {"pages": 4})
 
 
